@@ -1,0 +1,12 @@
+# Everything comes from Debian packages (scripts/setup.sh installs them).
+find_package(Threads REQUIRED)
+find_package(absl REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+if(LLM_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()

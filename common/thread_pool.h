@@ -1,0 +1,53 @@
+// A fixed pool of worker threads for data-parallel loops (CPU forward pass, batch encode).
+#ifndef LLM_COMMON_THREAD_POOL_H_
+#define LLM_COMMON_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace llm {
+
+// ParallelFor splits [0, n) into chunks run by the pool's threads and the calling thread, and
+// returns when all are done. One ParallelFor runs at a time per pool (calls from several
+// threads are serialised); the work function must not call ParallelFor on the same pool.
+// A pool of 1 thread runs everything on the caller.
+class ThreadPool {
+ public:
+  // `num_threads` counts the caller: 1 means no extra threads. 0 picks the hardware count.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint ranges covering [0, n), each at least `min_chunk` long
+  // (except the last). The split is fixed by n, min_chunk and the thread count, never by timing.
+  void ParallelFor(size_t n, size_t min_chunk, const std::function<void(size_t, size_t)>& fn);
+
+ private:
+  void WorkerLoop();
+  void RunChunks();
+
+  std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // serialises ParallelFor callers
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(size_t, size_t)>* fn_ = nullptr;  // guarded by mu_
+  size_t n_ = 0;
+  size_t chunk_ = 0;
+  size_t num_chunks_ = 0;
+  size_t next_chunk_ = 0;    // guarded by mu_
+  size_t chunks_done_ = 0;   // guarded by mu_
+  uint64_t generation_ = 0;  // guarded by mu_
+  bool stop_ = false;        // guarded by mu_
+};
+
+}  // namespace llm
+
+#endif  // LLM_COMMON_THREAD_POOL_H_

@@ -1,0 +1,77 @@
+#include "tests/test_util.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace llm::testing {
+
+namespace fs = std::filesystem;
+
+std::string SharedPath(const std::string& relative) {
+  return (fs::path(LLM_SHARED_DIR) / relative).lexically_normal().string();
+}
+
+::testing::AssertionResult SharedExists(const std::string& relative) {
+  const std::string p = SharedPath(relative);
+  if (fs::exists(p)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "required test data missing: " << p
+         << " (the tests need the shared folder ../shared beside the checkout; set "
+            "-DLLM_SHARED_DIR to point elsewhere)";
+}
+
+std::string BinPath(const std::string& name) { return (fs::path(LLM_BIN_DIR) / name).string(); }
+
+std::string SourcePath(const std::string& relative) {
+  return (fs::path(LLM_SOURCE_DIR) / relative).string();
+}
+
+std::string MakeTempDir(const std::string& name) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  fs::path dir = fs::path(::testing::TempDir()) /
+                 (std::string(info ? info->test_suite_name() : "t") + "." +
+                  (info ? info->name() : "t") + "." + name + "." + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text) {
+  const std::string dir = MakeTempDir("cmd");
+  const std::string in = dir + "/stdin", out = dir + "/stdout", err = dir + "/stderr";
+  std::ofstream(in, std::ios::binary) << stdin_text;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fin = ::open(in.c_str(), O_RDONLY);
+    const int fout = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int ferr = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fin, 0);
+    ::dup2(fout, 1);
+    ::dup2(ferr, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  auto slurp = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  CommandResult r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out),
+                  slurp(err)};
+  fs::remove_all(dir);
+  return r;
+}
+
+}  // namespace llm::testing

@@ -1,0 +1,138 @@
+#include "worker/model/config.h"
+
+#include <cmath>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace llm::model {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+json BaseConfig() {
+  return json::parse(R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0, "eos_token_id": 2, "bos_token_id": 1})");
+}
+
+TEST(ConfigTest, LoadsTheTestModel) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  auto c = LoadModelConfig(llm::testing::SharedPath("models/tinystories-656k"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "llama");
+  EXPECT_EQ(c->vocab_size, 2048);
+  EXPECT_EQ(c->hidden_size, 128);
+  EXPECT_EQ(c->num_heads, 8);
+  EXPECT_EQ(c->num_kv_heads, 4);
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->num_layers, 2);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c->rms_norm_eps, 1e-6);
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{2});
+}
+
+TEST(ConfigTest, DerivesHeadDimAndAcceptsExplicitOne) {
+  auto c = ParseModelConfig(BaseConfig(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->head_dim, 8);
+  json j = BaseConfig();
+  j["head_dim"] = 16;
+  c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->q_dim(), 128);
+}
+
+TEST(ConfigTest, EosMayBeAList) {
+  json j = BaseConfig();
+  j["eos_token_id"] = {2, 7};
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{2, 7}));
+}
+
+TEST(ConfigTest, Qwen2HasQkvBias) {
+  json j = BaseConfig();
+  j["model_type"] = "qwen2";
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_FALSE(c->o_bias);
+}
+
+TEST(ConfigTest, RejectsUnsupportedRopeScalingByName) {
+  json j = BaseConfig();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  auto c = ParseModelConfig(j, "dir/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("dir/config.json"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("rope_scaling"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("'linear'"));
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()), HasSubstr("'yarn'"));
+}
+
+TEST(ConfigTest, Llama3RopeScaling) {
+  json j = BaseConfig();
+  j["head_dim"] = 64;
+  j["rope_theta"] = 500000.0;
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 32.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<double> inv = RopeInverseFrequencies(*c);
+  ASSERT_EQ(inv.size(), 32u);
+  // Short wavelengths are untouched; the longest is divided by the factor.
+  EXPECT_DOUBLE_EQ(inv[0], 1.0);
+  const double unscaled_last = 1.0 / std::pow(500000.0, 62.0 / 64.0);
+  EXPECT_NEAR(inv[31], unscaled_last / 32.0, 1e-15);
+  for (size_t i = 1; i < inv.size(); ++i) EXPECT_LT(inv[i], inv[i - 1]);
+}
+
+TEST(ConfigTest, ErrorsNameTheField) {
+  struct Case {
+    const char* field;
+    json value;
+  };
+  for (const Case& bad : std::vector<Case>{{"model_type", "gpt2"},
+                                           {"hidden_size", -3},
+                                           {"num_key_value_heads", 3},
+                                           {"hidden_act", "gelu"},
+                                           {"vocab_size", "many"},
+                                           {"eos_token_id", 5000},
+                                           {"rms_norm_eps", 0}}) {
+    json j = BaseConfig();
+    j[bad.field] = bad.value;
+    auto c = ParseModelConfig(j, "x/config.json");
+    ASSERT_FALSE(c.ok()) << bad.field;
+    EXPECT_THAT(std::string(c.status().message()), HasSubstr(bad.field));
+  }
+  json j = BaseConfig();
+  j.erase("intermediate_size");
+  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()),
+              HasSubstr("intermediate_size: missing"));
+}
+
+TEST(ConfigTest, RoundTripsThroughJson) {
+  json j = BaseConfig();
+  j["tie_word_embeddings"] = true;
+  auto c = ParseModelConfig(j, "c");
+  ASSERT_TRUE(c.ok());
+  auto again = ParseModelConfig(ModelConfigToJson(*c), "c2");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->vocab_size, c->vocab_size);
+  EXPECT_EQ(again->head_dim, c->head_dim);
+  EXPECT_EQ(again->tie_word_embeddings, true);
+  EXPECT_EQ(again->eos_token_ids, c->eos_token_ids);
+}
+
+}  // namespace
+}  // namespace llm::model

@@ -1,0 +1,104 @@
+#include "worker/runner/cpu_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/thread_pool.h"
+#include "gtest/gtest.h"
+
+namespace llm::runner {
+namespace {
+
+std::vector<float> Random(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Tolerance: fp32 accumulation over `in` terms of magnitude <= 1 against a double reference.
+TEST(CpuOpsTest, MatMulMatchesDoubleReferenceOnOddShapes) {
+  ThreadPool pool(3);
+  for (size_t rows : {1u, 5u, 7u, 33u}) {
+    for (size_t in : {1u, 3u, 13u, 64u, 129u}) {
+      for (size_t out : {1u, 5u, 33u, 256u}) {
+        const auto x = Random(rows * in, 1), w = Random(out * in, 2), b = Random(out, 3);
+        std::vector<float> y(rows * out);
+        MatMulTransposed(x.data(), w.data(), b.data(), y.data(), rows, in, out, &pool);
+        for (size_t t = 0; t < rows; ++t) {
+          for (size_t o = 0; o < out; ++o) {
+            double ref = b[o];
+            for (size_t i = 0; i < in; ++i)
+              ref += static_cast<double>(x[t * in + i]) * w[o * in + i];
+            ASSERT_NEAR(y[t * out + o], ref, 1e-5 * (1 + std::sqrt(in)))
+                << rows << "x" << in << "x" << out << " at " << t << "," << o;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row's result is bit-identical whatever else is in the batch and however threads split it.
+TEST(CpuOpsTest, MatMulIsBatchAndThreadInvariant) {
+  const size_t in = 200, out = 77, rows = 9;
+  const auto x = Random(rows * in, 4), w = Random(out * in, 5);
+  ThreadPool one(1), four(4);
+  std::vector<float> batched(rows * out), threaded(rows * out);
+  MatMulTransposed(x.data(), w.data(), nullptr, batched.data(), rows, in, out, &one);
+  MatMulTransposed(x.data(), w.data(), nullptr, threaded.data(), rows, in, out, &four);
+  EXPECT_EQ(0, std::memcmp(batched.data(), threaded.data(), batched.size() * sizeof(float)));
+  for (size_t t = 0; t < rows; ++t) {
+    std::vector<float> alone(out);
+    MatMulTransposed(x.data() + t * in, w.data(), nullptr, alone.data(), 1, in, out, nullptr);
+    ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + t * out, out * sizeof(float)))
+        << "row " << t;
+    for (size_t o = 0; o < out; ++o) {
+      ASSERT_EQ(Dot(x.data() + t * in, w.data() + o * in, in), alone[o]);
+    }
+  }
+}
+
+TEST(CpuOpsTest, RmsNorm) {
+  const auto x = Random(3 * 10, 6), w = Random(10, 7);
+  std::vector<float> y(30);
+  RmsNorm(x.data(), w.data(), y.data(), 3, 10, 1e-6f);
+  for (size_t t = 0; t < 3; ++t) {
+    double ss = 0;
+    for (size_t i = 0; i < 10; ++i) ss += x[t * 10 + i] * x[t * 10 + i];
+    const double inv = 1.0 / std::sqrt(ss / 10 + 1e-6);
+    for (size_t i = 0; i < 10; ++i) EXPECT_NEAR(y[t * 10 + i], w[i] * x[t * 10 + i] * inv, 1e-6);
+  }
+}
+
+TEST(CpuOpsTest, RopeRotatesHalves) {
+  // head_dim 4: pairs (0, 2) and (1, 3).
+  std::vector<double> inv_freq{1.0, 0.01};
+  float cos[2], sin[2];
+  RopeCosSin(inv_freq.data(), 2, 3, cos, sin);
+  EXPECT_NEAR(cos[0], std::cos(3.0), 1e-7);
+  EXPECT_NEAR(sin[1], std::sin(0.03), 1e-7);
+  float h[4] = {1, 2, 3, 4};
+  ApplyRope(h, cos, sin, 4);
+  EXPECT_NEAR(h[0], 1 * std::cos(3.0) - 3 * std::sin(3.0), 1e-6);
+  EXPECT_NEAR(h[2], 3 * std::cos(3.0) + 1 * std::sin(3.0), 1e-6);
+  EXPECT_NEAR(h[1], 2 * std::cos(0.03) - 4 * std::sin(0.03), 1e-6);
+  EXPECT_NEAR(h[3], 4 * std::cos(0.03) + 2 * std::sin(0.03), 1e-6);
+}
+
+TEST(CpuOpsTest, SiluMulAndSoftmax) {
+  const std::vector<float> gu{1.0f, -2.0f, 3.0f, 0.5f};  // one row, inter = 2
+  std::vector<float> out(2);
+  SiluMul(gu.data(), out.data(), 1, 2);
+  EXPECT_NEAR(out[0], 1.0 / (1 + std::exp(-1.0)) * 3.0, 1e-6);
+  EXPECT_NEAR(out[1], -2.0 / (1 + std::exp(2.0)) * 0.5, 1e-6);
+  std::vector<float> s{1000.0f, 1000.0f, -1000.0f};
+  SoftmaxInPlace(s.data(), s.size());
+  EXPECT_FLOAT_EQ(s[0], 0.5f);
+  EXPECT_FLOAT_EQ(s[2], 0.0f);
+}
+
+}  // namespace
+}  // namespace llm::runner

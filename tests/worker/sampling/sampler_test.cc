@@ -1,0 +1,174 @@
+#include "worker/sampling/sampler.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace llm::sampling {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> LogitsOf(std::vector<double> probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+// Frequencies of each token over `n` draws with counters 0..n-1.
+std::vector<double> Frequencies(const std::vector<float>& logits, const SamplingParams& p, int n) {
+  Sampler s;
+  PenaltyState none;
+  std::vector<int> counts(logits.size(), 0);
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l = logits;
+    ++counts[s.Sample(l, p, none, i).token_id];
+  }
+  std::vector<double> f;
+  for (int c : counts) f.push_back(static_cast<double>(c) / n);
+  return f;
+}
+
+TEST(SamplerTest, GreedyIsArgmaxWithTiesToLowestId) {
+  Sampler s;
+  PenaltyState none;
+  SamplingParams p;
+  p.temperature = 0;
+  std::vector<float> l{1.0f, 3.0f, 3.0f, -1.0f};
+  EXPECT_EQ(s.Sample(l, p, none, 0).token_id, 1);
+  EXPECT_EQ(s.Sample(l, p, none, 99).token_id, 1);
+}
+
+TEST(SamplerTest, MatchesTheDistribution) {
+  SamplingParams p;
+  p.seed = 11;
+  const auto f = Frequencies(LogitsOf({0.5, 0.3, 0.2}), p, 20000);
+  EXPECT_NEAR(f[0], 0.5, 0.015);
+  EXPECT_NEAR(f[1], 0.3, 0.015);
+  EXPECT_NEAR(f[2], 0.2, 0.015);
+}
+
+TEST(SamplerTest, TemperatureFlattensAndSharpens) {
+  SamplingParams p;
+  p.seed = 3;
+  p.temperature = 100.0f;
+  auto f = Frequencies(LogitsOf({0.9, 0.1}), p, 10000);
+  EXPECT_NEAR(f[0], 0.5, 0.03);
+  p.temperature = 0.05f;
+  f = Frequencies(LogitsOf({0.6, 0.4}), p, 2000);
+  EXPECT_GT(f[0], 0.99);
+}
+
+TEST(SamplerTest, TopKTopPMinPKeepTheRightSets) {
+  const auto logits = LogitsOf({0.5, 0.3, 0.15, 0.05});
+  SamplingParams p;
+  p.seed = 5;
+  p.top_k = 2;
+  auto f = Frequencies(logits, p, 20000);
+  EXPECT_NEAR(f[0], 0.625, 0.015);
+  EXPECT_NEAR(f[1], 0.375, 0.015);
+  EXPECT_EQ(f[2] + f[3], 0.0);
+
+  p = SamplingParams{};
+  p.seed = 5;
+  p.top_p = 0.7f;  // 0.5 < 0.7, 0.5 + 0.3 >= 0.7
+  f = Frequencies(logits, p, 20000);
+  EXPECT_NEAR(f[0], 0.625, 0.015);
+  EXPECT_EQ(f[2] + f[3], 0.0);
+
+  p = SamplingParams{};
+  p.seed = 5;
+  p.min_p = 0.5f;  // threshold 0.25
+  f = Frequencies(logits, p, 20000);
+  EXPECT_NEAR(f[1], 0.375, 0.015);
+  EXPECT_EQ(f[2] + f[3], 0.0);
+
+  p = SamplingParams{};
+  p.top_k = 1;
+  f = Frequencies(logits, p, 500);
+  EXPECT_EQ(f[0], 1.0);
+  p = SamplingParams{};
+  p.top_p = 1e-6f;
+  f = Frequencies(logits, p, 500);
+  EXPECT_EQ(f[0], 1.0);
+}
+
+TEST(SamplerTest, SameSeedSameTokensOtherSeedOtherTokens) {
+  const auto logits = LogitsOf({0.2, 0.2, 0.2, 0.2, 0.2});
+  auto draw = [&](uint64_t seed) {
+    Sampler s;
+    PenaltyState none;
+    SamplingParams p;
+    p.seed = seed;
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) {
+      std::vector<float> l = logits;
+      out.push_back(s.Sample(l, p, none, i).token_id);
+    }
+    return out;
+  };
+  EXPECT_EQ(draw(1), draw(1));
+  EXPECT_NE(draw(1), draw(2));
+}
+
+TEST(SamplerTest, Penalties) {
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  PenaltyState st;
+  const std::vector<int32_t> prompt{0, 1};
+  st.AddPrompt(prompt);
+  st.AddOutput(1);
+  st.AddOutput(2);
+  st.AddOutput(2);
+  std::vector<float> l{4.0f, -4.0f, 1.0f, 1.0f};
+  ApplyPenalties(l, p, st);
+  EXPECT_FLOAT_EQ(l[0], 2.0f);                  // prompt only: repetition
+  EXPECT_FLOAT_EQ(l[1], -8.0f - 0.5f - 0.25f);  // prompt and output once (penalised once)
+  EXPECT_FLOAT_EQ(l[2], 0.5f - 0.5f - 0.5f);    // output twice
+  EXPECT_FLOAT_EQ(l[3], 1.0f);                  // untouched
+}
+
+TEST(SamplerTest, Logprobs) {
+  Sampler s;
+  PenaltyState none;
+  SamplingParams p;
+  p.temperature = 0;
+  std::vector<float> l = LogitsOf({0.5, 0.25, 0.25});
+  const auto r = s.Sample(l, p, none, 0, /*num_top_logprobs=*/2, /*want_logprob=*/true);
+  EXPECT_EQ(r.token_id, 0);
+  EXPECT_NEAR(r.logprob, std::log(0.5), 1e-5);
+  ASSERT_EQ(r.top.size(), 2u);
+  EXPECT_EQ(r.top[0].token_id, 0);
+  EXPECT_EQ(r.top[1].token_id, 1);
+  EXPECT_NEAR(r.top[1].logprob, std::log(0.25), 1e-5);
+}
+
+TEST(SamplerTest, ValidationNamesTheField) {
+  SamplingParams p;
+  p.top_p = 1.5f;
+  EXPECT_THAT(std::string(p.Validate(100).message()), HasSubstr("sampling.top_p"));
+  p = SamplingParams{};
+  p.temperature = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THAT(std::string(p.Validate(100).message()), HasSubstr("sampling.temperature"));
+  p = SamplingParams{};
+  p.temperature = -1;
+  EXPECT_THAT(std::string(p.Validate(100).message()), HasSubstr("sampling.temperature"));
+  p = SamplingParams{};
+  p.top_k = 101;
+  EXPECT_THAT(std::string(p.Validate(100).message()), HasSubstr("sampling.top_k"));
+  p = SamplingParams{};
+  p.repetition_penalty = 0;
+  EXPECT_THAT(std::string(p.Validate(100).message()), HasSubstr("sampling.repetition_penalty"));
+  p = SamplingParams{};
+  p.frequency_penalty = 3;
+  EXPECT_THAT(std::string(p.Validate(100).message()), HasSubstr("sampling.frequency_penalty"));
+  EXPECT_TRUE(SamplingParams{}.Validate(100).ok());
+}
+
+}  // namespace
+}  // namespace llm::sampling

@@ -1,0 +1,28 @@
+// Shared plumbing of the llm-cli subcommands.
+#ifndef LLM_TOOLS_CLI_CLI_UTIL_H_
+#define LLM_TOOLS_CLI_CLI_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/flags.h"
+#include "worker/sampling/sampling_params.h"
+
+namespace llm::cli {
+
+// Parses args into `flags`, handling --help. Returns -1 to continue, else the exit code.
+int ParseOrExit(const std::string& command, FlagSet& flags, const std::vector<std::string>& args);
+
+// Declares the sampling flags (--temperature, --top-k, --top-p, --min-p, --seed and the
+// penalties) and reads them back. Without --seed the seed is random.
+void AddSamplingFlags(FlagSet& flags);
+absl::StatusOr<sampling::SamplingParams> ReadSamplingFlags(const FlagSet& flags);
+
+// Prints "llm-cli COMMAND: message" to stderr and returns 1.
+int Fail(const std::string& command, const absl::Status& status);
+
+}  // namespace llm::cli
+
+#endif  // LLM_TOOLS_CLI_CLI_UTIL_H_

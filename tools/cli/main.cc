@@ -1,0 +1,34 @@
+// llm-cli: offline tools (generate, tokenize, detokenize, make-model).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/cli/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: llm-cli COMMAND [flags]\n"
+    "  generate    --model DIR --prompt TEXT [--max-tokens N] [sampling flags] [--ids]\n"
+    "  tokenize    --tokenizer DIR [--add-special]   (JSON lines {\"text\": ...} on stdin)\n"
+    "  detokenize  --tokenizer DIR [--keep-special]  (JSON lines {\"ids\": [...]} on stdin)\n"
+    "  make-model  --shape NAME --out DIR [--seed S] [--dtype bf16|f16|f32]\n"
+    "Run `llm-cli COMMAND --help` for a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "generate") return llm::cli::RunGenerate(args);
+  if (command == "tokenize") return llm::cli::RunTokenize(args);
+  if (command == "detokenize") return llm::cli::RunDetokenize(args);
+  if (command == "make-model") return llm::cli::RunMakeModel(args);
+  std::fprintf(stderr, "llm-cli: unknown command '%s'\n%s", command.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,34 @@
+// Builds a byte-level BPE tokenizer (tokenizer.json + tokenizer_config.json) of an exact
+// vocabulary size, for synthetic models: merges learned from a sample text first, then
+// systematic merges of printable characters until the vocabulary is full.
+#ifndef LLM_WORKER_FRONTEND_BPE_TRAINER_H_
+#define LLM_WORKER_FRONTEND_BPE_TRAINER_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace llm::frontend {
+
+struct ByteLevelTokenizerSpec {
+  int32_t vocab_size = 0;          // > 256 + number of special tokens
+  int32_t bos_id = -1;             // >= 256, or -1 for none
+  std::vector<int32_t> eos_ids;    // each >= 256
+  std::string_view training_text;  // UTF-8
+};
+
+struct TokenizerFiles {
+  std::string tokenizer_json;
+  std::string tokenizer_config_json;
+};
+
+// Ids 0..255 are the 256 bytes; BOS/EOS take their given ids as special added tokens; every
+// other id is a merge. Llama 3-style pre-tokenization and a BOS template.
+absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSpec& spec);
+
+}  // namespace llm::frontend
+
+#endif  // LLM_WORKER_FRONTEND_BPE_TRAINER_H_

@@ -1,0 +1,71 @@
+#include "worker/frontend/regex.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/utf8.h"
+
+namespace llm::frontend {
+namespace {
+
+// Match data is per thread: pcre2_match_data is not shareable across concurrent matches.
+struct MatchData {
+  pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+  ~MatchData() { pcre2_match_data_free(data); }
+};
+
+pcre2_match_data* ThreadMatchData() {
+  thread_local MatchData md;
+  return md.data;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(const std::string& pattern) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR message[256];
+    pcre2_get_error_message(error, message, sizeof(message));
+    return absl::InvalidArgumentError(absl::StrCat("regex '", pattern, "' at offset ", offset, ": ",
+                                                   reinterpret_cast<char*>(message)));
+  }
+  // JIT is an optimisation; the interpreter gives the same matches when it is unavailable.
+  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
+  std::unique_ptr<Regex> re(new Regex());
+  re->pattern_ = pattern;
+  re->code_ = code;
+  return re;
+}
+
+Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+
+void Regex::FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>>& matches) const {
+  matches.clear();
+  auto* code = static_cast<pcre2_code*>(code_);
+  pcre2_match_data* md = ThreadMatchData();
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t start = 0;
+  while (start <= text.size()) {
+    const int rc = pcre2_match(code, subject, text.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+    if (rc < 0) break;  // PCRE2_ERROR_NOMATCH, or a resource limit: no further matches
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+    const size_t b = ov[0], e = ov[1];
+    if (e == b) {
+      // Empty match: step over one character so the scan always advances.
+      if (b >= text.size()) break;
+      const int len = Utf8SequenceLength(static_cast<uint8_t>(text[b]));
+      start = b + (len > 0 ? len : 1);
+      continue;
+    }
+    matches.emplace_back(b, e);
+    start = e;
+  }
+}
+
+}  // namespace llm::frontend

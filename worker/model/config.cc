@@ -1,0 +1,298 @@
+#include "worker/model/config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <numbers>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
+#include "common/status_macros.h"
+
+namespace llm::model {
+namespace {
+
+using nlohmann::json;
+
+absl::Status FieldError(const std::string& source, const std::string& field,
+                        const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", field, ": ", what));
+}
+
+// Reads an integer field; `required` fields must be present and non-null.
+absl::StatusOr<int64_t> GetInt(const json& j, const std::string& source, const std::string& field,
+                               bool required, int64_t fallback, int64_t min_value) {
+  const auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (required) return FieldError(source, field, "missing");
+    return fallback;
+  }
+  if (!it->is_number_integer()) return FieldError(source, field, "must be an integer");
+  const int64_t v = it->get<int64_t>();
+  if (v < min_value || v > (int64_t{1} << 31) - 1) {
+    return FieldError(source, field, absl::StrCat("out of range: ", v));
+  }
+  return v;
+}
+
+absl::StatusOr<double> GetDouble(const json& j, const std::string& source, const std::string& field,
+                                 double fallback) {
+  const auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) return FieldError(source, field, "must be a number");
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v <= 0) return FieldError(source, field, absl::StrCat("must be > 0"));
+  return v;
+}
+
+absl::StatusOr<bool> GetBool(const json& j, const std::string& source, const std::string& field,
+                             bool fallback) {
+  const auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return FieldError(source, field, "must be true or false");
+  return it->get<bool>();
+}
+
+// eos_token_id: an integer or a list of integers.
+absl::StatusOr<std::vector<int32_t>> GetIdList(const json& j, const std::string& source,
+                                               const std::string& field) {
+  std::vector<int32_t> ids;
+  const auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return ids;
+  auto add = [&](const json& v) -> absl::Status {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+      return FieldError(source, field, "must be a non-negative integer or a list of them");
+    }
+    ids.push_back(v.get<int32_t>());
+    return absl::OkStatus();
+  };
+  if (it->is_array()) {
+    for (const auto& v : *it) LLM_RETURN_IF_ERROR(add(v));
+  } else {
+    LLM_RETURN_IF_ERROR(add(*it));
+  }
+  return ids;
+}
+
+absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& source) {
+  RopeScaling rs;
+  const auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return rs;
+  if (!it->is_object()) return FieldError(source, "rope_scaling", "must be an object or null");
+  const json& r = *it;
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (r.contains(key) && r[key].is_string()) {
+      type = r[key].get<std::string>();
+      break;
+    }
+  }
+  if (type == "default") return rs;
+  if (type != "llama3") {
+    return FieldError(source, "rope_scaling",
+                      absl::StrCat("type '", type, "' is not supported (only llama3)"));
+  }
+  rs.kind = RopeScaling::Kind::kLlama3;
+  LLM_ASSIGN_OR_RETURN(rs.factor, GetDouble(r, source + " rope_scaling", "factor", 8.0));
+  LLM_ASSIGN_OR_RETURN(rs.low_freq_factor,
+                       GetDouble(r, source + " rope_scaling", "low_freq_factor", 1.0));
+  LLM_ASSIGN_OR_RETURN(rs.high_freq_factor,
+                       GetDouble(r, source + " rope_scaling", "high_freq_factor", 4.0));
+  LLM_ASSIGN_OR_RETURN(
+      rs.original_max_position_embeddings,
+      GetInt(r, source + " rope_scaling", "original_max_position_embeddings", false, 8192, 1));
+  if (rs.high_freq_factor <= rs.low_freq_factor) {
+    return FieldError(source, "rope_scaling", "high_freq_factor must exceed low_freq_factor");
+  }
+  return rs;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& source) {
+  if (!j.is_object()) return absl::InvalidArgumentError(source + ": not a JSON object");
+  ModelConfig c;
+  const auto mt = j.find("model_type");
+  if (mt == j.end() || !mt->is_string()) return FieldError(source, "model_type", "missing");
+  c.model_type = mt->get<std::string>();
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2") {
+    return FieldError(
+        source, "model_type",
+        absl::StrCat("'", c.model_type, "' is not supported (llama, mistral, qwen2)"));
+  }
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
+    return FieldError(source, "hidden_act",
+                      absl::StrCat(j["hidden_act"].dump(), " is not supported (silu)"));
+  }
+  LLM_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, source, "vocab_size", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, source, "hidden_size", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, source, "intermediate_size", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, source, "num_hidden_layers", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, source, "num_attention_heads", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.num_kv_heads,
+                       GetInt(j, source, "num_key_value_heads", false, c.num_heads, 1));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return FieldError(
+        source, "num_key_value_heads",
+        absl::StrCat(c.num_kv_heads, " does not divide num_attention_heads ", c.num_heads));
+  }
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    LLM_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, source, "head_dim", true, 0, 1));
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      return FieldError(source, "hidden_size", "not a multiple of num_attention_heads");
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0) return FieldError(source, "head_dim", "must be even for RoPE");
+  LLM_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                       GetInt(j, source, "max_position_embeddings", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.rms_norm_eps, GetDouble(j, source, "rms_norm_eps", 1e-6));
+  LLM_ASSIGN_OR_RETURN(c.rope_theta, GetDouble(j, source, "rope_theta", 10000.0));
+  LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source));
+  LLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
+
+  if (c.model_type == "qwen2") {
+    c.qkv_bias = true;
+    LLM_ASSIGN_OR_RETURN(bool sliding, GetBool(j, source, "use_sliding_window", false));
+    if (sliding) {
+      return FieldError(source, "use_sliding_window", "true is not supported for qwen2");
+    }
+  } else {
+    LLM_ASSIGN_OR_RETURN(bool attention_bias, GetBool(j, source, "attention_bias", false));
+    c.qkv_bias = c.o_bias = attention_bias;
+    LLM_ASSIGN_OR_RETURN(c.mlp_bias, GetBool(j, source, "mlp_bias", false));
+  }
+  if (c.model_type == "mistral") {
+    LLM_ASSIGN_OR_RETURN(c.sliding_window, GetInt(j, source, "sliding_window", false, 0, 0));
+    if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;
+  }
+  LLM_ASSIGN_OR_RETURN(c.bos_token_id, GetInt(j, source, "bos_token_id", false, -1, 0));
+  LLM_ASSIGN_OR_RETURN(c.eos_token_ids, GetIdList(j, source, "eos_token_id"));
+  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
+    c.torch_dtype = j["torch_dtype"].get<std::string>();
+  }
+  for (int32_t id : c.eos_token_ids) {
+    if (id >= c.vocab_size) {
+      return FieldError(source, "eos_token_id", absl::StrCat(id, " is outside the vocabulary"));
+    }
+  }
+  if (c.bos_token_id >= c.vocab_size) {
+    return FieldError(source, "bos_token_id", "outside the vocabulary");
+  }
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  LLM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(path + ": not valid JSON");
+  LLM_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(j, path));
+
+  const std::string gen_path = (std::filesystem::path(dir) / "generation_config.json").string();
+  if (std::filesystem::exists(gen_path)) {
+    LLM_ASSIGN_OR_RETURN(std::string gen_text, ReadFileToString(gen_path));
+    json g = json::parse(gen_text, nullptr, false);
+    if (g.is_discarded() || !g.is_object()) {
+      return absl::InvalidArgumentError(gen_path + ": not a valid JSON object");
+    }
+    LLM_ASSIGN_OR_RETURN(std::vector<int32_t> eos, GetIdList(g, gen_path, "eos_token_id"));
+    for (int32_t id : eos) {
+      if (id >= c.vocab_size) {
+        return FieldError(gen_path, "eos_token_id", absl::StrCat(id, " is outside the vocabulary"));
+      }
+    }
+    if (!eos.empty()) c.eos_token_ids = eos;
+    LLM_ASSIGN_OR_RETURN(int64_t bos, GetInt(g, gen_path, "bos_token_id", false, -1, 0));
+    if (bos >= c.vocab_size) return FieldError(gen_path, "bos_token_id", "outside the vocabulary");
+    if (bos >= 0) c.bos_token_id = static_cast<int32_t>(bos);
+  }
+  return c;
+}
+
+json ModelConfigToJson(const ModelConfig& c) {
+  json j;
+  j["architectures"] = {c.model_type == "qwen2"     ? "Qwen2ForCausalLM"
+                        : c.model_type == "mistral" ? "MistralForCausalLM"
+                                                    : "LlamaForCausalLM"};
+  j["model_type"] = c.model_type;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_layers;
+  j["num_attention_heads"] = c.num_heads;
+  j["num_key_value_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLlama3) {
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", c.rope_scaling.factor},
+        {"low_freq_factor", c.rope_scaling.low_freq_factor},
+        {"high_freq_factor", c.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.model_type == "llama") {
+    j["attention_bias"] = c.qkv_bias;
+    j["mlp_bias"] = c.mlp_bias;
+  }
+  if (c.model_type == "mistral") {
+    j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) {
+    j["eos_token_id"] = c.eos_token_ids[0];
+  } else if (!c.eos_token_ids.empty()) {
+    j["eos_token_id"] = c.eos_token_ids;
+  }
+  j["torch_dtype"] = c.torch_dtype.empty() ? "bfloat16" : c.torch_dtype;
+  return j;
+}
+
+json GenerationConfigToJson(const ModelConfig& c) {
+  json j;
+  if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) {
+    j["eos_token_id"] = c.eos_token_ids[0];
+  } else if (!c.eos_token_ids.empty()) {
+    j["eos_token_id"] = c.eos_token_ids;
+  }
+  return j;
+}
+
+std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
+  const int half = c.head_dim / 2;
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i) {
+    inv[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+  }
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLlama3) {
+    // Llama 3.1 scaling: long wavelengths are divided by `factor`, short ones kept, and the
+    // band between interpolated smoothly.
+    const RopeScaling& rs = c.rope_scaling;
+    const double old_len = static_cast<double>(rs.original_max_position_embeddings);
+    const double low_freq_wavelen = old_len / rs.low_freq_factor;
+    const double high_freq_wavelen = old_len / rs.high_freq_factor;
+    for (double& f : inv) {
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen < high_freq_wavelen) continue;
+      if (wavelen > low_freq_wavelen) {
+        f /= rs.factor;
+        continue;
+      }
+      const double smooth =
+          (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+      f = (1.0 - smooth) * f / rs.factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+}  // namespace llm::model

@@ -1,0 +1,68 @@
+// The model configuration of a Hugging Face Llama-family checkpoint (config.json and
+// generation_config.json).
+#ifndef LLM_WORKER_MODEL_CONFIG_H_
+#define LLM_WORKER_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace llm::model {
+
+// rope_scaling: absent/null, or "llama3" (Llama 3.1/3.2 frequency-dependent scaling). Anything
+// else is rejected by name when the config is loaded.
+struct RopeScaling {
+  enum class Kind { kNone, kLlama3 };
+  Kind kind = Kind::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string model_type;  // "llama", "mistral" or "qwen2"
+  int32_t vocab_size = 0;
+  int32_t hidden_size = 0;
+  int32_t intermediate_size = 0;
+  int32_t num_layers = 0;
+  int32_t num_heads = 0;     // query heads
+  int32_t num_kv_heads = 0;  // key/value heads (GQA when < num_heads)
+  int32_t head_dim = 0;
+  int32_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;       // q_proj/k_proj/v_proj carry biases (qwen2; llama attention_bias)
+  bool o_bias = false;         // o_proj carries a bias (llama attention_bias)
+  bool mlp_bias = false;       // gate/up/down carry biases (llama mlp_bias)
+  int32_t sliding_window = 0;  // attend to at most this many past positions; 0 = unlimited
+  int32_t bos_token_id = -1;   // -1 when the model has none
+  std::vector<int32_t> eos_token_ids;
+  std::string torch_dtype;  // informational ("bfloat16", ...)
+
+  int32_t q_dim() const { return num_heads * head_dim; }
+  int32_t kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// Parses and validates config.json (and the optional generation_config.json whose EOS/BOS
+// ids take precedence) in `dir`. Errors name the file and the field.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+
+// Parses a config.json object; `source` names it in errors.
+absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j, const std::string& source);
+
+// config.json / generation_config.json contents for `config` (used by make-model).
+nlohmann::json ModelConfigToJson(const ModelConfig& config);
+nlohmann::json GenerationConfigToJson(const ModelConfig& config);
+
+// RoPE inverse frequencies, one per rotated pair: [head_dim / 2]. Applies rope_scaling.
+std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
+
+}  // namespace llm::model
+
+#endif  // LLM_WORKER_MODEL_CONFIG_H_

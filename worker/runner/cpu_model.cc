@@ -1,0 +1,200 @@
+#include "worker/runner/cpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "worker/model/safetensors.h"
+#include "worker/runner/cpu_ops.h"
+
+namespace llm::runner {
+
+CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      pool_(pool),
+      inv_freq_(model::RopeInverseFrequencies(config_)) {}
+
+absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir, ThreadPool* pool) {
+  LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
+  LLM_ASSIGN_OR_RETURN(auto store, model::TensorStore::Open(dir));
+  LLM_ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(config, *store));
+  return std::make_unique<CpuModel>(std::move(config), std::move(weights), pool);
+}
+
+absl::Status CpuModel::Validate(const ForwardBatch& batch, const CpuKvCache& kv) const {
+  int32_t expected_begin = 0;
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const SeqChunk& c = batch.seqs[s];
+    if (c.token_begin != expected_begin || c.num_tokens <= 0 || c.start_position < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("batch chunk ", s, " is malformed"));
+    }
+    expected_begin += c.num_tokens;
+    const int64_t end = static_cast<int64_t>(c.start_position) + c.num_tokens;
+    if (end > config_.max_position_embeddings) {
+      return absl::InvalidArgumentError(absl::StrCat("batch chunk ", s, " reaches position ", end,
+                                                     " beyond the context of ",
+                                                     config_.max_position_embeddings));
+    }
+    const int64_t blocks_needed = (end + kv.block_tokens() - 1) / kv.block_tokens();
+    if (static_cast<int64_t>(c.block_table.size()) < blocks_needed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch chunk ", s, " has ", c.block_table.size(), " KV blocks, needs ", blocks_needed));
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      if (c.block_table[b] < 0 || c.block_table[b] >= kv.num_blocks()) {
+        return absl::InvalidArgumentError(absl::StrCat("batch chunk ", s, " names KV block ",
+                                                       c.block_table[b], " outside the cache"));
+      }
+    }
+  }
+  if (expected_begin != static_cast<int32_t>(batch.token_ids.size())) {
+    return absl::InvalidArgumentError("batch chunks do not cover the tokens");
+  }
+  for (int32_t id : batch.token_ids) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
+                               std::vector<float>& logits) {
+  if (absl::Status st = Validate(batch, kv); !st.ok()) return st;
+  const model::ModelConfig& c = config_;
+  const size_t n = batch.token_ids.size();
+  const size_t h = c.hidden_size, q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  const size_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
+  const size_t half = c.head_dim / 2;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  x_.resize(n * h);
+  xn_.resize(n * h);
+  qkv_.resize(n * qkv_dim);
+  attn_.resize(n * q_dim);
+  gate_up_.resize(n * 2 * inter);
+  act_.resize(n * inter);
+  tmp_.resize(n * h);
+  positions_.resize(n);
+  chunk_of_.resize(n);
+  for (size_t ci = 0; ci < batch.seqs.size(); ++ci) {
+    const SeqChunk& s = batch.seqs[ci];
+    for (int32_t i = 0; i < s.num_tokens; ++i) {
+      positions_[s.token_begin + i] = s.start_position + i;
+      chunk_of_[s.token_begin + i] = static_cast<int32_t>(ci);
+    }
+  }
+
+  for (size_t t = 0; t < n; ++t) {
+    std::memcpy(&x_[t * h], &weights_.embedding[static_cast<size_t>(batch.token_ids[t]) * h],
+                h * sizeof(float));
+  }
+
+  std::vector<float> cos(half), sin(half);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const CpuLayerWeights& w = weights_.layers[l];
+    RmsNorm(x_.data(), w.input_norm.data(), xn_.data(), n, h, eps);
+    MatMulTransposed(xn_.data(), w.qkv.data(), w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
+                     qkv_.data(), n, h, qkv_dim, pool_);
+    // RoPE on q and k, then K and V into the paged cache.
+    for (const SeqChunk& s : batch.seqs) {
+      for (int32_t i = 0; i < s.num_tokens; ++i) {
+        const size_t t = s.token_begin + i;
+        const int32_t pos = positions_[t];
+        RopeCosSin(inv_freq_.data(), half, pos, cos.data(), sin.data());
+        float* row = &qkv_[t * qkv_dim];
+        for (int hd = 0; hd < c.num_heads; ++hd) {
+          ApplyRope(row + hd * c.head_dim, cos.data(), sin.data(), c.head_dim);
+        }
+        const int32_t block = s.block_table[pos / kv.block_tokens()];
+        const int32_t slot = pos % kv.block_tokens();
+        for (int kh = 0; kh < c.num_kv_heads; ++kh) {
+          float* k = row + q_dim + kh * c.head_dim;
+          ApplyRope(k, cos.data(), sin.data(), c.head_dim);
+          std::memcpy(kv.Key(l, block, kh) + slot * c.head_dim, k, c.head_dim * sizeof(float));
+          std::memcpy(kv.Value(l, block, kh) + slot * c.head_dim,
+                      row + q_dim + kv_dim + kh * c.head_dim, c.head_dim * sizeof(float));
+        }
+      }
+    }
+    Attention(batch, l, kv);
+    MatMulTransposed(attn_.data(), w.o.data(), w.o_bias.empty() ? nullptr : w.o_bias.data(),
+                     tmp_.data(), n, q_dim, h, pool_);
+    for (size_t i = 0; i < n * h; ++i) x_[i] += tmp_[i];
+
+    RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), n, h, eps);
+    MatMulTransposed(xn_.data(), w.gate_up.data(),
+                     w.gate_up_bias.empty() ? nullptr : w.gate_up_bias.data(), gate_up_.data(), n,
+                     h, 2 * inter, pool_);
+    SiluMul(gate_up_.data(), act_.data(), n, inter);
+    MatMulTransposed(act_.data(), w.down.data(), w.down_bias.empty() ? nullptr : w.down_bias.data(),
+                     tmp_.data(), n, inter, h, pool_);
+    for (size_t i = 0; i < n * h; ++i) x_[i] += tmp_[i];
+  }
+
+  // Final norm and the head, only for the rows that need logits.
+  size_t num_out = 0;
+  for (const SeqChunk& s : batch.seqs) {
+    if (!s.need_logits) continue;
+    const size_t last = s.token_begin + s.num_tokens - 1;
+    RmsNorm(&x_[last * h], weights_.final_norm.data(), &xn_[num_out * h], 1, h, eps);
+    ++num_out;
+  }
+  logits.resize(num_out * c.vocab_size);
+  MatMulTransposed(xn_.data(), weights_.head().data(), nullptr, logits.data(), num_out, h,
+                   c.vocab_size, pool_);
+  return absl::OkStatus();
+}
+
+void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
+  const model::ModelConfig& c = config_;
+  const size_t q_dim = c.q_dim(), qkv_dim = q_dim + 2 * c.kv_dim();
+  const int group = c.num_heads / c.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const int32_t bt = kv.block_tokens();
+  // One work item per (token, query head); each is independent of the others.
+  const size_t n = batch.token_ids.size();
+  auto work = [&](size_t begin, size_t end) {
+    std::vector<float> scores;
+    for (size_t item = begin; item < end; ++item) {
+      const size_t t = item / c.num_heads;
+      const int head = static_cast<int>(item % c.num_heads);
+      const int kv_head = head / group;
+      const SeqChunk& s = batch.seqs[chunk_of_[t]];
+      const int32_t pos = positions_[t];
+      const int32_t first = c.sliding_window > 0 ? std::max(0, pos - c.sliding_window + 1) : 0;
+      const float* q = &qkv_[t * qkv_dim + head * c.head_dim];
+      scores.resize(pos - first + 1);
+      for (int32_t p = first; p <= pos; ++p) {
+        const float* k = kv.Key(layer, s.block_table[p / bt], kv_head) + (p % bt) * c.head_dim;
+        scores[p - first] = Dot(q, k, c.head_dim) * scale;
+      }
+      SoftmaxInPlace(scores.data(), scores.size());
+      float* out = &attn_[t * q_dim + head * c.head_dim];
+      std::fill(out, out + c.head_dim, 0.0f);
+      for (int32_t p = first; p <= pos; ++p) {
+        const float* v = kv.Value(layer, s.block_table[p / bt], kv_head) + (p % bt) * c.head_dim;
+        const float a = scores[p - first];
+        for (int d = 0; d < c.head_dim; ++d) out[d] += a * v[d];
+      }
+    }
+  };
+  const size_t items = n * c.num_heads;
+  // Split only when there is enough work to pay for waking the threads.
+  size_t context_tokens = 0;
+  for (size_t t = 0; t < n; ++t) context_tokens += positions_[t] + 1;
+  const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 / n);
+  const size_t min_chunk = std::max<size_t>(1, 32768 / work_per_item);
+  if (pool_ == nullptr || items <= min_chunk) {
+    work(0, items);
+  } else {
+    pool_->ParallelFor(items, min_chunk, work);
+  }
+}
+
+}  // namespace llm::runner

@@ -1,0 +1,57 @@
+// The Llama forward pass in fp32 on the CPU: the reference implementation of the model.
+#ifndef LLM_WORKER_RUNNER_CPU_MODEL_H_
+#define LLM_WORKER_RUNNER_CPU_MODEL_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/model/config.h"
+#include "worker/runner/cpu_weights.h"
+#include "worker/runner/forward_batch.h"
+#include "worker/runner/kv_cache.h"
+
+namespace llm {
+class ThreadPool;
+}
+
+namespace llm::runner {
+
+// Not thread-safe: one thread runs Forward at a time (it keeps scratch buffers). The thread
+// pool, when given, parallelises inside one call.
+class CpuModel {
+ public:
+  CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool);
+
+  // Loads config.json, generation_config.json and the safetensors weights of the checkpoint
+  // in `dir`. Errors name the file and the tensor.
+  static absl::StatusOr<std::unique_ptr<CpuModel>> Load(const std::string& dir, ThreadPool* pool);
+
+  const model::ModelConfig& config() const { return config_; }
+
+  // Runs `batch`, writing every token's K and V into `kv` at its position, and writes the
+  // logits of each chunk with need_logits to `logits` ([num_chunks_with_logits, vocab], in
+  // chunk order; resized). The block tables must cover every position written or read.
+  // Errors (never a crash) for ids outside the vocabulary, positions beyond the context or
+  // block tables that are too short.
+  absl::Status Forward(const ForwardBatch& batch, CpuKvCache& kv, std::vector<float>& logits);
+
+ private:
+  absl::Status Validate(const ForwardBatch& batch, const CpuKvCache& kv) const;
+  void Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv);
+
+  model::ModelConfig config_;
+  CpuWeights weights_;
+  ThreadPool* pool_;
+  std::vector<double> inv_freq_;  // [head_dim / 2]
+
+  // Scratch, sized per call.
+  std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, tmp_;
+  std::vector<int32_t> positions_;  // [num_tokens]
+  std::vector<int32_t> chunk_of_;   // [num_tokens] index of the token's chunk
+};
+
+}  // namespace llm::runner
+
+#endif  // LLM_WORKER_RUNNER_CPU_MODEL_H_

@@ -1,0 +1,75 @@
+// Token selection from logits on the CPU: penalties, temperature, top-k, top-p, min-p and a
+// seeded draw. This is also the reference the GPU sampler is checked against.
+//
+// The procedure, in order:
+//   1. penalties: repetition (over prompt and output tokens: positive logits divided, negative
+//      multiplied), then presence and frequency (over output tokens);
+//   2. temperature 0: argmax, ties to the lowest id (no randomness consumed);
+//   3. logits / temperature, softmax;
+//   4. top-k (ties kept in id order), renormalise; top-p over probabilities sorted descending
+//      (ties by id), keeping the smallest prefix whose mass reaches top_p; min-p against the
+//      most likely remaining token;
+//   5. u = UniformDouble(seed, counter = number of tokens the request has generated); the
+//      chosen token is the first, in id order, where the cumulative kept mass exceeds
+//      u * total kept mass.
+#ifndef LLM_WORKER_SAMPLING_SAMPLER_H_
+#define LLM_WORKER_SAMPLING_SAMPLER_H_
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "worker/sampling/sampling_params.h"
+
+namespace llm::sampling {
+
+// Token statistics a request's penalties need. Sparse: cost grows with distinct tokens seen,
+// not with the vocabulary.
+class PenaltyState {
+ public:
+  void AddPrompt(std::span<const int32_t> ids);
+  void AddOutput(int32_t id) { ++output_counts_[id]; }
+  const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
+  const std::vector<int32_t>& prompt_ids() const { return prompt_ids_; }  // sorted, unique
+
+ private:
+  std::vector<int32_t> prompt_ids_;
+  std::unordered_map<int32_t, int32_t> output_counts_;
+};
+
+struct TokenLogprob {
+  int32_t token_id;
+  float logprob;
+};
+
+struct SampleResult {
+  int32_t token_id;
+  float logprob;                  // of the chosen token (when logprobs were asked for)
+  std::vector<TokenLogprob> top;  // the most likely tokens, most likely first
+};
+
+// Stateless apart from scratch buffers: one Sampler per thread.
+class Sampler {
+ public:
+  // `logits` is modified in place (penalties applied). `counter` is the number of tokens the
+  // request has generated so far. `num_top_logprobs` > 0 fills SampleResult::top.
+  SampleResult Sample(std::span<float> logits, const SamplingParams& params,
+                      const PenaltyState& penalties, uint64_t counter, int num_top_logprobs = 0,
+                      bool want_logprob = false);
+
+ private:
+  std::vector<float> probs_;
+  std::vector<int32_t> order_;
+};
+
+// Applies step 1 (penalties) to `logits` in place.
+void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
+                    const PenaltyState& penalties);
+
+// Argmax with ties to the lowest id.
+int32_t Argmax(std::span<const float> logits);
+
+}  // namespace llm::sampling
+
+#endif  // LLM_WORKER_SAMPLING_SAMPLER_H_

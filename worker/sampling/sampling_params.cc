@@ -1,0 +1,34 @@
+#include "worker/sampling/sampling_params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::sampling {
+namespace {
+
+absl::Status Range(const char* field, double v, double lo, bool lo_open, double hi) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("sampling.", field, ": ", v, " is outside ",
+                                                 lo_open ? "(" : "[", lo, ", ", hi, "]"));
+}
+
+}  // namespace
+
+absl::Status SamplingParams::Validate(int32_t vocab_size) const {
+  for (const absl::Status& st : {
+           Range("temperature", temperature, 0, false, 100),
+           Range("top_k", top_k, 0, false, vocab_size),
+           Range("top_p", top_p, 0, true, 1),
+           Range("min_p", min_p, 0, false, 1),
+           Range("repetition_penalty", repetition_penalty, 0, true, 10),
+           Range("presence_penalty", presence_penalty, -2, false, 2),
+           Range("frequency_penalty", frequency_penalty, -2, false, 2),
+       }) {
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llm::sampling
