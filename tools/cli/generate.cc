@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "common/thread_pool.h"
 #include "nlohmann/json.hpp"
-#include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
+#include "tools/common/tool_util.h"
 #include "worker/frontend/detokenizer.h"
 #include "worker/frontend/stop_strings.h"
 #include "worker/frontend/tokenizer.h"
@@ -16,8 +16,13 @@
 
 namespace llm::cli {
 
+using tools::AddSamplingFlags;
+using tools::Fail;
+using tools::ParseOrExit;
+using tools::ReadSamplingFlags;
+
 int RunGenerate(const std::vector<std::string>& args) {
-  const std::string cmd = "generate";
+  const std::string cmd = "llm-cli generate";
   FlagSet flags;
   flags.Value("model", "Hugging Face checkpoint directory")
       .Value("prompt", "prompt text")

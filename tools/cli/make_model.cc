@@ -11,9 +11,9 @@
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
-#include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/sample_text.h"
+#include "tools/common/tool_util.h"
 #include "worker/frontend/bpe_trainer.h"
 #include "worker/model/config.h"
 #include "worker/model/dtype.h"
@@ -23,6 +23,9 @@
 #include "worker/model/shapes.h"
 
 namespace llm::cli {
+
+using tools::Fail;
+using tools::ParseOrExit;
 namespace {
 
 namespace fs = std::filesystem;
@@ -111,7 +114,7 @@ absl::Status MakeModel(const std::string& shape, const std::string& out, uint64_
 }  // namespace
 
 int RunMakeModel(const std::vector<std::string>& args) {
-  const std::string cmd = "make-model";
+  const std::string cmd = "llm-cli make-model";
   FlagSet flags;
   flags.Value("shape", "model shape: " + absl::StrJoin(model::ShapeNames(), ", "))
       .Value("out", "output directory")

@@ -4,11 +4,14 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
-#include "tools/cli/cli_util.h"
 #include "tools/cli/commands.h"
+#include "tools/common/tool_util.h"
 #include "worker/frontend/tokenizer.h"
 
 namespace llm::cli {
+
+using tools::Fail;
+using tools::ParseOrExit;
 namespace {
 
 using nlohmann::json;
@@ -50,7 +53,7 @@ absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(const FlagSet
 }  // namespace
 
 int RunTokenize(const std::vector<std::string>& args) {
-  const std::string cmd = "tokenize";
+  const std::string cmd = "llm-cli tokenize";
   FlagSet flags;
   flags.Value("tokenizer", "directory holding tokenizer.json, or the file")
       .Bool("add-special", "add special tokens (BOS) as the tokenizer config says");
@@ -69,7 +72,7 @@ int RunTokenize(const std::vector<std::string>& args) {
 }
 
 int RunDetokenize(const std::vector<std::string>& args) {
-  const std::string cmd = "detokenize";
+  const std::string cmd = "llm-cli detokenize";
   FlagSet flags;
   flags.Value("tokenizer", "directory holding tokenizer.json, or the file")
       .Bool("keep-special", "keep special tokens in the text (default: skip them)");

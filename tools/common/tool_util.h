@@ -1,6 +1,6 @@
-// Shared plumbing of the llm-cli subcommands.
-#ifndef LLM_TOOLS_CLI_CLI_UTIL_H_
-#define LLM_TOOLS_CLI_CLI_UTIL_H_
+// Shared plumbing of the llm-cli and llm-bench subcommands.
+#ifndef LLM_TOOLS_COMMON_TOOL_UTIL_H_
+#define LLM_TOOLS_COMMON_TOOL_UTIL_H_
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "common/flags.h"
 #include "worker/sampling/sampling_params.h"
 
-namespace llm::cli {
+namespace llm::tools {
 
 // Parses args into `flags`, handling --help. Returns -1 to continue, else the exit code.
 int ParseOrExit(const std::string& command, FlagSet& flags, const std::vector<std::string>& args);
@@ -20,9 +20,9 @@ int ParseOrExit(const std::string& command, FlagSet& flags, const std::vector<st
 void AddSamplingFlags(FlagSet& flags);
 absl::StatusOr<sampling::SamplingParams> ReadSamplingFlags(const FlagSet& flags);
 
-// Prints "llm-cli COMMAND: message" to stderr and returns 1.
+// Prints "COMMAND: message" to stderr and returns 1.
 int Fail(const std::string& command, const absl::Status& status);
 
-}  // namespace llm::cli
+}  // namespace llm::tools
 
-#endif  // LLM_TOOLS_CLI_CLI_UTIL_H_
+#endif  // LLM_TOOLS_COMMON_TOOL_UTIL_H_

@@ -1,21 +1,21 @@
-#include "tools/cli/cli_util.h"
+#include "tools/common/tool_util.h"
 
 #include <cstdio>
 #include <random>
 
 #include "common/status_macros.h"
 
-namespace llm::cli {
+namespace llm::tools {
 
 int ParseOrExit(const std::string& command, FlagSet& flags, const std::vector<std::string>& args) {
   flags.Bool("help", "show this help");
   if (absl::Status st = flags.Parse(args); !st.ok()) {
-    std::fprintf(stderr, "llm-cli %s: %s\nflags:\n%s", command.c_str(),
-                 std::string(st.message()).c_str(), flags.Help().c_str());
+    std::fprintf(stderr, "%s: %s\nflags:\n%s", command.c_str(), std::string(st.message()).c_str(),
+                 flags.Help().c_str());
     return 2;
   }
   if (flags.GetBool("help")) {
-    std::printf("llm-cli %s flags:\n%s", command.c_str(), flags.Help().c_str());
+    std::printf("%s flags:\n%s", command.c_str(), flags.Help().c_str());
     return 0;
   }
   return -1;
@@ -60,8 +60,8 @@ absl::StatusOr<sampling::SamplingParams> ReadSamplingFlags(const FlagSet& flags)
 }
 
 int Fail(const std::string& command, const absl::Status& status) {
-  std::fprintf(stderr, "llm-cli %s: %s\n", command.c_str(), std::string(status.message()).c_str());
+  std::fprintf(stderr, "%s: %s\n", command.c_str(), std::string(status.message()).c_str());
   return 1;
 }
 
-}  // namespace llm::cli
+}  // namespace llm::tools

@@ -1,0 +1,35 @@
+// Smoke tests: the benchmarks run and print well-formed JSON (figures are not asserted; they
+// belong in benchmark runs, not in tests).
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+
+namespace llm {
+namespace {
+
+using llm::testing::BinPath;
+using llm::testing::RunCommand;
+
+TEST(BenchTest, GenerateRunsAndPrintsJson) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const auto r = RunCommand({BinPath("llm-bench"), "generate", "--max-tokens", "8", "--runs", "1",
+                             "--model", llm::testing::SharedPath("models/tinystories-656k")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["benchmark"], "generate");
+  EXPECT_GT(j["decode_tokens_per_s_median"].get<double>(), 0.0);
+}
+
+TEST(BenchTest, TokenizerComparesWithHuggingFace) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const auto r = RunCommand({BinPath("llm-bench"), "tokenizer", "--seconds", "0.05", "--tokenizer",
+                             llm::testing::SharedPath("models/tinystories-656k")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 1u);
+  EXPECT_TRUE(j["results"][0]["same_token_count"].get<bool>());
+  EXPECT_GT(j["results"][0]["ratio_ours_over_hf"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace llm

@@ -1,0 +1,15 @@
+// llm-bench subcommands. Each prints one JSON document on stdout and returns the exit code.
+#ifndef LLM_TOOLS_BENCH_COMMANDS_H_
+#define LLM_TOOLS_BENCH_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace llm::bench {
+
+int RunTokenizerBench(const std::vector<std::string>& args);
+int RunGenerateBench(const std::vector<std::string>& args);
+
+}  // namespace llm::bench
+
+#endif  // LLM_TOOLS_BENCH_COMMANDS_H_

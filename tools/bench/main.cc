@@ -1,0 +1,30 @@
+// llm-bench: benchmarks that print JSON.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/bench/commands.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: llm-bench BENCHMARK [flags]   (each prints one JSON document)\n"
+    "  tokenizer  encode throughput beside Hugging Face tokenizers on the same corpus\n"
+    "  generate   CPU generation: prefill time and decode tokens/s for one sequence\n"
+    "Run `llm-bench BENCHMARK --help` for its flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (name == "tokenizer") return llm::bench::RunTokenizerBench(args);
+  if (name == "generate") return llm::bench::RunGenerateBench(args);
+  std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
+  return 2;
+}
