@@ -4,10 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace llm::testing {
 
@@ -72,6 +75,91 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
                   slurp(err)};
   fs::remove_all(dir);
   return r;
+}
+
+std::unique_ptr<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv) {
+  auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
+  child->log_ = MakeTempDir("child") + "/output.log";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(child->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int null_in = ::open("/dev/null", O_RDONLY);
+    ::dup2(null_in, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  child->pid_ = pid;
+  return child;
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status_, 0);
+  }
+}
+
+std::string ChildProcess::Output() const {
+  std::ifstream f(log_, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string ChildProcess::WaitForLine(const std::string& text, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string out = Output();
+    const size_t pos = out.find(text);
+    if (pos != std::string::npos) {
+      const size_t begin = out.rfind('\n', pos);
+      const size_t end = out.find('\n', pos);
+      return out.substr(begin == std::string::npos ? 0 : begin + 1,
+                        end == std::string::npos
+                            ? std::string::npos
+                            : end - (begin == std::string::npos ? 0 : begin + 1));
+    }
+    if (!running()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "";
+}
+
+void ChildProcess::Signal(int sig) {
+  if (running()) ::kill(pid_, sig);
+}
+
+bool ChildProcess::running() {
+  if (status_ >= 0) return false;
+  int st = 0;
+  const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  if (r == pid_) {
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return false;
+  }
+  return r == 0;
+}
+
+int ChildProcess::WaitExit(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (running()) {
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status_;
+}
+
+long ChildProcess::RssKb() const {
+  std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return 0;
 }
 
 }  // namespace llm::testing

@@ -2,7 +2,11 @@
 #ifndef LLM_TESTS_TEST_UTIL_H_
 #define LLM_TESTS_TEST_UTIL_H_
 
+#include <sys/types.h>
+
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -26,6 +30,31 @@ struct CommandResult {
 };
 // Runs `argv` with `stdin_text` on its standard input and waits for it.
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& stdin_text = "");
+
+// A child process whose standard output and error go to a file the test can read. Killed (SIGKILL)
+// on destruction if still running.
+class ChildProcess {
+ public:
+  static std::unique_ptr<ChildProcess> Start(const std::vector<std::string>& argv);
+  ~ChildProcess();
+
+  pid_t pid() const { return pid_; }
+  // Waits until the output contains `text`; returns the whole line holding it, or "" on
+  // timeout or exit.
+  std::string WaitForLine(const std::string& text, int timeout_ms);
+  std::string Output() const;
+  void Signal(int sig);
+  // The exit code (128 + signal for a signal), or -1 when still running after `timeout_ms`.
+  int WaitExit(int timeout_ms);
+  bool running();
+  // Resident set size in KiB (0 when unknown).
+  long RssKb() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+  int status_ = -1;
+};
 
 }  // namespace llm::testing
 

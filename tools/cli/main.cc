@@ -1,4 +1,5 @@
-// llm-cli: offline tools (generate, tokenize, detokenize, make-model).
+// llm-cli: offline tools (generate, tokenize, detokenize, make-model) and gRPC clients
+// (call, load).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -14,6 +15,8 @@ constexpr char kUsage[] =
     "  tokenize    --tokenizer DIR [--add-special]   (JSON lines {\"text\": ...} on stdin)\n"
     "  detokenize  --tokenizer DIR [--keep-special]  (JSON lines {\"ids\": [...]} on stdin)\n"
     "  make-model  --shape NAME --out DIR [--seed S] [--dtype bf16|f16|f32]\n"
+    "  call        --target HOST:PORT --prompt TEXT [sampling flags]  (streams the answer)\n"
+    "  load        --target HOST:PORT [--count N]  (prints load reports as JSON lines)\n"
     "Run `llm-cli COMMAND --help` for a command's flags.\n";
 
 }  // namespace
@@ -29,6 +32,8 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return llm::cli::RunTokenize(args);
   if (command == "detokenize") return llm::cli::RunDetokenize(args);
   if (command == "make-model") return llm::cli::RunMakeModel(args);
+  if (command == "call") return llm::cli::RunCall(args);
+  if (command == "load") return llm::cli::RunLoad(args);
   std::fprintf(stderr, "llm-cli: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

@@ -1,0 +1,82 @@
+// Process configuration: one YAML file, every key overridable by a flag, validated at start.
+//
+// Keys are dotted paths ("engine.max_slots") that match the YAML nesting:
+//   engine:
+//     max_slots: 64
+// and the flag `--engine.max_slots=64` (or `--engine.max_slots 64`). `--config FILE` names the
+// YAML file. Unknown keys, in the file or as flags, are errors, as are values of the wrong type
+// or outside their range; every error names the key and where the value came from.
+#ifndef LLM_COMMON_CONFIG_CONFIG_H_
+#define LLM_COMMON_CONFIG_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace llm::config {
+
+class ConfigValues;
+
+class ConfigSchema {
+ public:
+  ConfigSchema& Int(const std::string& key, int64_t default_value, int64_t min_value,
+                    int64_t max_value, const std::string& help);
+  ConfigSchema& Double(const std::string& key, double default_value, double min_value,
+                       double max_value, const std::string& help);
+  ConfigSchema& String(const std::string& key, const std::string& default_value,
+                       const std::string& help);
+  ConfigSchema& Bool(const std::string& key, bool default_value, const std::string& help);
+  // A string key with no default that must be given.
+  ConfigSchema& RequiredString(const std::string& key, const std::string& help);
+
+  // Reads `--config FILE` (if present) and then every `--key value` flag from `args`.
+  absl::StatusOr<ConfigValues> Load(const std::vector<std::string>& args) const;
+  // Reads YAML text (`source` names it in errors), then the flag overrides.
+  absl::StatusOr<ConfigValues> LoadText(const std::string& yaml, const std::string& source,
+                                        const std::vector<std::string>& args) const;
+
+  // Every key with its default and help, as a YAML document (for --help).
+  std::string Help() const;
+
+ private:
+  enum class Type { kInt, kDouble, kString, kBool };
+  struct Key {
+    Type type;
+    std::string default_value;  // as text; empty with required
+    bool required = false;
+    double min_value = 0;
+    double max_value = 0;
+    std::string help;
+  };
+  absl::Status Set(std::map<std::string, std::string>& values, const std::string& key,
+                   const std::string& value, const std::string& source) const;
+  std::map<std::string, Key> keys_;
+  std::vector<std::string> order_;
+  friend class ConfigValues;
+};
+
+// Validated values. Getters take a declared key of the right type.
+class ConfigValues {
+ public:
+  int64_t Int(const std::string& key) const;
+  double Double(const std::string& key) const;
+  const std::string& String(const std::string& key) const;
+  bool Bool(const std::string& key) const;
+  // Where a key's value came from ("default", "FILE:LINE", "flag").
+  const std::string& Source(const std::string& key) const;
+  // "key: value (source)" lines, for the start-up log.
+  std::string Describe() const;
+
+ private:
+  friend class ConfigSchema;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> sources_;
+};
+
+}  // namespace llm::config
+
+#endif  // LLM_COMMON_CONFIG_CONFIG_H_

@@ -1,0 +1,168 @@
+#include "tests/grpc_test_util.h"
+
+#include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+namespace llm::testing {
+
+std::unique_ptr<WorkerProcess> WorkerProcess::Start(const std::string& model,
+                                                    const std::vector<std::string>& extra) {
+  auto w = std::unique_ptr<WorkerProcess>(new WorkerProcess());
+  const std::string path = model.empty() || model[0] == '/' ? model : SharedPath(model);
+  std::vector<std::string> argv{BinPath("llm-worker"), "--server.listen", "127.0.0.1:0",
+                                "--server.metrics_listen", "127.0.0.1:0"};
+  if (!path.empty()) {
+    argv.push_back("--model.path");
+    argv.push_back(path);
+  }
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  w->process_ = ChildProcess::Start(argv);
+  const std::string line = w->process_->WaitForLine("metrics on port", 60000);
+  if (line.empty()) {
+    ADD_FAILURE() << "llm-worker did not start; output:\n" << w->process_->Output();
+    return w;
+  }
+  std::sscanf(line.c_str() + line.find("on port") + 8, "%d", &w->port_);
+  std::sscanf(line.c_str() + line.find("metrics on port") + 16, "%d", &w->metrics_port_);
+  w->channel_ = grpc::CreateChannel(w->target(), grpc::InsecureChannelCredentials());
+  return w;
+}
+
+GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::GenerateRequest& request,
+                        int deadline_ms, int read_delay_ms) {
+  GenerateResult r;
+  grpc::ClientContext ctx;
+  if (deadline_ms > 0) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  }
+  auto reader = stub.Generate(&ctx, request);
+  llm::v1::GenerateResponse resp;
+  for (;;) {
+    if (read_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(read_delay_ms));
+    if (!reader->Read(&resp)) break;
+    ++r.messages;
+    r.text += resp.text();
+    r.token_ids.insert(r.token_ids.end(), resp.token_ids().begin(), resp.token_ids().end());
+    r.last = resp;
+  }
+  r.status = reader->Finish();
+  return r;
+}
+
+llm::v1::GenerateRequest GreedyRequest(const std::string& text, uint32_t max_tokens) {
+  llm::v1::GenerateRequest req;
+  req.set_text(text);
+  req.set_max_tokens(max_tokens);
+  req.mutable_sampling()->set_temperature(0.0f);
+  return req;
+}
+
+namespace {
+
+grpc::ByteBuffer Bytes(const std::string& s) {
+  grpc::Slice slice(s);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string Flatten(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  (void)b.Dump(&slices);
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+}  // namespace
+
+int HealthStatus(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // HealthCheckRequest { string service = 1; }
+  std::string req;
+  if (!service.empty()) {
+    req.push_back(0x0A);
+    req.push_back(static_cast<char>(service.size()));
+    req += service;
+  }
+  const grpc::ByteBuffer request = Bytes(req);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) { done.set_value(s); });
+  const grpc::Status status = done.get_future().get();
+  if (!status.ok()) return -static_cast<int>(status.error_code()) - 1;
+  // HealthCheckResponse { ServingStatus status = 1; } -> 0x08 <status>; absent means 0.
+  const std::string bytes = Flatten(response);
+  return bytes.size() >= 2 && bytes[0] == 0x08 ? bytes[1] : 0;
+}
+
+std::vector<std::string> ReflectionServices(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  void* tag;
+  bool ok;
+  auto call =
+      stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  // ServerReflectionRequest { string list_services = 7; }
+  call->Write(Bytes(std::string("\x3A\x00", 2)), reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  call->WritesDone(reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  const std::string bytes = ok ? Flatten(response) : "";
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  // Service names appear as length-prefixed strings; pick out the dotted identifiers.
+  std::vector<std::string> names;
+  std::string current;
+  for (char c : bytes) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_') {
+      current.push_back(c);
+    } else {
+      if (current.find('.') != std::string::npos) names.push_back(current);
+      current.clear();
+    }
+  }
+  if (current.find('.') != std::string::npos) names.push_back(current);
+  return names;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[8192];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  const size_t body = out.find("\r\n\r\n");
+  return body == std::string::npos ? "" : out.substr(body + 4);
+}
+
+}  // namespace llm::testing

@@ -1,0 +1,67 @@
+// Helpers for tests that talk to real llm-worker / llm-router processes over gRPC and HTTP.
+#ifndef LLM_TESTS_GRPC_TEST_UTIL_H_
+#define LLM_TESTS_GRPC_TEST_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llm/v1/generation.grpc.pb.h"
+#include "llm/v1/worker_load.grpc.pb.h"
+#include "tests/test_util.h"
+
+namespace llm::testing {
+
+// An llm-worker serving `model` (a ../shared path or an absolute one; empty when the flags or
+// a --config file name it) on loopback ports chosen by the OS.
+class WorkerProcess {
+ public:
+  static std::unique_ptr<WorkerProcess> Start(const std::string& model,
+                                              const std::vector<std::string>& extra_flags = {});
+  ChildProcess& process() { return *process_; }
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  std::unique_ptr<llm::v1::Generation::Stub> generation() const {
+    return llm::v1::Generation::NewStub(channel_);
+  }
+
+ private:
+  std::unique_ptr<ChildProcess> process_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+struct GenerateResult {
+  grpc::Status status;
+  std::string text;
+  std::vector<int32_t> token_ids;
+  int messages = 0;
+  llm::v1::GenerateResponse last;  // the final response (finish reason, usage)
+};
+
+// Runs one Generate call to completion. `read_delay_ms` sleeps before each read (a slow
+// reader); `deadline_ms` > 0 sets a deadline.
+GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::GenerateRequest& request,
+                        int deadline_ms = 0, int read_delay_ms = 0);
+
+llm::v1::GenerateRequest GreedyRequest(const std::string& text, uint32_t max_tokens);
+
+// grpc.health.v1.Health/Check for `service` ("" = the server): 1 SERVING, 2 NOT_SERVING,
+// negative when the call failed.
+int HealthStatus(const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "");
+
+// The services listed by server reflection (grpc.reflection.v1alpha).
+std::vector<std::string> ReflectionServices(const std::shared_ptr<grpc::Channel>& channel);
+
+// Body of http://127.0.0.1:port/path, or "" on failure.
+std::string HttpGet(int port, const std::string& path);
+
+}  // namespace llm::testing
+
+#endif  // LLM_TESTS_GRPC_TEST_UTIL_H_

@@ -1,0 +1,146 @@
+// llm-worker's start-up, overload and shutdown: configuration errors, a full queue, and the
+// SIGTERM drain with and without enough grace.
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/grpc_test_util.h"
+
+namespace llm {
+namespace {
+
+using llm::testing::BinPath;
+using llm::testing::Generate;
+using llm::testing::GreedyRequest;
+using llm::testing::RunCommand;
+using llm::testing::SharedPath;
+using llm::testing::WorkerProcess;
+using ::testing::HasSubstr;
+
+constexpr char kModel[] = "models/tinystories-656k";
+constexpr char kPrompt[] = "Once upon a time";
+
+llm::v1::GenerateRequest Long(uint32_t tokens) {
+  auto r = GreedyRequest(kPrompt, tokens);
+  r.set_ignore_eos(true);
+  return r;
+}
+
+TEST(WorkerLifecycleTest, ConfigurationErrorsNameTheKey) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto r = RunCommand(
+      {BinPath("llm-worker"), "--model.path", SharedPath(kModel), "--engine.max_slots", "many"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("engine.max_slots"));
+  r = RunCommand(
+      {BinPath("llm-worker"), "--model.path", SharedPath(kModel), "--engine.bogus", "1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("engine.bogus"));
+  r = RunCommand({BinPath("llm-worker")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("model.path"));
+  const std::string dir = llm::testing::MakeTempDir("cfg");
+  std::ofstream(dir + "/worker.yaml")
+      << "model:\n  path: " << SharedPath(kModel) << "\nengine:\n  max_slots: 4\n  max_slot: 5\n";
+  r = RunCommand({BinPath("llm-worker"), "--config", dir + "/worker.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("worker.yaml:5"));
+  EXPECT_THAT(r.err, HasSubstr("engine.max_slot"));
+  std::ofstream(dir + "/bad.yaml") << "engine:\n  max_batch_tokens: 1.5\n";
+  r = RunCommand({BinPath("llm-worker"), "--config", dir + "/bad.yaml", "--model.path", "x"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("engine.max_batch_tokens"));
+  r = RunCommand({BinPath("llm-worker"), "--model.path", "/no/such/model", "--server.listen",
+                  "127.0.0.1:0", "--server.metrics_listen", ""});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("/no/such/model"));
+}
+
+TEST(WorkerLifecycleTest, YamlConfigIsUsedAndFlagsOverrideIt) {
+  LLM_REQUIRE_SHARED(kModel);
+  const std::string dir = llm::testing::MakeTempDir("cfg");
+  std::ofstream(dir + "/worker.yaml")
+      << "model:\n  path: " << SharedPath(kModel) << "\n  name: story\nengine:\n  max_slots: 3\n";
+  auto w = WorkerProcess::Start("", {"--config", dir + "/worker.yaml", "--engine.max_slots", "5"});
+  ASSERT_GT(w->port(), 0) << w->process().Output();
+  auto stub = llm::v1::WorkerLoad::NewStub(w->channel());
+  grpc::ClientContext ctx;
+  auto reader = stub->WatchLoad(&ctx, llm::v1::WatchLoadRequest());
+  llm::v1::LoadReport report;
+  ASSERT_TRUE(reader->Read(&report));
+  EXPECT_EQ(report.model(), "story");
+  EXPECT_EQ(report.max_slots(), 5u);
+  ctx.TryCancel();
+}
+
+TEST(WorkerLifecycleTest, FullQueueGivesResourceExhausted) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto w = WorkerProcess::Start(kModel, {"--engine.max_slots", "1", "--engine.max_queued_requests",
+                                         "1", "--engine.extra_step_ms", "2"});
+  ASSERT_GT(w->port(), 0) << w->process().Output();
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.emplace_back([&] { Generate(*w->generation(), Long(100)); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto r = Generate(*w->generation(), GreedyRequest(kPrompt, 5));
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.status.error_message(), HasSubstr("full"));
+  for (auto& t : busy) t.join();
+}
+
+TEST(WorkerLifecycleTest, SigtermDrainsInFlightStreamsThenExitsZero) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto w = WorkerProcess::Start(
+      kModel, {"--engine.extra_step_ms", "3", "--server.drain_grace_seconds", "20"});
+  ASSERT_GT(w->port(), 0) << w->process().Output();
+  ASSERT_EQ(llm::testing::HealthStatus(w->channel()), 1);
+  std::vector<llm::testing::GenerateResult> results(4);
+  std::vector<std::thread> streams;
+  for (size_t i = 0; i < results.size(); ++i) {
+    streams.emplace_back([&, i] { results[i] = Generate(*w->generation(), Long(150)); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  w->process().Signal(SIGTERM);
+  // Health goes NOT_SERVING and new requests are refused, while the streams carry on.
+  int health = 1;
+  for (int i = 0; i < 100 && health == 1; ++i) {
+    health = llm::testing::HealthStatus(w->channel());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(health, 2);
+  const auto refused = Generate(*w->generation(), GreedyRequest(kPrompt, 5));
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(refused.status.error_message(), HasSubstr("draining"));
+  for (auto& t : streams) t.join();
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.token_ids.size(), 150u);
+  }
+  EXPECT_EQ(w->process().WaitExit(10000), 0) << w->process().Output();
+  EXPECT_THAT(w->process().Output(), HasSubstr("drained"));
+}
+
+TEST(WorkerLifecycleTest, StreamsStillOpenAfterTheGracePeriodAreEnded) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto w = WorkerProcess::Start(
+      kModel, {"--engine.extra_step_ms", "5", "--server.drain_grace_seconds", "0.3"});
+  ASSERT_GT(w->port(), 0) << w->process().Output();
+  llm::testing::GenerateResult r;
+  std::thread stream([&] { r = Generate(*w->generation(), Long(450)); });  // ~2.3 s of steps
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  w->process().Signal(SIGTERM);
+  stream.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.status.ok());
+  EXPECT_LT(r.token_ids.size(), 450u);
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_EQ(w->process().WaitExit(10000), 0) << w->process().Output();
+}
+
+}  // namespace
+}  // namespace llm

@@ -1,0 +1,263 @@
+#include "worker/engine/scheduler.h"
+
+#include <map>
+#include <numeric>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace llm::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+RequestPtr Req(uint64_t key, int32_t prompt, int32_t max_tokens) {
+  auto r = std::make_shared<EngineRequest>();
+  r->key = key;
+  r->prompt_ids.assign(prompt, 7);
+  r->max_tokens = max_tokens;
+  return r;
+}
+
+// Plays the runner's part: keeps each slot's generated count and reports a stop token after
+// `eos_after[key]` tokens (if set) or kLength at max_tokens. Token value = generated index.
+class FakeRunner {
+ public:
+  std::map<uint64_t, int> eos_after;
+
+  StepResult Run(const StepPlan& plan) {
+    for (int32_t s : plan.releases) slots_.erase(s);
+    for (const auto& a : plan.admissions) slots_[a.slot] = {a.request, 0, false};
+    StepResult r;
+    r.step_id = plan.step_id;
+    auto sample = [&](int32_t s) {
+      auto& st = slots_.at(s);
+      if (st.finished) return;  // the pipeline's extra step: nothing to report
+      const int32_t tok = st.generated++;
+      FinishKind f = FinishKind::kNone;
+      if (eos_after.count(st.req->key) && st.generated == eos_after[st.req->key]) {
+        f = FinishKind::kStopToken;
+      } else if (st.generated >= st.req->max_tokens) {
+        f = FinishKind::kLength;
+      }
+      st.finished = f != FinishKind::kNone;
+      r.outputs.push_back(SlotOutput{s, st.req->key, tok, f, 0.0f, {}});
+    };
+    for (const auto& p : plan.prefills) {
+      if (p.samples) sample(p.slot);
+    }
+    for (int32_t s : plan.decodes) sample(s);
+    return r;
+  }
+
+ private:
+  struct State {
+    RequestPtr req;
+    int32_t generated;
+    bool finished;
+  };
+  std::map<int32_t, State> slots_;
+};
+
+SchedulerConfig Config(int32_t slots, int32_t blocks, int32_t batch = 64, int32_t prefill = 32) {
+  SchedulerConfig c;
+  c.max_slots = slots;
+  c.num_kv_blocks = blocks;
+  c.block_tokens = 16;
+  c.max_batch_tokens = batch;
+  c.max_prefill_tokens = prefill;
+  return c;
+}
+
+// Runs synchronously until idle; returns each request's tokens.
+std::map<uint64_t, std::vector<int32_t>> RunAll(Scheduler& s, FakeRunner& runner,
+                                                int max_steps = 1000) {
+  std::map<uint64_t, std::vector<int32_t>> out;
+  std::vector<TokenEvent> events;
+  for (int i = 0; i < max_steps && !s.idle(); ++i) {
+    const StepPlan plan = s.Schedule();
+    EXPECT_LE(plan.num_tokens(), s.config().max_batch_tokens);
+    events.clear();
+    s.Update(runner.Run(plan), events);
+    for (const auto& e : events) out[e.request_key].push_back(e.token);
+  }
+  EXPECT_TRUE(s.idle());
+  return out;
+}
+
+TEST(SchedulerTest, ConfigValidationNamesTheField) {
+  SchedulerConfig c = Config(4, 10);
+  c.max_slots = 0;
+  EXPECT_NE(c.Validate().message().find("max_slots"), std::string::npos);
+  c = Config(64, 10, 32);
+  EXPECT_NE(c.Validate().message().find("max_batch_tokens"), std::string::npos);
+  EXPECT_TRUE(Config(4, 10).Validate().ok());
+}
+
+TEST(SchedulerTest, SlotsBoundAdmissionAndFreedSlotsAreRefilled) {
+  Scheduler s(Config(2, 100));
+  FakeRunner runner;
+  for (uint64_t k = 1; k <= 3; ++k) s.Add(Req(k, 4, 3));
+  StepPlan p1 = s.Schedule();
+  ASSERT_EQ(p1.admissions.size(), 2u);
+  EXPECT_EQ(s.stats().queued_requests, 1);
+  EXPECT_EQ(s.stats().free_slots, 0);
+  std::vector<TokenEvent> ev;
+  s.Update(runner.Run(p1), ev);
+  // Steps 2 and 3 decode; request 1 and 2 finish by length at step 3.
+  for (int i = 0; i < 2; ++i) s.Update(runner.Run(s.Schedule()), ev);
+  StepPlan p4 = s.Schedule();
+  EXPECT_THAT(p4.releases, ElementsAre(0, 1));
+  ASSERT_EQ(p4.admissions.size(), 1u);
+  EXPECT_EQ(p4.admissions[0].slot, 0);  // the lowest free slot
+  EXPECT_EQ(p4.admissions[0].request->key, 3u);
+}
+
+TEST(SchedulerTest, BlocksBoundAdmissionFirstComeFirstServed) {
+  // 6 blocks of 16: request 1 needs 4 (prompt 40 + 20), request 2 needs 3, request 3 needs 1.
+  Scheduler s(Config(4, 6));
+  FakeRunner runner;
+  s.Add(Req(1, 40, 20));
+  s.Add(Req(2, 30, 10));
+  s.Add(Req(3, 4, 4));
+  StepPlan p = s.Schedule();
+  ASSERT_EQ(p.admissions.size(), 1u);  // request 2 does not fit, and 3 may not overtake it
+  EXPECT_EQ(p.admissions[0].blocks.size(), 4u);
+  EXPECT_EQ(s.stats().kv_blocks_used, 4);
+  std::vector<TokenEvent> first;
+  s.Update(runner.Run(p), first);
+  EXPECT_THAT(first, IsEmpty());  // a 40-token prompt needs two 32-token prefill steps
+  const auto tokens = RunAll(s, runner);
+  EXPECT_EQ(tokens.at(1).size(), 20u);
+  EXPECT_EQ(tokens.at(2).size(), 10u);
+  EXPECT_EQ(tokens.at(3).size(), 4u);
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+}
+
+TEST(SchedulerTest, LongPromptsArePrefilledInChunksAndDecodeNeverStalls) {
+  Scheduler s(Config(4, 100, /*batch=*/64, /*prefill=*/32));
+  FakeRunner runner;
+  s.Add(Req(1, 5, 50));
+  std::vector<TokenEvent> ev;
+  s.Update(runner.Run(s.Schedule()), ev);  // request 1 prefilled in one chunk
+  s.Add(Req(2, 100, 5));
+  std::vector<int32_t> chunk_sizes;
+  for (int i = 0; i < 4; ++i) {
+    const StepPlan p = s.Schedule();
+    EXPECT_THAT(p.decodes, ElementsAre(0)) << "step " << i;  // request 1 decodes every step
+    ASSERT_EQ(p.prefills.size(), 1u);
+    chunk_sizes.push_back(p.prefills[0].num_tokens);
+    EXPECT_EQ(p.prefills[0].samples, i == 3);
+    s.Update(runner.Run(p), ev);
+  }
+  EXPECT_THAT(chunk_sizes, ElementsAre(32, 32, 32, 4));
+  // The step after the last chunk already decodes request 2.
+  EXPECT_THAT(s.Schedule().decodes, ElementsAre(0, 1));
+}
+
+TEST(SchedulerTest, BatchTokenBudgetIsRespected) {
+  Scheduler s(Config(8, 200, /*batch=*/20, /*prefill=*/100));
+  FakeRunner runner;
+  for (uint64_t k = 1; k <= 8; ++k) s.Add(Req(k, 10, 6));
+  const auto tokens = RunAll(s, runner);  // RunAll checks num_tokens <= 20 every step
+  for (uint64_t k = 1; k <= 8; ++k) EXPECT_EQ(tokens.at(k).size(), 6u);
+}
+
+// With step N+1 launched before step N's result is applied, a request that stops at step N
+// still decodes in N+1; that output is dropped and the slot is retired at N+2.
+TEST(SchedulerTest, PipelinedExtraStepIsDiscarded) {
+  Scheduler s(Config(2, 100));
+  FakeRunner runner;
+  runner.eos_after[1] = 2;
+  s.Add(Req(1, 3, 10));
+  std::vector<TokenEvent> ev;
+  StepPlan p1 = s.Schedule();  // prefill, samples token 0
+  StepPlan p2 = s.Schedule();  // decode (planned without p1's result)
+  EXPECT_THAT(p2.decodes, ElementsAre(0));
+  s.Update(runner.Run(p1), ev);
+  StepPlan p3 = s.Schedule();    // decode again: nothing known yet about p2
+  s.Update(runner.Run(p2), ev);  // token 1 with a stop: request 1 ends
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[1].finish, FinishKind::kStopToken);
+  s.Update(runner.Run(p3), ev);  // the extra step: the fake reports nothing, and any output
+  EXPECT_EQ(ev.size(), 2u);      // would be dropped
+  StepPlan p4 = s.Schedule();
+  EXPECT_THAT(p4.releases, ElementsAre(0));
+  EXPECT_THAT(p4.decodes, IsEmpty());
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+  EXPECT_TRUE(s.idle());
+}
+
+TEST(SchedulerTest, OutputsOfAnEndedOrReassignedSlotAreDropped) {
+  Scheduler s(Config(1, 100));
+  s.Add(Req(1, 3, 10));
+  StepPlan p1 = s.Schedule();
+  ASSERT_TRUE(s.Abort(1));
+  std::vector<TokenEvent> ev;
+  s.Update(StepResult{p1.step_id, {SlotOutput{0, 1, 42, FinishKind::kNone, 0, {}}}, 0}, ev);
+  EXPECT_THAT(ev, IsEmpty());  // ended
+  s.Add(Req(2, 3, 10));
+  StepPlan p2 = s.Schedule();
+  ASSERT_EQ(p2.admissions.size(), 1u);
+  EXPECT_EQ(p2.admissions[0].slot, 0);
+  s.Update(StepResult{p1.step_id, {SlotOutput{0, 1, 43, FinishKind::kNone, 0, {}}}, 0}, ev);
+  EXPECT_THAT(ev, IsEmpty());  // slot 0 now belongs to request 2
+  s.Update(StepResult{p2.step_id, {SlotOutput{0, 2, 44, FinishKind::kNone, 0, {}}}, 0}, ev);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].request_key, 2u);
+}
+
+TEST(SchedulerTest, AbortQueuedAndRunning) {
+  Scheduler s(Config(1, 100));
+  s.Add(Req(1, 3, 10));
+  s.Add(Req(2, 5, 10));
+  s.Schedule();  // 1 runs, 2 waits
+  EXPECT_EQ(s.stats().queued_prompt_tokens, 5);
+  EXPECT_TRUE(s.Abort(2));
+  EXPECT_EQ(s.stats().queued_requests, 0);
+  EXPECT_EQ(s.stats().queued_prompt_tokens, 0);
+  EXPECT_FALSE(s.Abort(2));
+  EXPECT_FALSE(s.Abort(99));
+  EXPECT_TRUE(s.Abort(1));
+  EXPECT_FALSE(s.Abort(1));
+  EXPECT_EQ(s.stats().running_requests, 1);  // until the next step retires it
+  const StepPlan p = s.Schedule();
+  EXPECT_THAT(p.releases, ElementsAre(0));
+  EXPECT_TRUE(p.empty());
+  EXPECT_TRUE(s.idle());
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+  EXPECT_EQ(s.stats().free_slots, 1);
+}
+
+TEST(SchedulerTest, LengthFinishPlansNoExtraStep) {
+  Scheduler s(Config(1, 100));
+  s.Add(Req(1, 3, 2));
+  StepPlan p1 = s.Schedule();  // prefill: token 0
+  StepPlan p2 = s.Schedule();  // decode: token 1 (the last)
+  StepPlan p3 = s.Schedule();  // nothing left to plan
+  EXPECT_THAT(p2.decodes, ElementsAre(0));
+  EXPECT_TRUE(p3.empty());
+}
+
+TEST(SchedulerTest, ChurnLeavesNothingBehind) {
+  Scheduler s(Config(8, 64));
+  FakeRunner runner;
+  uint64_t key = 1;
+  std::vector<TokenEvent> ev;
+  for (int step = 0; step < 500; ++step) {
+    if (step % 3 == 0) {
+      s.Add(Req(key, 1 + (key * 7) % 40, 1 + (key * 5) % 30));
+      ++key;
+    }
+    if (step % 7 == 0 && key > 3) s.Abort(key - 3);
+    s.Update(runner.Run(s.Schedule()), ev);
+  }
+  RunAll(s, runner);
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+  EXPECT_EQ(s.stats().free_slots, 8);
+  EXPECT_EQ(s.stats().running_requests, 0);
+}
+
+}  // namespace
+}  // namespace llm::engine

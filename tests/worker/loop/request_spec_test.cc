@@ -1,0 +1,105 @@
+#include "worker/loop/request_spec.h"
+
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace llm::loop {
+namespace {
+
+using ::testing::HasSubstr;
+
+RequestLimits Limits() {
+  RequestLimits l;
+  l.vocab_size = 100;
+  l.max_context = 64;
+  l.kv_capacity_tokens = 1024;
+  l.eos_token_ids = {2};
+  return l;
+}
+
+GenerateSpec Text(std::string text) {
+  GenerateSpec s;
+  s.text = std::move(text);
+  return s;
+}
+
+std::string Error(const GenerateSpec& s) {
+  return std::string(ValidateSpec(s, Limits()).message());
+}
+
+TEST(RequestSpecTest, EveryFieldIsCheckedByName) {
+  EXPECT_TRUE(ValidateSpec(Text("hi"), Limits()).ok());
+  EXPECT_THAT(Error(Text("")), HasSubstr("text: the prompt is empty"));
+  EXPECT_THAT(Error(Text("bad \xFF utf8")), HasSubstr("text: not valid UTF-8"));
+  GenerateSpec ids;
+  ids.has_text = false;
+  EXPECT_THAT(Error(ids), HasSubstr("token_ids: the prompt is empty"));
+  ids.token_ids = {1, 2, 100};
+  EXPECT_THAT(Error(ids), HasSubstr("token_ids.ids[2]: 100 is outside the vocabulary"));
+  GenerateSpec s = Text("x");
+  s.max_tokens = 64;
+  EXPECT_THAT(Error(s), HasSubstr("max_tokens"));
+  s = Text("x");
+  s.sampling.temperature = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THAT(Error(s), HasSubstr("sampling.temperature"));
+  s = Text("x");
+  s.sampling.temperature = -0.5f;
+  EXPECT_THAT(Error(s), HasSubstr("sampling.temperature"));
+  s = Text("x");
+  s.sampling.top_p = 0.0f;
+  EXPECT_THAT(Error(s), HasSubstr("sampling.top_p"));
+  s = Text("x");
+  s.stop.assign(17, "a");
+  EXPECT_THAT(Error(s), HasSubstr("stop: 17 strings; at most 16"));
+  s = Text("x");
+  s.stop = {"ok", std::string(300, 'a')};
+  EXPECT_THAT(Error(s), HasSubstr("stop[1]: longer than 256 bytes"));
+  s = Text("x");
+  s.stop = {""};
+  EXPECT_THAT(Error(s), HasSubstr("stop[0]: empty"));
+  s = Text("x");
+  s.stop_token_ids = {5, -1};
+  EXPECT_THAT(Error(s), HasSubstr("stop_token_ids[1]"));
+  s = Text("x");
+  s.logprobs = 21;
+  EXPECT_THAT(Error(s), HasSubstr("logprobs"));
+  s = Text("x");
+  s.request_id = std::string(200, 'r');
+  EXPECT_THAT(Error(s), HasSubstr("request_id"));
+  s = Text(std::string((1 << 20) + 1, 'a'));
+  EXPECT_THAT(Error(s), HasSubstr("text: 1048577 bytes"));
+}
+
+TEST(RequestSpecTest, BuildChecksTheContextAndAddsEos) {
+  GenerateSpec s = Text("x");
+  s.max_tokens = 10;
+  auto r = BuildEngineRequest(s, std::vector<int32_t>(60, 1), Limits());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr("max_tokens: prompt (60 tokens) + max_tokens (10) exceeds the context of 64"));
+  r = BuildEngineRequest(Text("x"), std::vector<int32_t>(64, 1), Limits());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("text: the prompt is 64 tokens"));
+  // max_tokens 0: the rest of the context, up to the default.
+  r = BuildEngineRequest(Text("x"), std::vector<int32_t>(60, 1), Limits());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->max_tokens, 4);
+  EXPECT_EQ(r->stop_token_ids, std::vector<int32_t>{2});
+  s = Text("x");
+  s.ignore_eos = true;
+  s.stop_token_ids = {7};
+  r = BuildEngineRequest(s, {1, 2}, Limits());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stop_token_ids, std::vector<int32_t>{7});
+  RequestLimits small = Limits();
+  small.kv_capacity_tokens = 32;
+  s = Text("x");
+  s.max_tokens = 40;
+  r = BuildEngineRequest(s, {1, 2}, small);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("KV cache"));
+}
+
+}  // namespace
+}  // namespace llm::loop

@@ -1,0 +1,320 @@
+// The Worker end to end, in process, on the CPU runner with the test model.
+#include "worker/loop/worker.h"
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "common/thread_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+#include "tests/worker/loop/collecting_sink.h"
+#include "worker/runner/cpu_runner.h"
+#include "worker/runner/sequence_generator.h"
+
+namespace llm::loop {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kModel[] = "models/tinystories-656k";
+
+struct Golden {
+  std::string prompt;
+  std::vector<int32_t> generated_ids;
+  std::string text;
+};
+
+Golden LoadGolden() {
+  std::ifstream f(llm::testing::SharedPath("golden/tinystories-656k.jsonl"));
+  std::string line;
+  std::getline(f, line);
+  const auto j = nlohmann::json::parse(line);
+  return {j["prompt"], j["generated_ids"].get<std::vector<int32_t>>(), j["text"]};
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LLM_REQUIRE_SHARED(kModel);
+    LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
+    golden_ = LoadGolden();
+  }
+
+  std::unique_ptr<Worker> MakeWorker(int32_t slots, int32_t prefill_tokens = 64,
+                                     int32_t max_queued = 1024, int32_t kv_blocks = 512) {
+    auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+    EXPECT_TRUE(model.ok()) << model.status();
+    runner::CpuRunnerOptions ro;
+    ro.max_slots = slots;
+    ro.num_kv_blocks = kv_blocks;
+    auto run = std::make_unique<runner::CpuRunner>(*std::move(model), ro);
+    auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
+    EXPECT_TRUE(tok.ok());
+    WorkerOptions wo;
+    wo.scheduler.max_batch_tokens = slots + prefill_tokens;
+    wo.scheduler.max_prefill_tokens = prefill_tokens;
+    wo.max_queued_requests = max_queued;
+    auto w = Worker::Create(wo, std::move(run), *std::move(tok), {2});
+    EXPECT_TRUE(w.ok()) << w.status();
+    return *std::move(w);
+  }
+
+  // Runs one request alone through the unbatched reference path.
+  std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int32_t max_tokens,
+                                 const sampling::SamplingParams& sp) {
+    if (!reference_) {
+      auto m = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+      reference_ = *std::move(m);
+    }
+    runner::SequenceOptions opt;
+    opt.max_tokens = max_tokens;
+    opt.sampling = sp;
+    opt.stop_token_ids = {2};
+    auto r = runner::GenerateSequence(*reference_, prompt, opt);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r->generated_ids;
+  }
+
+  static GenerateSpec Spec(const std::string& text, int32_t max_tokens, float temperature = 0) {
+    GenerateSpec s;
+    s.text = text;
+    s.max_tokens = max_tokens;
+    s.sampling.temperature = temperature;
+    return s;
+  }
+
+  ThreadPool pool_{1};
+  Golden golden_;
+  std::unique_ptr<runner::CpuModel> reference_;
+};
+
+TEST_F(WorkerTest, GoldenThroughTheWholePipeline) {
+  auto w = MakeWorker(4);
+  auto sink = std::make_shared<CollectingSink>();
+  GenerateSpec spec = Spec(golden_.prompt, 59);
+  spec.include_prompt_ids = true;
+  ASSERT_TRUE(w->Submit(spec, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  const StreamUpdate r = sink->result();
+  EXPECT_EQ(r.token_ids, golden_.generated_ids);
+  EXPECT_EQ(golden_.prompt + r.text, golden_.text);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 80, 147, 201, 282, 57}));
+  EXPECT_EQ(r.reason, FinishReason::kLength);
+  EXPECT_TRUE(r.has_usage);
+  EXPECT_EQ(r.usage.prompt_tokens, 6);
+  EXPECT_EQ(r.usage.completion_tokens, 59);
+  EXPECT_GE(r.usage.total_time_ms, r.usage.time_to_first_token_ms);
+  EXPECT_GE(sink->updates(), 20);  // streamed, not one block at the end
+}
+
+// Requests of different lengths and settings, admitted at different steps into few slots with
+// chunked prefill, give exactly what each gives alone (greedy and seeded sampling alike).
+TEST_F(WorkerTest, BatchingIsExact) {
+  auto w = MakeWorker(/*slots=*/5, /*prefill_tokens=*/12);
+  const std::vector<std::string> prompts = {
+      "Once upon a time",
+      "The little dog",
+      "Lily and Tom went to the park. They",
+      "A",
+      "One day, a big bear came to the village. The bear was hungry and sad, and it looked "
+      "for food in every house. The children were scared, but Sue was brave. She",
+      "Tim had a red ball.",
+      "The sun was hot",
+      "Mom said, \"Let's go home.\""};
+  struct Job {
+    GenerateSpec spec;
+    std::shared_ptr<CollectingSink> sink = std::make_shared<CollectingSink>();
+  };
+  std::vector<Job> jobs;
+  std::mt19937 rng(5);
+  for (int i = 0; i < 24; ++i) {
+    GenerateSpec s = Spec(prompts[i % prompts.size()], 5 + (i * 13) % 70);
+    if (i % 3 == 1) {  // seeded sampling
+      s.sampling.temperature = 0.9f;
+      s.sampling.top_k = 50;
+      s.sampling.top_p = 0.95f;
+      s.sampling.seed = 1000 + i;
+    }
+    if (i % 5 == 2) s.sampling.repetition_penalty = 1.3f;
+    jobs.push_back({s});
+  }
+  jobs[11].spec = Spec(golden_.prompt, 59);  // the golden request, in the middle of the crowd
+  // Three waves, so admissions and finishes interleave at different steps.
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_TRUE(w->Submit(jobs[i].spec, jobs[i].sink).ok());
+    if (i == 7 || i == 15) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (auto& j : jobs) ASSERT_TRUE(j.sink->Wait()) << "timed out";
+  EXPECT_EQ(jobs[11].sink->result().token_ids, golden_.generated_ids);
+  auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto prompt = *(*tok)->Encode(jobs[i].spec.text, true);
+    EXPECT_EQ(jobs[i].sink->result().token_ids,
+              Reference(prompt, jobs[i].spec.max_tokens, jobs[i].spec.sampling))
+        << "request " << i;
+  }
+  const WorkerLoad load = w->Load();
+  EXPECT_EQ(load.in_flight, 0);
+  EXPECT_EQ(load.engine.scheduler.kv_blocks_used, 0);
+}
+
+TEST_F(WorkerTest, StopStringEndsTheRequestAndFreesItsSlot) {
+  auto w = MakeWorker(2);
+  auto sink = std::make_shared<CollectingSink>();
+  GenerateSpec spec = Spec(golden_.prompt, 59);
+  spec.stop = {" named"};
+  ASSERT_TRUE(w->Submit(spec, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  const StreamUpdate r = sink->result();
+  EXPECT_EQ(r.text, ", a little girl");
+  EXPECT_EQ(r.reason, FinishReason::kStop);
+  EXPECT_EQ(r.stop_string, " named");
+  ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(10)));
+  for (int i = 0; i < 200 && w->Load().engine.scheduler.running_requests != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(w->Load().engine.scheduler.running_requests, 0);
+  EXPECT_EQ(w->Load().engine.scheduler.kv_blocks_used, 0);
+}
+
+TEST_F(WorkerTest, StopTokenIdIsReported) {
+  auto w = MakeWorker(2);
+  auto sink = std::make_shared<CollectingSink>();
+  GenerateSpec spec = Spec(golden_.prompt, 59);
+  spec.stop_token_ids = {golden_.generated_ids[4]};
+  ASSERT_TRUE(w->Submit(spec, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  const StreamUpdate r = sink->result();
+  EXPECT_EQ(r.reason, FinishReason::kStop);
+  EXPECT_EQ(r.stop_token_id, golden_.generated_ids[4]);
+  EXPECT_EQ(r.token_ids.size(), 5u);
+}
+
+TEST_F(WorkerTest, LogprobsOfGreedyTokensAreTheTopOnes) {
+  auto w = MakeWorker(2);
+  auto sink = std::make_shared<CollectingSink>();
+  GenerateSpec spec = Spec(golden_.prompt, 8);
+  spec.logprobs = 3;
+  ASSERT_TRUE(w->Submit(spec, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  const StreamUpdate r = sink->result();
+  ASSERT_EQ(r.logprobs.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    const auto& lp = r.logprobs[i];
+    EXPECT_EQ(lp.sampled.token_id, r.token_ids[i]);
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].token_id, lp.sampled.token_id);
+    EXPECT_FLOAT_EQ(lp.top[0].logprob, lp.sampled.logprob);
+    EXPECT_LE(lp.sampled.logprob, 0.0f);
+    EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+    EXPECT_FALSE(lp.sampled.text.empty());
+  }
+}
+
+TEST_F(WorkerTest, CancelStormLeavesNothingBehind) {
+  auto w = MakeWorker(8, 32);
+  std::mt19937 rng(11);
+  std::vector<uint64_t> keys;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 300; ++i) {
+    GenerateSpec s = Spec(golden_.prompt, 200);
+    s.ignore_eos = true;
+    auto sink = std::make_shared<CollectingSink>();
+    auto key = w->Submit(s, sink);
+    ASSERT_TRUE(key.ok()) << key.status();
+    keys.push_back(*key);
+    sinks.push_back(sink);
+    if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+    if (rng() % 3 != 0) w->Cancel(keys[rng() % keys.size()]);
+  }
+  for (uint64_t k : keys) w->Cancel(k);
+  ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(30)));
+  for (int i = 0; i < 400; ++i) {
+    const auto s = w->Load().engine.scheduler;
+    if (s.running_requests == 0 && s.kv_blocks_used == 0 && s.queued_requests == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const WorkerLoad load = w->Load();
+  EXPECT_EQ(load.in_flight, 0);
+  EXPECT_EQ(load.engine.scheduler.running_requests, 0);
+  EXPECT_EQ(load.engine.scheduler.queued_requests, 0);
+  EXPECT_EQ(load.engine.scheduler.kv_blocks_used, 0);
+  EXPECT_EQ(load.engine.scheduler.free_slots, 8);
+  // The worker still serves.
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(w->Submit(Spec(golden_.prompt, 59), sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->result().token_ids, golden_.generated_ids);
+}
+
+TEST_F(WorkerTest, BadRequestsFailAloneWithTheFieldNamed) {
+  auto w = MakeWorker(2);
+  auto good = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(w->Submit(Spec(golden_.prompt, 59), good).ok());
+
+  auto bad = w->Submit(Spec("", 5), std::make_shared<CollectingSink>());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("text"));
+
+  GenerateSpec ids;
+  ids.has_text = false;
+  ids.token_ids = {1, 5000};
+  bad = w->Submit(ids, std::make_shared<CollectingSink>());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("token_ids.ids[1]"));
+
+  // Too long for the context only once tokenized: reported through the sink.
+  std::string long_text;
+  for (int i = 0; i < 200; ++i) long_text += "Once upon a time ";
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(w->Submit(Spec(long_text, 10), sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_EQ(sink->error().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(sink->error().message()), HasSubstr("context"));
+
+  ASSERT_TRUE(good->Wait());
+  EXPECT_EQ(good->result().token_ids, golden_.generated_ids);  // unaffected
+}
+
+TEST_F(WorkerTest, FullQueueAndDraining) {
+  auto w = MakeWorker(/*slots=*/1, 64, /*max_queued=*/2);
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 3; ++i) {
+    GenerateSpec s = Spec(golden_.prompt, 300);
+    s.ignore_eos = true;
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ASSERT_TRUE(w->Submit(s, sinks.back()).ok());
+  }
+  auto full = w->Submit(Spec(golden_.prompt, 5), std::make_shared<CollectingSink>());
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+
+  w->BeginDrain();
+  EXPECT_TRUE(w->Load().draining);
+  auto drained = w->Submit(Spec(golden_.prompt, 5), std::make_shared<CollectingSink>());
+  EXPECT_EQ(drained.status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(60)));
+  for (auto& s : sinks) {
+    ASSERT_TRUE(s->done());
+    EXPECT_EQ(s->result().token_ids.size(), 300u);  // in-flight requests finish
+  }
+}
+
+TEST_F(WorkerTest, DestroyingTheWorkerEndsOpenStreams) {
+  auto sink = std::make_shared<CollectingSink>();
+  {
+    auto w = MakeWorker(1);
+    GenerateSpec s = Spec(golden_.prompt, 400);
+    s.ignore_eos = true;
+    ASSERT_TRUE(w->Submit(s, sink).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(sink->done());
+  if (!sink->error().ok()) {
+    EXPECT_EQ(sink->error().code(), absl::StatusCode::kUnavailable);
+  }
+}
+
+}  // namespace
+}  // namespace llm::loop

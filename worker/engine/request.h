@@ -1,0 +1,30 @@
+// A generation request as the engine sees it: token ids and limits, already validated and
+// tokenized. Immutable once queued; shared (by pointer) between the scheduler and the runner.
+#ifndef LLM_WORKER_ENGINE_REQUEST_H_
+#define LLM_WORKER_ENGINE_REQUEST_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "worker/sampling/sampling_params.h"
+
+namespace llm::engine {
+
+struct EngineRequest {
+  uint64_t key = 0;                 // unique per worker process; names the request everywhere
+  std::vector<int32_t> prompt_ids;  // non-empty
+  int32_t max_tokens = 1;           // >= 1; prompt + max_tokens fits the context
+  sampling::SamplingParams sampling;
+  std::vector<int32_t> stop_token_ids;  // EOS ids (unless ignore_eos) and the request's stop ids
+  bool want_logprobs = false;
+  int32_t num_top_logprobs = 0;
+
+  int32_t total_tokens() const { return static_cast<int32_t>(prompt_ids.size()) + max_tokens; }
+};
+
+using RequestPtr = std::shared_ptr<const EngineRequest>;
+
+}  // namespace llm::engine
+
+#endif  // LLM_WORKER_ENGINE_REQUEST_H_

@@ -1,0 +1,180 @@
+#include "worker/engine/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::engine {
+
+absl::Status SchedulerConfig::Validate() const {
+  auto positive = [](const char* field, int64_t v) -> absl::Status {
+    if (v > 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be > 0, got ", v));
+  };
+  for (const absl::Status& st :
+       {positive("max_slots", max_slots), positive("kv_blocks", num_kv_blocks),
+        positive("block_tokens", block_tokens), positive("max_batch_tokens", max_batch_tokens),
+        positive("max_prefill_tokens", max_prefill_tokens)}) {
+    if (!st.ok()) return st;
+  }
+  if (max_batch_tokens < max_slots + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_tokens: ", max_batch_tokens, " leaves no room for prefill beside ",
+                     max_slots, " decode tokens (max_slots); use at least max_slots + 1"));
+  }
+  return absl::OkStatus();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config)
+    : config_(config), blocks_(config.num_kv_blocks), slots_(config.max_slots) {
+  for (int32_t s = config.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+bool Scheduler::CanEverFit(const EngineRequest& r) const {
+  return BlocksFor(r.total_tokens(), config_.block_tokens) <= blocks_.num_blocks();
+}
+
+void Scheduler::Add(RequestPtr request) {
+  queued_prompt_tokens_ += static_cast<int64_t>(request->prompt_ids.size());
+  const uint64_t key = request->key;
+  queue_.push_back(std::move(request));
+  queued_[key] = std::prev(queue_.end());
+}
+
+bool Scheduler::Abort(uint64_t key) {
+  if (const auto q = queued_.find(key); q != queued_.end()) {
+    queued_prompt_tokens_ -= static_cast<int64_t>((*q->second)->prompt_ids.size());
+    queue_.erase(q->second);
+    queued_.erase(q);
+    return true;
+  }
+  const auto it = slot_of_.find(key);
+  if (it == slot_of_.end()) return false;
+  Slot& slot = slots_[it->second];
+  if (slot.phase == Phase::kEnded) return false;
+  slot.phase = Phase::kEnded;
+  return true;
+}
+
+std::vector<uint64_t> Scheduler::AbortAll() {
+  std::vector<uint64_t> keys;
+  for (const RequestPtr& r : queue_) keys.push_back(r->key);
+  queue_.clear();
+  queued_.clear();
+  queued_prompt_tokens_ = 0;
+  for (Slot& slot : slots_) {
+    if (slot.phase == Phase::kFree || slot.phase == Phase::kEnded) continue;
+    keys.push_back(slot.request->key);
+    slot.phase = Phase::kEnded;
+  }
+  return keys;
+}
+
+int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
+  Slot& slot = slots_[s];
+  const auto prompt = static_cast<int32_t>(slot.request->prompt_ids.size());
+  const int32_t n = std::min(budget, prompt - slot.prefilled);
+  if (n <= 0) return 0;
+  const bool last = slot.prefilled + n == prompt;
+  plan.prefills.push_back(PrefillChunk{s, slot.prefilled, n, last});
+  slot.prefilled += n;
+  if (last) {
+    slot.phase = Phase::kDecode;
+    slot.planned = 1;
+  }
+  return n;
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  plan.step_id = ++step_id_;
+
+  // 1. Retire slots whose request ended.
+  for (int32_t s = 0; s < config_.max_slots; ++s) {
+    Slot& slot = slots_[s];
+    if (slot.phase != Phase::kEnded) continue;
+    blocks_.Free(slot.blocks);
+    slot_of_.erase(slot.request->key);
+    slot = Slot{};
+    free_slots_.push_back(s);
+    plan.releases.push_back(s);
+    --running_;
+  }
+  if (!plan.releases.empty()) {
+    // Keep the lowest free index on top so slot use stays compact.
+    std::sort(free_slots_.begin(), free_slots_.end(), std::greater<>());
+    prefill_order_.erase(std::remove_if(prefill_order_.begin(), prefill_order_.end(),
+                                        [&](int32_t s) { return slots_[s].phase == Phase::kFree; }),
+                         prefill_order_.end());
+  }
+
+  // 2. One decode token for every slot past its prompt that may still generate.
+  for (int32_t s = 0; s < config_.max_slots; ++s) {
+    Slot& slot = slots_[s];
+    if (slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens) {
+      plan.decodes.push_back(s);
+      ++slot.planned;
+    }
+  }
+
+  // 3. Continue prompts, oldest admission first, within the prefill budget.
+  int32_t budget = std::min(config_.max_prefill_tokens,
+                            config_.max_batch_tokens - static_cast<int32_t>(plan.decodes.size()));
+  for (int32_t s : prefill_order_) {
+    if (budget <= 0) break;
+    if (slots_[s].phase == Phase::kPrefill) budget -= PlanPrefill(s, budget, plan);
+  }
+  prefill_order_.erase(
+      std::remove_if(prefill_order_.begin(), prefill_order_.end(),
+                     [&](int32_t s) { return slots_[s].phase != Phase::kPrefill; }),
+      prefill_order_.end());
+
+  // 4. Admit queued requests, first come first served: the head waits for room rather than
+  // being overtaken, so a large request is never starved.
+  while (budget > 0 && !free_slots_.empty() && !queue_.empty()) {
+    const RequestPtr& head = queue_.front();
+    const int32_t need = BlocksFor(head->total_tokens(), config_.block_tokens);
+    auto blocks = blocks_.Allocate(need);
+    if (!blocks) break;
+    const int32_t s = free_slots_.back();
+    free_slots_.pop_back();
+    Slot& slot = slots_[s];
+    slot = Slot{Phase::kPrefill, head, *std::move(blocks), 0, 0, plan.step_id};
+    slot_of_[head->key] = s;
+    ++running_;
+    queued_prompt_tokens_ -= static_cast<int64_t>(head->prompt_ids.size());
+    queued_.erase(head->key);
+    plan.admissions.push_back(SlotAdmission{s, head, slot.blocks});
+    queue_.pop_front();
+    budget -= PlanPrefill(s, budget, plan);
+    if (slot.phase == Phase::kPrefill) prefill_order_.push_back(s);
+  }
+  return plan;
+}
+
+void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events) {
+  for (const SlotOutput& out : result.outputs) {
+    if (out.slot < 0 || out.slot >= config_.max_slots) continue;
+    Slot& slot = slots_[out.slot];
+    if (slot.phase == Phase::kFree || slot.phase == Phase::kEnded ||
+        slot.request->key != out.request_key) {
+      continue;  // the extra step of an ended request, or a slot that changed hands
+    }
+    if (out.finish != FinishKind::kNone) slot.phase = Phase::kEnded;
+    events.push_back(TokenEvent{out.request_key, out.token, out.finish, out.logprob, out.top});
+  }
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  s.queued_requests = static_cast<int32_t>(queue_.size());
+  s.queued_prompt_tokens = queued_prompt_tokens_;
+  s.running_requests = running_;
+  s.free_slots = static_cast<int32_t>(free_slots_.size());
+  s.max_slots = config_.max_slots;
+  s.kv_blocks_used = blocks_.num_used();
+  s.kv_blocks_total = blocks_.num_blocks();
+  return s;
+}
+
+}  // namespace llm::engine

@@ -1,0 +1,114 @@
+// The continuous-batching scheduler: a fixed table of slots, a FIFO queue of requests waiting
+// for one, and the paged KV block pool. Pure logic: no threads, clocks, CUDA or gRPC; the engine
+// thread owns it and it is unit-tested with a fake runner.
+//
+// Each Schedule() is an incremental change of the previous step: retire slots whose request
+// ended, add one decode token for every slot past its prompt, continue prompts being prefilled,
+// then admit queued requests into free slots while slots, blocks and the prefill budget allow.
+// Admission reserves KV blocks for prompt + max_tokens, so a running request never runs out of
+// cache and nothing is ever evicted. A request keeps its slot until it finishes or is aborted.
+//
+// Pipelining: Schedule() may be called again before the previous step's result has come back.
+// Decodes are planned from the number of tokens already planned, so a slot whose request hit
+// EOS in step N may still decode in step N+1 (the runner's output for it is discarded); slots
+// are retired, and their blocks freed, at the first Schedule() after Update() reports the end.
+#ifndef LLM_WORKER_ENGINE_SCHEDULER_H_
+#define LLM_WORKER_ENGINE_SCHEDULER_H_
+
+#include <cstdint>
+#include <list>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/engine/block_allocator.h"
+#include "worker/engine/request.h"
+#include "worker/engine/step.h"
+
+namespace llm::engine {
+
+struct SchedulerConfig {
+  int32_t max_slots = 64;
+  int32_t num_kv_blocks = 1024;
+  int32_t block_tokens = 16;
+  int32_t max_batch_tokens = 2048;   // decode + prefill tokens per step
+  int32_t max_prefill_tokens = 512;  // prefill tokens per step, so decode never stalls
+
+  // INVALID_ARGUMENT naming the field.
+  absl::Status Validate() const;
+};
+
+// A sampled token of a live request, in the order the step produced it.
+struct TokenEvent {
+  uint64_t request_key;
+  int32_t token;
+  FinishKind finish;
+  float logprob;
+  std::vector<TokenLogprob> top;
+};
+
+struct SchedulerStats {
+  int32_t queued_requests = 0;
+  int64_t queued_prompt_tokens = 0;
+  int32_t running_requests = 0;
+  int32_t free_slots = 0;
+  int32_t max_slots = 0;
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_total = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(const SchedulerConfig& config);
+
+  // Whether the request could ever be admitted (its reservation fits the whole pool).
+  bool CanEverFit(const EngineRequest& request) const;
+  // Queues a request; requires CanEverFit and a key not in use.
+  void Add(RequestPtr request);
+  // Ends a queued or running request; its slot is retired at the next Schedule(). Returns false
+  // for an unknown (or already ended) key.
+  bool Abort(uint64_t key);
+
+  // Ends every queued and running request (a backend failure); returns their keys.
+  std::vector<uint64_t> AbortAll();
+
+  StepPlan Schedule();
+  // Applies a step's outputs; appends the events of live requests to `events`. Outputs for
+  // slots whose request has ended or changed are dropped.
+  void Update(const StepResult& result, std::vector<TokenEvent>& events);
+
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+  // True when nothing is queued or running.
+  bool idle() const { return queue_.empty() && running_ == 0; }
+
+ private:
+  enum class Phase : uint8_t { kFree, kPrefill, kDecode, kEnded };
+  struct Slot {
+    Phase phase = Phase::kFree;
+    RequestPtr request;
+    std::vector<int32_t> blocks;
+    int32_t prefilled = 0;  // prompt tokens planned
+    int32_t planned = 0;    // output tokens planned (sampled by planned steps)
+    uint64_t admitted_step = 0;
+  };
+
+  // Plans the next chunk of slot `s`'s prompt within `budget`; returns tokens used.
+  int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
+
+  SchedulerConfig config_;
+  BlockAllocator blocks_;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> free_slots_;  // stack, lowest index on top
+  std::list<RequestPtr> queue_;
+  std::unordered_map<uint64_t, std::list<RequestPtr>::iterator> queued_;
+  std::unordered_map<uint64_t, int32_t> slot_of_;  // running request -> slot
+  std::vector<int32_t> prefill_order_;             // slots in kPrefill, oldest admission first
+  int64_t queued_prompt_tokens_ = 0;
+  int32_t running_ = 0;
+  uint64_t step_id_ = 0;
+};
+
+}  // namespace llm::engine
+
+#endif  // LLM_WORKER_ENGINE_SCHEDULER_H_

@@ -1,0 +1,81 @@
+// The hand-off values between the scheduler and a model runner: what one step computes
+// (StepPlan) and what it produced (StepResult). Plain values; no behaviour.
+//
+// Decode entries name slots, not tokens: the runner reads each decoding slot's input token from
+// its own slot table, which its sampler wrote in the previous step. That is what lets step N+1
+// be launched before the host has seen step N's tokens.
+#ifndef LLM_WORKER_ENGINE_STEP_H_
+#define LLM_WORKER_ENGINE_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "worker/engine/request.h"
+
+namespace llm::engine {
+
+// A request placed into a slot this step; the runner installs it before running the step.
+struct SlotAdmission {
+  int32_t slot;
+  RequestPtr request;
+  std::vector<int32_t> blocks;  // KV blocks for positions [0, prompt + max_tokens)
+};
+
+// Prompt tokens [start, start + num_tokens) of the request in `slot`.
+struct PrefillChunk {
+  int32_t slot;
+  int32_t start;
+  int32_t num_tokens;
+  bool samples;  // the prompt's last chunk: sample the first output token
+};
+
+struct StepPlan {
+  uint64_t step_id = 0;
+  std::vector<int32_t> releases;  // slots whose request ended; applied first
+  std::vector<SlotAdmission> admissions;
+  std::vector<PrefillChunk> prefills;
+  std::vector<int32_t> decodes;  // slots that feed their last sampled token
+
+  bool empty() const { return prefills.empty() && decodes.empty(); }
+  int32_t num_tokens() const {
+    int32_t n = static_cast<int32_t>(decodes.size());
+    for (const auto& p : prefills) n += p.num_tokens;
+    return n;
+  }
+};
+
+enum class FinishKind : uint8_t {
+  kNone,       // still generating
+  kStopToken,  // sampled one of the request's stop_token_ids (EOS included)
+  kLength,     // reached max_tokens
+};
+
+struct TokenLogprob {
+  int32_t token_id;
+  float logprob;
+};
+
+// One sampled token. `request_key` identifies the slot's occupant when the step ran, so an
+// output of a step that was launched before a slot changed hands is recognised and dropped.
+struct SlotOutput {
+  int32_t slot;
+  uint64_t request_key;
+  int32_t token;
+  FinishKind finish = FinishKind::kNone;
+  float logprob = 0.0f;           // when the request asked for logprobs
+  std::vector<TokenLogprob> top;  // most likely first
+};
+
+struct StepResult {
+  uint64_t step_id = 0;
+  std::vector<SlotOutput> outputs;  // for every sampling prefill and every decode still live
+  double device_seconds = 0.0;      // time the backend spent computing the step
+  // When the backend started and finished the step, in seconds of the steady clock (for the
+  // idle gap between consecutive steps); negative when unknown.
+  double start_seconds = -1.0;
+  double end_seconds = -1.0;
+};
+
+}  // namespace llm::engine
+
+#endif  // LLM_WORKER_ENGINE_STEP_H_

@@ -1,0 +1,185 @@
+#include "worker/loop/engine_loop.h"
+
+#include <algorithm>
+
+namespace llm::loop {
+
+namespace {
+constexpr double kEwmaAlpha = 0.1;
+constexpr std::chrono::milliseconds kBusyWindow{1000};
+}  // namespace
+
+EngineLoop::EngineLoop(const engine::SchedulerConfig& config,
+                       std::unique_ptr<runner::ModelRunner> runner, EngineEvents* events,
+                       StepObserver* observer)
+    : scheduler_(config), runner_(std::move(runner)), events_(events), observer_(observer) {
+  stats_.scheduler = scheduler_.stats();
+}
+
+EngineLoop::~EngineLoop() { Stop(); }
+
+void EngineLoop::Start() {
+  window_start_ = Clock::now();
+  thread_ = std::thread([this] { Run(); });
+}
+
+void EngineLoop::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    stop_ = true;
+  }
+  intake_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineLoop::Submit(engine::RequestPtr request) {
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    new_requests_.push_back(std::move(request));
+  }
+  intake_cv_.notify_one();
+}
+
+void EngineLoop::Abort(uint64_t key) {
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    aborts_.push_back(key);
+  }
+  intake_cv_.notify_one();
+}
+
+bool EngineLoop::CanEverFit(const engine::EngineRequest& request) const {
+  return scheduler_.CanEverFit(request);  // reads only the immutable pool size
+}
+
+EngineStats EngineLoop::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  return stats_;
+}
+
+void EngineLoop::Touch() {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.version;
+  stats_cv_.notify_all();
+}
+
+uint64_t EngineLoop::WaitForChange(uint64_t version, Clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(stats_mu_);
+  stats_cv_.wait_until(lock, deadline, [&] { return stats_.version != version; });
+  return stats_.version;
+}
+
+void EngineLoop::DrainIntake() {
+  std::vector<engine::RequestPtr> requests;
+  std::vector<uint64_t> aborts;
+  {
+    std::lock_guard<std::mutex> lock(intake_mu_);
+    requests.swap(new_requests_);
+    aborts.swap(aborts_);
+  }
+  for (auto& r : requests) scheduler_.Add(std::move(r));
+  for (uint64_t key : aborts) {
+    if (scheduler_.Abort(key)) ++aborted_;
+  }
+}
+
+void EngineLoop::PublishStats() {
+  EngineStats s;
+  s.scheduler = scheduler_.stats();
+  s.step_time_ewma_ms = ewma_ms_;
+  s.busy_ratio = busy_ratio_;
+  s.steps = steps_;
+  s.aborted = aborted_;
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  const auto& a = s.scheduler;
+  const auto& b = stats_.scheduler;
+  const bool changed = a.queued_requests != b.queued_requests ||
+                       a.queued_prompt_tokens != b.queued_prompt_tokens ||
+                       a.running_requests != b.running_requests || a.free_slots != b.free_slots ||
+                       a.kv_blocks_used != b.kv_blocks_used || s.busy_ratio != stats_.busy_ratio ||
+                       s.aborted != stats_.aborted;
+  s.version = stats_.version + (changed ? 1 : 0);
+  stats_ = s;
+  if (changed) stats_cv_.notify_all();
+}
+
+void EngineLoop::FailAll(const absl::Status& status) {
+  DrainIntake();
+  events_->OnFailed(scheduler_.AbortAll(), status);
+}
+
+void EngineLoop::CollectOne() {
+  auto result = runner_->Collect();
+  const Clock::time_point now = Clock::now();
+  if (!result.ok()) {
+    FailAll(result.status());
+    return;
+  }
+  ++steps_;
+  const double step_s = result->device_seconds;
+  ewma_ms_ = steps_ == 1 ? step_s * 1e3 : (1 - kEwmaAlpha) * ewma_ms_ + kEwmaAlpha * step_s * 1e3;
+  window_busy_s_ += step_s;
+  if (now - window_start_ >= kBusyWindow) {
+    busy_ratio_ =
+        std::min(1.0, window_busy_s_ / std::chrono::duration<double>(now - window_start_).count());
+    window_busy_s_ = 0;
+    window_start_ = now;
+  }
+  const double gap = last_step_end_ < 0 || result->start_seconds < 0
+                         ? -1.0
+                         : std::max(0.0, result->start_seconds - last_step_end_);
+  last_step_end_ = result->end_seconds;
+  int32_t decodes = 0;
+  for (const auto& o : result->outputs) decodes += o.finish == engine::FinishKind::kNone ? 1 : 0;
+  if (observer_ != nullptr) {
+    observer_->OnStep(step_s, gap, static_cast<int32_t>(result->outputs.size()), decodes);
+  }
+  events_scratch_.clear();
+  scheduler_.Update(*result, events_scratch_);
+  if (!events_scratch_.empty()) events_->OnTokens(events_scratch_, now);
+}
+
+void EngineLoop::Run() {
+  // The scheduler's state changes only through the intake or collected results, so after an
+  // empty plan with nothing in flight there is nothing to do until the intake brings more.
+  bool may_have_work = false;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(intake_mu_);
+      intake_cv_.wait(lock, [&] {
+        return stop_ || !new_requests_.empty() || !aborts_.empty() || may_have_work ||
+               runner_->in_flight() > 0;
+      });
+      if (stop_) break;
+    }
+    DrainIntake();
+    engine::StepPlan plan = scheduler_.Schedule();
+    may_have_work = !plan.empty() || !plan.releases.empty();
+    if (!plan.admissions.empty()) {
+      admitted_scratch_.clear();
+      for (const auto& a : plan.admissions) admitted_scratch_.push_back(a.request->key);
+      events_->OnAdmitted(admitted_scratch_, Clock::now());
+    }
+    if (plan.empty()) {
+      // Nothing to compute: keep the releases for the next launched plan.
+      carried_releases_.insert(carried_releases_.end(), plan.releases.begin(), plan.releases.end());
+      if (runner_->in_flight() > 0) {
+        CollectOne();
+        may_have_work = true;  // results may have ended requests, to retire next iteration
+      }
+    } else {
+      plan.releases.insert(plan.releases.begin(), carried_releases_.begin(),
+                           carried_releases_.end());
+      carried_releases_.clear();
+      if (absl::Status st = runner_->Launch(std::move(plan)); !st.ok()) {
+        FailAll(st);
+      } else if (runner_->in_flight() >= runner::ModelRunner::kMaxInFlight) {
+        CollectOne();
+      }
+    }
+    PublishStats();
+  }
+  while (runner_->in_flight() > 0) (void)runner_->Collect();
+}
+
+}  // namespace llm::loop

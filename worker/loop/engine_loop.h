@@ -1,0 +1,123 @@
+// The engine thread: the only thread that touches the scheduler and the runner. Other threads
+// hand it new requests and aborts through an intake queue; it hands sampled tokens to an
+// EngineEvents consumer (the output stage), which must never block it.
+//
+// One iteration: drain the intake, Schedule() step N+1, Launch it, then Collect step N and
+// Update() the scheduler with it. With an asynchronous runner the backend therefore always has
+// the next step queued while the host does the bookkeeping of the previous one.
+#ifndef LLM_WORKER_LOOP_ENGINE_LOOP_H_
+#define LLM_WORKER_LOOP_ENGINE_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/engine/scheduler.h"
+#include "worker/runner/model_runner.h"
+
+namespace llm::loop {
+
+using Clock = std::chrono::steady_clock;
+
+// Consumer of the engine's output, called on the engine thread. Implementations queue and
+// return; they must not block or call back into the EngineLoop synchronously.
+class EngineEvents {
+ public:
+  virtual ~EngineEvents() = default;
+  virtual void OnAdmitted(const std::vector<uint64_t>& keys, Clock::time_point when) = 0;
+  virtual void OnTokens(std::vector<engine::TokenEvent>& events, Clock::time_point when) = 0;
+  // The backend failed; every running and queued request has been ended.
+  virtual void OnFailed(const std::vector<uint64_t>& keys, const absl::Status& status) = 0;
+};
+
+// Per-step timings for metrics, called on the engine thread.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  // `step_seconds`: backend time of the step; `gap_seconds`: backend idle time between the end
+  // of the previous step and the start of this one (negative when unknown).
+  virtual void OnStep(double step_seconds, double gap_seconds, int32_t num_tokens,
+                      int32_t num_decodes) = 0;
+};
+
+struct EngineStats {
+  engine::SchedulerStats scheduler;
+  double step_time_ewma_ms = 0.0;
+  double busy_ratio = 0.0;  // backend time / wall time over the last ~second
+  uint64_t steps = 0;
+  uint64_t aborted = 0;  // requests ended by Abort
+  uint64_t version = 0;  // increases whenever anything above changes
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(const engine::SchedulerConfig& config, std::unique_ptr<runner::ModelRunner> runner,
+             EngineEvents* events, StepObserver* observer);
+  ~EngineLoop();  // stops the thread
+
+  void Start();
+  void Stop();
+
+  // Thread-safe. The request must fit (CanEverFit); its key must be new.
+  void Submit(engine::RequestPtr request);
+  // Thread-safe; ending an unknown or finished request is a no-op.
+  void Abort(uint64_t key);
+
+  bool CanEverFit(const engine::EngineRequest& request) const;
+  const runner::RunnerInfo& runner_info() const { return runner_->info(); }
+  // Thread-safe snapshot.
+  EngineStats stats() const;
+  // Bumps stats().version and wakes WaitForChange callers (a change outside the engine, such
+  // as the worker starting to drain). Thread-safe.
+  void Touch();
+  // Waits until stats().version differs from `version` or `deadline` passes; returns the
+  // current version.
+  uint64_t WaitForChange(uint64_t version, Clock::time_point deadline) const;
+
+ private:
+  void Run();
+  void DrainIntake();
+  void CollectOne();
+  void PublishStats();
+  void FailAll(const absl::Status& status);
+
+  engine::Scheduler scheduler_;  // engine thread only
+  std::unique_ptr<runner::ModelRunner> runner_;
+  EngineEvents* events_;
+  StepObserver* observer_;
+
+  // Intake.
+  std::mutex intake_mu_;
+  std::condition_variable intake_cv_;
+  std::vector<engine::RequestPtr> new_requests_;
+  std::vector<uint64_t> aborts_;
+  bool stop_ = false;
+
+  // Engine-thread state.
+  std::vector<engine::TokenEvent> events_scratch_;
+  std::vector<uint64_t> admitted_scratch_;
+  std::vector<int32_t> carried_releases_;
+  double last_step_end_ = -1.0;
+  double ewma_ms_ = 0.0;
+  double window_busy_s_ = 0.0;
+  Clock::time_point window_start_;
+  double busy_ratio_ = 0.0;
+  uint64_t steps_ = 0;
+  uint64_t aborted_ = 0;
+
+  mutable std::mutex stats_mu_;
+  mutable std::condition_variable stats_cv_;
+  EngineStats stats_;
+
+  std::thread thread_;
+};
+
+}  // namespace llm::loop
+
+#endif  // LLM_WORKER_LOOP_ENGINE_LOOP_H_

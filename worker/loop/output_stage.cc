@@ -1,0 +1,217 @@
+#include "worker/loop/output_stage.h"
+
+#include <algorithm>
+
+namespace llm::loop {
+namespace {
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Sec(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+OutputStage::OutputStage(const frontend::Tokenizer& tokenizer, int num_threads,
+                         std::function<void(uint64_t)> abort, RequestObserver* observer)
+    : tokenizer_(tokenizer), abort_(std::move(abort)), observer_(observer) {
+  for (int i = 0; i < std::max(1, num_threads); ++i) {
+    shards_.push_back(std::make_unique<Shard>());
+  }
+  for (auto& s : shards_) {
+    Shard* shard = s.get();
+    shard->thread = std::thread([this, shard] { Run(*shard); });
+  }
+}
+
+OutputStage::~OutputStage() {
+  for (auto& s : shards_) {
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      s->stop = true;
+    }
+    s->cv.notify_all();
+  }
+  for (auto& s : shards_) s->thread.join();
+}
+
+void OutputStage::Enqueue(uint64_t key, Item item) {
+  Shard& shard = ShardOf(key);
+  {
+    std::lock_guard<std::mutex> lock(shard.mu);
+    shard.items.push_back(std::move(item));
+  }
+  shard.cv.notify_one();
+}
+
+void OutputStage::Register(uint64_t key, OutputContext context) {
+  Enqueue(key, Registered{key, std::move(context)});
+}
+
+void OutputStage::Cancel(uint64_t key, std::function<void(bool)> done) {
+  Enqueue(key, Cancelled{key, std::move(done)});
+}
+
+void OutputStage::Fail(uint64_t key, const absl::Status& status) {
+  Enqueue(key, Failed{key, status});
+}
+
+void OutputStage::OnAdmitted(const std::vector<uint64_t>& keys, Clock::time_point when) {
+  for (uint64_t key : keys) Enqueue(key, Admitted{key, when});
+}
+
+void OutputStage::OnTokens(std::vector<engine::TokenEvent>& events, Clock::time_point when) {
+  // One lock per shard per step rather than per token.
+  for (auto& shard : shards_) {
+    bool any = false;
+    {
+      std::lock_guard<std::mutex> lock(shard->mu);
+      for (auto& e : events) {
+        if (&ShardOf(e.request_key) != shard.get()) continue;
+        shard->items.push_back(Token{std::move(e), when});
+        any = true;
+      }
+    }
+    if (any) shard->cv.notify_one();
+  }
+}
+
+void OutputStage::OnFailed(const std::vector<uint64_t>& keys, const absl::Status& status) {
+  for (uint64_t key : keys) Fail(key, status);
+}
+
+void OutputStage::Run(Shard& shard) {
+  std::deque<Item> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(shard.mu);
+      shard.cv.wait(lock, [&] { return shard.stop || !shard.items.empty(); });
+      if (shard.stop && shard.items.empty()) return;
+      batch.swap(shard.items);
+    }
+    for (Item& item : batch) Handle(shard, item);
+    batch.clear();
+  }
+}
+
+void OutputStage::Handle(Shard& shard, Item& item) {
+  if (auto* r = std::get_if<Registered>(&item)) {
+    auto st = std::make_unique<RequestState>(RequestState{
+        r->ctx,
+        frontend::IncrementalDetokenizer(tokenizer_, r->ctx.prompt_ids, r->ctx.skip_special_tokens),
+        frontend::StopStringMatcher(r->ctx.stop, r->ctx.include_stop_str)});
+    shard.requests[r->key] = std::move(st);
+  } else if (auto* a = std::get_if<Admitted>(&item)) {
+    if (auto it = shard.requests.find(a->key); it != shard.requests.end()) {
+      it->second->admitted = a->when;
+    }
+  } else if (auto* t = std::get_if<Token>(&item)) {
+    HandleToken(shard, t->event, t->when);
+  } else if (auto* c = std::get_if<Cancelled>(&item)) {
+    const bool live = shard.requests.erase(c->key) > 0;
+    if (live && observer_ != nullptr) observer_->OnRequestCancelled();
+    if (c->done) c->done(live);
+  } else if (auto* f = std::get_if<Failed>(&item)) {
+    const auto it = shard.requests.find(f->key);
+    if (it == shard.requests.end()) return;
+    std::shared_ptr<StreamSink> sink = it->second->ctx.sink;
+    RequestStats stats;
+    stats.prompt_tokens = static_cast<int32_t>(it->second->ctx.prompt_ids.size());
+    stats.completion_tokens = it->second->generated;
+    stats.e2e_seconds = Sec(Clock::now() - it->second->ctx.arrival);
+    stats.reason = FinishReason::kError;
+    shard.requests.erase(it);
+    if (observer_ != nullptr) observer_->OnRequestFinished(stats);
+    sink->OnError(f->status);
+  }
+}
+
+LogprobEntry OutputStage::Entry(int32_t id, float logprob) const {
+  const int32_t ids[1] = {id};
+  auto text = tokenizer_.Decode(ids, /*skip_special_tokens=*/false);
+  return LogprobEntry{id, logprob, text.ok() ? *text : std::string()};
+}
+
+void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when) {
+  const auto it = shard.requests.find(e.request_key);
+  if (it == shard.requests.end()) return;  // cancelled, or ended by a stop string
+  RequestState& st = *it->second;
+  if (st.generated++ == 0) st.first_token = when;
+
+  StreamUpdate u;
+  u.token_ids.push_back(e.token);
+  if (st.ctx.want_logprobs) {
+    TokenLogprobs lp{Entry(e.token, e.logprob), {}};
+    for (const auto& t : e.top) lp.top.push_back(Entry(t.token_id, t.logprob));
+    u.logprobs.push_back(std::move(lp));
+  }
+  if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;
+  st.sent_first = true;
+
+  FinishReason reason = FinishReason::kNone;
+  if (e.finish == engine::FinishKind::kStopToken) {
+    // A stop token (EOS included) ends generation and is not part of the text.
+    reason = FinishReason::kStop;
+    u.stop_token_id = e.token;
+  } else {
+    auto r = st.stops.Add(st.detok.Add(e.token));
+    u.text = std::move(r.text);
+    if (r.stopped) {
+      reason = FinishReason::kStop;
+      u.stop_string = std::move(r.matched);
+      abort_(e.request_key);  // free the slot now rather than at max_tokens
+    } else if (e.finish == engine::FinishKind::kLength) {
+      reason = FinishReason::kLength;
+    }
+  }
+  if (reason == FinishReason::kNone) {
+    if (st.ctx.continuous_usage) {
+      u.has_usage = true;
+      u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
+      u.usage.completion_tokens = st.generated;
+      u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
+    }
+    st.ctx.sink->OnUpdate(std::move(u));
+    return;
+  }
+  Finish(shard, e.request_key, st, u, reason, when);
+}
+
+void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& u,
+                         FinishReason reason, Clock::time_point when) {
+  if (u.stop_string.empty()) {
+    // Text held back (a partial character, a possible stop-string prefix) is complete now.
+    auto r = st.stops.Add(st.detok.Flush());
+    u.text += r.text;
+    if (r.stopped) {
+      reason = FinishReason::kStop;
+      u.stop_string = r.matched;
+      u.stop_token_id = -1;
+    } else {
+      u.text += st.stops.Flush();
+    }
+  }
+  u.finished = true;
+  u.reason = reason;
+  u.has_usage = true;
+  u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
+  u.usage.completion_tokens = st.generated;
+  u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
+  u.usage.queue_time_ms =
+      st.admitted == Clock::time_point{} ? 0.0 : Ms(st.admitted - st.ctx.arrival);
+  u.usage.total_time_ms = Ms(when - st.ctx.arrival);
+  if (observer_ != nullptr) {
+    RequestStats s;
+    s.prompt_tokens = u.usage.prompt_tokens;
+    s.completion_tokens = st.generated;
+    s.ttft_seconds = Sec(st.first_token - st.ctx.arrival);
+    s.tpot_seconds = st.generated > 1 ? Sec(when - st.first_token) / (st.generated - 1) : -1;
+    s.e2e_seconds = Sec(when - st.ctx.arrival);
+    s.queue_seconds = u.usage.queue_time_ms / 1e3;
+    s.reason = reason;
+    observer_->OnRequestFinished(s);
+  }
+  std::shared_ptr<StreamSink> sink = st.ctx.sink;
+  shard.requests.erase(key);  // `st` is gone from here on
+  sink->OnUpdate(std::move(u));
+}
+
+}  // namespace llm::loop

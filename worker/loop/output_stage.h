@@ -1,0 +1,120 @@
+// The stage after the engine: turns each request's sampled tokens into text (incremental
+// detokenization), finds stop strings, and delivers StreamUpdates to the request's sink. It
+// runs on its own threads (requests are sharded by key), so the engine thread only enqueues.
+#ifndef LLM_WORKER_LOOP_OUTPUT_STAGE_H_
+#define LLM_WORKER_LOOP_OUTPUT_STAGE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "worker/frontend/detokenizer.h"
+#include "worker/frontend/stop_strings.h"
+#include "worker/frontend/tokenizer.h"
+#include "worker/loop/engine_loop.h"
+#include "worker/loop/stream.h"
+
+namespace llm::loop {
+
+// Everything the stage needs to stream one request.
+struct OutputContext {
+  std::shared_ptr<StreamSink> sink;
+  std::vector<int32_t> prompt_ids;
+  std::vector<std::string> stop;
+  std::vector<int32_t> request_stop_token_ids;  // the request's own (EOS excluded)
+  bool include_stop_str = false;
+  bool skip_special_tokens = true;
+  bool include_prompt_ids = false;
+  bool continuous_usage = false;
+  int32_t num_top_logprobs = 0;
+  bool want_logprobs = false;
+  Clock::time_point arrival;
+};
+
+class OutputStage : public EngineEvents {
+ public:
+  // `abort` ends a request in the engine (called when a stop string is found).
+  OutputStage(const frontend::Tokenizer& tokenizer, int num_threads,
+              std::function<void(uint64_t)> abort, RequestObserver* observer);
+  ~OutputStage() override;
+
+  // Registers a request before the engine sees it.
+  void Register(uint64_t key, OutputContext context);
+  // Forgets a request (its client went away); later events for it are dropped. Returns through
+  // `was_live` (asynchronously, on the stage thread) whether it was still streaming.
+  void Cancel(uint64_t key, std::function<void(bool was_live)> done = nullptr);
+  // Ends a request with an error (on the stage thread).
+  void Fail(uint64_t key, const absl::Status& status);
+
+  // EngineEvents.
+  void OnAdmitted(const std::vector<uint64_t>& keys, Clock::time_point when) override;
+  void OnTokens(std::vector<engine::TokenEvent>& events, Clock::time_point when) override;
+  void OnFailed(const std::vector<uint64_t>& keys, const absl::Status& status) override;
+
+ private:
+  struct RequestState {
+    OutputContext ctx;
+    frontend::IncrementalDetokenizer detok;
+    frontend::StopStringMatcher stops;
+    int32_t generated = 0;
+    bool sent_first = false;
+    Clock::time_point admitted{};
+    Clock::time_point first_token{};
+  };
+  struct Registered {
+    uint64_t key;
+    OutputContext ctx;
+  };
+  struct Admitted {
+    uint64_t key;
+    Clock::time_point when;
+  };
+  struct Token {
+    engine::TokenEvent event;
+    Clock::time_point when;
+  };
+  struct Cancelled {
+    uint64_t key;
+    std::function<void(bool)> done;
+  };
+  struct Failed {
+    uint64_t key;
+    absl::Status status;
+  };
+  using Item = std::variant<Registered, Admitted, Token, Cancelled, Failed>;
+
+  struct Shard {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Item> items;
+    bool stop = false;
+    std::unordered_map<uint64_t, std::unique_ptr<RequestState>> requests;  // shard thread only
+    std::thread thread;
+  };
+
+  Shard& ShardOf(uint64_t key) { return *shards_[key % shards_.size()]; }
+  void Enqueue(uint64_t key, Item item);
+  void Run(Shard& shard);
+  void Handle(Shard& shard, Item& item);
+  void HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when);
+  void Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& update,
+              FinishReason reason, Clock::time_point when);
+  LogprobEntry Entry(int32_t id, float logprob) const;
+
+  const frontend::Tokenizer& tokenizer_;
+  std::function<void(uint64_t)> abort_;
+  RequestObserver* observer_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+};
+
+}  // namespace llm::loop
+
+#endif  // LLM_WORKER_LOOP_OUTPUT_STAGE_H_

@@ -1,0 +1,125 @@
+#include "worker/loop/request_spec.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/utf8.h"
+
+namespace llm::loop {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+absl::Status CheckIds(const std::string& field, const std::vector<int32_t>& ids, int32_t vocab) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return Invalid(absl::StrCat(field, "[", i, "]"),
+                     absl::StrCat(ids[i], " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
+  if (s.request_id.size() > l.max_request_id_bytes) {
+    return Invalid("request_id", absl::StrCat("longer than ", l.max_request_id_bytes, " bytes"));
+  }
+  if (!IsValidUtf8(s.request_id)) return Invalid("request_id", "not valid UTF-8");
+  if (s.has_text) {
+    if (s.text.empty()) return Invalid("text", "the prompt is empty");
+    if (s.text.size() > l.max_prompt_bytes) {
+      return Invalid("text", absl::StrCat(s.text.size(), " bytes is more than the limit of ",
+                                          l.max_prompt_bytes));
+    }
+    if (const size_t bad = FirstInvalidUtf8(s.text); bad != s.text.size()) {
+      return Invalid("text", absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
+    }
+  } else {
+    if (s.token_ids.empty()) return Invalid("token_ids", "the prompt is empty");
+    if (absl::Status st = CheckIds("token_ids.ids", s.token_ids, l.vocab_size); !st.ok()) return st;
+  }
+  if (s.max_tokens < 0) return Invalid("max_tokens", "must be >= 0");
+  if (l.max_tokens_cap > 0 && s.max_tokens > l.max_tokens_cap) {
+    return Invalid("max_tokens",
+                   absl::StrCat(s.max_tokens, " is more than the limit of ", l.max_tokens_cap));
+  }
+  if (s.max_tokens >= l.max_context) {
+    return Invalid("max_tokens", absl::StrCat(s.max_tokens, " leaves no room for a prompt in the ",
+                                              l.max_context, "-token context"));
+  }
+  if (absl::Status st = s.sampling.Validate(l.vocab_size); !st.ok()) return st;
+  if (static_cast<int32_t>(s.stop.size()) > l.max_stop_strings) {
+    return Invalid("stop", absl::StrCat(s.stop.size(), " strings; at most ", l.max_stop_strings));
+  }
+  for (size_t i = 0; i < s.stop.size(); ++i) {
+    const std::string field = absl::StrCat("stop[", i, "]");
+    if (s.stop[i].empty()) return Invalid(field, "empty");
+    if (s.stop[i].size() > l.max_stop_string_bytes) {
+      return Invalid(field, absl::StrCat("longer than ", l.max_stop_string_bytes, " bytes"));
+    }
+    if (!IsValidUtf8(s.stop[i])) return Invalid(field, "not valid UTF-8");
+  }
+  if (static_cast<int32_t>(s.stop_token_ids.size()) > l.max_stop_token_ids) {
+    return Invalid("stop_token_ids",
+                   absl::StrCat(s.stop_token_ids.size(), " ids; at most ", l.max_stop_token_ids));
+  }
+  if (absl::Status st = CheckIds("stop_token_ids", s.stop_token_ids, l.vocab_size); !st.ok()) {
+    return st;
+  }
+  if (s.logprobs < 0 || s.logprobs > l.max_logprobs) {
+    return Invalid("logprobs", absl::StrCat(s.logprobs, " is outside [0, ", l.max_logprobs, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
+                                                         std::vector<int32_t> prompt_ids,
+                                                         const RequestLimits& l) {
+  const std::string prompt_field = s.has_text ? "text" : "token_ids";
+  const auto prompt = static_cast<int32_t>(prompt_ids.size());
+  if (prompt == 0) return Invalid(prompt_field, "the prompt is empty");
+  if (prompt >= l.max_context) {
+    return Invalid(prompt_field, absl::StrCat("the prompt is ", prompt, " tokens; the context is ",
+                                              l.max_context, " (prompt + max_tokens)"));
+  }
+  if (l.max_prompt_tokens > 0 && prompt > l.max_prompt_tokens) {
+    return Invalid(prompt_field, absl::StrCat("the prompt is ", prompt, " tokens; the limit is ",
+                                              l.max_prompt_tokens));
+  }
+  int32_t max_tokens = s.max_tokens;
+  if (max_tokens == 0) {
+    max_tokens = std::min(l.default_max_tokens, l.max_context - prompt);
+    if (l.max_tokens_cap > 0) max_tokens = std::min(max_tokens, l.max_tokens_cap);
+  } else if (prompt + max_tokens > l.max_context) {
+    return Invalid("max_tokens",
+                   absl::StrCat("prompt (", prompt, " tokens) + max_tokens (", max_tokens,
+                                ") exceeds the context of ", l.max_context));
+  }
+  if (prompt + max_tokens > l.kv_capacity_tokens) {
+    return Invalid("max_tokens",
+                   absl::StrCat("prompt (", prompt, " tokens) + max_tokens (", max_tokens,
+                                ") exceeds the KV cache's ", l.kv_capacity_tokens, " tokens"));
+  }
+  engine::EngineRequest r;
+  r.prompt_ids = std::move(prompt_ids);
+  r.max_tokens = max_tokens;
+  r.sampling = s.sampling;
+  r.stop_token_ids = s.stop_token_ids;
+  if (!s.ignore_eos) {
+    for (int32_t eos : l.eos_token_ids) {
+      if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), eos) ==
+          r.stop_token_ids.end()) {
+        r.stop_token_ids.push_back(eos);
+      }
+    }
+  }
+  r.want_logprobs = s.logprobs > 0;
+  r.num_top_logprobs = s.logprobs;
+  return r;
+}
+
+}  // namespace llm::loop

@@ -1,0 +1,66 @@
+// A generation request as callers hand it to the Worker (the gRPC server converts llm.v1
+// messages to this), and the checks that turn it into an engine request.
+#ifndef LLM_WORKER_LOOP_REQUEST_SPEC_H_
+#define LLM_WORKER_LOOP_REQUEST_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/engine/request.h"
+#include "worker/loop/engine_loop.h"
+#include "worker/sampling/sampling_params.h"
+
+namespace llm::loop {
+
+struct GenerateSpec {
+  std::string request_id;  // empty: the worker assigns one
+  bool has_text = true;    // prompt given as text (else as token ids)
+  std::string text;
+  std::vector<int32_t> token_ids;
+  bool add_special_tokens = true;
+  int32_t max_tokens = 0;  // 0: the default
+  sampling::SamplingParams sampling;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t logprobs = 0;  // 0: none; n >= 1: the sampled token's and the top n
+  bool skip_special_tokens = true;
+  bool include_stop_str = false;
+  bool include_prompt_ids = false;
+  bool continuous_usage = false;
+  Clock::time_point arrival = Clock::now();
+};
+
+// Per-request limits (configuration) and the model's facts.
+struct RequestLimits {
+  int32_t vocab_size = 0;          // ids must be below this
+  int32_t max_context = 0;         // prompt + max_tokens
+  int32_t kv_capacity_tokens = 0;  // what the whole KV pool can hold for one request
+  int32_t default_max_tokens = 256;
+  int32_t max_tokens_cap = 0;     // 0: no cap beyond the context
+  int32_t max_prompt_tokens = 0;  // 0: no cap beyond the context
+  size_t max_prompt_bytes = 1 << 20;
+  size_t max_request_id_bytes = 128;
+  int32_t max_stop_strings = 16;
+  size_t max_stop_string_bytes = 256;
+  int32_t max_stop_token_ids = 64;
+  int32_t max_logprobs = 20;
+  std::vector<int32_t> eos_token_ids;
+};
+
+// Checks everything that does not need the prompt's token count. INVALID_ARGUMENT naming the
+// field (as in llm.v1.GenerateRequest: "max_tokens", "sampling.top_p", "stop[2]", ...).
+absl::Status ValidateSpec(const GenerateSpec& spec, const RequestLimits& limits);
+
+// The engine request for a validated spec and its prompt ids: checks the prompt's length,
+// resolves max_tokens, and adds EOS to the stop ids unless ignore_eos.
+absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& spec,
+                                                         std::vector<int32_t> prompt_ids,
+                                                         const RequestLimits& limits);
+
+}  // namespace llm::loop
+
+#endif  // LLM_WORKER_LOOP_REQUEST_SPEC_H_

@@ -1,0 +1,20 @@
+#include "worker/loop/stream.h"
+
+namespace llm::loop {
+
+void StreamUpdate::Merge(StreamUpdate&& next) {
+  text += next.text;
+  token_ids.insert(token_ids.end(), next.token_ids.begin(), next.token_ids.end());
+  for (auto& lp : next.logprobs) logprobs.push_back(std::move(lp));
+  if (prompt_ids.empty()) prompt_ids = std::move(next.prompt_ids);
+  finished = next.finished;
+  reason = next.reason;
+  if (!next.stop_string.empty()) stop_string = std::move(next.stop_string);
+  if (next.stop_token_id >= 0) stop_token_id = next.stop_token_id;
+  if (next.has_usage) {
+    has_usage = true;
+    usage = next.usage;
+  }
+}
+
+}  // namespace llm::loop

@@ -1,0 +1,82 @@
+// What a request's caller receives: the stream of updates of one generation. Worker-level
+// types; the gRPC server maps them to llm.v1 messages, in-process callers use them directly.
+#ifndef LLM_WORKER_LOOP_STREAM_H_
+#define LLM_WORKER_LOOP_STREAM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace llm::loop {
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+
+struct LogprobEntry {
+  int32_t token_id;
+  float logprob;
+  std::string text;
+};
+
+struct TokenLogprobs {
+  LogprobEntry sampled;
+  std::vector<LogprobEntry> top;
+};
+
+struct Usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  double time_to_first_token_ms = 0;
+  double queue_time_ms = 0;
+  double total_time_ms = 0;
+};
+
+struct StreamUpdate {
+  std::string text;                     // new text since the previous update
+  std::vector<int32_t> token_ids;       // new tokens since the previous update
+  std::vector<TokenLogprobs> logprobs;  // one per token when asked for
+  std::vector<int32_t> prompt_ids;      // first update, when asked for
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  std::string stop_string;     // when a stop string ended generation
+  int32_t stop_token_id = -1;  // when a stop token (EOS included) ended it
+  bool has_usage = false;
+  Usage usage;
+
+  // Appends `next` (a later update) to this one, for a reader that fell behind.
+  void Merge(StreamUpdate&& next);
+};
+
+// Receives one request's stream. Calls come from one output-stage thread at a time, in order,
+// and must not block (queue and return). After an update with finished = true, or OnError, no
+// further call is made.
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  virtual void OnUpdate(StreamUpdate update) = 0;
+  // The request failed (for example, its prompt turned out too long after tokenization).
+  virtual void OnError(const absl::Status& status) = 0;
+};
+
+// Request-level outcomes, for metrics.
+struct RequestStats {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  double ttft_seconds = -1;  // negative when no token was produced
+  double tpot_seconds = -1;  // mean time per output token after the first; negative if < 2
+  double e2e_seconds = 0;
+  double queue_seconds = -1;
+  FinishReason reason = FinishReason::kNone;
+};
+
+class RequestObserver {
+ public:
+  virtual ~RequestObserver() = default;
+  virtual void OnRequestFinished(const RequestStats& stats) = 0;  // stop, length or error
+  virtual void OnRequestCancelled() = 0;
+};
+
+}  // namespace llm::loop
+
+#endif  // LLM_WORKER_LOOP_STREAM_H_

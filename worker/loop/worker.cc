@@ -1,0 +1,232 @@
+#include "worker/loop/worker.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::loop {
+
+// Passes updates through and tells the worker when the stream has ended.
+class Worker::TrackedSink : public StreamSink {
+ public:
+  TrackedSink(Worker* worker, uint64_t key, std::shared_ptr<StreamSink> inner)
+      : worker_(worker), key_(key), inner_(std::move(inner)) {}
+  void OnUpdate(StreamUpdate update) override {
+    const bool last = update.finished;
+    inner_->OnUpdate(std::move(update));
+    if (last) worker_->StreamEnded(key_);
+  }
+  void OnError(const absl::Status& status) override {
+    inner_->OnError(status);
+    worker_->StreamEnded(key_);
+  }
+
+ private:
+  Worker* worker_;
+  uint64_t key_;
+  std::shared_ptr<StreamSink> inner_;
+};
+
+Worker::Worker(WorkerOptions options, std::unique_ptr<frontend::Tokenizer> tokenizer,
+               RequestObserver* request_observer)
+    : options_(std::move(options)),
+      tokenizer_(std::move(tokenizer)),
+      request_observer_(request_observer) {}
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
+    WorkerOptions options, std::unique_ptr<runner::ModelRunner> runner,
+    std::unique_ptr<frontend::Tokenizer> tokenizer, std::vector<int32_t> eos_token_ids,
+    RequestObserver* request_observer, StepObserver* step_observer) {
+  const runner::RunnerInfo& info = runner->info();
+  options.scheduler.max_slots = info.max_slots;
+  options.scheduler.num_kv_blocks = info.num_kv_blocks;
+  options.scheduler.block_tokens = info.block_tokens;
+  if (absl::Status st = options.scheduler.Validate(); !st.ok()) return st;
+  RequestLimits& l = options.limits;
+  l.vocab_size = info.vocab_size;
+  l.max_context = info.max_context;
+  l.kv_capacity_tokens = info.num_kv_blocks * info.block_tokens;
+  l.eos_token_ids = std::move(eos_token_ids);
+  if (tokenizer->vocab_size() > info.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the tokenizer's vocabulary (", tokenizer->vocab_size(),
+                     " tokens) is larger than the model's (", info.vocab_size, ")"));
+  }
+  std::unique_ptr<Worker> w(new Worker(std::move(options), std::move(tokenizer), request_observer));
+  Worker* self = w.get();
+  w->output_ = std::make_unique<OutputStage>(
+      *w->tokenizer_, w->options_.output_threads,
+      [self](uint64_t key) { self->engine_->Abort(key); }, request_observer);
+  w->engine_ = std::make_unique<EngineLoop>(w->options_.scheduler, std::move(runner),
+                                            w->output_.get(), step_observer);
+  w->tokenizer_pool_ = std::make_unique<TaskPool>(w->options_.tokenizer_threads);
+  w->engine_->Start();
+  return w;
+}
+
+Worker::~Worker() {
+  draining_ = true;
+  engine_->Stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (uint64_t key : live_) {
+      output_->Fail(key, absl::UnavailableError("the worker is shutting down"));
+    }
+  }
+  tokenizer_pool_.reset();  // queued tokenizations see stopping_ and fail their requests
+  output_.reset();          // delivers what is queued, including the failures above
+}
+
+absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<StreamSink> sink) {
+  if (draining_) return absl::UnavailableError("the worker is draining; try another worker");
+  if (absl::Status st = ValidateSpec(spec, options_.limits); !st.ok()) return st;
+  if (!spec.has_text) {
+    // A token-id prompt can be checked completely now.
+    auto built = BuildEngineRequest(spec, spec.token_ids, options_.limits);
+    if (!built.ok()) return built.status();
+  }
+  const uint64_t key = next_key_++;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t capacity =
+        static_cast<int64_t>(options_.scheduler.max_slots) + options_.max_queued_requests;
+    if (in_flight_ >= capacity) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the worker is full: ", in_flight_, " requests in flight (", options_.scheduler.max_slots,
+          " slots + ", options_.max_queued_requests, " queued); retry later"));
+    }
+    ++in_flight_;
+    if (spec.has_text) tokenizing_.insert(key);
+  }
+  if (spec.request_id.empty()) spec.request_id = absl::StrCat("req-", key);
+  auto tracked = std::make_shared<TrackedSink>(this, key, std::move(sink));
+  if (!spec.has_text) {
+    std::vector<int32_t> ids = spec.token_ids;
+    Admit(key, spec, std::move(ids), std::move(tracked), /*from_tokenizer=*/false);
+    return key;
+  }
+  tokenizer_pool_->Post([this, key, spec = std::move(spec), tracked = std::move(tracked)] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!tokenizing_.count(key)) return;  // cancelled while queued
+    }
+    auto ids = tokenizer_->Encode(spec.text, spec.add_special_tokens);
+    if (!ids.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (tokenizing_.erase(key) == 0) return;
+      }
+      tracked->OnError(absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message())));
+      return;
+    }
+    Admit(key, spec, *std::move(ids), tracked, /*from_tokenizer=*/true);
+  });
+  return key;
+}
+
+void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> prompt_ids,
+                   std::shared_ptr<StreamSink> sink, bool from_tokenizer) {
+  auto request = BuildEngineRequest(spec, prompt_ids, options_.limits);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (from_tokenizer && tokenizing_.erase(key) == 0) return;  // cancelled meanwhile
+  if (stopping_) {
+    lock.unlock();
+    sink->OnError(absl::UnavailableError("the worker is shutting down"));
+    return;
+  }
+  if (!request.ok()) {
+    lock.unlock();
+    sink->OnError(request.status());
+    return;
+  }
+  request->key = key;
+  OutputContext ctx;
+  ctx.sink = std::move(sink);
+  ctx.prompt_ids = std::move(prompt_ids);
+  ctx.stop = spec.stop;
+  ctx.request_stop_token_ids = spec.stop_token_ids;
+  ctx.include_stop_str = spec.include_stop_str;
+  ctx.skip_special_tokens = spec.skip_special_tokens;
+  ctx.include_prompt_ids = spec.include_prompt_ids;
+  ctx.continuous_usage = spec.continuous_usage;
+  ctx.want_logprobs = spec.logprobs > 0;
+  ctx.num_top_logprobs = spec.logprobs;
+  ctx.arrival = spec.arrival;
+  // Register and submit under the lock, so a concurrent Cancel sees either the tokenizing entry
+  // or both the output stage and the engine holding the request.
+  live_.insert(key);
+  output_->Register(key, std::move(ctx));
+  engine_->Submit(std::make_shared<engine::EngineRequest>(*std::move(request)));
+}
+
+void Worker::Cancel(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tokenizing_.erase(key) > 0) {
+    --in_flight_;
+    idle_cv_.notify_all();
+    if (request_observer_ != nullptr) request_observer_->OnRequestCancelled();
+    return;
+  }
+  if (!live_.count(key)) return;
+  output_->Cancel(key, [this, key](bool was_live) {
+    if (was_live) StreamEnded(key);
+  });
+  engine_->Abort(key);
+}
+
+void Worker::StreamEnded(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(key);
+  --in_flight_;
+  idle_cv_.notify_all();
+}
+
+absl::StatusOr<std::vector<int32_t>> Worker::Tokenize(std::string_view text,
+                                                      bool add_special) const {
+  if (text.size() > options_.limits.max_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("text: ", text.size(),
+                                                   " bytes is more than the limit of ",
+                                                   options_.limits.max_prompt_bytes));
+  }
+  auto ids = tokenizer_->Encode(text, add_special);
+  if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message()));
+  return ids;
+}
+
+absl::StatusOr<std::string> Worker::Detokenize(std::span<const int32_t> ids,
+                                               bool skip_special) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= tokenizer_->vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("token_ids[", i, "]: ", ids[i],
+                                                     " is outside the vocabulary [0, ",
+                                                     tokenizer_->vocab_size(), ")"));
+    }
+  }
+  return tokenizer_->Decode(ids, skip_special);
+}
+
+void Worker::BeginDrain() {
+  draining_ = true;
+  engine_->Touch();
+}
+
+bool Worker::WaitIdle(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_until(lock, deadline, [&] { return in_flight_ == 0; });
+}
+
+WorkerLoad Worker::Load() const {
+  WorkerLoad load;
+  load.engine = engine_->stats();
+  load.draining = draining_;
+  std::lock_guard<std::mutex> lock(mu_);
+  load.in_flight = in_flight_;
+  return load;
+}
+
+uint64_t Worker::WaitForLoadChange(uint64_t version, Clock::time_point deadline) const {
+  return engine_->WaitForChange(version, deadline);
+}
+
+}  // namespace llm::loop

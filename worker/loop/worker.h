@@ -1,0 +1,115 @@
+// The in-process worker: validation, the tokenizer pool, the engine thread and the output stage
+// behind one thread-safe API. The gRPC server (worker/server) and llm-cli generate use it.
+//
+// A request's path: Submit() validates what it can at once and returns a key; text prompts are
+// tokenized on the tokenizer pool; the engine request is built (prompt length, max_tokens, EOS)
+// and registered with the output stage, then queued for the engine thread; its tokens come back
+// through the output stage as StreamUpdates to the caller's sink.
+#ifndef LLM_WORKER_LOOP_WORKER_H_
+#define LLM_WORKER_LOOP_WORKER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/frontend/tokenizer.h"
+#include "worker/loop/engine_loop.h"
+#include "worker/loop/output_stage.h"
+#include "worker/loop/request_spec.h"
+#include "worker/loop/stream.h"
+#include "worker/loop/task_pool.h"
+#include "worker/runner/model_runner.h"
+
+namespace llm::loop {
+
+struct WorkerOptions {
+  // max_slots, kv_blocks and block_tokens are taken from the runner.
+  engine::SchedulerConfig scheduler;
+  // vocab_size, max_context, kv_capacity_tokens and eos_token_ids are filled in by Create.
+  RequestLimits limits;
+  int tokenizer_threads = 2;
+  int output_threads = 1;
+  // Requests beyond the slots that may wait; more get RESOURCE_EXHAUSTED.
+  int32_t max_queued_requests = 1024;
+  std::string model_name;
+};
+
+struct WorkerLoad {
+  EngineStats engine;
+  int64_t in_flight = 0;  // accepted and not yet finished (tokenizing, queued or running)
+  bool draining = false;
+};
+
+class Worker {
+ public:
+  // `eos_token_ids` are the model's (generation_config.json). The observers may be null.
+  static absl::StatusOr<std::unique_ptr<Worker>> Create(
+      WorkerOptions options, std::unique_ptr<runner::ModelRunner> runner,
+      std::unique_ptr<frontend::Tokenizer> tokenizer, std::vector<int32_t> eos_token_ids,
+      RequestObserver* request_observer = nullptr, StepObserver* step_observer = nullptr);
+  // Ends the streams still open with UNAVAILABLE, then stops every thread.
+  ~Worker();
+
+  // Starts a request. INVALID_ARGUMENT naming the field for what can be checked before
+  // tokenization; RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE while draining.
+  // Errors found later (the prompt's token count) go to sink->OnError.
+  absl::StatusOr<uint64_t> Submit(GenerateSpec spec, std::shared_ptr<StreamSink> sink);
+  // The caller went away: the request's slot and blocks are freed at the next step and no
+  // further call reaches its sink once the output stage has processed the cancel.
+  void Cancel(uint64_t key);
+
+  absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const;
+  absl::StatusOr<std::string> Detokenize(std::span<const int32_t> ids, bool skip_special) const;
+
+  // Stops taking requests (Submit gives UNAVAILABLE); running ones carry on.
+  void BeginDrain();
+  bool draining() const { return draining_.load(); }
+  // Waits until no request is in flight or `deadline` passes; true when idle.
+  bool WaitIdle(Clock::time_point deadline);
+
+  WorkerLoad Load() const;
+  // Wakes WaitForLoadChange callers (shutdown).
+  void NotifyLoadWatchers() { engine_->Touch(); }
+  // Waits for a change of Load() (or `deadline`); returns the version to pass next time.
+  uint64_t WaitForLoadChange(uint64_t version, Clock::time_point deadline) const;
+
+  const runner::RunnerInfo& runner_info() const { return engine_->runner_info(); }
+  const RequestLimits& limits() const { return options_.limits; }
+  const WorkerOptions& options() const { return options_; }
+  const frontend::Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  class TrackedSink;
+  Worker(WorkerOptions options, std::unique_ptr<frontend::Tokenizer> tokenizer,
+         RequestObserver* request_observer);
+  void Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> prompt_ids,
+             std::shared_ptr<StreamSink> sink, bool from_tokenizer);
+  void StreamEnded(uint64_t key);
+
+  WorkerOptions options_;
+  std::unique_ptr<frontend::Tokenizer> tokenizer_;
+  RequestObserver* request_observer_;
+  std::unique_ptr<OutputStage> output_;
+  std::unique_ptr<EngineLoop> engine_;
+  std::unique_ptr<TaskPool> tokenizer_pool_;
+
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_key_{1};
+
+  mutable std::mutex mu_;
+  std::condition_variable idle_cv_;
+  std::unordered_set<uint64_t> tokenizing_;  // text prompts on the tokenizer pool
+  std::unordered_set<uint64_t> live_;        // registered with the output stage
+  int64_t in_flight_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace llm::loop
+
+#endif  // LLM_WORKER_LOOP_WORKER_H_

@@ -1,0 +1,49 @@
+// llm-worker: serves one model over gRPC (see worker/server). Configuration: --config FILE
+// and/or --key value flags (`llm-worker --help` lists them). SIGTERM or SIGINT drains.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "worker/server/worker_config.h"
+#include "worker/server/worker_server.h"
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (const auto& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: llm-worker [--config FILE] [--key value ...]\nkeys:\n%s",
+                  llm::server::WorkerConfigSchema().Help().c_str());
+      return 0;
+    }
+  }
+  // Signals are taken by sigwait below; every thread started later inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto config = llm::server::LoadWorkerConfig(args);
+  if (!config.ok()) {
+    std::fprintf(stderr, "llm-worker: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  llm::server::WorkerServer server(*config);
+  if (absl::Status st = server.Start(); !st.ok()) {
+    std::fprintf(stderr, "llm-worker: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  // Tests and scripts read this line to find the ports.
+  std::fprintf(stderr, "llm-worker: serving %s on port %d, metrics on port %d\n",
+               config->model_name.c_str(), server.port(), server.metrics_port());
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "llm-worker: %s: draining (grace %.0f s)\n", strsignal(sig),
+               config->drain_grace_seconds);
+  const bool clean = server.Drain();
+  std::fprintf(stderr, "llm-worker: %s\n",
+               clean ? "drained, exiting" : "grace period over; remaining streams cancelled");
+  return 0;
+}

@@ -1,0 +1,183 @@
+#include "worker/runner/cpu_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::runner {
+
+using engine::FinishKind;
+using engine::SlotOutput;
+using engine::StepPlan;
+using engine::StepResult;
+
+CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options)
+    : model_(std::move(model)),
+      options_(options),
+      kv_(model_->config(), options.num_kv_blocks, options.block_tokens),
+      slots_(options.max_slots) {
+  const model::ModelConfig& c = model_->config();
+  if (options_.valid_vocab_size <= 0 || options_.valid_vocab_size > c.vocab_size) {
+    options_.valid_vocab_size = c.vocab_size;
+  }
+  info_.max_slots = options.max_slots;
+  info_.num_kv_blocks = options.num_kv_blocks;
+  info_.block_tokens = options.block_tokens;
+  info_.vocab_size = c.vocab_size;
+  info_.max_context = c.max_position_embeddings;
+  info_.device = "cpu";
+  info_.kv_cache_bytes = kv_.bytes();
+  if (options_.async) thread_ = std::thread([this] { ThreadLoop(); });
+}
+
+CpuRunner::~CpuRunner() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+}
+
+absl::Status CpuRunner::Launch(StepPlan plan) {
+  if (in_flight_ >= kMaxInFlight) {
+    return absl::FailedPreconditionError("Launch: too many steps in flight");
+  }
+  ++in_flight_;
+  if (!options_.async) {
+    Done d;
+    d.status = Execute(plan, d.result);
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.push_back(std::move(d));
+    return absl::OkStatus();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(plan));
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> CpuRunner::Collect() {
+  if (in_flight_ == 0) return absl::FailedPreconditionError("Collect: no step in flight");
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !done_.empty(); });
+  Done d = std::move(done_.front());
+  done_.pop_front();
+  --in_flight_;
+  if (!d.status.ok()) return d.status;
+  return std::move(d.result);
+}
+
+void CpuRunner::ThreadLoop() {
+  for (;;) {
+    StepPlan plan;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (stop_) return;
+      plan = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    Done d;
+    d.status = Execute(plan, d.result);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.push_back(std::move(d));
+    }
+    cv_.notify_all();
+  }
+}
+
+absl::Status CpuRunner::Execute(const StepPlan& plan, StepResult& result) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int32_t s : plan.releases) {
+    if (s >= 0 && s < options_.max_slots) slots_[s] = SlotState{};
+  }
+  for (const auto& a : plan.admissions) {
+    if (a.slot < 0 || a.slot >= options_.max_slots || a.request == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": bad admission"));
+    }
+    SlotState& slot = slots_[a.slot];
+    slot = SlotState{};
+    slot.request = a.request;
+    slot.blocks = a.blocks;
+    if (a.request->sampling.repetition_penalty != 1.0f) {
+      slot.penalties.AddPrompt(a.request->prompt_ids);
+    }
+  }
+
+  // The batch: prefill chunks, then one token per live decoding slot.
+  tokens_.clear();
+  chunks_.clear();
+  sampling_slots_.clear();
+  for (const auto& p : plan.prefills) {
+    SlotState& slot = slots_[p.slot];
+    if (slot.request == nullptr ||
+        p.start + p.num_tokens > static_cast<int32_t>(slot.request->prompt_ids.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": bad prefill"));
+    }
+    chunks_.push_back(SeqChunk{static_cast<int32_t>(tokens_.size()), p.num_tokens, p.start,
+                               slot.blocks, p.samples});
+    tokens_.insert(tokens_.end(), slot.request->prompt_ids.begin() + p.start,
+                   slot.request->prompt_ids.begin() + p.start + p.num_tokens);
+    if (p.samples) sampling_slots_.push_back(p.slot);
+  }
+  for (int32_t s : plan.decodes) {
+    SlotState& slot = slots_[s];
+    if (slot.request == nullptr || slot.finished || slot.generated == 0) continue;
+    const auto position =
+        static_cast<int32_t>(slot.request->prompt_ids.size()) + slot.generated - 1;
+    chunks_.push_back(
+        SeqChunk{static_cast<int32_t>(tokens_.size()), 1, position, slot.blocks, true});
+    tokens_.push_back(slot.last_token);
+    sampling_slots_.push_back(s);
+  }
+
+  result = StepResult{};
+  result.step_id = plan.step_id;
+  if (!chunks_.empty()) {
+    if (absl::Status st = model_->Forward({tokens_, chunks_}, kv_, logits_); !st.ok()) return st;
+  }
+  const int32_t vocab = model_->config().vocab_size;
+  for (size_t i = 0; i < sampling_slots_.size(); ++i) {
+    SlotState& slot = slots_[sampling_slots_[i]];
+    const engine::EngineRequest& req = *slot.request;
+    std::span<float> row(logits_.data() + i * vocab, vocab);
+    for (int32_t t = options_.valid_vocab_size; t < vocab; ++t) {
+      row[t] = -std::numeric_limits<float>::infinity();
+    }
+    const auto sample = sampler_.Sample(row, req.sampling, slot.penalties, slot.generated,
+                                        req.num_top_logprobs, req.want_logprobs);
+    ++slot.generated;
+    slot.last_token = sample.token_id;
+    slot.penalties.AddOutput(sample.token_id);
+    SlotOutput out{sampling_slots_[i], req.key,        sample.token_id,
+                   FinishKind::kNone,  sample.logprob, {}};
+    for (const auto& t : sample.top) out.top.push_back({t.token_id, t.logprob});
+    if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), sample.token_id) !=
+        req.stop_token_ids.end()) {
+      out.finish = FinishKind::kStopToken;
+    } else if (slot.generated >= req.max_tokens) {
+      out.finish = FinishKind::kLength;
+    }
+    slot.finished = out.finish != FinishKind::kNone;
+    result.outputs.push_back(std::move(out));
+  }
+  if (options_.extra_step_seconds > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(options_.extra_step_seconds));
+  }
+  const auto end = std::chrono::steady_clock::now();
+  result.device_seconds = std::chrono::duration<double>(end - start).count();
+  result.start_seconds = std::chrono::duration<double>(start.time_since_epoch()).count();
+  result.end_seconds = std::chrono::duration<double>(end.time_since_epoch()).count();
+  return absl::OkStatus();
+}
+
+}  // namespace llm::runner

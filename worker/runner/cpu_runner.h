@@ -1,0 +1,85 @@
+// The CPU backend of the engine: runs step plans on a CpuModel as batched, variable-length
+// forward passes over the paged KV cache, then samples and checks stop conditions per slot.
+#ifndef LLM_WORKER_RUNNER_CPU_RUNNER_H_
+#define LLM_WORKER_RUNNER_CPU_RUNNER_H_
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "worker/runner/cpu_model.h"
+#include "worker/runner/model_runner.h"
+#include "worker/sampling/sampler.h"
+
+namespace llm::runner {
+
+struct CpuRunnerOptions {
+  int32_t max_slots = 64;
+  int32_t num_kv_blocks = 1024;
+  int32_t block_tokens = 16;
+  // Tokens with ids >= this are never sampled (a model vocabulary padded beyond the
+  // tokenizer's); 0 = the model's vocabulary size.
+  int32_t valid_vocab_size = 0;
+  // Run plans on a runner thread so Launch returns at once (the engine overlaps its host work
+  // with the forward pass). False: Launch runs the step before returning.
+  bool async = true;
+  // Added to every step, to model a slow worker in tests and benchmarks.
+  double extra_step_seconds = 0.0;
+};
+
+class CpuRunner : public ModelRunner {
+ public:
+  CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options);
+  ~CpuRunner() override;
+
+  const RunnerInfo& info() const override { return info_; }
+  absl::Status Launch(engine::StepPlan plan) override;
+  absl::StatusOr<engine::StepResult> Collect() override;
+  int in_flight() const override { return in_flight_; }
+
+ private:
+  struct SlotState {
+    engine::RequestPtr request;  // null when free
+    std::vector<int32_t> blocks;
+    int32_t generated = 0;
+    int32_t last_token = -1;
+    bool finished = false;
+    sampling::PenaltyState penalties;
+  };
+
+  // Runs one plan into `result`.
+  absl::Status Execute(const engine::StepPlan& plan, engine::StepResult& result);
+  void ThreadLoop();
+
+  std::unique_ptr<CpuModel> model_;
+  CpuRunnerOptions options_;
+  RunnerInfo info_;
+  CpuKvCache kv_;
+  std::vector<SlotState> slots_;
+  sampling::Sampler sampler_;
+  // Scratch reused across steps.
+  std::vector<int32_t> tokens_;
+  std::vector<SeqChunk> chunks_;
+  std::vector<int32_t> sampling_slots_;
+  std::vector<float> logits_;
+  int in_flight_ = 0;  // engine thread only
+
+  // Async mode: plans to run and results to collect, in order.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<engine::StepPlan> pending_;
+  struct Done {
+    absl::Status status;
+    engine::StepResult result;
+  };
+  std::deque<Done> done_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace llm::runner
+
+#endif  // LLM_WORKER_RUNNER_CPU_RUNNER_H_

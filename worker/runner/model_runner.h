@@ -1,0 +1,52 @@
+// The seam between the engine and a backend. The engine thread launches step plans and collects
+// their results in order; a backend may run step N+1 while the host handles step N.
+//
+// Contract:
+//  - Launch and Collect are called from one thread (the engine thread).
+//  - Plans run in launch order. Releases and admissions in a plan take effect before its
+//    tokens are computed, and after every earlier plan has run.
+//  - For each sampling prefill chunk and each decode of a live slot the result holds one
+//    SlotOutput. The backend keeps each slot's last token, generated count, sampling state and
+//    stop conditions itself; it reports a slot as finished (stop token or max_tokens) and gives
+//    no further output for it, so decodes of an already finished slot (the extra step the
+//    pipeline allows) produce nothing.
+//  - At most kMaxInFlight plans are launched and not yet collected.
+#ifndef LLM_WORKER_RUNNER_MODEL_RUNNER_H_
+#define LLM_WORKER_RUNNER_MODEL_RUNNER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/engine/step.h"
+
+namespace llm::runner {
+
+struct RunnerInfo {
+  int32_t max_slots = 0;
+  int32_t num_kv_blocks = 0;
+  int32_t block_tokens = 16;
+  int32_t vocab_size = 0;   // the model's
+  int32_t max_context = 0;  // positions per sequence
+  std::string device;       // "cpu (2 threads)", "NVIDIA H100 ..."
+  uint64_t kv_cache_bytes = 0;
+};
+
+class ModelRunner {
+ public:
+  static constexpr int kMaxInFlight = 2;
+
+  virtual ~ModelRunner() = default;
+  virtual const RunnerInfo& info() const = 0;
+  // Starts `plan`. Errors are for malformed plans; they leave the runner usable.
+  virtual absl::Status Launch(engine::StepPlan plan) = 0;
+  // Waits for the oldest launched step and returns its result. FAILED_PRECONDITION when none is
+  // in flight.
+  virtual absl::StatusOr<engine::StepResult> Collect() = 0;
+  virtual int in_flight() const = 0;
+};
+
+}  // namespace llm::runner
+
+#endif  // LLM_WORKER_RUNNER_MODEL_RUNNER_H_

@@ -1,0 +1,138 @@
+#include "worker/server/convert.h"
+
+#include <chrono>
+#include <random>
+
+namespace llm::server {
+
+loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& r) {
+  loop::GenerateSpec s;
+  s.arrival = loop::Clock::now();
+  s.request_id = r.request_id();
+  if (r.prompt_case() == llm::v1::GenerateRequest::kTokenIds) {
+    s.has_text = false;
+    s.token_ids.assign(r.token_ids().ids().begin(), r.token_ids().ids().end());
+  } else {
+    s.has_text = true;
+    s.text = r.text();  // empty when no prompt was set: rejected by validation
+  }
+  s.add_special_tokens = r.has_add_special_tokens() ? r.add_special_tokens() : true;
+  s.max_tokens = static_cast<int32_t>(std::min<uint32_t>(r.max_tokens(), INT32_MAX));
+  const auto& sp = r.sampling();
+  s.sampling.temperature = sp.has_temperature() ? sp.temperature() : 1.0f;
+  s.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(sp.top_k(), INT32_MAX));
+  s.sampling.top_p = sp.has_top_p() ? sp.top_p() : 1.0f;
+  s.sampling.min_p = sp.min_p();
+  s.sampling.repetition_penalty = sp.has_repetition_penalty() ? sp.repetition_penalty() : 1.0f;
+  s.sampling.presence_penalty = sp.presence_penalty();
+  s.sampling.frequency_penalty = sp.frequency_penalty();
+  if (sp.has_seed()) {
+    s.sampling.seed = sp.seed();
+  } else {
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    s.sampling.seed = rng();
+  }
+  s.stop.assign(r.stop().begin(), r.stop().end());
+  s.stop_token_ids.assign(r.stop_token_ids().begin(), r.stop_token_ids().end());
+  s.ignore_eos = r.ignore_eos();
+  s.logprobs = static_cast<int32_t>(std::min<uint32_t>(r.logprobs(), INT32_MAX));
+  const auto& so = r.stream();
+  s.include_prompt_ids = so.include_prompt_ids();
+  s.skip_special_tokens = so.has_skip_special_tokens() ? so.skip_special_tokens() : true;
+  s.continuous_usage = so.continuous_usage();
+  s.include_stop_str = so.include_stop_str_in_output();
+  return s;
+}
+
+namespace {
+
+llm::v1::FinishReason ToProto(loop::FinishReason r) {
+  switch (r) {
+    case loop::FinishReason::kStop:
+      return llm::v1::FINISH_REASON_STOP;
+    case loop::FinishReason::kLength:
+      return llm::v1::FINISH_REASON_LENGTH;
+    case loop::FinishReason::kCancelled:
+      return llm::v1::FINISH_REASON_CANCELLED;
+    case loop::FinishReason::kError:
+      return llm::v1::FINISH_REASON_ERROR;
+    default:
+      return llm::v1::FINISH_REASON_UNSPECIFIED;
+  }
+}
+
+void ToProto(const loop::LogprobEntry& e, llm::v1::TokenLogprob& out) {
+  out.set_token_id(e.token_id);
+  out.set_logprob(e.logprob);
+  out.set_text(e.text);
+}
+
+}  // namespace
+
+void ToResponse(const std::string& request_id, const loop::StreamUpdate& u,
+                llm::v1::GenerateResponse& out) {
+  out.Clear();
+  out.set_request_id(request_id);
+  out.set_text(u.text);
+  out.mutable_token_ids()->Add(u.token_ids.begin(), u.token_ids.end());
+  for (const auto& lp : u.logprobs) {
+    auto* l = out.add_logprobs();
+    ToProto(lp.sampled, *l->mutable_sampled());
+    for (const auto& t : lp.top) ToProto(t, *l->add_top());
+  }
+  out.mutable_prompt_token_ids()->Add(u.prompt_ids.begin(), u.prompt_ids.end());
+  if (u.finished) {
+    out.set_finish_reason(ToProto(u.reason));
+    if (!u.stop_string.empty()) {
+      out.set_stop_string(u.stop_string);
+    } else if (u.stop_token_id >= 0) {
+      out.set_stop_token_id(u.stop_token_id);
+    }
+  }
+  if (u.has_usage) {
+    auto* usage = out.mutable_usage();
+    usage->set_prompt_tokens(u.usage.prompt_tokens);
+    usage->set_completion_tokens(u.usage.completion_tokens);
+    usage->set_time_to_first_token_ms(u.usage.time_to_first_token_ms);
+    usage->set_queue_time_ms(u.usage.queue_time_ms);
+    usage->set_total_time_ms(u.usage.total_time_ms);
+  }
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, const LoadFacts& facts,
+                  uint64_t sequence, llm::v1::LoadReport& r) {
+  r.Clear();
+  r.set_worker_id(facts.worker_id);
+  r.set_sequence(sequence);
+  r.set_timestamp_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count());
+  const auto& s = load.engine.scheduler;
+  // Requests still being tokenized count as queued: they are accepted and waiting.
+  const int64_t tokenizing =
+      std::max<int64_t>(0, load.in_flight - s.queued_requests - s.running_requests);
+  r.set_queued_requests(static_cast<uint32_t>(s.queued_requests + tokenizing));
+  r.set_queued_prompt_tokens(static_cast<uint64_t>(s.queued_prompt_tokens));
+  r.set_running_requests(s.running_requests);
+  r.set_free_slots(s.free_slots);
+  r.set_max_slots(s.max_slots);
+  r.set_kv_blocks_used(s.kv_blocks_used);
+  r.set_kv_blocks_total(s.kv_blocks_total);
+  r.set_kv_block_tokens(worker.runner_info().block_tokens);
+  r.set_step_time_ewma_ms(load.engine.step_time_ewma_ms);
+  r.set_busy_ratio(load.engine.busy_ratio);
+  r.set_draining(load.draining);
+  r.set_max_context_tokens(worker.limits().max_context);
+  r.set_model(facts.model);
+  auto* d = r.mutable_device();
+  d->set_name(facts.device);
+  d->set_busy_ratio(load.engine.busy_ratio);
+  d->set_utilization(-1.0);
+}
+
+}  // namespace llm::server

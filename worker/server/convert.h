@@ -1,0 +1,37 @@
+// Conversions between llm.v1 messages and the worker's own types. The only place (with the
+// services) where protobuf and gRPC status codes meet the engine.
+#ifndef LLM_WORKER_SERVER_CONVERT_H_
+#define LLM_WORKER_SERVER_CONVERT_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+#include "llm/v1/generation.pb.h"
+#include "llm/v1/worker_load.pb.h"
+#include "worker/loop/request_spec.h"
+#include "worker/loop/stream.h"
+#include "worker/loop/worker.h"
+
+namespace llm::server {
+
+// The spec of a GenerateRequest. A missing seed is drawn at random here, so the request's
+// stream of random numbers is fixed from the start.
+loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& request);
+
+// Fills `response` (cleared first) from an update.
+void ToResponse(const std::string& request_id, const loop::StreamUpdate& update,
+                llm::v1::GenerateResponse& response);
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+struct LoadFacts {
+  std::string worker_id;
+  std::string model;
+  std::string device;
+};
+void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, const LoadFacts& facts,
+                  uint64_t sequence, llm::v1::LoadReport& report);
+
+}  // namespace llm::server
+
+#endif  // LLM_WORKER_SERVER_CONVERT_H_

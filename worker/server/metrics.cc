@@ -1,0 +1,205 @@
+#include "worker/server/metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::server {
+
+// Refreshes the load gauges from the worker just before the registry is collected.
+class WorkerMetrics::ScrapeHook : public prometheus::Collectable {
+ public:
+  explicit ScrapeHook(const WorkerMetrics* m) : m_(m) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    m_->RefreshGauges();
+    return m_->registry_->Collect();
+  }
+
+ private:
+  const WorkerMetrics* m_;
+};
+
+namespace {
+
+prometheus::Histogram::BucketBoundaries Exponential(double start, double factor, int n) {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = start; n-- > 0; v *= factor) b.push_back(v);
+  return b;
+}
+
+const char* ReasonLabel(loop::FinishReason r) {
+  switch (r) {
+    case loop::FinishReason::kStop:
+      return "stop";
+    case loop::FinishReason::kLength:
+      return "length";
+    case loop::FinishReason::kCancelled:
+      return "cancelled";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  using prometheus::BuildCounter;
+  using prometheus::BuildGauge;
+  using prometheus::BuildHistogram;
+  auto& r = *registry_;
+  waiting_ = &BuildGauge()
+                  .Name("llm_num_requests_waiting")
+                  .Help("Requests accepted and waiting for a slot (including tokenizing).")
+                  .Register(r)
+                  .Add({});
+  running_ = &BuildGauge()
+                  .Name("llm_num_requests_running")
+                  .Help("Requests holding a slot.")
+                  .Register(r)
+                  .Add({});
+  kv_usage_ = &BuildGauge()
+                   .Name("llm_kv_cache_usage_ratio")
+                   .Help("KV-cache blocks reserved by running requests over all blocks (0..1).")
+                   .Register(r)
+                   .Add({});
+  busy_ =
+      &BuildGauge()
+           .Name("llm_engine_busy_ratio")
+           .Help("Fraction of wall time the backend spent computing steps over the last second.")
+           .Register(r)
+           .Add({});
+  draining_ = &BuildGauge()
+                   .Name("llm_worker_draining")
+                   .Help("1 while the worker drains (takes no new requests).")
+                   .Register(r)
+                   .Add({});
+  ttft_ = &BuildHistogram()
+               .Name("llm_time_to_first_token_seconds")
+               .Help("Time from a request's arrival to its first token.")
+               .Register(r)
+               .Add({}, Exponential(0.001, 2, 17));
+  tpot_ = &BuildHistogram()
+               .Name("llm_time_per_output_token_seconds")
+               .Help("Mean time per output token after the first, per request.")
+               .Register(r)
+               .Add({}, Exponential(0.0001, 2, 16));
+  e2e_ = &BuildHistogram()
+              .Name("llm_e2e_request_latency_seconds")
+              .Help("Time from a request's arrival to its last token.")
+              .Register(r)
+              .Add({}, Exponential(0.005, 2, 18));
+  queue_ = &BuildHistogram()
+                .Name("llm_request_queue_time_seconds")
+                .Help("Time a request waited for a slot.")
+                .Register(r)
+                .Add({}, Exponential(0.0005, 2, 18));
+  step_ = &BuildHistogram()
+               .Name("llm_engine_step_duration_seconds")
+               .Help("Backend time of one engine step.")
+               .Register(r)
+               .Add({}, Exponential(0.00002, 2, 18));
+  gap_ = &BuildHistogram()
+              .Name("llm_engine_step_gap_seconds")
+              .Help("Backend idle time between the end of one step and the start of the next.")
+              .Register(r)
+              .Add({}, Exponential(0.000001, 2, 22));
+  prompt_tokens_ = &BuildCounter()
+                        .Name("llm_prompt_tokens_total")
+                        .Help("Prompt tokens of finished requests.")
+                        .Register(r)
+                        .Add({});
+  generation_tokens_ = &BuildCounter()
+                            .Name("llm_generation_tokens_total")
+                            .Help("Generated tokens of finished requests.")
+                            .Register(r)
+                            .Add({});
+  steps_ =
+      &BuildCounter().Name("llm_engine_steps_total").Help("Engine steps run.").Register(r).Add({});
+  cancelled_ = &BuildCounter()
+                    .Name("llm_requests_cancelled_total")
+                    .Help("Requests ended by a client cancel or an expired deadline.")
+                    .Register(r)
+                    .Add({});
+  finished_ = &BuildCounter()
+                   .Name("llm_requests_finished_total")
+                   .Help("Requests that ended, by reason: stop, length or error.")
+                   .Register(r);
+  rejected_ = &BuildCounter()
+                   .Name("llm_requests_rejected_total")
+                   .Help("Requests refused before starting, by gRPC status code.")
+                   .Register(r);
+  for (const char* reason : {"stop", "length", "error"}) finished_->Add({{"reason", reason}});
+  hook_ = std::make_shared<ScrapeHook>(this);
+}
+
+absl::StatusOr<int> WorkerMetrics::Serve(const std::string& listen) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(listen);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("metrics listen address ", listen, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(hook_);
+  const auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+void WorkerMetrics::RefreshGauges() const {
+  const loop::Worker* w = worker_.load();
+  if (w == nullptr) return;
+  const loop::WorkerLoad load = w->Load();
+  const auto& s = load.engine.scheduler;
+  waiting_->Set(static_cast<double>(
+      std::max<int64_t>(s.queued_requests, load.in_flight - s.running_requests)));
+  running_->Set(s.running_requests);
+  kv_usage_->Set(s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total
+                                       : 0.0);
+  busy_->Set(load.engine.busy_ratio);
+  draining_->Set(load.draining ? 1 : 0);
+}
+
+std::string WorkerMetrics::Render() const {
+  return prometheus::TextSerializer().Serialize(hook_->Collect());
+}
+
+void WorkerMetrics::OnRequestFinished(const loop::RequestStats& s) {
+  finished_->Add({{"reason", ReasonLabel(s.reason)}}).Increment();
+  prompt_tokens_->Increment(s.prompt_tokens);
+  generation_tokens_->Increment(s.completion_tokens);
+  if (s.ttft_seconds >= 0 && s.completion_tokens > 0) ttft_->Observe(s.ttft_seconds);
+  if (s.tpot_seconds >= 0) tpot_->Observe(s.tpot_seconds);
+  e2e_->Observe(s.e2e_seconds);
+  if (s.queue_seconds >= 0) queue_->Observe(s.queue_seconds);
+}
+
+void WorkerMetrics::OnRequestCancelled() { cancelled_->Increment(); }
+
+void WorkerMetrics::OnStep(double step_seconds, double gap_seconds, int32_t, int32_t) {
+  steps_->Increment();
+  step_->Observe(step_seconds);
+  if (gap_seconds >= 0) gap_->Observe(gap_seconds);
+}
+
+void WorkerMetrics::OnRejected(grpc::StatusCode code) {
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
+  const int c = static_cast<int>(code);
+  rejected_->Add({{"code", c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN"}}).Increment();
+}
+
+}  // namespace llm::server

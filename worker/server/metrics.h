@@ -1,0 +1,86 @@
+// The worker's Prometheus metrics (prometheus-cpp), served on /metrics by the HTTP exposer.
+// Names keep vLLM's meanings with an `llm_` prefix (docs/operations table in README):
+//   llm_num_requests_waiting / _running            gauges, read from the worker at scrape time
+//   llm_kv_cache_usage_ratio                       gauge, used / total KV blocks
+//   llm_time_to_first_token_seconds                histogram
+//   llm_time_per_output_token_seconds              histogram (per request, after the first)
+//   llm_e2e_request_latency_seconds                histogram
+//   llm_request_queue_time_seconds                 histogram
+//   llm_prompt_tokens_total / llm_generation_tokens_total   counters
+//   llm_requests_finished_total{reason}            counter: stop, length, error
+//   llm_requests_cancelled_total                   counter: client cancels and deadlines
+//   llm_requests_rejected_total{code}              counter: refused before starting
+//   llm_engine_step_duration_seconds               histogram of backend time per step
+//   llm_engine_step_gap_seconds                    histogram of backend idle time between steps
+//   llm_engine_busy_ratio                          gauge
+#ifndef LLM_WORKER_SERVER_METRICS_H_
+#define LLM_WORKER_SERVER_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/loop/engine_loop.h"
+#include "worker/loop/stream.h"
+#include "worker/loop/worker.h"
+#include "worker/server/generation_service.h"
+
+namespace llm::server {
+
+class WorkerMetrics : public loop::RequestObserver,
+                      public loop::StepObserver,
+                      public RequestCounters {
+ public:
+  WorkerMetrics();
+
+  // Serves /metrics on `listen` ("0.0.0.0:9090"; port 0 picks one). Returns the bound port.
+  absl::StatusOr<int> Serve(const std::string& listen);
+  // The worker whose load the gauges report at scrape time (null: zeros).
+  void SetWorker(const loop::Worker* worker) { worker_.store(worker); }
+  // The text a scrape would return (tests, and the server's own checks).
+  std::string Render() const;
+
+  void OnRequestFinished(const loop::RequestStats& stats) override;
+  void OnRequestCancelled() override;
+  void OnStep(double step_seconds, double gap_seconds, int32_t num_tokens,
+              int32_t num_decodes) override;
+  void OnRejected(grpc::StatusCode code) override;
+
+ private:
+  class ScrapeHook;
+  void RefreshGauges() const;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<ScrapeHook> hook_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::atomic<const loop::Worker*> worker_{nullptr};
+
+  prometheus::Gauge* waiting_;
+  prometheus::Gauge* running_;
+  prometheus::Gauge* kv_usage_;
+  prometheus::Gauge* busy_;
+  prometheus::Gauge* draining_;
+  prometheus::Histogram* ttft_;
+  prometheus::Histogram* tpot_;
+  prometheus::Histogram* e2e_;
+  prometheus::Histogram* queue_;
+  prometheus::Histogram* step_;
+  prometheus::Histogram* gap_;
+  prometheus::Counter* prompt_tokens_;
+  prometheus::Counter* generation_tokens_;
+  prometheus::Counter* steps_;
+  prometheus::Counter* cancelled_;
+  prometheus::Family<prometheus::Counter>* finished_;
+  prometheus::Family<prometheus::Counter>* rejected_;
+};
+
+}  // namespace llm::server
+
+#endif  // LLM_WORKER_SERVER_METRICS_H_

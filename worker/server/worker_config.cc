@@ -1,0 +1,99 @@
+#include "worker/server/worker_config.h"
+
+#include <filesystem>
+
+namespace llm::server {
+
+config::ConfigSchema WorkerConfigSchema() {
+  config::ConfigSchema s;
+  s.RequiredString("model.path", "Hugging Face checkpoint directory")
+      .String("model.name", "", "name reported to clients and routers (default: folder name)")
+      .String("server.listen", "0.0.0.0:50051", "gRPC address (host:port; port 0 picks one)")
+      .String("server.metrics_listen", "0.0.0.0:9090",
+              "HTTP address of /metrics (host:port; empty disables)")
+      .String("server.worker_id", "", "id in load reports (default: hostname:port)")
+      .Double("server.drain_grace_seconds", 30, 0, 86400,
+              "on SIGTERM, how long in-flight streams may take to finish before exit")
+      .Int("server.load_interval_ms", 10, 1, 1000,
+           "default lower bound between two load reports to one watcher")
+      .Int("server.max_message_bytes", 4 << 20, 1024, 1 << 30,
+           "largest gRPC message accepted (bytes)")
+      .Int("engine.max_slots", 32, 1, 4096, "requests computed together (slot table size)")
+      .Int("engine.kv_blocks", 0, 0, 1 << 24,
+           "KV-cache blocks (16 tokens each); 0 sizes the cache from engine.kv_cache_mb")
+      .Int("engine.kv_cache_mb", 256, 1, 1 << 20, "KV-cache memory when engine.kv_blocks is 0")
+      .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
+      .Int("engine.max_prefill_tokens", 512, 1, 1 << 20,
+           "prefill tokens per step, so decode never stalls behind long prompts")
+      .Int("engine.max_queued_requests", 1024, 0, 1 << 20,
+           "requests that may wait beyond the slots; more get RESOURCE_EXHAUSTED")
+      .Int("engine.tokenizer_threads", 2, 1, 256, "threads tokenizing prompts")
+      .Int("engine.output_threads", 1, 1, 256, "threads detokenizing and matching stop strings")
+      .Int("engine.cpu_threads", 0, 0, 1024, "CPU backend threads (0: all cores)")
+      .Double("engine.extra_step_ms", 0, 0, 60000,
+              "added to every step: models a slow worker in tests and benchmarks")
+      .Int("limits.default_max_tokens", 256, 1, 1 << 24, "max_tokens when a request leaves it 0")
+      .Int("limits.max_tokens", 0, 0, 1 << 24, "largest max_tokens accepted (0: the context)")
+      .Int("limits.max_prompt_tokens", 0, 0, 1 << 24, "largest prompt accepted (0: the context)")
+      .Int("limits.max_prompt_bytes", 1 << 20, 1, 1 << 30, "largest text prompt accepted (bytes)")
+      .Int("limits.max_stop_strings", 16, 0, 1024, "stop strings per request")
+      .Int("limits.max_stop_string_bytes", 256, 1, 1 << 16, "bytes per stop string")
+      .Int("limits.max_stop_token_ids", 64, 0, 1 << 16, "stop token ids per request")
+      .Int("limits.max_logprobs", 20, 0, 1024, "top logprobs per token");
+  return s;
+}
+
+absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& args) {
+  auto v = WorkerConfigSchema().Load(args);
+  if (!v.ok()) return v.status();
+  WorkerConfig c;
+  c.model_path = v->String("model.path");
+  c.model_name = v->String("model.name");
+  if (c.model_name.empty()) {
+    c.model_name = std::filesystem::path(c.model_path).lexically_normal().filename().string();
+    if (c.model_name.empty()) {
+      c.model_name =
+          std::filesystem::path(c.model_path).lexically_normal().parent_path().filename();
+    }
+  }
+  c.listen = v->String("server.listen");
+  c.metrics_listen = v->String("server.metrics_listen");
+  c.worker_id = v->String("server.worker_id");
+  c.drain_grace_seconds = v->Double("server.drain_grace_seconds");
+  c.load_interval_ms = static_cast<int>(v->Int("server.load_interval_ms"));
+  c.max_message_bytes = static_cast<int>(v->Int("server.max_message_bytes"));
+  c.max_slots = static_cast<int>(v->Int("engine.max_slots"));
+  c.kv_blocks = static_cast<int>(v->Int("engine.kv_blocks"));
+  c.kv_cache_mb = static_cast<int>(v->Int("engine.kv_cache_mb"));
+  c.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
+  c.extra_step_ms = v->Double("engine.extra_step_ms");
+  auto& w = c.worker;
+  w.scheduler.max_batch_tokens = static_cast<int32_t>(v->Int("engine.max_batch_tokens"));
+  w.scheduler.max_prefill_tokens = static_cast<int32_t>(v->Int("engine.max_prefill_tokens"));
+  w.max_queued_requests = static_cast<int32_t>(v->Int("engine.max_queued_requests"));
+  w.tokenizer_threads = static_cast<int>(v->Int("engine.tokenizer_threads"));
+  w.output_threads = static_cast<int>(v->Int("engine.output_threads"));
+  w.model_name = c.model_name;
+  auto& l = w.limits;
+  l.default_max_tokens = static_cast<int32_t>(v->Int("limits.default_max_tokens"));
+  l.max_tokens_cap = static_cast<int32_t>(v->Int("limits.max_tokens"));
+  l.max_prompt_tokens = static_cast<int32_t>(v->Int("limits.max_prompt_tokens"));
+  l.max_prompt_bytes = static_cast<size_t>(v->Int("limits.max_prompt_bytes"));
+  l.max_stop_strings = static_cast<int32_t>(v->Int("limits.max_stop_strings"));
+  l.max_stop_string_bytes = static_cast<size_t>(v->Int("limits.max_stop_string_bytes"));
+  l.max_stop_token_ids = static_cast<int32_t>(v->Int("limits.max_stop_token_ids"));
+  l.max_logprobs = static_cast<int32_t>(v->Int("limits.max_logprobs"));
+  if (w.scheduler.max_batch_tokens < c.max_slots + 1) {
+    return absl::InvalidArgumentError(
+        "engine.max_batch_tokens: must be at least engine.max_slots + 1, so a step can hold "
+        "every slot's decode token and some prefill");
+  }
+  if (l.max_prompt_bytes + 64 * 1024 > static_cast<size_t>(c.max_message_bytes)) {
+    return absl::InvalidArgumentError(
+        "limits.max_prompt_bytes: must be below server.max_message_bytes by at least 64 KiB, "
+        "so an oversized prompt gets a clear INVALID_ARGUMENT");
+  }
+  return c;
+}
+
+}  // namespace llm::server

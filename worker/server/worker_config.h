@@ -1,0 +1,39 @@
+// llm-worker's configuration: the keys of its YAML file (each also a flag) and their checks.
+#ifndef LLM_WORKER_SERVER_WORKER_CONFIG_H_
+#define LLM_WORKER_SERVER_WORKER_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config/config.h"
+#include "worker/loop/worker.h"
+
+namespace llm::server {
+
+struct WorkerConfig {
+  std::string model_path;
+  std::string model_name;
+  std::string listen;          // gRPC, host:port
+  std::string metrics_listen;  // HTTP /metrics, host:port; empty disables
+  std::string worker_id;
+  double drain_grace_seconds = 30;
+  int load_interval_ms = 10;
+  int max_message_bytes = 4 << 20;
+  int cpu_threads = 0;
+  int kv_blocks = 0;
+  int kv_cache_mb = 256;
+  double extra_step_ms = 0;
+  loop::WorkerOptions worker;  // slots and blocks are applied to the runner
+  int max_slots = 32;
+};
+
+// The schema: every key, its default, range and help.
+config::ConfigSchema WorkerConfigSchema();
+
+// Parses `args` (flags, with an optional --config FILE). Errors name the key.
+absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& args);
+
+}  // namespace llm::server
+
+#endif  // LLM_WORKER_SERVER_WORKER_CONFIG_H_

@@ -1,0 +1,117 @@
+#include "worker/server/worker_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/frontend/tokenizer.h"
+#include "worker/runner/cpu_runner.h"
+
+namespace llm::server {
+
+namespace {
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "worker";
+  return buf;
+}
+
+}  // namespace
+
+WorkerServer::WorkerServer(WorkerConfig config)
+    : config_(std::move(config)),
+      generation_(&metrics_, static_cast<size_t>(config_.max_message_bytes)) {}
+
+WorkerServer::~WorkerServer() {
+  if (load_) load_->Stop();
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  worker_.reset();
+}
+
+void WorkerServer::SetServing(bool serving) {
+  auto* health = server_->GetHealthCheckService();
+  health->SetServingStatus(serving);
+  for (const char* service : {"llm.v1.Generation", "llm.v1.WorkerLoad"}) {
+    health->SetServingStatus(service, serving);
+  }
+}
+
+absl::Status WorkerServer::Start() {
+  if (!config_.metrics_listen.empty()) {
+    LLM_ASSIGN_OR_RETURN(metrics_port_, metrics_.Serve(config_.metrics_listen));
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port_);
+  // The transport takes messages up to 4x the configured limit, so that a request over the
+  // limit gets INVALID_ARGUMENT from the service (wire_check.h) rather than a bare transport
+  // error; beyond that gRPC refuses it with RESOURCE_EXHAUSTED.
+  builder.SetMaxReceiveMessageSize(
+      static_cast<int>(std::min<int64_t>(int64_t{config_.max_message_bytes} * 4, INT32_MAX)));
+  builder.RegisterService(&generation_);
+  load_ = std::make_unique<LoadService>(config_.load_interval_ms);
+  builder.RegisterService(load_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen));
+  }
+  SetServing(false);  // until the model is loaded
+
+  pool_ = std::make_unique<ThreadPool>(config_.cpu_threads);
+  LLM_ASSIGN_OR_RETURN(auto model, runner::CpuModel::Load(config_.model_path, pool_.get()));
+  LLM_ASSIGN_OR_RETURN(auto tokenizer, frontend::Tokenizer::Load(config_.model_path));
+  const model::ModelConfig mc = model->config();
+  runner::CpuRunnerOptions ro;
+  ro.max_slots = config_.max_slots;
+  ro.block_tokens = 16;
+  const int64_t block_bytes =
+      int64_t{mc.num_layers} * 2 * mc.num_kv_heads * mc.head_dim * ro.block_tokens * 4;
+  ro.num_kv_blocks = config_.kv_blocks > 0
+                         ? config_.kv_blocks
+                         : static_cast<int32_t>((int64_t{config_.kv_cache_mb} << 20) / block_bytes);
+  if (ro.num_kv_blocks < 1) {
+    return absl::InvalidArgumentError("engine.kv_cache_mb: too small for one KV block");
+  }
+  ro.valid_vocab_size = tokenizer->vocab_size();
+  ro.extra_step_seconds = config_.extra_step_ms / 1e3;
+  auto runner = std::make_unique<runner::CpuRunner>(std::move(model), ro);
+  LLM_ASSIGN_OR_RETURN(worker_,
+                       loop::Worker::Create(config_.worker, std::move(runner), std::move(tokenizer),
+                                            mc.eos_token_ids, &metrics_, &metrics_));
+  LoadFacts facts;
+  facts.worker_id =
+      config_.worker_id.empty() ? absl::StrCat(HostName(), ":", port_) : config_.worker_id;
+  facts.model = config_.model_name;
+  facts.device = absl::StrCat("cpu (", pool_->num_threads(), " threads)");
+  load_->Start(worker_.get(), facts);
+  metrics_.SetWorker(worker_.get());
+  generation_.SetWorker(worker_.get());
+  SetServing(true);
+  return absl::OkStatus();
+}
+
+bool WorkerServer::Drain() {
+  const auto grace = std::chrono::duration_cast<loop::Clock::duration>(
+      std::chrono::duration<double>(config_.drain_grace_seconds));
+  if (server_) SetServing(false);
+  bool finished = true;
+  if (worker_) {
+    worker_->BeginDrain();
+    finished = worker_->WaitIdle(loop::Clock::now() + grace);
+  }
+  if (load_) load_->Stop();
+  // Streams still open after the grace period are cancelled.
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  generation_.SetWorker(nullptr);
+  metrics_.SetWorker(nullptr);
+  worker_.reset();
+  return finished;
+}
+
+}  // namespace llm::server
