@@ -1,13 +1,21 @@
 #include "common/thread_pool.h"
 
 #include <algorithm>
+#include <string>
+
+#include "common/thread_name.h"
 
 namespace llm {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0)
     num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int i = 1; i < num_threads; ++i) {
+    workers_.emplace_back([this, i] {
+      SetCurrentThreadName("pool-" + std::to_string(i));
+      WorkerLoop();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {

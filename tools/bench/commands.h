@@ -9,6 +9,8 @@ namespace llm::bench {
 
 int RunTokenizerBench(const std::vector<std::string>& args);
 int RunGenerateBench(const std::vector<std::string>& args);
+int RunEngineBench(const std::vector<std::string>& args);
+int RunServeBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

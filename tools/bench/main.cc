@@ -12,6 +12,8 @@ constexpr char kUsage[] =
     "usage: llm-bench BENCHMARK [flags]   (each prints one JSON document)\n"
     "  tokenizer  encode throughput beside Hugging Face tokenizers on the same corpus\n"
     "  generate   CPU generation: prefill time and decode tokens/s for one sequence\n"
+    "  engine     host time per engine step at 1..N running slots (runner returns at once)\n"
+    "  serve      load a worker or router over gRPC: throughput, TTFT, TPOT (JSON)\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (name == "tokenizer") return llm::bench::RunTokenizerBench(args);
   if (name == "generate") return llm::bench::RunGenerateBench(args);
+  if (name == "engine") return llm::bench::RunEngineBench(args);
+  if (name == "serve") return llm::bench::RunServeBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace llm::loop {
 
 namespace {
@@ -20,7 +22,10 @@ EngineLoop::~EngineLoop() { Stop(); }
 
 void EngineLoop::Start() {
   window_start_ = Clock::now();
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    SetCurrentThreadName("engine");
+    Run();
+  });
 }
 
 void EngineLoop::Stop() {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/thread_name.h"
+
 namespace llm::loop {
 namespace {
 
@@ -18,7 +20,11 @@ OutputStage::OutputStage(const frontend::Tokenizer& tokenizer, int num_threads,
   }
   for (auto& s : shards_) {
     Shard* shard = s.get();
-    shard->thread = std::thread([this, shard] { Run(*shard); });
+    const std::string name = "output-" + std::to_string(&s - &shards_[0]);
+    shard->thread = std::thread([this, shard, name] {
+      SetCurrentThreadName(name);
+      Run(*shard);
+    });
   }
 }
 

@@ -1,12 +1,16 @@
 #include "worker/loop/task_pool.h"
 
 #include <algorithm>
+#include <string>
+
+#include "common/thread_name.h"
 
 namespace llm::loop {
 
-TaskPool::TaskPool(int num_threads) {
+TaskPool::TaskPool(int num_threads, const std::string& name) {
   for (int i = 0; i < std::max(1, num_threads); ++i) {
-    threads_.emplace_back([this] {
+    threads_.emplace_back([this, i, name] {
+      SetCurrentThreadName(name + "-" + std::to_string(i));
       for (;;) {
         std::function<void()> task;
         {

@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,7 +14,8 @@ namespace llm::loop {
 
 class TaskPool {
  public:
-  explicit TaskPool(int num_threads);
+  // Threads are named NAME-0, NAME-1, ...
+  TaskPool(int num_threads, const std::string& name);
   ~TaskPool();  // runs the tasks already queued, then joins
 
   void Post(std::function<void()> task);

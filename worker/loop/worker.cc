@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
       [self](uint64_t key) { self->engine_->Abort(key); }, request_observer);
   w->engine_ = std::make_unique<EngineLoop>(w->options_.scheduler, std::move(runner),
                                             w->output_.get(), step_observer);
-  w->tokenizer_pool_ = std::make_unique<TaskPool>(w->options_.tokenizer_threads);
+  w->tokenizer_pool_ = std::make_unique<TaskPool>(w->options_.tokenizer_threads, "tokenizer");
   w->engine_->Start();
   return w;
 }

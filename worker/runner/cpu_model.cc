@@ -99,8 +99,8 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
   for (int l = 0; l < c.num_layers; ++l) {
     const CpuLayerWeights& w = weights_.layers[l];
     RmsNorm(x_.data(), w.input_norm.data(), xn_.data(), n, h, eps);
-    MatMulTransposed(xn_.data(), w.qkv.data(), w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(),
-                     qkv_.data(), n, h, qkv_dim, pool_);
+    MatMulPacked(xn_.data(), w.qkv, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), qkv_.data(),
+                 n, pool_);
     // RoPE on q and k, then K and V into the paged cache.
     for (const SeqChunk& s : batch.seqs) {
       for (int32_t i = 0; i < s.num_tokens; ++i) {
@@ -116,24 +116,24 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
         for (int kh = 0; kh < c.num_kv_heads; ++kh) {
           float* k = row + q_dim + kh * c.head_dim;
           ApplyRope(k, cos.data(), sin.data(), c.head_dim);
-          std::memcpy(kv.Key(l, block, kh) + slot * c.head_dim, k, c.head_dim * sizeof(float));
+          float* keys_t = kv.Key(l, block, kh);
+          for (int d = 0; d < c.head_dim; ++d) keys_t[d * kv.block_tokens() + slot] = k[d];
           std::memcpy(kv.Value(l, block, kh) + slot * c.head_dim,
                       row + q_dim + kv_dim + kh * c.head_dim, c.head_dim * sizeof(float));
         }
       }
     }
     Attention(batch, l, kv);
-    MatMulTransposed(attn_.data(), w.o.data(), w.o_bias.empty() ? nullptr : w.o_bias.data(),
-                     tmp_.data(), n, q_dim, h, pool_);
+    MatMulPacked(attn_.data(), w.o, w.o_bias.empty() ? nullptr : w.o_bias.data(), tmp_.data(), n,
+                 pool_);
     for (size_t i = 0; i < n * h; ++i) x_[i] += tmp_[i];
 
     RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), n, h, eps);
-    MatMulTransposed(xn_.data(), w.gate_up.data(),
-                     w.gate_up_bias.empty() ? nullptr : w.gate_up_bias.data(), gate_up_.data(), n,
-                     h, 2 * inter, pool_);
+    MatMulPacked(xn_.data(), w.gate_up, w.gate_up_bias.empty() ? nullptr : w.gate_up_bias.data(),
+                 gate_up_.data(), n, pool_);
     SiluMul(gate_up_.data(), act_.data(), n, inter);
-    MatMulTransposed(act_.data(), w.down.data(), w.down_bias.empty() ? nullptr : w.down_bias.data(),
-                     tmp_.data(), n, inter, h, pool_);
+    MatMulPacked(act_.data(), w.down, w.down_bias.empty() ? nullptr : w.down_bias.data(),
+                 tmp_.data(), n, pool_);
     for (size_t i = 0; i < n * h; ++i) x_[i] += tmp_[i];
   }
 
@@ -146,8 +146,7 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
     ++num_out;
   }
   logits.resize(num_out * c.vocab_size);
-  MatMulTransposed(xn_.data(), weights_.head().data(), nullptr, logits.data(), num_out, h,
-                   c.vocab_size, pool_);
+  MatMulPacked(xn_.data(), weights_.head, nullptr, logits.data(), num_out, pool_);
   return absl::OkStatus();
 }
 
@@ -170,17 +169,22 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
       const int32_t first = c.sliding_window > 0 ? std::max(0, pos - c.sliding_window + 1) : 0;
       const float* q = &qkv_[t * qkv_dim + head * c.head_dim];
       scores.resize(pos - first + 1);
-      for (int32_t p = first; p <= pos; ++p) {
-        const float* k = kv.Key(layer, s.block_table[p / bt], kv_head) + (p % bt) * c.head_dim;
-        scores[p - first] = Dot(q, k, c.head_dim) * scale;
+      // Scores block by block: positions [lo, hi) of block b.
+      for (int32_t b = first / bt; b <= pos / bt; ++b) {
+        const int32_t lo = std::max(first, b * bt), hi = std::min(pos + 1, (b + 1) * bt);
+        float block_scores[64];
+        BlockScores(q, kv.Key(layer, s.block_table[b], kv_head), c.head_dim, bt, hi - b * bt, scale,
+                    block_scores);
+        std::memcpy(&scores[lo - first], block_scores + (lo - b * bt), (hi - lo) * sizeof(float));
       }
       SoftmaxInPlace(scores.data(), scores.size());
       float* out = &attn_[t * q_dim + head * c.head_dim];
       std::fill(out, out + c.head_dim, 0.0f);
-      for (int32_t p = first; p <= pos; ++p) {
-        const float* v = kv.Value(layer, s.block_table[p / bt], kv_head) + (p % bt) * c.head_dim;
-        const float a = scores[p - first];
-        for (int d = 0; d < c.head_dim; ++d) out[d] += a * v[d];
+      for (int32_t b = first / bt; b <= pos / bt; ++b) {
+        const int32_t lo = std::max(first, b * bt), hi = std::min(pos + 1, (b + 1) * bt);
+        AccumulateValues(&scores[lo - first],
+                         kv.Value(layer, s.block_table[b], kv_head) + (lo - b * bt) * c.head_dim,
+                         hi - lo, c.head_dim, out);
       }
     }
   };
@@ -189,7 +193,7 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
   size_t context_tokens = 0;
   for (size_t t = 0; t < n; ++t) context_tokens += positions_[t] + 1;
   const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 / n);
-  const size_t min_chunk = std::max<size_t>(1, 32768 / work_per_item);
+  const size_t min_chunk = std::max<size_t>(1, 256 * 1024 / work_per_item);
   if (pool_ == nullptr || items <= min_chunk) {
     work(0, items);
   } else {

@@ -29,6 +29,8 @@ class CpuModel {
   static absl::StatusOr<std::unique_ptr<CpuModel>> Load(const std::string& dir, ThreadPool* pool);
 
   const model::ModelConfig& config() const { return config_; }
+  // The pool Forward parallelises on (may be null); runners reuse it for sampling.
+  ThreadPool* pool() const { return pool_; }
 
   // Runs `batch`, writing every token's K and V into `kv` at its position, and writes the
   // logits of each chunk with need_logits to `logits` ([num_chunks_with_logits, vocab], in

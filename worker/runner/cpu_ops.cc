@@ -1,118 +1,226 @@
 #include "worker/runner/cpu_ops.h"
 
-#include <algorithm>
-#include <cmath>
+#include <immintrin.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "common/fast_exp.h"
 #include "common/thread_pool.h"
 
 namespace llm::runner {
 namespace {
 
-// Eight float lanes. GCC lowers this to AVX registers, or to pairs of SSE registers, with the
-// same per-lane IEEE results either way.
-typedef float V8 __attribute__((vector_size(32)));
+constexpr size_t kPanel = PackedWeights::kPanel;
+constexpr size_t kTileRows = 4;
 
-inline V8 Load8(const float* p) {
-  V8 v;
-  __builtin_memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-inline float SumLanes(V8 v) {
-  // Fixed tree: ((0+4)+(2+6)) + ((1+5)+(3+7)).
-  const float a = (v[0] + v[4]) + (v[2] + v[6]);
-  const float b = (v[1] + v[5]) + (v[3] + v[7]);
-  return a + b;
-}
-
-// Computes a ROWS x COLS tile of dot products; each one follows exactly the order of Dot().
-template <int ROWS, int COLS>
-inline void DotTile(const float* const* x, const float* const* w, size_t n, float* out) {
-  V8 acc[ROWS][COLS] = {};
-  const size_t n8 = n & ~size_t{7};
-  for (size_t i = 0; i < n8; i += 8) {
-    V8 xv[ROWS];
-    for (int r = 0; r < ROWS; ++r) xv[r] = Load8(x[r] + i);
-    for (int c = 0; c < COLS; ++c) {
-      const V8 wv = Load8(w[c] + i);
-      for (int r = 0; r < ROWS; ++r) acc[r][c] = acc[r][c] + xv[r] * wv;
+// One panel (kPanel outputs) for ROWS rows of x: each output is a multiply-add chain over the
+// input dimension in order. Plain multiply then add (portable).
+template <int ROWS>
+void PanelPlain(const float* const* x, const float* panel, size_t in, float (*out)[kPanel]) {
+  float acc[ROWS][kPanel] = {};
+  for (size_t i = 0; i < in; ++i) {
+    const float* w = panel + i * kPanel;
+    for (int r = 0; r < ROWS; ++r) {
+      const float xv = x[r][i];
+      for (size_t l = 0; l < kPanel; ++l) acc[r][l] = acc[r][l] + xv * w[l];
     }
   }
   for (int r = 0; r < ROWS; ++r) {
-    for (int c = 0; c < COLS; ++c) {
-      float tail = 0.0f;
-      for (size_t i = n8; i < n; ++i) tail = tail + x[r][i] * w[c][i];
-      out[r * COLS + c] = SumLanes(acc[r][c]) + tail;
+    for (size_t l = 0; l < kPanel; ++l) out[r][l] = acc[r][l];
+  }
+}
+
+// The same chain with fused multiply-adds (x86 FMA3): rounded once per step. Written with named
+// accumulators: GCC 12 spills an accumulator array to the stack on every iteration.
+#define LLM_FMA_ROW(r)                               \
+  const __m256 x##r = _mm256_broadcast_ss(x[r] + i); \
+  a##r##0 = _mm256_fmadd_ps(x##r, w0, a##r##0);      \
+  a##r##1 = _mm256_fmadd_ps(x##r, w1, a##r##1)
+
+__attribute__((target("avx2,fma"))) void PanelFma4(const float* const* x, const float* panel,
+                                                   size_t in, float (*out)[kPanel]) {
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+  __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  for (size_t i = 0; i < in; ++i) {
+    const __m256 w0 = _mm256_loadu_ps(panel + i * kPanel);
+    const __m256 w1 = _mm256_loadu_ps(panel + i * kPanel + 8);
+    LLM_FMA_ROW(0);
+    LLM_FMA_ROW(1);
+    LLM_FMA_ROW(2);
+    LLM_FMA_ROW(3);
+  }
+  _mm256_storeu_ps(out[0], a00);
+  _mm256_storeu_ps(out[0] + 8, a01);
+  _mm256_storeu_ps(out[1], a10);
+  _mm256_storeu_ps(out[1] + 8, a11);
+  _mm256_storeu_ps(out[2], a20);
+  _mm256_storeu_ps(out[2] + 8, a21);
+  _mm256_storeu_ps(out[3], a30);
+  _mm256_storeu_ps(out[3] + 8, a31);
+}
+
+__attribute__((target("avx2,fma"))) void PanelFma1(const float* const* x, const float* panel,
+                                                   size_t in, float (*out)[kPanel]) {
+  __m256 a00 = _mm256_setzero_ps(), a01 = a00;
+  for (size_t i = 0; i < in; ++i) {
+    const __m256 w0 = _mm256_loadu_ps(panel + i * kPanel);
+    const __m256 w1 = _mm256_loadu_ps(panel + i * kPanel + 8);
+    LLM_FMA_ROW(0);
+  }
+  _mm256_storeu_ps(out[0], a00);
+  _mm256_storeu_ps(out[0] + 8, a01);
+}
+#undef LLM_FMA_ROW
+
+// One row against four panels at once (eight independent chains for the FMA units to overlap);
+// every output is still the same in-order chain as in PanelFma4 and PanelFma1.
+__attribute__((target("avx2,fma"))) void RowFma4Panels(const float* x, const float* p0, size_t in,
+                                                       float* out) {
+  const float* p1 = p0 + in * kPanel;
+  const float* p2 = p1 + in * kPanel;
+  const float* p3 = p2 + in * kPanel;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (size_t i = 0; i < in; ++i) {
+    const __m256 xv = _mm256_broadcast_ss(x + i);
+    const size_t k = i * kPanel;
+    a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p0 + k), a0);
+    a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p0 + k + 8), a1);
+    a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p1 + k), a2);
+    a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p1 + k + 8), a3);
+    a4 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p2 + k), a4);
+    a5 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p2 + k + 8), a5);
+    a6 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p3 + k), a6);
+    a7 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p3 + k + 8), a7);
+  }
+  _mm256_storeu_ps(out, a0);
+  _mm256_storeu_ps(out + 8, a1);
+  _mm256_storeu_ps(out + 16, a2);
+  _mm256_storeu_ps(out + 24, a3);
+  _mm256_storeu_ps(out + 32, a4);
+  _mm256_storeu_ps(out + 40, a5);
+  _mm256_storeu_ps(out + 48, a6);
+  _mm256_storeu_ps(out + 56, a7);
+}
+
+template <bool kFma>
+struct Panels {
+  template <int ROWS>
+  static void Run(const float* const* x, const float* panel, size_t in, float (*out)[kPanel]) {
+    if constexpr (kFma) {
+      static_assert(ROWS == 1 || ROWS == kTileRows);
+      if constexpr (ROWS == 1) {
+        PanelFma1(x, panel, in, out);
+      } else {
+        PanelFma4(x, panel, in, out);
+      }
+    } else {
+      PanelPlain<ROWS>(x, panel, in, out);
+    }
+  }
+};
+
+// Output panels [p_begin, p_end) for every row.
+template <bool kFma>
+void MatMulPanels(const float* x, const PackedWeights& w, const float* bias, float* y,
+                  size_t num_rows, size_t p_begin, size_t p_end) {
+  float tile[kTileRows][kPanel];
+  const size_t in = w.in;
+  auto store = [&](size_t t, size_t p, const float* vals) {
+    const size_t o0 = p * kPanel;
+    const size_t width = std::min(kPanel, w.out - o0);
+    float* dst = y + t * w.out + o0;
+    for (size_t l = 0; l < width; ++l) dst[l] = bias ? vals[l] + bias[o0 + l] : vals[l];
+  };
+  const size_t full_rows = num_rows - num_rows % kTileRows;
+  for (size_t p = p_begin; p < p_end; ++p) {
+    const float* panel = w.panels.data() + p * in * kPanel;
+    for (size_t t = 0; t < full_rows; t += kTileRows) {
+      const float* xr[kTileRows] = {x + t * in, x + (t + 1) * in, x + (t + 2) * in,
+                                    x + (t + 3) * in};
+      Panels<kFma>::template Run<kTileRows>(xr, panel, in, tile);
+      for (size_t r = 0; r < kTileRows; ++r) store(t + r, p, tile[r]);
+    }
+  }
+  for (size_t t = full_rows; t < num_rows; ++t) {
+    const float* xr[1] = {x + t * in};
+    size_t p = p_begin;
+    if constexpr (kFma) {
+      float group[4 * kPanel];
+      for (; p + 4 <= p_end; p += 4) {
+        RowFma4Panels(xr[0], w.panels.data() + p * in * kPanel, in, group);
+        for (size_t g = 0; g < 4; ++g) store(t, p + g, group + g * kPanel);
+      }
+    }
+    for (; p < p_end; ++p) {
+      Panels<kFma>::template Run<1>(xr, w.panels.data() + p * in * kPanel, in, tile);
+      store(t, p, tile[0]);
     }
   }
 }
 
-// Rows [row_begin, row_end) x outputs [o_begin, o_end) of MatMulTransposed.
-__attribute__((target_clones("avx2", "default"))) void MatMulBlock(const float* x, const float* w,
-                                                                   const float* bias, float* y,
-                                                                   size_t num_rows, size_t in,
-                                                                   size_t out, size_t o_begin,
-                                                                   size_t o_end) {
-  constexpr int kRows = 4;
-  constexpr int kCols = 2;
-  float tile[kRows * kCols];
-  size_t o = o_begin;
-  for (; o + kCols <= o_end; o += kCols) {
-    const float* wr[kCols] = {w + o * in, w + (o + 1) * in};
-    size_t t = 0;
-    for (; t + kRows <= num_rows; t += kRows) {
-      const float* xr[kRows] = {x + t * in, x + (t + 1) * in, x + (t + 2) * in, x + (t + 3) * in};
-      DotTile<kRows, kCols>(xr, wr, in, tile);
-      for (int r = 0; r < kRows; ++r) {
-        for (int c = 0; c < kCols; ++c) y[(t + r) * out + o + c] = tile[r * kCols + c];
-      }
-    }
-    for (; t < num_rows; ++t) {
-      const float* xr[1] = {x + t * in};
-      DotTile<1, kCols>(xr, wr, in, tile);
-      for (int c = 0; c < kCols; ++c) y[t * out + o + c] = tile[c];
-    }
-  }
-  for (; o < o_end; ++o) {
-    const float* wr[1] = {w + o * in};
-    for (size_t t = 0; t < num_rows; ++t) {
-      const float* xr[1] = {x + t * in};
-      DotTile<1, 1>(xr, wr, in, tile);
-      y[t * out + o] = tile[0];
-    }
-  }
-  if (bias != nullptr) {
-    for (size_t t = 0; t < num_rows; ++t) {
-      for (size_t oo = o_begin; oo < o_end; ++oo) y[t * out + oo] = y[t * out + oo] + bias[oo];
-    }
-  }
+__attribute__((target("avx2,fma"))) void MatMulPanelsFma(const float* x, const PackedWeights& w,
+                                                         const float* bias, float* y, size_t rows,
+                                                         size_t b, size_t e) {
+  MatMulPanels<true>(x, w, bias, y, rows, b, e);
 }
+
+void MatMulPanelsPlain(const float* x, const PackedWeights& w, const float* bias, float* y,
+                       size_t rows, size_t b, size_t e) {
+  MatMulPanels<false>(x, w, bias, y, rows, b, e);
+}
+
+// Chosen once per process, so every matrix product of a run takes the same path.
+using MatMulPanelsFn = void (*)(const float*, const PackedWeights&, const float*, float*, size_t,
+                                size_t, size_t);
+MatMulPanelsFn ChooseMatMul() {
+  __builtin_cpu_init();
+  if (std::getenv("LLM_CPU_NO_FMA") == nullptr && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma")) {
+    return MatMulPanelsFma;
+  }
+  return MatMulPanelsPlain;
+}
+const MatMulPanelsFn kMatMulPanels = ChooseMatMul();
 
 }  // namespace
 
-float Dot(const float* a, const float* b, size_t n) {
-  float out;
-  const float* ar[1] = {a};
-  const float* br[1] = {b};
-  DotTile<1, 1>(ar, br, n, &out);
-  return out;
+PackedWeights PackWeights(const float* w, size_t out, size_t in) {
+  PackedWeights p;
+  p.out = out;
+  p.in = in;
+  const size_t num_panels = (out + kPanel - 1) / kPanel;
+  p.panels.assign(num_panels * in * kPanel, 0.0f);
+  for (size_t o = 0; o < out; ++o) {
+    float* panel = p.panels.data() + (o / kPanel) * in * kPanel;
+    for (size_t i = 0; i < in; ++i) panel[i * kPanel + o % kPanel] = w[o * in + i];
+  }
+  return p;
+}
+
+void MatMulPacked(const float* x, const PackedWeights& w, const float* bias, float* y,
+                  size_t num_rows, ThreadPool* pool) {
+  const size_t num_panels = (w.out + kPanel - 1) / kPanel;
+  // Waking a pool thread costs several microseconds (more when other threads want the core),
+  // so a chunk must hold ~256k multiply-adds (tens of microseconds) to be worth handing out.
+  // A single decoding sequence therefore stays on one thread.
+  constexpr size_t kMinWorkPerChunk = 256 * 1024;
+  const size_t work_per_panel = std::max<size_t>(1, num_rows * w.in * kPanel);
+  const size_t min_chunk = (kMinWorkPerChunk + work_per_panel - 1) / work_per_panel;
+  auto run = [&](size_t begin, size_t end) { kMatMulPanels(x, w, bias, y, num_rows, begin, end); };
+  if (pool == nullptr || pool->num_threads() == 1 || num_panels <= min_chunk) {
+    run(0, num_panels);
+    return;
+  }
+  pool->ParallelFor(num_panels, min_chunk, run);
 }
 
 void MatMulTransposed(const float* x, const float* w, const float* bias, float* y, size_t num_rows,
                       size_t in, size_t out, ThreadPool* pool) {
-  // Below ~64k multiply-adds a chunk, waking threads costs more than it saves.
-  constexpr size_t kMinWorkPerChunk = 64 * 1024;
-  const size_t work_per_output = std::max<size_t>(1, num_rows * in);
-  const size_t min_chunk = (kMinWorkPerChunk + work_per_output - 1) / work_per_output;
-  auto run = [&](size_t begin, size_t end) {
-    MatMulBlock(x, w, bias, y, num_rows, in, out, begin, end);
-  };
-  if (pool == nullptr || pool->num_threads() == 1 || out <= min_chunk) {
-    run(0, out);
-    return;
-  }
-  // Keep chunks even so the 2-wide output tiles line up.
-  pool->ParallelFor(out, std::max<size_t>(2, min_chunk + (min_chunk & 1)), run);
+  MatMulPacked(x, PackWeights(w, out, in), bias, y, num_rows, pool);
 }
 
 void RmsNorm(const float* x, const float* weight, float* y, size_t num_rows, size_t dim,
@@ -145,23 +253,50 @@ void ApplyRope(float* head, const float* cos, const float* sin, size_t head_dim)
   }
 }
 
-void SiluMul(const float* gate_up, float* out, size_t num_rows, size_t inter) {
+// NOTE: the functions below use std::fma for every multiply-add. It is exactly rounded on every
+// machine, so the AVX2+FMA clone (vectorized) and the portable clone (a libm call) give the
+// same bits; target_clones picks the fast one where the CPU has FMA (which implies AVX).
+#define LLM_CLONES __attribute__((target_clones("fma", "default")))
+
+float Exp(float x) { return FastExp(x); }
+
+LLM_CLONES void BlockScores(const float* q, const float* keys_t, size_t head_dim,
+                            size_t block_tokens, size_t n, float scale, float* scores) {
+  float acc[64];  // block_tokens <= 64
+  for (size_t j = 0; j < n; ++j) acc[j] = 0.0f;
+  for (size_t d = 0; d < head_dim; ++d) {
+    const float qd = q[d];
+    const float* k = keys_t + d * block_tokens;
+    for (size_t j = 0; j < n; ++j) acc[j] = std::fma(qd, k[j], acc[j]);
+  }
+  for (size_t j = 0; j < n; ++j) scores[j] = acc[j] * scale;
+}
+
+LLM_CLONES void AccumulateValues(const float* p, const float* values, size_t n, size_t head_dim,
+                                 float* out) {
+  for (size_t j = 0; j < n; ++j) {
+    const float pj = p[j];
+    const float* v = values + j * head_dim;
+    for (size_t d = 0; d < head_dim; ++d) out[d] = std::fma(pj, v[d], out[d]);
+  }
+}
+
+LLM_CLONES void SiluMul(const float* gate_up, float* out, size_t num_rows, size_t inter) {
   for (size_t t = 0; t < num_rows; ++t) {
     const float* g = gate_up + t * 2 * inter;
     const float* u = g + inter;
     float* o = out + t * inter;
-    for (size_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    for (size_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + FastExp(-g[i])) * u[i];
   }
 }
 
-void SoftmaxInPlace(float* x, size_t n) {
+LLM_CLONES void SoftmaxInPlace(float* x, size_t n) {
   if (n == 0) return;
-  const float m = *std::max_element(x, x + n);
+  float m = x[0];
+  for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  for (size_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - m);
   float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - m);
-    sum += x[i];
-  }
+  for (size_t i = 0; i < n; ++i) sum += x[i];
   const float inv = 1.0f / sum;
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }

@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
+#include "common/thread_pool.h"
 
 namespace llm::runner {
 
@@ -30,7 +32,12 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.max_context = c.max_position_embeddings;
   info_.device = "cpu";
   info_.kv_cache_bytes = kv_.bytes();
-  if (options_.async) thread_ = std::thread([this] { ThreadLoop(); });
+  if (options_.async) {
+    thread_ = std::thread([this] {
+      SetCurrentThreadName("runner");
+      ThreadLoop();
+    });
+  }
 }
 
 CpuRunner::~CpuRunner() {
@@ -145,16 +152,32 @@ absl::Status CpuRunner::Execute(const StepPlan& plan, StepResult& result) {
   if (!chunks_.empty()) {
     if (absl::Status st = model_->Forward({tokens_, chunks_}, kv_, logits_); !st.ok()) return st;
   }
+  // Sampling is independent per slot (its own seed, counter and penalties), so the rows are
+  // spread over the thread pool; a slot's token does not depend on which thread samples it.
   const int32_t vocab = model_->config().vocab_size;
+  samples_.resize(sampling_slots_.size());
+  auto sample_rows = [&](size_t begin, size_t end) {
+    thread_local sampling::Sampler sampler;
+    for (size_t i = begin; i < end; ++i) {
+      SlotState& slot = slots_[sampling_slots_[i]];
+      const engine::EngineRequest& req = *slot.request;
+      std::span<float> row(logits_.data() + i * vocab, vocab);
+      for (int32_t t = options_.valid_vocab_size; t < vocab; ++t) {
+        row[t] = -std::numeric_limits<float>::infinity();
+      }
+      samples_[i] = sampler.Sample(row, req.sampling, slot.penalties, slot.generated,
+                                   req.num_top_logprobs, req.want_logprobs);
+    }
+  };
+  if (ThreadPool* pool = model_->pool(); pool != nullptr && sampling_slots_.size() > 1) {
+    pool->ParallelFor(sampling_slots_.size(), 2, sample_rows);
+  } else {
+    sample_rows(0, sampling_slots_.size());
+  }
   for (size_t i = 0; i < sampling_slots_.size(); ++i) {
     SlotState& slot = slots_[sampling_slots_[i]];
     const engine::EngineRequest& req = *slot.request;
-    std::span<float> row(logits_.data() + i * vocab, vocab);
-    for (int32_t t = options_.valid_vocab_size; t < vocab; ++t) {
-      row[t] = -std::numeric_limits<float>::infinity();
-    }
-    const auto sample = sampler_.Sample(row, req.sampling, slot.penalties, slot.generated,
-                                        req.num_top_logprobs, req.want_logprobs);
+    const sampling::SampleResult& sample = samples_[i];
     ++slot.generated;
     slot.last_token = sample.token_id;
     slot.penalties.AddOutput(sample.token_id);

@@ -59,12 +59,12 @@ class CpuRunner : public ModelRunner {
   RunnerInfo info_;
   CpuKvCache kv_;
   std::vector<SlotState> slots_;
-  sampling::Sampler sampler_;
   // Scratch reused across steps.
   std::vector<int32_t> tokens_;
   std::vector<SeqChunk> chunks_;
   std::vector<int32_t> sampling_slots_;
   std::vector<float> logits_;
+  std::vector<sampling::SampleResult> samples_;
   int in_flight_ = 0;  // engine thread only
 
   // Async mode: plans to run and results to collect, in order.

@@ -1,4 +1,5 @@
-// Llama weights in fp32 for the CPU runner, converted from the checkpoint's dtype at load.
+// Llama weights in fp32 for the CPU runner, converted from the checkpoint's dtype at load and
+// packed for MatMulPacked.
 #ifndef LLM_WORKER_RUNNER_CPU_WEIGHTS_H_
 #define LLM_WORKER_RUNNER_CPU_WEIGHTS_H_
 
@@ -7,29 +8,29 @@
 #include "absl/status/statusor.h"
 #include "worker/model/config.h"
 #include "worker/model/safetensors.h"
+#include "worker/runner/cpu_ops.h"
 
 namespace llm::runner {
 
+// Matrices are packed (their logical shapes, [out, in], in the comments).
 struct CpuLayerWeights {
   std::vector<float> input_norm;    // [hidden]
-  std::vector<float> qkv;           // [q_dim + 2 * kv_dim, hidden]: q, k, v stacked
+  PackedWeights qkv;                // [q_dim + 2 * kv_dim, hidden]: q, k, v stacked
   std::vector<float> qkv_bias;      // [q_dim + 2 * kv_dim] or empty
-  std::vector<float> o;             // [hidden, q_dim]
+  PackedWeights o;                  // [hidden, q_dim]
   std::vector<float> o_bias;        // [hidden] or empty
   std::vector<float> post_norm;     // [hidden]
-  std::vector<float> gate_up;       // [2 * intermediate, hidden]: gate, up stacked
+  PackedWeights gate_up;            // [2 * intermediate, hidden]: gate, up stacked
   std::vector<float> gate_up_bias;  // [2 * intermediate] or empty
-  std::vector<float> down;          // [hidden, intermediate]
+  PackedWeights down;               // [hidden, intermediate]
   std::vector<float> down_bias;     // [hidden] or empty
 };
 
 struct CpuWeights {
-  std::vector<float> embedding;   // [vocab, hidden]
-  std::vector<float> lm_head;     // [vocab, hidden]; empty when tied to the embedding
+  std::vector<float> embedding;   // [vocab, hidden], row-major (gathered by token id)
+  PackedWeights head;             // [vocab, hidden]: lm_head, or the embedding when tied
   std::vector<float> final_norm;  // [hidden]
   std::vector<CpuLayerWeights> layers;
-
-  const std::vector<float>& head() const { return lm_head.empty() ? embedding : lm_head; }
 };
 
 // Loads and checks every tensor named by LlamaTensorSpecs(config) from `store`.

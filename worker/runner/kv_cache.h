@@ -12,8 +12,9 @@
 
 namespace llm::runner {
 
-// Layout per layer: [num_blocks][num_kv_heads][block_tokens][head_dim] for K and for V, so one
-// head's keys inside a block are contiguous.
+// Layout per layer: keys [num_blocks][num_kv_heads][head_dim][block_tokens] (transposed in the
+// block, so a query's scores against a block are vector multiply-add chains) and values
+// [num_blocks][num_kv_heads][block_tokens][head_dim].
 class CpuKvCache {
  public:
   CpuKvCache(const model::ModelConfig& config, int32_t num_blocks, int32_t block_tokens);
@@ -22,7 +23,8 @@ class CpuKvCache {
   int32_t block_tokens() const { return block_tokens_; }
   size_t bytes() const;
 
-  // Start of (block, kv_head) in a layer: [block_tokens][head_dim].
+  // Start of (block, kv_head) in a layer: keys [head_dim][block_tokens], values
+  // [block_tokens][head_dim].
   float* Key(int layer, int32_t block, int kv_head) { return At(keys_, layer, block, kv_head); }
   float* Value(int layer, int32_t block, int kv_head) { return At(values_, layer, block, kv_head); }
   const float* Key(int layer, int32_t block, int kv_head) const {

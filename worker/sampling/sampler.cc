@@ -5,9 +5,24 @@
 #include <limits>
 #include <numeric>
 
+#include "common/fast_exp.h"
 #include "common/philox.h"
 
 namespace llm::sampling {
+namespace {
+
+// probs[i] = exp((logits[i] - max) * inv_temperature); returns their sum.
+__attribute__((target_clones("fma", "default"))) double ExpScaled(const float* logits,
+                                                                  float max_logit,
+                                                                  float inv_temperature,
+                                                                  float* probs, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_temperature);
+  double sum = 0.0;
+  for (int32_t i = 0; i < n; ++i) sum += probs[i];
+  return sum;
+}
+
+}  // namespace
 
 void PenaltyState::AddPrompt(std::span<const int32_t> ids) {
   prompt_ids_.insert(prompt_ids_.end(), ids.begin(), ids.end());
@@ -63,14 +78,10 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
   float max_logit = -std::numeric_limits<float>::infinity();
   for (float l : logits) max_logit = std::max(max_logit, l);
   probs_.resize(n);
-  double sum = 0.0;
-  for (int32_t i = 0; i < n; ++i) {
-    probs_[i] = std::exp((logits[i] - max_logit) / temperature);
-    sum += probs_[i];
-  }
+  const double sum = ExpScaled(logits.data(), max_logit, 1.0f / temperature, probs_.data(), n);
   const double log_sum = std::log(sum);
   auto logprob_of = [&](int32_t id) {
-    return static_cast<float>((logits[id] - max_logit) / temperature - log_sum);
+    return static_cast<float>((logits[id] - max_logit) * (1.0f / temperature) - log_sum);
   };
 
   if (p.greedy()) {

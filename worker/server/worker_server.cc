@@ -48,6 +48,9 @@ absl::Status WorkerServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // NOTE: gRPC turns SO_REUSEPORT on by default, which lets a second process bind the same port
+  // and silently take half the connections. A port in use must be an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port_);
   // The transport takes messages up to 4x the configured limit, so that a request over the
   // limit gets INVALID_ARGUMENT from the service (wire_check.h) rather than a bare transport
