@@ -40,6 +40,14 @@ std::vector<Shape> Shapes() {
     s.push_back({"tiny", c});
   }
   {
+    // ~30M parameters (118 MB in fp32): too big for the CPU caches, so one sequence's decode is
+    // bound by memory bandwidth, as real models are; small enough for CPU benchmarks.
+    ModelConfig c = Llama(8192, 512, 1536, 8, 8, 4, 2048, 10000.0, true);
+    c.bos_token_id = 8190;
+    c.eos_token_ids = {8191};
+    s.push_back({"small", c});
+  }
+  {
     ModelConfig c = Llama(128256, 2048, 8192, 16, 32, 8, 131072, 500000.0, true);
     c.rope_scaling = {RopeScaling::Kind::kLlama3, 32.0, 1.0, 4.0, 8192};
     c.bos_token_id = 128000;

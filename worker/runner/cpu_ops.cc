@@ -15,7 +15,7 @@ namespace llm::runner {
 namespace {
 
 constexpr size_t kPanel = PackedWeights::kPanel;
-constexpr size_t kTileRows = 4;
+constexpr size_t kTileRows = 6;
 
 // One panel (kPanel outputs) for ROWS rows of x: each output is a multiply-add chain over the
 // input dimension in order. Plain multiply then add (portable).
@@ -41,43 +41,41 @@ void PanelPlain(const float* const* x, const float* panel, size_t in, float (*ou
   a##r##0 = _mm256_fmadd_ps(x##r, w0, a##r##0);      \
   a##r##1 = _mm256_fmadd_ps(x##r, w1, a##r##1)
 
-__attribute__((target("avx2,fma"))) void PanelFma4(const float* const* x, const float* panel,
-                                                   size_t in, float (*out)[kPanel]) {
-  __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-  __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-  for (size_t i = 0; i < in; ++i) {
-    const __m256 w0 = _mm256_loadu_ps(panel + i * kPanel);
-    const __m256 w1 = _mm256_loadu_ps(panel + i * kPanel + 8);
-    LLM_FMA_ROW(0);
-    LLM_FMA_ROW(1);
-    LLM_FMA_ROW(2);
-    LLM_FMA_ROW(3);
+#define LLM_DECLARE_ROW(r) __m256 a##r##0 = _mm256_setzero_ps(), a##r##1 = a##r##0
+#define LLM_STORE_ROW(r)             \
+  _mm256_storeu_ps(out[r], a##r##0); \
+  _mm256_storeu_ps(out[r] + 8, a##r##1)
+#define LLM_PANEL_KERNEL(NAME, ROWS_DECLARE, ROWS_FMA, ROWS_STORE)                         \
+  __attribute__((target("avx2,fma"))) void NAME(const float* const* x, const float* panel, \
+                                                size_t in, float(*out)[kPanel]) {          \
+    ROWS_DECLARE;                                                                          \
+    for (size_t i = 0; i < in; ++i) {                                                      \
+      const __m256 w0 = _mm256_loadu_ps(panel + i * kPanel);                               \
+      const __m256 w1 = _mm256_loadu_ps(panel + i * kPanel + 8);                           \
+      ROWS_FMA;                                                                            \
+    }                                                                                      \
+    ROWS_STORE;                                                                            \
   }
-  _mm256_storeu_ps(out[0], a00);
-  _mm256_storeu_ps(out[0] + 8, a01);
-  _mm256_storeu_ps(out[1], a10);
-  _mm256_storeu_ps(out[1] + 8, a11);
-  _mm256_storeu_ps(out[2], a20);
-  _mm256_storeu_ps(out[2] + 8, a21);
-  _mm256_storeu_ps(out[3], a30);
-  _mm256_storeu_ps(out[3] + 8, a31);
-}
 
-__attribute__((target("avx2,fma"))) void PanelFma1(const float* const* x, const float* panel,
-                                                   size_t in, float (*out)[kPanel]) {
-  __m256 a00 = _mm256_setzero_ps(), a01 = a00;
-  for (size_t i = 0; i < in; ++i) {
-    const __m256 w0 = _mm256_loadu_ps(panel + i * kPanel);
-    const __m256 w1 = _mm256_loadu_ps(panel + i * kPanel + 8);
-    LLM_FMA_ROW(0);
-  }
-  _mm256_storeu_ps(out[0], a00);
-  _mm256_storeu_ps(out[0] + 8, a01);
-}
+LLM_PANEL_KERNEL(PanelFma6, LLM_DECLARE_ROW(0); LLM_DECLARE_ROW(1); LLM_DECLARE_ROW(2);
+                 LLM_DECLARE_ROW(3); LLM_DECLARE_ROW(4); LLM_DECLARE_ROW(5), LLM_FMA_ROW(0);
+                 LLM_FMA_ROW(1); LLM_FMA_ROW(2); LLM_FMA_ROW(3); LLM_FMA_ROW(4);
+                 LLM_FMA_ROW(5), LLM_STORE_ROW(0); LLM_STORE_ROW(1); LLM_STORE_ROW(2);
+                 LLM_STORE_ROW(3); LLM_STORE_ROW(4); LLM_STORE_ROW(5))
+LLM_PANEL_KERNEL(PanelFma4, LLM_DECLARE_ROW(0); LLM_DECLARE_ROW(1); LLM_DECLARE_ROW(2);
+                 LLM_DECLARE_ROW(3), LLM_FMA_ROW(0); LLM_FMA_ROW(1); LLM_FMA_ROW(2);
+                 LLM_FMA_ROW(3), LLM_STORE_ROW(0); LLM_STORE_ROW(1); LLM_STORE_ROW(2);
+                 LLM_STORE_ROW(3))
+LLM_PANEL_KERNEL(PanelFma2, LLM_DECLARE_ROW(0); LLM_DECLARE_ROW(1), LLM_FMA_ROW(0);
+                 LLM_FMA_ROW(1), LLM_STORE_ROW(0); LLM_STORE_ROW(1))
+LLM_PANEL_KERNEL(PanelFma1, LLM_DECLARE_ROW(0), LLM_FMA_ROW(0), LLM_STORE_ROW(0))
+#undef LLM_PANEL_KERNEL
+#undef LLM_STORE_ROW
+#undef LLM_DECLARE_ROW
 #undef LLM_FMA_ROW
 
 // One row against four panels at once (eight independent chains for the FMA units to overlap);
-// every output is still the same in-order chain as in PanelFma4 and PanelFma1.
+// every output is still the same in-order chain as in the PanelFma kernels.
 __attribute__((target("avx2,fma"))) void RowFma4Panels(const float* x, const float* p0, size_t in,
                                                        float* out) {
   const float* p1 = p0 + in * kPanel;
@@ -111,11 +109,15 @@ struct Panels {
   template <int ROWS>
   static void Run(const float* const* x, const float* panel, size_t in, float (*out)[kPanel]) {
     if constexpr (kFma) {
-      static_assert(ROWS == 1 || ROWS == kTileRows);
+      static_assert(ROWS == 1 || ROWS == 2 || ROWS == 4 || ROWS == 6);
       if constexpr (ROWS == 1) {
         PanelFma1(x, panel, in, out);
-      } else {
+      } else if constexpr (ROWS == 2) {
+        PanelFma2(x, panel, in, out);
+      } else if constexpr (ROWS == 4) {
         PanelFma4(x, panel, in, out);
+      } else {
+        PanelFma6(x, panel, in, out);
       }
     } else {
       PanelPlain<ROWS>(x, panel, in, out);
@@ -135,16 +137,35 @@ void MatMulPanels(const float* x, const PackedWeights& w, const float* bias, flo
     float* dst = y + t * w.out + o0;
     for (size_t l = 0; l < width; ++l) dst[l] = bias ? vals[l] + bias[o0 + l] : vals[l];
   };
-  const size_t full_rows = num_rows - num_rows % kTileRows;
+  // Rows in tiles of 6 (long inputs, where fewer passes over each panel pay) or 4, then one of
+  // 4 and one of 2 as they fit; a last odd row goes to the single-row kernel below. Every
+  // output is the same chain whichever tile computes it.
+  auto rows_tile = [&](size_t t, size_t p, auto rows_tag) {
+    constexpr int kRows = decltype(rows_tag)::value;
+    const float* xr[kRows];
+    for (int r = 0; r < kRows; ++r) xr[r] = x + (t + r) * in;
+    Panels<kFma>::template Run<kRows>(xr, w.panels.data() + p * in * kPanel, in, tile);
+    for (int r = 0; r < kRows; ++r) store(t + r, p, tile[r]);
+  };
+  const size_t big = in >= 256 ? kTileRows : 4;
+  size_t full_rows = num_rows - num_rows % big;
+  const size_t rest = num_rows - full_rows;
   for (size_t p = p_begin; p < p_end; ++p) {
-    const float* panel = w.panels.data() + p * in * kPanel;
-    for (size_t t = 0; t < full_rows; t += kTileRows) {
-      const float* xr[kTileRows] = {x + t * in, x + (t + 1) * in, x + (t + 2) * in,
-                                    x + (t + 3) * in};
-      Panels<kFma>::template Run<kTileRows>(xr, panel, in, tile);
-      for (size_t r = 0; r < kTileRows; ++r) store(t + r, p, tile[r]);
+    for (size_t t = 0; t < full_rows; t += big) {
+      if (big == kTileRows) {
+        rows_tile(t, p, std::integral_constant<int, kTileRows>{});
+      } else {
+        rows_tile(t, p, std::integral_constant<int, 4>{});
+      }
     }
+    size_t t = full_rows;
+    if (rest >= 4) {
+      rows_tile(t, p, std::integral_constant<int, 4>{});
+      t += 4;
+    }
+    if (rest % 4 >= 2) rows_tile(t, p, std::integral_constant<int, 2>{});
   }
+  full_rows = num_rows - num_rows % 2;
   for (size_t t = full_rows; t < num_rows; ++t) {
     const float* xr[1] = {x + t * in};
     size_t p = p_begin;
