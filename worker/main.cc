@@ -1,5 +1,6 @@
 // llm-worker: serves one model over gRPC (see worker/server). Configuration: --config FILE
-// and/or --key value flags (`llm-worker --help` lists them). SIGTERM or SIGINT drains.
+// and/or --key value flags (`llm-worker --help` lists them; --print-config prints them as
+// YAML with their defaults). SIGTERM or SIGINT drains.
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -12,8 +13,13 @@
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   for (const auto& a : args) {
+    if (a == "--print-config") {
+      std::printf("# llm-worker configuration: every key with its default.\n%s",
+                  llm::server::WorkerConfigSchema().DefaultsYaml("/models/MODEL").c_str());
+      return 0;
+    }
     if (a == "--help" || a == "-h") {
-      std::printf("usage: llm-worker [--config FILE] [--key value ...]\nkeys:\n%s",
+      std::printf("usage: llm-worker [--config FILE] [--key value ...] | --print-config\nkeys:\n%s",
                   llm::server::WorkerConfigSchema().Help().c_str());
       return 0;
     }

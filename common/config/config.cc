@@ -198,6 +198,31 @@ std::string ConfigSchema::Help() const {
   return out;
 }
 
+std::string ConfigSchema::DefaultsYaml(const std::string& placeholder) const {
+  // Keys are grouped by their first part; deeper nesting is written out in dotted form below it.
+  std::map<std::string, std::vector<std::string>> sections;
+  std::vector<std::string> section_order;
+  for (const std::string& key : order_) {
+    const size_t dot = key.find('.');
+    const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
+    if (!sections.count(section)) section_order.push_back(section);
+    sections[section].push_back(key);
+  }
+  std::string out;
+  for (const std::string& section : section_order) {
+    const std::string indent = section.empty() ? "" : "  ";
+    if (!section.empty()) absl::StrAppend(&out, section, ":\n");
+    for (const std::string& key : sections[section]) {
+      const Key& k = keys_.at(key);
+      const std::string name = section.empty() ? key : key.substr(section.size() + 1);
+      std::string value = k.required ? placeholder : k.default_value;
+      if (k.type == Type::kString) value = "\"" + value + "\"";
+      absl::StrAppend(&out, indent, "# ", k.help, "\n", indent, name, ": ", value, "\n");
+    }
+  }
+  return out;
+}
+
 int64_t ConfigValues::Int(const std::string& key) const {
   int64_t v = 0;
   (void)absl::SimpleAtoi(values_.at(key), &v);

@@ -39,8 +39,11 @@ class ConfigSchema {
   absl::StatusOr<ConfigValues> LoadText(const std::string& yaml, const std::string& source,
                                         const std::vector<std::string>& args) const;
 
-  // Every key with its default and help, as a YAML document (for --help).
+  // Every key with its default and help, as flags (for --help).
   std::string Help() const;
+  // Every key with its default, as a commented YAML document (for --print-config); required
+  // keys get `placeholder`.
+  std::string DefaultsYaml(const std::string& placeholder) const;
 
  private:
   enum class Type { kInt, kDouble, kString, kBool };

@@ -58,6 +58,17 @@ TEST(WorkerLifecycleTest, ConfigurationErrorsNameTheKey) {
   EXPECT_THAT(r.err, HasSubstr("/no/such/model"));
 }
 
+TEST(WorkerLifecycleTest, ExampleConfigIsCurrent) {
+  // deploy/config/worker.yaml is `llm-worker --print-config`; regenerate it when keys change.
+  const auto r = RunCommand({BinPath("llm-worker"), "--print-config"});
+  ASSERT_EQ(r.exit_code, 0);
+  std::ifstream f(llm::testing::SourcePath("deploy/config/worker.yaml"));
+  const std::string committed((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
+  EXPECT_EQ(committed, r.out)
+      << "run: build/bin/llm-worker --print-config > deploy/config/worker.yaml";
+}
+
 TEST(WorkerLifecycleTest, YamlConfigIsUsedAndFlagsOverrideIt) {
   LLM_REQUIRE_SHARED(kModel);
   const std::string dir = llm::testing::MakeTempDir("cfg");

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "absl/strings/numbers.h"
+#include "absl/status/status.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "llm/v1/worker_load.grpc.pb.h"
 #include "tools/cli/commands.h"
@@ -21,26 +21,9 @@ using tools::ReadSamplingFlags;
 
 namespace {
 
-const char* CodeName(grpc::StatusCode code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
+// gRPC's status codes have the same numbers as absl's.
+std::string CodeName(grpc::StatusCode code) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(code));
 }
 
 const char* FinishName(llm::v1::FinishReason r) {
@@ -114,7 +97,7 @@ int RunCall(const std::vector<std::string>& args) {
   const grpc::Status status = reader->Finish();
   std::fputs("\n", stdout);
   if (!status.ok()) {
-    std::fprintf(stderr, "%s: %s: %s\n", cmd.c_str(), CodeName(status.error_code()),
+    std::fprintf(stderr, "%s: %s: %s\n", cmd.c_str(), CodeName(status.error_code()).c_str(),
                  status.error_message().c_str());
     return 1;
   }
@@ -164,7 +147,7 @@ int RunLoad(const std::vector<std::string>& args) {
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-    std::fprintf(stderr, "%s: %s: %s\n", cmd.c_str(), CodeName(status.error_code()),
+    std::fprintf(stderr, "%s: %s: %s\n", cmd.c_str(), CodeName(status.error_code()).c_str(),
                  status.error_message().c_str());
     return 1;
   }

@@ -3,6 +3,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/text_serializer.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace llm::server {
@@ -181,25 +182,9 @@ void WorkerMetrics::OnStep(double step_seconds, double gap_seconds, int32_t, int
 }
 
 void WorkerMetrics::OnRejected(grpc::StatusCode code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const int c = static_cast<int>(code);
-  rejected_->Add({{"code", c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN"}}).Increment();
+  // gRPC's status codes have the same numbers as absl's.
+  rejected_->Add({{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(code))}})
+      .Increment();
 }
 
 }  // namespace llm::server
