@@ -1,4 +1,4 @@
-// Embedding gather: out[t, :] = table[ids[t], :] in bf16.
+// Embedding gather into the fp32 residual stream: out[r, :] = float(table[ids[r], :]).
 #ifndef LLM_KERNELS_EMBEDDING_H_
 #define LLM_KERNELS_EMBEDDING_H_
 
@@ -10,12 +10,12 @@
 namespace llm::kernels {
 
 struct EmbeddingParams {
-  const int32_t* ids;          // [num_tokens], device
+  const int32_t* ids;          // [rows], device; ids outside [0, vocab) give zeros
   const __nv_bfloat16* table;  // [vocab, hidden], device
-  __nv_bfloat16* out;          // [num_tokens, hidden], device
-  int32_t num_tokens;
+  float* out;                  // [rows, hidden], device
+  int32_t rows;
   int32_t hidden;
-  int32_t vocab;  // ids outside [0, vocab) produce zeros
+  int32_t vocab;
 };
 
 cudaError_t LaunchEmbedding(const EmbeddingParams& params, cudaStream_t stream);

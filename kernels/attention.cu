@@ -1,0 +1,266 @@
+#include <cfloat>
+
+#include "kernels/attention.h"
+#include "kernels/common.cuh"
+
+namespace llm::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kTile = 32;  // keys per tile (= warp size: one lane per key in the softmax)
+
+struct RowRange {
+  int32_t begin;
+  int32_t end;
+};
+
+// The positions a row's partition covers.
+__device__ __forceinline__ RowRange PartitionRange(const AttentionParams& p, int32_t pos,
+                                                   int32_t part) {
+  const int32_t first = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
+  if (p.partition_tokens == 0) return {first, pos + 1};
+  const int32_t begin = first + part * p.partition_tokens;
+  return {begin, min(pos + 1, begin + p.partition_tokens)};
+}
+
+__device__ __forceinline__ int64_t CacheOffset(const AttentionParams& p, int32_t slot, int32_t t,
+                                               int32_t kv_head) {
+  const int32_t block =
+      p.block_tables[static_cast<int64_t>(slot) * p.max_blocks_per_seq + t / p.block_tokens];
+  return ((static_cast<int64_t>(block) * p.num_kv_heads + kv_head) * p.block_tokens +
+          t % p.block_tokens) *
+         p.head_dim;
+}
+
+// Loads N consecutive bf16 as floats.
+template <int N>
+__device__ __forceinline__ void LoadBf16(const __nv_bfloat16* src, float* dst) {
+  if constexpr (N == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(src);
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dst[i] = ToFloat(h[i]);
+  } else if constexpr (N == 2) {
+    const __nv_bfloat162 raw = *reinterpret_cast<const __nv_bfloat162*>(src);
+    dst[0] = __low2float(raw);
+    dst[1] = __high2float(raw);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = ToFloat(src[i]);
+  }
+}
+
+// One block per (row, kv head, partition). G: query heads per kv head, at most G_MAX.
+template <int D, int G_MAX>
+__global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
+  constexpr int kLanesPerToken = D < 32 ? D : 32;
+  constexpr int kElems = D / kLanesPerToken;
+  constexpr int kTokensPerWarp = 32 / kLanesPerToken;
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kGroups = kThreads / D;  // token groups in the P.V product
+  __shared__ float q_s[G_MAX][D];
+  __shared__ float s_s[G_MAX][kTile];
+  __shared__ float m_s[G_MAX], l_s[G_MAX], alpha_s[G_MAX];
+  __shared__ float red_s[kGroups][G_MAX][D];
+
+  const int32_t local_row = blockIdx.x;
+  const int32_t row = p.row_begin + local_row;
+  const int32_t kv_head = blockIdx.y;
+  const int32_t part = blockIdx.z;
+  const int32_t slot = p.row_slot[row];
+  if (slot < 0) return;
+  const int32_t G = p.num_heads / p.num_kv_heads;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int32_t pos = p.row_pos[row];
+  const RowRange range = PartitionRange(p, pos, part);
+  const bool split = p.partition_tokens > 0;
+  auto part_index = [&](int g) {
+    return (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G + g) * p.max_partitions +
+           part;
+  };
+  if (range.begin >= range.end) {
+    // An empty partition of a split row: contributes nothing to the combination.
+    for (int g = 0; g < G; ++g) {
+      if (tid == 0) {
+        p.partial_max[part_index(g)] = -FLT_MAX;
+        p.partial_sum[part_index(g)] = 0.0f;
+      }
+      for (int d = tid; d < D; d += kThreads) p.partial_out[part_index(g) * D + d] = 0.0f;
+    }
+    return;
+  }
+
+  const int64_t row_stride = static_cast<int64_t>(p.num_heads + 2 * p.num_kv_heads) * D;
+  const __nv_bfloat16* q_row = p.qkv + row * row_stride + static_cast<int64_t>(kv_head) * G * D;
+  for (int k = tid; k < G * D; k += kThreads) q_s[k / D][k % D] = ToFloat(q_row[k]) * p.scale;
+  if (tid < G_MAX) {
+    m_s[tid] = -FLT_MAX;
+    l_s[tid] = 0.0f;
+  }
+  const int d = tid % D, grp = tid / D;
+  float acc[G_MAX];
+#pragma unroll
+  for (int g = 0; g < G_MAX; ++g) acc[g] = 0.0f;
+  __syncthreads();
+
+  const int sub = lane / kLanesPerToken, lane_in = lane % kLanesPerToken;
+  for (int32_t t0 = range.begin; t0 < range.end; t0 += kTile) {
+    const int n = min(kTile, range.end - t0);
+    // Scores of the tile: kLanesPerToken lanes per key.
+    for (int j = warp * kTokensPerWarp + sub; j < kTile; j += kWarps * kTokensPerWarp) {
+      float dot[G_MAX];
+#pragma unroll
+      for (int g = 0; g < G_MAX; ++g) dot[g] = 0.0f;
+      if (j < n) {
+        float k[kElems];
+        LoadBf16<kElems>(p.k_cache + CacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems, k);
+#pragma unroll
+        for (int g = 0; g < G_MAX; ++g) {
+          if (g < G) {
+#pragma unroll
+            for (int e = 0; e < kElems; ++e)
+              dot[g] = fmaf(q_s[g][lane_in * kElems + e], k[e], dot[g]);
+          }
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G_MAX; ++g) dot[g] = GroupSum(dot[g], kLanesPerToken);
+      if (lane_in == 0 && j < n) {
+#pragma unroll
+        for (int g = 0; g < G_MAX; ++g) {
+          if (g < G) s_s[g][j] = dot[g];
+        }
+      }
+    }
+    __syncthreads();
+    // Online softmax update, one warp per head.
+    for (int g = warp; g < G; g += kWarps) {
+      const float v = lane < n ? s_s[g][lane] : -FLT_MAX;
+      const float m_old = m_s[g];
+      const float m_new = fmaxf(m_old, WarpMax(v));
+      const float e = lane < n ? __expf(v - m_new) : 0.0f;
+      s_s[g][lane] = e;
+      const float tile_sum = GroupSum(e, 32);
+      if (lane == 0) {
+        const float alpha = __expf(m_old - m_new);
+        alpha_s[g] = alpha;
+        l_s[g] = l_s[g] * alpha + tile_sum;
+        m_s[g] = m_new;
+      }
+    }
+    __syncthreads();
+    // P.V: each thread owns one dimension for the keys of its token group.
+#pragma unroll
+    for (int g = 0; g < G_MAX; ++g) {
+      if (g < G) acc[g] *= alpha_s[g];
+    }
+    for (int j = grp; j < n; j += kGroups) {
+      const float v = ToFloat(p.v_cache[CacheOffset(p, slot, t0 + j, kv_head) + d]);
+#pragma unroll
+      for (int g = 0; g < G_MAX; ++g) {
+        if (g < G) acc[g] = fmaf(s_s[g][j], v, acc[g]);
+      }
+    }
+    __syncthreads();
+  }
+  if constexpr (kGroups > 1) {
+#pragma unroll
+    for (int g = 0; g < G_MAX; ++g) red_s[grp][g][d] = acc[g];
+    __syncthreads();
+    if (grp == 0) {
+      for (int k = 1; k < kGroups; ++k) {
+#pragma unroll
+        for (int g = 0; g < G_MAX; ++g) acc[g] += red_s[k][g][d];
+      }
+    }
+  }
+  if (grp != 0) return;
+#pragma unroll
+  for (int g = 0; g < G_MAX; ++g) {
+    if (g >= G) continue;
+    if (split) {
+      p.partial_out[part_index(g) * D + d] = acc[g];
+      if (d == 0) {
+        p.partial_max[part_index(g)] = m_s[g];
+        p.partial_sum[part_index(g)] = l_s[g];
+      }
+    } else {
+      const int32_t head = kv_head * G + g;
+      p.out[row * static_cast<int64_t>(p.num_heads) * D + head * D + d] = ToBf16(acc[g] / l_s[g]);
+    }
+  }
+}
+
+// Combines the partitions of split rows: one block per (row, head).
+__global__ void CombineKernel(AttentionParams p) {
+  const int32_t local_row = blockIdx.x;
+  const int32_t row = p.row_begin + local_row;
+  const int32_t head = blockIdx.y;
+  if (p.row_slot[row] < 0) return;
+  const int32_t pos = p.row_pos[row];
+  const int32_t first = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
+  const int32_t parts = (pos + 1 - first + p.partition_tokens - 1) / p.partition_tokens;
+  const int64_t base = (static_cast<int64_t>(local_row) * p.num_heads + head) * p.max_partitions;
+  float m = -FLT_MAX;
+  for (int k = 0; k < parts; ++k) m = fmaxf(m, p.partial_max[base + k]);
+  float total = 0.0f;
+  for (int k = 0; k < parts; ++k)
+    total += __expf(p.partial_max[base + k] - m) * p.partial_sum[base + k];
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+    float o = 0.0f;
+    for (int k = 0; k < parts; ++k) {
+      o = fmaf(__expf(p.partial_max[base + k] - m), p.partial_out[(base + k) * p.head_dim + d], o);
+    }
+    p.out[row * static_cast<int64_t>(p.num_heads) * p.head_dim + head * p.head_dim + d] =
+        ToBf16(o / total);
+  }
+}
+
+template <int D>
+cudaError_t LaunchForDim(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
+  const int32_t g = p.num_heads / p.num_kv_heads;
+  if (g <= 1) {
+    AttentionKernel<D, 1><<<grid, kThreads, 0, stream>>>(p);
+  } else if (g <= 2) {
+    AttentionKernel<D, 2><<<grid, kThreads, 0, stream>>>(p);
+  } else if (g <= 4) {
+    AttentionKernel<D, 4><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    AttentionKernel<D, 8><<<grid, kThreads, 0, stream>>>(p);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
+  const bool dim_ok = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+  return dim_ok && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
+         num_heads / num_kv_heads <= 8;
+}
+
+cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
+  if (p.rows <= 0) return cudaSuccess;
+  if (!AttentionSupported(p.head_dim, p.num_heads, p.num_kv_heads)) return cudaErrorInvalidValue;
+  const dim3 grid(p.rows, p.num_kv_heads, p.partition_tokens > 0 ? p.max_partitions : 1);
+  cudaError_t err = cudaSuccess;
+  switch (p.head_dim) {
+    case 16:
+      err = LaunchForDim<16>(p, grid, stream);
+      break;
+    case 32:
+      err = LaunchForDim<32>(p, grid, stream);
+      break;
+    case 64:
+      err = LaunchForDim<64>(p, grid, stream);
+      break;
+    default:
+      err = LaunchForDim<128>(p, grid, stream);
+      break;
+  }
+  if (err != cudaSuccess || p.partition_tokens == 0) return err;
+  CombineKernel<<<dim3(p.rows, p.num_heads), 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace llm::kernels

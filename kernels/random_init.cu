@@ -1,0 +1,27 @@
+#include "kernels/common.cuh"
+#include "kernels/random_init.h"
+#include "worker/model/random_weights.h"
+
+namespace llm::kernels {
+namespace {
+
+__global__ void RandomInitKernel(RandomInitParams p) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = p.bound == 0.0f
+                        ? p.constant
+                        : model::RandomUniform(p.stream, static_cast<uint64_t>(i), p.bound);
+    p.out[i] = ToBf16(v);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRandomInit(const RandomInitParams& p, cudaStream_t stream) {
+  if (p.count <= 0) return cudaSuccess;
+  const int64_t blocks = p.count / 256 + 1;
+  RandomInitKernel<<<static_cast<int>(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace llm::kernels

@@ -1,0 +1,88 @@
+// Token selection on the device, one block per sampling row, and the append/stop step that
+// writes each slot's next input token into the device slot table.
+//
+// The rules are the CPU sampler's (worker/sampling/sampler.h): penalties (repetition over the
+// prompt and the output, presence and frequency over the output); greedy argmax with ties to
+// the lowest id; else p = FastExp((l - max) / T), top-k (ties by id), top-p (the smallest
+// prefix in descending order, ties by id, whose mass reaches top_p of the kept mass), min-p
+// (p >= min_p, the top probability being exactly 1), and the first token in id order whose
+// cumulative kept mass exceeds u * kept mass, u = UniformDouble(seed, tokens generated so far).
+// Every reduction has a fixed order, so a row's result never depends on the rest of the batch.
+#ifndef LLM_KERNELS_SAMPLING_H_
+#define LLM_KERNELS_SAMPLING_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace llm::kernels {
+
+inline constexpr int kMaxStopIds = 80;
+inline constexpr int kMaxTopLogprobs = 20;
+
+// A slot's request settings, written at admission.
+struct SlotSampling {
+  float temperature;  // 0: greedy
+  float top_p;
+  float min_p;
+  float repetition_penalty;
+  float presence_penalty;
+  float frequency_penalty;
+  int32_t top_k;
+  int32_t max_tokens;
+  uint64_t seed;
+  uint64_t key;  // the request's key, echoed in outputs
+  int32_t num_stop_ids;
+  int32_t num_top_logprobs;  // 0..kMaxTopLogprobs
+  uint8_t want_logprob;
+  uint8_t has_penalties;
+  uint8_t pad[6];
+  int32_t stop_ids[kMaxStopIds];  // EOS ids and the request's stop ids
+};
+
+// The device slot table (struct of arrays over max_slots).
+struct DeviceSlots {
+  int32_t* last_token;  // the next decode input
+  int32_t* pos;         // tokens whose K/V are in the cache
+  int32_t* generated;   // output tokens so far
+  uint8_t* done;        // finished: later decodes are skipped
+  const SlotSampling* sampling;
+  uint16_t* out_counts;  // [slots, vocab] output token counts (penalties), saturating
+  uint8_t* prompt_mask;  // [slots, vocab] 1 for prompt tokens (repetition penalty)
+};
+
+enum SampleFinish : int32_t {
+  kSampleNone = 0,
+  kSampleStopToken = 1,
+  kSampleLength = 2,
+  kSampleSkipped = 3,  // padding row, or a slot already finished (the pipeline's extra step)
+};
+
+struct SampleOutput {
+  uint64_t key;
+  int32_t slot;
+  int32_t token;
+  int32_t finish;  // SampleFinish
+  float logprob;
+  int32_t num_top;
+  int32_t top_ids[kMaxTopLogprobs];
+  float top_logprobs[kMaxTopLogprobs];
+};
+
+struct SampleParams {
+  float* logits;            // [rows, vocab] fp32; penalties are applied in place
+  float* probs;             // [rows, vocab] scratch
+  const int32_t* row_slot;  // [rows] slot of each sampling row, -1 for padding
+  const int32_t* row_pos;   // [rows] position of the token whose logits these are
+  DeviceSlots slots;
+  SampleOutput* out;  // [rows]
+  int32_t rows;
+  int32_t vocab;
+  int32_t valid_vocab;  // ids >= this are never sampled
+};
+
+cudaError_t LaunchSample(const SampleParams& params, cudaStream_t stream);
+
+}  // namespace llm::kernels
+
+#endif  // LLM_KERNELS_SAMPLING_H_

@@ -1,0 +1,134 @@
+// Embedding, RMSNorm, SiLU-and-multiply, random init and step inputs against the CPU reference.
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/embedding.h"
+#include "kernels/random_init.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/step_inputs.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "worker/model/random_weights.h"
+#include "worker/runner/cpu_ops.h"
+
+namespace llm::kernels {
+namespace {
+
+using namespace llm::kernels::testing;
+
+TEST(EmbeddingKernelTest, GathersRowsExactly) {
+  LLM_REQUIRE_GPU();
+  for (int hidden : {8, 13, 4096}) {
+    for (int rows : {1, 7, 33}) {
+      const int vocab = 101;
+      const auto table = RandomFloats(size_t(vocab) * hidden, 1);
+      std::vector<int32_t> ids(rows);
+      for (int r = 0; r < rows; ++r) ids[r] = (r * 37 + 5) % vocab;
+      ids[0] = vocab + 3;  // out of range: zeros
+      DeviceBuffer<__nv_bfloat16> d_table(ToBf16Vector(table));
+      DeviceBuffer<int32_t> d_ids(ids);
+      DeviceBuffer<float> d_out(size_t(rows) * hidden);
+      LLM_CUDA_OK(
+          LaunchEmbedding({d_ids.get(), d_table.get(), d_out.get(), rows, hidden, vocab}, 0));
+      const auto out = d_out.Download();
+      for (int r = 0; r < rows; ++r) {
+        for (int i = 0; i < hidden; ++i) {
+          const float want = ids[r] >= vocab ? 0.0f : table[size_t(ids[r]) * hidden + i];
+          ASSERT_EQ(out[size_t(r) * hidden + i], want) << "hidden " << hidden << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// Tolerance: the output is bf16, so 2^-8 relative per element (plus a little for the fp32 sum
+// order) against the fp32 reference.
+TEST(RmsNormKernelTest, FusedResidualAndRowIndexMatchReference) {
+  LLM_REQUIRE_GPU();
+  for (int dim : {16, 100, 4096}) {
+    for (int rows : {1, 7, 33}) {
+      auto x = RandomFloats(size_t(rows) * dim, 2, -3, 3);
+      const auto delta = RandomFloats(size_t(rows) * dim, 3);
+      const auto w = RandomFloats(dim, 4, 0.5f, 1.5f);
+      std::vector<int32_t> index(rows);
+      for (int r = 0; r < rows; ++r) index[r] = rows - 1 - r;
+      DeviceBuffer<float> d_x(x), d_delta(delta);
+      DeviceBuffer<__nv_bfloat16> d_w(ToBf16Vector(w)), d_out(size_t(rows) * dim);
+      DeviceBuffer<int32_t> d_index(index);
+      LLM_CUDA_OK(LaunchRmsNorm(
+          {d_x.get(), d_delta.get(), d_w.get(), d_out.get(), d_index.get(), rows, dim, 1e-5f}, 0));
+      for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+      const auto x_after = d_x.Download();
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x_after[i], x[i], 1e-6) << i;
+      std::vector<float> ref(x.size());
+      runner::RmsNorm(x.data(), w.data(), ref.data(), rows, dim, 1e-5f);
+      const auto out = FromBf16Vector(d_out.Download());
+      for (int r = 0; r < rows; ++r) {
+        for (int i = 0; i < dim; ++i) {
+          const float want = ref[size_t(index[r]) * dim + i];
+          ASSERT_NEAR(out[size_t(r) * dim + i], want, std::fabs(want) / 128 + 1e-6)
+              << "dim " << dim << " row " << r << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(SiluMulKernelTest, MatchesReference) {
+  LLM_REQUIRE_GPU();
+  for (int inter : {1, 96, 14336}) {
+    for (int rows : {1, 7, 33}) {
+      const auto gu = RandomFloats(size_t(rows) * 2 * inter, 5, -6, 6);
+      DeviceBuffer<__nv_bfloat16> d_gu(ToBf16Vector(gu)), d_out(size_t(rows) * inter);
+      LLM_CUDA_OK(LaunchSiluMul({d_gu.get(), d_out.get(), rows, inter}, 0));
+      std::vector<float> ref(size_t(rows) * inter);
+      runner::SiluMul(gu.data(), ref.data(), rows, inter);
+      const auto out = FromBf16Vector(d_out.Download());
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_NEAR(out[i], ref[i], std::fabs(ref[i]) / 128 + 1e-5) << i;  // bf16 output
+      }
+    }
+  }
+}
+
+TEST(RandomInitKernelTest, SameNumbersAsTheHost) {
+  LLM_REQUIRE_GPU();
+  const int64_t n = 100003;
+  const uint64_t stream = model::TensorStream(42, "model.layers.3.mlp.up_proj.weight");
+  DeviceBuffer<__nv_bfloat16> d(n);
+  LLM_CUDA_OK(LaunchRandomInit({d.get(), n, stream, 0.05f, 0.0f}, 0));
+  const auto out = d.Download();
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = RoundBf16(model::RandomUniform(stream, static_cast<uint64_t>(i), 0.05f));
+    ASSERT_EQ(HostFromBf16(out[i]), want) << i;
+  }
+}
+
+TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {
+  LLM_REQUIRE_GPU();
+  const int slots = 4, vocab = 16;
+  DeviceBuffer<int32_t> last({11, 12, 13, 14}), pos({5, 6, 7, 8}), generated({1, 1, 1, 1});
+  DeviceBuffer<uint8_t> done(std::vector<uint8_t>{0, 0, 1, 0});
+  std::vector<SlotSampling> params(slots);
+  for (auto& p : params) p = SlotSampling{};
+  params[3].has_penalties = 1;
+  DeviceBuffer<SlotSampling> d_params(params);
+  DeviceBuffer<uint16_t> counts(std::vector<uint16_t>(slots * vocab, 0));
+  DeviceBuffer<uint8_t> mask(std::vector<uint8_t>(slots * vocab, 0));
+  DeviceSlots ds{last.get(),     pos.get(),    generated.get(), done.get(),
+                 d_params.get(), counts.get(), mask.get()};
+  DeviceBuffer<int32_t> pf_slot({3, 3}), pf_pos({0, 1}), pf_token({9, 10}), list({1, -1, 0, 2});
+  DeviceBuffer<int32_t> row_token(6), row_pos(6), row_slot(6);
+  LLM_CUDA_OK(LaunchStepInputs({pf_slot.get(), pf_pos.get(), pf_token.get(), 2, list.get(), 4, ds,
+                                vocab, row_token.get(), row_pos.get(), row_slot.get()},
+                               0));
+  EXPECT_EQ(row_slot.Download(), (std::vector<int32_t>{3, 3, 1, -1, 0, 2}));
+  EXPECT_EQ(row_token.Download(), (std::vector<int32_t>{9, 10, 12, 0, 11, 13}));
+  EXPECT_EQ(row_pos.Download(), (std::vector<int32_t>{0, 1, 6, 0, 5, 7}));
+  const auto m = mask.Download();
+  EXPECT_EQ(m[3 * vocab + 9], 1);
+  EXPECT_EQ(m[3 * vocab + 10], 1);
+  EXPECT_EQ(m[3 * vocab + 11], 0);
+}
+
+}  // namespace
+}  // namespace llm::kernels

@@ -1,0 +1,217 @@
+// cuBLASLt products and the device sampler against the CPU reference.
+#include <cmath>
+#include <vector>
+
+#include "kernels/gemm.h"
+#include "kernels/sampling.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "worker/sampling/sampler.h"
+
+namespace llm::kernels {
+namespace {
+
+using namespace llm::kernels::testing;
+
+// Tolerance: relative error 1e-2 for bf16 outputs, 1e-4 for fp32 outputs (bf16 inputs are
+// exact; the accumulation is fp32 over up to 4096 terms).
+TEST(GemmTest, MatchesDoubleReference) {
+  LLM_REQUIRE_GPU();
+  Gemm gemm;
+  LLM_CUDA_OK(gemm.Init());
+  for (int rows : {1, 7, 33}) {
+    for (auto [in, out] : {std::pair{64, 24}, std::pair{4096, 1000}, std::pair{128, 2048}}) {
+      for (GemmOut type : {GemmOut::kBf16, GemmOut::kF32}) {
+        for (bool with_bias : {false, true}) {
+          const auto x = RandomFloats(size_t(rows) * in, 20);
+          const auto w = RandomFloats(size_t(out) * in, 21);
+          const auto bias = RandomFloats(out, 22);
+          DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w));
+          DeviceBuffer<__nv_bfloat16> d_bias16(ToBf16Vector(bias));
+          DeviceBuffer<float> d_bias32(bias);
+          DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
+          DeviceBuffer<float> y32(size_t(rows) * out);
+          const void* b = !with_bias              ? nullptr
+                          : type == GemmOut::kF32 ? static_cast<const void*>(d_bias32.get())
+                                                  : static_cast<const void*>(d_bias16.get());
+          void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
+          ASSERT_EQ(gemm.Run({d_x.get(), d_w.get(), b, y, rows, in, out, type}, 0), 0);
+          LLM_CUDA_OK(cudaDeviceSynchronize());
+          const std::vector<float> got =
+              type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
+          std::vector<double> want(size_t(rows) * out);
+          for (int r = 0; r < rows; ++r) {
+            for (int o = 0; o < out; ++o) {
+              double acc = with_bias ? bias[o] : 0.0;
+              for (int i = 0; i < in; ++i)
+                acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+              want[size_t(r) * out + o] = acc;
+            }
+          }
+          EXPECT_LT(RelativeError(got, want), type == GemmOut::kF32 ? 1e-4 : 1e-2)
+              << rows << "x" << in << "x" << out << " bias " << with_bias;
+        }
+      }
+    }
+  }
+}
+
+struct SamplerCase {
+  sampling::SamplingParams params;
+  bool penalties;
+};
+
+// Runs the device sampler on `rows` copies of random logits (one per slot, each with its own
+// settings) and compares every token with the CPU sampler on the same fp32 logits. Both use the
+// same exp, the same Philox draw and the same rules; only summation order differs, which can
+// move a boundary by a hair, so at least 99% of draws must agree exactly (greedy: all).
+TEST(SampleKernelTest, AgreesWithTheCpuSampler) {
+  LLM_REQUIRE_GPU();
+  const int vocab = 5003, slots = 33;
+  std::vector<SamplerCase> cases;
+  for (int i = 0; i < slots; ++i) {
+    sampling::SamplingParams p;
+    p.seed = 1000 + i;
+    switch (i % 6) {
+      case 0:
+        p.temperature = 0;
+        break;
+      case 1:
+        p.temperature = 0.8f;
+        break;
+      case 2:
+        p.temperature = 1.0f;
+        p.top_k = 40;
+        break;
+      case 3:
+        p.temperature = 0.7f;
+        p.top_p = 0.9f;
+        break;
+      case 4:
+        p.temperature = 1.2f;
+        p.top_k = 100;
+        p.top_p = 0.8f;
+        p.min_p = 0.05f;
+        break;
+      case 5:
+        p.temperature = 0;
+        p.repetition_penalty = 1.3f;
+        p.presence_penalty = 0.5f;
+        p.frequency_penalty = 0.25f;
+        break;
+    }
+    cases.push_back({p, i % 6 == 5});
+  }
+  int agree = 0, total = 0, greedy_mismatch = 0;
+  for (int round = 0; round < 6; ++round) {
+    const auto logits = RandomFloats(size_t(slots) * vocab, 100 + round, -8, 8);
+    std::vector<SlotSampling> table(slots);
+    std::vector<uint16_t> counts(size_t(slots) * vocab, 0);
+    std::vector<uint8_t> mask(size_t(slots) * vocab, 0);
+    std::vector<int32_t> generated(slots, round), row_slot(slots), row_pos(slots, 10);
+    for (int s = 0; s < slots; ++s) {
+      const auto& p = cases[s].params;
+      SlotSampling& t = table[s];
+      t = SlotSampling{};
+      t.temperature = p.temperature;
+      t.top_p = p.top_p;
+      t.min_p = p.min_p;
+      t.repetition_penalty = p.repetition_penalty;
+      t.presence_penalty = p.presence_penalty;
+      t.frequency_penalty = p.frequency_penalty;
+      t.top_k = p.top_k;
+      t.max_tokens = 1000;
+      t.seed = p.seed;
+      t.key = 77 + s;
+      t.has_penalties = cases[s].penalties;
+      row_slot[s] = s;
+      if (cases[s].penalties) {
+        for (int k = 0; k < 50; ++k) mask[size_t(s) * vocab + (k * 31) % vocab] = 1;
+        for (int k = 0; k < 20; ++k) counts[size_t(s) * vocab + (k * 97) % vocab] = 1 + k % 3;
+      }
+    }
+    DeviceBuffer<float> d_logits(logits), d_probs(logits.size());
+    DeviceBuffer<int32_t> d_row_slot(row_slot), d_row_pos(row_pos), d_generated(generated);
+    DeviceBuffer<int32_t> d_last(std::vector<int32_t>(slots, 0)),
+        d_pos(std::vector<int32_t>(slots, 0));
+    DeviceBuffer<uint8_t> d_done(std::vector<uint8_t>(slots, 0));
+    DeviceBuffer<SlotSampling> d_table(table);
+    DeviceBuffer<uint16_t> d_counts(counts);
+    DeviceBuffer<uint8_t> d_mask(mask);
+    DeviceBuffer<SampleOutput> d_out(slots);
+    DeviceSlots ds{d_last.get(),  d_pos.get(),    d_generated.get(), d_done.get(),
+                   d_table.get(), d_counts.get(), d_mask.get()};
+    LLM_CUDA_OK(LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
+                              d_out.get(), slots, vocab, vocab},
+                             0));
+    LLM_CUDA_OK(cudaDeviceSynchronize());
+    const auto out = d_out.Download();
+    const auto last = d_last.Download();
+    const auto gen_after = d_generated.Download();
+    for (int s = 0; s < slots; ++s) {
+      sampling::Sampler cpu;
+      sampling::PenaltyState st;
+      if (cases[s].penalties) {
+        std::vector<int32_t> prompt;
+        for (int k = 0; k < 50; ++k) prompt.push_back((k * 31) % vocab);
+        st.AddPrompt(prompt);
+        for (int k = 0; k < 20; ++k) {
+          for (int c = 0; c < 1 + k % 3; ++c) st.AddOutput((k * 97) % vocab);
+        }
+      }
+      std::vector<float> row(logits.begin() + size_t(s) * vocab,
+                             logits.begin() + size_t(s + 1) * vocab);
+      const int32_t want = cpu.Sample(row, cases[s].params, st, round).token_id;
+      ++total;
+      agree += out[s].token == want ? 1 : 0;
+      if (cases[s].params.greedy() && out[s].token != want) ++greedy_mismatch;
+      EXPECT_EQ(out[s].key, 77u + s);
+      EXPECT_EQ(out[s].finish, kSampleNone);
+      EXPECT_EQ(last[s], out[s].token);  // the next decode input is in the slot table
+      EXPECT_EQ(gen_after[s], round + 1);
+    }
+  }
+  EXPECT_EQ(greedy_mismatch, 0);
+  EXPECT_GE(agree, total * 99 / 100) << agree << " of " << total;
+}
+
+TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {
+  LLM_REQUIRE_GPU();
+  const int vocab = 64, slots = 3;
+  std::vector<float> logits(size_t(slots) * vocab, 0.0f);
+  logits[0 * vocab + 5] = 10;  // slot 0 picks 5, a stop id
+  logits[1 * vocab + 6] = 10;  // slot 1 picks 6, reaching max_tokens
+  logits[2 * vocab + 7] = 10;  // slot 2 is already done: skipped
+  std::vector<SlotSampling> table(slots);
+  for (auto& t : table) {
+    t = SlotSampling{};
+    t.max_tokens = 100;
+    t.num_stop_ids = 1;
+    t.stop_ids[0] = 5;
+  }
+  table[1].max_tokens = 4;
+  DeviceBuffer<float> d_logits(logits), d_probs(logits.size());
+  DeviceBuffer<int32_t> d_row_slot({0, 1, 2}), d_row_pos({20, 30, 40});
+  DeviceBuffer<int32_t> d_generated({0, 3, 1}), d_last({1, 1, 1}), d_pos({20, 30, 40});
+  DeviceBuffer<uint8_t> d_done(std::vector<uint8_t>{0, 0, 1});
+  DeviceBuffer<SlotSampling> d_table(table);
+  DeviceBuffer<uint16_t> d_counts(std::vector<uint16_t>(slots * vocab, 0));
+  DeviceBuffer<uint8_t> d_mask(std::vector<uint8_t>(slots * vocab, 0));
+  DeviceBuffer<SampleOutput> d_out(slots);
+  DeviceSlots ds{d_last.get(),  d_pos.get(),    d_generated.get(), d_done.get(),
+                 d_table.get(), d_counts.get(), d_mask.get()};
+  LLM_CUDA_OK(LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
+                            d_out.get(), slots, vocab, vocab},
+                           0));
+  const auto out = d_out.Download();
+  EXPECT_EQ(out[0].token, 5);
+  EXPECT_EQ(out[0].finish, kSampleStopToken);
+  EXPECT_EQ(out[1].token, 6);
+  EXPECT_EQ(out[1].finish, kSampleLength);
+  EXPECT_EQ(out[2].finish, kSampleSkipped);
+  EXPECT_EQ(d_done.Download(), (std::vector<uint8_t>{1, 1, 1}));
+  EXPECT_EQ(d_pos.Download(), (std::vector<int32_t>{21, 31, 40}));
+  EXPECT_EQ(d_last.Download(), (std::vector<int32_t>{5, 6, 1}));
+}
+
+}  // namespace
+}  // namespace llm::kernels

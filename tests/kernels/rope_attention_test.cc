@@ -1,0 +1,197 @@
+// RoPE + KV write and paged attention against the CPU reference math, over odd shapes.
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/rope_kv.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "worker/runner/cpu_ops.h"
+
+namespace llm::kernels {
+namespace {
+
+using namespace llm::kernels::testing;
+
+struct Case {
+  int rows;
+  int head_dim;
+  int heads;
+  int kv_heads;
+  int window;
+};
+
+// A paged cache for `slots` sequences of up to `max_len` tokens, blocks handed out in a
+// scrambled order so block-table indirection is exercised.
+struct PagedSetup {
+  int block_tokens = 16;
+  int max_blocks;
+  std::vector<int32_t> tables;
+  int num_blocks;
+  PagedSetup(int slots, int max_len) {
+    max_blocks = (max_len + block_tokens - 1) / block_tokens;
+    num_blocks = slots * max_blocks;
+    std::vector<int32_t> order(num_blocks);
+    std::iota(order.begin(), order.end(), 0);
+    for (size_t i = 0; i < order.size(); ++i) std::swap(order[i], order[(i * 7919) % order.size()]);
+    tables = order;
+  }
+};
+
+TEST(RopeKvKernelTest, RotatesAndWritesThePagedCache) {
+  LLM_REQUIRE_GPU();
+  for (Case c : {Case{1, 64, 8, 8, 0}, Case{7, 128, 32, 8, 0}, Case{33, 16, 8, 1, 0}}) {
+    const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
+    PagedSetup pg(c.rows, 300);
+    std::vector<int32_t> pos(c.rows), slot(c.rows);
+    for (int r = 0; r < c.rows; ++r) {
+      pos[r] = (r * 37 + 5) % 290;  // not block aligned
+      slot[r] = r;
+    }
+    const int max_pos = 300;
+    std::vector<double> inv_freq(D / 2);
+    for (int i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
+    std::vector<float> cos_t(size_t(max_pos) * D / 2), sin_t(cos_t.size());
+    for (int p = 0; p < max_pos; ++p) {
+      runner::RopeCosSin(inv_freq.data(), D / 2, p, &cos_t[size_t(p) * D / 2],
+                         &sin_t[size_t(p) * D / 2]);
+    }
+    const auto qkv = RandomFloats(size_t(c.rows) * width, 7);
+    DeviceBuffer<__nv_bfloat16> d_qkv(ToBf16Vector(qkv));
+    DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
+    DeviceBuffer<float> d_cos(cos_t), d_sin(sin_t);
+    const size_t cache_elems = size_t(pg.num_blocks) * KV * pg.block_tokens * D;
+    DeviceBuffer<__nv_bfloat16> d_k(cache_elems), d_v(cache_elems);
+    LLM_CUDA_OK(LaunchRopeKv(
+        {d_qkv.get(), d_pos.get(), d_slot.get(), d_tables.get(), pg.max_blocks, d_cos.get(),
+         d_sin.get(), d_k.get(), d_v.get(), c.rows, H, KV, D, pg.block_tokens},
+        0));
+    const auto q_out = FromBf16Vector(d_qkv.Download());
+    const auto k_cache = FromBf16Vector(d_k.Download());
+    const auto v_cache = FromBf16Vector(d_v.Download());
+    for (int r = 0; r < c.rows; ++r) {
+      std::vector<float> row(qkv.begin() + size_t(r) * width, qkv.begin() + size_t(r + 1) * width);
+      for (int h = 0; h < H + KV; ++h) {
+        runner::ApplyRope(&row[size_t(h) * D], &cos_t[size_t(pos[r]) * D / 2],
+                          &sin_t[size_t(pos[r]) * D / 2], D);
+      }
+      const int block = pg.tables[size_t(r) * pg.max_blocks + pos[r] / pg.block_tokens];
+      for (int h = 0; h < H; ++h) {
+        for (int d = 0; d < D; ++d) {
+          const float want = row[size_t(h) * D + d];
+          ASSERT_NEAR(q_out[size_t(r) * width + h * D + d], want, std::fabs(want) / 128 + 1e-3);
+        }
+      }
+      for (int kh = 0; kh < KV; ++kh) {
+        const size_t at =
+            ((size_t(block) * KV + kh) * pg.block_tokens + pos[r] % pg.block_tokens) * D;
+        for (int d = 0; d < D; ++d) {
+          const float k_want = row[size_t(H + kh) * D + d];
+          ASSERT_NEAR(k_cache[at + d], k_want, std::fabs(k_want) / 128 + 1e-3);
+          ASSERT_EQ(v_cache[at + d], row[size_t(H + KV + kh) * D + d]);  // copied as is
+        }
+      }
+    }
+  }
+}
+
+// Attention of one query per row against its paged context, computed in double on the same
+// bf16 inputs. Tolerance: relative error 1e-2 (bf16 output, bf16 inputs are exact).
+void CheckAttention(const Case& c, int partition_tokens, uint32_t seed) {
+  const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
+  const int max_len = 700;
+  PagedSetup pg(c.rows, max_len);
+  const size_t cache_elems = size_t(pg.num_blocks) * KV * pg.block_tokens * D;
+  const auto k_cache = RandomFloats(cache_elems, seed);
+  const auto v_cache = RandomFloats(cache_elems, seed + 1);
+  const auto qkv = RandomFloats(size_t(c.rows) * width, seed + 2);
+  std::vector<int32_t> pos(c.rows), slot(c.rows);
+  const int lengths[] = {1, 17, 100, 513, 16, 650, 33};
+  for (int r = 0; r < c.rows; ++r) {
+    pos[r] = lengths[r % 7] - 1;
+    slot[r] = r;
+  }
+  if (c.rows > 2) slot[1] = -1;  // a padding row
+  DeviceBuffer<__nv_bfloat16> d_k(ToBf16Vector(k_cache)), d_v(ToBf16Vector(v_cache));
+  DeviceBuffer<__nv_bfloat16> d_qkv(ToBf16Vector(qkv)), d_out(size_t(c.rows) * H * D);
+  DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
+  const int max_parts =
+      partition_tokens > 0 ? (max_len + partition_tokens - 1) / partition_tokens : 1;
+  DeviceBuffer<float> p_out(size_t(c.rows) * H * max_parts * D),
+      p_max(size_t(c.rows) * H * max_parts), p_sum(size_t(c.rows) * H * max_parts);
+  AttentionParams p{d_qkv.get(),
+                    d_k.get(),
+                    d_v.get(),
+                    d_pos.get(),
+                    d_slot.get(),
+                    d_tables.get(),
+                    pg.max_blocks,
+                    d_out.get(),
+                    p_out.get(),
+                    p_max.get(),
+                    p_sum.get(),
+                    0,
+                    c.rows,
+                    H,
+                    KV,
+                    D,
+                    pg.block_tokens,
+                    c.window,
+                    partition_tokens,
+                    max_parts,
+                    1.0f / std::sqrt(static_cast<float>(D))};
+  LLM_CUDA_OK(LaunchAttention(p, 0));
+  LLM_CUDA_OK(cudaDeviceSynchronize());
+  const auto out = FromBf16Vector(d_out.Download());
+  for (int r = 0; r < c.rows; ++r) {
+    if (slot[r] < 0) continue;
+    std::vector<float> got;
+    std::vector<double> want;
+    const int first = c.window > 0 ? std::max(0, pos[r] - c.window + 1) : 0;
+    for (int h = 0; h < H; ++h) {
+      const int kh = h / (H / KV);
+      std::vector<double> scores;
+      double mx = -1e300;
+      for (int t = first; t <= pos[r]; ++t) {
+        const int block = pg.tables[size_t(r) * pg.max_blocks + t / pg.block_tokens];
+        const size_t at = ((size_t(block) * KV + kh) * pg.block_tokens + t % pg.block_tokens) * D;
+        double s = 0;
+        for (int d = 0; d < D; ++d)
+          s += double(qkv[size_t(r) * width + h * D + d]) * k_cache[at + d];
+        scores.push_back(s / std::sqrt(double(D)));
+        mx = std::max(mx, scores.back());
+      }
+      double sum = 0;
+      for (double& s : scores) sum += (s = std::exp(s - mx));
+      for (int d = 0; d < D; ++d) {
+        double o = 0;
+        for (int t = first; t <= pos[r]; ++t) {
+          const int block = pg.tables[size_t(r) * pg.max_blocks + t / pg.block_tokens];
+          const size_t at = ((size_t(block) * KV + kh) * pg.block_tokens + t % pg.block_tokens) * D;
+          o += scores[t - first] / sum * v_cache[at + d];
+        }
+        want.push_back(o);
+        got.push_back(out[(size_t(r) * H + h) * D + d]);
+      }
+    }
+    EXPECT_LT(RelativeError(got, want), 1e-2)
+        << "rows " << c.rows << " D " << D << " H " << H << " KV " << KV << " window " << c.window
+        << " partition " << partition_tokens << " row " << r << " len " << pos[r] + 1;
+  }
+}
+
+TEST(AttentionKernelTest, DecodeSplitAndPrefillSinglePartition) {
+  LLM_REQUIRE_GPU();
+  const Case cases[] = {{1, 64, 8, 8, 0},    {7, 128, 32, 8, 0}, {33, 128, 32, 4, 0},
+                        {7, 16, 8, 4, 0},    {7, 64, 14, 2, 0},  {7, 32, 8, 1, 0},
+                        {7, 128, 32, 8, 100}};
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    CheckAttention(c, /*partition_tokens=*/0, seed++);
+    CheckAttention(c, /*partition_tokens=*/64, seed++);
+    CheckAttention(c, /*partition_tokens=*/512, seed++);
+  }
+}
+
+}  // namespace
+}  // namespace llm::kernels
