@@ -1,6 +1,24 @@
+#include "kernels/cublaslt_loader.h"
 #include "kernels/gemm.h"
 
 namespace llm::kernels {
+
+namespace {
+
+// The loaded cuBLASLt; only called once Init has loaded it.
+const CublasLtApi& Lt() { return *LoadCublasLt(nullptr); }
+
+// Row count at which batch-invariant mode picks each shape's algorithm: large enough that
+// cuBLASLt offers its general tiles, small enough to fit decode batches well.
+constexpr int32_t kInvariantReferenceRows = 128;
+
+#define LLM_CUBLAS_TRY(expr)                              \
+  do {                                                    \
+    const cublasStatus_t llm_st_ = (expr);                \
+    if (llm_st_ != CUBLAS_STATUS_SUCCESS) return llm_st_; \
+  } while (0)
+
+}  // namespace
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -8,10 +26,34 @@ struct Gemm::Plan {
   cublasLtMatmulAlgo_t algo{};
   bool has_algo = false;
   ~Plan() {
-    if (desc) cublasLtMatmulDescDestroy(desc);
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) Lt().MatmulDescDestroy(desc);
+    if (a) Lt().MatrixLayoutDestroy(a);
+    if (b) Lt().MatrixLayoutDestroy(b);
+    if (c) Lt().MatrixLayoutDestroy(c);
+  }
+
+  // Column-major view: C[out, rows] = op_T(A)[out, in] . B[in, rows], with A = w stored as a
+  // column-major [in, out] matrix and B = x as a column-major [in, rows] one.
+  cublasStatus_t Create(const GemmArgs& g) {
+    const cudaDataType_t c_type = g.out_type == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    LLM_CUBLAS_TRY(Lt().MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    LLM_CUBLAS_TRY(
+        Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+    LLM_CUBLAS_TRY(
+        Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    if (g.bias != nullptr) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = c_type;
+      LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                 sizeof(epilogue)));
+      LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                 &bias_type, sizeof(bias_type)));
+    }
+    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&a, CUDA_R_16BF, g.in, g.out, g.in));
+    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&b, CUDA_R_16BF, g.in, g.rows, g.in));
+    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&c, c_type, g.out, g.rows, g.out));
+    return CUBLAS_STATUS_SUCCESS;
   }
 };
 
@@ -20,82 +62,143 @@ Gemm::Gemm() = default;
 Gemm::~Gemm() {
   plans_.clear();
   if (workspace_) cudaFree(workspace_);
-  if (handle_) cublasLtDestroy(handle_);
+  if (handle_) Lt().Destroy(handle_);
 }
 
-cudaError_t Gemm::Init(size_t workspace_bytes) {
-  if (cublasLtCreate(&handle_) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
+cudaError_t Gemm::Init(size_t workspace_bytes, bool batch_invariant) {
+  if (LoadCublasLt(&load_error_) == nullptr) return cudaErrorSharedObjectInitFailed;
+  if (Lt().Create(&handle_) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
   workspace_bytes_ = workspace_bytes;
+  batch_invariant_ = batch_invariant;
   return cudaMalloc(&workspace_, workspace_bytes);
 }
 
-int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
-  if (g.rows <= 0) return 0;
+int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
+  const Shape key{0, g.in, g.out, static_cast<int>(g.out_type), g.bias != nullptr};
+  if (auto it = invariant_algos_.find(key); it != invariant_algos_.end()) {
+    *algo = it->second;
+    return 0;
+  }
+  GemmArgs ref = g;
+  ref.rows = kInvariantReferenceRows;
+  Plan ref_plan;
+  cublasStatus_t st = ref_plan.Create(ref);
+  cublasLtMatmulPreference_t pref = nullptr;
+  if (st == CUBLAS_STATUS_SUCCESS) st = Lt().MatmulPreferenceCreate(&pref);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace_bytes_, sizeof(workspace_bytes_));
+  }
+  constexpr int kCandidates = 16;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = Lt().MatmulAlgoGetHeuristic(handle_, ref_plan.desc, ref_plan.a, ref_plan.b, ref_plan.c,
+                                     ref_plan.c, pref, kCandidates, results, &found);
+  }
+  if (pref) Lt().MatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
+  // The best candidate that sums each output element within one thread block (no split-K, no
+  // reduction across blocks) and is valid at this row count is used for all row counts.
+  for (int i = 0; i < found; ++i) {
+    cublasLtMatmulAlgo_t candidate = results[i].algo;
+    int32_t split_k = 1;
+    uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    if (Lt().MatmulAlgoConfigGetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k,
+                                          sizeof(split_k), &written) != CUBLAS_STATUS_SUCCESS ||
+        Lt().MatmulAlgoConfigGetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                          &reduction, sizeof(reduction),
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        split_k > 1 || reduction != CUBLASLT_REDUCTION_SCHEME_NONE) {
+      continue;
+    }
+    cublasLtMatmulHeuristicResult_t check{};
+    if (Lt().MatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &candidate,
+                             &check) != CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > workspace_bytes_) {
+      continue;
+    }
+    invariant_algos_.emplace(key, candidate);
+    *algo = candidate;
+    return 0;
+  }
+  return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
+}
+
+Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status) {
   const Shape shape{g.rows, g.in, g.out, static_cast<int>(g.out_type), g.bias != nullptr};
-  auto it = plans_.find(shape);
-  if (it == plans_.end()) {
-    // Column-major view: C[out, rows] = op_T(A)[out, in] . B[in, rows], with A = w stored as a
-    // column-major [in, out] matrix and B = x as a column-major [in, rows] one.
-    auto plan = std::make_unique<Plan>();
-    const cudaDataType_t c_type = g.out_type == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF;
-    cublasStatus_t st = cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a,
-                                          sizeof(trans_a));
+  if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
+  auto plan = std::make_unique<Plan>();
+  cublasStatus_t st = plan->Create(g);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    *status = static_cast<int>(st);
+    return nullptr;
+  }
+  if (batch_invariant_) {
+    *status = InvariantAlgo(g, *plan, &plan->algo);
+    if (*status != 0) return nullptr;
+    // The shared algorithm must also be valid at this row count.
+    cublasLtMatmulHeuristicResult_t check{};
+    st = Lt().MatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &plan->algo,
+                              &check);
+    if (st == CUBLAS_STATUS_SUCCESS && check.workspaceSize > workspace_bytes_) {
+      st = CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b,
-                                          sizeof(trans_b));
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      *status = static_cast<int>(st);
+      return nullptr;
     }
-    if (st == CUBLAS_STATUS_SUCCESS && g.bias != nullptr) {
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      const cudaDataType_t bias_type = c_type;
-      st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                          sizeof(epilogue));
-      if (st == CUBLAS_STATUS_SUCCESS) {
-        st = cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                                            &bias_type, sizeof(bias_type));
-      }
-    }
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, g.in, g.out, g.in);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, g.in, g.rows, g.in);
-    if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatrixLayoutCreate(&plan->c, c_type, g.out, g.rows, g.out);
-    if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
+    plan->has_algo = true;
+  } else {
     cublasLtMatmulPreference_t pref = nullptr;
-    st = cublasLtMatmulPreferenceCreate(&pref);
+    st = Lt().MatmulPreferenceCreate(&pref);
     if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                &workspace_bytes_, sizeof(workspace_bytes_));
+      st = Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace_bytes_, sizeof(workspace_bytes_));
     }
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS) {
-      st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                          pref, 1, &result, &found);
+      st = Lt().MatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
+                                       pref, 1, &result, &found);
     }
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
+    if (pref) Lt().MatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      *status = static_cast<int>(st);
+      return nullptr;
+    }
     if (found > 0) {
       plan->algo = result.algo;
       plan->has_algo = true;
     }
-    it = plans_.emplace(shape, std::move(plan)).first;
   }
-  Plan& plan = *it->second;
+  *status = 0;
+  return plans_.emplace(shape, std::move(plan)).first->second.get();
+}
+
+int Gemm::Prepare(const GemmArgs& g) {
+  if (g.rows <= 0) return 0;
+  int status = 0;
+  GetPlan(g, &status);
+  return status;
+}
+
+int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
+  if (g.rows <= 0) return 0;
+  int status = 0;
+  Plan* plan = GetPlan(g, &status);
+  if (plan == nullptr) return status;
   if (g.bias != nullptr) {
     const void* bias = g.bias;
-    const cublasStatus_t st = cublasLtMatmulDescSetAttribute(
-        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    const cublasStatus_t st = Lt().MatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
     if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
   }
   const float alpha = 1.0f, beta = 0.0f;
-  return static_cast<int>(cublasLtMatmul(
-      handle_, plan.desc, &alpha, g.w, plan.a, g.x, plan.b, &beta, g.y, plan.c, g.y, plan.c,
-      plan.has_algo ? &plan.algo : nullptr, workspace_, workspace_bytes_, stream));
+  return static_cast<int>(Lt().Matmul(
+      handle_, plan->desc, &alpha, g.w, plan->a, g.x, plan->b, &beta, g.y, plan->c, g.y, plan->c,
+      plan->has_algo ? &plan->algo : nullptr, workspace_, workspace_bytes_, stream));
 }
 
 }  // namespace llm::kernels

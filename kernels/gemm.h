@@ -1,8 +1,13 @@
 // Matrix products through cuBLASLt: y[rows, out] = x[rows, in] . w[out, in]^T (+ bias[out]),
 // x and w bf16, fp32 accumulation, y bf16 or fp32. w is in the Hugging Face layout (row-major
 // [out, in]). Plans (descriptors, layouts, the chosen algorithm) are cached per shape, so after
-// a first call of each shape a product allocates nothing and can be captured in a CUDA graph.
-// Not thread-safe: one Gemm per stream.
+// a first call (or Prepare) of each shape a product allocates nothing and can be captured in a
+// CUDA graph. Not thread-safe: one Gemm per stream.
+//
+// Batch-invariant mode: the algorithm is chosen once per (in, out, output type, bias) and used
+// for every row count, with no split-K or other cross-block reduction, so each output element
+// is summed in the same order whatever the batch: a row's result does not depend on the other
+// rows. It costs some speed on shapes where cuBLASLt's per-shape choice would differ.
 #ifndef LLM_KERNELS_GEMM_H_
 #define LLM_KERNELS_GEMM_H_
 
@@ -13,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 namespace llm::kernels {
@@ -37,18 +43,33 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // Creates the handle and a workspace of `workspace_bytes` on the current device.
-  cudaError_t Init(size_t workspace_bytes = size_t{32} << 20);
-  // cuBLAS status as an int (0 = success) so callers need not include cuBLAS headers.
+  // Loads cuBLASLt (cublaslt_loader.h) and creates the handle and a workspace of
+  // `workspace_bytes` on the current device. cudaErrorSharedObjectInitFailed when the library
+  // cannot be loaded (load_error() says why).
+  cudaError_t Init(size_t workspace_bytes = size_t{32} << 20, bool batch_invariant = false);
+  const std::string& load_error() const { return load_error_; }
+  // Builds the plan of args' shape (rows, in, out, output type, bias or not) without running
+  // it. cuBLAS status as an int (0 = success), so callers need not include cuBLAS headers.
+  int Prepare(const GemmArgs& args);
   int Run(const GemmArgs& args, cudaStream_t stream);
+  bool batch_invariant() const { return batch_invariant_; }
 
  private:
   struct Plan;
   using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool>;
+  // The plan for `args`' shape, created on first use; null with `*status` set on failure.
+  Plan* GetPlan(const GemmArgs& args, int* status);
+  // Batch-invariant mode: the algorithm for (in, out, type, bias), chosen at a reference row
+  // count.
+  int InvariantAlgo(const GemmArgs& args, const Plan& plan, cublasLtMatmulAlgo_t* algo);
+
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  bool batch_invariant_ = false;
+  std::string load_error_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
+  std::map<Shape, cublasLtMatmulAlgo_t> invariant_algos_;  // rows = 0 in the key
 };
 
 }  // namespace llm::kernels

@@ -8,10 +8,12 @@ namespace {
 __global__ void RandomInitKernel(RandomInitParams p) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = p.bound == 0.0f
-                        ? p.constant
-                        : model::RandomUniform(p.stream, static_cast<uint64_t>(i), p.bound);
-    p.out[i] = ToBf16(v);
+    const float v = model::SyntheticValue(p.stream, static_cast<uint64_t>(i), p.bound, p.constant);
+    if (p.out != nullptr) {
+      p.out[i] = ToBf16(v);
+    } else {
+      p.out_f32[i] = ToFloat(ToBf16(v));  // what a bf16 checkpoint holds
+    }
   }
 }
 

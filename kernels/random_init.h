@@ -1,6 +1,7 @@
-// Fills a bf16 tensor on the device with the synthetic weights of worker/model/random_weights.h:
-// element i = RandomUniform(stream, i, bound), or `constant` when bound is 0. The same numbers a
-// make-model checkpoint of the same seed holds (before its bf16 rounding, which is the same).
+// Fills a tensor on the device with the synthetic weights of worker/model/random_weights.h:
+// element i = model::SyntheticValue(stream, i, bound, constant), rounded to bf16 and stored as
+// bf16 or fp32: the numbers a bf16 make-model checkpoint of the same seed holds, which is what
+// a random:<shape> model on the CPU backend uses too.
 #ifndef LLM_KERNELS_RANDOM_INIT_H_
 #define LLM_KERNELS_RANDOM_INIT_H_
 
@@ -12,7 +13,8 @@
 namespace llm::kernels {
 
 struct RandomInitParams {
-  __nv_bfloat16* out;
+  __nv_bfloat16* out;  // or null, with out_f32 set
+  float* out_f32;
   int64_t count;
   uint64_t stream;  // model::TensorStream(seed, tensor name)
   float bound;      // 0: fill with `constant`

@@ -17,7 +17,11 @@ namespace llm::testing {
 namespace fs = std::filesystem;
 
 std::string SharedPath(const std::string& relative) {
-  return (fs::path(LLM_SHARED_DIR) / relative).lexically_normal().string();
+  // NOTE: the environment may move it (a test bundle run on another machine,
+  // scripts/gpu_bundle.sh).
+  const char* env = std::getenv("LLM_SHARED_DIR");
+  const fs::path root = env != nullptr && *env != '\0' ? fs::path(env) : fs::path(LLM_SHARED_DIR);
+  return (root / relative).lexically_normal().string();
 }
 
 ::testing::AssertionResult SharedExists(const std::string& relative) {
@@ -26,7 +30,7 @@ std::string SharedPath(const std::string& relative) {
   return ::testing::AssertionFailure()
          << "required test data missing: " << p
          << " (the tests need the shared folder ../shared beside the checkout; set "
-            "-DLLM_SHARED_DIR to point elsewhere)";
+            "-DLLM_SHARED_DIR or the environment's LLM_SHARED_DIR to point elsewhere)";
 }
 
 std::string BinPath(const std::string& name) { return (fs::path(LLM_BIN_DIR) / name).string(); }

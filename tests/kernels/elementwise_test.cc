@@ -95,12 +95,19 @@ TEST(RandomInitKernelTest, SameNumbersAsTheHost) {
   const int64_t n = 100003;
   const uint64_t stream = model::TensorStream(42, "model.layers.3.mlp.up_proj.weight");
   DeviceBuffer<__nv_bfloat16> d(n);
-  LLM_CUDA_OK(LaunchRandomInit({d.get(), n, stream, 0.05f, 0.0f}, 0));
+  DeviceBuffer<float> d32(n);
+  LLM_CUDA_OK(LaunchRandomInit({d.get(), nullptr, n, stream, 0.05f, 0.0f}, 0));
+  LLM_CUDA_OK(LaunchRandomInit({nullptr, d32.get(), n, stream, 0.05f, 0.0f}, 0));
   const auto out = d.Download();
+  const auto out32 = d32.Download();
   for (int64_t i = 0; i < n; ++i) {
-    const float want = RoundBf16(model::RandomUniform(stream, static_cast<uint64_t>(i), 0.05f));
-    ASSERT_EQ(HostFromBf16(out[i]), want) << i;
+    const float want = model::RandomUniform(stream, static_cast<uint64_t>(i), 0.05f);
+    ASSERT_EQ(HostFromBf16(out[i]), RoundBf16(want)) << i;
+    ASSERT_EQ(out32[i], RoundBf16(want)) << i;
   }
+  // A constant fill (norm weights).
+  LLM_CUDA_OK(LaunchRandomInit({d.get(), nullptr, n, stream, 0.0f, 1.0f}, 0));
+  for (const auto& v : d.Download()) ASSERT_EQ(HostFromBf16(v), 1.0f);
 }
 
 TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {

@@ -57,6 +57,36 @@ TEST(MakeModelTest, TinyIsDeterministicLoadableAndGenerates) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["generated_ids"].size(), 12u);
 }
 
+// random:<shape>:<seed> builds, in memory, the model make-model writes with that seed: the same
+// weights and tokenizer, so the same tokens (seeded sampling, so every logit matters).
+TEST(MakeModelTest, RandomModelIsTheMadeCheckpoint) {
+  const std::string dir = llm::testing::MakeTempDir("made");
+  auto r = RunCommand(
+      {BinPath("llm-cli"), "make-model", "--shape", "tiny", "--out", dir, "--seed", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto generate = [](const std::string& model) {
+    return RunCommand({BinPath("llm-cli"), "generate", "--model", model, "--prompt",
+                       "Once upon a time", "--max-tokens", "24", "--temperature", "0.8", "--seed",
+                       "9", "--ids", "--ignore-eos"});
+  };
+  const auto from_files = generate(dir);
+  const auto from_seed = generate("random:tiny:5");
+  const auto other_seed = generate("random:tiny:6");
+  ASSERT_EQ(from_files.exit_code, 0) << from_files.err;
+  ASSERT_EQ(from_seed.exit_code, 0) << from_seed.err;
+  ASSERT_EQ(other_seed.exit_code, 0) << other_seed.err;
+  EXPECT_EQ(nlohmann::json::parse(from_files.out), nlohmann::json::parse(from_seed.out));
+  EXPECT_NE(nlohmann::json::parse(from_files.out)["generated_ids"],
+            nlohmann::json::parse(other_seed.out)["generated_ids"]);
+
+  r = RunCommand({BinPath("llm-cli"), "generate", "--model", "random:nonesuch", "--prompt", "x"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("unknown model shape 'nonesuch'"), std::string::npos) << r.err;
+  r = RunCommand({BinPath("llm-cli"), "generate", "--model", "random:tiny:x1", "--prompt", "x"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("seed 'x1'"), std::string::npos) << r.err;
+}
+
 TEST(MakeModelTest, BadArgumentsAreNamed) {
   auto r = RunCommand({BinPath("llm-cli"), "make-model", "--shape", "gpt-5", "--out", "/tmp/x"});
   EXPECT_EQ(r.exit_code, 1);

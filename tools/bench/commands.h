@@ -11,6 +11,7 @@ int RunTokenizerBench(const std::vector<std::string>& args);
 int RunGenerateBench(const std::vector<std::string>& args);
 int RunEngineBench(const std::vector<std::string>& args);
 int RunServeBench(const std::vector<std::string>& args);
+int RunGpuBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

@@ -1,19 +1,17 @@
-// llm-cli generate: runs a Hugging Face checkpoint on the CPU through the in-process engine
-// (loop::Worker) and prints the completion as it streams.
+// llm-cli generate: runs a model (a Hugging Face checkpoint or random:<shape>) through the
+// in-process engine (loop::Worker), on the CPU reference backend unless told otherwise, and
+// prints the completion as it streams.
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/numbers.h"
-#include "common/thread_pool.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/commands.h"
 #include "tools/common/tool_util.h"
-#include "worker/frontend/tokenizer.h"
+#include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
-#include "worker/runner/cpu_model.h"
-#include "worker/runner/cpu_runner.h"
 
 namespace llm::cli {
 
@@ -73,7 +71,10 @@ class PrintingSink : public loop::StreamSink {
 int RunGenerate(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli generate";
   FlagSet flags;
-  flags.Value("model", "Hugging Face checkpoint directory")
+  flags.Value("model", "Hugging Face checkpoint directory, or random:<shape>[:<seed>]")
+      .Value("tokenizer", "tokenizer.json (or its directory) instead of the model's")
+      .Value("backend", "cpu (the fp32 reference), cuda or auto", "cpu")
+      .Value("max-context", "positions per sequence (prompt + output)", "4096")
       .Value("prompt", "prompt text")
       .Value("max-tokens", "tokens to generate at most", "64")
       .Value("stop", "stop string (repeatable)")
@@ -96,24 +97,30 @@ int RunGenerate(const std::vector<std::string>& args) {
     return Fail(cmd, absl::InvalidArgumentError("--max-tokens: must be in [1, 16777216]"));
   }
 
+  auto max_context = flags.GetInt("max-context");
+  if (!max_context.ok()) return Fail(cmd, max_context.status());
+  if (*max_context < 1 || *max_context > (1 << 24)) {
+    return Fail(cmd, absl::InvalidArgumentError("--max-context: must be in [1, 16777216]"));
+  }
+
   // The in-process engine with one slot: the same path a worker serves requests on.
-  ThreadPool pool(static_cast<int>(*threads));
-  const std::string dir = flags.GetString("model");
-  auto model = runner::CpuModel::Load(dir, &pool);
-  if (!model.ok()) return Fail(cmd, model.status());
-  auto tokenizer = frontend::Tokenizer::Load(dir);
-  if (!tokenizer.ok()) return Fail(cmd, tokenizer.status());
-  const model::ModelConfig config = (*model)->config();
-  runner::CpuRunnerOptions ro;
-  ro.max_slots = 1;
-  ro.num_kv_blocks = (config.max_position_embeddings + ro.block_tokens - 1) / ro.block_tokens;
-  ro.valid_vocab_size = (*tokenizer)->vocab_size();
+  backend::BackendOptions bo;
+  bo.model = flags.GetString("model");
+  bo.tokenizer = flags.GetString("tokenizer");
+  bo.backend = flags.GetString("backend");
+  bo.cpu_threads = static_cast<int>(*threads);
+  bo.max_slots = 1;
+  bo.max_context = static_cast<int32_t>(*max_context);
+  bo.kv_blocks = static_cast<int32_t>((*max_context + bo.block_tokens - 1) / bo.block_tokens);
+  bo.max_prefill_tokens = 4096;
+  auto backend = backend::CreateBackend(bo);
+  if (!backend.ok()) return Fail(cmd, backend.status());
   loop::WorkerOptions wo;
   wo.scheduler.max_batch_tokens = 4096;
   wo.scheduler.max_prefill_tokens = 4096;
   wo.tokenizer_threads = 1;
-  auto worker = loop::Worker::Create(wo, std::make_unique<runner::CpuRunner>(*std::move(model), ro),
-                                     *std::move(tokenizer), config.eos_token_ids);
+  auto worker = loop::Worker::Create(wo, std::move(backend->runner), std::move(backend->tokenizer),
+                                     backend->config.eos_token_ids);
   if (!worker.ok()) return Fail(cmd, worker.status());
 
   loop::GenerateSpec spec;

@@ -12,15 +12,14 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/sample_text.h"
 #include "tools/common/tool_util.h"
-#include "worker/frontend/bpe_trainer.h"
+#include "worker/frontend/synthetic_tokenizer.h"
 #include "worker/model/config.h"
 #include "worker/model/dtype.h"
 #include "worker/model/llama_tensors.h"
-#include "worker/model/random_weights.h"
 #include "worker/model/safetensors.h"
 #include "worker/model/shapes.h"
+#include "worker/model/synthetic.h"
 
 namespace llm::cli {
 
@@ -30,19 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using model::DType;
-using model::TensorKind;
 using model::TensorSpec;
-
-float ElementValue(const TensorSpec& spec, uint64_t stream, uint64_t i) {
-  switch (spec.kind) {
-    case TensorKind::kNorm:
-      return 1.0f;
-    case TensorKind::kBias:
-      return model::RandomUniform(stream, i, 0.1f);
-    default:
-      return model::RandomUniform(stream, i, model::LinearBound(spec.fan_in));
-  }
-}
 
 // Writes every tensor of the shape, generated in parallel chunks of `kChunk` elements.
 absl::Status WriteWeights(const model::ModelConfig& config, const std::string& path, uint64_t seed,
@@ -57,22 +44,11 @@ absl::Status WriteWeights(const model::ModelConfig& config, const std::string& p
   for (const auto& spec : specs) {
     uint64_t n = 1;
     for (int64_t d : spec.shape) n *= static_cast<uint64_t>(d);
-    const uint64_t stream = model::TensorStream(seed, spec.name);
     for (uint64_t begin = 0; begin < n; begin += kChunk) {
       const uint64_t count = std::min(kChunk, n - begin);
       buffer.resize(count * elem);
-      pool.ParallelFor(count, 1 << 16, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) {
-          const float v = ElementValue(spec, stream, begin + i);
-          char* dst = buffer.data() + i * elem;
-          if (dtype == DType::kF32) {
-            std::memcpy(dst, &v, 4);
-          } else {
-            const uint16_t h = dtype == DType::kBF16 ? model::F32ToBf16(v) : model::F32ToF16(v);
-            std::memcpy(dst, &h, 2);
-          }
-        }
-      });
+      model::FillSynthetic(spec, seed, begin, count, dtype,
+                           reinterpret_cast<std::byte*>(buffer.data()), &pool);
       LLM_RETURN_IF_ERROR(writer->Append(buffer));
     }
   }
@@ -94,12 +70,9 @@ absl::Status MakeModel(const std::string& shape, const std::string& out, uint64_
       WriteStringToFile(path("config.json"), model::ModelConfigToJson(config).dump(2)));
   LLM_RETURN_IF_ERROR(WriteStringToFile(path("generation_config.json"),
                                         model::GenerationConfigToJson(config).dump(2)));
-  frontend::ByteLevelTokenizerSpec tspec;
-  tspec.vocab_size = config.vocab_size;
-  tspec.bos_id = config.bos_token_id;
-  tspec.eos_ids = config.eos_token_ids;
-  tspec.training_text = kSampleText;
-  LLM_ASSIGN_OR_RETURN(frontend::TokenizerFiles tok, frontend::MakeByteLevelTokenizer(tspec));
+  LLM_ASSIGN_OR_RETURN(frontend::TokenizerFiles tok,
+                       frontend::SyntheticTokenizerFiles(config.vocab_size, config.bos_token_id,
+                                                         config.eos_token_ids));
   LLM_RETURN_IF_ERROR(WriteStringToFile(path("tokenizer.json"), tok.tokenizer_json));
   LLM_RETURN_IF_ERROR(WriteStringToFile(path("tokenizer_config.json"), tok.tokenizer_config_json));
   LLM_RETURN_IF_ERROR(WriteWeights(config, path("model.safetensors"), seed, dtype, pool));

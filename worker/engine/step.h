@@ -70,10 +70,10 @@ struct StepResult {
   uint64_t step_id = 0;
   std::vector<SlotOutput> outputs;  // for every sampling prefill and every decode still live
   double device_seconds = 0.0;      // time the backend spent computing the step
-  // When the backend started and finished the step, in seconds of the steady clock (for the
-  // idle gap between consecutive steps); negative when unknown.
-  double start_seconds = -1.0;
-  double end_seconds = -1.0;
+  // Time the backend sat idle between the end of the previous step and the start of this one,
+  // when this step was launched while the previous one was still running (a pipeline bubble);
+  // negative when unknown or when the backend was idle for lack of work.
+  double gap_seconds = -1.0;
 };
 
 }  // namespace llm::engine

@@ -26,6 +26,7 @@ struct Vocab {
   std::unordered_map<std::string, int32_t> ids;
   std::vector<std::pair<int32_t, int32_t>> merges;
   std::set<int32_t> reserved;  // special ids
+  int32_t byte_id[256] = {};   // the token of each byte
   int32_t next_free = 0;
 
   bool full() const { return next_free >= static_cast<int32_t>(tokens.size()); }
@@ -60,7 +61,7 @@ absl::Status LearnMerges(std::string_view text, Vocab& v) {
   std::vector<std::pair<std::vector<int32_t>, int>> words;
   for (const auto& [w, count] : word_counts) {
     std::vector<int32_t> symbols;
-    for (char c : w) symbols.push_back(static_cast<uint8_t>(c));
+    for (char c : w) symbols.push_back(v.byte_id[static_cast<uint8_t>(c)]);
     words.emplace_back(std::move(symbols), count);
   }
   for (int m = 0; m < kMaxLearnedMerges && !v.full(); ++m) {
@@ -96,7 +97,7 @@ absl::Status LearnMerges(std::string_view text, Vocab& v) {
 // all two-character strings first, then longer ones, in a fixed order.
 void FillMerges(Vocab& v) {
   std::vector<int32_t> alphabet;  // single-byte tokens for ' ' and printable ASCII
-  for (int b = 32; b < 127; ++b) alphabet.push_back(b);
+  for (int b = 32; b < 127; ++b) alphabet.push_back(v.byte_id[b]);
   std::vector<int32_t> frontier = alphabet;
   while (!v.full()) {
     std::vector<int32_t> next;
@@ -126,23 +127,26 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
   Vocab v;
   v.tokens.assign(spec.vocab_size, "");
   for (const auto& [id, name] : specials) {
-    if (id < 256 || id >= spec.vocab_size) {
+    if (id < 0 || id >= spec.vocab_size) {
       return absl::InvalidArgumentError(
-          absl::StrCat("special token id ", id, " must be in [256, ", spec.vocab_size, ")"));
+          absl::StrCat("special token id ", id, " must be in [0, ", spec.vocab_size, ")"));
     }
     v.reserved.insert(id);
   }
-  if (spec.vocab_size <= 256 + static_cast<int32_t>(specials.size())) {
+  if (spec.vocab_size <= 256 + static_cast<int32_t>(v.reserved.size())) {
     return absl::InvalidArgumentError("vocab_size too small for a byte-level tokenizer");
   }
+  // The 256 bytes take the lowest ids the special tokens leave free.
+  v.next_free = -1;
+  v.Advance();
   for (int b = 0; b < 256; ++b) {
     std::string s;
     AppendByteLevel(std::string(1, static_cast<char>(b)), s);
-    v.tokens[b] = s;
-    v.ids[s] = b;
+    v.tokens[v.next_free] = s;
+    v.ids[s] = v.next_free;
+    v.byte_id[b] = v.next_free;
+    v.Advance();
   }
-  v.next_free = 255;
-  v.Advance();
   LLM_RETURN_IF_ERROR(LearnMerges(spec.training_text, v));
   FillMerges(v);
   if (!v.full()) return absl::InternalError("could not fill the vocabulary");

@@ -14,9 +14,9 @@
 namespace llm::frontend {
 
 struct ByteLevelTokenizerSpec {
-  int32_t vocab_size = 0;          // > 256 + number of special tokens
-  int32_t bos_id = -1;             // >= 256, or -1 for none
-  std::vector<int32_t> eos_ids;    // each >= 256
+  int32_t vocab_size = 0;  // > 256 + number of special tokens
+  int32_t bos_id = -1;     // or -1 for none
+  std::vector<int32_t> eos_ids;
   std::string_view training_text;  // UTF-8
 };
 
@@ -25,8 +25,9 @@ struct TokenizerFiles {
   std::string tokenizer_config_json;
 };
 
-// Ids 0..255 are the 256 bytes; BOS/EOS take their given ids as special added tokens; every
-// other id is a merge. Llama 3-style pre-tokenization and a BOS template.
+// BOS/EOS take their given ids as special added tokens; the 256 bytes take the lowest ids left
+// (0..255 when every special id is above them); every other id is a merge. Llama 3-style
+// pre-tokenization and a BOS template.
 absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSpec& spec);
 
 }  // namespace llm::frontend

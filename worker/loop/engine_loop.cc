@@ -130,10 +130,7 @@ void EngineLoop::CollectOne() {
     window_busy_s_ = 0;
     window_start_ = now;
   }
-  const double gap = last_step_end_ < 0 || result->start_seconds < 0
-                         ? -1.0
-                         : std::max(0.0, result->start_seconds - last_step_end_);
-  last_step_end_ = result->end_seconds;
+  const double gap = result->gap_seconds;
   int32_t decodes = 0;
   for (const auto& o : result->outputs) decodes += o.finish == engine::FinishKind::kNone ? 1 : 0;
   if (observer_ != nullptr) {

@@ -103,7 +103,6 @@ class EngineLoop {
   std::vector<engine::TokenEvent> events_scratch_;
   std::vector<uint64_t> admitted_scratch_;
   std::vector<int32_t> carried_releases_;
-  double last_step_end_ = -1.0;
   double ewma_ms_ = 0.0;
   double window_busy_s_ = 0.0;
   Clock::time_point window_start_;

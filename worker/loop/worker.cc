@@ -41,12 +41,27 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   options.scheduler.max_slots = info.max_slots;
   options.scheduler.num_kv_blocks = info.num_kv_blocks;
   options.scheduler.block_tokens = info.block_tokens;
+  if (info.max_prefill_tokens > 0) {
+    // The runner's buffers bound a step's prompt tokens.
+    options.scheduler.max_prefill_tokens =
+        std::min(options.scheduler.max_prefill_tokens, info.max_prefill_tokens);
+  }
   if (absl::Status st = options.scheduler.Validate(); !st.ok()) return st;
   RequestLimits& l = options.limits;
   l.vocab_size = info.vocab_size;
   l.max_context = info.max_context;
   l.kv_capacity_tokens = info.num_kv_blocks * info.block_tokens;
   l.eos_token_ids = std::move(eos_token_ids);
+  if (info.max_stop_ids > 0) {
+    // EOS ids are added to each request's stop ids.
+    const int32_t room = info.max_stop_ids - static_cast<int32_t>(l.eos_token_ids.size());
+    if (room < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has ", l.eos_token_ids.size(),
+                                                     " EOS ids; the runner takes at most ",
+                                                     info.max_stop_ids));
+    }
+    l.max_stop_token_ids = std::min(l.max_stop_token_ids, room);
+  }
   if (tokenizer->vocab_size() > info.vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("the tokenizer's vocabulary (", tokenizer->vocab_size(),

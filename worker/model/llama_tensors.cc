@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "worker/model/random_weights.h"
 
 namespace llm::model {
 
@@ -26,6 +27,17 @@ LayerTensorNames LlamaLayerTensorNames(int layer) {
   n.up_bias = p + "mlp.up_proj.bias";
   n.down_bias = p + "mlp.down_proj.bias";
   return n;
+}
+
+SyntheticFill SyntheticFillFor(const TensorSpec& spec) {
+  switch (spec.kind) {
+    case TensorKind::kNorm:
+      return {0.0f, 1.0f};
+    case TensorKind::kBias:
+      return {0.1f, 0.0f};
+    default:
+      return {LinearBound(spec.fan_in), 0.0f};
+  }
 }
 
 std::vector<TensorSpec> LlamaTensorSpecs(const ModelConfig& c) {

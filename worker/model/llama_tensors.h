@@ -41,6 +41,15 @@ std::vector<TensorSpec> LlamaTensorSpecs(const ModelConfig& config);
 // config. The error names the file, the tensor and both shapes.
 absl::StatusOr<const TensorView*> GetChecked(const TensorStore& store, const TensorSpec& spec);
 
+// How a synthetic (random:<shape>, make-model) checkpoint fills a tensor: element i is
+// SyntheticValue(TensorStream(seed, name), i, bound, constant) of random_weights.h. Norms are
+// ones, biases uniform in +-0.1, matrices uniform with a standard deviation of 1/sqrt(fan_in).
+struct SyntheticFill {
+  float bound;  // 0: every element is `constant`
+  float constant;
+};
+SyntheticFill SyntheticFillFor(const TensorSpec& spec);
+
 // The token embedding: model.embed_tokens.weight, or lm_head.weight when the embeddings are
 // tied and only the head was stored.
 absl::StatusOr<const TensorView*> FindEmbedding(const TensorStore& store,

@@ -26,6 +26,12 @@ LLM_HOST_DEVICE inline float RandomUniform(uint64_t stream, uint64_t index, floa
   return (2.0f * u - 1.0f) * bound;
 }
 
+// Element `index` of a synthetic tensor (see SyntheticFillFor in llama_tensors.h).
+LLM_HOST_DEVICE inline float SyntheticValue(uint64_t stream, uint64_t index, float bound,
+                                            float constant) {
+  return bound > 0.0f ? RandomUniform(stream, index, bound) : constant;
+}
+
 // Bound giving a standard deviation of 1/sqrt(fan_in): sqrt(3 / fan_in).
 inline float LinearBound(int64_t fan_in) {
   return std::sqrt(3.0f / static_cast<float>(fan_in > 0 ? fan_in : 1));

@@ -194,6 +194,30 @@ absl::StatusOr<std::unique_ptr<TensorStore>> TensorStore::Open(const std::string
   return store;
 }
 
+absl::StatusOr<std::unique_ptr<TensorStore>> TensorStore::FromTensors(
+    std::string label, std::vector<TensorData> tensors) {
+  auto store = std::make_unique<TensorStore>();
+  store->dir_ = std::move(label);
+  store->owned_.reserve(tensors.size());
+  for (TensorData& t : tensors) {
+    TensorView v{t.name, t.dtype, t.shape, nullptr, t.bytes.size(), &store->dir_};
+    if (v.num_elements() < 0 ||
+        static_cast<size_t>(v.num_elements()) * DTypeSize(t.dtype) != t.bytes.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(store->dir_, ": tensor '", t.name, "' holds ", t.bytes.size(),
+                       " bytes, not ", v.ShapeString(), " of ", std::string(DTypeName(t.dtype))));
+    }
+    // NOTE: owned_ is reserved up front, so the strings (and their buffers) never move.
+    store->owned_.push_back(std::move(t.bytes));
+    v.data = reinterpret_cast<const std::byte*>(store->owned_.back().data());
+    if (!store->tensors_.emplace(t.name, std::move(v)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(store->dir_, ": tensor '", t.name, "' appears twice"));
+    }
+  }
+  return store;
+}
+
 const TensorView* TensorStore::Find(std::string_view name) const {
   const auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;

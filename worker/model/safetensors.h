@@ -37,9 +37,16 @@ absl::StatusOr<std::vector<TensorView>> ParseSafetensors(const MappedFile& file)
 
 // All tensors of a checkpoint directory: model.safetensors, or the shards named by
 // model.safetensors.index.json. Immutable after Open; safe to read from any thread.
+struct TensorData;
+
 class TensorStore {
  public:
   static absl::StatusOr<std::unique_ptr<TensorStore>> Open(const std::string& dir);
+  // A store over tensors held in memory (synthetic models); `label` stands for the file name in
+  // errors. INVALID_ARGUMENT when a tensor's bytes do not match its shape and dtype or a name
+  // repeats.
+  static absl::StatusOr<std::unique_ptr<TensorStore>> FromTensors(std::string label,
+                                                                  std::vector<TensorData> tensors);
 
   // nullptr when absent.
   const TensorView* Find(std::string_view name) const;
@@ -52,6 +59,7 @@ class TensorStore {
  private:
   std::string dir_;
   std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::string> owned_;  // FromTensors: the tensors' bytes
   std::map<std::string, TensorView, std::less<>> tensors_;
 };
 

@@ -21,7 +21,13 @@ CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* po
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir, ThreadPool* pool) {
   LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
   LLM_ASSIGN_OR_RETURN(auto store, model::TensorStore::Open(dir));
-  LLM_ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(config, *store));
+  return FromStore(std::move(config), *store, pool);
+}
+
+absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::FromStore(model::ModelConfig config,
+                                                              const model::TensorStore& store,
+                                                              ThreadPool* pool) {
+  LLM_ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(config, store));
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), pool);
 }
 

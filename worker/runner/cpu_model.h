@@ -27,6 +27,10 @@ class CpuModel {
   // Loads config.json, generation_config.json and the safetensors weights of the checkpoint
   // in `dir`. Errors name the file and the tensor.
   static absl::StatusOr<std::unique_ptr<CpuModel>> Load(const std::string& dir, ThreadPool* pool);
+  // The model of `config` with the weights in `store` (checked against the config).
+  static absl::StatusOr<std::unique_ptr<CpuModel>> FromStore(model::ModelConfig config,
+                                                             const model::TensorStore& store,
+                                                             ThreadPool* pool);
 
   const model::ModelConfig& config() const { return config_; }
   // The pool Forward parallelises on (may be null); runners reuse it for sampling.

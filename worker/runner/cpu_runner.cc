@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -29,8 +30,12 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.num_kv_blocks = options.num_kv_blocks;
   info_.block_tokens = options.block_tokens;
   info_.vocab_size = c.vocab_size;
-  info_.max_context = c.max_position_embeddings;
-  info_.device = "cpu";
+  info_.max_context = options_.max_context > 0
+                          ? std::min(options_.max_context, c.max_position_embeddings)
+                          : c.max_position_embeddings;
+  info_.device = model_->pool() != nullptr
+                     ? absl::StrCat("cpu (", model_->pool()->num_threads(), " threads)")
+                     : "cpu";
   info_.kv_cache_bytes = kv_.bytes();
   if (options_.async) {
     thread_ = std::thread([this] {
@@ -55,17 +60,18 @@ absl::Status CpuRunner::Launch(StepPlan plan) {
   if (in_flight_ >= kMaxInFlight) {
     return absl::FailedPreconditionError("Launch: too many steps in flight");
   }
+  Pending pending{std::move(plan), in_flight_ == 0};
   ++in_flight_;
   if (!options_.async) {
     Done d;
-    d.status = Execute(plan, d.result);
+    d.status = Execute(pending, d.result);
     std::lock_guard<std::mutex> lock(mu_);
     done_.push_back(std::move(d));
     return absl::OkStatus();
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(std::move(plan));
+    pending_.push_back(std::move(pending));
   }
   cv_.notify_all();
   return absl::OkStatus();
@@ -84,16 +90,16 @@ absl::StatusOr<StepResult> CpuRunner::Collect() {
 
 void CpuRunner::ThreadLoop() {
   for (;;) {
-    StepPlan plan;
+    std::optional<Pending> pending;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
       if (stop_) return;
-      plan = std::move(pending_.front());
+      pending.emplace(std::move(pending_.front()));
       pending_.pop_front();
     }
     Done d;
-    d.status = Execute(plan, d.result);
+    d.status = Execute(*pending, d.result);
     {
       std::lock_guard<std::mutex> lock(mu_);
       done_.push_back(std::move(d));
@@ -102,7 +108,8 @@ void CpuRunner::ThreadLoop() {
   }
 }
 
-absl::Status CpuRunner::Execute(const StepPlan& plan, StepResult& result) {
+absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
+  const StepPlan& plan = pending.plan;
   const auto start = std::chrono::steady_clock::now();
   for (int32_t s : plan.releases) {
     if (s >= 0 && s < options_.max_slots) slots_[s] = SlotState{};
@@ -198,8 +205,11 @@ absl::Status CpuRunner::Execute(const StepPlan& plan, StepResult& result) {
   }
   const auto end = std::chrono::steady_clock::now();
   result.device_seconds = std::chrono::duration<double>(end - start).count();
-  result.start_seconds = std::chrono::duration<double>(start.time_since_epoch()).count();
-  result.end_seconds = std::chrono::duration<double>(end.time_since_epoch()).count();
+  if (!pending.after_idle && has_last_end_) {
+    result.gap_seconds = std::max(0.0, std::chrono::duration<double>(start - last_end_).count());
+  }
+  last_end_ = end;
+  has_last_end_ = true;
   return absl::OkStatus();
 }
 

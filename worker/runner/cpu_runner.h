@@ -3,6 +3,7 @@
 #ifndef LLM_WORKER_RUNNER_CPU_RUNNER_H_
 #define LLM_WORKER_RUNNER_CPU_RUNNER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -23,6 +24,7 @@ struct CpuRunnerOptions {
   // Tokens with ids >= this are never sampled (a model vocabulary padded beyond the
   // tokenizer's); 0 = the model's vocabulary size.
   int32_t valid_vocab_size = 0;
+  int32_t max_context = 0;  // positions per sequence; 0: the model's
   // Run plans on a runner thread so Launch returns at once (the engine overlaps its host work
   // with the forward pass). False: Launch runs the step before returning.
   bool async = true;
@@ -50,8 +52,13 @@ class CpuRunner : public ModelRunner {
     sampling::PenaltyState penalties;
   };
 
+  struct Pending {
+    engine::StepPlan plan;
+    bool after_idle;  // launched with nothing else in flight
+  };
+
   // Runs one plan into `result`.
-  absl::Status Execute(const engine::StepPlan& plan, engine::StepResult& result);
+  absl::Status Execute(const Pending& pending, engine::StepResult& result);
   void ThreadLoop();
 
   std::unique_ptr<CpuModel> model_;
@@ -66,11 +73,14 @@ class CpuRunner : public ModelRunner {
   std::vector<float> logits_;
   std::vector<sampling::SampleResult> samples_;
   int in_flight_ = 0;  // engine thread only
+  // When the last step ended (the thread running steps only).
+  std::chrono::steady_clock::time_point last_end_{};
+  bool has_last_end_ = false;
 
   // Async mode: plans to run and results to collect, in order.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<engine::StepPlan> pending_;
+  std::deque<Pending> pending_;
   struct Done {
     absl::Status status;
     engine::StepResult result;

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <random>
 
+#include "worker/server/device_monitor.h"
+
 namespace llm::server {
 
 loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& r) {
@@ -132,7 +134,12 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   auto* d = r.mutable_device();
   d->set_name(facts.device);
   d->set_busy_ratio(load.engine.busy_ratio);
-  d->set_utilization(-1.0);
+  const DeviceSample sample = facts.monitor != nullptr ? facts.monitor->Latest() : DeviceSample{};
+  d->set_utilization(sample.available ? sample.utilization : -1.0);
+  d->set_memory_used_bytes(sample.available ? sample.memory_used_bytes
+                                            : facts.memory_reserved_bytes);
+  d->set_memory_total_bytes(sample.available ? sample.memory_total_bytes
+                                             : facts.memory_total_bytes);
 }
 
 }  // namespace llm::server

@@ -14,6 +14,8 @@
 
 namespace llm::server {
 
+class DeviceMonitor;
+
 // The spec of a GenerateRequest. A missing seed is drawn at random here, so the request's
 // stream of random numbers is fixed from the start.
 loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& request);
@@ -28,6 +30,10 @@ struct LoadFacts {
   std::string worker_id;
   std::string model;
   std::string device;
+  const DeviceMonitor* monitor = nullptr;  // the driver's counters (may be unavailable)
+  // Without the driver's counters: what the runner reserved, and the device's size.
+  uint64_t memory_reserved_bytes = 0;
+  uint64_t memory_total_bytes = 0;
 };
 void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, const LoadFacts& facts,
                   uint64_t sequence, llm::v1::LoadReport& report);

@@ -157,6 +157,29 @@ void WorkerMetrics::RefreshGauges() const {
                                        : 0.0);
   busy_->Set(load.engine.busy_ratio);
   draining_->Set(load.draining ? 1 : 0);
+  if (const DeviceMonitor* monitor = monitor_.load(); monitor != nullptr) {
+    const DeviceSample d = monitor->Latest();
+    device_utilization_->Set(d.utilization);
+    device_memory_used_->Set(static_cast<double>(d.memory_used_bytes));
+    device_memory_total_->Set(static_cast<double>(d.memory_total_bytes));
+    device_power_->Set(d.power_watts);
+    device_temperature_->Set(d.temperature_celsius);
+  }
+}
+
+void WorkerMetrics::SetDeviceMonitor(const DeviceMonitor* monitor) {
+  if (monitor == nullptr || !monitor->unavailable_reason().empty() || monitor_ != nullptr) return;
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
+  };
+  device_utilization_ =
+      gauge("llm_device_utilization_ratio", "The driver's GPU utilisation counter (NVML), 0..1.");
+  device_memory_used_ =
+      gauge("llm_device_memory_used_bytes", "GPU memory in use on the device (NVML).");
+  device_memory_total_ = gauge("llm_device_memory_total_bytes", "GPU memory of the device.");
+  device_power_ = gauge("llm_device_power_watts", "GPU power draw (NVML).");
+  device_temperature_ = gauge("llm_device_temperature_celsius", "GPU temperature (NVML).");
+  monitor_.store(monitor);
 }
 
 std::string WorkerMetrics::Render() const {

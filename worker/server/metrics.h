@@ -13,6 +13,9 @@
 //   llm_engine_step_duration_seconds               histogram of backend time per step
 //   llm_engine_step_gap_seconds                    histogram of backend idle time between steps
 //   llm_engine_busy_ratio                          gauge
+//   llm_device_utilization_ratio, llm_device_memory_used_bytes, llm_device_memory_total_bytes,
+//   llm_device_power_watts, llm_device_temperature_celsius
+//                                                  gauges from NVML (GPU workers with the driver)
 #ifndef LLM_WORKER_SERVER_METRICS_H_
 #define LLM_WORKER_SERVER_METRICS_H_
 
@@ -30,6 +33,7 @@
 #include "worker/loop/engine_loop.h"
 #include "worker/loop/stream.h"
 #include "worker/loop/worker.h"
+#include "worker/server/device_monitor.h"
 #include "worker/server/generation_service.h"
 
 namespace llm::server {
@@ -44,6 +48,9 @@ class WorkerMetrics : public loop::RequestObserver,
   absl::StatusOr<int> Serve(const std::string& listen);
   // The worker whose load the gauges report at scrape time (null: zeros).
   void SetWorker(const loop::Worker* worker) { worker_.store(worker); }
+  // The GPU counters to export (before the first scrape; once). Without a monitor, or with one
+  // whose counters are unavailable, the llm_device_* gauges are absent.
+  void SetDeviceMonitor(const DeviceMonitor* monitor);
   // The text a scrape would return (tests, and the server's own checks).
   std::string Render() const;
 
@@ -66,6 +73,12 @@ class WorkerMetrics : public loop::RequestObserver,
   prometheus::Gauge* running_;
   prometheus::Gauge* kv_usage_;
   prometheus::Gauge* busy_;
+  std::atomic<const DeviceMonitor*> monitor_{nullptr};  // set after its gauges
+  prometheus::Gauge* device_utilization_ = nullptr;
+  prometheus::Gauge* device_memory_used_ = nullptr;
+  prometheus::Gauge* device_memory_total_ = nullptr;
+  prometheus::Gauge* device_power_ = nullptr;
+  prometheus::Gauge* device_temperature_ = nullptr;
   prometheus::Gauge* draining_;
   prometheus::Histogram* ttft_;
   prometheus::Histogram* tpot_;

@@ -1,12 +1,19 @@
 #include "worker/server/worker_config.h"
 
-#include <filesystem>
+#include "absl/strings/str_cat.h"
+#include "worker/model/synthetic.h"
 
 namespace llm::server {
 
 config::ConfigSchema WorkerConfigSchema() {
   config::ConfigSchema s;
-  s.RequiredString("model.path", "Hugging Face checkpoint directory")
+  s.RequiredString("model.path",
+                   "Hugging Face checkpoint directory, or random:<shape>[:<seed>] for synthetic "
+                   "weights of a real shape (tiny, small, llama-3.2-1b, llama-3-8b, qwen2-0.5b, "
+                   "mistral-7b)")
+      .String("model.tokenizer", "",
+              "tokenizer.json (or its directory) to use instead of the model's; random models "
+              "default to a byte-level one of the model's vocabulary size")
       .String("model.name", "", "name reported to clients and routers (default: folder name)")
       .String("server.listen", "0.0.0.0:50051", "gRPC address (host:port; port 0 picks one)")
       .String("server.metrics_listen", "0.0.0.0:9090",
@@ -18,10 +25,23 @@ config::ConfigSchema WorkerConfigSchema() {
            "default lower bound between two load reports to one watcher")
       .Int("server.max_message_bytes", 4 << 20, 1024, 1 << 30,
            "largest gRPC message accepted (bytes)")
+      .String("engine.backend", "auto",
+              "auto (cuda when built with CUDA and a GPU is present, else cpu), cpu or cuda")
+      .Int("engine.device", 0, 0, 1024, "CUDA device index")
       .Int("engine.max_slots", 32, 1, 4096, "requests computed together (slot table size)")
+      .Int("engine.max_context", 0, 0, 1 << 24,
+           "positions per sequence (prompt + output); 0: the model's max_position_embeddings")
       .Int("engine.kv_blocks", 0, 0, 1 << 24,
-           "KV-cache blocks (16 tokens each); 0 sizes the cache from engine.kv_cache_mb")
-      .Int("engine.kv_cache_mb", 256, 1, 1 << 20, "KV-cache memory when engine.kv_blocks is 0")
+           "KV-cache blocks (16 tokens each); 0 sizes the cache from engine.kv_cache_mb (cpu) "
+           "or engine.kv_memory_fraction (cuda)")
+      .Int("engine.kv_cache_mb", 256, 1, 1 << 20, "cpu: KV-cache memory when engine.kv_blocks is 0")
+      .Double("engine.kv_memory_fraction", 0.9, 0.01, 1.0,
+              "cuda: share of the device memory left free by the weights and buffers that the "
+              "KV cache takes, when engine.kv_blocks is 0")
+      .Bool("engine.cuda_graphs", true, "cuda: replay decode steps from captured CUDA graphs")
+      .Bool("engine.batch_invariant", false,
+            "cuda: fixed matrix-product algorithms, so a request's tokens do not depend on the "
+            "rest of the batch (costs some speed)")
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
       .Int("engine.max_prefill_tokens", 512, 1, 1 << 20,
            "prefill tokens per step, so decode never stalls behind long prompts")
@@ -47,29 +67,40 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   auto v = WorkerConfigSchema().Load(args);
   if (!v.ok()) return v.status();
   WorkerConfig c;
-  c.model_path = v->String("model.path");
-  c.model_name = v->String("model.name");
-  if (c.model_name.empty()) {
-    c.model_name = std::filesystem::path(c.model_path).lexically_normal().filename().string();
-    if (c.model_name.empty()) {
-      c.model_name =
-          std::filesystem::path(c.model_path).lexically_normal().parent_path().filename();
-    }
+  backend::BackendOptions& b = c.backend;
+  b.model = v->String("model.path");
+  b.tokenizer = v->String("model.tokenizer");
+  auto source = model::ParseModelSource(b.model);
+  if (!source.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("model.path: ", source.status().message()));
   }
+  c.model_name = v->String("model.name");
+  if (c.model_name.empty()) c.model_name = source->name();
+  b.backend = v->String("engine.backend");
+  if (b.backend != "auto" && b.backend != "cpu" && b.backend != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.backend: '", b.backend, "' is not one of auto, cpu, cuda"));
+  }
+  b.device = static_cast<int>(v->Int("engine.device"));
+  b.max_slots = static_cast<int32_t>(v->Int("engine.max_slots"));
+  b.max_context = static_cast<int32_t>(v->Int("engine.max_context"));
+  b.kv_blocks = static_cast<int32_t>(v->Int("engine.kv_blocks"));
+  b.kv_cache_mb = static_cast<int32_t>(v->Int("engine.kv_cache_mb"));
+  b.kv_memory_fraction = v->Double("engine.kv_memory_fraction");
+  b.cuda_graphs = v->Bool("engine.cuda_graphs");
+  b.batch_invariant = v->Bool("engine.batch_invariant");
+  b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
+  b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");
   c.metrics_listen = v->String("server.metrics_listen");
   c.worker_id = v->String("server.worker_id");
   c.drain_grace_seconds = v->Double("server.drain_grace_seconds");
   c.load_interval_ms = static_cast<int>(v->Int("server.load_interval_ms"));
   c.max_message_bytes = static_cast<int>(v->Int("server.max_message_bytes"));
-  c.max_slots = static_cast<int>(v->Int("engine.max_slots"));
-  c.kv_blocks = static_cast<int>(v->Int("engine.kv_blocks"));
-  c.kv_cache_mb = static_cast<int>(v->Int("engine.kv_cache_mb"));
-  c.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
-  c.extra_step_ms = v->Double("engine.extra_step_ms");
   auto& w = c.worker;
   w.scheduler.max_batch_tokens = static_cast<int32_t>(v->Int("engine.max_batch_tokens"));
   w.scheduler.max_prefill_tokens = static_cast<int32_t>(v->Int("engine.max_prefill_tokens"));
+  b.max_prefill_tokens = w.scheduler.max_prefill_tokens;
   w.max_queued_requests = static_cast<int32_t>(v->Int("engine.max_queued_requests"));
   w.tokenizer_threads = static_cast<int>(v->Int("engine.tokenizer_threads"));
   w.output_threads = static_cast<int>(v->Int("engine.output_threads"));
@@ -83,7 +114,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   l.max_stop_string_bytes = static_cast<size_t>(v->Int("limits.max_stop_string_bytes"));
   l.max_stop_token_ids = static_cast<int32_t>(v->Int("limits.max_stop_token_ids"));
   l.max_logprobs = static_cast<int32_t>(v->Int("limits.max_logprobs"));
-  if (w.scheduler.max_batch_tokens < c.max_slots + 1) {
+  if (w.scheduler.max_batch_tokens < b.max_slots + 1) {
     return absl::InvalidArgumentError(
         "engine.max_batch_tokens: must be at least engine.max_slots + 1, so a step can hold "
         "every slot's decode token and some prefill");

@@ -7,12 +7,13 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/config.h"
+#include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 
 namespace llm::server {
 
 struct WorkerConfig {
-  std::string model_path;
+  backend::BackendOptions backend;  // model, tokenizer and engine.* of the runner
   std::string model_name;
   std::string listen;          // gRPC, host:port
   std::string metrics_listen;  // HTTP /metrics, host:port; empty disables
@@ -20,12 +21,7 @@ struct WorkerConfig {
   double drain_grace_seconds = 30;
   int load_interval_ms = 10;
   int max_message_bytes = 4 << 20;
-  int cpu_threads = 0;
-  int kv_blocks = 0;
-  int kv_cache_mb = 256;
-  double extra_step_ms = 0;
-  loop::WorkerOptions worker;  // slots and blocks are applied to the runner
-  int max_slots = 32;
+  loop::WorkerOptions worker;  // slots and blocks come from the runner
 };
 
 // The schema: every key, its default, range and help.

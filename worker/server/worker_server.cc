@@ -8,8 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/frontend/tokenizer.h"
-#include "worker/runner/cpu_runner.h"
 
 namespace llm::server {
 
@@ -66,33 +64,30 @@ absl::Status WorkerServer::Start() {
   }
   SetServing(false);  // until the model is loaded
 
-  pool_ = std::make_unique<ThreadPool>(config_.cpu_threads);
-  LLM_ASSIGN_OR_RETURN(auto model, runner::CpuModel::Load(config_.model_path, pool_.get()));
-  LLM_ASSIGN_OR_RETURN(auto tokenizer, frontend::Tokenizer::Load(config_.model_path));
-  const model::ModelConfig mc = model->config();
-  runner::CpuRunnerOptions ro;
-  ro.max_slots = config_.max_slots;
-  ro.block_tokens = 16;
-  const int64_t block_bytes =
-      int64_t{mc.num_layers} * 2 * mc.num_kv_heads * mc.head_dim * ro.block_tokens * 4;
-  ro.num_kv_blocks = config_.kv_blocks > 0
-                         ? config_.kv_blocks
-                         : static_cast<int32_t>((int64_t{config_.kv_cache_mb} << 20) / block_bytes);
-  if (ro.num_kv_blocks < 1) {
-    return absl::InvalidArgumentError("engine.kv_cache_mb: too small for one KV block");
+  LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(config_.backend));
+  pool_ = std::move(b.pool);
+  const runner::RunnerInfo info = b.runner->info();
+  std::fprintf(stderr, "llm-worker: %s on %s (%s backend): %d slots, %d KV blocks (%.1f MiB)\n",
+               config_.model_name.c_str(), info.device.c_str(), b.backend.c_str(), info.max_slots,
+               info.num_kv_blocks, static_cast<double>(info.kv_cache_bytes) / (1 << 20));
+  device_monitor_ = std::make_unique<DeviceMonitor>(info.pci_bus_id);
+  if (!info.pci_bus_id.empty() && !device_monitor_->unavailable_reason().empty()) {
+    std::fprintf(stderr, "llm-worker: GPU counters unavailable: %s\n",
+                 device_monitor_->unavailable_reason().c_str());
   }
-  ro.valid_vocab_size = tokenizer->vocab_size();
-  ro.extra_step_seconds = config_.extra_step_ms / 1e3;
-  auto runner = std::make_unique<runner::CpuRunner>(std::move(model), ro);
-  LLM_ASSIGN_OR_RETURN(worker_,
-                       loop::Worker::Create(config_.worker, std::move(runner), std::move(tokenizer),
-                                            mc.eos_token_ids, &metrics_, &metrics_));
+  LLM_ASSIGN_OR_RETURN(
+      worker_, loop::Worker::Create(config_.worker, std::move(b.runner), std::move(b.tokenizer),
+                                    b.config.eos_token_ids, &metrics_, &metrics_));
   LoadFacts facts;
   facts.worker_id =
       config_.worker_id.empty() ? absl::StrCat(HostName(), ":", port_) : config_.worker_id;
   facts.model = config_.model_name;
-  facts.device = absl::StrCat("cpu (", pool_->num_threads(), " threads)");
+  facts.device = info.device;
+  facts.monitor = device_monitor_.get();
+  facts.memory_reserved_bytes = info.weight_bytes + info.kv_cache_bytes;
+  facts.memory_total_bytes = info.memory_total_bytes;
   load_->Start(worker_.get(), facts);
+  metrics_.SetDeviceMonitor(device_monitor_.get());
   metrics_.SetWorker(worker_.get());
   generation_.SetWorker(worker_.get());
   SetServing(true);

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "common/thread_pool.h"
 #include "worker/loop/worker.h"
+#include "worker/server/device_monitor.h"
 #include "worker/server/generation_service.h"
 #include "worker/server/load_service.h"
 #include "worker/server/metrics.h"
@@ -39,7 +40,8 @@ class WorkerServer {
   WorkerMetrics metrics_;
   GenerationService generation_;
   std::unique_ptr<LoadService> load_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_;  // the CPU backend's; outlives the worker's runner
+  std::unique_ptr<DeviceMonitor> device_monitor_;
   std::unique_ptr<loop::Worker> worker_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

@@ -1,9 +1,9 @@
-// A short English sample (prose, dialogue, numbers and a little code) that make-model learns
-// its tokenizer's first merges from. Written for this project.
-#ifndef LLM_TOOLS_CLI_SAMPLE_TEXT_H_
-#define LLM_TOOLS_CLI_SAMPLE_TEXT_H_
+// A short English sample (prose, dialogue, numbers and a little code) that synthetic tokenizers
+// learn its tokenizer's first merges from. Written for this project.
+#ifndef LLM_WORKER_FRONTEND_SAMPLE_TEXT_H_
+#define LLM_WORKER_FRONTEND_SAMPLE_TEXT_H_
 
-namespace llm::cli {
+namespace llm::frontend {
 
 inline constexpr char kSampleText[] = R"TEXT(
 Once upon a time, in a small town by the sea, there lived a girl named Mia. Every morning she
@@ -41,6 +41,6 @@ The quick brown fox jumps over the lazy dog. She said that it wasn't the first t
 see whether we've learned anything. I'm sure you'd agree: the results are what they are.
 )TEXT";
 
-}  // namespace llm::cli
+}  // namespace llm::frontend
 
-#endif  // LLM_TOOLS_CLI_SAMPLE_TEXT_H_
+#endif  // LLM_WORKER_FRONTEND_SAMPLE_TEXT_H_

@@ -1,0 +1,96 @@
+#include "worker/backend/backend.h"
+
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace llm::backend {
+namespace {
+
+TEST(BackendTest, CpuRandomModelHasTheShapeAndASyntheticTokenizer) {
+  BackendOptions o;
+  o.model = "random:tiny:3";
+  o.backend = "cpu";
+  o.max_slots = 3;
+  o.kv_blocks = 40;
+  o.cpu_threads = 1;
+  o.max_context = 100;
+  auto b = CreateBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->backend, "cpu");
+  EXPECT_TRUE(b->source.synthetic());
+  EXPECT_EQ(b->tokenizer->vocab_size(), b->config.vocab_size);
+  const runner::RunnerInfo& info = b->runner->info();
+  EXPECT_EQ(info.max_slots, 3);
+  EXPECT_EQ(info.num_kv_blocks, 40);
+  EXPECT_EQ(info.max_context, 100);
+  EXPECT_EQ(info.device, "cpu (1 threads)");
+  EXPECT_TRUE(info.pci_bus_id.empty());
+}
+
+TEST(BackendTest, CheckpointWithTheSharedModel) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  BackendOptions o;
+  o.model = llm::testing::SharedPath("models/tinystories-656k");
+  o.backend = "auto";
+  o.cpu_threads = 1;
+  auto b = CreateBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  if (!CudaBuilt()) {
+    EXPECT_EQ(b->backend, "cpu");
+  }
+  EXPECT_EQ(b->source.name(), "tinystories-656k");
+  EXPECT_EQ(b->config.vocab_size, b->runner->info().vocab_size);
+}
+
+TEST(BackendTest, ErrorsNameTheOption) {
+  BackendOptions o;
+  o.model = "random:tiny";
+  o.backend = "tpu";
+  auto b = CreateBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("engine.backend: 'tpu'"), std::string::npos) << b.status();
+
+  o.backend = "cpu";
+  o.kv_cache_mb = 0;
+  o.kv_blocks = 0;
+  b = CreateBackend(o);
+  EXPECT_NE(b.status().message().find("engine.kv_cache_mb"), std::string::npos) << b.status();
+
+  o = BackendOptions{};
+  o.model = "/no/such/model";
+  b = CreateBackend(o);
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("/no/such/model"), std::string::npos) << b.status();
+
+  // A tokenizer larger than the model's vocabulary.
+  LLM_REQUIRE_SHARED("tokenizers/llama3");
+  o = BackendOptions{};
+  o.model = "random:tiny";
+  o.backend = "cpu";
+  o.tokenizer = llm::testing::SharedPath("tokenizers/llama3");
+  b = CreateBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("tokenizer"), std::string::npos) << b.status();
+}
+
+// Where the CUDA backend is built but no GPU is usable, asking for it says why; where it is
+// not built, asking for it says so.
+TEST(BackendTest, CudaWithoutADeviceIsAClearError) {
+  BackendOptions o;
+  o.model = "random:tiny";
+  o.backend = "cuda";
+  auto b = CreateBackend(o);
+  if (b.ok()) {
+    EXPECT_EQ(b->backend, "cuda");  // a GPU machine
+    return;
+  }
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
+  if (CudaBuilt()) {
+    EXPECT_NE(b.status().message().find("CUDA"), std::string::npos) << b.status();
+  } else {
+    EXPECT_NE(b.status().message().find("LLM_ENABLE_CUDA=OFF"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace llm::backend

@@ -1,0 +1,307 @@
+// The engine on the CUDA runner, end to end in process: the golden ids of ../shared/golden up
+// to the closest-call index, batch invariance and exact agreement of graph replay with eager
+// steps, a cancel storm, plans the runner must refuse, and the device's counters.
+#include "worker/runner/cuda/cuda_runner.h"
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "kernels/device.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+#include "tests/worker/loop/collecting_sink.h"
+#include "worker/backend/backend.h"
+#include "worker/loop/worker.h"
+#include "worker/model/shapes.h"
+#include "worker/server/device_monitor.h"
+
+namespace llm::runner::cuda {
+namespace {
+
+using loop::CollectingSink;
+using loop::GenerateSpec;
+using loop::Worker;
+
+#define LLM_REQUIRE_GPU()                                                       \
+  do {                                                                          \
+    if (::llm::kernels::DeviceCount() == 0) {                                   \
+      GTEST_SKIP() << "GPU test skipped: " << ::llm::kernels::NoDeviceReason(); \
+    }                                                                           \
+  } while (0)
+
+struct Golden {
+  std::string prompt;
+  std::vector<int32_t> ids;
+  int closest_call_index;
+};
+
+Golden LoadGolden() {
+  std::ifstream f(llm::testing::SharedPath("golden/tinystories-656k.jsonl"));
+  std::string line;
+  std::getline(f, line);
+  const auto j = nlohmann::json::parse(line);
+  return {j["prompt"], j["generated_ids"].get<std::vector<int32_t>>(),
+          j["closest_call_index"].get<int>()};
+}
+
+struct WorkerSetup {
+  std::string model = "models/tinystories-656k";
+  int32_t slots = 8;
+  int32_t prefill_tokens = 64;
+  bool graphs = true;
+  bool batch_invariant = false;
+};
+
+std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
+  backend::BackendOptions o;
+  o.model = s.model.rfind("random:", 0) == 0 ? s.model : llm::testing::SharedPath(s.model);
+  o.backend = "cuda";
+  o.max_slots = s.slots;
+  o.max_prefill_tokens = s.prefill_tokens;
+  o.kv_blocks = 1024;
+  o.cuda_graphs = s.graphs;
+  o.batch_invariant = s.batch_invariant;
+  auto b = backend::CreateBackend(o);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return nullptr;
+  loop::WorkerOptions wo;
+  wo.scheduler.max_batch_tokens = s.slots + s.prefill_tokens;
+  wo.scheduler.max_prefill_tokens = s.prefill_tokens;
+  auto w =
+      Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *std::move(w) : nullptr;
+}
+
+GenerateSpec Spec(const std::string& text, int32_t max_tokens, float temperature = 0) {
+  GenerateSpec s;
+  s.text = text;
+  s.max_tokens = max_tokens;
+  s.sampling.temperature = temperature;
+  return s;
+}
+
+std::vector<int32_t> Generate(Worker& w, const GenerateSpec& spec) {
+  auto sink = std::make_shared<CollectingSink>();
+  EXPECT_TRUE(w.Submit(spec, sink).ok());
+  EXPECT_TRUE(sink->Wait());
+  EXPECT_TRUE(sink->error().ok()) << sink->error();
+  return sink->result().token_ids;
+}
+
+// Number of leading ids two sequences share.
+size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  return n;
+}
+
+// bf16 weights and activations on the GPU against the fp32 reference: the ids agree up to the
+// token whose top two logits are closest (closest_call_index), where rounding may flip them.
+TEST(CudaRunnerTest, GoldenIdsUpToTheClosestCall) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
+  const Golden golden = LoadGolden();
+  for (const char* model : {"models/tinystories-656k", "models/tinystories-656k-f32"}) {
+    LLM_REQUIRE_SHARED(model);
+    for (bool graphs : {true, false}) {
+      WorkerSetup s;
+      s.model = model;
+      s.graphs = graphs;
+      auto w = MakeWorker(s);
+      ASSERT_NE(w, nullptr);
+      const auto ids = Generate(*w, Spec(golden.prompt, static_cast<int32_t>(golden.ids.size())));
+      const size_t common = CommonPrefix(ids, golden.ids);
+      std::printf("%s, graphs %d: %zu of %zu golden ids agree\n", model, graphs, common,
+                  golden.ids.size());
+      EXPECT_GE(common, static_cast<size_t>(golden.closest_call_index)) << model;
+    }
+  }
+}
+
+// With batch_invariant on, every request's tokens are what it gives alone, whatever else shares
+// its steps (greedy, seeded sampling and penalties alike); graph replay and eager steps agree.
+TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<std::string> prompts = {
+      "Once upon a time",
+      "The little dog",
+      "Lily and Tom went to the park. They",
+      "A",
+      "One day, a big bear came to the village. The bear was hungry and sad, and it looked "
+      "for food in every house. The children were scared, but Sue was brave. She",
+      "Tim had a red ball.",
+      "The sun was hot",
+      "Mom said, \"Let's go home.\""};
+  std::vector<GenerateSpec> specs;
+  for (int i = 0; i < 33; ++i) {
+    GenerateSpec s = Spec(prompts[i % prompts.size()], 5 + (i * 13) % 70);
+    if (i % 3 == 1) {
+      s.sampling.temperature = 0.9f;
+      s.sampling.top_k = 50;
+      s.sampling.top_p = 0.95f;
+      s.sampling.seed = 1000 + i;
+    }
+    if (i % 5 == 2) s.sampling.repetition_penalty = 1.3f;
+    if (i % 7 == 3) s.sampling.frequency_penalty = 0.5f;
+    specs.push_back(s);
+  }
+  WorkerSetup setup;
+  setup.slots = 8;
+  setup.prefill_tokens = 24;
+  setup.batch_invariant = true;
+  std::vector<std::vector<int32_t>> crowd_results[2];
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    setup.graphs = graphs == 1;
+    auto w = MakeWorker(setup);
+    ASSERT_NE(w, nullptr);
+    std::vector<std::shared_ptr<CollectingSink>> sinks;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      sinks.push_back(std::make_shared<CollectingSink>());
+      ASSERT_TRUE(w->Submit(specs[i], sinks.back()).ok());
+      if (i % 11 == 10) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    }
+    for (auto& s : sinks) {
+      ASSERT_TRUE(s->Wait());
+      crowd_results[graphs].push_back(s->result().token_ids);
+    }
+    if (graphs == 1) {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        EXPECT_EQ(crowd_results[1][i], Generate(*w, specs[i])) << "request " << i << " alone";
+      }
+    }
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(crowd_results[0][i], crowd_results[1][i]) << "request " << i << ": eager vs graphs";
+    EXPECT_EQ(crowd_results[0][i].size(), static_cast<size_t>(specs[i].max_tokens))
+        << "request " << i;
+  }
+}
+
+TEST(CudaRunnerTest, CancelStormLeavesNothingBehind) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const Golden golden = LoadGolden();
+  WorkerSetup setup;
+  setup.slots = 8;
+  setup.prefill_tokens = 32;
+  auto w = MakeWorker(setup);
+  ASSERT_NE(w, nullptr);
+  std::mt19937 rng(11);
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 300; ++i) {
+    GenerateSpec s = Spec(golden.prompt, 200);
+    s.ignore_eos = true;
+    auto key = w->Submit(s, std::make_shared<CollectingSink>());
+    ASSERT_TRUE(key.ok()) << key.status();
+    keys.push_back(*key);
+    if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+    if (rng() % 3 != 0) w->Cancel(keys[rng() % keys.size()]);
+  }
+  for (uint64_t k : keys) w->Cancel(k);
+  ASSERT_TRUE(w->WaitIdle(loop::Clock::now() + std::chrono::seconds(30)));
+  for (int i = 0; i < 400; ++i) {
+    const auto s = w->Load().engine.scheduler;
+    if (s.running_requests == 0 && s.kv_blocks_used == 0 && s.queued_requests == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const loop::WorkerLoad load = w->Load();
+  EXPECT_EQ(load.in_flight, 0);
+  EXPECT_EQ(load.engine.scheduler.running_requests, 0);
+  EXPECT_EQ(load.engine.scheduler.kv_blocks_used, 0);
+  EXPECT_EQ(load.engine.scheduler.free_slots, 8);
+  const auto ids = Generate(*w, Spec(golden.prompt, static_cast<int32_t>(golden.ids.size())));
+  EXPECT_GE(CommonPrefix(ids, golden.ids), static_cast<size_t>(golden.closest_call_index));
+}
+
+engine::RequestPtr Request(uint64_t key, int32_t max_tokens) {
+  auto r = std::make_shared<engine::EngineRequest>();
+  r->key = key;
+  r->prompt_ids = {1, 300, 301, 302, 303};
+  r->max_tokens = max_tokens;
+  r->sampling.temperature = 0;
+  return r;
+}
+
+TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
+  LLM_REQUIRE_GPU();
+  auto config = model::ShapeConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  CudaRunnerOptions o;
+  o.max_slots = 4;
+  o.num_kv_blocks = 64;
+  o.max_prefill_tokens = 64;
+  auto runner = CudaRunner::Create(*config, nullptr, 1, o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  CudaRunner& r = **runner;
+  EXPECT_EQ(r.info().num_kv_blocks, 64);
+  EXPECT_FALSE(r.info().pci_bus_id.empty());
+
+  engine::StepPlan bad;
+  bad.step_id = 1;
+  bad.decodes = {2};  // an empty slot
+  EXPECT_EQ(r.Launch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad.decodes = {};
+  bad.admissions.push_back({9, Request(1, 4), {0}});  // slot out of range
+  EXPECT_EQ(r.Launch(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad.admissions = {{0, Request(1, 400), {0}}};  // blocks do not cover the request
+  EXPECT_EQ(r.Launch(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.in_flight(), 0);
+
+  // A request runs to its length, the finished slot's extra pipelined decode gives nothing.
+  engine::StepPlan p;
+  p.step_id = 2;
+  p.admissions = {{0, Request(5, 3), {0}}};
+  p.prefills = {{0, 0, 5, true}};
+  ASSERT_TRUE(r.Launch(p).ok());
+  int outputs = 0;
+  engine::FinishKind last = engine::FinishKind::kNone;
+  for (uint64_t step = 3; step < 7; ++step) {
+    engine::StepPlan d;
+    d.step_id = step;
+    d.decodes = {0};
+    ASSERT_TRUE(r.Launch(d).ok());
+    auto res = r.Collect();
+    ASSERT_TRUE(res.ok()) << res.status();
+    for (const auto& out : res->outputs) {
+      EXPECT_EQ(out.request_key, 5u);
+      ++outputs;
+      last = out.finish;
+    }
+    if (res->step_id > 2) {
+      EXPECT_GE(res->gap_seconds, 0.0);
+    }
+  }
+  auto res = r.Collect();
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->outputs.empty());
+  EXPECT_EQ(outputs, 3);
+  EXPECT_EQ(last, engine::FinishKind::kLength);
+}
+
+TEST(CudaRunnerTest, DeviceCountersFromTheDriver) {
+  LLM_REQUIRE_GPU();
+  auto config = model::ShapeConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  CudaRunnerOptions o;
+  o.max_slots = 2;
+  o.num_kv_blocks = 8;
+  auto runner = CudaRunner::Create(*config, nullptr, 1, o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  server::DeviceMonitor monitor((*runner)->info().pci_bus_id);
+  if (!monitor.unavailable_reason().empty()) {
+    GTEST_SKIP() << "NVML unavailable here: " << monitor.unavailable_reason();
+  }
+  const server::DeviceSample s = monitor.Latest();
+  EXPECT_TRUE(s.available);
+  EXPECT_GT(s.memory_total_bytes, 0u);
+  EXPECT_GE(s.memory_used_bytes, (*runner)->weight_bytes());
+  EXPECT_GE(s.utilization, 0.0);
+  EXPECT_LE(s.utilization, 1.0);
+}
+
+}  // namespace
+}  // namespace llm::runner::cuda

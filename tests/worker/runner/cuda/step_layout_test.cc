@@ -1,0 +1,227 @@
+// The CUDA runner's host logic, without a GPU: plan checks, decode-row bookkeeping, what a step
+// uploads, and the batch layout.
+#include "worker/runner/cuda/step_layout.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace llm::runner::cuda {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+StepLimits Limits() {
+  StepLimits l;
+  l.max_slots = 8;
+  l.max_blocks_per_seq = 8;
+  l.num_kv_blocks = 64;
+  l.block_tokens = 16;
+  l.max_context = 128;
+  l.vocab_size = 1000;
+  l.max_prefill_tokens = 100;
+  return l;
+}
+
+engine::RequestPtr Request(uint64_t key, int32_t prompt_len, int32_t max_tokens = 10) {
+  auto r = std::make_shared<engine::EngineRequest>();
+  r->key = key;
+  for (int32_t i = 0; i < prompt_len; ++i) r->prompt_ids.push_back(100 + i);
+  r->max_tokens = max_tokens;
+  r->stop_token_ids = {2};
+  return r;
+}
+
+class SlotMirrorTest : public ::testing::Test {
+ protected:
+  SlotMirrorTest() : mirror_(Limits(), MakeBuckets(8)) {}
+
+  // Checks and applies; fails the test on a refused plan.
+  const StepLayout& Step(const engine::StepPlan& plan) {
+    const absl::Status st = mirror_.Check(plan);
+    EXPECT_TRUE(st.ok()) << st;
+    mirror_.Apply(plan, layout_);
+    return layout_;
+  }
+  // Admits `slot` and prefills its whole prompt (completing it) in one step.
+  engine::StepPlan AdmitAndPrefill(uint64_t id, int32_t slot, int32_t prompt_len) {
+    engine::StepPlan p;
+    p.step_id = id;
+    p.admissions.push_back({slot, Request(100 + slot, prompt_len), {slot * 2, slot * 2 + 1}});
+    p.prefills.push_back({slot, 0, prompt_len, true});
+    return p;
+  }
+
+  SlotMirror mirror_;
+  StepLayout layout_;
+};
+
+TEST(MakeBucketsTest, CoverEverySizeUpToMaxSlots) {
+  EXPECT_THAT(MakeBuckets(8), ElementsAre(1, 2, 4, 8));
+  EXPECT_THAT(MakeBuckets(20), ElementsAre(1, 2, 4, 8, 16, 20));
+  const auto b = MakeBuckets(256);
+  EXPECT_EQ(b.front(), 1);
+  EXPECT_EQ(b.back(), 256);
+  EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
+  EXPECT_EQ(MakeBuckets(300).back(), 300);
+}
+
+TEST_F(SlotMirrorTest, MixedStepLayout) {
+  const StepLayout& l = Step(AdmitAndPrefill(1, 0, 5));
+  ASSERT_EQ(l.admits.size(), 1u);
+  EXPECT_EQ(l.admits[0].slot, 0);
+  EXPECT_EQ(l.admits[0].num_blocks, 2);
+  EXPECT_EQ(l.settings[0].key, 100u);
+  EXPECT_EQ(l.settings[0].num_stop_ids, 1);
+  EXPECT_THAT(l.blocks, ElementsAre(0, 1));
+  EXPECT_TRUE(l.row_changes.empty());
+  EXPECT_EQ(l.bucket, -1);
+  EXPECT_EQ(l.rows, 64);  // 5 prompt tokens, padded to the row alignment
+  EXPECT_EQ(l.prefill_rows, 64);
+  EXPECT_EQ(l.decode_rows, 0);
+  EXPECT_FALSE(l.identity_sampling);
+  EXPECT_THAT(std::vector<int32_t>(l.prefill_slot.begin(), l.prefill_slot.begin() + 6),
+              ElementsAre(0, 0, 0, 0, 0, -1));
+  EXPECT_THAT(std::vector<int32_t>(l.prefill_pos.begin(), l.prefill_pos.begin() + 5),
+              ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_EQ(l.prefill_token[4], 104);
+  ASSERT_EQ(l.num_sample_rows, 16);
+  EXPECT_EQ(l.sample_rows[0], 4);  // the prompt's last token samples
+  EXPECT_EQ(l.sample_rows[1], -1);
+
+  // Next step: slot 0 decodes while slot 1's prompt comes in (two chunks).
+  engine::StepPlan p2;
+  p2.step_id = 2;
+  p2.admissions.push_back({1, Request(101, 70), {2, 3, 4, 5, 6}});
+  p2.prefills.push_back({1, 0, 40, false});
+  p2.decodes = {0};
+  const StepLayout& l2 = Step(p2);
+  EXPECT_THAT(l2.row_changes, ElementsAre(0, 0));  // slot 0 takes decode row 0
+  EXPECT_EQ(l2.decode_rows, 1);
+  EXPECT_EQ(l2.rows, 64);
+  EXPECT_EQ(l2.prefill_rows, 63);
+  EXPECT_EQ(l2.sample_rows[0], 63);  // only the decode row samples
+  EXPECT_EQ(l2.sample_rows[1], -1);
+  EXPECT_EQ(l2.num_sample_rows, 16);
+}
+
+TEST_F(SlotMirrorTest, SteadyDecodeUploadsNothingAndRowsStayPut) {
+  for (int32_t s = 0; s < 3; ++s) Step(AdmitAndPrefill(1 + s, s, 4));
+  engine::StepPlan d;
+  d.step_id = 10;
+  d.decodes = {0, 1, 2};
+  const StepLayout& l = Step(d);
+  EXPECT_EQ(l.row_changes.size(), 6u);
+  EXPECT_TRUE(l.identity_sampling);
+  EXPECT_EQ(l.decode_rows, 4);  // bucket holding 3 rows
+  EXPECT_EQ(l.rows, 4);
+  EXPECT_EQ(l.num_sample_rows, 4);
+  EXPECT_EQ(mirror_.decode_row(1), 1);
+
+  d.step_id = 11;
+  EXPECT_TRUE(Step(d).upload_empty());  // nothing changed: nothing to copy
+
+  // Slot 1 ends; 0 and 2 keep their rows; the bucket still holds row 2.
+  engine::StepPlan e;
+  e.step_id = 12;
+  e.releases = {1};
+  e.decodes = {0, 2};
+  const StepLayout& l2 = Step(e);
+  EXPECT_THAT(l2.row_changes, ElementsAre(1, -1));
+  EXPECT_EQ(mirror_.decode_row(0), 0);
+  EXPECT_EQ(mirror_.decode_row(2), 2);
+  EXPECT_EQ(mirror_.rows_in_use(), 3);
+  EXPECT_EQ(l2.decode_rows, 4);
+
+  // A new request in slot 1 decodes from the step after its prompt, in the lowest free row;
+  // meanwhile the others keep decoding (a slot left out of a plan's decodes loses its row).
+  engine::StepPlan admit = AdmitAndPrefill(13, 1, 4);
+  admit.decodes = {0, 2};
+  EXPECT_TRUE(Step(admit).row_changes.empty());
+  engine::StepPlan f;
+  f.step_id = 14;
+  f.decodes = {0, 1, 2};
+  const StepLayout& l3 = Step(f);
+  EXPECT_THAT(l3.row_changes, ElementsAre(1, 1));
+  // Slot 2 released and slot 0 stops: the used rows shrink to the bucket of 2.
+  engine::StepPlan g;
+  g.step_id = 15;
+  g.releases = {2};
+  g.decodes = {0, 1};
+  const StepLayout& l4 = Step(g);
+  EXPECT_EQ(mirror_.rows_in_use(), 2);
+  EXPECT_EQ(l4.decode_rows, 2);
+}
+
+TEST_F(SlotMirrorTest, ReleaseAndReadmitInOnePlan) {
+  Step(AdmitAndPrefill(1, 0, 4));
+  engine::StepPlan d;
+  d.step_id = 2;
+  d.decodes = {0};
+  Step(d);
+  engine::StepPlan p = AdmitAndPrefill(3, 0, 6);
+  p.releases = {0};
+  const StepLayout& l = Step(p);
+  EXPECT_THAT(l.row_changes, ElementsAre(0, -1));
+  EXPECT_EQ(l.admits.size(), 1u);
+  EXPECT_EQ(l.bucket, -1);
+  // Its decode is accepted only from the next step.
+  engine::StepPlan bad;
+  bad.step_id = 4;
+  bad.prefills = {{0, 0, 6, true}};
+  EXPECT_FALSE(mirror_.Check(bad).ok());  // the prompt is already complete
+  d.step_id = 5;
+  EXPECT_TRUE(mirror_.Check(d).ok());
+}
+
+TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
+  Step(AdmitAndPrefill(1, 0, 4));
+  auto refused = [&](const engine::StepPlan& p, const std::string& what) {
+    const absl::Status st = mirror_.Check(p);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(what));
+  };
+  engine::StepPlan p;
+  p.step_id = 7;
+  p.releases = {8};
+  refused(p, "release of slot 8");
+  p = {};
+  p.admissions.push_back({0, Request(5, 4), {4}});
+  refused(p, "busy slot 0");
+  p = {};
+  p.admissions.push_back({1, Request(5, 4, 100), {4}});  // 104 tokens, 1 block
+  refused(p, "blocks do not cover");
+  p = {};
+  p.admissions.push_back({1, Request(5, 4), {64}});
+  refused(p, "KV block 64");
+  p = {};
+  auto many_stops = Request(5, 4);
+  std::const_pointer_cast<engine::EngineRequest>(many_stops)->stop_token_ids.assign(81, 3);
+  p.admissions.push_back({1, many_stops, {4}});
+  refused(p, "limits");
+  p = {};
+  p.admissions.push_back({1, Request(5, 4), {4}});
+  p.decodes = {1};  // decodes before its prompt is in
+  refused(p, "decode of slot 1");
+  p = {};
+  p.decodes = {0, 0};
+  refused(p, "twice");
+  p = {};
+  p.prefills = {{3, 0, 2, false}};
+  refused(p, "bad prefill of slot 3");
+  p = {};
+  p.admissions.push_back({1, Request(5, 90), {4, 5, 6, 7, 8, 9, 10}});
+  p.admissions.push_back({2, Request(6, 20), {11, 12}});
+  p.prefills = {{1, 0, 90, true}, {2, 0, 20, true}};
+  refused(p, "110 prompt tokens");
+  // Nothing above took effect: slot 0 still decodes, slot 1 is still free.
+  p = {};
+  p.step_id = 8;
+  p.decodes = {0};
+  p.admissions.push_back({1, Request(9, 4), {4}});
+  p.prefills = {{1, 0, 4, true}};
+  EXPECT_TRUE(mirror_.Check(p).ok());
+}
+
+}  // namespace
+}  // namespace llm::runner::cuda

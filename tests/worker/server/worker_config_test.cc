@@ -1,0 +1,40 @@
+#include "worker/server/worker_config.h"
+
+#include "gtest/gtest.h"
+
+namespace llm::server {
+namespace {
+
+TEST(WorkerConfigTest, BackendKeysReachTheBackendOptions) {
+  auto c = LoadWorkerConfig({"--model.path", "random:llama-3-8b:4", "--engine.backend", "cuda",
+                             "--engine.device", "1", "--engine.kv_memory_fraction", "0.5",
+                             "--engine.cuda_graphs", "false", "--engine.batch_invariant", "true",
+                             "--engine.max_context", "4096", "--engine.max_slots", "256",
+                             "--engine.max_batch_tokens", "4096"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_name, "random:llama-3-8b");
+  const backend::BackendOptions& b = c->backend;
+  EXPECT_EQ(b.model, "random:llama-3-8b:4");
+  EXPECT_EQ(b.backend, "cuda");
+  EXPECT_EQ(b.device, 1);
+  EXPECT_EQ(b.kv_memory_fraction, 0.5);
+  EXPECT_FALSE(b.cuda_graphs);
+  EXPECT_TRUE(b.batch_invariant);
+  EXPECT_EQ(b.max_context, 4096);
+  EXPECT_EQ(b.max_slots, 256);
+  EXPECT_EQ(b.max_prefill_tokens, c->worker.scheduler.max_prefill_tokens);
+}
+
+TEST(WorkerConfigTest, BadValuesNameTheKey) {
+  auto c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.backend", "tpu"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("engine.backend"), std::string::npos) << c.status();
+  c = LoadWorkerConfig({"--model.path", "random:enormous"});
+  EXPECT_NE(c.status().message().find("model.path"), std::string::npos) << c.status();
+  c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.kv_memory_fraction", "1.5"});
+  EXPECT_NE(c.status().message().find("engine.kv_memory_fraction"), std::string::npos)
+      << c.status();
+}
+
+}  // namespace
+}  // namespace llm::server

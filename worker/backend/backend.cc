@@ -1,0 +1,133 @@
+#include "worker/backend/backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/frontend/synthetic_tokenizer.h"
+#include "worker/model/dtype.h"
+#include "worker/runner/cpu_model.h"
+#include "worker/runner/cpu_runner.h"
+#ifdef LLM_HAVE_CUDA
+#include "kernels/device.h"
+#include "worker/runner/cuda/cuda_runner.h"
+#endif
+
+namespace llm::backend {
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(
+    const BackendOptions& options, const model::ModelSource& source,
+    const model::ModelConfig& config) {
+  std::unique_ptr<frontend::Tokenizer> tokenizer;
+  if (!options.tokenizer.empty()) {
+    LLM_ASSIGN_OR_RETURN(tokenizer, frontend::Tokenizer::Load(options.tokenizer));
+  } else if (source.synthetic()) {
+    LLM_ASSIGN_OR_RETURN(
+        tokenizer,
+        frontend::SyntheticTokenizer(config.vocab_size, config.bos_token_id, config.eos_token_ids));
+  } else {
+    LLM_ASSIGN_OR_RETURN(tokenizer, frontend::Tokenizer::Load(source.dir));
+  }
+  if (tokenizer->vocab_size() > config.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer: its vocabulary (", tokenizer->vocab_size(),
+                     " ids) is larger than the model's (", config.vocab_size, ")"));
+  }
+  return tokenizer;
+}
+
+absl::Status CreateCpuRunner(const BackendOptions& options, Backend& b) {
+  b.pool = std::make_unique<ThreadPool>(options.cpu_threads);
+  std::unique_ptr<model::TensorStore> store;
+  if (b.source.synthetic()) {
+    LLM_ASSIGN_OR_RETURN(store, model::MakeSyntheticStore(b.config, b.source.seed,
+                                                          model::DType::kBF16, b.pool.get()));
+  } else {
+    LLM_ASSIGN_OR_RETURN(store, model::TensorStore::Open(b.source.dir));
+  }
+  LLM_ASSIGN_OR_RETURN(auto model, runner::CpuModel::FromStore(b.config, *store, b.pool.get()));
+  const model::ModelConfig& c = b.config;
+  runner::CpuRunnerOptions ro;
+  ro.max_slots = options.max_slots;
+  ro.block_tokens = options.block_tokens;
+  const int64_t block_bytes =
+      int64_t{c.num_layers} * 2 * c.num_kv_heads * c.head_dim * ro.block_tokens * 4;
+  ro.num_kv_blocks = options.kv_blocks > 0
+                         ? options.kv_blocks
+                         : static_cast<int32_t>((int64_t{options.kv_cache_mb} << 20) / block_bytes);
+  if (ro.num_kv_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.kv_cache_mb: ", options.kv_cache_mb,
+                                                   " MiB is too small for one KV block (",
+                                                   block_bytes, " bytes)"));
+  }
+  ro.valid_vocab_size = b.tokenizer->vocab_size();
+  ro.extra_step_seconds = options.extra_step_seconds;
+  ro.max_context = options.max_context;
+  b.runner = std::make_unique<runner::CpuRunner>(std::move(model), ro);
+  b.backend = "cpu";
+  return absl::OkStatus();
+}
+
+#ifdef LLM_HAVE_CUDA
+absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
+  std::unique_ptr<model::TensorStore> store;
+  if (!b.source.synthetic()) {
+    LLM_ASSIGN_OR_RETURN(store, model::TensorStore::Open(b.source.dir));
+  }
+  runner::cuda::CudaRunnerOptions ro;
+  ro.device = options.device;
+  ro.max_slots = options.max_slots;
+  ro.block_tokens = options.block_tokens;
+  ro.num_kv_blocks = options.kv_blocks;
+  ro.kv_memory_fraction = options.kv_memory_fraction;
+  ro.max_prefill_tokens = options.max_prefill_tokens;
+  ro.max_context = options.max_context;
+  ro.valid_vocab_size = b.tokenizer->vocab_size();
+  ro.cuda_graphs = options.cuda_graphs;
+  ro.batch_invariant = options.batch_invariant;
+  LLM_ASSIGN_OR_RETURN(b.runner,
+                       runner::cuda::CudaRunner::Create(b.config, store.get(), b.source.seed, ro));
+  b.backend = "cuda";
+  return absl::OkStatus();
+}
+#endif
+
+}  // namespace
+
+bool CudaBuilt() {
+#ifdef LLM_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
+  Backend b;
+  LLM_ASSIGN_OR_RETURN(b.source, model::ParseModelSource(options.model));
+  LLM_ASSIGN_OR_RETURN(b.config, model::LoadSourceConfig(b.source));
+  LLM_ASSIGN_OR_RETURN(b.tokenizer, LoadTokenizer(options, b.source, b.config));
+  std::string kind = options.backend;
+  if (kind == "auto") {
+    kind = "cpu";
+#ifdef LLM_HAVE_CUDA
+    if (kernels::DeviceCount() > 0) kind = "cuda";
+#endif
+  }
+  if (kind == "cpu") {
+    LLM_RETURN_IF_ERROR(CreateCpuRunner(options, b));
+  } else if (kind == "cuda") {
+#ifdef LLM_HAVE_CUDA
+    LLM_RETURN_IF_ERROR(CreateCudaRunner(options, b));
+#else
+    return absl::FailedPreconditionError(
+        "engine.backend: cuda, but this build has no CUDA backend (LLM_ENABLE_CUDA=OFF)");
+#endif
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.backend: '", options.backend, "' is not one of auto, cpu, cuda"));
+  }
+  return b;
+}
+
+}  // namespace llm::backend

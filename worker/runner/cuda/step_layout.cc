@@ -1,0 +1,244 @@
+#include "worker/runner/cuda/step_layout.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::runner::cuda {
+
+namespace {
+
+int32_t RoundUp(int32_t x, int32_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+std::vector<int32_t> MakeBuckets(int32_t max_slots) {
+  std::vector<int32_t> b;
+  for (int32_t v : {1, 2, 4, 8}) b.push_back(v);
+  for (int32_t v = 16; v <= 64; v += 8) b.push_back(v);
+  for (int32_t v = 80; v <= 128; v += 16) b.push_back(v);
+  for (int32_t v = 160; v <= 256; v += 32) b.push_back(v);
+  for (int32_t v = 320; v < max_slots; v += 64) b.push_back(v);
+  std::vector<int32_t> out;
+  for (int32_t v : b) {
+    if (v < max_slots) out.push_back(v);
+  }
+  out.push_back(max_slots);
+  return out;
+}
+
+kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& r) {
+  kernels::SlotSampling s{};
+  s.temperature = r.sampling.temperature;
+  s.top_p = r.sampling.top_p;
+  s.min_p = r.sampling.min_p;
+  s.repetition_penalty = r.sampling.repetition_penalty;
+  s.presence_penalty = r.sampling.presence_penalty;
+  s.frequency_penalty = r.sampling.frequency_penalty;
+  s.top_k = r.sampling.top_k;
+  s.max_tokens = r.max_tokens;
+  s.seed = r.sampling.seed;
+  s.key = r.key;
+  s.num_stop_ids = static_cast<int32_t>(
+      std::min<size_t>(r.stop_token_ids.size(), static_cast<size_t>(kernels::kMaxStopIds)));
+  std::copy_n(r.stop_token_ids.begin(), s.num_stop_ids, s.stop_ids);
+  s.num_top_logprobs = r.num_top_logprobs;
+  s.want_logprob = r.want_logprobs ? 1 : 0;
+  s.has_penalties = r.sampling.has_penalties() ? 1 : 0;
+  return s;
+}
+
+SlotMirror::SlotMirror(const StepLimits& limits, std::vector<int32_t> buckets)
+    : limits_(limits),
+      buckets_(std::move(buckets)),
+      slots_(limits.max_slots),
+      decode_rows_(limits.max_slots, -1),
+      row_changed_(limits.max_slots, 0) {
+  changed_rows_.reserve(2 * limits.max_slots);
+}
+
+absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
+  const int32_t S = limits_.max_slots;
+  ++mark_;
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": ", what));
+  };
+  for (int32_t s : plan.releases) {
+    if (s < 0 || s >= S) return bad(absl::StrCat("release of slot ", s, " out of range"));
+    slots_[s].released = mark_;
+  }
+  auto occupied = [&](int32_t s) {
+    const Slot& x = slots_[s];
+    return x.admitted == mark_ || (x.released != mark_ && x.request != nullptr);
+  };
+  for (const auto& a : plan.admissions) {
+    if (a.slot < 0 || a.slot >= S || a.request == nullptr) return bad("bad admission");
+    if (occupied(a.slot)) return bad(absl::StrCat("admission into busy slot ", a.slot));
+    const engine::EngineRequest& r = *a.request;
+    if (static_cast<int32_t>(a.blocks.size()) > limits_.max_blocks_per_seq ||
+        static_cast<int64_t>(a.blocks.size()) * limits_.block_tokens < r.total_tokens() ||
+        r.total_tokens() > limits_.max_context) {
+      return bad(absl::StrCat("slot ", a.slot, ": blocks do not cover the request"));
+    }
+    for (int32_t b : a.blocks) {
+      if (b < 0 || b >= limits_.num_kv_blocks) return bad(absl::StrCat("KV block ", b));
+    }
+    if (r.stop_token_ids.size() > static_cast<size_t>(kernels::kMaxStopIds) ||
+        r.num_top_logprobs < 0 || r.num_top_logprobs > kernels::kMaxTopLogprobs ||
+        r.max_tokens < 1 || r.prompt_ids.empty()) {
+      return bad(absl::StrCat("slot ", a.slot, ": request outside the runner's limits"));
+    }
+    for (int32_t t : r.prompt_ids) {
+      if (t < 0 || t >= limits_.vocab_size) return bad(absl::StrCat("prompt token ", t));
+    }
+    slots_[a.slot].admitted = mark_;
+  }
+  auto request_in = [&](int32_t s) -> const engine::EngineRequest* {
+    if (slots_[s].admitted == mark_) {
+      for (const auto& a : plan.admissions) {
+        if (a.slot == s) return a.request.get();
+      }
+    }
+    return occupied(s) ? slots_[s].request.get() : nullptr;
+  };
+  auto prompt_done = [&](int32_t s) {
+    const Slot& x = slots_[s];
+    return x.admitted != mark_ && x.released != mark_ && x.request != nullptr && x.sampled;
+  };
+  int32_t prefill_tokens = 0;
+  for (const auto& p : plan.prefills) {
+    if (p.slot < 0 || p.slot >= S) return bad("prefill slot out of range");
+    const engine::EngineRequest* r = request_in(p.slot);
+    if (r == nullptr || p.start < 0 || p.num_tokens < 1 ||
+        p.start + p.num_tokens > static_cast<int32_t>(r->prompt_ids.size()) ||
+        prompt_done(p.slot) || slots_[p.slot].prefilled == mark_) {
+      return bad(absl::StrCat("bad prefill of slot ", p.slot));
+    }
+    slots_[p.slot].prefilled = mark_;
+    prefill_tokens += p.num_tokens;
+  }
+  if (prefill_tokens > limits_.max_prefill_tokens) {
+    return bad(absl::StrCat(prefill_tokens, " prompt tokens; the runner takes at most ",
+                            limits_.max_prefill_tokens));
+  }
+  for (int32_t s : plan.decodes) {
+    if (s < 0 || s >= S || !prompt_done(s) || slots_[s].prefilled == mark_) {
+      return bad(absl::StrCat("decode of slot ", s, ", which holds no prefilled request"));
+    }
+    if (slots_[s].decoded == mark_) return bad(absl::StrCat("decode of slot ", s, " twice"));
+    slots_[s].decoded = mark_;
+  }
+  checked_prefill_tokens_ = prefill_tokens;
+  return absl::OkStatus();
+}
+
+void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
+  l.admits.clear();
+  l.settings.clear();
+  l.blocks.clear();
+  l.row_changes.clear();
+  l.prefill_slot.clear();
+  l.prefill_pos.clear();
+  l.prefill_token.clear();
+  l.sample_rows.clear();
+  changed_rows_.clear();
+  auto change_row = [&](int32_t row) {
+    if (row_changed_[row] != mark_) {
+      row_changed_[row] = mark_;
+      changed_rows_.push_back(row);
+    }
+  };
+
+  // Releases, admissions, completed prompts.
+  for (int32_t s : plan.releases) {
+    Slot& x = slots_[s];
+    if (x.decode_row >= 0) {
+      decode_rows_[x.decode_row] = -1;
+      change_row(x.decode_row);
+    }
+    x.request = nullptr;
+    x.decode_row = -1;
+    x.sampled = false;
+  }
+  for (const auto& a : plan.admissions) {
+    Slot& x = slots_[a.slot];
+    x.request = a.request;
+    x.sampled = false;
+    l.admits.push_back(kernels::SlotAdmit{a.slot, static_cast<int32_t>(a.blocks.size()),
+                                          static_cast<int32_t>(l.blocks.size()),
+                                          a.request->sampling.has_penalties() ? 1 : 0});
+    l.settings.push_back(ToSlotSampling(*a.request));
+    l.blocks.insert(l.blocks.end(), a.blocks.begin(), a.blocks.end());
+  }
+
+  // Decode rows: slots that stopped decoding free theirs, new ones take the lowest free.
+  for (int32_t row = 0; row < rows_in_use_; ++row) {
+    const int32_t s = decode_rows_[row];
+    if (s >= 0 && slots_[s].decoded != mark_) {
+      decode_rows_[row] = -1;
+      slots_[s].decode_row = -1;
+      change_row(row);
+    }
+  }
+  int32_t free_row = 0;
+  for (int32_t s : plan.decodes) {
+    Slot& x = slots_[s];
+    if (x.decode_row >= 0) continue;
+    while (decode_rows_[free_row] >= 0) ++free_row;  // one is free: rows == slots
+    x.decode_row = free_row;
+    decode_rows_[free_row] = s;
+    change_row(free_row);
+  }
+  rows_in_use_ = 0;
+  for (int32_t row = limits_.max_slots - 1; row >= 0; --row) {
+    if (decode_rows_[row] >= 0) {
+      rows_in_use_ = row + 1;
+      break;
+    }
+  }
+  for (int32_t row : changed_rows_) {
+    l.row_changes.push_back(row);
+    l.row_changes.push_back(decode_rows_[row]);
+  }
+
+  // The batch.
+  l.bucket = -1;
+  for (size_t i = 0; rows_in_use_ > 0 && i < buckets_.size(); ++i) {
+    if (buckets_[i] >= rows_in_use_) {
+      l.bucket = static_cast<int32_t>(i);
+      break;
+    }
+  }
+  const int32_t B = l.bucket < 0 ? 0 : buckets_[l.bucket];
+  l.decode_rows = B;
+  if (checked_prefill_tokens_ == 0) {
+    l.rows = l.num_sample_rows = B;
+    l.prefill_rows = 0;
+    l.identity_sampling = true;
+  } else {
+    for (const auto& p : plan.prefills) {
+      const engine::EngineRequest& r = *slots_[p.slot].request;
+      for (int32_t i = 0; i < p.num_tokens; ++i) {
+        l.prefill_slot.push_back(p.slot);
+        l.prefill_pos.push_back(p.start + i);
+        l.prefill_token.push_back(r.prompt_ids[p.start + i]);
+      }
+      if (p.samples) l.sample_rows.push_back(static_cast<int32_t>(l.prefill_slot.size()) - 1);
+    }
+    l.rows = RoundUp(checked_prefill_tokens_ + B, kPrefillRowAlign);
+    l.prefill_rows = l.rows - B;
+    l.prefill_slot.resize(l.prefill_rows, -1);  // padding rows
+    l.prefill_pos.resize(l.prefill_rows, 0);
+    l.prefill_token.resize(l.prefill_rows, 0);
+    for (int32_t j = 0; j < B; ++j) l.sample_rows.push_back(l.prefill_rows + j);
+    l.num_sample_rows = RoundUp(static_cast<int32_t>(l.sample_rows.size()), kSampleRowAlign);
+    l.sample_rows.resize(l.num_sample_rows, -1);
+    l.identity_sampling = false;
+  }
+  // Completed prompts decode from the next step on.
+  for (const auto& p : plan.prefills) {
+    if (p.samples) slots_[p.slot].sampled = true;
+  }
+}
+
+}  // namespace llm::runner::cuda

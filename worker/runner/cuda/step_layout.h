@@ -1,0 +1,107 @@
+// The host's half of a CUDA runner step, kept free of CUDA calls so it is tested without a GPU:
+// a mirror of the device slot table that checks each plan and turns it into the step's upload
+// (only what changed) and batch layout.
+//
+// Batch layout (rows): prompt tokens first, padded so the row count is a multiple of
+// kPrefillRowAlign (a prepared set of matrix shapes), then the decode rows of the smallest
+// bucket holding every used decode row. A decoding slot keeps its decode row while it decodes;
+// a slot that starts decoding takes the lowest free row, so the device's decode list changes
+// only where slots start or stop. Sampling rows: the last row of each chunk that completes a
+// prompt, then every decode row; in a decode-only step they are the decode rows themselves.
+#ifndef LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
+#define LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "kernels/sampling.h"
+#include "kernels/slot_update.h"
+#include "worker/engine/step.h"
+
+namespace llm::runner::cuda {
+
+inline constexpr int32_t kPrefillRowAlign = 64;
+inline constexpr int32_t kSampleRowAlign = 16;
+
+// Decode batch-size buckets up to max_slots: fine where batches are small, coarser above.
+std::vector<int32_t> MakeBuckets(int32_t max_slots);
+
+// The device's copy of a request's settings.
+kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& request);
+
+struct StepLimits {
+  int32_t max_slots = 0;
+  int32_t max_blocks_per_seq = 0;
+  int32_t num_kv_blocks = 0;
+  int32_t block_tokens = 16;
+  int32_t max_context = 0;
+  int32_t vocab_size = 0;
+  int32_t max_prefill_tokens = 0;
+};
+
+// One step, ready to stage: the upload arrays (each copied to the device as it is) and the
+// batch's shape.
+struct StepLayout {
+  std::vector<kernels::SlotAdmit> admits;
+  std::vector<kernels::SlotSampling> settings;
+  std::vector<int32_t> blocks;       // the admissions' block lists, back to back
+  std::vector<int32_t> row_changes;  // (decode row, slot or -1) pairs
+  std::vector<int32_t> prefill_slot, prefill_pos, prefill_token;  // [prefill_rows], -1 slots pad
+  std::vector<int32_t> sample_rows;  // batch row of each sampling row, -1 pads (mixed steps)
+
+  int32_t bucket = -1;             // index into the buckets; -1: no decode rows
+  int32_t rows = 0;                // prefill_rows + decode_rows
+  int32_t prefill_rows = 0;        // including padding
+  int32_t decode_rows = 0;         // the bucket's size
+  int32_t num_sample_rows = 0;     // including padding
+  bool identity_sampling = false;  // decode only: the decode rows sample, in order
+
+  // Nothing to upload: a decode step whose decoding slots did not change.
+  bool upload_empty() const {
+    return admits.empty() && row_changes.empty() && prefill_slot.empty() && sample_rows.empty();
+  }
+};
+
+class SlotMirror {
+ public:
+  // `buckets` ascending, the last one max_slots.
+  SlotMirror(const StepLimits& limits, std::vector<int32_t> buckets);
+
+  // Checks `plan` against the table: slots in range, admissions into free slots with blocks
+  // covering prompt + max_tokens and settings within the device's limits, prompt chunks inside
+  // their prompt (one per slot, none after the prompt completed), decodes only of slots whose
+  // prompt completed in an earlier step, each once. INVALID_ARGUMENT naming the plan and the
+  // slot; the table is unchanged either way.
+  absl::Status Check(const engine::StepPlan& plan);
+  // Applies a plan that passed Check (and nothing in between) and lays out its step.
+  void Apply(const engine::StepPlan& plan, StepLayout& layout);
+
+  const std::vector<int32_t>& buckets() const { return buckets_; }
+  int32_t rows_in_use() const { return rows_in_use_; }
+  // The decode row of `slot`, or -1.
+  int32_t decode_row(int32_t slot) const { return slots_[slot].decode_row; }
+
+ private:
+  struct Slot {
+    engine::RequestPtr request;
+    int32_t decode_row = -1;
+    bool sampled = false;  // its prompt is complete: it decodes from now on
+    // == mark_ when this plan releases, admits, prefills or decodes it.
+    uint64_t released = 0, admitted = 0, prefilled = 0, decoded = 0;
+  };
+
+  StepLimits limits_;
+  std::vector<int32_t> buckets_;
+  std::vector<Slot> slots_;
+  std::vector<int32_t> decode_rows_;  // slot per row, -1 unused
+  std::vector<uint64_t> row_changed_;
+  std::vector<int32_t> changed_rows_;
+  int32_t rows_in_use_ = 0;  // highest used decode row + 1
+  int32_t checked_prefill_tokens_ = 0;
+  uint64_t mark_ = 0;  // per checked plan
+};
+
+}  // namespace llm::runner::cuda
+
+#endif  // LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
