@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <thread>
 
 namespace llm::testing {
@@ -33,6 +35,118 @@ std::unique_ptr<WorkerProcess> WorkerProcess::Start(const std::string& model,
   std::sscanf(line.c_str() + line.find("metrics on port") + 16, "%d", &w->metrics_port_);
   w->channel_ = grpc::CreateChannel(w->target(), grpc::InsecureChannelCredentials());
   return w;
+}
+
+std::unique_ptr<RouterProcess> RouterProcess::Start(const std::string& workers,
+                                                    const std::vector<std::string>& extra) {
+  auto r = std::unique_ptr<RouterProcess>(new RouterProcess());
+  std::vector<std::string> argv{
+      BinPath("llm-router"), "--router.listen",     "127.0.0.1:0", "--router.metrics_listen",
+      "127.0.0.1:0",         "--discovery.workers", workers};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  r->process_ = ChildProcess::Start(argv);
+  const std::string line = r->process_->WaitForLine("metrics on port", 20000);
+  if (line.empty()) {
+    ADD_FAILURE() << "llm-router did not start; output:\n" << r->process_->Output();
+    return r;
+  }
+  std::sscanf(line.c_str() + line.find("routing on port") + 16, "%d", &r->port_);
+  std::sscanf(line.c_str() + line.find("metrics on port") + 16, "%d", &r->metrics_port_);
+  r->channel_ = grpc::CreateChannel(r->target(), grpc::InsecureChannelCredentials());
+  return r;
+}
+
+bool RouterProcess::WaitReady(int n, int timeout_ms) const {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < until) {
+    if (MetricValue(HttpGet(metrics_port_, "/metrics"), "llm_router_workers{state=\"ready\"}") >=
+        n) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+double MetricValue(const std::string& page, const std::string& series) {
+  const std::string key = "\n" + series + " ";
+  const size_t pos = page.find(key);
+  if (pos == std::string::npos) return -1;
+  return std::atof(page.c_str() + pos + key.size());
+}
+
+namespace {
+
+// One call of GenerateConcurrently.
+class ConcurrentCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
+ public:
+  ConcurrentCall(TimedResult* result, bool cancel_after_first, std::mutex* mu,
+                 std::condition_variable* cv, int* remaining)
+      : result_(result),
+        cancel_after_first_(cancel_after_first),
+        mu_(mu),
+        cv_(cv),
+        remaining_(remaining) {}
+  void Start(llm::v1::Generation::Stub* stub, const llm::v1::GenerateRequest& request,
+             int deadline_ms) {
+    context_.set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(deadline_ms));
+    request_ = request;
+    stub->async()->Generate(&context_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (result_->messages++ == 0) {
+      result_->first_message = std::chrono::steady_clock::now();
+      if (cancel_after_first_) context_.TryCancel();
+    }
+    result_->text += response_.text();
+    result_->token_ids.insert(result_->token_ids.end(), response_.token_ids().begin(),
+                              response_.token_ids().end());
+    result_->last = response_;
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    result_->status = status;
+    result_->end = std::chrono::steady_clock::now();
+    {
+      std::lock_guard<std::mutex> lock(*mu_);
+      if (--*remaining_ == 0) cv_->notify_all();
+    }
+    delete this;
+  }
+
+ private:
+  TimedResult* result_;
+  bool cancel_after_first_;
+  std::mutex* mu_;
+  std::condition_variable* cv_;
+  int* remaining_;
+  grpc::ClientContext context_;
+  llm::v1::GenerateRequest request_;
+  llm::v1::GenerateResponse response_;
+};
+
+}  // namespace
+
+std::vector<TimedResult> GenerateConcurrently(const std::vector<llm::v1::Generation::Stub*>& stubs,
+                                              const std::vector<llm::v1::GenerateRequest>& requests,
+                                              int deadline_ms,
+                                              const std::vector<bool>& cancel_after_first) {
+  std::vector<TimedResult> results(requests.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining = static_cast<int>(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto* call = new ConcurrentCall(
+        &results[i], i < cancel_after_first.size() && cancel_after_first[i], &mu, &cv, &remaining);
+    call->Start(stubs[i % stubs.size()], requests[i], deadline_ms);
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return remaining == 0; });
+  return results;
 }
 
 GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::GenerateRequest& request,

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,29 @@ class WorkerProcess {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
+// An llm-router in front of `workers` ("host:port,host:port") on loopback ports chosen by the OS.
+class RouterProcess {
+ public:
+  static std::unique_ptr<RouterProcess> Start(const std::string& workers,
+                                              const std::vector<std::string>& extra_flags = {});
+  ChildProcess& process() { return *process_; }
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  std::unique_ptr<llm::v1::Generation::Stub> generation() const {
+    return llm::v1::Generation::NewStub(channel_);
+  }
+  // Waits until /metrics shows `n` workers ready; false on timeout.
+  bool WaitReady(int n, int timeout_ms = 20000) const;
+
+ private:
+  std::unique_ptr<ChildProcess> process_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
 struct GenerateResult {
   grpc::Status status;
   std::string text;
@@ -51,6 +75,23 @@ GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::Generate
                         int deadline_ms = 0, int read_delay_ms = 0);
 
 llm::v1::GenerateRequest GreedyRequest(const std::string& text, uint32_t max_tokens);
+
+// One call of GenerateConcurrently: what it returned and when (steady clock).
+struct TimedResult : GenerateResult {
+  std::chrono::steady_clock::time_point first_message{};  // epoch when none came
+  std::chrono::steady_clock::time_point end{};
+};
+
+// Starts every request at once (callback API, no thread per call) on the given stubs in turn
+// and waits for all. `cancel_after_first[i]` cancels call i once its first message arrives.
+std::vector<TimedResult> GenerateConcurrently(const std::vector<llm::v1::Generation::Stub*>& stubs,
+                                              const std::vector<llm::v1::GenerateRequest>& requests,
+                                              int deadline_ms = 120000,
+                                              const std::vector<bool>& cancel_after_first = {});
+
+// The value of an unlabelled sample (or a labelled one, given as `name{labels}`) in a
+// Prometheus text page; -1 when absent.
+double MetricValue(const std::string& page, const std::string& series);
 
 // grpc.health.v1.Health/Check for `service` ("" = the server): 1 SERVING, 2 NOT_SERVING,
 // negative when the call failed.

@@ -2,7 +2,11 @@
 #ifndef LLM_TOOLS_BENCH_BENCH_UTIL_H_
 #define LLM_TOOLS_BENCH_BENCH_UTIL_H_
 
+#include <sys/types.h>
+
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tools/common/tool_util.h"
@@ -19,6 +23,28 @@ std::string SharedPath(const std::string& relative);
 
 // Runs a shell command and returns its standard output; an error when it exits non-zero.
 absl::StatusOr<std::string> RunShell(const std::string& command);
+
+// The folder holding this executable (to find llm-router, llm-worker beside llm-bench).
+std::string SelfDir();
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+absl::StatusOr<int> FreePort();
+
+// CPU time (user + system) a process has used so far, in seconds; -1 when unknown.
+double ProcessCpuSeconds(pid_t pid);
+
+// A child process with its output in `log_path`; SIGKILLed when destroyed.
+class Subprocess {
+ public:
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(const std::vector<std::string>& argv,
+                                                           const std::string& log_path);
+  ~Subprocess();
+  pid_t pid() const { return pid_; }
+  bool running();
+
+ private:
+  pid_t pid_ = -1;
+};
 
 }  // namespace llm::bench
 

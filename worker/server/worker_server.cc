@@ -49,6 +49,9 @@ absl::Status WorkerServer::Start() {
   // NOTE: gRPC turns SO_REUSEPORT on by default, which lets a second process bind the same port
   // and silently take half the connections. A port in use must be an error instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Routers find a vanished worker by keepalive pings (every 20 s): accept them.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port_);
   // The transport takes messages up to 4x the configured limit, so that a request over the
   // limit gets INVALID_ARGUMENT from the service (wire_check.h) rather than a bare transport

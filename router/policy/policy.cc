@@ -1,0 +1,120 @@
+#include "router/policy/policy.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::router {
+
+namespace {
+
+constexpr double kUnknownWait = std::numeric_limits<double>::infinity();
+
+// Candidates (not excluded, not tried) in snapshot order; sets `any_healthy` when some worker
+// could have served but was saturated or draining.
+std::vector<size_t> Candidates(const std::vector<WorkerView>& workers,
+                               const std::vector<size_t>& exclude, const PolicyOptions& options,
+                               bool* any_healthy) {
+  std::vector<size_t> out;
+  *any_healthy = false;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
+    const WorkerView& w = workers[i];
+    if (!w.healthy || w.ejected) continue;
+    *any_healthy = true;
+    if (Excluded(w, options)) continue;
+    out.push_back(i);
+  }
+  return out;
+}
+
+absl::Status NoCandidate(bool any_healthy) {
+  if (any_healthy) {
+    return absl::ResourceExhaustedError("every worker is saturated or draining; try again later");
+  }
+  return absl::UnavailableError("no healthy worker to serve the request");
+}
+
+double Wait(const WorkerView& w, const PolicyOptions& o) {
+  return w.fresh ? EstimateWaitMs(w, o) : kUnknownWait;
+}
+
+// True when a is the better choice than b.
+bool Better(const WorkerView& a, const WorkerView& b, const PolicyOptions& o) {
+  const double wa = Wait(a, o), wb = Wait(b, o);
+  if (wa != wb) return wa < wb;
+  return a.in_flight < b.in_flight;
+}
+
+}  // namespace
+
+double EstimateWaitMs(const WorkerView& w, const PolicyOptions& o) {
+  const WorkerLoadReport& r = w.report;
+  const double step_ms = r.step_time_ewma_ms > 0 ? r.step_time_ewma_ms : o.default_step_ms;
+  const double slots = std::max(1, r.max_slots);
+  // Requests ahead of this one for a slot beyond the free ones.
+  const double ahead = std::max(
+      0.0, static_cast<double>(r.queued_requests) + w.picked_since_report - r.free_slots + 1);
+  const double slot_wait_steps = ahead * o.decode_steps_per_request / slots;
+  const double prefill_steps =
+      static_cast<double>(r.queued_prompt_tokens) / std::max(1.0, o.prefill_tokens_per_step);
+  return (slot_wait_steps + prefill_steps + std::clamp(r.busy_ratio, 0.0, 1.0)) * step_ms;
+}
+
+bool Saturated(const WorkerView& w, const PolicyOptions& o) {
+  if (!w.fresh) return false;  // unknown, not full
+  const WorkerLoadReport& r = w.report;
+  const int64_t waiting = int64_t{r.queued_requests} + w.picked_since_report;
+  return r.free_slots - w.picked_since_report <= 0 &&
+         static_cast<double>(waiting) >= o.saturation_queue_per_slot * std::max(1, r.max_slots);
+}
+
+bool Excluded(const WorkerView& w, const PolicyOptions& o) {
+  return !w.healthy || w.ejected || (w.fresh && w.report.draining) || Saturated(w, o);
+}
+
+PickResult PowerOfTwoChoices::Pick(const std::vector<WorkerView>& workers,
+                                   const std::vector<size_t>& exclude, uint64_t random) const {
+  bool any_healthy = false;
+  const std::vector<size_t> c = Candidates(workers, exclude, options_, &any_healthy);
+  if (c.empty()) return NoCandidate(any_healthy);
+  if (c.size() == 1) return c[0];
+  // Two distinct candidates from one random number.
+  const size_t n = c.size();
+  const size_t first = static_cast<size_t>(random % n);
+  const size_t second = (first + 1 + static_cast<size_t>((random / n) % (n - 1))) % n;
+  const WorkerView& a = workers[c[first]];
+  const WorkerView& b = workers[c[second]];
+  return Better(b, a, options_) ? c[second] : c[first];
+}
+
+PickResult LeastInFlight::Pick(const std::vector<WorkerView>& workers,
+                               const std::vector<size_t>& exclude, uint64_t random) const {
+  bool any_healthy = false;
+  const std::vector<size_t> c = Candidates(workers, exclude, options_, &any_healthy);
+  if (c.empty()) return NoCandidate(any_healthy);
+  // Start the scan at a random candidate, so ties spread.
+  const size_t start = static_cast<size_t>(random % c.size());
+  size_t best = c[start];
+  for (size_t k = 1; k < c.size(); ++k) {
+    const size_t i = c[(start + k) % c.size()];
+    const WorkerView& w = workers[i];
+    const WorkerView& b = workers[best];
+    if (w.in_flight < b.in_flight ||
+        (w.in_flight == b.in_flight && Wait(w, options_) < Wait(b, options_))) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
+                                                   const PolicyOptions& options) {
+  if (name == "p2c") return std::make_unique<PowerOfTwoChoices>(options);
+  if (name == "least_in_flight") return std::make_unique<LeastInFlight>(options);
+  return absl::InvalidArgumentError(
+      absl::StrCat("policy.name: '", name, "' is not one of p2c, least_in_flight"));
+}
+
+}  // namespace llm::router

@@ -1,0 +1,465 @@
+// The client-facing half of the relay: ClientConnection (nghttp2 server session) and
+// DownStream (one relayed call).
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "router/relay/grpc_wire.h"
+#include "router/relay/relay_internal.h"
+
+namespace llm::router::relay {
+
+namespace {
+
+constexpr char kGenerationPrefix[] = "/llm.v1.Generation/";
+
+nghttp2_nv Nv(const std::string& name, const std::string& value) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+bool HopByHop(std::string_view name) {
+  return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
+         name == "transfer-encoding" || name == "upgrade" || name == "host";
+}
+
+ssize_t ReadResponseCallback(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
+                             uint32_t* data_flags, nghttp2_data_source* source, void*) {
+  return static_cast<DownStream*>(source->ptr)->ReadResponse(buf, length, data_flags);
+}
+
+const nghttp2_session_callbacks* ServerCallbacks(
+    int (*begin)(nghttp2_session*, const nghttp2_frame*, void*),
+    int (*header)(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t, const uint8_t*,
+                  size_t, uint8_t, void*),
+    int (*frame)(nghttp2_session*, const nghttp2_frame*, void*),
+    int (*chunk)(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*),
+    int (*close)(nghttp2_session*, int32_t, uint32_t, void*)) {
+  static nghttp2_session_callbacks* cbs = [&] {
+    nghttp2_session_callbacks* c;
+    nghttp2_session_callbacks_new(&c);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(c, begin);
+    nghttp2_session_callbacks_set_on_header_callback(c, header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(c, frame);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(c, chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(c, close);
+    return c;
+  }();
+  return cbs;
+}
+
+}  // namespace
+
+void MessageCounter::Feed(const uint8_t* data, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    if (header_left_ > 0) {
+      if (header_left_ <= 4) length_ = (length_ << 8) | data[i];
+      if (--header_left_ == 0) {
+        ++messages_;
+        body_left_ = length_;
+        length_ = 0;
+      }
+      ++i;
+      continue;
+    }
+    const size_t take = static_cast<size_t>(std::min<uint64_t>(body_left_, len - i));
+    body_left_ -= take;
+    i += take;
+    if (body_left_ == 0) header_left_ = 5;
+  }
+  if (header_left_ == 0 && body_left_ == 0) header_left_ = 5;  // an empty message
+}
+
+// ---- DownStream ----
+
+DownStream::DownStream(LoopContext* ctx, ClientConnection* conn, int32_t stream_id)
+    : ctx_(ctx), conn_(conn), stream_id_(stream_id), arrival_(Clock::now()) {}
+
+DownStream::~DownStream() {
+  if (deadline_timer_ != 0) ctx_->loop.CancelTimer(deadline_timer_);
+  if (entered_) ctx_->in_flight->fetch_sub(1);
+}
+
+void DownStream::AddHeader(std::string_view name, std::string_view value) {
+  if (name == ":path") {
+    path_ = std::string(value);
+  } else if (!name.empty() && name[0] == ':') {
+    // :method, :scheme, :authority: made afresh upstream.
+  } else if (name == "grpc-timeout") {
+    if (auto t = ParseGrpcTimeout(value)) {
+      deadline_ = arrival_ + std::chrono::duration_cast<Clock::duration>(*t);
+    }
+  } else if (name != "te" && !HopByHop(name)) {
+    metadata_.emplace_back(std::string(name), std::string(value));
+  }
+}
+
+Headers DownStream::UpstreamHeaders() const {
+  Headers h;
+  h.reserve(metadata_.size() + 2);
+  h.emplace_back("te", "trailers");
+  if (deadline_) {
+    h.emplace_back("grpc-timeout",
+                   FormatGrpcTimeout(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       *deadline_ - Clock::now())));
+  }
+  for (const auto& kv : metadata_) h.push_back(kv);
+  return h;
+}
+
+void DownStream::OnRequestHeaders() {
+  to_workers_ = path_.rfind(kGenerationPrefix, 0) == 0;
+  if (deadline_) {
+    deadline_timer_ = ctx_->loop.AddTimer(*deadline_, [this] {
+      deadline_timer_ = 0;
+      OnDeadline();
+    });
+  }
+  if (!to_workers_) {
+    StartAttempt();  // pass-through: the request streams as it comes
+    return;
+  }
+  const int64_t max = ctx_->options->proxy.max_in_flight;
+  if (ctx_->in_flight->fetch_add(1) >= max) {
+    ctx_->in_flight->fetch_sub(1);
+    Finish(kGrpcResourceExhausted,
+           absl::StrCat("router: ", max, " calls in flight (proxy.max_in_flight)"), {});
+    return;
+  }
+  entered_ = true;
+}
+
+void DownStream::OnRequestData(const uint8_t* data, size_t len) {
+  if (finished_) return;
+  request_.append(reinterpret_cast<const char*>(data), len);
+  const int64_t max = ctx_->options->proxy.max_message_bytes;
+  if (to_workers_ && static_cast<int64_t>(request_.size()) > max) {
+    Finish(kGrpcInvalidArgument, absl::StrCat("request: more than ", max, " bytes"), {});
+    request_.clear();
+    return;
+  }
+  if (!to_workers_ && up_ != nullptr) up_->ResumeRequest();
+}
+
+void DownStream::OnRequestEnd() {
+  request_done_ = true;
+  if (finished_) return;
+  if (to_workers_) {
+    StartAttempt();
+  } else if (up_ != nullptr) {
+    up_->ResumeRequest();
+  }
+}
+
+void DownStream::StartAttempt() {
+  std::string address;
+  if (to_workers_) {
+    auto picked = ctx_->pool->Pick(tried_);
+    if (!picked.ok()) {
+      const int code = static_cast<int>(picked.status().code());
+      if (attempts_ == 0) {
+        Finish(code, std::string(picked.status().message()), {});
+      } else {
+        Finish(kGrpcUnavailable,
+               absl::StrCat(
+                   "worker ", worker_->address(), " failed (", last_failure_,
+                   ") and no other worker could take the request: ", picked.status().message()),
+               {});
+      }
+      return;
+    }
+    worker_ = *std::move(picked);
+    tried_.push_back(worker_.get());
+    tried_handles_.push_back(worker_);
+    address = worker_->address();
+  } else {
+    address = ctx_->options->internal_target;
+  }
+  ++attempts_;
+  got_data_ = false;
+  upstream_headers_.clear();
+  UpstreamConnection* c = ctx_->Upstream(address);
+  UpStream* u = c != nullptr ? c->Submit(this) : nullptr;
+  if (u == nullptr) {
+    AttemptEnded(kGrpcUnavailable, absl::StrCat("cannot reach ", address), {});
+    return;
+  }
+  up_ = u;
+}
+
+void DownStream::OnUpstreamHeaders(const Headers& headers) {
+  upstream_headers_ = headers;
+  if (!to_workers_ && !committed_ && !finished_) Commit(&upstream_headers_);
+}
+
+void DownStream::OnUpstreamData(const uint8_t* data, size_t len) {
+  if (client_closed_ || finished_) {
+    up_->Consume(len);  // nobody to give it to
+    return;
+  }
+  if (!got_data_) {
+    got_data_ = true;
+    if (to_workers_ && worker_ != nullptr) worker_->OnFirstToken();
+  }
+  if (!committed_) Commit(&upstream_headers_);
+  if (to_workers_) counter_.Feed(data, len);
+  pending_.append(reinterpret_cast<const char*>(data), len);
+  ResumeResponse();
+}
+
+void DownStream::OnUpstreamClosed(int code, const std::string& message, const Headers& trailers) {
+  up_ = nullptr;
+  AttemptEnded(code, message, trailers);
+  MaybeDelete();
+}
+
+void DownStream::AttemptEnded(int code, const std::string& message, const Headers& trailers) {
+  const bool client_caused = cancelled_ || deadline_passed_ || code == kGrpcDeadlineExceeded;
+  if (to_workers_ && worker_ != nullptr) {
+    worker_->OnStreamEnded(got_data_);
+    const bool worker_failed = !client_caused && IsWorkerFailure(code);
+    if (code == kGrpcOk) {
+      worker_->OnSuccess();
+    } else if (!client_caused) {
+      if (worker_failed) worker_->OnFailure();
+      if (ctx_->observer != nullptr) ctx_->observer->OnUpstreamError(worker_->address(), code);
+    }
+    if (worker_failed && !committed_ && !client_closed_ && !finished_ &&
+        attempts_ < ctx_->options->proxy.max_attempts) {
+      if (ctx_->observer != nullptr) ctx_->observer->OnRetry();
+      last_failure_ = message;
+      // On the next turn of the loop, outside the worker session's callbacks.
+      retry_pending_ = true;
+      ctx_->loop.AddTimer(Clock::now(), [this] {
+        retry_pending_ = false;
+        if (client_closed_ || finished_) {
+          MaybeDelete();
+          return;
+        }
+        StartAttempt();
+        MaybeDelete();
+      });
+      return;
+    }
+  }
+  if (cancelled_) {
+    Finish(kGrpcCancelled, "cancelled by the client", {});
+  } else if (deadline_passed_) {
+    Finish(kGrpcDeadlineExceeded, "deadline exceeded", {});
+  } else if (code != kGrpcOk && committed_ && to_workers_ && code != kGrpcDeadlineExceeded) {
+    // Part of the answer reached the client: it cannot be retried.
+    Finish(kGrpcUnavailable,
+           absl::StrCat("worker ", worker_ != nullptr ? worker_->address() : "?",
+                        " failed after the stream started (code ", code, "): ", message),
+           {});
+  } else {
+    Finish(code, message, trailers);
+  }
+}
+
+void DownStream::Commit(const Headers* headers) {
+  committed_ = true;
+  if (ctx_->observer != nullptr && to_workers_) {
+    ctx_->observer->OnFirstMessage(std::chrono::duration<double>(Clock::now() - arrival_).count());
+  }
+  static const std::string kStatus = ":status", k200 = "200", kType = "content-type",
+                           kGrpc = "application/grpc";
+  std::vector<nghttp2_nv> nva;
+  bool has_status = false, has_type = false;
+  if (headers != nullptr) {
+    for (const auto& [n, v] : *headers) {
+      has_status |= n == ":status";
+      has_type |= n == "content-type";
+    }
+  }
+  if (!has_status) nva.push_back(Nv(kStatus, k200));
+  if (headers != nullptr) {
+    for (const auto& [n, v] : *headers) {
+      if (n == ":status")
+        nva.insert(nva.begin(), Nv(n, v));
+      else if (!HopByHop(n))
+        nva.push_back(Nv(n, v));
+    }
+  }
+  if (!has_type) nva.push_back(Nv(kType, kGrpc));
+  nghttp2_data_provider prd;
+  prd.source.ptr = this;
+  prd.read_callback = ReadResponseCallback;
+  nghttp2_submit_response(conn_->session(), stream_id_, nva.data(), nva.size(), &prd);
+  conn_->Touch();
+}
+
+void DownStream::Finish(int code, const std::string& message, const Headers& trailers) {
+  if (finished_) return;
+  finished_ = true;
+  final_code_ = code;
+  if (deadline_timer_ != 0) {
+    ctx_->loop.CancelTimer(deadline_timer_);
+    deadline_timer_ = 0;
+  }
+  CallDone(code);
+  if (client_closed_) return;
+  bool has_status = false;
+  for (const auto& [n, v] : trailers) has_status |= n == "grpc-status";
+  final_trailers_ = trailers;
+  if (!has_status) {
+    final_trailers_.emplace_back("grpc-status", std::to_string(code));
+    if (!message.empty()) final_trailers_.emplace_back("grpc-message", PercentEncode(message));
+  }
+  if (committed_) {
+    ResumeResponse();  // the data provider sends the trailers once the bytes are out
+    return;
+  }
+  // Trailers-only response.
+  committed_ = true;
+  static const std::string kStatus = ":status", k200 = "200", kType = "content-type",
+                           kGrpc = "application/grpc";
+  std::vector<nghttp2_nv> nva = {Nv(kStatus, k200), Nv(kType, kGrpc)};
+  for (const auto& [n, v] : final_trailers_) nva.push_back(Nv(n, v));
+  nghttp2_submit_response(conn_->session(), stream_id_, nva.data(), nva.size(), nullptr);
+  conn_->Touch();
+}
+
+void DownStream::ResumeResponse() {
+  if (client_closed_) return;
+  if (deferred_) {
+    deferred_ = false;
+    nghttp2_session_resume_data(conn_->session(), stream_id_);
+  }
+  conn_->Touch();
+}
+
+ssize_t DownStream::ReadResponse(uint8_t* buf, size_t length, uint32_t* data_flags) {
+  const size_t avail = pending_.size() - pending_offset_;
+  if (avail > 0) {
+    const size_t n = std::min(avail, length);
+    std::memcpy(buf, pending_.data() + pending_offset_, n);
+    pending_offset_ += n;
+    if (pending_offset_ == pending_.size()) {
+      pending_.clear();
+      pending_offset_ = 0;
+    }
+    if (up_ != nullptr) up_->Consume(n);
+    return static_cast<ssize_t>(n);
+  }
+  if (finished_) {
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    std::vector<nghttp2_nv> nva;
+    for (const auto& [n, v] : final_trailers_) nva.push_back(Nv(n, v));
+    nghttp2_submit_trailer(conn_->session(), stream_id_, nva.data(), nva.size());
+    return 0;
+  }
+  deferred_ = true;
+  return NGHTTP2_ERR_DEFERRED;
+}
+
+void DownStream::OnDeadline() {
+  if (finished_) return;
+  deadline_passed_ = true;
+  if (up_ != nullptr) up_->Cancel();
+  Finish(kGrpcDeadlineExceeded, "deadline exceeded", {});
+}
+
+void DownStream::OnClientClosed(uint32_t) {
+  client_closed_ = true;
+  if (!finished_) {
+    cancelled_ = true;
+    if (up_ != nullptr) up_->Cancel();
+    Finish(kGrpcCancelled, "cancelled by the client", {});
+  }
+  if (conn_ != nullptr) conn_->Forget(this);
+  conn_ = nullptr;
+  MaybeDelete();
+}
+
+void DownStream::MaybeDelete() {
+  if (client_closed_ && up_ == nullptr && !retry_pending_) delete this;
+}
+
+void DownStream::CallDone(int code) {
+  if (!to_workers_ || ctx_->observer == nullptr) return;
+  ctx_->observer->OnCallDone(code, attempts_);
+  if (counter_.messages() > 0) ctx_->observer->OnRelayed(counter_.messages());
+}
+
+// ---- ClientConnection ----
+
+ClientConnection::ClientConnection(LoopContext* ctx, int fd)
+    : H2Connection(&ctx->loop, fd), ctx_(ctx) {
+  nghttp2_session* session;
+  nghttp2_session_server_new(
+      &session,
+      ServerCallbacks(&OnBeginHeaders, &OnHeader, &OnFrameRecv, &OnDataChunk, &OnStreamClose),
+      this);
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100000},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+  };
+  nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
+  Start(session, /*connecting=*/false);
+}
+
+ClientConnection::~ClientConnection() = default;
+
+void ClientConnection::OnClose(const std::string&) {
+  const std::set<DownStream*> streams = streams_;
+  for (DownStream* s : streams) s->OnClientClosed(NGHTTP2_CANCEL);
+  ctx_->Release(this);
+}
+
+int ClientConnection::OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame,
+                                     void* user_data) {
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto* c = static_cast<ClientConnection*>(user_data);
+  auto* s = new DownStream(c->ctx_, c, frame->hd.stream_id);
+  c->streams_.insert(s);
+  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+  return 0;
+}
+
+int ClientConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* frame,
+                               const uint8_t* name, size_t name_len, const uint8_t* value,
+                               size_t value_len, uint8_t, void*) {
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  auto* s =
+      static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (s != nullptr) {
+    s->AddHeader(std::string_view(reinterpret_cast<const char*>(name), name_len),
+                 std::string_view(reinterpret_cast<const char*>(value), value_len));
+  }
+  return 0;
+}
+
+int ClientConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void*) {
+  auto* s =
+      static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (s == nullptr) return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    s->OnRequestHeaders();
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->OnRequestEnd();
+  } else if (frame->hd.type == NGHTTP2_DATA && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    s->OnRequestEnd();
+  }
+  return 0;
+}
+
+int ClientConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
+                                  const uint8_t* data, size_t len, void*) {
+  auto* s = static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  if (s != nullptr) s->OnRequestData(data, len);
+  return 0;
+}
+
+int ClientConnection::OnStreamClose(nghttp2_session* session, int32_t stream_id,
+                                    uint32_t error_code, void*) {
+  auto* s = static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  if (s != nullptr) {
+    nghttp2_session_set_stream_user_data(session, stream_id, nullptr);
+    s->OnClientClosed(error_code);
+  }
+  return 0;
+}
+
+}  // namespace llm::router::relay

@@ -1,0 +1,227 @@
+// The relay's connections and streams (internal to router/relay). All of one loop's objects
+// are touched only by that loop's thread.
+//
+//   ClientConnection  a client's HTTP/2 connection (server side of nghttp2)
+//     DownStream      one call from a client: its request, the attempt in progress, and the
+//                     response bytes not yet sent to the client
+//   UpstreamConnection  this loop's HTTP/2 connection to one worker (client side of nghttp2)
+//     UpStream        one attempt of a call on a worker
+//
+// A DownStream lives until both its client stream has closed and no attempt is in progress; an
+// UpStream until its worker stream closes. Response bytes go from the worker's session into the
+// DownStream's buffer and out through the client session's data provider; the worker's flow
+// control window is credited as they leave, so a slow client slows its worker stream only.
+#ifndef LLM_ROUTER_RELAY_RELAY_INTERNAL_H_
+#define LLM_ROUTER_RELAY_RELAY_INTERNAL_H_
+
+#include <nghttp2/nghttp2.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "router/pool/worker_pool.h"
+#include "router/relay/event_loop.h"
+#include "router/relay/h2_connection.h"
+#include "router/relay/relay_server.h"
+
+namespace llm::router::relay {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+struct RelayOptions : RelayServer::Options {};
+
+class UpstreamConnection;
+class UpStream;
+class ClientConnection;
+
+// One loop's shared state.
+struct LoopContext {
+  EventLoop loop;
+  WorkerPool* pool = nullptr;
+  const RelayOptions* options = nullptr;
+  ProxyObserver* observer = nullptr;
+  std::atomic<int64_t>* in_flight = nullptr;
+  bool stopping = false;                                 // no new upstream connections
+  std::map<std::string, UpstreamConnection*> upstreams;  // open, not draining, by address
+  std::map<H2Connection*, std::unique_ptr<H2Connection>> connections;
+
+  // The connection to `address`, connecting if there is none. Null when the socket fails.
+  UpstreamConnection* Upstream(const std::string& address);
+  void AddConnection(std::unique_ptr<H2Connection> c);
+  // Deletes `c` at the end of the iteration.
+  void Release(H2Connection* c);
+};
+
+// Counts gRPC messages in a byte stream (5-byte prefix: flag, big-endian length).
+class MessageCounter {
+ public:
+  void Feed(const uint8_t* data, size_t len);
+  int64_t messages() const { return messages_; }
+
+ private:
+  int header_left_ = 5;
+  uint64_t body_left_ = 0;
+  uint32_t length_ = 0;
+  int64_t messages_ = 0;
+};
+
+class DownStream {
+ public:
+  DownStream(LoopContext* ctx, ClientConnection* conn, int32_t stream_id);
+
+  // From the client's session.
+  void AddHeader(std::string_view name, std::string_view value);
+  void OnRequestHeaders();
+  void OnRequestData(const uint8_t* data, size_t len);
+  void OnRequestEnd();
+  // The client stream closed (after our END_STREAM, a reset, or the connection closing).
+  void OnClientClosed(uint32_t error_code);
+  // The response data provider.
+  ssize_t ReadResponse(uint8_t* buf, size_t length, uint32_t* data_flags);
+
+  // From the attempt in progress.
+  void OnUpstreamHeaders(const Headers& headers);
+  void OnUpstreamData(const uint8_t* data, size_t len);
+  // The attempt ended: its gRPC status (from its trailers, or made up for a transport failure)
+  // and trailers to pass on.
+  void OnUpstreamClosed(int code, const std::string& message, const Headers& trailers);
+
+  // The request as the upstream data provider reads it.
+  const std::string& request() const { return request_; }
+  bool request_done() const { return request_done_; }
+  const std::string& path() const { return path_; }
+  // Headers to send upstream (no pseudo-headers; grpc-timeout recomputed).
+  Headers UpstreamHeaders() const;
+
+ private:
+  void StartAttempt();
+  // How an attempt ended: retries, or settles the call's status.
+  void AttemptEnded(int code, const std::string& message, const Headers& trailers);
+  void Commit(const Headers* headers);
+  void Finish(int code, const std::string& message, const Headers& trailers);
+  void ResumeResponse();
+  void OnDeadline();
+  void MaybeDelete();
+  void CallDone(int code);
+  ~DownStream();
+
+  LoopContext* ctx_;
+  ClientConnection* conn_;
+  const int32_t stream_id_;
+  Clock::time_point arrival_;
+
+  // Request.
+  std::string path_;
+  Headers metadata_;  // non-pseudo request headers, forwarded
+  std::optional<Clock::time_point> deadline_;
+  uint64_t deadline_timer_ = 0;
+  std::string request_;
+  bool request_done_ = false;
+  bool to_workers_ = false;  // llm.v1.Generation: picked worker, retries; else pass-through
+  bool entered_ = false;
+
+  // Attempts.
+  UpStream* up_ = nullptr;
+  std::shared_ptr<WorkerHandle> worker_;
+  std::vector<const WorkerHandle*> tried_;
+  std::vector<std::shared_ptr<WorkerHandle>> tried_handles_;
+  int attempts_ = 0;
+  std::string last_failure_;
+  bool got_data_ = false;  // the current attempt sent response bytes
+  bool retry_pending_ = false;
+  bool deadline_passed_ = false;
+  Headers upstream_headers_;
+
+  // Response.
+  bool committed_ = false;  // response headers sent: no more retries
+  std::string pending_;     // response bytes not yet taken by the client session
+  size_t pending_offset_ = 0;
+  bool deferred_ = false;  // the data provider is waiting for bytes
+  bool finished_ = false;  // the final status is known
+  Headers final_trailers_;
+  int final_code_ = 0;
+  bool client_closed_ = false;
+  bool cancelled_ = false;
+  bool reported_ = false;
+  MessageCounter counter_;
+};
+
+class ClientConnection final : public H2Connection {
+ public:
+  ClientConnection(LoopContext* ctx, int fd);
+  ~ClientConnection() override;
+  LoopContext* ctx() const { return ctx_; }
+  void Forget(DownStream* s) { streams_.erase(s); }
+
+ protected:
+  void OnClose(const std::string& why) override;
+
+ private:
+  static int OnBeginHeaders(nghttp2_session*, const nghttp2_frame*, void*);
+  static int OnHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t,
+                      const uint8_t*, size_t, uint8_t, void*);
+  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame*, void*);
+  static int OnDataChunk(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*);
+  static int OnStreamClose(nghttp2_session*, int32_t, uint32_t, void*);
+
+  LoopContext* ctx_;
+  std::set<DownStream*> streams_;
+};
+
+class UpStream {
+ public:
+  UpStream(UpstreamConnection* conn, DownStream* down) : conn_(conn), down_(down) {}
+  int32_t stream_id = -1;
+  UpstreamConnection* conn_;
+  DownStream* down_;
+  Headers response_headers, trailers;
+  std::optional<int> grpc_status;
+  std::string grpc_message;
+  int http_status = 0;
+  bool cancelled = false;
+  size_t request_offset = 0;
+  size_t unconsumed = 0;  // response bytes received and not yet credited back
+
+  // Credits `n` response bytes back to the worker (they left for the client).
+  void Consume(size_t n);
+  void Cancel();
+  // The client's request data grew or ended (pass-through calls).
+  void ResumeRequest();
+};
+
+class UpstreamConnection final : public H2Connection {
+ public:
+  // Connects to `address` ("host:port"); null when no socket could be made.
+  static UpstreamConnection* Connect(LoopContext* ctx, const std::string& address);
+  const std::string& address() const { return address_; }
+  bool draining() const { return draining_; }
+  // Starts `down`'s call; null when this connection cannot take it.
+  UpStream* Submit(DownStream* down);
+
+ protected:
+  void OnClose(const std::string& why) override;
+
+ private:
+  UpstreamConnection(LoopContext* ctx, int fd, std::string address);
+  static int OnHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t,
+                      const uint8_t*, size_t, uint8_t, void*);
+  static int OnFrameRecv(nghttp2_session*, const nghttp2_frame*, void*);
+  static int OnDataChunk(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*);
+  static int OnStreamClose(nghttp2_session*, int32_t, uint32_t, void*);
+  void StopTaking();
+
+  LoopContext* ctx_;
+  std::string address_;
+  bool draining_ = false;
+  std::set<UpStream*> streams_;
+};
+
+}  // namespace llm::router::relay
+
+#endif  // LLM_ROUTER_RELAY_RELAY_INTERNAL_H_

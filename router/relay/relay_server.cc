@@ -1,0 +1,160 @@
+#include "router/relay/relay_server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/thread_name.h"
+#include "router/relay/relay_internal.h"
+
+namespace llm::router {
+
+namespace relay {
+
+// Accepts connections on the first loop and hands them to the loops in turn.
+class Acceptor : public FdHandler {
+ public:
+  Acceptor(int fd, std::vector<std::unique_ptr<LoopContext>>* loops) : fd_(fd), loops_(loops) {}
+  void OnEvents(uint32_t) override {
+    for (;;) {
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) {
+        if (errno == EINTR) continue;
+        return;  // EAGAIN, or a transient error (EMFILE): try on the next event
+      }
+      const int one = 1;
+      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      LoopContext* ctx = (*loops_)[next_++ % loops_->size()].get();
+      if (ctx == (*loops_)[0].get()) {
+        ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c));
+      } else {
+        ctx->loop.Post(
+            [ctx, c] { ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c)); });
+      }
+    }
+  }
+
+ private:
+  int fd_;
+  std::vector<std::unique_ptr<LoopContext>>* loops_;
+  size_t next_ = 0;
+};
+
+}  // namespace relay
+
+namespace {
+
+// Binds host:port ("0.0.0.0:50050", "[::]:0", "127.0.0.1:0").
+absl::StatusOr<int> Listen(const std::string& address, int* port) {
+  std::string host, p;
+  if (!address.empty() && address[0] == '[') {
+    const size_t close = address.find(']');
+    if (close == std::string::npos || close + 1 >= address.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("router.listen: '", address, "'"));
+    }
+    host = address.substr(1, close - 1);
+    p = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("router.listen: '", address, "' is not host:port"));
+    }
+    host = address.substr(0, colon);
+    p = address.substr(colon + 1);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), p.c_str(), &hints, &res);
+      rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, ": ", gai_strerror(rc)));
+  }
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, 4096) != 0) {
+    const std::string err = std::strerror(errno);
+    freeaddrinfo(res);
+    if (fd >= 0) ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", err));
+  }
+  freeaddrinfo(res);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  *port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return fd;
+}
+
+}  // namespace
+
+RelayServer::RelayServer(WorkerPool* pool, const Options& options, ProxyObserver* observer)
+    : pool_(pool), options_(std::make_unique<relay::RelayOptions>()), observer_(observer) {
+  static_cast<Options&>(*options_) = options;
+}
+
+RelayServer::~RelayServer() { Stop(); }
+
+absl::Status RelayServer::Start() {
+  auto fd = Listen(options_->listen, &port_);
+  if (!fd.ok()) return fd.status();
+  listen_fd_ = *fd;
+  int n = options_->threads > 0 ? options_->threads
+                                : static_cast<int>(std::thread::hardware_concurrency());
+  n = std::max(1, n);
+  for (int i = 0; i < n; ++i) {
+    auto ctx = std::make_unique<relay::LoopContext>();
+    ctx->pool = pool_;
+    ctx->options = options_.get();
+    ctx->observer = observer_;
+    ctx->in_flight = &in_flight_;
+    loops_.push_back(std::move(ctx));
+  }
+  acceptor_ = std::make_unique<relay::Acceptor>(listen_fd_, &loops_);
+  loops_[0]->loop.Add(listen_fd_, EPOLLIN, acceptor_.get());
+  for (auto& ctx : loops_) {
+    relay::LoopContext* c = ctx.get();
+    threads_.emplace_back([c] {
+      SetCurrentThreadName("relay");
+      c->loop.Run();
+    });
+  }
+  started_ = true;
+  return absl::OkStatus();
+}
+
+void RelayServer::Stop() {
+  if (!started_) return;
+  started_ = false;
+  loops_[0]->loop.Remove(listen_fd_);
+  for (auto& ctx : loops_) {
+    relay::LoopContext* c = ctx.get();
+    // Close every connection on its own loop: calls in progress end and free their streams.
+    c->loop.Post([c] {
+      c->stopping = true;
+      std::vector<relay::H2Connection*> all;
+      for (auto& [raw, owned] : c->connections) all.push_back(raw);
+      for (relay::H2Connection* conn : all) conn->Close("router stopping");
+    });
+    c->loop.Stop();
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+  loops_.clear();
+}
+
+}  // namespace llm::router

@@ -1,0 +1,104 @@
+// The router's data plane: an HTTP/2 server that relays each llm.v1.Generation call to a worker
+// picked by the pool, byte for byte, on nghttp2 sessions driven by epoll loops (one per core).
+// Calls to other services (health, reflection) are relayed unbuffered to the in-process gRPC
+// server named by RelayOptions::internal_target.
+//
+// A Generation call is relayed once its request has fully arrived. It is retried on another
+// worker only while nothing of the response has reached the client, and only when the worker
+// failed to serve it (gRPC UNAVAILABLE, a refused or reset stream, a lost connection); a
+// worker's own answer (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, ...) is the client's. After the
+// first response bytes, a worker failure ends the stream at once with UNAVAILABLE naming the
+// worker. The client's deadline (grpc-timeout) is enforced here and passed on, reduced by the
+// time spent; a client's reset cancels the worker's stream. Response bytes leave in as few
+// frames and writes as the client's flow control allows: messages that arrive together are
+// sent together.
+#ifndef LLM_ROUTER_RELAY_RELAY_SERVER_H_
+#define LLM_ROUTER_RELAY_RELAY_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "router/pool/worker_pool.h"
+
+namespace llm::router {
+
+struct ProxyOptions {
+  int max_attempts = 3;                 // workers tried per request before its status is returned
+  int64_t max_message_bytes = 4 << 20;  // largest request
+  int64_t max_in_flight = 10000;        // calls in progress; more get RESOURCE_EXHAUSTED
+};
+
+// Call-level events, for metrics (any loop thread).
+class ProxyObserver {
+ public:
+  virtual ~ProxyObserver() = default;
+  // A call ended with gRPC status `code` after `attempts` workers (0: refused before any).
+  virtual void OnCallDone(int code, int attempts) = 0;
+  virtual void OnRetry() = 0;
+  virtual void OnUpstreamError(const std::string& worker, int code) = 0;
+  virtual void OnFirstMessage(double seconds_since_arrival) = 0;
+  virtual void OnRelayed(int64_t messages) = 0;
+};
+
+// gRPC status codes the relay makes or reads.
+enum GrpcCode : int {
+  kGrpcOk = 0,
+  kGrpcCancelled = 1,
+  kGrpcUnknown = 2,
+  kGrpcInvalidArgument = 3,
+  kGrpcDeadlineExceeded = 4,
+  kGrpcResourceExhausted = 8,
+  kGrpcInternal = 13,
+  kGrpcUnavailable = 14,
+};
+
+// Whether a worker's status means it failed to serve (worth another worker, and counted toward
+// its ejection) rather than answered.
+inline bool IsWorkerFailure(int code) { return code == kGrpcUnavailable; }
+
+namespace relay {
+struct RelayOptions;
+struct LoopContext;
+class Acceptor;
+}  // namespace relay
+
+class RelayServer {
+ public:
+  struct Options {
+    std::string listen = "0.0.0.0:50050";
+    int threads = 0;  // event loops; 0: one per core
+    ProxyOptions proxy;
+    std::string internal_target;  // host:port of the in-process gRPC server
+  };
+  RelayServer(WorkerPool* pool, const Options& options, ProxyObserver* observer);
+  ~RelayServer();
+
+  // Binds and starts the loops. UNAVAILABLE naming the address when it cannot listen.
+  absl::Status Start();
+  // Closes every connection (calls in progress end) and joins the loops.
+  void Stop();
+
+  int port() const { return port_; }
+  int64_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  WorkerPool* pool_;
+  std::unique_ptr<relay::RelayOptions> options_;
+  ProxyObserver* observer_;
+  std::vector<std::unique_ptr<relay::LoopContext>> loops_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<relay::Acceptor> acceptor_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int64_t> in_flight_{0};
+  bool started_ = false;
+};
+
+}  // namespace llm::router
+
+#endif  // LLM_ROUTER_RELAY_RELAY_SERVER_H_

@@ -1,0 +1,342 @@
+// The worker-facing half of the relay: UpstreamConnection (nghttp2 client session to one
+// worker) and UpStream (one attempt of a call).
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "router/relay/grpc_wire.h"
+#include "router/relay/relay_internal.h"
+
+namespace llm::router::relay {
+
+namespace {
+
+nghttp2_nv Nv(const std::string& name, const std::string& value) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+// gRPC's mapping of an HTTP status to a status code (PROTOCOL-HTTP2.md).
+int GrpcCodeForHttp(int http) {
+  switch (http) {
+    case 400:
+      return kGrpcInternal;
+    case 401:
+      return 16;  // UNAUTHENTICATED
+    case 403:
+      return 7;  // PERMISSION_DENIED
+    case 404:
+      return 12;  // UNIMPLEMENTED
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return kGrpcUnavailable;
+    default:
+      return kGrpcUnknown;
+  }
+}
+
+ssize_t ReadRequestCallback(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
+                            uint32_t* data_flags, nghttp2_data_source* source, void*) {
+  auto* up = static_cast<UpStream*>(source->ptr);
+  DownStream* d = up->down_;
+  if (d == nullptr) {
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return 0;
+  }
+  const std::string& data = d->request();
+  const size_t avail = data.size() - up->request_offset;
+  if (avail > 0) {
+    const size_t n = std::min(avail, length);
+    std::memcpy(buf, data.data() + up->request_offset, n);
+    up->request_offset += n;
+    if (up->request_offset == data.size() && d->request_done())
+      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+  if (d->request_done()) {
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    return 0;
+  }
+  return NGHTTP2_ERR_DEFERRED;
+}
+
+const nghttp2_session_callbacks* ClientCallbacks(
+    int (*header)(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t, const uint8_t*,
+                  size_t, uint8_t, void*),
+    int (*frame)(nghttp2_session*, const nghttp2_frame*, void*),
+    int (*chunk)(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*),
+    int (*close)(nghttp2_session*, int32_t, uint32_t, void*)) {
+  static nghttp2_session_callbacks* cbs = [&] {
+    nghttp2_session_callbacks* c;
+    nghttp2_session_callbacks_new(&c);
+    nghttp2_session_callbacks_set_on_header_callback(c, header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(c, frame);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(c, chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(c, close);
+    return c;
+  }();
+  return cbs;
+}
+
+const nghttp2_option* ClientOptions() {
+  static nghttp2_option* option = [] {
+    nghttp2_option* o;
+    nghttp2_option_new(&o);
+    // Response bytes are credited back as they leave for the client (backpressure).
+    nghttp2_option_set_no_auto_window_update(o, 1);
+    return o;
+  }();
+  return option;
+}
+
+}  // namespace
+
+// ---- UpStream ----
+
+void UpStream::Consume(size_t n) {
+  if (n == 0) return;
+  unconsumed -= std::min(unconsumed, n);
+  nghttp2_session_consume(conn_->session(), stream_id, n);
+  conn_->Touch();
+}
+
+void UpStream::Cancel() {
+  if (cancelled) return;
+  cancelled = true;
+  nghttp2_submit_rst_stream(conn_->session(), NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
+  conn_->Touch();
+}
+
+void UpStream::ResumeRequest() {
+  nghttp2_session_resume_data(conn_->session(), stream_id);
+  conn_->Touch();
+}
+
+// ---- UpstreamConnection ----
+
+UpstreamConnection::UpstreamConnection(LoopContext* ctx, int fd, std::string address)
+    : H2Connection(&ctx->loop, fd), ctx_(ctx), address_(std::move(address)) {}
+
+UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::string& address) {
+  // host:port or [v6]:port.
+  std::string host, port;
+  if (!address.empty() && address[0] == '[') {
+    const size_t close = address.find(']');
+    if (close == std::string::npos) return nullptr;
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos) return nullptr;
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return nullptr;
+  const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    freeaddrinfo(res);
+    return nullptr;
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (rc != 0 && errno != EINPROGRESS) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto* c = new UpstreamConnection(ctx, fd, address);
+  nghttp2_session* session;
+  nghttp2_session_client_new2(
+      &session, ClientCallbacks(&OnHeader, &OnFrameRecv, &OnDataChunk, &OnStreamClose), c,
+      ClientOptions());
+  const nghttp2_settings_entry settings[] = {
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+  };
+  nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
+  nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, 64 << 20);
+  ctx->AddConnection(std::unique_ptr<H2Connection>(c));
+  ctx->upstreams[address] = c;
+  c->Start(session, /*connecting=*/rc != 0);
+  return c;
+}
+
+UpStream* UpstreamConnection::Submit(DownStream* down) {
+  if (closed() || draining_) return nullptr;
+  static const std::string kMethod = ":method", kPost = "POST", kScheme = ":scheme", kHttp = "http",
+                           kPath = ":path", kAuthority = ":authority";
+  const Headers extra = down->UpstreamHeaders();
+  std::vector<nghttp2_nv> nva = {Nv(kMethod, kPost), Nv(kScheme, kHttp), Nv(kPath, down->path()),
+                                 Nv(kAuthority, address_)};
+  for (const auto& [n, v] : extra) nva.push_back(Nv(n, v));
+  auto* up = new UpStream(this, down);
+  nghttp2_data_provider prd;
+  prd.source.ptr = up;
+  prd.read_callback = ReadRequestCallback;
+  const int32_t id = nghttp2_submit_request(session(), nullptr, nva.data(), nva.size(), &prd, up);
+  if (id < 0) {
+    delete up;
+    if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) StopTaking();
+    return nullptr;
+  }
+  up->stream_id = id;
+  streams_.insert(up);
+  Touch();
+  return up;
+}
+
+void UpstreamConnection::StopTaking() {
+  draining_ = true;
+  auto it = ctx_->upstreams.find(address_);
+  if (it != ctx_->upstreams.end() && it->second == this) ctx_->upstreams.erase(it);
+}
+
+void UpstreamConnection::OnClose(const std::string& why) {
+  StopTaking();
+  const std::set<UpStream*> streams = std::move(streams_);
+  streams_.clear();
+  const std::string message = absl::StrCat("connection to ", address_, " lost: ", why);
+  for (UpStream* up : streams) {
+    DownStream* d = up->down_;
+    delete up;
+    if (d != nullptr) d->OnUpstreamClosed(kGrpcUnavailable, message, {});
+  }
+  ctx_->Release(this);
+}
+
+int UpstreamConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* frame,
+                                 const uint8_t* name, size_t name_len, const uint8_t* value,
+                                 size_t value_len, uint8_t, void*) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto* up =
+      static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (up == nullptr) return 0;
+  std::string n(reinterpret_cast<const char*>(name), name_len);
+  std::string v(reinterpret_cast<const char*>(value), value_len);
+  if (n == ":status") up->http_status = std::atoi(v.c_str());
+  if (n == "grpc-status") up->grpc_status = std::atoi(v.c_str());
+  if (n == "grpc-message") up->grpc_message = PercentDecode(v);
+  const bool trailers_only =
+      frame->headers.cat == NGHTTP2_HCAT_RESPONSE && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+  if (frame->headers.cat == NGHTTP2_HCAT_RESPONSE && !trailers_only) {
+    up->response_headers.emplace_back(std::move(n), std::move(v));
+  } else if (n == ":status" || n == "content-type") {
+    up->response_headers.emplace_back(std::move(n), std::move(v));
+  } else {
+    up->trailers.emplace_back(std::move(n), std::move(v));
+  }
+  return 0;
+}
+
+int UpstreamConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame,
+                                    void* user_data) {
+  auto* c = static_cast<UpstreamConnection*>(user_data);
+  if (frame->hd.type == NGHTTP2_GOAWAY) {
+    c->StopTaking();  // streams above its last id are refused and retried elsewhere
+    return 0;
+  }
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_RESPONSE ||
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    return 0;
+  }
+  auto* up =
+      static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (up != nullptr && up->down_ != nullptr) up->down_->OnUpstreamHeaders(up->response_headers);
+  return 0;
+}
+
+int UpstreamConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
+                                    const uint8_t* data, size_t len, void*) {
+  auto* up = static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  if (up == nullptr) {
+    nghttp2_session_consume(session, stream_id, len);
+    return 0;
+  }
+  up->unconsumed += len;
+  if (up->down_ != nullptr) {
+    up->down_->OnUpstreamData(data, len);
+  } else {
+    up->Consume(len);
+  }
+  return 0;
+}
+
+int UpstreamConnection::OnStreamClose(nghttp2_session* session, int32_t stream_id,
+                                      uint32_t error_code, void* user_data) {
+  auto* c = static_cast<UpstreamConnection*>(user_data);
+  auto* up = static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  if (up == nullptr) return 0;
+  int code;
+  std::string message;
+  if (up->grpc_status) {
+    code = *up->grpc_status;
+    message = up->grpc_message;
+  } else if (up->cancelled) {
+    code = kGrpcCancelled;
+    message = "cancelled";
+  } else if (error_code == NGHTTP2_REFUSED_STREAM) {
+    code = kGrpcUnavailable;
+    message = absl::StrCat("worker ", c->address_, " refused the stream");
+  } else if (up->http_status != 0 && up->http_status != 200) {
+    code = GrpcCodeForHttp(up->http_status);
+    message = absl::StrCat("HTTP status ", up->http_status, " from ", c->address_);
+  } else {
+    code = kGrpcUnavailable;
+    message = absl::StrCat("stream reset by ", c->address_, " (",
+                           nghttp2_http2_strerror(error_code), ")");
+  }
+  // Bytes never forwarded still count against the connection's window.
+  if (up->unconsumed > 0) {
+    nghttp2_session_consume_connection(session, up->unconsumed);
+    c->Touch();
+  }
+  c->streams_.erase(up);
+  DownStream* d = up->down_;
+  const Headers trailers = std::move(up->trailers);
+  delete up;
+  if (d != nullptr) d->OnUpstreamClosed(code, message, trailers);
+  return 0;
+}
+
+// ---- LoopContext ----
+
+UpstreamConnection* LoopContext::Upstream(const std::string& address) {
+  if (stopping) return nullptr;
+  auto it = upstreams.find(address);
+  if (it != upstreams.end() && !it->second->closed() && !it->second->draining()) return it->second;
+  return UpstreamConnection::Connect(this, address);
+}
+
+void LoopContext::AddConnection(std::unique_ptr<H2Connection> c) {
+  H2Connection* raw = c.get();
+  connections.emplace(raw, std::move(c));
+}
+
+void LoopContext::Release(H2Connection* c) {
+  for (auto it = upstreams.begin(); it != upstreams.end(); ++it) {
+    if (it->second == c) {
+      upstreams.erase(it);
+      break;
+    }
+  }
+  auto it = connections.find(c);
+  if (it == connections.end()) return;
+  loop.DeleteLater(std::move(it->second));
+  connections.erase(it);
+}
+
+}  // namespace llm::router::relay

@@ -1,0 +1,100 @@
+#include "router/router_config.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "router/pool/discovery.h"
+
+namespace llm::router {
+
+config::ConfigSchema RouterConfigSchema() {
+  config::ConfigSchema s;
+  s.String("router.listen", "0.0.0.0:50050", "gRPC address (host:port; port 0 picks one)")
+      .String("router.metrics_listen", "0.0.0.0:9091",
+              "HTTP address of /metrics (host:port; empty disables)")
+      .String("router.id", "", "name sent to workers with each load watch (default: hostname)")
+      .String("discovery.workers", "",
+              "static worker list: host:port,host:port (or use discovery.dns)")
+      .String("discovery.dns", "",
+              "host:port re-resolved periodically, one worker per address (a Kubernetes "
+              "headless Service)")
+      .Int("discovery.dns_refresh_ms", 5000, 100, 3600000, "how often discovery.dns is resolved")
+      .String("policy.name", "p2c",
+              "p2c (power of two choices on estimated wait) or least_in_flight")
+      .Double("policy.saturation_queue_per_slot", 4, 0, 1e6,
+              "a worker with no free slot and this many waiting requests per slot is skipped")
+      .Double("policy.decode_steps_per_request", 256, 1, 1e9,
+              "estimated steps a request holds its slot (wait estimate)")
+      .Double("policy.prefill_tokens_per_step", 512, 1, 1e9,
+              "prompt tokens a worker prefills per step (wait estimate)")
+      .Int("load.interval_ms", 10, 1, 1000, "lower bound between two load reports from a worker")
+      .Int("load.stale_ms", 3000, 10, 600000,
+           "a worker whose last load report is older counts as unknown load, not idle")
+      .Int("failures.max_attempts", 3, 1, 16,
+           "workers tried per request (retries only before the first message)")
+      .Int("failures.eject_after", 3, 1, 1000,
+           "consecutive failed requests that put a worker in back-off")
+      .Int("failures.eject_base_ms", 1000, 1, 3600000, "first back-off; doubles per ejection")
+      .Int("failures.eject_max_ms", 30000, 1, 3600000, "longest back-off")
+      .Int("proxy.max_in_flight", 10000, 1, 1 << 24,
+           "calls in progress; more get RESOURCE_EXHAUSTED")
+      .Int("proxy.max_message_bytes", 4 << 20, 1024, 1 << 30, "largest request accepted (bytes)")
+      .Int("proxy.threads", 0, 0, 1024, "relay event loops; 0: one per core")
+      .Double("router.drain_grace_seconds", 30, 0, 86400,
+              "on SIGTERM, how long calls in progress may take to finish before exit");
+  return s;
+}
+
+absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& args) {
+  auto v = RouterConfigSchema().Load(args);
+  if (!v.ok()) return v.status();
+  RouterConfig c;
+  c.listen = v->String("router.listen");
+  c.metrics_listen = v->String("router.metrics_listen");
+  const std::string workers = v->String("discovery.workers");
+  c.dns = v->String("discovery.dns");
+  if (workers.empty() == c.dns.empty()) {
+    return absl::InvalidArgumentError(
+        "discovery.workers, discovery.dns: give exactly one (a static list or a DNS name)");
+  }
+  if (!workers.empty()) {
+    auto list = ParseWorkerList(workers);
+    if (!list.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("discovery.workers: ", list.status().message()));
+    }
+    c.workers = *std::move(list);
+  }
+  c.dns_refresh = std::chrono::milliseconds(v->Int("discovery.dns_refresh_ms"));
+  c.policy = v->String("policy.name");
+  if (c.policy != "p2c" && c.policy != "least_in_flight") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy.name: '", c.policy, "' is not one of p2c, least_in_flight"));
+  }
+  c.policy_options.saturation_queue_per_slot = v->Double("policy.saturation_queue_per_slot");
+  c.policy_options.decode_steps_per_request = v->Double("policy.decode_steps_per_request");
+  c.policy_options.prefill_tokens_per_step = v->Double("policy.prefill_tokens_per_step");
+  std::string id = v->String("router.id");
+  if (id.empty()) {
+    char host[256] = {0};
+    id = gethostname(host, sizeof(host) - 1) == 0 ? host : "llm-router";
+  }
+  c.pool.router_id = id;
+  c.pool.load_interval_ms = static_cast<int>(v->Int("load.interval_ms"));
+  c.pool.stale_after = std::chrono::milliseconds(v->Int("load.stale_ms"));
+  c.pool.eject_after_failures = static_cast<int>(v->Int("failures.eject_after"));
+  c.pool.eject_base = std::chrono::milliseconds(v->Int("failures.eject_base_ms"));
+  c.pool.eject_max = std::chrono::milliseconds(v->Int("failures.eject_max_ms"));
+  if (c.pool.eject_max < c.pool.eject_base) {
+    return absl::InvalidArgumentError(
+        "failures.eject_max_ms: must be at least failures.eject_base_ms");
+  }
+  c.proxy.max_attempts = static_cast<int>(v->Int("failures.max_attempts"));
+  c.proxy.max_in_flight = v->Int("proxy.max_in_flight");
+  c.proxy.max_message_bytes = v->Int("proxy.max_message_bytes");
+  c.threads = static_cast<int>(v->Int("proxy.threads"));
+  c.drain_grace_seconds = v->Double("router.drain_grace_seconds");
+  return c;
+}
+
+}  // namespace llm::router

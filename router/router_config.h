@@ -1,0 +1,39 @@
+// llm-router's configuration: the keys of its YAML file (each also a flag) and their checks.
+#ifndef LLM_ROUTER_ROUTER_CONFIG_H_
+#define LLM_ROUTER_ROUTER_CONFIG_H_
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config/config.h"
+#include "router/policy/policy.h"
+#include "router/pool/worker_pool.h"
+#include "router/relay/relay_server.h"
+
+namespace llm::router {
+
+struct RouterConfig {
+  std::string listen;          // gRPC, host:port
+  std::string metrics_listen;  // HTTP /metrics; empty disables
+  // Discovery: exactly one of a static list and a DNS name.
+  std::vector<std::string> workers;
+  std::string dns;
+  std::chrono::milliseconds dns_refresh{5000};
+  std::string policy = "p2c";
+  PolicyOptions policy_options;
+  PoolOptions pool;
+  ProxyOptions proxy;
+  int threads = 0;  // relay event loops; 0: one per core
+  double drain_grace_seconds = 30;
+};
+
+config::ConfigSchema RouterConfigSchema();
+
+// Parses `args` (flags, with an optional --config FILE). Errors name the key.
+absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& args);
+
+}  // namespace llm::router
+
+#endif  // LLM_ROUTER_ROUTER_CONFIG_H_

@@ -1,0 +1,82 @@
+#include "router/router_server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace llm::router {
+
+RouterServer::RouterServer(RouterConfig config)
+    : config_(std::move(config)), metrics_(config_.policy_options) {}
+
+RouterServer::~RouterServer() { Stop(); }
+
+void RouterServer::SetServing(bool serving) {
+  auto* health = internal_->GetHealthCheckService();
+  health->SetServingStatus(serving);
+  health->SetServingStatus("llm.v1.Generation", serving);
+}
+
+absl::Status RouterServer::Start() {
+  LLM_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
+                       MakePolicy(config_.policy, config_.policy_options));
+  pool_ = std::make_unique<WorkerPool>(config_.pool, std::move(policy), &metrics_);
+  if (!config_.metrics_listen.empty()) {
+    LLM_ASSIGN_OR_RETURN(metrics_port_, metrics_.Serve(config_.metrics_listen));
+  }
+  // Health and reflection, on loopback only: clients reach them through the relay.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int internal_port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &internal_port);
+  builder.RegisterService(&generation_placeholder_);
+  internal_ = builder.BuildAndStart();
+  if (internal_ == nullptr || internal_port == 0) {
+    return absl::UnavailableError("cannot start the internal health server on loopback");
+  }
+  RelayServer::Options ro;
+  ro.listen = config_.listen;
+  ro.threads = config_.threads;
+  ro.proxy = config_.proxy;
+  ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
+  relay_ = std::make_unique<RelayServer>(pool_.get(), ro, &metrics_);
+  LLM_RETURN_IF_ERROR(relay_->Start());
+  port_ = relay_->port();
+  metrics_.SetSources(pool_.get(), relay_.get());
+  if (!config_.dns.empty()) {
+    discovery_ = std::make_unique<DnsDiscovery>(
+        config_.dns, config_.dns_refresh,
+        [this](const std::vector<std::string>& workers) { pool_->SetWorkers(workers); });
+  } else {
+    pool_->SetWorkers(config_.workers);
+  }
+  SetServing(true);
+  return absl::OkStatus();
+}
+
+bool RouterServer::Drain() {
+  if (internal_) SetServing(false);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(config_.drain_grace_seconds));
+  while (relay_ && relay_->in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const bool clean = !relay_ || relay_->in_flight() == 0;
+  Stop();
+  return clean;
+}
+
+void RouterServer::Stop() {
+  discovery_.reset();
+  metrics_.SetSources(pool_.get(), nullptr);
+  if (relay_) relay_->Stop();
+  if (internal_) internal_->Shutdown(std::chrono::system_clock::now());
+}
+
+}  // namespace llm::router

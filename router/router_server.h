@@ -1,0 +1,55 @@
+// llm-router: the relay (router/relay) on the public port; grpc.health.v1 and reflection on an
+// in-process gRPC server that the relay forwards those calls to; discovery, the worker pool and
+// /metrics.
+#ifndef LLM_ROUTER_ROUTER_SERVER_H_
+#define LLM_ROUTER_ROUTER_SERVER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "llm/v1/generation.grpc.pb.h"
+#include "router/pool/discovery.h"
+#include "router/pool/worker_pool.h"
+#include "router/relay/relay_server.h"
+#include "router/router_config.h"
+#include "router/router_metrics.h"
+
+namespace llm::router {
+
+class RouterServer {
+ public:
+  explicit RouterServer(RouterConfig config);
+  ~RouterServer();
+
+  // Starts the pool, the servers and discovery. Errors name the key or the address.
+  absl::Status Start();
+  // Health NOT_SERVING, then waits up to drain_grace_seconds for calls in progress, then stops
+  // (ending what is left). True when nothing was left.
+  bool Drain();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_port_; }
+  WorkerPool& pool() { return *pool_; }
+
+ private:
+  void SetServing(bool serving);
+  void Stop();
+
+  RouterConfig config_;
+  RouterMetrics metrics_;
+  std::unique_ptr<WorkerPool> pool_;
+  // Registered on the internal server so health and reflection list the service; its calls
+  // never reach it (the relay sends them to the workers).
+  llm::v1::Generation::Service generation_placeholder_;
+  std::unique_ptr<grpc::Server> internal_;
+  std::unique_ptr<RelayServer> relay_;
+  std::unique_ptr<DnsDiscovery> discovery_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+};
+
+}  // namespace llm::router
+
+#endif  // LLM_ROUTER_ROUTER_SERVER_H_

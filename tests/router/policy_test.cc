@@ -1,0 +1,148 @@
+// The routing policy on hand-made load tables: no network, no clock.
+#include "router/policy/policy.h"
+
+#include <map>
+
+#include "gtest/gtest.h"
+
+namespace llm::router {
+namespace {
+
+WorkerView Fresh(const std::string& id, int32_t queued, int32_t running, int32_t free_slots,
+                 int32_t max_slots = 8) {
+  WorkerView w;
+  w.id = id;
+  w.healthy = true;
+  w.fresh = true;
+  w.report.queued_requests = queued;
+  w.report.running_requests = running;
+  w.report.free_slots = free_slots;
+  w.report.max_slots = max_slots;
+  w.report.step_time_ewma_ms = 10;
+  w.report.busy_ratio = running > 0 ? 1.0 : 0.0;
+  return w;
+}
+
+// How often each worker wins over many random draws.
+std::map<std::string, int> Shares(const Policy& p, const std::vector<WorkerView>& workers,
+                                  int draws = 3000) {
+  std::map<std::string, int> shares;
+  uint64_t r = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < draws; ++i) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    auto pick = p.Pick(workers, {}, r);
+    EXPECT_TRUE(pick.ok()) << pick.status();
+    if (pick.ok()) ++shares[workers[*pick].id];
+  }
+  return shares;
+}
+
+TEST(PolicyTest, SkewedLoadSendsTrafficToTheIdle) {
+  PowerOfTwoChoices p;
+  const std::vector<WorkerView> workers = {Fresh("busy", 20, 8, 0), Fresh("half", 0, 4, 4),
+                                           Fresh("idle", 0, 0, 8)};
+  auto shares = Shares(p, workers);
+  EXPECT_EQ(shares["busy"], 0);  // always paired with a better one
+  EXPECT_GT(shares["idle"], shares["half"]);
+  EXPECT_GT(shares["half"], 0);
+}
+
+TEST(PolicyTest, EstimatedWaitGrowsWithQueueBacklogAndBusy) {
+  PolicyOptions o;
+  const double idle = EstimateWaitMs(Fresh("a", 0, 0, 8), o);
+  const double busy = EstimateWaitMs(Fresh("a", 0, 2, 6), o);
+  const double full = EstimateWaitMs(Fresh("a", 3, 8, 0), o);
+  WorkerView backlog = Fresh("a", 0, 2, 6);
+  backlog.report.queued_prompt_tokens = 4096;
+  EXPECT_LT(idle, busy);
+  EXPECT_LT(busy, full);
+  EXPECT_LT(busy, EstimateWaitMs(backlog, o));
+  // Picks the router made since the report count as queued.
+  WorkerView picked = Fresh("a", 0, 8, 0);
+  const double before = EstimateWaitMs(picked, o);
+  picked.picked_since_report = 4;
+  EXPECT_GT(EstimateWaitMs(picked, o), before);
+}
+
+TEST(PolicyTest, StaleReportsAreUnknownNotIdle) {
+  PowerOfTwoChoices p;
+  WorkerView stale = Fresh("stale", 0, 0, 8);
+  stale.fresh = false;  // its report says idle, but it is old
+  const std::vector<WorkerView> workers = {stale, Fresh("loaded", 2, 8, 0)};
+  auto shares = Shares(p, workers, 200);
+  EXPECT_EQ(shares["stale"], 0);
+  EXPECT_EQ(shares["loaded"], 200);
+  // Only unknown ones: they serve (ties by in-flight).
+  WorkerView a = stale, b = stale;
+  a.id = "a";
+  b.id = "b";
+  a.in_flight = 5;
+  b.in_flight = 1;
+  auto pick = p.Pick({a, b}, {}, 12345);
+  ASSERT_TRUE(pick.ok());
+  EXPECT_EQ(*pick, 1u);
+}
+
+TEST(PolicyTest, AllSaturatedIsResourceExhausted) {
+  PowerOfTwoChoices p;
+  const std::vector<WorkerView> workers = {Fresh("a", 40, 8, 0), Fresh("b", 33, 8, 0)};
+  EXPECT_TRUE(Saturated(workers[0], PolicyOptions{}));
+  auto pick = p.Pick(workers, {}, 1);
+  EXPECT_EQ(pick.status().code(), absl::StatusCode::kResourceExhausted);
+  // Draining workers do not take requests either.
+  WorkerView draining = Fresh("d", 0, 0, 8);
+  draining.report.draining = true;
+  EXPECT_EQ(p.Pick({draining}, {}, 1).status().code(), absl::StatusCode::kResourceExhausted);
+  // One worker with room among saturated ones takes everything.
+  auto shares = Shares(p, {Fresh("a", 40, 8, 0), Fresh("ok", 40, 7, 1), draining}, 100);
+  EXPECT_EQ(shares["ok"], 100);
+}
+
+TEST(PolicyTest, OneWorkerAndNone) {
+  PowerOfTwoChoices p;
+  auto pick = p.Pick({Fresh("only", 3, 8, 0)}, {}, 99);
+  ASSERT_TRUE(pick.ok());
+  EXPECT_EQ(*pick, 0u);
+  EXPECT_EQ(p.Pick({}, {}, 1).status().code(), absl::StatusCode::kUnavailable);
+  WorkerView down = Fresh("down", 0, 0, 8);
+  down.healthy = false;
+  WorkerView ejected = Fresh("ejected", 0, 0, 8);
+  ejected.ejected = true;
+  EXPECT_EQ(p.Pick({down, ejected}, {}, 1).status().code(), absl::StatusCode::kUnavailable);
+  // Already tried: skipped; nothing else left is UNAVAILABLE.
+  EXPECT_EQ(p.Pick({Fresh("only", 0, 0, 8)}, {0}, 1).status().code(),
+            absl::StatusCode::kUnavailable);
+  auto other = p.Pick({Fresh("tried", 0, 0, 8), Fresh("other", 5, 8, 0)}, {0}, 1);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(*other, 1u);
+}
+
+TEST(PolicyTest, TiesGoToFewerInFlight) {
+  PowerOfTwoChoices p;
+  WorkerView a = Fresh("a", 0, 0, 8), b = Fresh("b", 0, 0, 8);
+  a.in_flight = 3;
+  for (uint64_t r = 0; r < 50; ++r) {
+    auto pick = p.Pick({a, b}, {}, r);
+    ASSERT_TRUE(pick.ok());
+    EXPECT_EQ(*pick, 1u);
+  }
+}
+
+TEST(PolicyTest, LeastInFlightAndFactory) {
+  auto p = MakePolicy("least_in_flight", {});
+  ASSERT_TRUE(p.ok());
+  WorkerView a = Fresh("a", 0, 0, 8), b = Fresh("b", 0, 0, 8), c = Fresh("c", 0, 0, 8);
+  a.in_flight = 2;
+  b.in_flight = 0;
+  c.in_flight = 1;
+  auto pick = (*p)->Pick({a, b, c}, {}, 7);
+  ASSERT_TRUE(pick.ok());
+  EXPECT_EQ(*pick, 1u);
+  EXPECT_EQ((*MakePolicy("p2c", {}))->name(), "p2c");
+  auto bad = MakePolicy("random", {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("policy.name"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace llm::router

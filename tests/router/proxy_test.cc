@@ -1,0 +1,249 @@
+// The router in process against scripted fake workers: relaying, retries only before the first
+// message and only for worker failures, ejection, mid-stream failures, deadlines and cancels
+// reaching the worker, fast failure with no worker, overload.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "llm/v1/generation.grpc.pb.h"
+#include "router/router_server.h"
+#include "tools/fake_worker/fake_worker.h"
+
+namespace llm::router {
+namespace {
+
+using tools::FakeBehaviour;
+using tools::FakeWorker;
+
+struct Result {
+  grpc::Status status;
+  int messages = 0;
+  bool finished_reason = false;
+  double seconds = 0;
+};
+
+Result Call(llm::v1::Generation::Stub& stub, int deadline_ms = 10000) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
+  llm::v1::GenerateRequest req;
+  req.set_text("hello");
+  const auto start = std::chrono::steady_clock::now();
+  auto reader = stub.Generate(&ctx, req);
+  llm::v1::GenerateResponse resp;
+  Result r;
+  while (reader->Read(&resp)) {
+    ++r.messages;
+    if (resp.finish_reason() != llm::v1::FINISH_REASON_UNSPECIFIED) r.finished_reason = true;
+  }
+  r.status = reader->Finish();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+class ProxyTest : public ::testing::Test {
+ protected:
+  void StartRouter(const std::vector<std::string>& workers, int max_attempts = 3) {
+    RouterConfig c;
+    c.listen = "127.0.0.1:0";
+    c.metrics_listen = "";
+    c.workers = workers;
+    c.proxy.max_attempts = max_attempts;
+    c.threads = 2;
+    c.pool.eject_after_failures = 3;
+    c.pool.eject_base = std::chrono::milliseconds(60000);
+    router_ = std::make_unique<RouterServer>(c);
+    ASSERT_TRUE(router_->Start().ok());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(router_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = llm::v1::Generation::NewStub(channel_);
+  }
+  // Waits until `n` workers are healthy in the router's view.
+  void WaitHealthy(size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      size_t healthy = 0;
+      for (const auto& v : router_->pool().Snapshot()) healthy += v.healthy ? 1 : 0;
+      if (healthy >= n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "workers did not become healthy";
+  }
+  WorkerView View(const FakeWorker& w) {
+    for (const auto& v : router_->pool().Snapshot()) {
+      if (v.id == w.address()) return v;
+    }
+    return {};
+  }
+
+  std::unique_ptr<RouterServer> router_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<llm::v1::Generation::Stub> stub_;
+};
+
+TEST_F(ProxyTest, RelaysEveryMessage) {
+  FakeBehaviour b;
+  b.messages = 50;
+  auto w = FakeWorker::Start(b);
+  ASSERT_NE(w, nullptr);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  for (int i = 0; i < 5; ++i) {
+    const Result r = Call(*stub_);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.messages, 50);
+    EXPECT_TRUE(r.finished_reason);
+  }
+  EXPECT_EQ(View(*w).in_flight, 0);
+}
+
+TEST_F(ProxyTest, RetriesOnAnotherWorkerOnlyBeforeTheFirstMessageAndEjects) {
+  FakeBehaviour failing;
+  failing.messages = 0;
+  failing.fail_code = grpc::StatusCode::UNAVAILABLE;
+  failing.fail_message = "draining";
+  auto bad = FakeWorker::Start(failing);
+  auto good = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({bad->address(), good->address()});
+  WaitHealthy(2);
+  for (int i = 0; i < 30; ++i) {
+    const Result r = Call(*stub_);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.messages, 8);
+  }
+  // The failing worker was tried, failed three times in a row, and was ejected: no more tries.
+  EXPECT_EQ(bad->generate_calls(), 3);
+  EXPECT_TRUE(View(*bad).ejected);
+  EXPECT_FALSE(View(*good).ejected);
+  EXPECT_EQ(good->generate_calls(), 30);
+}
+
+TEST_F(ProxyTest, ClientErrorsAreNotRetriedAndNeverEject) {
+  FakeBehaviour invalid;
+  invalid.messages = 0;
+  invalid.fail_code = grpc::StatusCode::INVALID_ARGUMENT;
+  invalid.fail_message = "sampling.top_p: 7 is outside (0, 1]";
+  auto a = FakeWorker::Start(invalid);
+  auto b = FakeWorker::Start(invalid);
+  StartRouter({a->address(), b->address()});
+  WaitHealthy(2);
+  for (int i = 0; i < 10; ++i) {
+    const Result r = Call(*stub_);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_EQ(r.status.error_message(), "sampling.top_p: 7 is outside (0, 1]");
+  }
+  EXPECT_EQ(a->generate_calls() + b->generate_calls(), 10);  // one attempt each
+  EXPECT_FALSE(View(*a).ejected);
+  EXPECT_FALSE(View(*b).ejected);
+}
+
+TEST_F(ProxyTest, FailureAfterTheFirstMessageEndsTheStreamNamingTheWorker) {
+  FakeBehaviour mid;
+  mid.messages = 3;
+  mid.fail_code = grpc::StatusCode::UNAVAILABLE;
+  mid.fail_message = "Socket closed";
+  auto a = FakeWorker::Start(mid);
+  auto b = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({a->address()});
+  WaitHealthy(1);
+  const Result r = Call(*stub_);
+  EXPECT_EQ(r.messages, 3);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(r.status.error_message().find(a->address()), std::string::npos)
+      << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("after the stream started"), std::string::npos);
+  EXPECT_EQ(a->generate_calls(), 1);  // not retried
+  EXPECT_EQ(b->generate_calls(), 0);
+}
+
+TEST_F(ProxyTest, DeadlinesAndCancelsReachTheWorker) {
+  FakeBehaviour hold;
+  hold.messages = 1;
+  hold.hold = true;
+  auto w = FakeWorker::Start(hold);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  // Deadline: the worker sees it, and the stream ends with DEADLINE_EXCEEDED.
+  const Result r = Call(*stub_, /*deadline_ms=*/400);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(r.messages, 1);
+  EXPECT_GT(w->last_deadline_ms(), 100);
+  EXPECT_LE(w->last_deadline_ms(), 400);
+  // Cancel after the first message: the worker's stream is cancelled too.
+  {
+    grpc::ClientContext ctx;
+    llm::v1::GenerateRequest req;
+    auto reader = stub_->Generate(&ctx, req);
+    llm::v1::GenerateResponse resp;
+    ASSERT_TRUE(reader->Read(&resp));
+    EXPECT_EQ(w->open_calls(), 1);
+    EXPECT_EQ(View(*w).in_flight, 1);
+    ctx.TryCancel();
+    while (reader->Read(&resp)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  for (int i = 0; i < 100 && (w->open_calls() != 0 || View(*w).in_flight != 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(w->open_calls(), 0);
+  EXPECT_EQ(View(*w).in_flight, 0);
+  EXPECT_GE(w->cancelled_calls(), 2);
+}
+
+TEST_F(ProxyTest, NoWorkerIsUnavailableWithin100Ms) {
+  StartRouter({"127.0.0.1:1"});  // nothing listens there
+  for (int i = 0; i < 5; ++i) {
+    const Result r = Call(*stub_);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_LT(r.seconds, 0.1);
+  }
+}
+
+TEST_F(ProxyTest, AllSaturatedIsResourceExhausted) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  llm::v1::LoadReport full = w->load();
+  full.set_max_slots(8);
+  full.set_free_slots(0);
+  full.set_running_requests(8);
+  full.set_queued_requests(100);
+  w->SetLoad(full);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  for (int i = 0; i < 100 && View(*w).report.queued_requests != 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const Result r = Call(*stub_);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(w->generate_calls(), 0);
+}
+
+TEST_F(ProxyTest, ManyConcurrentStreamsAreCountedPerWorker) {
+  FakeBehaviour hold;
+  hold.messages = 1;
+  hold.hold = true;
+  auto a = FakeWorker::Start(hold);
+  auto b = FakeWorker::Start(hold);
+  StartRouter({a->address(), b->address()});
+  WaitHealthy(2);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<llm::v1::GenerateResponse>>> readers;
+  for (int i = 0; i < 40; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    readers.push_back(stub_->Generate(contexts.back().get(), llm::v1::GenerateRequest{}));
+    llm::v1::GenerateResponse resp;
+    ASSERT_TRUE(readers.back()->Read(&resp));
+  }
+  EXPECT_EQ(View(*a).in_flight + View(*b).in_flight, 40);
+  EXPECT_GT(View(*a).in_flight, 5);  // spread by in-flight count (the fake's load is constant)
+  EXPECT_GT(View(*b).in_flight, 5);
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& r : readers) (void)r->Finish();
+  for (int i = 0; i < 100 && View(*a).in_flight + View(*b).in_flight != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(View(*a).in_flight + View(*b).in_flight, 0);
+}
+
+}  // namespace
+}  // namespace llm::router

@@ -1,0 +1,252 @@
+// llm-bench router: what llm-router costs, side by side with nginx's grpc_pass in front of the
+// same worker, in one run. The worker is a fake (tools/fake_worker) that streams small messages
+// as fast as the transport takes them, so the proxy is the bottleneck:
+//   - overhead: one-message Generate calls one after another, straight to the worker, through
+//     llm-router and through nginx; the latency each proxy adds (p50, p99);
+//   - relay: concurrent streams of many messages for a fixed time through each; messages per
+//     second, and per CPU-second the proxy process used (its /proc counters), i.e. per core.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "llm/v1/generation.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/commands.h"
+#include "tools/fake_worker/fake_worker.h"
+
+namespace llm::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+bool WaitServing(const std::string& target, int timeout_ms) {
+  auto ch = Channel(target);
+  return ch->WaitForConnected(std::chrono::system_clock::now() +
+                              std::chrono::milliseconds(timeout_ms));
+}
+
+// One Generate call to the end; the number of messages, or -1 on error (its status in `error`).
+int64_t Stream(llm::v1::Generation::Stub& stub, grpc::Status* error = nullptr) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  llm::v1::GenerateRequest req;
+  req.set_text("x");
+  auto reader = stub.Generate(&ctx, req);
+  llm::v1::GenerateResponse resp;
+  int64_t n = 0;
+  while (reader->Read(&resp)) ++n;
+  const grpc::Status st = reader->Finish();
+  if (!st.ok() && error != nullptr) *error = st;
+  return st.ok() ? n : -1;
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return -1;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+struct Target {
+  std::string name;
+  std::string address;
+  pid_t pid = -1;  // the proxy process (none for direct)
+};
+
+}  // namespace
+
+int RunRouterBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench router";
+  FlagSet flags;
+  flags.Value("requests", "one-message calls per target for the overhead", "2000")
+      .Value("streams", "concurrent streams for the relay throughput", "8")
+      .Value("messages", "messages per relayed stream", "2000")
+      .Value("seconds", "relay measurement time per target", "3")
+      .Value("router", "llm-router binary", "")
+      .Value("router-flags", "extra llm-router flags, space-separated", "")
+      .Value("nginx", "nginx binary (empty: skip nginx)", "/usr/sbin/nginx");
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto requests = flags.GetInt("requests");
+  auto streams = flags.GetInt("streams");
+  auto messages = flags.GetInt("messages");
+  auto seconds = flags.GetDouble("seconds");
+  for (const auto* v : {&requests, &streams, &messages}) {
+    if (!v->ok()) return Fail(cmd, v->status());
+  }
+  if (!seconds.ok()) return Fail(cmd, seconds.status());
+  const std::string router_bin =
+      flags.GetString("router").empty() ? SelfDir() + "/llm-router" : flags.GetString("router");
+  const std::string nginx_bin = flags.GetString("nginx");
+
+  tools::FakeBehaviour one;
+  one.messages = 1;
+  auto worker = tools::FakeWorker::Start(one);
+  if (worker == nullptr) return Fail(cmd, absl::InternalError("fake worker did not start"));
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / absl::StrCat("llm-bench-router-", ::getpid()))
+          .string();
+  std::filesystem::create_directories(dir);
+
+  std::vector<Target> targets = {{"direct", worker->address()}};
+  // llm-router.
+  auto router_port = FreePort();
+  if (!router_port.ok()) return Fail(cmd, router_port.status());
+  std::vector<std::string> router_argv = {router_bin,
+                                          "--router.listen",
+                                          absl::StrCat("127.0.0.1:", *router_port),
+                                          "--router.metrics_listen",
+                                          "",
+                                          "--discovery.workers",
+                                          worker->address()};
+  for (absl::string_view f :
+       absl::StrSplit(flags.GetString("router-flags"), ' ', absl::SkipEmpty())) {
+    router_argv.emplace_back(f);
+  }
+  auto router = Subprocess::Start(router_argv, dir + "/router.log");
+  if (!router.ok()) return Fail(cmd, router.status());
+  targets.push_back({"router", absl::StrCat("127.0.0.1:", *router_port), (*router)->pid()});
+  // nginx, one process, grpc_pass with upstream keepalive.
+  std::unique_ptr<Subprocess> nginx;
+  std::string nginx_note;
+  if (!nginx_bin.empty() && std::filesystem::exists(nginx_bin)) {
+    auto port = FreePort();
+    if (!port.ok()) return Fail(cmd, port.status());
+    std::ofstream(dir + "/nginx.conf")
+        << "worker_processes 1;\ndaemon off;\nmaster_process off;\npid " << dir
+        << "/nginx.pid;\nerror_log " << dir << "/nginx-error.log warn;\n"
+        << "events { worker_connections 4096; }\nhttp {\n  access_log off;\n"
+        << "  client_body_temp_path " << dir << "/body;\n  proxy_temp_path " << dir
+        << "/proxy;\n  fastcgi_temp_path " << dir << "/fastcgi;\n  uwsgi_temp_path " << dir
+        << "/uwsgi;\n  scgi_temp_path " << dir << "/scgi;\n"
+        << "  upstream worker { server " << worker->address() << "; keepalive 64; }\n"
+        << "  server {\n    listen 127.0.0.1:" << *port << " http2;\n"
+        << "    location / { grpc_pass grpc://worker; }\n  }\n}\n";
+    auto started = Subprocess::Start(
+        {nginx_bin, "-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/nginx-error.log"},
+        dir + "/nginx.log");
+    if (!started.ok()) return Fail(cmd, started.status());
+    nginx = *std::move(started);
+    targets.push_back({"nginx", absl::StrCat("127.0.0.1:", *port), nginx->pid()});
+  } else {
+    nginx_note = "nginx not found at '" + nginx_bin + "' (Debian package nginx)";
+  }
+  for (const Target& t : targets) {
+    if (!WaitServing(t.address, 10000)) {
+      return Fail(cmd, absl::UnavailableError(absl::StrCat(
+                           t.name, " at ", t.address, " did not come up (logs in ", dir, ")")));
+    }
+  }
+  // The router needs the worker's first load report before it routes.
+  for (int i = 0; i < 500; ++i) {
+    auto stub = llm::v1::Generation::NewStub(Channel(targets[1].address));
+    if (Stream(*stub) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  nlohmann::json out = {{"benchmark", "router"}, {"cores", std::thread::hardware_concurrency()}};
+  if (!nginx_note.empty()) out["nginx_skipped"] = nginx_note;
+
+  // 1. Overhead: sequential one-message calls, interleaved in blocks so drift hits all alike.
+  {
+    std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
+    for (const Target& t : targets)
+      stubs.push_back(llm::v1::Generation::NewStub(Channel(t.address)));
+    std::vector<std::vector<double>> us(targets.size());
+    for (auto& s : stubs) {
+      for (int i = 0; i < 50; ++i) Stream(*s);  // warm-up
+    }
+    constexpr int kBlock = 100;
+    for (int64_t done = 0; done < *requests; done += kBlock) {
+      for (size_t t = 0; t < targets.size(); ++t) {
+        for (int i = 0; i < kBlock; ++i) {
+          const auto start = Clock::now();
+          grpc::Status error;
+          if (Stream(*stubs[t], &error) != 1) {
+            return Fail(cmd, absl::InternalError(absl::StrCat(
+                                 targets[t].name, ": call failed: ", error.error_message())));
+          }
+          us[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+        }
+      }
+    }
+    nlohmann::json o = {{"requests_per_target", *requests}};
+    const double d50 = Percentile(us[0], 0.5), d99 = Percentile(us[0], 0.99);
+    for (size_t t = 0; t < targets.size(); ++t) {
+      const double p50 = Percentile(us[t], 0.5), p99 = Percentile(us[t], 0.99);
+      o[targets[t].name] = {{"us_p50", p50}, {"us_p99", p99}};
+      if (t > 0) {
+        o[targets[t].name]["added_us_p50"] = p50 - d50;
+        o[targets[t].name]["added_us_p99"] = p99 - d99;
+      }
+    }
+    out["overhead"] = o;
+  }
+
+  // 2. Relay throughput: `streams` concurrent streams of `messages` messages, for `seconds`.
+  {
+    tools::FakeBehaviour many;
+    many.messages = static_cast<int>(*messages);
+    worker->SetBehaviour(many);
+    nlohmann::json r = {
+        {"streams", *streams}, {"messages_per_call", *messages}, {"seconds", *seconds}};
+    for (const Target& t : targets) {
+      std::atomic<int64_t> relayed{0};
+      std::atomic<bool> failed{false};
+      const double cpu_before = t.pid > 0 ? ProcessCpuSeconds(t.pid) : 0;
+      const auto start = Clock::now();
+      const auto until = start + std::chrono::duration<double>(*seconds);
+      std::vector<std::thread> threads;
+      for (int64_t s = 0; s < *streams; ++s) {
+        threads.emplace_back([&] {
+          auto stub = llm::v1::Generation::NewStub(Channel(t.address));
+          while (Clock::now() < until) {
+            const int64_t n = Stream(*stub);
+            if (n < 0) {
+              failed = true;
+              return;
+            }
+            relayed += n;
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+      const double cpu = t.pid > 0 ? ProcessCpuSeconds(t.pid) - cpu_before : -1;
+      if (failed) return Fail(cmd, absl::InternalError(t.name + ": a relayed stream failed"));
+      r[t.name] = {{"messages_per_s", relayed / wall}};
+      if (cpu > 0) {
+        r[t.name]["proxy_cpu_seconds"] = cpu;
+        r[t.name]["messages_per_proxy_core_s"] = relayed / cpu;
+      }
+    }
+    if (r.contains("nginx") && r["nginx"].contains("messages_per_proxy_core_s")) {
+      r["router_vs_nginx_per_core"] = r["router"]["messages_per_proxy_core_s"].get<double>() /
+                                      r["nginx"]["messages_per_proxy_core_s"].get<double>();
+      r["router_vs_nginx_wall"] =
+          r["router"]["messages_per_s"].get<double>() / r["nginx"]["messages_per_s"].get<double>();
+    }
+    out["relay"] = r;
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+  router->reset();
+  nginx.reset();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace llm::bench

@@ -1,0 +1,71 @@
+// A stand-in llm-worker for router tests and benchmarks: serves llm.v1.Generation and
+// llm.v1.WorkerLoad on loopback with scripted behaviour instead of a model. Generate streams a
+// fixed number of small messages as fast as the transport takes them (so a proxy in front of it
+// is the bottleneck), or fails with a chosen status after some messages, or holds the stream
+// until cancelled. WatchLoad reports a load the test sets.
+#ifndef LLM_TOOLS_FAKE_WORKER_FAKE_WORKER_H_
+#define LLM_TOOLS_FAKE_WORKER_FAKE_WORKER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "llm/v1/worker_load.pb.h"
+
+namespace llm::tools {
+
+struct FakeBehaviour {
+  int messages = 8;    // response messages per Generate (the last one carries finish_reason)
+  int text_bytes = 4;  // text per message
+  // Status to end Generate with after `messages` messages; OK streams normally.
+  grpc::StatusCode fail_code = grpc::StatusCode::OK;
+  std::string fail_message = "scripted failure";
+  bool hold = false;  // after the messages, keep the stream open until cancelled
+  std::chrono::microseconds per_message_delay{0};
+};
+
+class FakeWorker {
+ public:
+  // Listens on 127.0.0.1:0 (or `port`).
+  static std::unique_ptr<FakeWorker> Start(const FakeBehaviour& behaviour, int port = 0);
+  ~FakeWorker();
+
+  int port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  void SetBehaviour(const FakeBehaviour& behaviour);
+  FakeBehaviour behaviour() const;
+  // The load WatchLoad reports from now on (pushed to watchers at once).
+  void SetLoad(const llm::v1::LoadReport& report);
+  llm::v1::LoadReport load() const;
+  // Stops serving: open streams end, the port closes.
+  void Shutdown();
+
+  // Counters.
+  int64_t generate_calls() const { return generate_calls_.load(); }
+  int64_t cancelled_calls() const { return cancelled_calls_.load(); }
+  int64_t open_calls() const { return open_calls_.load(); }
+  // The deadline the last Generate call carried, in ms from its arrival (-1: none).
+  int64_t last_deadline_ms() const { return last_deadline_ms_.load(); }
+
+  // Internal: the services' shared state.
+  struct State;
+
+ private:
+  FakeWorker() = default;
+  std::shared_ptr<State> state_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Service> generation_, load_;
+  int port_ = 0;
+  std::atomic<int64_t> generate_calls_{0}, cancelled_calls_{0}, open_calls_{0};
+  std::atomic<int64_t> last_deadline_ms_{-1};
+  friend struct State;
+};
+
+}  // namespace llm::tools
+
+#endif  // LLM_TOOLS_FAKE_WORKER_FAKE_WORKER_H_
