@@ -40,6 +40,15 @@ config::ConfigSchema RouterConfigSchema() {
            "calls in progress; more get RESOURCE_EXHAUSTED")
       .Int("proxy.max_message_bytes", 4 << 20, 1024, 1 << 30, "largest request accepted (bytes)")
       .Int("proxy.threads", 0, 0, 1024, "relay event loops; 0: one per core")
+      .Int("proxy.upstream_connections", 4, 1, 64,
+           "HTTP/2 connections per worker per event loop; a client connection's calls share one")
+      .Int("proxy.connect_timeout_ms", 2000, 1, 600000,
+           "a worker connection not established by then is closed and its calls retried")
+      .Int("proxy.keepalive_ms", 15000, 10000, 3600000,
+           "a worker connection with calls open and silent this long is pinged (the workers "
+           "accept a ping every 10 s)")
+      .Int("proxy.keepalive_timeout_ms", 5000, 1, 600000,
+           "an unanswered ping closes the worker connection, ending its calls")
       .Double("router.drain_grace_seconds", 30, 0, 86400,
               "on SIGTERM, how long calls in progress may take to finish before exit");
   return s;
@@ -93,6 +102,10 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   c.proxy.max_in_flight = v->Int("proxy.max_in_flight");
   c.proxy.max_message_bytes = v->Int("proxy.max_message_bytes");
   c.threads = static_cast<int>(v->Int("proxy.threads"));
+  c.proxy.upstream_connections = static_cast<int>(v->Int("proxy.upstream_connections"));
+  c.proxy.connect_timeout = std::chrono::milliseconds(v->Int("proxy.connect_timeout_ms"));
+  c.proxy.keepalive = std::chrono::milliseconds(v->Int("proxy.keepalive_ms"));
+  c.proxy.keepalive_timeout = std::chrono::milliseconds(v->Int("proxy.keepalive_timeout_ms"));
   c.drain_grace_seconds = v->Double("router.drain_grace_seconds");
   return c;
 }

@@ -10,8 +10,8 @@
 
 namespace llm::router {
 
-RouterServer::RouterServer(RouterConfig config)
-    : config_(std::move(config)), metrics_(config_.policy_options) {}
+RouterServer::RouterServer(RouterConfig config, DnsDiscovery::Resolve resolve)
+    : config_(std::move(config)), resolve_(std::move(resolve)), metrics_(config_.policy_options) {}
 
 RouterServer::~RouterServer() { Stop(); }
 
@@ -51,7 +51,7 @@ absl::Status RouterServer::Start() {
   if (!config_.dns.empty()) {
     discovery_ = std::make_unique<DnsDiscovery>(
         config_.dns, config_.dns_refresh,
-        [this](const std::vector<std::string>& workers) { pool_->SetWorkers(workers); });
+        [this](const std::vector<std::string>& workers) { pool_->SetWorkers(workers); }, resolve_);
   } else {
     pool_->SetWorkers(config_.workers);
   }
@@ -61,6 +61,7 @@ absl::Status RouterServer::Start() {
 
 bool RouterServer::Drain() {
   if (internal_) SetServing(false);
+  if (relay_) relay_->StartDrain();
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(config_.drain_grace_seconds));

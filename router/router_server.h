@@ -20,13 +20,15 @@ namespace llm::router {
 
 class RouterServer {
  public:
-  explicit RouterServer(RouterConfig config);
+  // `resolve` turns config.dns into addresses (tests inject one; ResolveAll otherwise).
+  explicit RouterServer(RouterConfig config, DnsDiscovery::Resolve resolve = ResolveAll);
   ~RouterServer();
 
   // Starts the pool, the servers and discovery. Errors name the key or the address.
   absl::Status Start();
-  // Health NOT_SERVING, then waits up to drain_grace_seconds for calls in progress, then stops
-  // (ending what is left). True when nothing was left.
+  // Health NOT_SERVING, no new calls (the port closes; clients get a GOAWAY), then waits up to
+  // drain_grace_seconds for calls in progress, then stops (ending what is left). True when
+  // nothing was left.
   bool Drain();
 
   int port() const { return port_; }
@@ -38,6 +40,7 @@ class RouterServer {
   void Stop();
 
   RouterConfig config_;
+  DnsDiscovery::Resolve resolve_;
   RouterMetrics metrics_;
   std::unique_ptr<WorkerPool> pool_;
   // Registered on the internal server so health and reflection list the service; its calls

@@ -59,7 +59,7 @@ absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list
 absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name) {
   std::string host, port;
   if (!SplitHostPort(name, &host, &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("router.dns: '", name, "' is not host:port"));
+    return absl::InvalidArgumentError(absl::StrCat("discovery.dns: '", name, "' is not host:port"));
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -68,7 +68,7 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name) {
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0) {
     const std::string msg =
-        absl::StrCat("router.dns: cannot resolve ", name, ": ", gai_strerror(rc));
+        absl::StrCat("discovery.dns: cannot resolve ", name, ": ", gai_strerror(rc));
     return rc == EAI_NONAME ? absl::NotFoundError(msg) : absl::UnavailableError(msg);
   }
   std::vector<std::string> out;
@@ -88,8 +88,12 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name) {
   return out;
 }
 
-DnsDiscovery::DnsDiscovery(std::string name, std::chrono::milliseconds interval, Apply apply)
-    : name_(std::move(name)), interval_(interval), apply_(std::move(apply)) {
+DnsDiscovery::DnsDiscovery(std::string name, std::chrono::milliseconds interval, Apply apply,
+                           Resolve resolve)
+    : name_(std::move(name)),
+      interval_(interval),
+      apply_(std::move(apply)),
+      resolve_(std::move(resolve)) {
   thread_ = std::thread([this] {
     SetCurrentThreadName("discovery");
     Loop();
@@ -112,7 +116,7 @@ std::string DnsDiscovery::last_error() const {
 
 void DnsDiscovery::Loop() {
   for (;;) {
-    auto addresses = ResolveAll(name_);
+    auto addresses = resolve_(name_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;

@@ -25,11 +25,14 @@ absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list
 // without duplicates. NOT_FOUND / UNAVAILABLE with the resolver's message on failure.
 absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name);
 
-// Re-resolves a DNS name every `interval` on its own thread and hands each result to `apply`.
+// Re-resolves a DNS name every `interval` on its own thread and hands each successful result
+// to `apply` (also on that thread). `resolve` is ResolveAll unless a test injects another.
 class DnsDiscovery {
  public:
   using Apply = std::function<void(const std::vector<std::string>&)>;
-  DnsDiscovery(std::string name, std::chrono::milliseconds interval, Apply apply);
+  using Resolve = std::function<absl::StatusOr<std::vector<std::string>>(const std::string&)>;
+  DnsDiscovery(std::string name, std::chrono::milliseconds interval, Apply apply,
+               Resolve resolve = ResolveAll);
   ~DnsDiscovery();
   DnsDiscovery(const DnsDiscovery&) = delete;
   DnsDiscovery& operator=(const DnsDiscovery&) = delete;
@@ -43,6 +46,7 @@ class DnsDiscovery {
   const std::string name_;
   const std::chrono::milliseconds interval_;
   const Apply apply_;
+  const Resolve resolve_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -44,8 +44,7 @@ WorkerHandle::WorkerHandle(std::string address, const PoolOptions& options, Pool
     : address_(std::move(address)),
       options_(options),
       observer_(observer),
-      channel_(MakeChannel(address_)),
-      stub_(channel_) {
+      channel_(MakeChannel(address_)) {
   watcher_ = std::thread([this] {
     SetCurrentThreadName("watch-load");
     WatchLoop();

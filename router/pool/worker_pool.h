@@ -1,11 +1,11 @@
-// The workers a router sends requests to: one gRPC channel per worker, a WatchLoad stream that
-// keeps its latest LoadReport, and the router's own bookkeeping (streams in flight, picks since
-// the last report, consecutive failures and ejection). Thread-safe: the proxy picks and reports
-// outcomes from gRPC threads, discovery replaces the set from its own thread.
+// The workers a router sends requests to: per worker, a gRPC channel carrying a WatchLoad stream
+// that keeps its latest LoadReport (the calls themselves go through router/relay), and the router's
+// own bookkeeping (streams in flight, picks since the last report, consecutive failures and
+// ejection). Thread-safe: the proxy picks and reports outcomes from gRPC threads, discovery
+// replaces the set from its own thread.
 #ifndef LLM_ROUTER_POOL_WORKER_POOL_H_
 #define LLM_ROUTER_POOL_WORKER_POOL_H_
 
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -61,7 +61,6 @@ class WorkerHandle {
   WorkerHandle& operator=(const WorkerHandle&) = delete;
 
   const std::string& address() const { return address_; }
-  grpc::GenericStub& stub() { return stub_; }
 
   // The router's bookkeeping, on every path of a request: picked (+1 in flight), first token
   // reached the client, stream ended (-1 in flight: finish, error, cancel, or a failed attempt
@@ -82,7 +81,6 @@ class WorkerHandle {
   const PoolOptions options_;
   PoolObserver* observer_;
   std::shared_ptr<grpc::Channel> channel_;
-  grpc::GenericStub stub_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

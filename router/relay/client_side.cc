@@ -180,7 +180,9 @@ void DownStream::StartAttempt() {
   ++attempts_;
   got_data_ = false;
   upstream_headers_.clear();
-  UpstreamConnection* c = ctx_->Upstream(address);
+  // Calls to the workers use the client connection's lane; pass-through calls lane 0.
+  const uint32_t lane = to_workers_ && conn_ != nullptr ? conn_->lane() : 0;
+  UpstreamConnection* c = ctx_->Upstream(address, lane);
   UpStream* u = c != nullptr ? c->Submit(this) : nullptr;
   if (u == nullptr) {
     AttemptEnded(kGrpcUnavailable, absl::StrCat("cannot reach ", address), {});
@@ -387,7 +389,10 @@ void DownStream::CallDone(int code) {
 // ---- ClientConnection ----
 
 ClientConnection::ClientConnection(LoopContext* ctx, int fd)
-    : H2Connection(&ctx->loop, fd), ctx_(ctx) {
+    : H2Connection(&ctx->loop, fd),
+      ctx_(ctx),
+      lane_(ctx->next_lane++ %
+            static_cast<uint32_t>(std::max(1, ctx->options->proxy.upstream_connections))) {
   nghttp2_session* session;
   nghttp2_session_server_new(
       &session,
@@ -402,6 +407,16 @@ ClientConnection::ClientConnection(LoopContext* ctx, int fd)
 }
 
 ClientConnection::~ClientConnection() = default;
+
+void ClientConnection::StartDrain() {
+  if (closed()) return;
+  // Streams up to the last one seen go on; the session ends once they are done (Flush closes
+  // a session that wants neither to read nor to write).
+  nghttp2_submit_goaway(session(), NGHTTP2_FLAG_NONE,
+                        nghttp2_session_get_last_proc_stream_id(session()), NGHTTP2_NO_ERROR,
+                        reinterpret_cast<const uint8_t*>("router draining"), 15);
+  Touch();
+}
 
 void ClientConnection::OnClose(const std::string&) {
   const std::set<DownStream*> streams = streams_;

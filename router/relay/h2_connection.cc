@@ -67,6 +67,7 @@ void H2Connection::ReadAll() {
   for (;;) {
     const ssize_t n = ::read(fd_, buf, sizeof(buf));
     if (n > 0) {
+      last_read_ = Clock::now();
       const ssize_t used =
           nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(buf), n);
       if (used < 0) {

@@ -22,6 +22,9 @@ class H2Connection : public FdHandler {
   nghttp2_session* session() const { return session_; }
   EventLoop* loop() const { return loop_; }
   bool closed() const { return closed_; }
+  bool connecting() const { return connecting_; }
+  // When bytes last arrived from the peer (the connection's start until then).
+  Clock::time_point last_read() const { return last_read_; }
   // Frames were queued on the session: write them at the end of this iteration.
   void Touch() {
     if (!closed_) loop_->MarkDirty(this);
@@ -31,6 +34,8 @@ class H2Connection : public FdHandler {
 
   void OnEvents(uint32_t events) override;
   void Flush() override;
+  // The relay is draining: a client connection refuses new streams (GOAWAY).
+  virtual void StartDrain() {}
 
  protected:
   // Takes ownership of `session` and starts watching the socket (`connecting`: a client socket
@@ -49,7 +54,8 @@ class H2Connection : public FdHandler {
   bool connecting_ = false;
   bool closed_ = false;
   bool want_out_ = false;  // EPOLLOUT registered
-  std::string out_;        // bytes not yet written
+  Clock::time_point last_read_ = Clock::now();
+  std::string out_;  // bytes not yet written
   size_t out_offset_ = 0;
 };
 

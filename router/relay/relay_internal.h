@@ -47,12 +47,15 @@ struct LoopContext {
   const RelayOptions* options = nullptr;
   ProxyObserver* observer = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;
-  bool stopping = false;                                 // no new upstream connections
-  std::map<std::string, UpstreamConnection*> upstreams;  // open, not draining, by address
+  bool stopping = false;  // no new upstream connections
+  // Open, not draining, by address and lane ("host:port#lane").
+  std::map<std::string, UpstreamConnection*> upstreams;
+  uint32_t next_lane = 0;  // the lane of the next client connection
   std::map<H2Connection*, std::unique_ptr<H2Connection>> connections;
 
-  // The connection to `address`, connecting if there is none. Null when the socket fails.
-  UpstreamConnection* Upstream(const std::string& address);
+  // The connection to `address` for `lane` (0 .. upstream_connections-1), connecting if there
+  // is none. Null when the socket fails.
+  UpstreamConnection* Upstream(const std::string& address, uint32_t lane);
   void AddConnection(std::unique_ptr<H2Connection> c);
   // Deletes `c` at the end of the iteration.
   void Release(H2Connection* c);
@@ -157,7 +160,9 @@ class ClientConnection final : public H2Connection {
   ClientConnection(LoopContext* ctx, int fd);
   ~ClientConnection() override;
   LoopContext* ctx() const { return ctx_; }
+  uint32_t lane() const { return lane_; }
   void Forget(DownStream* s) { streams_.erase(s); }
+  void StartDrain() override;
 
  protected:
   void OnClose(const std::string& why) override;
@@ -171,6 +176,7 @@ class ClientConnection final : public H2Connection {
   static int OnStreamClose(nghttp2_session*, int32_t, uint32_t, void*);
 
   LoopContext* ctx_;
+  uint32_t lane_;
   std::set<DownStream*> streams_;
 };
 
@@ -197,8 +203,10 @@ class UpStream {
 
 class UpstreamConnection final : public H2Connection {
  public:
-  // Connects to `address` ("host:port"); null when no socket could be made.
-  static UpstreamConnection* Connect(LoopContext* ctx, const std::string& address);
+  // Connects to `address` ("host:port") and registers it under `key` in ctx->upstreams; null
+  // when no socket could be made.
+  static UpstreamConnection* Connect(LoopContext* ctx, const std::string& address,
+                                     const std::string& key);
   const std::string& address() const { return address_; }
   bool draining() const { return draining_; }
   // Starts `down`'s call; null when this connection cannot take it.
@@ -208,7 +216,13 @@ class UpstreamConnection final : public H2Connection {
   void OnClose(const std::string& why) override;
 
  private:
-  UpstreamConnection(LoopContext* ctx, int fd, std::string address);
+  UpstreamConnection(LoopContext* ctx, int fd, std::string address, std::string key);
+  ~UpstreamConnection() override;
+  // Timers: the connect deadline, and the keepalive check (PING when idle, close when the
+  // PING goes unanswered).
+  void OnConnectDeadline();
+  void OnKeepalive();
+  void CancelTimers();
   static int OnHeader(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t,
                       const uint8_t*, size_t, uint8_t, void*);
   static int OnFrameRecv(nghttp2_session*, const nghttp2_frame*, void*);
@@ -218,7 +232,11 @@ class UpstreamConnection final : public H2Connection {
 
   LoopContext* ctx_;
   std::string address_;
+  std::string key_;
   bool draining_ = false;
+  uint64_t connect_timer_ = 0;
+  uint64_t keepalive_timer_ = 0;
+  std::optional<Clock::time_point> ping_sent_;
   std::set<UpStream*> streams_;
 };
 

@@ -135,10 +135,27 @@ absl::Status RelayServer::Start() {
   return absl::OkStatus();
 }
 
+void RelayServer::StartDrain() {
+  if (!started_ || draining_) return;
+  draining_ = true;
+  relay::LoopContext* first = loops_[0].get();
+  const int fd = listen_fd_;
+  first->loop.Post([first, fd] {
+    first->loop.Remove(fd);
+    ::shutdown(fd, SHUT_RDWR);  // connects are refused from now on
+  });
+  for (auto& ctx : loops_) {
+    relay::LoopContext* c = ctx.get();
+    c->loop.Post([c] {
+      for (auto& [raw, owned] : c->connections) raw->StartDrain();
+    });
+  }
+}
+
 void RelayServer::Stop() {
   if (!started_) return;
   started_ = false;
-  loops_[0]->loop.Remove(listen_fd_);
+  if (!draining_) loops_[0]->loop.Remove(listen_fd_);
   for (auto& ctx : loops_) {
     relay::LoopContext* c = ctx.get();
     // Close every connection on its own loop: calls in progress end and free their streams.

@@ -16,6 +16,7 @@
 #define LLM_ROUTER_RELAY_RELAY_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,17 @@ struct ProxyOptions {
   int max_attempts = 3;                 // workers tried per request before its status is returned
   int64_t max_message_bytes = 4 << 20;  // largest request
   int64_t max_in_flight = 10000;        // calls in progress; more get RESOURCE_EXHAUSTED
+  // HTTP/2 connections each event loop keeps to each worker; a client connection's calls all
+  // use one of them (chosen in turn as clients connect).
+  int upstream_connections = 4;
+  // A worker connection still connecting after this long is closed (its calls are retried).
+  std::chrono::milliseconds connect_timeout{2000};
+  // A worker connection with calls open and nothing received for keepalive gets an HTTP/2
+  // PING; nothing received within keepalive_timeout after it closes the connection, ending its
+  // calls (retried when nothing reached the client yet). Finds workers that vanished without
+  // closing their connections (a lost node). The workers accept pings every 10 s.
+  std::chrono::milliseconds keepalive{15000};
+  std::chrono::milliseconds keepalive_timeout{5000};
 };
 
 // Call-level events, for metrics (any loop thread).
@@ -80,6 +92,9 @@ class RelayServer {
 
   // Binds and starts the loops. UNAVAILABLE naming the address when it cannot listen.
   absl::Status Start();
+  // Stops taking calls: the listening socket closes and every client connection gets a GOAWAY
+  // (calls it already started go on; a gRPC client sends new ones elsewhere).
+  void StartDrain();
   // Closes every connection (calls in progress end) and joins the loops.
   void Stop();
 
@@ -97,6 +112,7 @@ class RelayServer {
   int port_ = 0;
   std::atomic<int64_t> in_flight_{0};
   bool started_ = false;
+  bool draining_ = false;
 };
 
 }  // namespace llm::router

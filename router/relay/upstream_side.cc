@@ -122,10 +122,55 @@ void UpStream::ResumeRequest() {
 
 // ---- UpstreamConnection ----
 
-UpstreamConnection::UpstreamConnection(LoopContext* ctx, int fd, std::string address)
-    : H2Connection(&ctx->loop, fd), ctx_(ctx), address_(std::move(address)) {}
+UpstreamConnection::UpstreamConnection(LoopContext* ctx, int fd, std::string address,
+                                       std::string key)
+    : H2Connection(&ctx->loop, fd), ctx_(ctx), address_(std::move(address)), key_(std::move(key)) {}
 
-UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::string& address) {
+UpstreamConnection::~UpstreamConnection() { CancelTimers(); }
+
+void UpstreamConnection::CancelTimers() {
+  if (connect_timer_ != 0) ctx_->loop.CancelTimer(connect_timer_);
+  if (keepalive_timer_ != 0) ctx_->loop.CancelTimer(keepalive_timer_);
+  connect_timer_ = keepalive_timer_ = 0;
+}
+
+void UpstreamConnection::OnConnectDeadline() {
+  connect_timer_ = 0;
+  if (!closed() && connecting()) {
+    Close(absl::StrCat("connect timed out after ", ctx_->options->proxy.connect_timeout.count(),
+                       " ms"));
+  }
+}
+
+void UpstreamConnection::OnKeepalive() {
+  keepalive_timer_ = 0;
+  if (closed()) return;
+  const ProxyOptions& o = ctx_->options->proxy;
+  const Clock::time_point now = Clock::now();
+  Clock::time_point next = now + o.keepalive;
+  if (ping_sent_ && last_read() < *ping_sent_) {
+    if (now - *ping_sent_ >= o.keepalive_timeout) {
+      Close(absl::StrCat("no answer to a keepalive ping within ", o.keepalive_timeout.count(),
+                         " ms"));
+      return;
+    }
+    next = *ping_sent_ + o.keepalive_timeout;
+  } else {
+    ping_sent_.reset();
+    if (!streams_.empty() && !connecting() && now - last_read() >= o.keepalive) {
+      nghttp2_submit_ping(session(), NGHTTP2_FLAG_NONE, nullptr);
+      Touch();
+      ping_sent_ = now;
+      next = now + o.keepalive_timeout;
+    } else if (!streams_.empty()) {
+      next = std::max(now, last_read() + o.keepalive);
+    }
+  }
+  keepalive_timer_ = ctx_->loop.AddTimer(next, [this] { OnKeepalive(); });
+}
+
+UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::string& address,
+                                                const std::string& key) {
   // host:port or [v6]:port.
   std::string host, port;
   if (!address.empty() && address[0] == '[') {
@@ -158,7 +203,7 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
     ::close(fd);
     return nullptr;
   }
-  auto* c = new UpstreamConnection(ctx, fd, address);
+  auto* c = new UpstreamConnection(ctx, fd, address, key);
   nghttp2_session* session;
   nghttp2_session_client_new2(
       &session, ClientCallbacks(&OnHeader, &OnFrameRecv, &OnDataChunk, &OnStreamClose), c,
@@ -170,8 +215,14 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
   nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
   nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, 64 << 20);
   ctx->AddConnection(std::unique_ptr<H2Connection>(c));
-  ctx->upstreams[address] = c;
+  ctx->upstreams[key] = c;
   c->Start(session, /*connecting=*/rc != 0);
+  if (rc != 0) {
+    c->connect_timer_ = ctx->loop.AddTimer(Clock::now() + ctx->options->proxy.connect_timeout,
+                                           [c] { c->OnConnectDeadline(); });
+  }
+  c->keepalive_timer_ =
+      ctx->loop.AddTimer(Clock::now() + ctx->options->proxy.keepalive, [c] { c->OnKeepalive(); });
   return c;
 }
 
@@ -201,11 +252,12 @@ UpStream* UpstreamConnection::Submit(DownStream* down) {
 
 void UpstreamConnection::StopTaking() {
   draining_ = true;
-  auto it = ctx_->upstreams.find(address_);
+  auto it = ctx_->upstreams.find(key_);
   if (it != ctx_->upstreams.end() && it->second == this) ctx_->upstreams.erase(it);
 }
 
 void UpstreamConnection::OnClose(const std::string& why) {
+  CancelTimers();
   StopTaking();
   const std::set<UpStream*> streams = std::move(streams_);
   streams_.clear();
@@ -314,11 +366,12 @@ int UpstreamConnection::OnStreamClose(nghttp2_session* session, int32_t stream_i
 
 // ---- LoopContext ----
 
-UpstreamConnection* LoopContext::Upstream(const std::string& address) {
+UpstreamConnection* LoopContext::Upstream(const std::string& address, uint32_t lane) {
   if (stopping) return nullptr;
-  auto it = upstreams.find(address);
+  const std::string key = lane == 0 ? address : absl::StrCat(address, "#", lane);
+  auto it = upstreams.find(key);
   if (it != upstreams.end() && !it->second->closed() && !it->second->draining()) return it->second;
-  return UpstreamConnection::Connect(this, address);
+  return UpstreamConnection::Connect(this, address, key);
 }
 
 void LoopContext::AddConnection(std::unique_ptr<H2Connection> c) {

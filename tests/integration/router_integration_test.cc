@@ -4,6 +4,7 @@
 // /metrics.
 #include <csignal>
 #include <fstream>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -260,6 +261,70 @@ TEST_F(RouterIntegrationTest, HealthReflectionTokenizeAndMetrics) {
   const auto check =
       llm::testing::RunCommand({"/bin/sh", "-c", "promtool check metrics < " + dir + "/page.txt"});
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+}
+
+TEST_F(RouterIntegrationTest, SigtermDrainsCallsInProgressThenExitsZero) {
+  auto workers = StartWorkers(1, {"--engine.cpu_threads", "1", "--engine.extra_step_ms", "5"});
+  auto router = RouterProcess::Start(Join(workers));
+  ASSERT_TRUE(router->WaitReady(1));
+  // A long call, under way when SIGTERM arrives.
+  llm::v1::GenerateRequest long_req = GreedyRequest(golden_.prompt, 150);
+  long_req.set_ignore_eos(true);
+  std::promise<void> started;
+  llm::testing::GenerateResult long_result;
+  std::thread long_call([&] {
+    auto stub = router->generation();
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto reader = stub->Generate(&ctx, long_req);
+    llm::v1::GenerateResponse resp;
+    bool first = true;
+    while (reader->Read(&resp)) {
+      if (first) started.set_value();
+      first = false;
+      long_result.token_ids.insert(long_result.token_ids.end(), resp.token_ids().begin(),
+                                   resp.token_ids().end());
+    }
+    if (first) started.set_value();
+    long_result.status = reader->Finish();
+  });
+  started.get_future().wait();
+  router->process().Signal(SIGTERM);
+  ASSERT_NE(router->process().WaitForLine("draining", 5000), "");
+  // New calls are turned away at once (the port is closed), on a fresh connection.
+  auto fresh = llm::v1::Generation::NewStub(
+      grpc::CreateChannel(router->target(), grpc::InsecureChannelCredentials()));
+  const auto refused = llm::testing::Generate(*fresh, GreedyRequest(golden_.prompt, 5), 2000);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << refused.status.error_message();
+  // The call in progress finishes whole, then the router exits 0.
+  long_call.join();
+  EXPECT_TRUE(long_result.status.ok()) << long_result.status.error_message();
+  EXPECT_EQ(long_result.token_ids.size(), 150u);
+  EXPECT_EQ(router->process().WaitExit(10000), 0) << router->process().Output();
+  EXPECT_NE(router->process().Output().find("drained, exiting"), std::string::npos);
+}
+
+TEST(RouterLifecycleTest, ExampleConfigIsCurrentAndBadKeysAreNamed) {
+  // deploy/config/router.yaml is `llm-router --print-config`; regenerate it when keys change.
+  auto r = llm::testing::RunCommand({llm::testing::BinPath("llm-router"), "--print-config"});
+  ASSERT_EQ(r.exit_code, 0);
+  std::ifstream f(llm::testing::SourcePath("deploy/config/router.yaml"));
+  const std::string committed((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
+  EXPECT_EQ(committed, r.out)
+      << "run: build/bin/llm-router --print-config > deploy/config/router.yaml";
+  const std::string dir = llm::testing::MakeTempDir("router-cfg");
+  std::ofstream(dir + "/router.yaml") << "discovery:\n  workers: \"127.0.0.1:1\"\nproxy:\n"
+                                      << "  threads: -3\n";
+  r = llm::testing::RunCommand(
+      {llm::testing::BinPath("llm-router"), "--config", dir + "/router.yaml"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("proxy.threads"), std::string::npos) << r.err;
+  r = llm::testing::RunCommand(
+      {llm::testing::BinPath("llm-router"), "--router.listen", "127.0.0.1:0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("discovery.workers"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -3,12 +3,16 @@
 // reaching the worker, fast failure with no worker, overload.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "gtest/gtest.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "router/router_server.h"
+#include "tests/router/tcp_forwarder.h"
 #include "tools/fake_worker/fake_worker.h"
 
 namespace llm::router {
@@ -44,16 +48,25 @@ Result Call(llm::v1::Generation::Stub& stub, int deadline_ms = 10000) {
 
 class ProxyTest : public ::testing::Test {
  protected:
-  void StartRouter(const std::vector<std::string>& workers, int max_attempts = 3) {
+  // A static list, or (with `resolve`) discovery.dns "workers.test:1" re-resolved every 50 ms.
+  void StartRouter(const std::vector<std::string>& workers, int max_attempts = 3,
+                   DnsDiscovery::Resolve resolve = nullptr) {
     RouterConfig c;
     c.listen = "127.0.0.1:0";
     c.metrics_listen = "";
-    c.workers = workers;
+    if (resolve) {
+      c.dns = "workers.test:1";
+      c.dns_refresh = std::chrono::milliseconds(50);
+    } else {
+      c.workers = workers;
+    }
     c.proxy.max_attempts = max_attempts;
     c.threads = 2;
     c.pool.eject_after_failures = 3;
     c.pool.eject_base = std::chrono::milliseconds(60000);
-    router_ = std::make_unique<RouterServer>(c);
+    if (configure_) configure_(&c);
+    router_ = resolve ? std::make_unique<RouterServer>(c, std::move(resolve))
+                      : std::make_unique<RouterServer>(c);
     ASSERT_TRUE(router_->Start().ok());
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(router_->port()),
                                    grpc::InsecureChannelCredentials());
@@ -69,6 +82,19 @@ class ProxyTest : public ::testing::Test {
     }
     FAIL() << "workers did not become healthy";
   }
+  // Waits until the pool holds exactly `ids` (in any order).
+  void WaitPool(std::vector<std::string> ids) {
+    std::sort(ids.begin(), ids.end());
+    std::vector<std::string> now;
+    for (int i = 0; i < 500; ++i) {
+      now.clear();
+      for (const auto& v : router_->pool().Snapshot()) now.push_back(v.id);
+      std::sort(now.begin(), now.end());
+      if (now == ids) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "the pool never matched the resolver; it holds " << now.size() << " workers";
+  }
   WorkerView View(const FakeWorker& w) {
     for (const auto& v : router_->pool().Snapshot()) {
       if (v.id == w.address()) return v;
@@ -76,6 +102,7 @@ class ProxyTest : public ::testing::Test {
     return {};
   }
 
+  std::function<void(RouterConfig*)> configure_;  // applied by StartRouter when set
   std::unique_ptr<RouterServer> router_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<llm::v1::Generation::Stub> stub_;
@@ -216,6 +243,98 @@ TEST_F(ProxyTest, AllSaturatedIsResourceExhausted) {
   const Result r = Call(*stub_);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(w->generate_calls(), 0);
+}
+
+TEST_F(ProxyTest, DiscoveryPicksUpWorkersThatAppearAndVanish) {
+  auto a = FakeWorker::Start(FakeBehaviour{});
+  auto b = FakeWorker::Start(FakeBehaviour{});
+  std::mutex mu;
+  absl::StatusOr<std::vector<std::string>> answer = std::vector<std::string>{a->address()};
+  auto set = [&](absl::StatusOr<std::vector<std::string>> v) {
+    std::lock_guard<std::mutex> lock(mu);
+    answer = std::move(v);
+  };
+  StartRouter({}, 3, [&](const std::string& name) {
+    EXPECT_EQ(name, "workers.test:1");
+    std::lock_guard<std::mutex> lock(mu);
+    return answer;
+  });
+  WaitPool({a->address()});
+  WaitHealthy(1);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Call(*stub_).status.ok());
+  EXPECT_EQ(a->generate_calls(), 5);
+
+  // b appears: it is watched and takes traffic, with no restart.
+  set(std::vector<std::string>{a->address(), b->address()});
+  WaitPool({a->address(), b->address()});
+  WaitHealthy(2);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(Call(*stub_).status.ok());
+  EXPECT_GT(b->generate_calls(), 5);
+
+  // A failed lookup keeps the set.
+  set(absl::UnavailableError("resolver down"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  WaitPool({a->address(), b->address()});
+
+  // a vanishes: no call reaches it any more.
+  set(std::vector<std::string>{b->address()});
+  WaitPool({b->address()});
+  const int64_t a_calls = a->generate_calls();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Call(*stub_).status.ok());
+  EXPECT_EQ(a->generate_calls(), a_calls);
+
+  // None left: UNAVAILABLE at once.
+  set(std::vector<std::string>{});
+  WaitPool({});
+  const Result r = Call(*stub_);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_LT(r.seconds, 0.1);
+}
+
+TEST_F(ProxyTest, AWorkerGoneSilentIsFoundByKeepalivePings) {
+  FakeBehaviour hold;
+  hold.messages = 1;
+  hold.hold = true;
+  auto w = FakeWorker::Start(hold);
+  llm::testing::TcpForwarder link(w->port());
+  configure_ = [](RouterConfig* c) {
+    c->proxy.keepalive = std::chrono::milliseconds(200);
+    c->proxy.keepalive_timeout = std::chrono::milliseconds(300);
+  };
+  StartRouter({link.address()});
+  WaitHealthy(1);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto reader = stub_->Generate(&ctx, llm::v1::GenerateRequest{});
+  llm::v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp));
+  // The worker's host vanishes: no FIN, no RST, just silence.
+  link.Freeze();
+  const auto frozen_at = std::chrono::steady_clock::now();
+  while (reader->Read(&resp)) {
+  }
+  const grpc::Status st = reader->Finish();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+  EXPECT_NE(st.error_message().find(link.address()), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("keepalive"), std::string::npos) << st.error_message();
+  EXPECT_LT(seconds, 2.0);  // keepalive + timeout is 0.5 s
+}
+
+TEST_F(ProxyTest, AConnectThatHangsTimesOut) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  llm::testing::TcpForwarder link(w->port());
+  configure_ = [](RouterConfig* c) { c->proxy.connect_timeout = std::chrono::milliseconds(300); };
+  StartRouter({link.address()});
+  WaitHealthy(1);  // the load watch's connection is up
+  // New connections to the worker now hang in the handshake.
+  link.StopAccepting();
+  const Result r = Call(*stub_);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE) << r.status.error_message();
+  EXPECT_NE(r.status.error_message().find("connect timed out"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_LT(r.seconds, 2.0);
 }
 
 TEST_F(ProxyTest, ManyConcurrentStreamsAreCountedPerWorker) {

@@ -62,20 +62,42 @@ absl::StatusOr<int> FreePort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-double ProcessCpuSeconds(pid_t pid) {
+namespace {
+
+// utime + stime (clock ticks) and the parent pid of `pid`, from /proc/PID/stat; false if gone.
+bool ReadStat(pid_t pid, double* ticks, pid_t* parent) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
   std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  // Fields after the command name: state is field 3; utime and stime are fields 14 and 15.
+  if (close == std::string::npos) return false;
+  // Fields after the command name: state is field 3, ppid 4; utime and stime are 14 and 15.
   std::istringstream rest(stat.substr(close + 2));
   std::string field;
   double utime = 0, stime = 0;
   for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 4) *parent = static_cast<pid_t>(std::stol(field));
     if (i == 14) utime = std::stod(field);
     if (i == 15) stime = std::stod(field);
   }
-  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  *ticks = utime + stime;
+  return true;
+}
+
+}  // namespace
+
+double ProcessCpuSeconds(pid_t pid) {
+  double total = 0, ticks = 0;
+  pid_t parent = 0;
+  if (!ReadStat(pid, &total, &parent)) return -1;
+  // Live children too (nginx's workers under its master).
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t child = static_cast<pid_t>(std::stol(name));
+    if (child != pid && ReadStat(child, &ticks, &parent) && parent == pid) total += ticks;
+  }
+  return total / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(const std::vector<std::string>& argv,

@@ -30,7 +30,8 @@ std::string SelfDir();
 // A TCP port on 127.0.0.1 that was free a moment ago.
 absl::StatusOr<int> FreePort();
 
-// CPU time (user + system) a process has used so far, in seconds; -1 when unknown.
+// CPU time (user + system) a process and its live children have used so far, in seconds; -1
+// when unknown.
 double ProcessCpuSeconds(pid_t pid);
 
 // A child process with its output in `log_path`; SIGKILLed when destroyed.

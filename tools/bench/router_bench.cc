@@ -68,6 +68,43 @@ struct Target {
   pid_t pid = -1;  // the proxy process (none for direct)
 };
 
+struct RelayRound {
+  double messages = 0;
+  double wall_seconds = 0;
+  double cpu_seconds = -1;  // the proxy's (and its children's) CPU time; -1 for direct
+};
+
+// `streams` threads, each calling Generate one call after another on its own connection to
+// `t` for `seconds`; every message they read is counted.
+absl::StatusOr<RelayRound> MeasureRelay(const Target& t, int streams, double seconds) {
+  std::atomic<int64_t> relayed{0};
+  std::atomic<bool> failed{false};
+  const double cpu_before = t.pid > 0 ? ProcessCpuSeconds(t.pid) : 0;
+  const auto start = Clock::now();
+  const auto until = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int s = 0; s < streams; ++s) {
+    threads.emplace_back([&] {
+      auto stub = llm::v1::Generation::NewStub(Channel(t.address));
+      while (Clock::now() < until) {
+        const int64_t n = Stream(*stub);
+        if (n < 0) {
+          failed = true;
+          return;
+        }
+        relayed += n;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  if (failed) return absl::InternalError(t.name + ": a relayed stream failed");
+  RelayRound m;
+  m.messages = static_cast<double>(relayed.load());
+  m.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (t.pid > 0) m.cpu_seconds = ProcessCpuSeconds(t.pid) - cpu_before;
+  return m;
+}
+
 }  // namespace
 
 int RunRouterBench(const std::vector<std::string>& args) {
@@ -76,7 +113,12 @@ int RunRouterBench(const std::vector<std::string>& args) {
   flags.Value("requests", "one-message calls per target for the overhead", "2000")
       .Value("streams", "concurrent streams for the relay throughput", "8")
       .Value("messages", "messages per relayed stream", "2000")
-      .Value("seconds", "relay measurement time per target", "3")
+      .Value("seconds", "relay measurement time per target and round", "2")
+      .Value("rounds", "interleaved relay rounds (the median is reported)", "5")
+      .Value("proxy-threads",
+             "event loops of each proxy: llm-router's proxy.threads and nginx's "
+             "worker_processes, the same for both",
+             "1")
       .Value("router", "llm-router binary", "")
       .Value("router-flags", "extra llm-router flags, space-separated", "")
       .Value("nginx", "nginx binary (empty: skip nginx)", "/usr/sbin/nginx");
@@ -85,7 +127,9 @@ int RunRouterBench(const std::vector<std::string>& args) {
   auto streams = flags.GetInt("streams");
   auto messages = flags.GetInt("messages");
   auto seconds = flags.GetDouble("seconds");
-  for (const auto* v : {&requests, &streams, &messages}) {
+  auto proxy_threads = flags.GetInt("proxy-threads");
+  auto rounds = flags.GetInt("rounds");
+  for (const auto* v : {&requests, &streams, &messages, &proxy_threads, &rounds}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!seconds.ok()) return Fail(cmd, seconds.status());
@@ -112,7 +156,9 @@ int RunRouterBench(const std::vector<std::string>& args) {
                                           "--router.metrics_listen",
                                           "",
                                           "--discovery.workers",
-                                          worker->address()};
+                                          worker->address(),
+                                          "--proxy.threads",
+                                          absl::StrCat(*proxy_threads)};
   for (absl::string_view f :
        absl::StrSplit(flags.GetString("router-flags"), ' ', absl::SkipEmpty())) {
     router_argv.emplace_back(f);
@@ -127,7 +173,8 @@ int RunRouterBench(const std::vector<std::string>& args) {
     auto port = FreePort();
     if (!port.ok()) return Fail(cmd, port.status());
     std::ofstream(dir + "/nginx.conf")
-        << "worker_processes 1;\ndaemon off;\nmaster_process off;\npid " << dir
+        << "worker_processes " << *proxy_threads << ";\ndaemon off;\n"
+        << (*proxy_threads == 1 ? "master_process off;\n" : "") << "pid " << dir
         << "/nginx.pid;\nerror_log " << dir << "/nginx-error.log warn;\n"
         << "events { worker_connections 4096; }\nhttp {\n  access_log off;\n"
         << "  client_body_temp_path " << dir << "/body;\n  proxy_temp_path " << dir
@@ -158,7 +205,9 @@ int RunRouterBench(const std::vector<std::string>& args) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 
-  nlohmann::json out = {{"benchmark", "router"}, {"cores", std::thread::hardware_concurrency()}};
+  nlohmann::json out = {{"benchmark", "router"},
+                        {"cores", std::thread::hardware_concurrency()},
+                        {"proxy_threads", *proxy_threads}};
   if (!nginx_note.empty()) out["nginx_skipped"] = nginx_note;
 
   // 1. Overhead: sequential one-message calls, interleaved in blocks so drift hits all alike.
@@ -197,48 +246,43 @@ int RunRouterBench(const std::vector<std::string>& args) {
     out["overhead"] = o;
   }
 
-  // 2. Relay throughput: `streams` concurrent streams of `messages` messages, for `seconds`.
+  // 2. Relay throughput: `streams` concurrent streams of `messages` messages, for `seconds`
+  // per target, in `rounds` interleaved rounds; the median round of each target is reported.
   {
     tools::FakeBehaviour many;
     many.messages = static_cast<int>(*messages);
     worker->SetBehaviour(many);
-    nlohmann::json r = {
-        {"streams", *streams}, {"messages_per_call", *messages}, {"seconds", *seconds}};
-    for (const Target& t : targets) {
-      std::atomic<int64_t> relayed{0};
-      std::atomic<bool> failed{false};
-      const double cpu_before = t.pid > 0 ? ProcessCpuSeconds(t.pid) : 0;
-      const auto start = Clock::now();
-      const auto until = start + std::chrono::duration<double>(*seconds);
-      std::vector<std::thread> threads;
-      for (int64_t s = 0; s < *streams; ++s) {
-        threads.emplace_back([&] {
-          auto stub = llm::v1::Generation::NewStub(Channel(t.address));
-          while (Clock::now() < until) {
-            const int64_t n = Stream(*stub);
-            if (n < 0) {
-              failed = true;
-              return;
-            }
-            relayed += n;
-          }
-        });
-      }
-      for (auto& th : threads) th.join();
-      const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-      const double cpu = t.pid > 0 ? ProcessCpuSeconds(t.pid) - cpu_before : -1;
-      if (failed) return Fail(cmd, absl::InternalError(t.name + ": a relayed stream failed"));
-      r[t.name] = {{"messages_per_s", relayed / wall}};
-      if (cpu > 0) {
-        r[t.name]["proxy_cpu_seconds"] = cpu;
-        r[t.name]["messages_per_proxy_core_s"] = relayed / cpu;
+    nlohmann::json r = {{"streams", *streams},
+                        {"messages_per_call", *messages},
+                        {"seconds", *seconds},
+                        {"rounds", *rounds}};
+    std::vector<std::vector<RelayRound>> measured(targets.size());
+    for (int64_t round = 0; round < *rounds; ++round) {
+      for (size_t t = 0; t < targets.size(); ++t) {
+        auto m = MeasureRelay(targets[t], static_cast<int>(*streams), *seconds);
+        if (!m.ok()) return Fail(cmd, m.status());
+        measured[t].push_back(*m);
       }
     }
-    if (r.contains("nginx") && r["nginx"].contains("messages_per_proxy_core_s")) {
-      r["router_vs_nginx_per_core"] = r["router"]["messages_per_proxy_core_s"].get<double>() /
-                                      r["nginx"]["messages_per_proxy_core_s"].get<double>();
-      r["router_vs_nginx_wall"] =
-          r["router"]["messages_per_s"].get<double>() / r["nginx"]["messages_per_s"].get<double>();
+    std::vector<double> per_core(targets.size(), -1), wall(targets.size(), -1);
+    for (size_t t = 0; t < targets.size(); ++t) {
+      std::vector<double> rate, core;
+      for (const RelayRound& m : measured[t]) {
+        rate.push_back(m.messages / m.wall_seconds);
+        if (m.cpu_seconds > 0) core.push_back(m.messages / m.cpu_seconds);
+      }
+      wall[t] = Percentile(rate, 0.5);
+      nlohmann::json o = {{"messages_per_s", wall[t]}, {"messages_per_s_rounds", rate}};
+      if (!core.empty()) {
+        per_core[t] = Percentile(core, 0.5);
+        o["messages_per_proxy_core_s"] = per_core[t];
+        o["messages_per_proxy_core_s_rounds"] = core;
+      }
+      r[targets[t].name] = o;
+    }
+    if (targets.size() == 3 && per_core[1] > 0 && per_core[2] > 0) {
+      r["router_vs_nginx_per_core"] = per_core[1] / per_core[2];
+      r["router_vs_nginx_wall"] = wall[1] / wall[2];
     }
     out["relay"] = r;
   }
