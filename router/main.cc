@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llm-router: %s\n", std::string(st.message()).c_str());
     return 1;
   }
+  if (server.health_port() != 0) {
+    std::fprintf(stderr, "llm-router: health (plaintext) on port %d\n", server.health_port());
+  }
   // Tests and scripts read this line to find the ports.
   std::fprintf(stderr, "llm-router: routing on port %d, metrics on port %d\n", server.port(),
                server.metrics_port());

@@ -12,6 +12,9 @@ config::ConfigSchema RouterConfigSchema() {
   s.String("router.listen", "0.0.0.0:50050", "gRPC address (host:port; port 0 picks one)")
       .String("router.metrics_listen", "0.0.0.0:9091",
               "HTTP address of /metrics (host:port; empty disables)")
+      .String("router.health_listen", "",
+              "plaintext gRPC address serving only grpc.health.v1 (for Kubernetes probes when "
+              "router.listen needs TLS); empty disables")
       .String("router.id", "", "name sent to workers with each load watch (default: hostname)")
       .String("discovery.workers", "",
               "static worker list: host:port,host:port (or use discovery.dns)")
@@ -49,6 +52,26 @@ config::ConfigSchema RouterConfigSchema() {
            "accept a ping every 10 s)")
       .Int("proxy.keepalive_timeout_ms", 5000, 1, 600000,
            "an unanswered ping closes the worker connection, ending its calls")
+      .String("tls.cert_file", "",
+              "PEM certificate (chain) of router.listen; with tls.key_file turns TLS on")
+      .String("tls.key_file", "", "PEM private key of tls.cert_file")
+      .String("tls.client_ca_file", "",
+              "PEM CA bundle: clients must present a certificate signed by it (mutual TLS)")
+      .Int("tls.reload_seconds", 10, 1, 86400,
+           "how often TLS and token files are checked; changes apply to new connections "
+           "(tokens: to new calls)")
+      .String("upstream_tls.ca_file", "",
+              "PEM CA bundle the workers' certificates must chain to; turns TLS to the "
+              "workers on")
+      .String("upstream_tls.cert_file", "",
+              "PEM certificate the router presents to the workers (mutual TLS)")
+      .String("upstream_tls.key_file", "", "PEM private key of upstream_tls.cert_file")
+      .String("upstream_tls.server_name", "",
+              "name checked in the workers' certificates (and sent as SNI) instead of their "
+              "address (discovery finds them by IP)")
+      .String("auth.token_file", "",
+              "file holding a bearer token that llm.v1 calls must carry (authorization: Bearer "
+              "TOKEN); empty: no token check")
       .Double("router.drain_grace_seconds", 30, 0, 86400,
               "on SIGTERM, how long calls in progress may take to finish before exit");
   return s;
@@ -60,6 +83,26 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   RouterConfig c;
   c.listen = v->String("router.listen");
   c.metrics_listen = v->String("router.metrics_listen");
+  c.health_listen = v->String("router.health_listen");
+  auto& sec = c.security;
+  sec.server.cert_file = v->String("tls.cert_file");
+  sec.server.key_file = v->String("tls.key_file");
+  sec.server.ca_file = v->String("tls.client_ca_file");
+  sec.upstream.ca_file = v->String("upstream_tls.ca_file");
+  sec.upstream.cert_file = v->String("upstream_tls.cert_file");
+  sec.upstream.key_file = v->String("upstream_tls.key_file");
+  sec.upstream.server_name = v->String("upstream_tls.server_name");
+  sec.server.reload_seconds = sec.upstream.reload_seconds =
+      static_cast<int>(v->Int("tls.reload_seconds"));
+  sec.token_file = v->String("auth.token_file");
+  if (absl::Status st = tls::CheckServerFiles(sec.server, "tls"); !st.ok()) return st;
+  if (absl::Status st = tls::CheckClientFiles(sec.upstream, "upstream_tls"); !st.ok()) return st;
+  if (!sec.token_file.empty()) {
+    std::string token;
+    if (absl::Status st = tls::ReadFile(sec.token_file, "auth.token_file", &token); !st.ok()) {
+      return st;
+    }
+  }
   const std::string workers = v->String("discovery.workers");
   c.dns = v->String("discovery.dns");
   if (workers.empty() == c.dns.empty()) {
@@ -90,6 +133,7 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   }
   c.pool.router_id = id;
   c.pool.load_interval_ms = static_cast<int>(v->Int("load.interval_ms"));
+  c.pool.upstream_tls = sec.upstream;
   c.pool.stale_after = std::chrono::milliseconds(v->Int("load.stale_ms"));
   c.pool.eject_after_failures = static_cast<int>(v->Int("failures.eject_after"));
   c.pool.eject_base = std::chrono::milliseconds(v->Int("failures.eject_base_ms"));

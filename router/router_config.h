@@ -11,12 +11,15 @@
 #include "router/policy/policy.h"
 #include "router/pool/worker_pool.h"
 #include "router/relay/relay_server.h"
+#include "router/relay/security.h"
 
 namespace llm::router {
 
 struct RouterConfig {
   std::string listen;          // gRPC, host:port
   std::string metrics_listen;  // HTTP /metrics; empty disables
+  std::string health_listen;   // plaintext grpc.health.v1 only; empty disables
+  SecurityOptions security;    // tls.*, upstream_tls.*, auth.token_file
   // Discovery: exactly one of a static list and a DNS name.
   std::vector<std::string> workers;
   std::string dns;

@@ -16,12 +16,26 @@ RouterServer::RouterServer(RouterConfig config, DnsDiscovery::Resolve resolve)
 RouterServer::~RouterServer() { Stop(); }
 
 void RouterServer::SetServing(bool serving) {
-  auto* health = internal_->GetHealthCheckService();
-  health->SetServingStatus(serving);
-  health->SetServingStatus("llm.v1.Generation", serving);
+  for (grpc::Server* s : {internal_.get(), health_.get()}) {
+    if (s == nullptr) continue;
+    auto* health = s->GetHealthCheckService();
+    health->SetServingStatus(serving);
+    health->SetServingStatus("llm.v1.Generation", serving);
+  }
+}
+
+void RouterServer::ReloadLoop() {
+  const auto interval = std::chrono::seconds(config_.security.server.reload_seconds);
+  std::unique_lock<std::mutex> lock(reload_mu_);
+  while (!reload_cv_.wait_for(lock, interval, [&] { return reload_stop_; })) {
+    lock.unlock();
+    security_->Reload();
+    lock.lock();
+  }
 }
 
 absl::Status RouterServer::Start() {
+  LLM_ASSIGN_OR_RETURN(security_, RelaySecurity::Create(config_.security));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
                        MakePolicy(config_.policy, config_.policy_options));
   pool_ = std::make_unique<WorkerPool>(config_.pool, std::move(policy), &metrics_);
@@ -39,11 +53,22 @@ absl::Status RouterServer::Start() {
   if (internal_ == nullptr || internal_port == 0) {
     return absl::UnavailableError("cannot start the internal health server on loopback");
   }
+  if (!config_.health_listen.empty()) {
+    grpc::ServerBuilder hb;
+    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    hb.AddListeningPort(config_.health_listen, grpc::InsecureServerCredentials(), &health_port_);
+    health_ = hb.BuildAndStart();
+    if (health_ == nullptr || health_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("router.health_listen: cannot listen on ", config_.health_listen));
+    }
+  }
   RelayServer::Options ro;
   ro.listen = config_.listen;
   ro.threads = config_.threads;
   ro.proxy = config_.proxy;
   ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
+  ro.security = security_.get();
   relay_ = std::make_unique<RelayServer>(pool_.get(), ro, &metrics_);
   LLM_RETURN_IF_ERROR(relay_->Start());
   port_ = relay_->port();
@@ -55,6 +80,7 @@ absl::Status RouterServer::Start() {
   } else {
     pool_->SetWorkers(config_.workers);
   }
+  reloader_ = std::thread([this] { ReloadLoop(); });
   SetServing(true);
   return absl::OkStatus();
 }
@@ -74,10 +100,17 @@ bool RouterServer::Drain() {
 }
 
 void RouterServer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(reload_mu_);
+    reload_stop_ = true;
+  }
+  reload_cv_.notify_all();
+  if (reloader_.joinable()) reloader_.join();
   discovery_.reset();
-  metrics_.SetSources(pool_.get(), nullptr);
+  metrics_.SetSources(nullptr, nullptr);  // the pool goes before the metrics
   if (relay_) relay_->Stop();
   if (internal_) internal_->Shutdown(std::chrono::system_clock::now());
+  if (health_) health_->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace llm::router

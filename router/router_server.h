@@ -1,18 +1,23 @@
 // llm-router: the relay (router/relay) on the public port; grpc.health.v1 and reflection on an
-// in-process gRPC server that the relay forwards those calls to; discovery, the worker pool and
-// /metrics.
+// in-process gRPC server that the relay forwards those calls to (and health alone on the
+// plaintext router.health_listen port, for probes); discovery, the worker pool, /metrics, and a
+// thread that reloads the TLS and token files when they change.
 #ifndef LLM_ROUTER_ROUTER_SERVER_H_
 #define LLM_ROUTER_ROUTER_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "router/pool/discovery.h"
 #include "router/pool/worker_pool.h"
 #include "router/relay/relay_server.h"
+#include "router/relay/security.h"
 #include "router/router_config.h"
 #include "router/router_metrics.h"
 
@@ -33,11 +38,13 @@ class RouterServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int health_port() const { return health_port_; }
   WorkerPool& pool() { return *pool_; }
 
  private:
   void SetServing(bool serving);
   void Stop();
+  void ReloadLoop();
 
   RouterConfig config_;
   DnsDiscovery::Resolve resolve_;
@@ -47,10 +54,17 @@ class RouterServer {
   // never reach it (the relay sends them to the workers).
   llm::v1::Generation::Service generation_placeholder_;
   std::unique_ptr<grpc::Server> internal_;
+  std::unique_ptr<grpc::Server> health_;  // router.health_listen
+  std::unique_ptr<RelaySecurity> security_;
+  std::mutex reload_mu_;
+  std::condition_variable reload_cv_;
+  bool reload_stop_ = false;
+  std::thread reloader_;
   std::unique_ptr<RelayServer> relay_;
   std::unique_ptr<DnsDiscovery> discovery_;
   int port_ = 0;
   int metrics_port_ = 0;
+  int health_port_ = 0;
 };
 
 }  // namespace llm::router

@@ -3,13 +3,15 @@
 #include <algorithm>
 
 #include "common/thread_name.h"
+#include "common/tls/grpc_tls.h"
 #include "llm/v1/worker_load.grpc.pb.h"
 
 namespace llm::router {
 
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const tls::TlsFiles& tls_files) {
   grpc::ChannelArguments args;
   // A restarted worker is reconnected within a second.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -20,7 +22,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 64 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto credentials = tls::ChannelCredentials(tls_files, &args);
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 WorkerLoadReport FromProto(const llm::v1::LoadReport& r) {
@@ -44,7 +47,7 @@ WorkerHandle::WorkerHandle(std::string address, const PoolOptions& options, Pool
     : address_(std::move(address)),
       options_(options),
       observer_(observer),
-      channel_(MakeChannel(address_)) {
+      channel_(MakeChannel(address_, options.upstream_tls)) {
   watcher_ = std::thread([this] {
     SetCurrentThreadName("watch-load");
     WatchLoop();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/tls/tls_files.h"
 #include "router/policy/policy.h"
 
 namespace llm::router {
@@ -40,6 +41,8 @@ struct PoolOptions {
   // Reconnection back-off of a broken WatchLoad stream.
   std::chrono::milliseconds watch_retry_min{100};
   std::chrono::milliseconds watch_retry_max{2000};
+  // TLS to the workers (the load watches; the relay has its own contexts from the same files).
+  tls::TlsFiles upstream_tls;
 };
 
 // Events of the pool, for metrics (each may be called from any thread).

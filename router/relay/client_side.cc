@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/relay_internal.h"
+#include "router/relay/security.h"
 
 namespace llm::router::relay {
 
@@ -91,6 +92,8 @@ void DownStream::AddHeader(std::string_view name, std::string_view value) {
     if (auto t = ParseGrpcTimeout(value)) {
       deadline_ = arrival_ + std::chrono::duration_cast<Clock::duration>(*t);
     }
+  } else if (name == "authorization") {
+    authorization_ = std::string(value);
   } else if (name != "te" && !HopByHop(name)) {
     metadata_.emplace_back(std::string(name), std::string(value));
   }
@@ -111,6 +114,15 @@ Headers DownStream::UpstreamHeaders() const {
 
 void DownStream::OnRequestHeaders() {
   to_workers_ = path_.rfind(kGenerationPrefix, 0) == 0;
+  const RelaySecurity* security = ctx_->options->security;
+  if (to_workers_ && security != nullptr && security->token_required() &&
+      !security->TokenMatches(authorization_)) {
+    Finish(kGrpcUnauthenticated,
+           authorization_.empty() ? "missing bearer token (authorization: Bearer ...)"
+                                  : "invalid bearer token",
+           {});
+    return;
+  }
   if (deadline_) {
     deadline_timer_ = ctx_->loop.AddTimer(*deadline_, [this] {
       deadline_timer_ = 0;
@@ -133,10 +145,20 @@ void DownStream::OnRequestHeaders() {
 
 void DownStream::OnRequestData(const uint8_t* data, size_t len) {
   if (finished_) return;
-  request_.append(reinterpret_cast<const char*>(data), len);
   const int64_t max = ctx_->options->proxy.max_message_bytes;
-  if (to_workers_ && static_cast<int64_t>(request_.size()) > max) {
-    Finish(kGrpcInvalidArgument, absl::StrCat("request: more than ", max, " bytes"), {});
+  if (!to_workers_ && up_ != nullptr && up_->request_offset >= 64 * 1024) {
+    // A pass-through stream (reflection) may go on for long: drop what went upstream.
+    request_.erase(0, up_->request_offset);
+    up_->request_offset = 0;
+  }
+  request_.append(reinterpret_cast<const char*>(data), len);
+  const size_t sent = !to_workers_ && up_ != nullptr ? up_->request_offset : 0;
+  // A Generation request is one message (its 5-byte prefix on top of the limit); a
+  // pass-through stream may hold that much not yet sent upstream.
+  if (static_cast<int64_t>(request_.size() - sent) > max + 5) {
+    Finish(to_workers_ ? kGrpcInvalidArgument : kGrpcResourceExhausted,
+           absl::StrCat("request: more than ", max, " bytes (proxy.max_message_bytes)"), {});
+    if (up_ != nullptr) up_->Cancel();
     request_.clear();
     return;
   }
@@ -185,7 +207,8 @@ void DownStream::StartAttempt() {
   UpstreamConnection* c = ctx_->Upstream(address, lane);
   UpStream* u = c != nullptr ? c->Submit(this) : nullptr;
   if (u == nullptr) {
-    AttemptEnded(kGrpcUnavailable, absl::StrCat("cannot reach ", address), {});
+    AttemptEnded(kGrpcUnavailable, absl::StrCat("cannot open a stream to ", address), {},
+                 /*worker_fault=*/false);
     return;
   }
   up_ = u;
@@ -207,24 +230,32 @@ void DownStream::OnUpstreamData(const uint8_t* data, size_t len) {
   }
   if (!committed_) Commit(&upstream_headers_);
   if (to_workers_) counter_.Feed(data, len);
+  // Drop what already left before growing (a client reading steadily but slowly never empties
+  // the buffer, and its sent prefix must not pile up).
+  if (pending_offset_ >= 64 * 1024) {
+    pending_.erase(0, pending_offset_);
+    pending_offset_ = 0;
+  }
   pending_.append(reinterpret_cast<const char*>(data), len);
   ResumeResponse();
 }
 
-void DownStream::OnUpstreamClosed(int code, const std::string& message, const Headers& trailers) {
+void DownStream::OnUpstreamClosed(int code, const std::string& message, const Headers& trailers,
+                                  bool worker_fault) {
   up_ = nullptr;
-  AttemptEnded(code, message, trailers);
+  AttemptEnded(code, message, trailers, worker_fault);
   MaybeDelete();
 }
 
-void DownStream::AttemptEnded(int code, const std::string& message, const Headers& trailers) {
+void DownStream::AttemptEnded(int code, const std::string& message, const Headers& trailers,
+                              bool worker_fault) {
   const bool client_caused = cancelled_ || deadline_passed_ || code == kGrpcDeadlineExceeded;
   if (to_workers_ && worker_ != nullptr) {
     worker_->OnStreamEnded(got_data_);
     const bool worker_failed = !client_caused && IsWorkerFailure(code);
     if (code == kGrpcOk) {
       worker_->OnSuccess();
-    } else if (!client_caused) {
+    } else if (!client_caused && worker_fault) {
       if (worker_failed) worker_->OnFailure();
       if (ctx_->observer != nullptr) ctx_->observer->OnUpstreamError(worker_->address(), code);
     }
@@ -250,8 +281,9 @@ void DownStream::AttemptEnded(int code, const std::string& message, const Header
     Finish(kGrpcCancelled, "cancelled by the client", {});
   } else if (deadline_passed_) {
     Finish(kGrpcDeadlineExceeded, "deadline exceeded", {});
-  } else if (code != kGrpcOk && committed_ && to_workers_ && code != kGrpcDeadlineExceeded) {
-    // Part of the answer reached the client: it cannot be retried.
+  } else if (committed_ && to_workers_ && IsWorkerFailure(code)) {
+    // Part of the answer reached the client: it cannot be retried. (A worker's own error
+    // status after some messages, such as RESOURCE_EXHAUSTED, goes to the client unchanged.)
     Finish(kGrpcUnavailable,
            absl::StrCat("worker ", worker_ != nullptr ? worker_->address() : "?",
                         " failed after the stream started (code ", code, "): ", message),
@@ -388,8 +420,8 @@ void DownStream::CallDone(int code) {
 
 // ---- ClientConnection ----
 
-ClientConnection::ClientConnection(LoopContext* ctx, int fd)
-    : H2Connection(&ctx->loop, fd),
+ClientConnection::ClientConnection(LoopContext* ctx, int fd, SSL* ssl)
+    : H2Connection(&ctx->loop, fd, ssl),
       ctx_(ctx),
       lane_(ctx->next_lane++ %
             static_cast<uint32_t>(std::max(1, ctx->options->proxy.upstream_connections))) {
@@ -454,8 +486,9 @@ int ClientConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame*
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     s->OnRequestHeaders();
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) s->OnRequestEnd();
-  } else if (frame->hd.type == NGHTTP2_DATA && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-    s->OnRequestEnd();
+  } else if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+             (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    s->OnRequestEnd();  // the last DATA frame, or trailers after the request
   }
   return 0;
 }

@@ -11,23 +11,34 @@ std::optional<std::chrono::nanoseconds> ParseGrpcTimeout(std::string_view v) {
     if (v[i] < '0' || v[i] > '9') return std::nullopt;
     n = n * 10 + (v[i] - '0');
   }
-  using namespace std::chrono;
+  // Longer timeouts than this (grpc-go sends "2562048H" for "none") are clamped, so adding one
+  // to a time point cannot overflow.
+  constexpr int64_t kMaxNs = int64_t{100} * 365 * 24 * 3600 * 1000000000;
+  int64_t unit_ns;
   switch (v.back()) {
     case 'H':
-      return duration_cast<nanoseconds>(hours(n));
+      unit_ns = int64_t{3600} * 1000000000;
+      break;
     case 'M':
-      return duration_cast<nanoseconds>(minutes(n));
+      unit_ns = int64_t{60} * 1000000000;
+      break;
     case 'S':
-      return duration_cast<nanoseconds>(seconds(n));
+      unit_ns = 1000000000;
+      break;
     case 'm':
-      return duration_cast<nanoseconds>(milliseconds(n));
+      unit_ns = 1000000;
+      break;
     case 'u':
-      return duration_cast<nanoseconds>(microseconds(n));
+      unit_ns = 1000;
+      break;
     case 'n':
-      return nanoseconds(n);
+      unit_ns = 1;
+      break;
     default:
       return std::nullopt;
   }
+  if (n > kMaxNs / unit_ns) return std::chrono::nanoseconds(kMaxNs);
+  return std::chrono::nanoseconds(n * unit_ns);
 }
 
 std::string FormatGrpcTimeout(std::chrono::nanoseconds remaining) {

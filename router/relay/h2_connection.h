@@ -1,10 +1,16 @@
 // One HTTP/2 connection of the relay: a non-blocking socket, an nghttp2 session, and an output
 // buffer written at the end of each loop iteration (EventLoop::MarkDirty), so the frames of
 // every stream on the connection leave in one write.
+//
+// With TLS, OpenSSL sits between the socket and the session on memory BIOs: bytes read from the
+// socket go into the SSL object, what it decrypts goes to nghttp2; frames nghttp2 produces are
+// encrypted into the same output buffer. The socket code is the same either way, and the
+// session sees no byte before the handshake is done (and ALPN, when the peer used it, chose h2).
 #ifndef LLM_ROUTER_RELAY_H2_CONNECTION_H_
 #define LLM_ROUTER_RELAY_H2_CONNECTION_H_
 
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 
 #include <string>
 
@@ -14,7 +20,8 @@ namespace llm::router::relay {
 
 class H2Connection : public FdHandler {
  public:
-  H2Connection(EventLoop* loop, int fd);
+  // `ssl` (owned; null for plaintext) is set up for its side (accept or connect state).
+  H2Connection(EventLoop* loop, int fd, SSL* ssl = nullptr);
   ~H2Connection() override;
   H2Connection(const H2Connection&) = delete;
   H2Connection& operator=(const H2Connection&) = delete;
@@ -46,6 +53,14 @@ class H2Connection : public FdHandler {
 
  private:
   void ReadAll();
+  // Hands `n` bytes read from the socket to the session (through TLS when on). False when the
+  // connection was closed.
+  bool Receive(const uint8_t* data, size_t n);
+  bool ToSession(const uint8_t* data, size_t n);
+  // Moves what OpenSSL has written (handshake, records) into out_.
+  void DrainTls();
+  // Frees the part of out_ already written (all of it, or a large prefix).
+  void CompactOut();
   void UpdateInterest();
 
   EventLoop* loop_;
@@ -57,6 +72,10 @@ class H2Connection : public FdHandler {
   Clock::time_point last_read_ = Clock::now();
   std::string out_;  // bytes not yet written
   size_t out_offset_ = 0;
+  SSL* ssl_ = nullptr;   // TLS; owns rbio_ and wbio_
+  BIO* rbio_ = nullptr;  // socket -> OpenSSL
+  BIO* wbio_ = nullptr;  // OpenSSL -> out_
+  bool handshake_done_ = false;
 };
 
 }  // namespace llm::router::relay

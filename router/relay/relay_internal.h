@@ -48,6 +48,7 @@ struct LoopContext {
   ProxyObserver* observer = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;
   bool stopping = false;  // no new upstream connections
+  bool draining = false;  // new client connections get a GOAWAY at once
   // Open, not draining, by address and lane ("host:port#lane").
   std::map<std::string, UpstreamConnection*> upstreams;
   uint32_t next_lane = 0;  // the lane of the next client connection
@@ -93,7 +94,10 @@ class DownStream {
   void OnUpstreamData(const uint8_t* data, size_t len);
   // The attempt ended: its gRPC status (from its trailers, or made up for a transport failure)
   // and trailers to pass on.
-  void OnUpstreamClosed(int code, const std::string& message, const Headers& trailers);
+  // `worker_fault` false: the worker refused the stream unprocessed (GOAWAY, REFUSED_STREAM);
+  // retried like a failure but not counted toward its ejection.
+  void OnUpstreamClosed(int code, const std::string& message, const Headers& trailers,
+                        bool worker_fault = true);
 
   // The request as the upstream data provider reads it.
   const std::string& request() const { return request_; }
@@ -105,7 +109,10 @@ class DownStream {
  private:
   void StartAttempt();
   // How an attempt ended: retries, or settles the call's status.
-  void AttemptEnded(int code, const std::string& message, const Headers& trailers);
+  // `worker_fault` false: a local failure (no socket, no stream id) or a refused stream, which
+  // never counts against the worker.
+  void AttemptEnded(int code, const std::string& message, const Headers& trailers,
+                    bool worker_fault = true);
   void Commit(const Headers* headers);
   void Finish(int code, const std::string& message, const Headers& trailers);
   void ResumeResponse();
@@ -121,7 +128,8 @@ class DownStream {
 
   // Request.
   std::string path_;
-  Headers metadata_;  // non-pseudo request headers, forwarded
+  Headers metadata_;           // non-pseudo request headers, forwarded
+  std::string authorization_;  // checked here, never forwarded
   std::optional<Clock::time_point> deadline_;
   uint64_t deadline_timer_ = 0;
   std::string request_;
@@ -157,7 +165,8 @@ class DownStream {
 
 class ClientConnection final : public H2Connection {
  public:
-  ClientConnection(LoopContext* ctx, int fd);
+  // `ssl`: owned; null for plaintext.
+  ClientConnection(LoopContext* ctx, int fd, SSL* ssl);
   ~ClientConnection() override;
   LoopContext* ctx() const { return ctx_; }
   uint32_t lane() const { return lane_; }
@@ -216,7 +225,7 @@ class UpstreamConnection final : public H2Connection {
   void OnClose(const std::string& why) override;
 
  private:
-  UpstreamConnection(LoopContext* ctx, int fd, std::string address, std::string key);
+  UpstreamConnection(LoopContext* ctx, int fd, SSL* ssl, std::string address, std::string key);
   ~UpstreamConnection() override;
   // Timers: the connect deadline, and the keepalive check (PING when idle, close when the
   // PING goes unanswered).

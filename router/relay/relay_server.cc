@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
 #include "router/relay/relay_internal.h"
+#include "router/relay/security.h"
 
 namespace llm::router {
 
@@ -27,21 +28,38 @@ class Acceptor : public FdHandler {
       const int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (c < 0) {
         if (errno == EINTR) continue;
-        return;  // EAGAIN, or a transient error (EMFILE): try on the next event
+        if (errno != EAGAIN && errno != EWOULDBLOCK) Pause();  // EMFILE, ENFILE, ENOBUFS...
+        return;
       }
       const int one = 1;
       ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       LoopContext* ctx = (*loops_)[next_++ % loops_->size()].get();
       if (ctx == (*loops_)[0].get()) {
-        ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c));
+        ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c, NewSsl(ctx)));
       } else {
+        SSL* ssl = NewSsl(ctx);
         ctx->loop.Post(
-            [ctx, c] { ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c)); });
+            [ctx, c, ssl] { ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c, ssl)); });
       }
     }
   }
 
  private:
+  // Out of descriptors: the pending connection would wake the loop again at once, so stop
+  // watching the socket for a moment (connections wait in the backlog meanwhile).
+  void Pause() {
+    LoopContext* first = (*loops_)[0].get();
+    first->loop.Remove(fd_);
+    first->loop.AddTimer(Clock::now() + std::chrono::milliseconds(100), [this, first] {
+      if (!first->draining && !first->stopping) first->loop.Add(fd_, EPOLLIN, this);
+    });
+  }
+
+  static SSL* NewSsl(LoopContext* ctx) {
+    const RelaySecurity* s = ctx->options->security;
+    return s != nullptr ? s->NewServerSsl() : nullptr;
+  }
+
   int fd_;
   std::vector<std::unique_ptr<LoopContext>>* loops_;
   size_t next_ = 0;
@@ -141,12 +159,14 @@ void RelayServer::StartDrain() {
   relay::LoopContext* first = loops_[0].get();
   const int fd = listen_fd_;
   first->loop.Post([first, fd] {
+    first->draining = true;
     first->loop.Remove(fd);
     ::shutdown(fd, SHUT_RDWR);  // connects are refused from now on
   });
   for (auto& ctx : loops_) {
     relay::LoopContext* c = ctx.get();
     c->loop.Post([c] {
+      c->draining = true;  // connections handed over later get their GOAWAY in AddConnection
       for (auto& [raw, owned] : c->connections) raw->StartDrain();
     });
   }

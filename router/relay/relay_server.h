@@ -65,6 +65,7 @@ enum GrpcCode : int {
   kGrpcInvalidArgument = 3,
   kGrpcDeadlineExceeded = 4,
   kGrpcResourceExhausted = 8,
+  kGrpcUnauthenticated = 16,
   kGrpcInternal = 13,
   kGrpcUnavailable = 14,
 };
@@ -72,6 +73,8 @@ enum GrpcCode : int {
 // Whether a worker's status means it failed to serve (worth another worker, and counted toward
 // its ejection) rather than answered.
 inline bool IsWorkerFailure(int code) { return code == kGrpcUnavailable; }
+
+class RelaySecurity;
 
 namespace relay {
 struct RelayOptions;
@@ -86,6 +89,8 @@ class RelayServer {
     int threads = 0;  // event loops; 0: one per core
     ProxyOptions proxy;
     std::string internal_target;  // host:port of the in-process gRPC server
+    // TLS on both legs and the bearer token; null: plaintext, no token. Not owned.
+    const RelaySecurity* security = nullptr;
   };
   RelayServer(WorkerPool* pool, const Options& options, ProxyObserver* observer);
   ~RelayServer();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/relay_internal.h"
+#include "router/relay/security.h"
 
 namespace llm::router::relay {
 
@@ -104,7 +105,7 @@ const nghttp2_option* ClientOptions() {
 void UpStream::Consume(size_t n) {
   if (n == 0) return;
   unconsumed -= std::min(unconsumed, n);
-  nghttp2_session_consume(conn_->session(), stream_id, n);
+  nghttp2_session_consume_stream(conn_->session(), stream_id, n);
   conn_->Touch();
 }
 
@@ -122,9 +123,12 @@ void UpStream::ResumeRequest() {
 
 // ---- UpstreamConnection ----
 
-UpstreamConnection::UpstreamConnection(LoopContext* ctx, int fd, std::string address,
+UpstreamConnection::UpstreamConnection(LoopContext* ctx, int fd, SSL* ssl, std::string address,
                                        std::string key)
-    : H2Connection(&ctx->loop, fd), ctx_(ctx), address_(std::move(address)), key_(std::move(key)) {}
+    : H2Connection(&ctx->loop, fd, ssl),
+      ctx_(ctx),
+      address_(std::move(address)),
+      key_(std::move(key)) {}
 
 UpstreamConnection::~UpstreamConnection() { CancelTimers(); }
 
@@ -175,7 +179,9 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
   std::string host, port;
   if (!address.empty() && address[0] == '[') {
     const size_t close = address.find(']');
-    if (close == std::string::npos) return nullptr;
+    if (close == std::string::npos || close + 2 > address.size() || address[close + 1] != ':') {
+      return nullptr;
+    }
     host = address.substr(1, close - 1);
     port = address.substr(close + 2);
   } else {
@@ -189,6 +195,8 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* res = nullptr;
+  // NOTE: workers found by discovery.dns are IP addresses; a host name in a static list is
+  // resolved here, on the loop, once per new connection (connections are long-lived).
   if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return nullptr;
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -203,7 +211,12 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
     ::close(fd);
     return nullptr;
   }
-  auto* c = new UpstreamConnection(ctx, fd, address, key);
+  // The in-process health server is plaintext on loopback; the workers may be TLS.
+  const RelaySecurity* security = ctx->options->security;
+  SSL* ssl = security != nullptr && address != ctx->options->internal_target
+                 ? security->NewUpstreamSsl(host)
+                 : nullptr;
+  auto* c = new UpstreamConnection(ctx, fd, ssl, address, key);
   nghttp2_session* session;
   nghttp2_session_client_new2(
       &session, ClientCallbacks(&OnHeader, &OnFrameRecv, &OnDataChunk, &OnStreamClose), c,
@@ -229,10 +242,12 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
 UpStream* UpstreamConnection::Submit(DownStream* down) {
   if (closed() || draining_) return nullptr;
   static const std::string kMethod = ":method", kPost = "POST", kScheme = ":scheme", kHttp = "http",
-                           kPath = ":path", kAuthority = ":authority";
+                           kHttps = "https", kPath = ":path", kAuthority = ":authority";
   const Headers extra = down->UpstreamHeaders();
-  std::vector<nghttp2_nv> nva = {Nv(kMethod, kPost), Nv(kScheme, kHttp), Nv(kPath, down->path()),
-                                 Nv(kAuthority, address_)};
+  const bool tls = address_ != ctx_->options->internal_target &&
+                   ctx_->options->security != nullptr && ctx_->options->security->upstream_tls();
+  std::vector<nghttp2_nv> nva = {Nv(kMethod, kPost), Nv(kScheme, tls ? kHttps : kHttp),
+                                 Nv(kPath, down->path()), Nv(kAuthority, address_)};
   for (const auto& [n, v] : extra) nva.push_back(Nv(n, v));
   auto* up = new UpStream(this, down);
   nghttp2_data_provider prd;
@@ -280,7 +295,11 @@ int UpstreamConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* 
   std::string n(reinterpret_cast<const char*>(name), name_len);
   std::string v(reinterpret_cast<const char*>(value), value_len);
   if (n == ":status") up->http_status = std::atoi(v.c_str());
-  if (n == "grpc-status") up->grpc_status = std::atoi(v.c_str());
+  if (n == "grpc-status") {
+    const bool numeric =
+        !v.empty() && v.size() <= 2 && v.find_first_not_of("0123456789") == std::string::npos;
+    up->grpc_status = numeric ? std::atoi(v.c_str()) : kGrpcUnknown;
+  }
   if (n == "grpc-message") up->grpc_message = PercentDecode(v);
   const bool trailers_only =
       frame->headers.cat == NGHTTP2_HCAT_RESPONSE && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
@@ -312,10 +331,14 @@ int UpstreamConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_fram
 }
 
 int UpstreamConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
-                                    const uint8_t* data, size_t len, void*) {
+                                    const uint8_t* data, size_t len, void* user_data) {
+  // The connection's window is credited at once: only the stream's waits for its client, so a
+  // few slow clients cannot stall every other call on the connection.
+  nghttp2_session_consume_connection(session, len);
+  static_cast<UpstreamConnection*>(user_data)->Touch();
   auto* up = static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
   if (up == nullptr) {
-    nghttp2_session_consume(session, stream_id, len);
+    nghttp2_session_consume_stream(session, stream_id, len);
     return 0;
   }
   up->unconsumed += len;
@@ -351,16 +374,14 @@ int UpstreamConnection::OnStreamClose(nghttp2_session* session, int32_t stream_i
     message = absl::StrCat("stream reset by ", c->address_, " (",
                            nghttp2_http2_strerror(error_code), ")");
   }
-  // Bytes never forwarded still count against the connection's window.
-  if (up->unconsumed > 0) {
-    nghttp2_session_consume_connection(session, up->unconsumed);
-    c->Touch();
-  }
+  // A stream refused unprocessed (above a GOAWAY's last id, or REFUSED_STREAM) is retried but
+  // not held against the worker (it is draining).
+  const bool refused = error_code == NGHTTP2_REFUSED_STREAM && !up->grpc_status;
   c->streams_.erase(up);
   DownStream* d = up->down_;
   const Headers trailers = std::move(up->trailers);
   delete up;
-  if (d != nullptr) d->OnUpstreamClosed(code, message, trailers);
+  if (d != nullptr) d->OnUpstreamClosed(code, message, trailers, /*worker_fault=*/!refused);
   return 0;
 }
 
@@ -377,6 +398,7 @@ UpstreamConnection* LoopContext::Upstream(const std::string& address, uint32_t l
 void LoopContext::AddConnection(std::unique_ptr<H2Connection> c) {
   H2Connection* raw = c.get();
   connections.emplace(raw, std::move(c));
+  if (draining) raw->StartDrain();
 }
 
 void LoopContext::Release(H2Connection* c) {

@@ -271,16 +271,26 @@ TEST_F(WorkerIntegrationTest, DeadlineEndsTheRequestAndIsCounted) {
   auto req = GreedyRequest(golden_.prompt, 500);
   req.set_ignore_eos(true);
   req.set_text(golden_.prompt);
-  const auto r = Generate(*worker_->generation(), req, /*deadline_ms=*/3, /*read_delay_ms=*/0);
-  ASSERT_FALSE(r.status.ok()) << "500 tokens cannot be generated within 3 ms";
-  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  const auto report = WaitForIdleReport();
-  EXPECT_EQ(report.running_requests(), 0u);
-  EXPECT_EQ(report.kv_blocks_used(), 0u);
-  for (int i = 0; i < 100 && Metric("llm_requests_cancelled_total") <= before; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // NOTE: on a loaded machine a very short deadline can pass before the request reaches the
+  // worker (then the worker never sees it); longer ones give it time to start. Some deadline
+  // in this range ends a running request.
+  bool counted = false;
+  for (int deadline_ms : {3, 6, 12, 25, 50, 100}) {
+    const auto r = Generate(*worker_->generation(), req, deadline_ms, /*read_delay_ms=*/0);
+    if (r.status.ok()) continue;  // finished within the deadline
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    const auto report = WaitForIdleReport();
+    EXPECT_EQ(report.running_requests(), 0u);
+    EXPECT_EQ(report.kv_blocks_used(), 0u);
+    for (int i = 0; i < 50 && Metric("llm_requests_cancelled_total") <= before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (Metric("llm_requests_cancelled_total") > before) {
+      counted = true;
+      break;
+    }
   }
-  EXPECT_GT(Metric("llm_requests_cancelled_total"), before);
+  EXPECT_TRUE(counted) << "no deadline ended a running request and was counted";
 }
 
 TEST_F(WorkerIntegrationTest, ThousandCancelledStreamsLeaveNothingBehind) {

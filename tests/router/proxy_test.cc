@@ -183,6 +183,62 @@ TEST_F(ProxyTest, FailureAfterTheFirstMessageEndsTheStreamNamingTheWorker) {
   EXPECT_EQ(b->generate_calls(), 0);
 }
 
+TEST_F(ProxyTest, AWorkersOwnErrorAfterSomeMessagesReachesTheClientUnchanged) {
+  FakeBehaviour mid;
+  mid.messages = 3;
+  mid.fail_code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  mid.fail_message = "kv cache full";
+  auto w = FakeWorker::Start(mid);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  const Result r = Call(*stub_);
+  EXPECT_EQ(r.messages, 3);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.status.error_message(), "kv cache full");
+  EXPECT_FALSE(View(*w).ejected);
+}
+
+TEST_F(ProxyTest, ClientsThatStopReadingDoNotStallOthersOnTheSameWorkerConnection) {
+  // Each call streams ~2.6 MB, more than a worker stream's 1 MiB window.
+  FakeBehaviour big;
+  big.messages = 40;
+  big.text_bytes = 64 * 1024;
+  auto w = FakeWorker::Start(big);
+  configure_ = [](RouterConfig* c) {
+    c->threads = 1;
+    c->proxy.upstream_connections = 1;  // every call on one worker connection
+  };
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  // 70 calls whose client reads one message and then nothing: together they would hold more
+  // than the worker connection's 64 MiB window if it were credited only as bytes leave.
+  // Their client takes little into its own buffers (a 64 KiB window, no BDP growth), so the
+  // rest waits in the router.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto slow = llm::v1::Generation::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(router_->port()), grpc::InsecureChannelCredentials(), args));
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientReader<llm::v1::GenerateResponse>>> stuck;
+  for (int i = 0; i < 70; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    stuck.push_back(slow->Generate(contexts.back().get(), llm::v1::GenerateRequest{}));
+    llm::v1::GenerateResponse resp;
+    ASSERT_TRUE(stuck.back()->Read(&resp));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them fill up
+  // A call that reads goes through, on a connection of its own to the router.
+  auto other = llm::v1::Generation::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(router_->port()), grpc::InsecureChannelCredentials()));
+  const Result r = Call(*other, /*deadline_ms=*/10000);
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.messages, 40);
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& s : stuck) (void)s->Finish();
+}
+
 TEST_F(ProxyTest, DeadlinesAndCancelsReachTheWorker) {
   FakeBehaviour hold;
   hold.messages = 1;

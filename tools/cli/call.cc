@@ -7,6 +7,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/strip.h"
+#include "common/tls/grpc_tls.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "llm/v1/worker_load.grpc.pb.h"
 #include "tools/cli/commands.h"
@@ -41,6 +43,37 @@ const char* FinishName(llm::v1::FinishReason r) {
   }
 }
 
+void AddConnectionFlags(FlagSet& flags) {
+  flags.Value("ca", "PEM CA bundle the server's certificate must chain to (turns TLS on)")
+      .Value("cert", "PEM client certificate (mutual TLS)")
+      .Value("key", "PEM private key of --cert")
+      .Value("server-name", "name to check in the server's certificate instead of the host")
+      .Value("token-file", "file holding a bearer token to send (authorization: Bearer ...)");
+}
+
+// A channel to --target, with TLS when --ca is given.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const FlagSet& flags) {
+  tls::TlsFiles files;
+  files.ca_file = flags.GetString("ca");
+  files.cert_file = flags.GetString("cert");
+  files.key_file = flags.GetString("key");
+  files.server_name = flags.GetString("server-name");
+  if (absl::Status st = tls::CheckClientFiles(files, "--"); !st.ok()) return st;
+  grpc::ChannelArguments args;
+  auto credentials = tls::ChannelCredentials(files, &args);
+  return grpc::CreateCustomChannel(flags.GetString("target"), credentials, args);
+}
+
+// Adds the bearer token of --token-file to `ctx`.
+absl::Status AddToken(const FlagSet& flags, grpc::ClientContext& ctx) {
+  const std::string path = flags.GetString("token-file");
+  if (path.empty()) return absl::OkStatus();
+  std::string token;
+  if (absl::Status st = tls::ReadFile(path, "--token-file", &token); !st.ok()) return st;
+  ctx.AddMetadata("authorization", "Bearer " + std::string(absl::StripAsciiWhitespace(token)));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunCall(const std::vector<std::string>& args) {
@@ -55,6 +88,7 @@ int RunCall(const std::vector<std::string>& args) {
       .Bool("ignore-eos", "keep going after EOS")
       .Bool("quiet", "print only the completion (no usage line on stderr)");
   AddSamplingFlags(flags);
+  AddConnectionFlags(flags);
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   if (absl::Status st = flags.Require({"target", "prompt"}); !st.ok()) return Fail(cmd, st);
   auto sampling = ReadSamplingFlags(flags);
@@ -80,9 +114,11 @@ int RunCall(const std::vector<std::string>& args) {
   for (const auto& s : flags.GetAll("stop")) req.add_stop(s);
   req.set_ignore_eos(flags.GetBool("ignore-eos"));
 
-  auto channel = grpc::CreateChannel(flags.GetString("target"), grpc::InsecureChannelCredentials());
-  auto stub = llm::v1::Generation::NewStub(channel);
+  auto channel = Connect(flags);
+  if (!channel.ok()) return Fail(cmd, channel.status());
+  auto stub = llm::v1::Generation::NewStub(*channel);
   grpc::ClientContext ctx;
+  if (absl::Status st = AddToken(flags, ctx); !st.ok()) return Fail(cmd, st);
   if (*timeout_ms > 0) {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(*timeout_ms));
   }
@@ -117,14 +153,16 @@ int RunLoad(const std::vector<std::string>& args) {
   flags.Value("target", "worker address, host:port")
       .Value("count", "reports to print before exiting (0: until interrupted)", "0")
       .Value("interval-ms", "lower bound between reports (0: the worker's default)", "0");
+  AddConnectionFlags(flags);
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   if (absl::Status st = flags.Require({"target"}); !st.ok()) return Fail(cmd, st);
   auto count = flags.GetInt("count");
   auto interval = flags.GetInt("interval-ms");
   if (!count.ok()) return Fail(cmd, count.status());
   if (!interval.ok()) return Fail(cmd, interval.status());
-  auto channel = grpc::CreateChannel(flags.GetString("target"), grpc::InsecureChannelCredentials());
-  auto stub = llm::v1::WorkerLoad::NewStub(channel);
+  auto channel = Connect(flags);
+  if (!channel.ok()) return Fail(cmd, channel.status());
+  auto stub = llm::v1::WorkerLoad::NewStub(*channel);
   grpc::ClientContext ctx;
   llm::v1::WatchLoadRequest req;
   req.set_min_interval_ms(static_cast<uint32_t>(std::max<int64_t>(0, *interval)));

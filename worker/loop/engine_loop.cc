@@ -62,6 +62,12 @@ EngineStats EngineLoop::stats() const {
   return stats_;
 }
 
+Clock::duration EngineLoop::IterationAge(Clock::time_point now) const {
+  const int64_t start = iteration_start_.load(std::memory_order_relaxed);
+  if (start == 0) return Clock::duration::zero();
+  return std::max(Clock::duration::zero(), now - Clock::time_point(Clock::duration(start)));
+}
+
 void EngineLoop::Touch() {
   std::lock_guard<std::mutex> lock(stats_mu_);
   ++stats_.version;
@@ -148,12 +154,14 @@ void EngineLoop::Run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(intake_mu_);
+      iteration_start_.store(0, std::memory_order_relaxed);
       intake_cv_.wait(lock, [&] {
         return stop_ || !new_requests_.empty() || !aborts_.empty() || may_have_work ||
                runner_->in_flight() > 0;
       });
       if (stop_) break;
     }
+    iteration_start_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     DrainIntake();
     engine::StepPlan plan = scheduler_.Schedule();
     may_have_work = !plan.empty() || !plan.releases.empty();

@@ -79,6 +79,10 @@ class EngineLoop {
   // Waits until stats().version differs from `version` or `deadline` passes; returns the
   // current version.
   uint64_t WaitForChange(uint64_t version, Clock::time_point deadline) const;
+  // How long the engine thread has been in its current iteration (one schedule, launch and at
+  // most one collect: about a step), or zero while it waits for work. A hung step makes this
+  // grow without bound: the worker's liveness watchdog reads it. Thread-safe.
+  Clock::duration IterationAge(Clock::time_point now) const;
 
  private:
   void Run();
@@ -109,6 +113,8 @@ class EngineLoop {
   double busy_ratio_ = 0.0;
   uint64_t steps_ = 0;
   uint64_t aborted_ = 0;
+  // Start of the current iteration (Clock ticks since epoch), 0 while waiting for work.
+  std::atomic<int64_t> iteration_start_{0};
 
   mutable std::mutex stats_mu_;
   mutable std::condition_variable stats_cv_;

@@ -79,6 +79,10 @@ class Worker {
   // Waits for a change of Load() (or `deadline`); returns the version to pass next time.
   uint64_t WaitForLoadChange(uint64_t version, Clock::time_point deadline) const;
 
+  // The engine thread's time in its current iteration (EngineLoop::IterationAge).
+  Clock::duration EngineIterationAge(Clock::time_point now) const {
+    return engine_->IterationAge(now);
+  }
   const runner::RunnerInfo& runner_info() const { return engine_->runner_info(); }
   const RequestLimits& limits() const { return options_.limits; }
   const WorkerOptions& options() const { return options_; }

@@ -1,6 +1,7 @@
 #include "worker/server/worker_config.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/tls/tls_files.h"
 #include "worker/model/synthetic.h"
 
 namespace llm::server {
@@ -18,6 +19,10 @@ config::ConfigSchema WorkerConfigSchema() {
       .String("server.listen", "0.0.0.0:50051", "gRPC address (host:port; port 0 picks one)")
       .String("server.metrics_listen", "0.0.0.0:9090",
               "HTTP address of /metrics (host:port; empty disables)")
+      .String("server.health_listen", "",
+              "plaintext gRPC address serving only grpc.health.v1 (service \"\": ready; "
+              "\"liveness\": the engine watchdog), for Kubernetes probes when server.listen "
+              "needs TLS; empty disables")
       .String("server.worker_id", "", "id in load reports (default: hostname:port)")
       .Double("server.drain_grace_seconds", 30, 0, 86400,
               "on SIGTERM, how long in-flight streams may take to finish before exit")
@@ -50,8 +55,19 @@ config::ConfigSchema WorkerConfigSchema() {
       .Int("engine.tokenizer_threads", 2, 1, 256, "threads tokenizing prompts")
       .Int("engine.output_threads", 1, 1, 256, "threads detokenizing and matching stop strings")
       .Int("engine.cpu_threads", 0, 0, 1024, "CPU backend threads (0: all cores)")
+      .Double("engine.watchdog_seconds", 60, 1, 86400,
+              "an engine iteration (about one step) running longer than this marks the worker "
+              "not live (health service \"liveness\"): a hung step, not a slow request")
       .Double("engine.extra_step_ms", 0, 0, 60000,
               "added to every step: models a slow worker in tests and benchmarks")
+      .String("tls.cert_file", "",
+              "PEM certificate (chain) of server.listen; with tls.key_file turns TLS on")
+      .String("tls.key_file", "", "PEM private key of tls.cert_file")
+      .String("tls.client_ca_file", "",
+              "PEM CA bundle: clients (routers) must present a certificate signed by it "
+              "(mutual TLS)")
+      .Int("tls.reload_seconds", 10, 1, 86400,
+           "how often the TLS files are checked; changed files apply to new connections")
       .Int("limits.default_max_tokens", 256, 1, 1 << 24, "max_tokens when a request leaves it 0")
       .Int("limits.max_tokens", 0, 0, 1 << 24, "largest max_tokens accepted (0: the context)")
       .Int("limits.max_prompt_tokens", 0, 0, 1 << 24, "largest prompt accepted (0: the context)")
@@ -93,6 +109,13 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");
   c.metrics_listen = v->String("server.metrics_listen");
+  c.health_listen = v->String("server.health_listen");
+  c.watchdog_seconds = v->Double("engine.watchdog_seconds");
+  c.tls.cert_file = v->String("tls.cert_file");
+  c.tls.key_file = v->String("tls.key_file");
+  c.tls.ca_file = v->String("tls.client_ca_file");
+  c.tls.reload_seconds = static_cast<int>(v->Int("tls.reload_seconds"));
+  if (absl::Status st = tls::CheckServerFiles(c.tls, "tls"); !st.ok()) return st;
   c.worker_id = v->String("server.worker_id");
   c.drain_grace_seconds = v->Double("server.drain_grace_seconds");
   c.load_interval_ms = static_cast<int>(v->Int("server.load_interval_ms"));

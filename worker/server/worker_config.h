@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/config.h"
+#include "common/tls/tls_files.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 
@@ -15,8 +16,11 @@ namespace llm::server {
 struct WorkerConfig {
   backend::BackendOptions backend;  // model, tokenizer and engine.* of the runner
   std::string model_name;
-  std::string listen;          // gRPC, host:port
-  std::string metrics_listen;  // HTTP /metrics, host:port; empty disables
+  std::string listen;            // gRPC, host:port
+  std::string metrics_listen;    // HTTP /metrics, host:port; empty disables
+  std::string health_listen;     // plaintext grpc.health.v1 only, host:port; empty disables
+  double watchdog_seconds = 60;  // engine iteration age that fails liveness
+  tls::TlsFiles tls;             // of `listen`; plaintext when tls.cert_file is empty
   std::string worker_id;
   double drain_grace_seconds = 30;
   int load_interval_ms = 10;

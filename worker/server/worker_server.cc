@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tls/grpc_tls.h"
 
 namespace llm::server {
 
@@ -26,17 +27,53 @@ WorkerServer::WorkerServer(WorkerConfig config)
       generation_(&metrics_, static_cast<size_t>(config_.max_message_bytes)) {}
 
 WorkerServer::~WorkerServer() {
+  StopWatchdog();
   if (load_) load_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
   worker_.reset();
 }
 
-void WorkerServer::SetServing(bool serving) {
-  auto* health = server_->GetHealthCheckService();
-  health->SetServingStatus(serving);
-  for (const char* service : {"llm.v1.Generation", "llm.v1.WorkerLoad"}) {
-    health->SetServingStatus(service, serving);
+void WorkerServer::SetHealth(const std::string& service, bool serving) {
+  for (grpc::Server* s : {server_.get(), health_server_.get()}) {
+    if (s != nullptr) s->GetHealthCheckService()->SetServingStatus(service, serving);
   }
+}
+
+void WorkerServer::SetServing(bool serving) {
+  for (const char* service : {"", "llm.v1.Generation", "llm.v1.WorkerLoad"}) {
+    SetHealth(service, serving);
+  }
+}
+
+void WorkerServer::WatchdogLoop() {
+  const auto limit = std::chrono::duration_cast<loop::Clock::duration>(
+      std::chrono::duration<double>(config_.watchdog_seconds));
+  bool live = true;
+  std::unique_lock<std::mutex> lock(watchdog_mu_);
+  while (!watchdog_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return watchdog_stop_; })) {
+    const loop::Clock::duration age = worker_->EngineIterationAge(loop::Clock::now());
+    const bool now_live = age < limit;
+    if (now_live == live) continue;
+    live = now_live;
+    SetHealth("liveness", live);
+    std::fprintf(
+        stderr, "llm-worker: engine watchdog: %s\n",
+        live ? "the engine is stepping again; live"
+             : absl::StrCat("one engine iteration has run for ",
+                            std::chrono::duration_cast<std::chrono::seconds>(age).count(),
+                            " s (engine.watchdog_seconds ", config_.watchdog_seconds, "); not live")
+                   .c_str());
+  }
+}
+
+void WorkerServer::StopWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_stop_ = true;
+  }
+  watchdog_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
 }
 
 absl::Status WorkerServer::Start() {
@@ -52,7 +89,7 @@ absl::Status WorkerServer::Start() {
   // Routers find a vanished worker by keepalive pings (every 20 s): accept them.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(config_.listen, tls::ServerCredentials(config_.tls), &port_);
   // The transport takes messages up to 4x the configured limit, so that a request over the
   // limit gets INVALID_ARGUMENT from the service (wire_check.h) rather than a bare transport
   // error; beyond that gRPC refuses it with RESOURCE_EXHAUSTED.
@@ -65,7 +102,18 @@ absl::Status WorkerServer::Start() {
   if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen));
   }
+  if (!config_.health_listen.empty()) {
+    grpc::ServerBuilder hb;
+    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    hb.AddListeningPort(config_.health_listen, grpc::InsecureServerCredentials(), &health_port_);
+    health_server_ = hb.BuildAndStart();
+    if (health_server_ == nullptr || health_port_ == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("server.health_listen: cannot listen on ", config_.health_listen));
+    }
+  }
   SetServing(false);  // until the model is loaded
+  SetHealth("liveness", true);
 
   LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(config_.backend));
   pool_ = std::move(b.pool);
@@ -93,6 +141,7 @@ absl::Status WorkerServer::Start() {
   metrics_.SetDeviceMonitor(device_monitor_.get());
   metrics_.SetWorker(worker_.get());
   generation_.SetWorker(worker_.get());
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
   SetServing(true);
   return absl::OkStatus();
 }
@@ -106,9 +155,11 @@ bool WorkerServer::Drain() {
     worker_->BeginDrain();
     finished = worker_->WaitIdle(loop::Clock::now() + grace);
   }
+  StopWatchdog();
   if (load_) load_->Stop();
   // Streams still open after the grace period are cancelled.
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
   generation_.SetWorker(nullptr);
   metrics_.SetWorker(nullptr);
   worker_.reset();

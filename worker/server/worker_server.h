@@ -1,12 +1,19 @@
 // llm-worker's server: gRPC (Generation, WorkerLoad, health, reflection) and /metrics around a
-// loop::Worker on the CPU backend. Health stays NOT_SERVING until the model is loaded, and goes
-// NOT_SERVING again when draining starts.
+// loop::Worker. Health (service "") stays NOT_SERVING until the model is loaded, and goes
+// NOT_SERVING again when draining starts; service "liveness" is SERVING unless the engine
+// watchdog finds an iteration older than engine.watchdog_seconds (a hung step). Both are also
+// served on the plaintext server.health_listen port, for Kubernetes probes when server.listen
+// is TLS.
 #ifndef LLM_WORKER_SERVER_WORKER_SERVER_H_
 #define LLM_WORKER_SERVER_WORKER_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "common/thread_pool.h"
@@ -28,6 +35,7 @@ class WorkerServer {
   absl::Status Start();
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  int health_port() const { return health_port_; }
 
   // Health NOT_SERVING, new requests UNAVAILABLE, in-flight streams get up to the grace period,
   // then everything shuts down. Returns true when every stream finished in time.
@@ -35,6 +43,9 @@ class WorkerServer {
 
  private:
   void SetServing(bool serving);
+  void SetHealth(const std::string& service, bool serving);
+  void WatchdogLoop();
+  void StopWatchdog();
 
   WorkerConfig config_;
   WorkerMetrics metrics_;
@@ -44,8 +55,15 @@ class WorkerServer {
   std::unique_ptr<DeviceMonitor> device_monitor_;
   std::unique_ptr<loop::Worker> worker_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // server.health_listen
   int port_ = 0;
   int metrics_port_ = 0;
+  int health_port_ = 0;
+
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;
+  std::thread watchdog_;
 };
 
 }  // namespace llm::server

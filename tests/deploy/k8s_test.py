@@ -1,0 +1,383 @@
+#!/usr/bin/python3
+"""Renders deploy/k8s (base, overlays, cert-manager) and checks every object.
+
+Run with /usr/bin/python3 (Debian's python3-kubernetes and python3-yaml; see deploy_util.py).
+
+1. Schema: each object of a built-in kind is walked against the typed models of the Kubernetes
+   Python client (openapi_types / attribute_map): an unknown field anywhere (a typo, a wrong
+   nesting) or a value of the wrong type fails, and the client deserializes it with its own
+   validation. Custom resources (Prometheus Operator, cert-manager) have no typed model and are
+   checked against small allow-lists of their fields.
+2. Wiring: selectors match pods, Service ports name container ports, probes use the health
+   port, the configuration file passed by --config exists and holds only known keys, the files
+   it names are mounted, the grace period covers preStop + drain, the security context holds.
+3. Overlay shape: GPU and TLS in gpu, CPU and plaintext in cpu-demo.
+"""
+
+import sys
+import unittest
+
+import deploy_util
+from deploy_util import K8S, REPO, flatten_keys, kustomize, load_yaml
+
+try:
+    import kubernetes.client as k8s_models
+    from kubernetes.client import ApiClient
+except ImportError:
+    sys.exit(
+        f"{__file__}: cannot import kubernetes: install the Debian package python3-kubernetes "
+        "and run the tests with /usr/bin/python3"
+    )
+
+# python3-kubernetes 22.6 (Debian 12) models Kubernetes 1.22, which predates two things the
+# manifests use. Both are handled here explicitly rather than by skipping the check:
+# - gRPC probes (Probe.grpc, GA in Kubernetes 1.27): V1Probe lacks the field, so exactly that
+#   field is allowed and checked by hand (GRPC_ACTION_FIELDS).
+# - autoscaling/v2 (GA in 1.23): its HorizontalPodAutoscaler has the same schema as v2beta2
+#   for every field used here, so it is checked against the v2beta2 models.
+EXTRA_FIELDS = {"V1Probe": {"grpc"}}
+GRPC_ACTION_FIELDS = {"port": int, "service": str}
+MODEL_ALIASES = {("autoscaling/v2", "HorizontalPodAutoscaler"): "V2beta2HorizontalPodAutoscaler"}
+
+# Custom resources: allowed fields of spec (and of its nested parts).
+CRD_FIELDS = {
+    "ServiceMonitor": {
+        "spec": {"jobLabel", "selector", "endpoints", "namespaceSelector", "targetLabels"},
+        "endpoint": {"port", "interval", "path", "scheme", "scrapeTimeout", "relabelings"},
+    },
+    "PrometheusRule": {
+        "spec": {"groups"},
+        "group": {"name", "interval", "rules"},
+        "rule": {"record", "alert", "expr", "for", "labels", "annotations"},
+    },
+    "Issuer": {"spec": {"selfSigned", "ca"}},
+    "Certificate": {
+        "spec": {
+            "secretName", "commonName", "isCA", "duration", "renewBefore", "privateKey",
+            "usages", "dnsNames", "issuerRef",
+        },
+    },
+}
+
+# Configuration keys added with the TLS and health-port change that deploy/config/*.yaml
+# (the output of --print-config) may not list yet.
+NEW_KEYS = {
+    "worker": {
+        "server.health_listen", "engine.watchdog_seconds", "tls.cert_file", "tls.key_file",
+        "tls.client_ca_file", "tls.reload_seconds",
+    },
+    "router": {
+        "router.health_listen", "tls.cert_file", "tls.key_file", "tls.client_ca_file",
+        "tls.reload_seconds", "upstream_tls.ca_file", "upstream_tls.cert_file",
+        "upstream_tls.key_file", "upstream_tls.server_name", "auth.token_file",
+    },
+}
+FILE_KEYS = {
+    "tls.cert_file", "tls.key_file", "tls.client_ca_file", "upstream_tls.ca_file",
+    "upstream_tls.cert_file", "upstream_tls.key_file", "auth.token_file",
+}
+HEALTH_PORT = 50052
+PRIMITIVES = {"str": (str,), "int": (int,), "bool": (bool,), "float": (int, float)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema
+
+
+def model_problems(value, type_name, where):
+    """Fields of `value` unknown to the client model `type_name`, and values of a wrong type."""
+    if type_name == "object":  # IntOrString and free-form fields
+        return []
+    if type_name.startswith("list["):
+        if not isinstance(value, list):
+            return [f"{where}: expected a list"]
+        inner = type_name[5:-1]
+        return [p for i, v in enumerate(value) for p in model_problems(v, inner, f"{where}[{i}]")]
+    if type_name.startswith("dict("):
+        if not isinstance(value, dict):
+            return [f"{where}: expected a mapping"]
+        inner = type_name[5:-1].split(", ", 1)[1]
+        return [p for k, v in value.items() for p in model_problems(v, inner, f"{where}.{k}")]
+    if type_name in PRIMITIVES:
+        ok = isinstance(value, PRIMITIVES[type_name]) and (
+            type_name == "bool" or not isinstance(value, bool))
+        return [] if ok else [f"{where}: {value!r} is not a {type_name}"]
+    model = getattr(k8s_models, type_name)
+    if not isinstance(value, dict):
+        return [f"{where}: expected a {type_name} mapping"]
+    json_to_attr = {json: attr for attr, json in model.attribute_map.items()}
+    problems = []
+    for key, sub in value.items():
+        here = f"{where}.{key}"
+        if key in EXTRA_FIELDS.get(type_name, ()):
+            problems += grpc_action_problems(sub, here)
+        elif key not in json_to_attr:
+            problems.append(f"{here}: unknown field of {type_name}")
+        else:
+            problems += model_problems(sub, model.openapi_types[json_to_attr[key]], here)
+    return problems
+
+
+def grpc_action_problems(value, where):
+    if not isinstance(value, dict) or "port" not in value:
+        return [f"{where}: a gRPC probe needs a port"]
+    problems = [f"{where}.{k}: unknown field of a gRPC probe"
+                for k in value if k not in GRPC_ACTION_FIELDS]
+    problems += [f"{where}.{k}: {v!r} is not a {GRPC_ACTION_FIELDS[k].__name__}"
+                 for k, v in value.items()
+                 if k in GRPC_ACTION_FIELDS and not isinstance(v, GRPC_ACTION_FIELDS[k])]
+    return problems
+
+
+def model_name(obj):
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    if (api_version, kind) in MODEL_ALIASES:
+        return MODEL_ALIASES[(api_version, kind)]
+    version = api_version.split("/")[-1]
+    name = version[0].upper() + version[1:] + kind
+    return name if hasattr(k8s_models, name) else None
+
+
+def crd_problems(obj, where):
+    fields = CRD_FIELDS.get(obj["kind"])
+    if fields is None:
+        return [f"{where}: no typed model and no custom-resource check for this kind"]
+    spec = obj.get("spec") or {}
+    problems = [f"{where}.spec.{k}: unknown field" for k in spec if k not in fields["spec"]]
+    for i, endpoint in enumerate(spec.get("endpoints", [])):
+        problems += [f"{where}.spec.endpoints[{i}].{k}: unknown field"
+                     for k in endpoint if k not in fields["endpoint"]]
+    for g, group in enumerate(spec.get("groups", [])):
+        problems += [f"{where}.spec.groups[{g}].{k}: unknown field"
+                     for k in group if k not in fields["group"]]
+        for r, rule in enumerate(group.get("rules", [])):
+            here = f"{where}.spec.groups[{g}].rules[{r}]"
+            problems += [f"{here}.{k}: unknown field" for k in rule if k not in fields["rule"]]
+            if ("record" in rule) == ("alert" in rule) or "expr" not in rule:
+                problems.append(f"{here}: needs expr and one of record or alert")
+    return problems
+
+
+def schema_problems(objects):
+    problems = []
+    for obj in objects:
+        where = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
+        name = model_name(obj)
+        if name is None:
+            problems += crd_problems(obj, where)
+            continue
+        problems += model_problems(obj, name, where)
+        try:  # the client's own deserialization, with its required-field validation
+            ApiClient()._ApiClient__deserialize(obj, name)
+        except (ValueError, TypeError) as e:
+            problems.append(f"{where}: the client cannot deserialize it: {e}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Wiring
+
+
+def by_kind(objects, kind):
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects, kind, name_part):
+    found = [o for o in by_kind(objects, kind) if name_part in o["metadata"]["name"]]
+    assert len(found) == 1, f"expected one {kind} named *{name_part}*, found {len(found)}"
+    return found[0]
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def pod_config(objects, deployment):
+    """(file name, parsed YAML, mounted paths) of the configuration a Deployment runs with."""
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    args = container["args"]
+    assert args[:1] == ["--config"] and args[1].startswith("/etc/llm/"), \
+        f"{deployment['metadata']['name']}: args must be --config /etc/llm/FILE, got {args}"
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/llm")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    files, config_map = set(), None
+    for source in volume["projected"]["sources"]:
+        kind = "configMap" if "configMap" in source else "secret"
+        ref = source[kind]
+        if kind == "configMap":
+            config_map = next(c for c in by_kind(objects, "ConfigMap")
+                              if c["metadata"]["name"] == ref["name"])
+            files |= {f"/etc/llm/{key}" for key in config_map["data"]}
+        else:
+            files |= {f"/etc/llm/{item['path']}" for item in ref["items"]}
+    assert config_map is not None, f"{deployment['metadata']['name']}: no ConfigMap in /etc/llm"
+    name = args[1][len("/etc/llm/"):]
+    assert name in config_map["data"], f"--config {args[1]}: not in ConfigMap " \
+        f"{config_map['metadata']['name']} (keys {sorted(config_map['data'])})"
+    return name, deploy_util.yaml.safe_load(config_map["data"][name]), files
+
+
+def check_wiring(test, objects, namespace):
+    deployments = by_kind(objects, "Deployment")
+    pods = {d["metadata"]["name"]: d["spec"]["template"] for d in deployments}
+    for d in deployments:
+        name, tmpl = d["metadata"]["name"], d["spec"]["template"]
+        test.assertTrue(selects(d["spec"]["selector"]["matchLabels"], tmpl["metadata"]["labels"]),
+                        f"{name}: selector does not match its pod labels")
+        check_pod(test, objects, d)
+    for svc in by_kind(objects, "Service"):
+        targets = [p for p in pods.values()
+                   if selects(svc["spec"]["selector"], p["metadata"]["labels"])]
+        test.assertEqual(len(targets), 1, f"Service {svc['metadata']['name']} must select one "
+                         "Deployment's pods")
+        port_names = {p["name"] for p in targets[0]["spec"]["containers"][0]["ports"]}
+        for port in svc["spec"]["ports"]:
+            test.assertIn(port["targetPort"], port_names,
+                          f"Service {svc['metadata']['name']}: no container port "
+                          f"{port['targetPort']}")
+    for kind in ("PodDisruptionBudget", "NetworkPolicy"):
+        for obj in by_kind(objects, kind):
+            sel = (obj["spec"].get("selector") or obj["spec"].get("podSelector"))["matchLabels"]
+            test.assertTrue(any(selects(sel, p["metadata"]["labels"]) for p in pods.values()),
+                            f"{kind} {obj['metadata']['name']} selects no pod")
+    for hpa in by_kind(objects, "HorizontalPodAutoscaler"):
+        test.assertIn(hpa["spec"]["scaleTargetRef"]["name"], pods,
+                      f"HPA {hpa['metadata']['name']}: no such Deployment")
+    for sm in by_kind(objects, "ServiceMonitor"):
+        services = [s for s in by_kind(objects, "Service")
+                    if selects(sm["spec"]["selector"]["matchLabels"], s["metadata"]["labels"])]
+        test.assertEqual(len(services), 1, f"ServiceMonitor {sm['metadata']['name']} must "
+                         "select one Service")
+        test.assertIn(sm["spec"]["jobLabel"], services[0]["metadata"]["labels"])
+        for endpoint in sm["spec"]["endpoints"]:
+            test.assertIn(endpoint["port"], {p["name"] for p in services[0]["spec"]["ports"]})
+    # The routers discover the workers through the headless Service.
+    headless = one(objects, "Service", "worker-headless")
+    test.assertEqual(headless["spec"]["clusterIP"], "None")
+    test.assertFalse(headless["spec"]["publishNotReadyAddresses"])
+    _, router_config, _ = pod_config(objects, one(objects, "Deployment", "router"))
+    host, port = router_config["discovery"]["dns"].rsplit(":", 1)
+    short = headless["metadata"]["name"]
+    allowed = {short} if namespace is None else {f"{short}.{namespace}.svc.cluster.local"}
+    test.assertIn(host, allowed, "discovery.dns must name the headless Service")
+    test.assertEqual(int(port), next(p["port"] for p in headless["spec"]["ports"]
+                                     if p["name"] == "grpc"))
+
+
+def check_pod(test, objects, deployment):
+    name = deployment["metadata"]["name"]
+    role = "worker" if "worker" in name else "router"
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    # Security.
+    test.assertTrue(pod["securityContext"]["runAsNonRoot"], f"{name}: runAsNonRoot")
+    test.assertNotEqual(pod["securityContext"].get("runAsUser", 0), 0, f"{name}: runAsUser")
+    sc = container["securityContext"]
+    test.assertTrue(sc["readOnlyRootFilesystem"], f"{name}: readOnlyRootFilesystem")
+    test.assertFalse(sc["allowPrivilegeEscalation"], f"{name}: allowPrivilegeEscalation")
+    test.assertEqual(sc["capabilities"]["drop"], ["ALL"], f"{name}: drop ALL capabilities")
+    test.assertFalse(pod["automountServiceAccountToken"])
+    # Probes: native gRPC on the plaintext health port.
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    test.assertEqual(ports["health"], HEALTH_PORT)
+    expected = {"startupProbe": "", "readinessProbe": "",
+                "livenessProbe": "liveness" if role == "worker" else ""}
+    for probe, service in expected.items():
+        test.assertEqual(container[probe]["grpc"], {"port": HEALTH_PORT, "service": service},
+                         f"{name}: {probe}")
+    # Configuration: known keys, listen ports as declared, files mounted.
+    file_name, config, mounted = pod_config(objects, deployment)
+    known = flatten_keys(load_yaml(REPO / "deploy" / "config" / file_name)) | NEW_KEYS[role]
+    keys = flatten_keys(config)
+    test.assertEqual(keys - known, set(), f"{name}: unknown keys in {file_name}")
+    section = "server" if role == "worker" else "router"
+    for key, port_name in (("listen", "grpc"), ("metrics_listen", "metrics"),
+                           ("health_listen", "health")):
+        test.assertEqual(int(config[section][key].rsplit(":", 1)[1]), ports[port_name],
+                         f"{name}: {section}.{key} vs container port {port_name}")
+    for key in keys & FILE_KEYS:
+        section_name, leaf = key.split(".")
+        test.assertIn(config[section_name][leaf], mounted, f"{name}: {key} is not mounted")
+    # Termination: preStop sleep, then a drain that must end before the kubelet's SIGKILL.
+    sleep = container["lifecycle"]["preStop"]["exec"]["command"]
+    test.assertEqual(sleep[0], "sleep")
+    drain = config[section].get("drain_grace_seconds", 30)
+    test.assertGreater(pod["terminationGracePeriodSeconds"], int(sleep[1]) + drain,
+                       f"{name}: terminationGracePeriodSeconds <= preStop + drain grace")
+    test.assertEqual(deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"], 0)
+    if role == "router":
+        test.assertIn("cpu", container["resources"]["requests"],
+                      "the router HPA on CPU utilization needs a CPU request")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+
+class KustomizeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.rendered = {name: kustomize(K8S / path) for name, path in (
+            ("base", "base"), ("cpu-demo", "overlays/cpu-demo"), ("gpu", "overlays/gpu"),
+            ("cert-manager", "cert-manager"))}
+
+    def test_schema(self):
+        for name, objects in self.rendered.items():
+            with self.subTest(name):
+                self.assertTrue(objects, f"{name} renders nothing")
+                self.assertEqual(schema_problems(objects), [])
+
+    def test_wiring(self):
+        for name, namespace in (("base", None), ("cpu-demo", "llm-demo"), ("gpu", "llm")):
+            with self.subTest(name):
+                check_wiring(self, self.rendered[name], namespace)
+
+    def test_base_kinds(self):
+        kinds = {o["kind"] for o in self.rendered["base"]}
+        self.assertEqual(kinds, {
+            "ConfigMap", "Deployment", "Service", "PodDisruptionBudget",
+            "HorizontalPodAutoscaler", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"})
+
+    def test_worker_autoscaling_on_queue_depth(self):
+        hpa = one(self.rendered["gpu"], "HorizontalPodAutoscaler", "worker")
+        metric = hpa["spec"]["metrics"][0]
+        self.assertEqual(metric["type"], "Pods")
+        self.assertEqual(metric["pods"]["metric"]["name"], "llm_num_requests_waiting")
+        self.assertEqual(metric["pods"]["target"]["type"], "AverageValue")
+
+    def test_gpu_overlay(self):
+        objects = self.rendered["gpu"]
+        worker = one(objects, "Deployment", "worker")
+        pod = worker["spec"]["template"]["spec"]
+        self.assertEqual(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1")
+        startup = pod["containers"][0]["startupProbe"]
+        self.assertGreaterEqual(startup["periodSeconds"] * startup["failureThreshold"], 600,
+                                "GPU model load needs 10 minutes of startup probe")
+        _, config, _ = pod_config(objects, worker)
+        self.assertEqual(config["engine"]["backend"], "cuda")
+        self.assertEqual(set(config["tls"]), {"cert_file", "key_file", "client_ca_file"})
+        _, router, _ = pod_config(objects, one(objects, "Deployment", "router"))
+        self.assertEqual(set(router["upstream_tls"]),
+                         {"ca_file", "cert_file", "key_file", "server_name"})
+        self.assertIn("token_file", router["auth"])
+        for d in by_kind(objects, "Deployment"):
+            for source in d["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"]:
+                if "secret" in source:
+                    self.assertFalse(source["secret"].get("optional", False),
+                                     f"{d['metadata']['name']}: TLS Secrets are required here")
+
+    def test_cpu_demo_overlay(self):
+        objects = self.rendered["cpu-demo"]
+        worker = one(objects, "Deployment", "worker")
+        self.assertNotIn("nvidia.com/gpu", str(worker))
+        _, config, _ = pod_config(objects, worker)
+        self.assertEqual(config["engine"]["backend"], "cpu")
+        self.assertEqual(config["model"]["path"], "random:tiny")
+        self.assertNotIn("tls", config)
+        _, router, _ = pod_config(objects, one(objects, "Deployment", "router"))
+        self.assertFalse({"tls", "upstream_tls", "auth"} & set(router))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
