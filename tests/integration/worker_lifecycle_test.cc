@@ -153,5 +153,33 @@ TEST(WorkerLifecycleTest, StreamsStillOpenAfterTheGracePeriodAreEnded) {
   EXPECT_EQ(w->process().WaitExit(10000), 0) << w->process().Output();
 }
 
+TEST(WorkerLifecycleTest, AHungStepFailsLivenessUntilTheEngineStepsAgain) {
+  LLM_REQUIRE_SHARED(kModel);
+  // Every step takes 2.5 s against a 1 s watchdog: a stand-in for a hung kernel.
+  auto w =
+      WorkerProcess::Start(kModel, {"--engine.extra_step_ms", "2500", "--engine.watchdog_seconds",
+                                    "1", "--server.health_listen", "127.0.0.1:0"});
+  const std::string line = w->process().WaitForLine("health (plaintext) on port", 10000);
+  ASSERT_FALSE(line.empty()) << w->process().Output();
+  auto health = grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(std::atoi(line.c_str() + line.find("on port") + 8)),
+      grpc::InsecureChannelCredentials());
+  ASSERT_EQ(llm::testing::HealthStatus(health, "liveness"), 1);
+  ASSERT_EQ(llm::testing::HealthStatus(health), 1);  // ready
+
+  std::thread call([&] { (void)Generate(*w->generation(), GreedyRequest("Once", 2), 60000); });
+  auto wait_for = [&](int status) {
+    for (int i = 0; i < 100; ++i) {
+      if (llm::testing::HealthStatus(health, "liveness") == status) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  EXPECT_TRUE(wait_for(2)) << "liveness should go NOT_SERVING during a 2.5 s step";
+  call.join();
+  EXPECT_TRUE(wait_for(1)) << "liveness should come back once the engine is idle";
+  EXPECT_THAT(w->process().Output(), HasSubstr("engine watchdog"));
+}
+
 }  // namespace
 }  // namespace llm
