@@ -18,7 +18,14 @@ build_packages=(
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv python3-pip
   prometheus nginx openssl
+  yamllint python3-kubernetes python3-yaml
 )
+# tests/deploy renders deploy/k8s with `kubectl kustomize`. Debian's kubernetes-client has an old
+# kubectl (1.20, whose kustomize the overlays are written for too); add it only when neither
+# kubectl nor kustomize is present, so that a newer kubectl is never shadowed.
+if ! command -v kubectl >/dev/null && ! command -v kustomize >/dev/null; then
+  test_packages+=(kubernetes-client)
+fi
 
 only_build=0
 [[ "${1:-}" == "--build" ]] && only_build=1

@@ -1,7 +1,8 @@
 # llm-worker image. Build from the repository root (the context must be the whole checkout):
 #
 #   docker build -f deploy/docker/worker.Dockerfile -t llm-worker:0.1.0 .
-#   docker build -f deploy/docker/worker.Dockerfile --build-arg WITH_CUDA=0 -t llm-worker:0.1.0-cpu .
+#   docker build -f deploy/docker/worker.Dockerfile --build-arg WITH_CUDA=0 \
+#     -t llm-worker:0.1.0-cpu .
 #
 # Why Debian and not an nvidia/cuda base: the binaries link Debian 12's gRPC, protobuf, abseil,
 # yaml-cpp and prometheus-cpp, which the Ubuntu-based CUDA images do not carry in the same
@@ -16,18 +17,20 @@
 # which needs driver 580 or later on the nodes). WITH_CUDA=0 builds a CPU-only image.
 ARG CUDA_VERSION=13-0
 ARG WITH_CUDA=1
+# NVIDIA's CUDA repository for Debian 12 (x86_64); its keyring package sets up apt for it.
+ARG CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64
 
 FROM debian:12 AS build
 ARG CUDA_VERSION
 ARG WITH_CUDA
+ARG CUDA_REPO
 WORKDIR /src
 # NVIDIA's CUDA repository for Debian 12: nvcc, the CUDA runtime (static) and cuBLAS headers.
 RUN set -eux; \
     if [ "$WITH_CUDA" = 1 ]; then \
       apt-get update; \
       apt-get install -y --no-install-recommends ca-certificates curl; \
-      curl -fsSLo /tmp/cuda-keyring.deb \
-        https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb; \
+      curl -fsSLo /tmp/cuda-keyring.deb "$CUDA_REPO/cuda-keyring_1.1-1_all.deb"; \
       dpkg -i /tmp/cuda-keyring.deb; \
       apt-get update; \
       apt-get install -y --no-install-recommends \
@@ -43,7 +46,8 @@ RUN set -eux; \
     rm -rf build; \
     cuda_flags="-DLLM_ENABLE_CUDA=OFF"; \
     if [ "$WITH_CUDA" = 1 ]; then \
-      cuda_flags="-DLLM_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=$(ls -d /usr/local/cuda-*/bin/nvcc | head -n1)"; \
+      nvcc="$(ls -d /usr/local/cuda-*/bin/nvcc | head -n1)"; \
+      cuda_flags="-DLLM_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc"; \
     fi; \
     scripts/build.sh -DLLM_BUILD_TESTS=OFF $cuda_flags; \
     strip --strip-unneeded build/bin/llm-worker; \
@@ -52,6 +56,7 @@ RUN set -eux; \
 FROM debian:12-slim
 ARG CUDA_VERSION
 ARG WITH_CUDA
+ARG CUDA_REPO
 COPY --from=build /src/runtime-packages.txt /tmp/runtime-packages.txt
 # The Debian libraries the binary links, then (CUDA) cuBLASLt, which lives in the CUDA
 # release's own folder: an ld.so.conf entry makes the loader search it.
@@ -60,8 +65,7 @@ RUN set -eux; \
     apt-get install -y --no-install-recommends ca-certificates $(cat /tmp/runtime-packages.txt); \
     if [ "$WITH_CUDA" = 1 ]; then \
       apt-get install -y --no-install-recommends curl; \
-      curl -fsSLo /tmp/cuda-keyring.deb \
-        https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb; \
+      curl -fsSLo /tmp/cuda-keyring.deb "$CUDA_REPO/cuda-keyring_1.1-1_all.deb"; \
       dpkg -i /tmp/cuda-keyring.deb; \
       apt-get update; \
       apt-get install -y --no-install-recommends libcublas-${CUDA_VERSION}; \

@@ -52,11 +52,10 @@ def stages(path):
 
 def executables():
     """Names of the add_executable targets of the project's CMake files."""
-    names = set()
     sources = [d for d in REPO.iterdir() if d.is_dir() and not d.name.startswith(("build", "."))]
-    for cmake in [REPO / "CMakeLists.txt"] + [c for d in sources for c in d.rglob("CMakeLists.txt")]:
-        names |= set(re.findall(r"add_executable\(\s*([\w-]+)", cmake.read_text()))
-    return names
+    files = [REPO / "CMakeLists.txt"] + [c for d in sources for c in d.rglob("CMakeLists.txt")]
+    return {name for f in files
+            for name in re.findall(r"add_executable\(\s*([\w-]+)", f.read_text())}
 
 
 class DockerfileTest(unittest.TestCase):

@@ -16,7 +16,6 @@ package prometheus).
 import re
 import tempfile
 import unittest
-from pathlib import Path
 
 import deploy_util
 from deploy_util import HELM, K8S, PROMETHEUS, REPO, kustomize, load_yaml, require_tool, run
