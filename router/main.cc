@@ -12,17 +12,9 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  for (const auto& a : args) {
-    if (a == "--print-config") {
-      std::printf("# llm-router configuration: every key with its default.\n%s",
-                  llm::router::RouterConfigSchema().DefaultsYaml("").c_str());
-      return 0;
-    }
-    if (a == "--help" || a == "-h") {
-      std::printf("usage: llm-router [--config FILE] [--key value ...] | --print-config\nkeys:\n%s",
-                  llm::router::RouterConfigSchema().Help().c_str());
-      return 0;
-    }
+  if (auto rc =
+          llm::config::HandleInfoFlags(llm::router::RouterConfigSchema(), "llm-router", args, "")) {
+    return *rc;
   }
   sigset_t signals;
   sigemptyset(&signals);

@@ -8,9 +8,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <thread>
+
+#include "nlohmann/json.hpp"
 
 namespace llm::testing {
 
@@ -147,6 +150,16 @@ std::vector<TimedResult> GenerateConcurrently(const std::vector<llm::v1::Generat
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return remaining == 0; });
   return results;
+}
+
+Golden LoadGolden() {
+  std::ifstream f(SharedPath("golden/tinystories-656k.jsonl"));
+  std::string line;
+  std::getline(f, line);
+  const auto j = nlohmann::json::parse(line);
+  const std::string prompt = j["prompt"];
+  return {prompt, j["text"].get<std::string>().substr(prompt.size()),
+          j["generated_ids"].get<std::vector<int32_t>>()};
 }
 
 GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::GenerateRequest& request,

@@ -76,6 +76,14 @@ GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::Generate
 
 llm::v1::GenerateRequest GreedyRequest(const std::string& text, uint32_t max_tokens);
 
+// The first case of ../shared/golden/tinystories-656k.jsonl: its prompt, the greedy completion
+// (text after the prompt) and the completion's ids.
+struct Golden {
+  std::string prompt, completion;
+  std::vector<int32_t> ids;
+};
+Golden LoadGolden();
+
 // One call of GenerateConcurrently: what it returned and when (steady clock).
 struct TimedResult : GenerateResult {
   std::chrono::steady_clock::time_point first_message{};  // epoch when none came

@@ -12,17 +12,9 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  for (const auto& a : args) {
-    if (a == "--print-config") {
-      std::printf("# llm-worker configuration: every key with its default.\n%s",
-                  llm::server::WorkerConfigSchema().DefaultsYaml("/models/MODEL").c_str());
-      return 0;
-    }
-    if (a == "--help" || a == "-h") {
-      std::printf("usage: llm-worker [--config FILE] [--key value ...] | --print-config\nkeys:\n%s",
-                  llm::server::WorkerConfigSchema().Help().c_str());
-      return 0;
-    }
+  if (auto rc = llm::config::HandleInfoFlags(llm::server::WorkerConfigSchema(), "llm-worker", args,
+                                             "/models/MODEL")) {
+    return *rc;
   }
   // Signals are taken by sigwait below; every thread started later inherits the mask.
   sigset_t signals;

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -247,6 +248,24 @@ std::string ConfigValues::Describe() const {
     absl::StrAppend(&out, "  ", key, ": ", value, " (", sources_.at(key), ")\n");
   }
   return out;
+}
+
+std::optional<int> HandleInfoFlags(const ConfigSchema& schema, const std::string& program,
+                                   const std::vector<std::string>& args,
+                                   const std::string& placeholder) {
+  for (const auto& a : args) {
+    if (a == "--print-config") {
+      std::printf("# %s configuration: every key with its default.\n%s", program.c_str(),
+                  schema.DefaultsYaml(placeholder).c_str());
+      return 0;
+    }
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: %s [--config FILE] [--key value ...] | --print-config\nkeys:\n%s",
+                  program.c_str(), schema.Help().c_str());
+      return 0;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace llm::config

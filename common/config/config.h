@@ -80,6 +80,13 @@ class ConfigValues {
   std::map<std::string, std::string> sources_;
 };
 
+// The informational flags of a server's main(): with --print-config, prints every key of
+// `schema` with its default as YAML (`placeholder` for required keys); with --help or -h, the
+// usage line and the keys. Returns the exit code when one of them was given, nullopt otherwise.
+std::optional<int> HandleInfoFlags(const ConfigSchema& schema, const std::string& program,
+                                   const std::vector<std::string>& args,
+                                   const std::string& placeholder);
+
 }  // namespace llm::config
 
 #endif  // LLM_COMMON_CONFIG_CONFIG_H_

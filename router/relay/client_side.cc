@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "router/relay/grpc_wire.h"
+#include "router/relay/h2_util.h"
 #include "router/relay/relay_internal.h"
 #include "router/relay/security.h"
 
@@ -14,12 +15,6 @@ namespace {
 
 constexpr char kGenerationPrefix[] = "/llm.v1.Generation/";
 
-nghttp2_nv Nv(const std::string& name, const std::string& value) {
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                    value.size(), NGHTTP2_NV_FLAG_NONE};
-}
-
 bool HopByHop(std::string_view name) {
   return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
          name == "transfer-encoding" || name == "upgrade" || name == "host";
@@ -28,26 +23,6 @@ bool HopByHop(std::string_view name) {
 ssize_t ReadResponseCallback(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
                              uint32_t* data_flags, nghttp2_data_source* source, void*) {
   return static_cast<DownStream*>(source->ptr)->ReadResponse(buf, length, data_flags);
-}
-
-const nghttp2_session_callbacks* ServerCallbacks(
-    int (*begin)(nghttp2_session*, const nghttp2_frame*, void*),
-    int (*header)(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t, const uint8_t*,
-                  size_t, uint8_t, void*),
-    int (*frame)(nghttp2_session*, const nghttp2_frame*, void*),
-    int (*chunk)(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*),
-    int (*close)(nghttp2_session*, int32_t, uint32_t, void*)) {
-  static nghttp2_session_callbacks* cbs = [&] {
-    nghttp2_session_callbacks* c;
-    nghttp2_session_callbacks_new(&c);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(c, begin);
-    nghttp2_session_callbacks_set_on_header_callback(c, header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(c, frame);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(c, chunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(c, close);
-    return c;
-  }();
-  return cbs;
 }
 
 }  // namespace
@@ -425,11 +400,14 @@ ClientConnection::ClientConnection(LoopContext* ctx, int fd, SSL* ssl)
       ctx_(ctx),
       lane_(ctx->next_lane++ %
             static_cast<uint32_t>(std::max(1, ctx->options->proxy.upstream_connections))) {
+  static const nghttp2_session_callbacks* const callbacks =
+      MakeCallbacks({.begin_headers = &OnBeginHeaders,
+                     .header = &OnHeader,
+                     .frame_recv = &OnFrameRecv,
+                     .data_chunk = &OnDataChunk,
+                     .stream_close = &OnStreamClose});
   nghttp2_session* session;
-  nghttp2_session_server_new(
-      &session,
-      ServerCallbacks(&OnBeginHeaders, &OnHeader, &OnFrameRecv, &OnDataChunk, &OnStreamClose),
-      this);
+  nghttp2_session_server_new(&session, callbacks, this);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 100000},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},

@@ -10,18 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "router/relay/grpc_wire.h"
+#include "router/relay/h2_util.h"
 #include "router/relay/relay_internal.h"
 #include "router/relay/security.h"
 
 namespace llm::router::relay {
 
 namespace {
-
-nghttp2_nv Nv(const std::string& name, const std::string& value) {
-  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                    value.size(), NGHTTP2_NV_FLAG_NONE};
-}
 
 // gRPC's mapping of an HTTP status to a status code (PROTOCOL-HTTP2.md).
 int GrpcCodeForHttp(int http) {
@@ -67,24 +62,6 @@ ssize_t ReadRequestCallback(nghttp2_session*, int32_t, uint8_t* buf, size_t leng
     return 0;
   }
   return NGHTTP2_ERR_DEFERRED;
-}
-
-const nghttp2_session_callbacks* ClientCallbacks(
-    int (*header)(nghttp2_session*, const nghttp2_frame*, const uint8_t*, size_t, const uint8_t*,
-                  size_t, uint8_t, void*),
-    int (*frame)(nghttp2_session*, const nghttp2_frame*, void*),
-    int (*chunk)(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*),
-    int (*close)(nghttp2_session*, int32_t, uint32_t, void*)) {
-  static nghttp2_session_callbacks* cbs = [&] {
-    nghttp2_session_callbacks* c;
-    nghttp2_session_callbacks_new(&c);
-    nghttp2_session_callbacks_set_on_header_callback(c, header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(c, frame);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(c, chunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(c, close);
-    return c;
-  }();
-  return cbs;
 }
 
 const nghttp2_option* ClientOptions() {
@@ -217,10 +194,13 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
                  ? security->NewUpstreamSsl(host)
                  : nullptr;
   auto* c = new UpstreamConnection(ctx, fd, ssl, address, key);
+  static const nghttp2_session_callbacks* const callbacks =
+      MakeCallbacks({.header = &OnHeader,
+                     .frame_recv = &OnFrameRecv,
+                     .data_chunk = &OnDataChunk,
+                     .stream_close = &OnStreamClose});
   nghttp2_session* session;
-  nghttp2_session_client_new2(
-      &session, ClientCallbacks(&OnHeader, &OnFrameRecv, &OnDataChunk, &OnStreamClose), c,
-      ClientOptions());
+  nghttp2_session_client_new2(&session, callbacks, c, ClientOptions());
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},

@@ -26,19 +26,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kModel[] = "models/tinystories-656k";
 
-struct Golden {
-  std::string prompt, completion;
-  std::vector<int32_t> ids;
-};
-
-Golden LoadGolden() {
-  std::ifstream f(llm::testing::SharedPath("golden/tinystories-656k.jsonl"));
-  std::string line;
-  std::getline(f, line);
-  const auto j = nlohmann::json::parse(line);
-  const std::string text = j["text"], prompt = j["prompt"];
-  return {prompt, text.substr(prompt.size()), j["generated_ids"].get<std::vector<int32_t>>()};
-}
+using llm::testing::Golden;
+using llm::testing::LoadGolden;
 
 std::string Join(const std::vector<std::unique_ptr<WorkerProcess>>& workers) {
   std::string s;

@@ -149,11 +149,7 @@ class SecurityTest : public ::testing::Test {
     pki_->MakeLeaf("client", "ca");
     pki_->MakeLeaf("stranger", "other-ca");
     std::ofstream(pki_->Path("token")) << kToken << "\n";
-    const std::string golden_path = llm::testing::SharedPath("golden/tinystories-656k.jsonl");
-    std::ifstream g(golden_path);
-    std::string line;
-    std::getline(g, line);
-    prompt_ = nlohmann::json::parse(line)["prompt"];
+    prompt_ = llm::testing::LoadGolden().prompt;
   }
 
   std::vector<std::string> WorkerTls() const {

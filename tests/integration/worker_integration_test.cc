@@ -21,21 +21,8 @@ using ::testing::HasSubstr;
 
 constexpr char kModel[] = "models/tinystories-656k";
 
-struct Golden {
-  std::string prompt;
-  std::string completion;
-  std::vector<int32_t> ids;
-};
-
-Golden LoadGolden() {
-  std::ifstream f(llm::testing::SharedPath("golden/tinystories-656k.jsonl"));
-  std::string line;
-  std::getline(f, line);
-  const auto j = nlohmann::json::parse(line);
-  const std::string prompt = j["prompt"];
-  return {prompt, j["text"].get<std::string>().substr(prompt.size()),
-          j["generated_ids"].get<std::vector<int32_t>>()};
-}
+using llm::testing::Golden;
+using llm::testing::LoadGolden;
 
 // One worker shared by the tests of this suite (each test leaves it idle).
 class WorkerIntegrationTest : public ::testing::Test {
