@@ -21,8 +21,6 @@ struct TlsFiles {
   std::string ca_file;
   std::string server_name;  // client side only
   int reload_seconds = 10;  // how often the files are checked for changes
-
-  bool has_identity() const { return !cert_file.empty(); }
 };
 
 // Server side: TLS is on when cert_file is set. Checks that cert and key come together, that

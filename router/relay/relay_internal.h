@@ -201,7 +201,6 @@ class UpStream {
   int http_status = 0;
   bool cancelled = false;
   size_t request_offset = 0;
-  size_t unconsumed = 0;  // response bytes received and not yet credited back
 
   // Credits `n` response bytes back to the worker (they left for the client).
   void Consume(size_t n);

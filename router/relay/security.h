@@ -50,6 +50,8 @@ class RelaySecurity {
  private:
   struct Loaded;
   explicit RelaySecurity(const SecurityOptions& options);
+  // Modification time, size and inode of every file: what tells a change.
+  std::string Stamps() const;
   absl::Status LoadAll(Loaded* out) const;
 
   const SecurityOptions options_;

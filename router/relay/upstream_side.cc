@@ -81,7 +81,6 @@ const nghttp2_option* ClientOptions() {
 
 void UpStream::Consume(size_t n) {
   if (n == 0) return;
-  unconsumed -= std::min(unconsumed, n);
   nghttp2_session_consume_stream(conn_->session(), stream_id, n);
   conn_->Touch();
 }
@@ -321,7 +320,6 @@ int UpstreamConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t s
     nghttp2_session_consume_stream(session, stream_id, len);
     return 0;
   }
-  up->unconsumed += len;
   if (up->down_ != nullptr) {
     up->down_->OnUpstreamData(data, len);
   } else {

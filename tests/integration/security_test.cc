@@ -33,60 +33,38 @@ class Pki {
 
   // name.crt / name.key: a self-signed CA.
   void MakeCa(const std::string& name) {
-    Run({"/usr/bin/openssl",
-         "req",
-         "-x509",
-         "-newkey",
-         "ec",
-         "-pkeyopt",
-         "ec_paramgen_curve:prime256v1",
-         "-nodes",
-         "-keyout",
-         Path(name + ".key"),
-         "-out",
-         Path(name + ".crt"),
-         "-subj",
-         "/CN=" + name,
-         "-days",
-         "2",
-         "-addext",
-         "basicConstraints=critical,CA:TRUE",
-         "-addext",
-         "keyUsage=critical,keyCertSign,cRLSign"});
+    Make(name, {"-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign"});
   }
   // name.crt / name.key signed by `ca`, valid for DNS names llm-worker and llm-router and for
   // 127.0.0.1.
   void MakeLeaf(const std::string& name, const std::string& ca) {
-    Run({"/usr/bin/openssl",
-         "req",
-         "-x509",
-         "-newkey",
-         "ec",
-         "-pkeyopt",
-         "ec_paramgen_curve:prime256v1",
-         "-nodes",
-         "-keyout",
-         Path(name + ".key"),
-         "-out",
-         Path(name + ".crt"),
-         "-subj",
-         "/CN=" + name,
-         "-days",
-         "2",
-         "-CA",
-         Path(ca + ".crt"),
-         "-CAkey",
-         Path(ca + ".key"),
-         "-addext",
-         "subjectAltName=DNS:llm-worker,DNS:llm-router,IP:127.0.0.1",
-         "-addext",
-         "basicConstraints=critical,CA:FALSE",
-         "-addext",
-         "extendedKeyUsage=serverAuth,clientAuth"});
+    Make(name, {"-CA", Path(ca + ".crt"), "-CAkey", Path(ca + ".key"), "-addext",
+                "subjectAltName=DNS:llm-worker,DNS:llm-router,IP:127.0.0.1", "-addext",
+                "basicConstraints=critical,CA:FALSE", "-addext",
+                "extendedKeyUsage=serverAuth,clientAuth"});
   }
 
  private:
-  void Run(const std::vector<std::string>& argv) {
+  // A P-256 key and a certificate for CN=name, valid two days, with `extra` openssl arguments.
+  void Make(const std::string& name, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {"/usr/bin/openssl",
+                                     "req",
+                                     "-x509",
+                                     "-newkey",
+                                     "ec",
+                                     "-pkeyopt",
+                                     "ec_paramgen_curve:prime256v1",
+                                     "-nodes",
+                                     "-keyout",
+                                     Path(name + ".key"),
+                                     "-out",
+                                     Path(name + ".crt"),
+                                     "-subj",
+                                     "/CN=" + name,
+                                     "-days",
+                                     "2"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
     const auto r = RunCommand(argv);
     ASSERT_EQ(r.exit_code, 0) << "openssl (Debian package openssl) failed: " << r.err;
   }
