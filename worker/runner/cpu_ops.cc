@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "common/cpu_features.h"
 #include "common/fast_exp.h"
 #include "common/thread_pool.h"
 
@@ -197,14 +198,7 @@ void MatMulPanelsPlain(const float* x, const PackedWeights& w, const float* bias
 // Chosen once per process, so every matrix product of a run takes the same path.
 using MatMulPanelsFn = void (*)(const float*, const PackedWeights&, const float*, float*, size_t,
                                 size_t, size_t);
-MatMulPanelsFn ChooseMatMul() {
-  __builtin_cpu_init();
-  if (std::getenv("LLM_CPU_NO_FMA") == nullptr && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma")) {
-    return MatMulPanelsFma;
-  }
-  return MatMulPanelsPlain;
-}
+MatMulPanelsFn ChooseMatMul() { return CpuHasAvx2Fma() ? MatMulPanelsFma : MatMulPanelsPlain; }
 const MatMulPanelsFn kMatMulPanels = ChooseMatMul();
 
 }  // namespace
@@ -302,7 +296,9 @@ LLM_CLONES void AccumulateValues(const float* p, const float* values, size_t n, 
   }
 }
 
-LLM_CLONES void SiluMul(const float* gate_up, float* out, size_t num_rows, size_t inter) {
+namespace {
+
+void SiluMulPortable(const float* gate_up, float* out, size_t num_rows, size_t inter) {
   for (size_t t = 0; t < num_rows; ++t) {
     const float* g = gate_up + t * 2 * inter;
     const float* u = g + inter;
@@ -311,15 +307,77 @@ LLM_CLONES void SiluMul(const float* gate_up, float* out, size_t num_rows, size_
   }
 }
 
-LLM_CLONES void SoftmaxInPlace(float* x, size_t n) {
-  if (n == 0) return;
+float LaneTree(const float* l) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+void SoftmaxPortable(float* x, size_t n) {
   float m = x[0];
   for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
-  for (size_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - m);
-  float sum = 0.0f;
-  for (size_t i = 0; i < n; ++i) sum += x[i];
-  const float inv = 1.0f / sum;
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = FastExp(x[i] - m);
+    lane[i % 8] += x[i];
+  }
+  const float inv = 1.0f / LaneTree(lane);
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+__attribute__((target("avx2,fma"))) void SiluMulAvx2(const float* gate_up, float* out,
+                                                     size_t num_rows, size_t inter) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  for (size_t t = 0; t < num_rows; ++t) {
+    const float* g = gate_up + t * 2 * inter;
+    const float* u = g + inter;
+    float* o = out + t * inter;
+    size_t i = 0;
+    for (; i + 8 <= inter; i += 8) {
+      const __m256 gv = _mm256_loadu_ps(g + i);
+      const __m256 e = FastExp8(_mm256_xor_ps(gv, sign));
+      const __m256 silu = _mm256_div_ps(gv, _mm256_add_ps(one, e));
+      _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < inter; ++i) o[i] = g[i] / (1.0f + FastExp(-g[i])) * u[i];
+  }
+}
+
+__attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, size_t n) {
+  float m = x[0];
+  for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 acc = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = FastExp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, acc);
+  for (; i < n; ++i) {
+    x[i] = FastExp(x[i] - m);
+    lane[i % 8] += x[i];
+  }
+  const float inv = 1.0f / LaneTree(lane);
+  const __m256 inv_v = _mm256_set1_ps(inv);
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv_v));
+  }
+  for (; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace
+
+void SiluMul(const float* gate_up, float* out, size_t num_rows, size_t inter) {
+  if (CpuHasAvx2Fma()) return SiluMulAvx2(gate_up, out, num_rows, inter);
+  SiluMulPortable(gate_up, out, num_rows, inter);
+}
+
+void SoftmaxInPlace(float* x, size_t n) {
+  if (n == 0) return;
+  if (CpuHasAvx2Fma()) return SoftmaxAvx2(x, n);
+  SoftmaxPortable(x, n);
 }
 
 }  // namespace llm::runner

@@ -81,9 +81,11 @@ void ApplyRope(float* head, const float* cos, const float* sin, size_t head_dim)
 void RopeCosSin(const double* inv_freq, size_t half_dim, int64_t position, float* cos, float* sin);
 
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, inter + i]; gate_up: [num_rows, 2 * inter].
+// silu(g) = g / (1 + FastExp(-g)).
 void SiluMul(const float* gate_up, float* out, size_t num_rows, size_t inter);
 
-// Softmax over n scores in place (max-subtracted), in float.
+// Softmax over n scores in place (max-subtracted), in float; the denominator sums element i in
+// lane i % 8, then the lanes in a fixed tree.
 void SoftmaxInPlace(float* x, size_t n);
 
 }  // namespace llm::runner

@@ -5,21 +5,125 @@
 #include <limits>
 #include <numeric>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "common/cpu_features.h"
 #include "common/fast_exp.h"
 #include "common/philox.h"
 
 namespace llm::sampling {
 namespace {
 
-// probs[i] = exp((logits[i] - max) * inv_temperature); returns their sum.
-__attribute__((target_clones("fma", "default"))) double ExpScaled(const float* logits,
-                                                                  float max_logit,
-                                                                  float inv_temperature,
-                                                                  float* probs, int32_t n) {
-  for (int32_t i = 0; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_temperature);
-  double sum = 0.0;
-  for (int32_t i = 0; i < n; ++i) sum += probs[i];
-  return sum;
+// Partial sums of the probabilities cover kChunk consecutive ids each; the draw finds its chunk
+// from these and scans only inside it.
+constexpr int32_t kChunk = 64;
+
+// The fixed tree over eight lanes that every lane sum below ends with.
+float LaneTree(const float* l) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+// The sum of x[0, n), n <= kChunk: element i goes to lane i % 8, in order, then LaneTree.
+float LaneSum(const float* x, int32_t n) {
+  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int32_t i = 0; i < n; ++i) lane[i % 8] += x[i];
+  return LaneTree(lane);
+}
+
+float MaxPortable(const float* x, int32_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;  // NaN never wins
+  return m;
+}
+
+void ExpChunksPortable(const float* logits, float max_logit, float inv_t, float* probs, int32_t n,
+                       double* chunk_sums) {
+  for (int32_t i = 0; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_t);
+  for (int32_t c = 0; c * kChunk < n; ++c) {
+    chunk_sums[c] = LaneSum(probs + c * kChunk, std::min(kChunk, n - c * kChunk));
+  }
+}
+
+void ChunkSumsPortable(const float* probs, int32_t n, double* chunk_sums) {
+  for (int32_t c = 0; c * kChunk < n; ++c) {
+    chunk_sums[c] = LaneSum(probs + c * kChunk, std::min(kChunk, n - c * kChunk));
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#define LLM_AVX2 __attribute__((target("avx2,fma")))
+
+// Lanes past n read as 0 (adding +0 to a sum of non-negative terms changes nothing).
+LLM_AVX2 __m256 LoadUpTo8(const float* x, int32_t n, float fill) {
+  if (n >= 8) return _mm256_loadu_ps(x);
+  alignas(32) float buf[8];
+  for (int32_t i = 0; i < 8; ++i) buf[i] = i < n ? x[i] : fill;
+  return _mm256_load_ps(buf);
+}
+
+LLM_AVX2 float LaneTree8(__m256 v) {
+  alignas(32) float l[8];
+  _mm256_store_ps(l, v);
+  return LaneTree(l);
+}
+
+LLM_AVX2 float MaxAvx2(const float* x, int32_t n) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  __m256 m = _mm256_set1_ps(neg_inf);
+  for (int32_t i = 0; i < n; i += 8) m = _mm256_max_ps(LoadUpTo8(x + i, n - i, neg_inf), m);
+  alignas(32) float l[8];
+  _mm256_store_ps(l, m);
+  return MaxPortable(l, 8);
+}
+
+LLM_AVX2 void ChunkSumsAvx2(const float* probs, int32_t n, double* chunk_sums) {
+  for (int32_t c = 0; c * kChunk < n; ++c) {
+    const int32_t end = std::min(n, (c + 1) * kChunk);
+    __m256 acc = _mm256_setzero_ps();
+    for (int32_t i = c * kChunk; i < end; i += 8) {
+      acc = _mm256_add_ps(acc, LoadUpTo8(probs + i, end - i, 0.0f));
+    }
+    chunk_sums[c] = LaneTree8(acc);
+  }
+}
+
+LLM_AVX2 void ExpChunksAvx2(const float* logits, float max_logit, float inv_t, float* probs,
+                            int32_t n, double* chunk_sums) {
+  const __m256 m = _mm256_set1_ps(max_logit), s = _mm256_set1_ps(inv_t);
+  int32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 z = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(logits + i), m), s);
+    _mm256_storeu_ps(probs + i, FastExp8(z));
+  }
+  for (; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_t);
+  ChunkSumsAvx2(probs, n, chunk_sums);
+}
+#undef LLM_AVX2
+#endif
+
+// Dispatch: the vector and portable versions give the same bits.
+float MaxOf(const float* x, int32_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (CpuHasAvx2Fma()) return MaxAvx2(x, n);
+#endif
+  return MaxPortable(x, n);
+}
+
+void ExpChunks(const float* logits, float max_logit, float inv_t, float* probs, int32_t n,
+               double* chunk_sums) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (CpuHasAvx2Fma()) return ExpChunksAvx2(logits, max_logit, inv_t, probs, n, chunk_sums);
+#endif
+  ExpChunksPortable(logits, max_logit, inv_t, probs, n, chunk_sums);
+}
+
+void ChunkSums(const float* probs, int32_t n, double* chunk_sums) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (CpuHasAvx2Fma()) return ChunkSumsAvx2(probs, n, chunk_sums);
+#endif
+  ChunkSumsPortable(probs, n, chunk_sums);
 }
 
 }  // namespace
@@ -53,11 +157,12 @@ void ApplyPenalties(std::span<float> logits, const SamplingParams& p, const Pena
 }
 
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
-    if (logits[i] > logits[best]) best = i;
+  const auto n = static_cast<int32_t>(logits.size());
+  const float m = MaxOf(logits.data(), n);
+  for (int32_t i = 0; i < n; ++i) {
+    if (logits[i] == m) return i;
   }
-  return best;
+  return 0;  // empty, or all NaN
 }
 
 SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
@@ -73,21 +178,27 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
     return result;
   }
   const float temperature = p.greedy() ? 1.0f : p.temperature;
+  const float inv_t = 1.0f / temperature;
+  const int32_t num_chunks = (n + kChunk - 1) / kChunk;
 
-  // Log-softmax of logits / temperature: the distribution logprobs report.
-  float max_logit = -std::numeric_limits<float>::infinity();
-  for (float l : logits) max_logit = std::max(max_logit, l);
+  // Probabilities of logits / temperature (unnormalised: the most likely token has 1) and
+  // their sums per chunk of ids; their total is the softmax denominator logprobs report.
+  const float max_logit = MaxOf(logits.data(), n);
   probs_.resize(n);
-  const double sum = ExpScaled(logits.data(), max_logit, 1.0f / temperature, probs_.data(), n);
+  chunk_sums_.resize(num_chunks);
+  ExpChunks(logits.data(), max_logit, inv_t, probs_.data(), n, chunk_sums_.data());
+  double sum = 0.0;
+  for (double c : chunk_sums_) sum += c;
   const double log_sum = std::log(sum);
   auto logprob_of = [&](int32_t id) {
-    return static_cast<float>((logits[id] - max_logit) * (1.0f / temperature) - log_sum);
+    return static_cast<float>((logits[id] - max_logit) * inv_t - log_sum);
   };
 
   if (p.greedy()) {
     result.token_id = Argmax(logits);
   } else {
     // Kept set as a mask over probs_: a dropped token gets probability 0.
+    bool filtered = false;
     if (p.top_k > 0 && p.top_k < n) {
       order_.resize(n);
       std::iota(order_.begin(), order_.end(), 0);
@@ -96,6 +207,7 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
                          return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
                        });
       for (int32_t i = p.top_k; i < n; ++i) probs_[order_[i]] = 0.0f;
+      filtered = true;
     }
     if (p.top_p < 1.0f) {
       order_.clear();
@@ -114,24 +226,42 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
       size_t keep = 0;
       while (keep < order_.size() && (keep == 0 || cum < target)) cum += probs_[order_[keep++]];
       for (size_t i = keep; i < order_.size(); ++i) probs_[order_[i]] = 0.0f;
+      filtered = true;
     }
     if (p.min_p > 0.0f) {
-      const float top = *std::max_element(probs_.begin(), probs_.end());
+      const float top = MaxOf(probs_.data(), n);
       const float threshold = p.min_p * top;
       for (float& q : probs_) {
         if (q < threshold) q = 0.0f;
       }
+      filtered = true;
     }
+    if (filtered) ChunkSums(probs_.data(), n, chunk_sums_.data());
+    // The draw: the chunk where the running total of chunk sums passes u, then the first kept
+    // id inside it where the running total does. Rounding can leave u past a chunk's own
+    // running total or past the end: the last kept id of that chunk, or of all, absorbs it.
     double total = 0.0;
-    for (float q : probs_) total += q;
+    for (double c : chunk_sums_) total += c;
     const double u = UniformDouble(p.seed, counter) * total;
     double cum = 0.0;
+    int32_t chunk = num_chunks - 1;
+    for (int32_t c = 0; c < num_chunks; ++c) {
+      if (chunk_sums_[c] > 0.0 && cum + chunk_sums_[c] > u) {
+        chunk = c;
+        break;
+      }
+      cum += chunk_sums_[c];
+    }
     int32_t chosen = -1;
-    for (int32_t i = 0; i < n; ++i) {
+    const int32_t chunk_end = std::min(n, (chunk + 1) * kChunk);
+    for (int32_t i = chunk * kChunk; i < chunk_end; ++i) {
       if (probs_[i] <= 0.0f) continue;
-      chosen = i;  // the last kept token absorbs rounding at the top end
+      chosen = i;
       cum += probs_[i];
       if (cum > u) break;
+    }
+    for (int32_t i = chunk * kChunk - 1; chosen < 0 && i >= 0; --i) {
+      if (probs_[i] > 0.0f) chosen = i;
     }
     result.token_id = chosen >= 0 ? chosen : Argmax(logits);
   }

@@ -11,7 +11,9 @@
 //      most likely remaining token;
 //   5. u = UniformDouble(seed, counter = number of tokens the request has generated); the
 //      chosen token is the first, in id order, where the cumulative kept mass exceeds
-//      u * total kept mass.
+//      u * total kept mass. Masses are summed per chunk of 64 ids (eight lanes in a fixed tree,
+//      in float), chunks in order in double; the vectorised and portable code give the same
+//      bits, so a token never depends on the CPU, the thread or the batch.
 #ifndef LLM_WORKER_SAMPLING_SAMPLER_H_
 #define LLM_WORKER_SAMPLING_SAMPLER_H_
 
@@ -60,6 +62,7 @@ class Sampler {
 
  private:
   std::vector<float> probs_;
+  std::vector<double> chunk_sums_;  // per 64 ids
   std::vector<int32_t> order_;
 };
 
