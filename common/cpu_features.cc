@@ -1,5 +1,6 @@
 #include "common/cpu_features.h"
 
+#include <atomic>
 #include <cstdlib>
 
 namespace llm {
@@ -15,11 +16,15 @@ bool Detect() {
 #endif
 }
 
+std::atomic<bool> force_portable{false};
+
 }  // namespace
 
 bool CpuHasAvx2Fma() {
   static const bool has = Detect();
-  return has;
+  return has && !force_portable.load(std::memory_order_relaxed);
 }
+
+void ForcePortableCpuPathsForTesting(bool force) { force_portable.store(force); }
 
 }  // namespace llm

@@ -10,6 +10,10 @@ namespace llm {
 // separately (cpu_ops.h).
 bool CpuHasAvx2Fma();
 
+// Tests: while forced, CpuHasAvx2Fma() answers false, so one process can compare each vector
+// path with its portable twin. (The matrix product's choice is fixed at start and ignores it.)
+void ForcePortableCpuPathsForTesting(bool force);
+
 }  // namespace llm
 
 #endif  // LLM_COMMON_CPU_FEATURES_H_

@@ -162,43 +162,50 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
   const int group = c.num_heads / c.num_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int32_t bt = kv.block_tokens();
-  // One work item per (token, query head); each is independent of the others.
+  // One work item per (token, KV head): the query heads sharing that KV head walk its blocks
+  // together, so each block's keys and values are found (and cached) once per group. Every
+  // score and output element is the same chain of operations as for a head on its own.
   const size_t n = batch.token_ids.size();
   auto work = [&](size_t begin, size_t end) {
-    std::vector<float> scores;
+    std::vector<float> scores;  // [group][span]: positions from the first block's start
     for (size_t item = begin; item < end; ++item) {
-      const size_t t = item / c.num_heads;
-      const int head = static_cast<int>(item % c.num_heads);
-      const int kv_head = head / group;
+      const size_t t = item / c.num_kv_heads;
+      const int kv_head = static_cast<int>(item % c.num_kv_heads);
       const SeqChunk& s = batch.seqs[chunk_of_[t]];
       const int32_t pos = positions_[t];
       const int32_t first = c.sliding_window > 0 ? std::max(0, pos - c.sliding_window + 1) : 0;
-      const float* q = &qkv_[t * qkv_dim + head * c.head_dim];
-      scores.resize(pos - first + 1);
-      // Scores block by block: positions [lo, hi) of block b.
-      for (int32_t b = first / bt; b <= pos / bt; ++b) {
-        const int32_t lo = std::max(first, b * bt), hi = std::min(pos + 1, (b + 1) * bt);
-        float block_scores[64];
-        BlockScores(q, kv.Key(layer, s.block_table[b], kv_head), c.head_dim, bt, hi - b * bt, scale,
-                    block_scores);
-        std::memcpy(&scores[lo - first], block_scores + (lo - b * bt), (hi - lo) * sizeof(float));
+      const int32_t b0 = first / bt, b1 = pos / bt;
+      const size_t span = static_cast<size_t>(b1 - b0 + 1) * bt;
+      scores.resize(group * span);
+      const float* q = &qkv_[t * qkv_dim + static_cast<size_t>(kv_head) * group * c.head_dim];
+      for (int32_t b = b0; b <= b1; ++b) {
+        const float* keys = kv.Key(layer, s.block_table[b], kv_head);
+        const int32_t valid = std::min(pos + 1, (b + 1) * bt) - b * bt;
+        for (int g = 0; g < group; ++g) {
+          BlockScores(q + g * c.head_dim, keys, c.head_dim, bt, valid, scale,
+                      &scores[g * span + static_cast<size_t>(b - b0) * bt]);
+        }
       }
-      SoftmaxInPlace(scores.data(), scores.size());
-      float* out = &attn_[t * q_dim + head * c.head_dim];
-      std::fill(out, out + c.head_dim, 0.0f);
-      for (int32_t b = first / bt; b <= pos / bt; ++b) {
+      const size_t lo0 = first - b0 * bt, len = pos - first + 1;
+      for (int g = 0; g < group; ++g) SoftmaxInPlace(&scores[g * span + lo0], len);
+      float* out = &attn_[t * q_dim + static_cast<size_t>(kv_head) * group * c.head_dim];
+      std::fill(out, out + group * c.head_dim, 0.0f);
+      for (int32_t b = b0; b <= b1; ++b) {
         const int32_t lo = std::max(first, b * bt), hi = std::min(pos + 1, (b + 1) * bt);
-        AccumulateValues(&scores[lo - first],
-                         kv.Value(layer, s.block_table[b], kv_head) + (lo - b * bt) * c.head_dim,
-                         hi - lo, c.head_dim, out);
+        const float* values =
+            kv.Value(layer, s.block_table[b], kv_head) + (lo - b * bt) * c.head_dim;
+        for (int g = 0; g < group; ++g) {
+          AccumulateValues(&scores[g * span + (lo - b0 * bt)], values, hi - lo, c.head_dim,
+                           out + g * c.head_dim);
+        }
       }
     }
   };
-  const size_t items = n * c.num_heads;
+  const size_t items = n * c.num_kv_heads;
   // Split only when there is enough work to pay for waking the threads.
   size_t context_tokens = 0;
   for (size_t t = 0; t < n; ++t) context_tokens += positions_[t] + 1;
-  const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 / n);
+  const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 * group / n);
   const size_t min_chunk = std::max<size_t>(1, 256 * 1024 / work_per_item);
   if (pool_ == nullptr || items <= min_chunk) {
     work(0, items);

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "common/cpu_features.h"
@@ -268,15 +269,16 @@ void ApplyRope(float* head, const float* cos, const float* sin, size_t head_dim)
   }
 }
 
-// NOTE: the functions below use std::fma for every multiply-add. It is exactly rounded on every
-// machine, so the AVX2+FMA clone (vectorized) and the portable clone (a libm call) give the
-// same bits; target_clones picks the fast one where the CPU has FMA (which implies AVX).
-#define LLM_CLONES __attribute__((target_clones("fma", "default")))
+// NOTE: the attention helpers below use std::fma (portable) or FMA instructions (AVX2) for
+// every multiply-add, and FastExp / FastExp8 for exp. Both are exactly rounded, so each
+// portable function and its AVX2 twin give the same bits; CpuHasAvx2Fma() picks the twin.
 
 float Exp(float x) { return FastExp(x); }
 
-LLM_CLONES void BlockScores(const float* q, const float* keys_t, size_t head_dim,
-                            size_t block_tokens, size_t n, float scale, float* scores) {
+namespace {
+
+void BlockScoresPortable(const float* q, const float* keys_t, size_t head_dim, size_t block_tokens,
+                         size_t n, float scale, float* scores) {
   float acc[64];  // block_tokens <= 64
   for (size_t j = 0; j < n; ++j) acc[j] = 0.0f;
   for (size_t d = 0; d < head_dim; ++d) {
@@ -287,13 +289,89 @@ LLM_CLONES void BlockScores(const float* q, const float* keys_t, size_t head_dim
   for (size_t j = 0; j < n; ++j) scores[j] = acc[j] * scale;
 }
 
-LLM_CLONES void AccumulateValues(const float* p, const float* values, size_t n, size_t head_dim,
-                                 float* out) {
+void AccumulateValuesPortable(const float* p, const float* values, size_t n, size_t head_dim,
+                              float* out) {
   for (size_t j = 0; j < n; ++j) {
     const float pj = p[j];
     const float* v = values + j * head_dim;
     for (size_t d = 0; d < head_dim; ++d) out[d] = std::fma(pj, v[d], out[d]);
   }
+}
+
+// The same chains with the accumulators in registers: eight lanes of tokens (BlockScores) or of
+// head dimensions (AccumulateValues) per register. Shapes they do not cover go to the portable
+// code, which gives the same bits.
+__attribute__((target("avx2,fma"))) void BlockScoresAvx2(const float* q, const float* keys_t,
+                                                         size_t head_dim, size_t block_tokens,
+                                                         size_t n, float scale, float* scores) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  for (size_t d = 0; d < head_dim; ++d) {
+    const __m256 qd = _mm256_broadcast_ss(q + d);
+    const float* k = keys_t + d * block_tokens;
+    acc0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k), acc0);
+    acc1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k + 8), acc1);
+  }
+  alignas(32) float acc[16];
+  const __m256 s = _mm256_set1_ps(scale);
+  _mm256_store_ps(acc, _mm256_mul_ps(acc0, s));
+  _mm256_store_ps(acc + 8, _mm256_mul_ps(acc1, s));
+  std::memcpy(scores, acc, n * sizeof(float));
+}
+
+template <int kRegs>
+__attribute__((target("avx2,fma"), always_inline)) inline void AccumulateRegs(
+    const float* p, const float* values, size_t n, size_t head_dim, float* out) {
+  __m256 acc[kRegs];
+  for (int r = 0; r < kRegs; ++r) acc[r] = _mm256_loadu_ps(out + 8 * r);
+  for (size_t j = 0; j < n; ++j) {
+    const __m256 pj = _mm256_broadcast_ss(p + j);
+    const float* v = values + j * head_dim;
+    for (int r = 0; r < kRegs; ++r)
+      acc[r] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * r), acc[r]);
+  }
+  for (int r = 0; r < kRegs; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
+}
+
+__attribute__((target("avx2,fma"))) void AccumulateValuesAvx2(const float* p, const float* values,
+                                                              size_t n, size_t head_dim,
+                                                              float* out) {
+  // Up to 64 dimensions (eight registers) per pass over the tokens.
+  for (size_t d = 0; d < head_dim; d += 64) {
+    switch (std::min<size_t>(64, head_dim - d) / 8) {
+      case 8:
+        AccumulateRegs<8>(p, values + d, n, head_dim, out + d);
+        break;
+      case 4:
+        AccumulateRegs<4>(p, values + d, n, head_dim, out + d);
+        break;
+      case 2:
+        AccumulateRegs<2>(p, values + d, n, head_dim, out + d);
+        break;
+      default: {
+        const size_t regs = std::min<size_t>(64, head_dim - d) / 8;
+        for (size_t r = 0; r < regs; ++r)
+          AccumulateRegs<1>(p, values + d + 8 * r, n, head_dim, out + d + 8 * r);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void BlockScores(const float* q, const float* keys_t, size_t head_dim, size_t block_tokens,
+                 size_t n, float scale, float* scores) {
+  // The vector path reads 16 token lanes per dimension: blocks of at least 16 tokens.
+  if (n <= 16 && block_tokens >= 16 && CpuHasAvx2Fma()) {
+    return BlockScoresAvx2(q, keys_t, head_dim, block_tokens, n, scale, scores);
+  }
+  BlockScoresPortable(q, keys_t, head_dim, block_tokens, n, scale, scores);
+}
+
+void AccumulateValues(const float* p, const float* values, size_t n, size_t head_dim, float* out) {
+  if (head_dim % 8 == 0 && CpuHasAvx2Fma()) {
+    return AccumulateValuesAvx2(p, values, n, head_dim, out);
+  }
+  AccumulateValuesPortable(p, values, n, head_dim, out);
 }
 
 namespace {

@@ -2,8 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
+#include "common/cpu_features.h"
+#include "common/fast_exp.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
 
@@ -131,6 +134,100 @@ TEST(CpuOpsTest, SiluMulAndSoftmax) {
   SoftmaxInPlace(s.data(), s.size());
   EXPECT_FLOAT_EQ(s[0], 0.5f);
   EXPECT_FLOAT_EQ(s[2], 0.0f);
+}
+
+// The vector paths (AVX2 + FMA) promise the same bits as their portable twins: run each op both
+// ways in one process over odd shapes and compare bit for bit.
+template <typename Fn>
+std::vector<float> BothWays(Fn fn, std::vector<float>* portable) {
+  ForcePortableCpuPathsForTesting(true);
+  *portable = fn();
+  ForcePortableCpuPathsForTesting(false);
+  return fn();
+}
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+        << what << " element " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+TEST(CpuOpsTest, VectorPathsGiveThePortableBits) {
+  if (!CpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no AVX2+FMA: only the portable paths run";
+  for (size_t n : {1u, 7u, 16u, 33u, 130u}) {
+    const auto scores = Random(n, 20 + n);
+    std::vector<float> portable;
+    const auto vec = BothWays(
+        [&] {
+          std::vector<float> s = scores;
+          for (float& x : s) x *= 30.0f;
+          SoftmaxInPlace(s.data(), s.size());
+          return s;
+        },
+        &portable);
+    ExpectSameBits(vec, portable, "softmax");
+  }
+  for (size_t inter : {1u, 8u, 13u, 384u}) {
+    const auto gu = Random(3 * 2 * inter, 30 + inter);
+    std::vector<float> portable;
+    const auto vec = BothWays(
+        [&] {
+          std::vector<float> out(3 * inter);
+          SiluMul(gu.data(), out.data(), 3, inter);
+          return out;
+        },
+        &portable);
+    ExpectSameBits(vec, portable, "silu_mul");
+  }
+  for (size_t hd : {5u, 16u, 24u, 64u, 128u, 200u}) {
+    for (size_t n : {1u, 9u, 16u}) {
+      const size_t bt = 16;
+      const auto q = Random(hd, 40), keys_t = Random(hd * bt, 41), vals = Random(bt * hd, 42);
+      std::vector<float> portable;
+      const auto vec = BothWays(
+          [&] {
+            std::vector<float> out(n + hd, 0.5f);
+            BlockScores(q.data(), keys_t.data(), hd, bt, n, 0.25f, out.data());
+            AccumulateValues(out.data(), vals.data(), n, hd, out.data() + n);
+            return out;
+          },
+          &portable);
+      ExpectSameBits(vec, portable, "attention");
+    }
+  }
+}
+
+TEST(CpuOpsTest, FastExp8GivesFastExpBits) {
+  if (!CpuHasAvx2Fma()) GTEST_SKIP() << "this CPU has no AVX2+FMA";
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1e-30f,
+                           -1e-30f,
+                           -87.0f,
+                           -87.5f,
+                           88.0f,
+                           88.5f,
+                           -100.0f,
+                           100.0f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (float x = -90.0f; x <= 90.0f; x += 0.0371f) xs.push_back(x);
+  while (xs.size() % 8 != 0) xs.push_back(0.25f);
+  std::vector<float> vec(xs.size());
+  auto run = [&]() __attribute__((target("avx2,fma"))) {
+    for (size_t i = 0; i < xs.size(); i += 8) {
+      _mm256_storeu_ps(&vec[i], FastExp8(_mm256_loadu_ps(&xs[i])));
+    }
+  };
+  run();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float want = FastExp(xs[i]);
+    ASSERT_EQ(std::memcmp(&vec[i], &want, sizeof(float)), 0)
+        << "x=" << xs[i] << ": " << vec[i] << " vs " << want;
+  }
 }
 
 }  // namespace
