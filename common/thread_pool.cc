@@ -1,5 +1,7 @@
 #include "common/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <string>
 
@@ -7,7 +9,7 @@
 
 namespace llm {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, std::chrono::microseconds spin) : spin_(spin) {
   if (num_threads <= 0)
     num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < num_threads; ++i) {
@@ -21,10 +23,28 @@ ThreadPool::ThreadPool(int num_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
+}
+
+template <typename Ready>
+bool ThreadPool::Spin(Ready ready) const {
+  if (spin_.count() <= 0) return ready();
+  const auto deadline = std::chrono::steady_clock::now() + spin_;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if (i % 16 == 15) {
+      if (std::chrono::steady_clock::now() >= deadline) return ready();
+      // Hands the core to another runnable thread, if any (returns at once otherwise), so a
+      // polling thread never delays the serving threads it shares the machine with.
+      sched_yield();
+    }
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
 }
 
 void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
@@ -39,20 +59,29 @@ void ThreadPool::ParallelFor(size_t n, size_t min_chunk,
   // A few chunks per thread balance uneven work without making chunks tiny.
   size_t chunk = std::max(min_chunk, (n + threads * 4 - 1) / (threads * 4));
   std::lock_guard<std::mutex> call_lock(call_mu_);
+  bool wake;
+  size_t num_chunks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
     chunk_ = chunk;
-    num_chunks_ = (n + chunk - 1) / chunk;
+    num_chunks = num_chunks_ = (n + chunk - 1) / chunk;
     next_chunk_ = 0;
-    chunks_done_ = 0;
-    ++generation_;
+    chunks_done_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    wake = sleeping_workers_ > 0;
   }
-  work_cv_.notify_all();
+  if (wake) work_cv_.notify_all();
   RunChunks();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return chunks_done_ == num_chunks_; });
+  auto all_done = [&] { return chunks_done_.load(std::memory_order_acquire) == num_chunks; };
+  if (!Spin(all_done)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    caller_sleeping_ = true;
+    done_cv_.wait(lock, all_done);
+    caller_sleeping_ = false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   fn_ = nullptr;
 }
 
@@ -68,24 +97,32 @@ void ThreadPool::RunChunks() {
       fn = fn_;
     }
     (*fn)(begin, end);
-    bool all_done;
+    bool wake_caller;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      all_done = ++chunks_done_ == num_chunks_;
+      const size_t done = chunks_done_.load(std::memory_order_relaxed) + 1;
+      chunks_done_.store(done, std::memory_order_release);
+      wake_caller = done == num_chunks_ && caller_sleeping_;
     }
-    if (all_done) done_cv_.notify_all();
+    if (wake_caller) done_cv_.notify_all();
   }
 }
 
 void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto has_work = [&] {
+      return stop_.load(std::memory_order_relaxed) ||
+             generation_.load(std::memory_order_acquire) != seen;
+    };
+    if (!Spin(has_work)) {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      ++sleeping_workers_;
+      work_cv_.wait(lock, has_work);
+      --sleeping_workers_;
     }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     RunChunks();
   }
 }

@@ -200,6 +200,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
   float max_logit;
   int32_t argmax;
   BlockArgmax(logits, n, nullptr, 0, sh, &max_logit, &argmax);
+  // Logits that are all NaN or -inf leave no maximum: token 0, as the CPU sampler's Argmax.
+  if (argmax >= n) argmax = 0;
   const bool greedy = s.temperature == 0.0f;
   const float inv_t = greedy ? 1.0f : 1.0f / s.temperature;
 

@@ -1,6 +1,8 @@
 #include "common/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -41,6 +43,24 @@ TEST(ThreadPoolTest, ManyCallsInARow) {
     });
   }
   EXPECT_EQ(sum.load(), 2000L * (63 * 64 / 2));
+}
+
+// Both ways of waiting: calls closer together than the spin (workers poll), calls further
+// apart (workers sleep and are woken), and chunks slower than the spin (the caller sleeps).
+TEST(ThreadPoolTest, SleepingAndPollingWorkersBothWakeForEveryCall) {
+  for (auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(50)}) {
+    ThreadPool pool(3, spin);
+    std::atomic<long> sum{0};
+    for (int round = 0; round < 200; ++round) {
+      if (round % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(500));
+      const bool slow = round % 50 == 7;
+      pool.ParallelFor(12, 1, [&](size_t b, size_t e) {
+        if (slow && b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        for (size_t i = b; i < e; ++i) sum += static_cast<long>(i);
+      });
+      ASSERT_EQ(sum.load(), (round + 1) * 66L) << "spin " << spin.count() << " round " << round;
+    }
+  }
 }
 
 }  // namespace

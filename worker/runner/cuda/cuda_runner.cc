@@ -645,6 +645,12 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
   for (int32_t i = 0; i < f.sample_rows; ++i) {
     const SampleOutput& o = outs[i];
     if (o.slot < 0 || o.finish == kernels::kSampleSkipped) continue;
+    if (o.token < 0 || o.token >= info_.vocab_size) {
+      broken_ =
+          absl::InternalError(absl::StrCat("step ", f.step_id, ": slot ", o.slot, " sampled token ",
+                                           o.token, " outside the vocabulary"));
+      return broken_;
+    }
     SlotOutput out{o.slot, o.key, o.token, ToFinish(o.finish), o.logprob, {}};
     for (int32_t k = 0; k < o.num_top && k < kernels::kMaxTopLogprobs; ++k) {
       out.top.push_back({o.top_ids[k], o.top_logprobs[k]});

@@ -147,6 +147,9 @@ TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
     }
     if (i % 5 == 2) s.sampling.repetition_penalty = 1.3f;
     if (i % 7 == 3) s.sampling.frequency_penalty = 0.5f;
+    // Every request runs to max_tokens (a sampled EOS would end some early: the CPU reference
+    // stops request 7 after 5 tokens).
+    s.ignore_eos = true;
     specs.push_back(s);
   }
   WorkerSetup setup;
