@@ -1,5 +1,6 @@
 #include "kernels/cublaslt_loader.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 
 namespace llm::kernels {
 
@@ -65,11 +66,12 @@ Gemm::~Gemm() {
   if (handle_) Lt().Destroy(handle_);
 }
 
-cudaError_t Gemm::Init(size_t workspace_bytes, bool batch_invariant) {
+cudaError_t Gemm::Init(size_t workspace_bytes, bool batch_invariant, bool use_gemv) {
   if (LoadCublasLt(&load_error_) == nullptr) return cudaErrorSharedObjectInitFailed;
   if (Lt().Create(&handle_) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
   workspace_bytes_ = workspace_bytes;
   batch_invariant_ = batch_invariant;
+  use_gemv_ = use_gemv && !batch_invariant;
   return cudaMalloc(&workspace_, workspace_bytes);
 }
 
@@ -186,6 +188,13 @@ int Gemm::Prepare(const GemmArgs& g) {
 
 int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (g.rows <= 0) return 0;
+  if (use_gemv_) {
+    const GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
+    if (GemvSupports(p)) {
+      return LaunchGemv(p, stream) == cudaSuccess ? 0
+                                                  : static_cast<int>(CUBLAS_STATUS_EXECUTION_FAILED);
+    }
+  }
   int status = 0;
   Plan* plan = GetPlan(g, &status);
   if (plan == nullptr) return status;

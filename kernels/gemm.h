@@ -8,6 +8,9 @@
 // for every row count, with no split-K or other cross-block reduction, so each output element
 // is summed in the same order whatever the batch: a row's result does not depend on the other
 // rows. It costs some speed on shapes where cuBLASLt's per-shape choice would differ.
+//
+// Otherwise (unless Init was told not to) products of up to kGemvMaxRows rows, the decode
+// steps of a few sequences, run on the GEMV kernel of gemv.h, which reads each weight once.
 #ifndef LLM_KERNELS_GEMM_H_
 #define LLM_KERNELS_GEMM_H_
 
@@ -46,13 +49,15 @@ class Gemm {
   // Loads cuBLASLt (cublaslt_loader.h) and creates the handle and a workspace of
   // `workspace_bytes` on the current device. cudaErrorSharedObjectInitFailed when the library
   // cannot be loaded (load_error() says why).
-  cudaError_t Init(size_t workspace_bytes = size_t{32} << 20, bool batch_invariant = false);
+  cudaError_t Init(size_t workspace_bytes = size_t{32} << 20, bool batch_invariant = false,
+                   bool use_gemv = true);
   const std::string& load_error() const { return load_error_; }
   // Builds the plan of args' shape (rows, in, out, output type, bias or not) without running
   // it. cuBLAS status as an int (0 = success), so callers need not include cuBLAS headers.
   int Prepare(const GemmArgs& args);
   int Run(const GemmArgs& args, cudaStream_t stream);
   bool batch_invariant() const { return batch_invariant_; }
+  bool uses_gemv() const { return use_gemv_; }
 
  private:
   struct Plan;
@@ -67,6 +72,7 @@ class Gemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   bool batch_invariant_ = false;
+  bool use_gemv_ = false;
   std::string load_error_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
   std::map<Shape, cublasLtMatmulAlgo_t> invariant_algos_;  // rows = 0 in the key

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/sampling.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "worker/sampling/sampler.h"
@@ -50,6 +51,53 @@ TEST(GemmTest, MatchesDoubleReference) {
           EXPECT_LT(RelativeError(got, want), type == GemmOut::kF32 ? 1e-4 : 1e-2)
               << rows << "x" << in << "x" << out << " bias " << with_bias;
         }
+      }
+    }
+  }
+}
+
+// The GEMV path (rows <= kGemvMaxRows) against cuBLASLt (the same Gemm with the GEMV kernel
+// off) and the double-precision product, over every row count it takes and odd output counts.
+// Tolerance as above; the two paths sum in different orders, so they agree to the same bound.
+TEST(GemmTest, GemvAgreesWithCublasLt) {
+  LLM_REQUIRE_GPU();
+  Gemm with_gemv, cublas_only;
+  LLM_CUDA_OK(with_gemv.Init());
+  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
+  ASSERT_TRUE(with_gemv.uses_gemv());
+  ASSERT_FALSE(cublas_only.uses_gemv());
+  for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+    for (auto [in, out] : {std::pair{8, 3}, std::pair{264, 33}, std::pair{4096, 1000}}) {
+      for (GemmOut type : {GemmOut::kBf16, GemmOut::kF32}) {
+        const auto x = RandomFloats(size_t(rows) * in, 30 + rows);
+        const auto w = RandomFloats(size_t(out) * in, 31);
+        const auto bias = RandomFloats(out, 32);
+        DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w));
+        DeviceBuffer<__nv_bfloat16> d_bias16(ToBf16Vector(bias));
+        DeviceBuffer<float> d_bias32(bias);
+        const void* b = type == GemmOut::kF32 ? static_cast<const void*>(d_bias32.get())
+                                              : static_cast<const void*>(d_bias16.get());
+        auto run = [&](Gemm& gemm) {
+          DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
+          DeviceBuffer<float> y32(size_t(rows) * out);
+          void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
+          EXPECT_EQ(gemm.Run({d_x.get(), d_w.get(), b, y, rows, in, out, type}, 0), 0);
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
+        };
+        const std::vector<float> gemv = run(with_gemv), lt = run(cublas_only);
+        std::vector<double> want(size_t(rows) * out), lt_d(lt.begin(), lt.end());
+        for (int r = 0; r < rows; ++r) {
+          for (int o = 0; o < out; ++o) {
+            double acc = bias[o];
+            for (int i = 0; i < in; ++i)
+              acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+            want[size_t(r) * out + o] = acc;
+          }
+        }
+        const double tol = type == GemmOut::kF32 ? 1e-4 : 1e-2;
+        EXPECT_LT(RelativeError(gemv, want), tol) << rows << "x" << in << "x" << out;
+        EXPECT_LT(RelativeError(gemv, lt_d), 2 * tol) << rows << "x" << in << "x" << out;
       }
     }
   }

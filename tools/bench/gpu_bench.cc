@@ -210,7 +210,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Value("max-prefill-tokens", "prompt tokens per step", "2048")
       .Value("kv-memory-fraction", "of the free device memory, for the KV cache", "0.9")
       .Bool("no-graphs", "run decode steps eagerly instead of from CUDA graphs")
-      .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)");
+      .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)")
+      .Bool("no-gemv",
+            "small decode steps through cuBLASLt, not the GEMV kernel (engine.cuda_gemv)");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto context = flags.GetInt("context");
@@ -247,6 +249,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.kv_memory_fraction = *fraction;
   bo.cuda_graphs = !flags.GetBool("no-graphs");
   bo.batch_invariant = flags.GetBool("batch-invariant");
+  bo.cuda_gemv = !flags.GetBool("no-gemv");
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -259,6 +262,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["kv_blocks"] = info.num_kv_blocks;
   out["cuda_graphs"] = bo.cuda_graphs;
   out["batch_invariant"] = bo.batch_invariant;
+  out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
 
   Recorder recorder;
   loop::WorkerOptions wo;

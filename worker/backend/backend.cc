@@ -85,6 +85,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.cuda_graphs = options.cuda_graphs;
   ro.batch_invariant = options.batch_invariant;
+  ro.gemv = options.cuda_gemv;
   LLM_ASSIGN_OR_RETURN(b.runner,
                        runner::cuda::CudaRunner::Create(b.config, store.get(), b.source.seed, ro));
   b.backend = "cuda";

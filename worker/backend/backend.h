@@ -37,6 +37,7 @@ struct BackendOptions {
   int device = 0;
   bool cuda_graphs = true;
   bool batch_invariant = false;
+  bool cuda_gemv = true;
 };
 
 struct Backend {

@@ -47,6 +47,9 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.batch_invariant", false,
             "cuda: fixed matrix-product algorithms, so a request's tokens do not depend on the "
             "rest of the batch (costs some speed)")
+      .Bool("engine.cuda_gemv", true,
+            "cuda: products of decode steps of up to 8 rows through our GEMV kernel rather than "
+            "cuBLASLt (ignored with engine.batch_invariant)")
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
       .Int("engine.max_prefill_tokens", 512, 1, 1 << 20,
            "prefill tokens per step, so decode never stalls behind long prompts")
@@ -105,6 +108,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.kv_memory_fraction = v->Double("engine.kv_memory_fraction");
   b.cuda_graphs = v->Bool("engine.cuda_graphs");
   b.batch_invariant = v->Bool("engine.batch_invariant");
+  b.cuda_gemv = v->Bool("engine.cuda_gemv");
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");

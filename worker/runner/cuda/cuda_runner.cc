@@ -146,7 +146,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   const model::ModelConfig& c = config_;
   LLM_RETURN_IF_ERROR(UseDevice(options_.device));
   LLM_RETURN_IF_ERROR(stream_.Create());
-  if (const cudaError_t err = gemm_.Init(size_t{32} << 20, options_.batch_invariant);
+  if (const cudaError_t err = gemm_.Init(size_t{32} << 20, options_.batch_invariant, options_.gemv);
       err != cudaSuccess) {
     return absl::FailedPreconditionError(absl::StrCat("CUDA runner: ", gemm_.load_error().empty()
                                                                            ? cudaGetErrorString(err)

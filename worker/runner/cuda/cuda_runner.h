@@ -51,6 +51,9 @@ struct CudaRunnerOptions {
   // Fixed matrix-product algorithms (kernels/gemm.h) so a sequence's tokens do not depend on
   // what else is in the batch.
   bool batch_invariant = false;
+  // Products of up to kernels::kGemvMaxRows rows (small decode steps) through the GEMV kernel
+  // (kernels/gemv.h) instead of cuBLASLt. Ignored when batch_invariant.
+  bool gemv = true;
 };
 
 class CudaRunner : public ModelRunner {

@@ -1,0 +1,37 @@
+// Matrix-vector products for decode steps of a few rows: y[r, o] = sum_i x[r, i] * w[o, i]
+// (+ bias[o]), x and w bf16, fp32 accumulation, y bf16 or fp32 (the GemmArgs contract of
+// gemm.h). Such a product is bound by reading w once; one warp per output streams w's row with
+// 16-byte loads and applies it to every row of x, so each weight byte is read once per step.
+// Reference: runner::MatMulPacked (and the double-precision product in the tests).
+#ifndef LLM_KERNELS_GEMV_H_
+#define LLM_KERNELS_GEMV_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace llm::kernels {
+
+inline constexpr int32_t kGemvMaxRows = 8;
+
+struct GemvParams {
+  const __nv_bfloat16* x;  // [rows, in]
+  const __nv_bfloat16* w;  // [out, in]
+  const void* bias;        // [out]: fp32 when out_f32, else bf16; or null
+  void* y;                 // [rows, out]: fp32 when out_f32, else bf16
+  int32_t rows;            // 1..kGemvMaxRows
+  int32_t in;              // a multiple of 8
+  int32_t out;
+  bool out_f32;
+};
+
+// Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, and x and w
+// 16-byte aligned.
+bool GemvSupports(const GemvParams& p);
+
+cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);
+
+}  // namespace llm::kernels
+
+#endif  // LLM_KERNELS_GEMV_H_
