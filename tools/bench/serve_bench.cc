@@ -1,4 +1,4 @@
-// llm-bench serve: a closed-loop load generator against a worker or router. C client threads
+// llm-bench serve: a closed-loop load generator against a worker or router. C client lanes
 // each send Generate requests one after another until N requests are done; per request it
 // records time to first token, time per output token and end-to-end latency as the client sees
 // them. Several concurrencies (--concurrency 1,8,32) run one after another against the same
@@ -8,10 +8,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -39,57 +40,112 @@ double Percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
-nlohmann::json RunLevel(const std::string& target, int concurrency, int requests, int channels,
-                        const llm::v1::GenerateRequest& base) {
+// One level's closed loop: `concurrency` lanes, each starting its next request when the last
+// one ends, until `requests` have been started. Calls use gRPC's callback API, so the client
+// spends no thread per stream (it shares the machine with the server it measures).
+struct Level {
+  int requests = 0;
+  llm::v1::GenerateRequest base;
+  std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
   std::atomic<int> next{0};
   std::mutex mu;
-  std::vector<RequestSample> samples;
-  std::map<std::string, int> errors;
-  // Client threads share `channels` connections round-robin (1: every stream multiplexed on one
+  std::condition_variable cv;
+  int active_lanes = 0;                // guarded by mu
+  std::vector<RequestSample> samples;  // guarded by mu
+  std::map<std::string, int> errors;   // guarded by mu
+};
+
+void StartNext(Level* level, int lane);
+
+class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
+ public:
+  BenchCall(Level* level, int lane, int index) : level_(level), lane_(lane) {
+    request_ = level->base;
+    request_.set_request_id("bench-" + std::to_string(index));
+    request_.mutable_sampling()->set_seed(static_cast<uint64_t>(index));
+  }
+  void Start() {
+    t0_ = Clock::now();
+    level_->stubs[lane_ % level_->stubs.size()]->async()->Generate(&context_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (response_.token_ids_size() > 0) {
+      const auto now = Clock::now();
+      if (sample_.tokens == 0) first_ = now;
+      sample_.tokens += response_.token_ids_size();
+      last_ = now;
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    const auto t1 = Clock::now();
+    Level* level = level_;
+    const int lane = lane_;
+    {
+      std::lock_guard<std::mutex> lock(level->mu);
+      if (!status.ok()) {
+        ++level->errors[std::to_string(static_cast<int>(status.error_code())) + " " +
+                        status.error_message()];
+      } else {
+        sample_.e2e_s = std::chrono::duration<double>(t1 - t0_).count();
+        if (sample_.tokens > 0)
+          sample_.ttft_s = std::chrono::duration<double>(first_ - t0_).count();
+        if (sample_.tokens > 1) {
+          sample_.tpot_s =
+              std::chrono::duration<double>(last_ - first_).count() / (sample_.tokens - 1);
+        }
+        level->samples.push_back(sample_);
+      }
+    }
+    delete this;
+    StartNext(level, lane);
+  }
+
+ private:
+  Level* level_;
+  int lane_;
+  grpc::ClientContext context_;
+  llm::v1::GenerateRequest request_;
+  llm::v1::GenerateResponse response_;
+  RequestSample sample_;
+  Clock::time_point t0_{}, first_{}, last_{};
+};
+
+void StartNext(Level* level, int lane) {
+  const int i = level->next.fetch_add(1);
+  if (i >= level->requests) {
+    std::lock_guard<std::mutex> lock(level->mu);
+    if (--level->active_lanes == 0) level->cv.notify_all();
+    return;
+  }
+  (new BenchCall(level, lane, i))->Start();
+}
+
+nlohmann::json RunLevel(const std::string& target, int concurrency, int requests, int channels,
+                        const llm::v1::GenerateRequest& base) {
+  Level level;
+  level.requests = requests;
+  level.base = base;
+  // Lanes share `channels` connections round-robin (1: every stream multiplexed on one
   // connection, as a router does; = concurrency: independent clients).
-  std::vector<std::shared_ptr<grpc::Channel>> pool;
   for (int k = 0; k < std::max(1, std::min(channels, concurrency)); ++k) {
     grpc::ChannelArguments args;
     args.SetInt("llm.bench.channel", k);  // distinct connections, not one shared subchannel
-    pool.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    level.stubs.push_back(llm::v1::Generation::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
   }
+  level.active_lanes = concurrency;
   const auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (int c = 0; c < concurrency; ++c) {
-    threads.emplace_back([&, c] {
-      auto stub = llm::v1::Generation::NewStub(pool[c % pool.size()]);
-      for (int i; (i = next.fetch_add(1)) < requests;) {
-        llm::v1::GenerateRequest req = base;
-        req.set_request_id("bench-" + std::to_string(i));
-        req.mutable_sampling()->set_seed(static_cast<uint64_t>(i));
-        grpc::ClientContext ctx;
-        const auto t0 = Clock::now();
-        auto reader = stub->Generate(&ctx, req);
-        llm::v1::GenerateResponse resp;
-        RequestSample s;
-        Clock::time_point first{}, last{};
-        while (reader->Read(&resp)) {
-          if (resp.token_ids_size() == 0) continue;
-          if (s.tokens == 0) first = Clock::now();
-          s.tokens += resp.token_ids_size();
-          last = Clock::now();
-        }
-        const grpc::Status st = reader->Finish();
-        const auto t1 = Clock::now();
-        std::lock_guard<std::mutex> lock(mu);
-        if (!st.ok()) {
-          ++errors[std::to_string(static_cast<int>(st.error_code())) + " " + st.error_message()];
-          continue;
-        }
-        s.e2e_s = std::chrono::duration<double>(t1 - t0).count();
-        if (s.tokens > 0) s.ttft_s = std::chrono::duration<double>(first - t0).count();
-        if (s.tokens > 1)
-          s.tpot_s = std::chrono::duration<double>(last - first).count() / (s.tokens - 1);
-        samples.push_back(s);
-      }
-    });
+  for (int c = 0; c < concurrency; ++c) StartNext(&level, c);
+  {
+    std::unique_lock<std::mutex> lock(level.mu);
+    level.cv.wait(lock, [&] { return level.active_lanes == 0; });
   }
-  for (auto& t : threads) t.join();
+  std::vector<RequestSample>& samples = level.samples;
+  std::map<std::string, int>& errors = level.errors;
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   std::vector<double> ttft, tpot, e2e;
   int64_t tokens = 0;
