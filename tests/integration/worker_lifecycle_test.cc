@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/grpc_test_util.h"
 
 namespace llm {
@@ -179,6 +180,27 @@ TEST(WorkerLifecycleTest, AHungStepFailsLivenessUntilTheEngineStepsAgain) {
   call.join();
   EXPECT_TRUE(wait_for(1)) << "liveness should come back once the engine is idle";
   EXPECT_THAT(w->process().Output(), HasSubstr("engine watchdog"));
+}
+
+// The load generator against a real worker: every request of every level completes, and the
+// JSON holds the figures the engine issue reports (not asserted: they belong in benchmarks).
+TEST(WorkerLifecycleTest, ServeBenchmarkCompletesEveryRequest) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto w = WorkerProcess::Start(kModel, {"--engine.cpu_threads", "1"});
+  ASSERT_GT(w->port(), 0) << w->process().Output();
+  const auto r = RunCommand({BinPath("llm-bench"), "serve", "--target",
+                             "127.0.0.1:" + std::to_string(w->port()), "--concurrency", "1,5",
+                             "--requests", "12", "--max-tokens", "6", "--ignore-eos"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const auto& level : j["results"]) {
+    EXPECT_EQ(level["completed"], 12) << level.dump();
+    EXPECT_EQ(level["errors"], 0) << level.dump();
+    EXPECT_EQ(level["output_tokens"], 12 * 6) << level.dump();
+    EXPECT_GT(level["ttft_ms_p50"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(j["throughput_vs_first_level"].contains("c5"));
 }
 
 }  // namespace

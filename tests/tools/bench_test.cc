@@ -20,6 +20,23 @@ TEST(BenchTest, GenerateRunsAndPrintsJson) {
   EXPECT_GT(j["decode_tokens_per_s_median"].get<double>(), 0.0);
 }
 
+TEST(BenchTest, GenerateBatchedDecodeReportsEveryBatch) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const auto r =
+      RunCommand({BinPath("llm-bench"), "generate", "--max-tokens", "6", "--runs", "1", "--batch",
+                  "1,3", "--model", llm::testing::SharedPath("models/tinystories-656k")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& results = j["batched_decode"]["results"];
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1]["batch"], 3);
+  EXPECT_GT(results[1]["decode_tokens_per_s_median"].get<double>(), 0.0);
+  const auto bad = RunCommand({BinPath("llm-bench"), "generate", "--batch", "0", "--model",
+                               llm::testing::SharedPath("models/tinystories-656k")});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--batch"), std::string::npos) << bad.err;
+}
+
 TEST(BenchTest, TokenizerComparesWithHuggingFace) {
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   const auto r = RunCommand({BinPath("llm-bench"), "tokenizer", "--seconds", "0.05", "--tokenizer",
