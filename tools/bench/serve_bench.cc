@@ -45,6 +45,7 @@ double Percentile(std::vector<double> v, double p) {
 // spends no thread per stream (it shares the machine with the server it measures).
 struct Level {
   int requests = 0;
+  std::chrono::seconds timeout{600};  // per request
   llm::v1::GenerateRequest base;
   std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
   std::atomic<int> next{0};
@@ -66,6 +67,8 @@ class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
   }
   void Start() {
     t0_ = Clock::now();
+    // A stream that never ends fails its request instead of holding the benchmark forever.
+    context_.set_deadline(std::chrono::system_clock::now() + level_->timeout);
     level_->stubs[lane_ % level_->stubs.size()]->async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     StartCall();

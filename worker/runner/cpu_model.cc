@@ -162,50 +162,57 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
   const int group = c.num_heads / c.num_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const int32_t bt = kv.block_tokens();
-  // One work item per (token, KV head): the query heads sharing that KV head walk its blocks
-  // together, so each block's keys and values are found (and cached) once per group. Every
-  // score and output element is the same chain of operations as for a head on its own.
+  // A work item is (token, KV head) with the query heads sharing that KV head, so each block's
+  // keys and values are found (and cached) once per group; when that leaves fewer items than
+  // threads (a few sequences, few KV heads), an item is (token, query head). Either way every
+  // score and output element is the same chain of operations.
   const size_t n = batch.token_ids.size();
+  const int per_item =
+      pool_ != nullptr && n * c.num_kv_heads < static_cast<size_t>(2 * pool_->num_threads())
+          ? 1
+          : group;
+  const int items_per_token = c.num_heads / per_item;
   auto work = [&](size_t begin, size_t end) {
-    std::vector<float> scores;  // [group][span]: positions from the first block's start
+    std::vector<float> scores;  // [per_item][span]: positions from the first block's start
     for (size_t item = begin; item < end; ++item) {
-      const size_t t = item / c.num_kv_heads;
-      const int kv_head = static_cast<int>(item % c.num_kv_heads);
+      const size_t t = item / items_per_token;
+      const int head0 = static_cast<int>(item % items_per_token) * per_item;
+      const int kv_head = head0 / group;
       const SeqChunk& s = batch.seqs[chunk_of_[t]];
       const int32_t pos = positions_[t];
       const int32_t first = c.sliding_window > 0 ? std::max(0, pos - c.sliding_window + 1) : 0;
       const int32_t b0 = first / bt, b1 = pos / bt;
       const size_t span = static_cast<size_t>(b1 - b0 + 1) * bt;
-      scores.resize(group * span);
-      const float* q = &qkv_[t * qkv_dim + static_cast<size_t>(kv_head) * group * c.head_dim];
+      scores.resize(per_item * span);
+      const float* q = &qkv_[t * qkv_dim + static_cast<size_t>(head0) * c.head_dim];
       for (int32_t b = b0; b <= b1; ++b) {
         const float* keys = kv.Key(layer, s.block_table[b], kv_head);
         const int32_t valid = std::min(pos + 1, (b + 1) * bt) - b * bt;
-        for (int g = 0; g < group; ++g) {
+        for (int g = 0; g < per_item; ++g) {
           BlockScores(q + g * c.head_dim, keys, c.head_dim, bt, valid, scale,
                       &scores[g * span + static_cast<size_t>(b - b0) * bt]);
         }
       }
       const size_t lo0 = first - b0 * bt, len = pos - first + 1;
-      for (int g = 0; g < group; ++g) SoftmaxInPlace(&scores[g * span + lo0], len);
-      float* out = &attn_[t * q_dim + static_cast<size_t>(kv_head) * group * c.head_dim];
-      std::fill(out, out + group * c.head_dim, 0.0f);
+      for (int g = 0; g < per_item; ++g) SoftmaxInPlace(&scores[g * span + lo0], len);
+      float* out = &attn_[t * q_dim + static_cast<size_t>(head0) * c.head_dim];
+      std::fill(out, out + per_item * c.head_dim, 0.0f);
       for (int32_t b = b0; b <= b1; ++b) {
         const int32_t lo = std::max(first, b * bt), hi = std::min(pos + 1, (b + 1) * bt);
         const float* values =
             kv.Value(layer, s.block_table[b], kv_head) + (lo - b * bt) * c.head_dim;
-        for (int g = 0; g < group; ++g) {
+        for (int g = 0; g < per_item; ++g) {
           AccumulateValues(&scores[g * span + (lo - b0 * bt)], values, hi - lo, c.head_dim,
                            out + g * c.head_dim);
         }
       }
     }
   };
-  const size_t items = n * c.num_kv_heads;
+  const size_t items = n * items_per_token;
   // Split only when there is enough work to pay for waking the threads.
   size_t context_tokens = 0;
   for (size_t t = 0; t < n; ++t) context_tokens += positions_[t] + 1;
-  const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 * group / n);
+  const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 * per_item / n);
   const size_t min_chunk = std::max<size_t>(1, 256 * 1024 / work_per_item);
   if (pool_ == nullptr || items <= min_chunk) {
     work(0, items);

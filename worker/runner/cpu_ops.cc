@@ -271,14 +271,17 @@ void ApplyRope(float* head, const float* cos, const float* sin, size_t head_dim)
 
 // NOTE: the attention helpers below use std::fma (portable) or FMA instructions (AVX2) for
 // every multiply-add, and FastExp / FastExp8 for exp. Both are exactly rounded, so each
-// portable function and its AVX2 twin give the same bits; CpuHasAvx2Fma() picks the twin.
+// portable function and its AVX2 twin give the same bits; CpuHasAvx2Fma() picks the twin. The
+// portable twins are also cloned for FMA (target_clones), for the shapes the AVX2 code leaves
+// to them (blocks over 16 tokens, head dims not a multiple of 8) and CPUs with FMA but no AVX2.
+#define LLM_CLONES __attribute__((target_clones("fma", "default")))
 
 float Exp(float x) { return FastExp(x); }
 
 namespace {
 
-void BlockScoresPortable(const float* q, const float* keys_t, size_t head_dim, size_t block_tokens,
-                         size_t n, float scale, float* scores) {
+LLM_CLONES void BlockScoresPortable(const float* q, const float* keys_t, size_t head_dim,
+                                    size_t block_tokens, size_t n, float scale, float* scores) {
   float acc[64];  // block_tokens <= 64
   for (size_t j = 0; j < n; ++j) acc[j] = 0.0f;
   for (size_t d = 0; d < head_dim; ++d) {
@@ -289,8 +292,8 @@ void BlockScoresPortable(const float* q, const float* keys_t, size_t head_dim, s
   for (size_t j = 0; j < n; ++j) scores[j] = acc[j] * scale;
 }
 
-void AccumulateValuesPortable(const float* p, const float* values, size_t n, size_t head_dim,
-                              float* out) {
+LLM_CLONES void AccumulateValuesPortable(const float* p, const float* values, size_t n,
+                                         size_t head_dim, float* out) {
   for (size_t j = 0; j < n; ++j) {
     const float pj = p[j];
     const float* v = values + j * head_dim;
@@ -376,7 +379,7 @@ void AccumulateValues(const float* p, const float* values, size_t n, size_t head
 
 namespace {
 
-void SiluMulPortable(const float* gate_up, float* out, size_t num_rows, size_t inter) {
+LLM_CLONES void SiluMulPortable(const float* gate_up, float* out, size_t num_rows, size_t inter) {
   for (size_t t = 0; t < num_rows; ++t) {
     const float* g = gate_up + t * 2 * inter;
     const float* u = g + inter;
@@ -389,7 +392,7 @@ float LaneTree(const float* l) {
   return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
 }
 
-void SoftmaxPortable(float* x, size_t n) {
+LLM_CLONES void SoftmaxPortable(float* x, size_t n) {
   float m = x[0];
   for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
   float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -169,9 +169,10 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
                              const PenaltyState& penalties, uint64_t counter, int num_top_logprobs,
                              bool want_logprob) {
   const auto n = static_cast<int32_t>(logits.size());
+  SampleResult result{0, 0.0f, {}};
+  if (n == 0) return result;
   if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
 
-  SampleResult result{0, 0.0f, {}};
   const bool need_logprobs = want_logprob || num_top_logprobs > 0;
   if (p.greedy() && !need_logprobs) {
     result.token_id = Argmax(logits);
@@ -239,12 +240,12 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
     if (filtered) ChunkSums(probs_.data(), n, chunk_sums_.data());
     // The draw: the chunk where the running total of chunk sums passes u, then the first kept
     // id inside it where the running total does. Rounding can leave u past a chunk's own
-    // running total or past the end: the last kept id of that chunk, or of all, absorbs it.
+    // running total (the chunk's last kept id absorbs it) or past the end (the last kept id).
     double total = 0.0;
     for (double c : chunk_sums_) total += c;
     const double u = UniformDouble(p.seed, counter) * total;
     double cum = 0.0;
-    int32_t chunk = num_chunks - 1;
+    int32_t chunk = -1;
     for (int32_t c = 0; c < num_chunks; ++c) {
       if (chunk_sums_[c] > 0.0 && cum + chunk_sums_[c] > u) {
         chunk = c;
@@ -253,14 +254,16 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
       cum += chunk_sums_[c];
     }
     int32_t chosen = -1;
-    const int32_t chunk_end = std::min(n, (chunk + 1) * kChunk);
-    for (int32_t i = chunk * kChunk; i < chunk_end; ++i) {
-      if (probs_[i] <= 0.0f) continue;
-      chosen = i;
-      cum += probs_[i];
-      if (cum > u) break;
+    if (chunk >= 0) {
+      const int32_t chunk_end = std::min(n, (chunk + 1) * kChunk);
+      for (int32_t i = chunk * kChunk; i < chunk_end; ++i) {
+        if (probs_[i] <= 0.0f) continue;
+        chosen = i;
+        cum += probs_[i];
+        if (cum > u) break;
+      }
     }
-    for (int32_t i = chunk * kChunk - 1; chosen < 0 && i >= 0; --i) {
+    for (int32_t i = n - 1; chosen < 0 && i >= 0; --i) {
       if (probs_[i] > 0.0f) chosen = i;
     }
     result.token_id = chosen >= 0 ? chosen : Argmax(logits);

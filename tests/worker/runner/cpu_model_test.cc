@@ -125,6 +125,28 @@ TEST_F(CpuModelTest, BatchedSequencesAreBitIdenticalToAlone) {
   EXPECT_EQ(0, std::memcmp(logits.data() + v, b_alone.data(), v * 4));
 }
 
+// The thread count changes how attention and the products are split into work items (with
+// many threads and one decoding token, one query head per item), never a bit of the logits.
+TEST_F(CpuModelTest, ThreadCountDoesNotChangeABit) {
+  std::vector<int32_t> ids = golden_.prompt_ids;
+  ids.insert(ids.end(), golden_.generated_ids.begin(), golden_.generated_ids.begin() + 20);
+  const std::string dir = llm::testing::SharedPath("models/tinystories-656k");
+  ThreadPool eight(8);
+  for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &eight}) {
+    auto other = CpuModel::Load(dir, pool);
+    ASSERT_TRUE(other.ok()) << other.status();
+    for (size_t chunk : {size_t{1}, ids.size()}) {
+      const std::vector<float> want = PrefillLogits(ids, chunk);
+      std::swap(model_, *other);
+      const std::vector<float> got = PrefillLogits(ids, chunk);
+      std::swap(model_, *other);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+          << (pool == nullptr ? "no pool" : "8 threads") << ", chunks of " << chunk;
+    }
+  }
+}
+
 TEST_F(CpuModelTest, BadBatchesAreErrorsNotCrashes) {
   CpuKvCache kv(model_->config(), 2, 16);
   const std::vector<int32_t> table{0, 1};

@@ -150,6 +150,14 @@ TEST(SamplerTest, Logprobs) {
   EXPECT_NEAR(r.top[1].logprob, std::log(0.25), 1e-5);
 }
 
+TEST(SamplerTest, EmptyLogitsGiveTokenZeroWithoutReadingAnything) {
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0.7f;
+  std::vector<float> none_logits;
+  EXPECT_EQ(s.Sample(none_logits, p, PenaltyState{}, 0, 2, true).token_id, 0);
+}
+
 TEST(SamplerTest, ValidationNamesTheField) {
   SamplingParams p;
   p.top_p = 1.5f;
