@@ -188,9 +188,10 @@ TEST(WorkerLifecycleTest, ServeBenchmarkCompletesEveryRequest) {
   LLM_REQUIRE_SHARED(kModel);
   auto w = WorkerProcess::Start(kModel, {"--engine.cpu_threads", "1"});
   ASSERT_GT(w->port(), 0) << w->process().Output();
-  const auto r = RunCommand({BinPath("llm-bench"), "serve", "--target",
-                             "127.0.0.1:" + std::to_string(w->port()), "--concurrency", "1,5",
-                             "--requests", "12", "--max-tokens", "6", "--ignore-eos"});
+  const auto r =
+      RunCommand({BinPath("llm-bench"), "serve", "--target",
+                  "127.0.0.1:" + std::to_string(w->port()), "--concurrency", "1,5", "--requests",
+                  "12", "--max-tokens", "6", "--ignore-eos", "--rounds", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["results"].size(), 2u);
@@ -199,6 +200,7 @@ TEST(WorkerLifecycleTest, ServeBenchmarkCompletesEveryRequest) {
     EXPECT_EQ(level["errors"], 0) << level.dump();
     EXPECT_EQ(level["output_tokens"], 12 * 6) << level.dump();
     EXPECT_GT(level["ttft_ms_p50"].get<double>(), 0.0);
+    EXPECT_EQ(level["rounds_output_tokens_per_s"].size(), 2u);
   }
   EXPECT_TRUE(j["throughput_vs_first_level"].contains("c5"));
 }

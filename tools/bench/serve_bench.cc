@@ -192,6 +192,10 @@ int RunServeBench(const std::vector<std::string>& args) {
       .Value("prompt", "prompt text", "Once upon a time")
       .Value("max-tokens", "tokens per request", "128")
       .Value("channels", "connections the client streams share (1: like a router)", "1")
+      .Value("rounds",
+             "times the whole list of concurrencies runs, interleaved; each level reports its "
+             "median round (by throughput) and every round's throughput",
+             "1")
       .Value("temperature", "sampling temperature (each request gets its own seed)", "0.8")
       .Bool("ignore-eos", "always generate max-tokens tokens");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
@@ -220,9 +224,30 @@ int RunServeBench(const std::vector<std::string>& args) {
   base.mutable_sampling()->set_temperature(static_cast<float>(*temperature));
   base.set_ignore_eos(flags.GetBool("ignore-eos"));
   nlohmann::json results = nlohmann::json::array();
-  for (int c : levels) {
-    results.push_back(RunLevel(flags.GetString("target"), c, static_cast<int>(*requests),
-                               static_cast<int>(*channels), base));
+  auto rounds = flags.GetInt("rounds");
+  if (!rounds.ok() || *rounds < 1) {
+    return Fail(cmd, rounds.ok() ? absl::InvalidArgumentError("--rounds: must be at least 1")
+                                 : rounds.status());
+  }
+  // Rounds interleave the levels (1, 8, 32, 1, 8, 32, ...) so that a noisy neighbour slows
+  // every level alike rather than one of them.
+  std::vector<std::vector<nlohmann::json>> by_level(levels.size());
+  for (int64_t r = 0; r < *rounds; ++r) {
+    for (size_t l = 0; l < levels.size(); ++l) {
+      by_level[l].push_back(RunLevel(flags.GetString("target"), levels[l],
+                                     static_cast<int>(*requests), static_cast<int>(*channels),
+                                     base));
+    }
+  }
+  for (auto& runs : by_level) {
+    std::vector<double> rates;
+    for (const auto& run : runs) rates.push_back(run["output_tokens_per_s"].get<double>());
+    std::sort(runs.begin(), runs.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a["output_tokens_per_s"].get<double>() < b["output_tokens_per_s"].get<double>();
+    });
+    nlohmann::json median = runs[runs.size() / 2];
+    median["rounds_output_tokens_per_s"] = rates;
+    results.push_back(median);
   }
   nlohmann::json out = {{"benchmark", "serve"},
                         {"target", flags.GetString("target")},
@@ -230,6 +255,7 @@ int RunServeBench(const std::vector<std::string>& args) {
                         {"max_tokens", *max_tokens},
                         {"ignore_eos", flags.GetBool("ignore-eos")},
                         {"channels", *channels},
+                        {"rounds", *rounds},
                         {"results", results}};
   if (results.size() > 1) {
     const double base_tps = results[0]["output_tokens_per_s"].get<double>();
