@@ -191,8 +191,9 @@ int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (use_gemv_) {
     const GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
     if (GemvSupports(p)) {
-      return LaunchGemv(p, stream) == cudaSuccess ? 0
-                                                  : static_cast<int>(CUBLAS_STATUS_EXECUTION_FAILED);
+      return LaunchGemv(p, stream) == cudaSuccess
+                 ? 0
+                 : static_cast<int>(CUBLAS_STATUS_EXECUTION_FAILED);
     }
   }
   int status = 0;

@@ -1,6 +1,5 @@
-#include "kernels/gemv.h"
-
 #include "kernels/common.cuh"
+#include "kernels/gemv.h"
 
 namespace llm::kernels {
 namespace {
@@ -76,9 +75,7 @@ cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool GemvSupports(const GemvParams& p) {
-  const auto aligned = [](const void* ptr) {
-    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
-  };
+  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return p.rows >= 1 && p.rows <= kGemvMaxRows && p.in > 0 && p.in % 8 == 0 && p.out > 0 &&
          aligned(p.x) && aligned(p.w);
 }
@@ -86,14 +83,22 @@ bool GemvSupports(const GemvParams& p) {
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (!GemvSupports(p)) return cudaErrorInvalidValue;
   switch (p.rows) {
-    case 1: return Launch<1>(p, stream);
-    case 2: return Launch<2>(p, stream);
-    case 3: return Launch<3>(p, stream);
-    case 4: return Launch<4>(p, stream);
-    case 5: return Launch<5>(p, stream);
-    case 6: return Launch<6>(p, stream);
-    case 7: return Launch<7>(p, stream);
-    default: return Launch<8>(p, stream);
+    case 1:
+      return Launch<1>(p, stream);
+    case 2:
+      return Launch<2>(p, stream);
+    case 3:
+      return Launch<3>(p, stream);
+    case 4:
+      return Launch<4>(p, stream);
+    case 5:
+      return Launch<5>(p, stream);
+    case 6:
+      return Launch<6>(p, stream);
+    case 7:
+      return Launch<7>(p, stream);
+    default:
+      return Launch<8>(p, stream);
   }
 }
 
