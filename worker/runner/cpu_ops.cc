@@ -388,19 +388,11 @@ LLM_CLONES void SiluMulPortable(const float* gate_up, float* out, size_t num_row
   }
 }
 
-float LaneTree(const float* l) {
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
 LLM_CLONES void SoftmaxPortable(float* x, size_t n) {
   float m = x[0];
   for (size_t i = 1; i < n; ++i) m = std::max(m, x[i]);
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (size_t i = 0; i < n; ++i) {
-    x[i] = FastExp(x[i] - m);
-    lane[i % 8] += x[i];
-  }
-  const float inv = 1.0f / LaneTree(lane);
+  for (size_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - m);
+  const float inv = 1.0f / LaneSum(x, n);
   for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 

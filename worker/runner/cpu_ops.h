@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/lane_sum.h"
+
 namespace llm {
 class ThreadPool;
 }
@@ -51,9 +53,7 @@ inline float Dot(const float* a, const float* b, size_t n) {
   }
   float tail = 0.0f;
   for (size_t i = n8; i < n; ++i) tail = tail + a[i] * b[i];
-  return (((lane[0] + lane[4]) + (lane[2] + lane[6])) +
-          ((lane[1] + lane[5]) + (lane[3] + lane[7]))) +
-         tail;
+  return LaneTree(lane) + tail;
 }
 
 // exp(x) for float x, as a range-reduced polynomial evaluated with fused multiply-adds (a few

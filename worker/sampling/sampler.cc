@@ -11,6 +11,7 @@
 
 #include "common/cpu_features.h"
 #include "common/fast_exp.h"
+#include "common/lane_sum.h"
 #include "common/philox.h"
 
 namespace llm::sampling {
@@ -20,36 +21,23 @@ namespace {
 // from these and scans only inside it.
 constexpr int32_t kChunk = 64;
 
-// The fixed tree over eight lanes that every lane sum below ends with.
-float LaneTree(const float* l) {
-  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
-}
-
-// The sum of x[0, n), n <= kChunk: element i goes to lane i % 8, in order, then LaneTree.
-float LaneSum(const float* x, int32_t n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int32_t i = 0; i < n; ++i) lane[i % 8] += x[i];
-  return LaneTree(lane);
-}
-
 float MaxPortable(const float* x, int32_t n) {
   float m = -std::numeric_limits<float>::infinity();
   for (int32_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;  // NaN never wins
   return m;
 }
 
-void ExpChunksPortable(const float* logits, float max_logit, float inv_t, float* probs, int32_t n,
-                       double* chunk_sums) {
-  for (int32_t i = 0; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_t);
+void ChunkSumsPortable(const float* probs, int32_t n, double* chunk_sums) {
   for (int32_t c = 0; c * kChunk < n; ++c) {
-    chunk_sums[c] = LaneSum(probs + c * kChunk, std::min(kChunk, n - c * kChunk));
+    chunk_sums[c] =
+        LaneSum(probs + c * kChunk, static_cast<size_t>(std::min(kChunk, n - c * kChunk)));
   }
 }
 
-void ChunkSumsPortable(const float* probs, int32_t n, double* chunk_sums) {
-  for (int32_t c = 0; c * kChunk < n; ++c) {
-    chunk_sums[c] = LaneSum(probs + c * kChunk, std::min(kChunk, n - c * kChunk));
-  }
+void ExpChunksPortable(const float* logits, float max_logit, float inv_t, float* probs, int32_t n,
+                       double* chunk_sums) {
+  for (int32_t i = 0; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_t);
+  ChunkSumsPortable(probs, n, chunk_sums);
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -237,12 +225,15 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
       }
       filtered = true;
     }
-    if (filtered) ChunkSums(probs_.data(), n, chunk_sums_.data());
+    double total = sum;
+    if (filtered) {
+      ChunkSums(probs_.data(), n, chunk_sums_.data());
+      total = 0.0;
+      for (double c : chunk_sums_) total += c;
+    }
     // The draw: the chunk where the running total of chunk sums passes u, then the first kept
     // id inside it where the running total does. Rounding can leave u past a chunk's own
     // running total (the chunk's last kept id absorbs it) or past the end (the last kept id).
-    double total = 0.0;
-    for (double c : chunk_sums_) total += c;
     const double u = UniformDouble(p.seed, counter) * total;
     double cum = 0.0;
     int32_t chunk = -1;
