@@ -1,9 +1,6 @@
 #include "tests/grpc_test_util.h"
 
-#include <arpa/inet.h>
 #include <grpcpp/generic/generic_stub.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +14,20 @@
 
 namespace llm::testing {
 
+void ServerProcess::Launch(const std::vector<std::string>& argv, const std::string& port_label,
+                           int timeout_ms) {
+  process_ = ChildProcess::Start(argv);
+  const std::string line = process_->WaitForLine("metrics on port", timeout_ms);
+  if (line.empty()) {
+    ADD_FAILURE() << argv[0] << " did not start; output:\n" << process_->Output();
+    return;
+  }
+  const std::string label = port_label + " ", metrics = "metrics on port ";
+  std::sscanf(line.c_str() + line.find(label) + label.size(), "%d", &port_);
+  std::sscanf(line.c_str() + line.find(metrics) + metrics.size(), "%d", &metrics_port_);
+  channel_ = grpc::CreateChannel(target(), grpc::InsecureChannelCredentials());
+}
+
 std::unique_ptr<WorkerProcess> WorkerProcess::Start(const std::string& model,
                                                     const std::vector<std::string>& extra) {
   auto w = std::unique_ptr<WorkerProcess>(new WorkerProcess());
@@ -28,15 +39,8 @@ std::unique_ptr<WorkerProcess> WorkerProcess::Start(const std::string& model,
     argv.push_back(path);
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
-  w->process_ = ChildProcess::Start(argv);
-  const std::string line = w->process_->WaitForLine("metrics on port", 60000);
-  if (line.empty()) {
-    ADD_FAILURE() << "llm-worker did not start; output:\n" << w->process_->Output();
-    return w;
-  }
-  std::sscanf(line.c_str() + line.find("on port") + 8, "%d", &w->port_);
-  std::sscanf(line.c_str() + line.find("metrics on port") + 16, "%d", &w->metrics_port_);
-  w->channel_ = grpc::CreateChannel(w->target(), grpc::InsecureChannelCredentials());
+  // "llm-worker: serving MODEL on port N, metrics on port M"
+  w->Launch(argv, "on port", 60000);
   return w;
 }
 
@@ -47,22 +51,14 @@ std::unique_ptr<RouterProcess> RouterProcess::Start(const std::string& workers,
       BinPath("llm-router"), "--router.listen",     "127.0.0.1:0", "--router.metrics_listen",
       "127.0.0.1:0",         "--discovery.workers", workers};
   argv.insert(argv.end(), extra.begin(), extra.end());
-  r->process_ = ChildProcess::Start(argv);
-  const std::string line = r->process_->WaitForLine("metrics on port", 20000);
-  if (line.empty()) {
-    ADD_FAILURE() << "llm-router did not start; output:\n" << r->process_->Output();
-    return r;
-  }
-  std::sscanf(line.c_str() + line.find("routing on port") + 16, "%d", &r->port_);
-  std::sscanf(line.c_str() + line.find("metrics on port") + 16, "%d", &r->metrics_port_);
-  r->channel_ = grpc::CreateChannel(r->target(), grpc::InsecureChannelCredentials());
+  r->Launch(argv, "routing on port", 20000);
   return r;
 }
 
 bool RouterProcess::WaitReady(int n, int timeout_ms) const {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < until) {
-    if (MetricValue(HttpGet(metrics_port_, "/metrics"), "llm_router_workers{state=\"ready\"}") >=
+    if (MetricValue(HttpGet(metrics_port(), "/metrics"), "llm_router_workers{state=\"ready\"}") >=
         n) {
       return true;
     }
@@ -273,15 +269,8 @@ std::vector<std::string> ReflectionServices(const std::shared_ptr<grpc::Channel>
 }
 
 std::string HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return "";
-  }
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return "";
   const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
   (void)!::write(fd, req.data(), req.size());
   std::string out;

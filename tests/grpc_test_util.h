@@ -16,12 +16,10 @@
 
 namespace llm::testing {
 
-// An llm-worker serving `model` (a ../shared path or an absolute one; empty when the flags or
-// a --config file name it) on loopback ports chosen by the OS.
-class WorkerProcess {
+// One of our servers started on loopback ports chosen by the OS, found from the line it prints
+// ("... <label> N, metrics on port M").
+class ServerProcess {
  public:
-  static std::unique_ptr<WorkerProcess> Start(const std::string& model,
-                                              const std::vector<std::string>& extra_flags = {});
   ChildProcess& process() { return *process_; }
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
@@ -30,6 +28,10 @@ class WorkerProcess {
   std::unique_ptr<llm::v1::Generation::Stub> generation() const {
     return llm::v1::Generation::NewStub(channel_);
   }
+
+ protected:
+  // Runs argv and waits for its ports line; a failure to start is a test failure (port() 0).
+  void Launch(const std::vector<std::string>& argv, const std::string& port_label, int timeout_ms);
 
  private:
   std::unique_ptr<ChildProcess> process_;
@@ -38,27 +40,21 @@ class WorkerProcess {
   std::shared_ptr<grpc::Channel> channel_;
 };
 
-// An llm-router in front of `workers` ("host:port,host:port") on loopback ports chosen by the OS.
-class RouterProcess {
+// An llm-worker serving `model` (a ../shared path or an absolute one; empty when the flags or
+// a --config file name it).
+class WorkerProcess : public ServerProcess {
+ public:
+  static std::unique_ptr<WorkerProcess> Start(const std::string& model,
+                                              const std::vector<std::string>& extra_flags = {});
+};
+
+// An llm-router in front of `workers` ("host:port,host:port").
+class RouterProcess : public ServerProcess {
  public:
   static std::unique_ptr<RouterProcess> Start(const std::string& workers,
                                               const std::vector<std::string>& extra_flags = {});
-  ChildProcess& process() { return *process_; }
-  int port() const { return port_; }
-  int metrics_port() const { return metrics_port_; }
-  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
-  std::shared_ptr<grpc::Channel> channel() const { return channel_; }
-  std::unique_ptr<llm::v1::Generation::Stub> generation() const {
-    return llm::v1::Generation::NewStub(channel_);
-  }
   // Waits until /metrics shows `n` workers ready; false on timeout.
   bool WaitReady(int n, int timeout_ms = 20000) const;
-
- private:
-  std::unique_ptr<ChildProcess> process_;
-  int port_ = 0;
-  int metrics_port_ = 0;
-  std::shared_ptr<grpc::Channel> channel_;
 };
 
 struct GenerateResult {

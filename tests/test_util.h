@@ -23,6 +23,11 @@ std::string SourcePath(const std::string& relative);
 // A fresh empty directory under the test's temporary directory.
 std::string MakeTempDir(const std::string& name);
 
+// A blocking TCP connection to 127.0.0.1:port (the caller closes it), or -1.
+int ConnectLoopback(int port);
+// A loopback port that was free a moment ago (for programs that cannot be given port 0).
+int FreeLoopbackPort();
+
 struct CommandResult {
   int exit_code;
   std::string out;  // stdout

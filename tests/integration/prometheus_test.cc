@@ -1,10 +1,6 @@
 // Prometheus for real: Debian's prometheus server on loopback scrapes one llm-router and two
 // llm-workers (and evaluates the rules shipped in deploy/prometheus/rules.yaml) while traffic
 // runs; the queue-depth and TTFT series, and the router's, are read back through its HTTP API.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -26,18 +22,6 @@ using llm::testing::WorkerProcess;
 
 constexpr char kModel[] = "models/tinystories-656k";
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 std::string UrlEncode(const std::string& s) {
   static const char kHex[] = "0123456789ABCDEF";
@@ -101,7 +85,7 @@ TEST_F(PrometheusTest, ScrapesRouterAndWorkersAndAnswersQueriesAboutThem) {
 
   const std::string dir = llm::testing::MakeTempDir("prometheus");
   const std::string rules = llm::testing::SourcePath("deploy/prometheus/rules.yaml");
-  port_ = FreePort();
+  port_ = llm::testing::FreeLoopbackPort();
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
       << "rule_files:\n  - " << rules << "\n"

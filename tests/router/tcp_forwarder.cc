@@ -9,24 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "tests/test_util.h"
+
 namespace llm::testing {
-
-namespace {
-
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-}  // namespace
 
 TcpForwarder::TcpForwarder(int target_port) : target_port_(target_port) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -79,7 +64,7 @@ void TcpForwarder::AcceptLoop() {
     if (!accepting_) continue;
     const int client = ::accept(listen_fd_, nullptr, nullptr);
     if (client < 0) continue;
-    const int upstream = Connect(target_port_);
+    const int upstream = ConnectLoopback(target_port_);
     std::lock_guard<std::mutex> lock(mu_);
     fds_.push_back(client);
     if (upstream < 0) continue;
