@@ -1,6 +1,6 @@
 # LLM_ENABLE_CUDA: on by default when nvcc is found. When on, kernels/ is compiled by nvcc for
 # sm_80 (A100) and sm_90 (H100/H200); when off, kernels/ and everything that needs it are left
-# out of the build.
+# out of the build. LLM_CUDA_SUMMARY says which and why (printed by the top-level file).
 include(CheckLanguage)
 if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -25,4 +25,13 @@ if(LLM_ENABLE_CUDA)
   set(CMAKE_CUDA_STANDARD 17)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
+  string(REPLACE ";" ", " _llm_archs "${CMAKE_CUDA_ARCHITECTURES}")
+  set(LLM_CUDA_SUMMARY "ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION} at ${CMAKE_CUDA_COMPILER}; \
+architectures ${_llm_archs}): kernels/, the CUDA runner and the GPU tests are built")
+elseif(CMAKE_CUDA_COMPILER)
+  set(LLM_CUDA_SUMMARY "OFF (LLM_ENABLE_CUDA=OFF, although nvcc is at ${CMAKE_CUDA_COMPILER}): \
+CPU backend only")
+else()
+  set(LLM_CUDA_SUMMARY "OFF (no nvcc on PATH or in /usr/local/cuda/bin): CPU backend only; \
+kernels/, the CUDA runner and the GPU tests are not built")
 endif()

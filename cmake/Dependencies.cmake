@@ -12,5 +12,10 @@ find_package(yaml-cpp REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
 if(LLM_BUILD_TESTS)
-  find_package(GTest REQUIRED)
+  find_package(GTest)
+  if(NOT GTest_FOUND)
+    message(FATAL_ERROR "LLM_BUILD_TESTS is ON but GoogleTest was not found: run scripts/setup.sh "
+                        "(it installs libgtest-dev and libgmock-dev), or build the programs alone "
+                        "with scripts/build.sh --no-tests (-DLLM_BUILD_TESTS=OFF)")
+  endif()
 endif()

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --build
-scripts/build.sh
+scripts/build.sh --no-tests
 model=../shared/models/tinystories-656k
 if [[ ! -d $model ]]; then
   model=build/models/tiny
