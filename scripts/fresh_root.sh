@@ -10,7 +10,7 @@
 # The root gets this machine's Debian mirror (apt sources), its apt settings (proxies and the
 # like, not its hooks), its pip configuration and proxy variables, its extra CA certificates and
 # /etc/resolv.conf, because package registries may be reachable only through them. It gets no
-# /etc/hosts: a minimal root has none. Mounted inside: /proc, /dev and ../shared (read-only),
+# /etc/hosts: a minimal root has none. Mounted inside: /proc, /dev (with pts and shm) and ../shared (read-only),
 # all in a private mount namespace and unmounted on every exit path before the root is deleted.
 #
 # The debootstrapped base root is cached as a tarball in $LLM_FRESH_ROOT_CACHE (default
@@ -79,12 +79,13 @@ mirror=$(
 say "mirror $mirror"
 
 root=$(mktemp -d "$work_parent/llm-fresh-root.XXXXXX")
+chmod 755 "$root"  # a root directory is world-readable (apt's _apt user reads through it)
 mounts=()
 cleanup() {
   local status=$?
   local i
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-    umount "${mounts[$i]}" 2>/dev/null || umount -l "${mounts[$i]}" 2>/dev/null || true
+    umount -R "${mounts[$i]}" 2>/dev/null || umount -R -l "${mounts[$i]}" 2>/dev/null || true
   done
   # Never delete through a mount point still in place.
   if grep -q " $root" /proc/self/mountinfo; then
@@ -169,7 +170,7 @@ else
 fi
 mount -t proc proc "$root/proc"
 mounts+=("$root/proc")
-mount --bind /dev "$root/dev"
+mount --rbind /dev "$root/dev"  # with /dev/pts and /dev/shm, as a booted machine has
 mounts+=("$root/dev")
 
 # 5. The README's two commands, each as a new user would type it.

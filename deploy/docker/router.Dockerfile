@@ -14,7 +14,7 @@ COPY . .
 # A build/ folder from the host (had .dockerignore not applied) would carry another CMake cache.
 RUN set -eux; \
     rm -rf build; \
-    scripts/build.sh -DLLM_BUILD_TESTS=OFF -DLLM_ENABLE_CUDA=OFF; \
+    scripts/build.sh --no-tests -DLLM_ENABLE_CUDA=OFF; \
     strip --strip-unneeded build/bin/llm-router; \
     deploy/docker/runtime-packages.sh build/bin/llm-router >/src/runtime-packages.txt
 

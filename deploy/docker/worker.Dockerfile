@@ -49,7 +49,7 @@ RUN set -eux; \
       nvcc="$(ls -d /usr/local/cuda-*/bin/nvcc | head -n1)"; \
       cuda_flags="-DLLM_ENABLE_CUDA=ON -DCMAKE_CUDA_COMPILER=$nvcc"; \
     fi; \
-    scripts/build.sh -DLLM_BUILD_TESTS=OFF $cuda_flags; \
+    scripts/build.sh --no-tests $cuda_flags; \
     strip --strip-unneeded build/bin/llm-worker; \
     deploy/docker/runtime-packages.sh build/bin/llm-worker >/src/runtime-packages.txt
 

@@ -3,8 +3,8 @@
 
 Run with /usr/bin/python3 (see deploy_util.py).
 
-- The build stage is Debian 12 running scripts/setup.sh --build and scripts/build.sh with
-  -DLLM_BUILD_TESTS=OFF, options the scripts and CMake really have.
+- The build stage is Debian 12 running scripts/setup.sh --build and scripts/build.sh --no-tests,
+  options the scripts and CMake really have.
 - Every path copied from the build context exists in the repository; every path copied from
   the build stage is something the build makes (an executable CMake puts in build/bin, or a
   file a RUN writes).
@@ -66,6 +66,8 @@ class DockerfileTest(unittest.TestCase):
             self.assertTrue(os.access(script, os.X_OK), f"{script} missing or not executable")
         self.assertIn('"--build"', setup.read_text(), "scripts/setup.sh must support --build")
         self.assertIn('"$@"', build.read_text(), "scripts/build.sh must pass its arguments on")
+        self.assertIn("--no-tests) tests=OFF", build.read_text(),
+                      "scripts/build.sh --no-tests must turn the tests off")
         cmake = (REPO / "CMakeLists.txt").read_text() + (REPO / "cmake" / "Cuda.cmake").read_text()
         for option in ("LLM_BUILD_TESTS", "LLM_ENABLE_CUDA"):
             self.assertIn(f"option({option}", cmake, f"no CMake option {option}")
@@ -84,7 +86,7 @@ class DockerfileTest(unittest.TestCase):
         self.assertEqual(runtime_from, "debian:12-slim")
         runs = " ".join(args for op, args in build if op == "RUN")
         self.assertIn("scripts/setup.sh --build", runs)
-        self.assertRegex(runs, r"scripts/build\.sh -DLLM_BUILD_TESTS=OFF")
+        self.assertRegex(runs, r"scripts/build\.sh --no-tests")
         self.assertIn(("WORKDIR", "/src"), build)
         for op, args in build + runtime:
             if op != "COPY":
