@@ -40,9 +40,10 @@ int main(int argc, char** argv) {
                server.metrics_port());
   int sig = 0;
   sigwait(&signals, &sig);
+  server.BeginDrain();  // the port is closed once this returns
   std::fprintf(stderr, "llm-router: %s: draining (grace %.0f s)\n", strsignal(sig),
                config->drain_grace_seconds);
-  const bool clean = server.Drain();
+  const bool clean = server.FinishDrain();
   std::fprintf(stderr, "llm-router: %s\n",
                clean ? "drained, exiting" : "grace period over; remaining calls cancelled");
   return 0;

@@ -85,9 +85,12 @@ absl::Status RouterServer::Start() {
   return absl::OkStatus();
 }
 
-bool RouterServer::Drain() {
+void RouterServer::BeginDrain() {
   if (internal_) SetServing(false);
   if (relay_) relay_->StartDrain();
+}
+
+bool RouterServer::FinishDrain() {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                             std::chrono::duration<double>(config_.drain_grace_seconds));

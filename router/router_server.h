@@ -31,10 +31,12 @@ class RouterServer {
 
   // Starts the pool, the servers and discovery. Errors name the key or the address.
   absl::Status Start();
-  // Health NOT_SERVING, no new calls (the port closes; clients get a GOAWAY), then waits up to
-  // drain_grace_seconds for calls in progress, then stops (ending what is left). True when
-  // nothing was left.
-  bool Drain();
+  // Health NOT_SERVING and no new calls: the port is closed when this returns, and clients get
+  // a GOAWAY. Calls in progress go on.
+  void BeginDrain();
+  // After BeginDrain: waits up to drain_grace_seconds for calls in progress, then stops (ending
+  // what is left). True when nothing was left.
+  bool FinishDrain();
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
@@ -158,11 +159,14 @@ void RelayServer::StartDrain() {
   draining_ = true;
   relay::LoopContext* first = loops_[0].get();
   const int fd = listen_fd_;
-  first->loop.Post([first, fd] {
+  std::promise<void> closed;
+  first->loop.Post([first, fd, &closed] {
     first->draining = true;
     first->loop.Remove(fd);
     ::shutdown(fd, SHUT_RDWR);  // connects are refused from now on
+    closed.set_value();
   });
+  closed.get_future().wait();
   for (auto& ctx : loops_) {
     relay::LoopContext* c = ctx.get();
     c->loop.Post([c] {

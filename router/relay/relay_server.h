@@ -98,7 +98,8 @@ class RelayServer {
   // Binds and starts the loops. UNAVAILABLE naming the address when it cannot listen.
   absl::Status Start();
   // Stops taking calls: the listening socket closes and every client connection gets a GOAWAY
-  // (calls it already started go on; a gRPC client sends new ones elsewhere).
+  // (calls it already started go on; a gRPC client sends new ones elsewhere). Returns once the
+  // socket is closed, so a connect after it is refused.
   void StartDrain();
   // Closes every connection (calls in progress end) and joins the loops.
   void Stop();
