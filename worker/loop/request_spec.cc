@@ -90,7 +90,8 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
     return Invalid(prompt_field, absl::StrCat("the prompt is ", prompt, " tokens; the limit is ",
                                               l.max_prompt_tokens));
   }
-  int32_t max_tokens = s.max_tokens;
+  // Validated above: max_tokens < max_context fits an int32.
+  int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
   if (max_tokens == 0) {
     max_tokens = std::min(l.default_max_tokens, l.max_context - prompt);
     if (l.max_tokens_cap > 0) max_tokens = std::min(max_tokens, l.max_tokens_cap);
@@ -118,7 +119,7 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
     }
   }
   r.want_logprobs = s.logprobs > 0;
-  r.num_top_logprobs = s.logprobs;
+  r.num_top_logprobs = static_cast<int32_t>(s.logprobs);
   return r;
 }
 

@@ -21,12 +21,13 @@ struct GenerateSpec {
   std::string text;
   std::vector<int32_t> token_ids;
   bool add_special_tokens = true;
-  int32_t max_tokens = 0;  // 0: the default
+  // Numbers as the client sent them (uint32 on the wire), so errors quote them as sent.
+  int64_t max_tokens = 0;  // 0: the default
   sampling::SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  int32_t logprobs = 0;  // 0: none; n >= 1: the sampled token's and the top n
+  int64_t logprobs = 0;  // 0: none; n >= 1: the sampled token's and the top n
   bool skip_special_tokens = true;
   bool include_stop_str = false;
   bool include_prompt_ids = false;

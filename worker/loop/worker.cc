@@ -166,7 +166,7 @@ void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> 
   ctx.include_prompt_ids = spec.include_prompt_ids;
   ctx.continuous_usage = spec.continuous_usage;
   ctx.want_logprobs = spec.logprobs > 0;
-  ctx.num_top_logprobs = spec.logprobs;
+  ctx.num_top_logprobs = static_cast<int32_t>(spec.logprobs);
   ctx.arrival = spec.arrival;
   // Register and submit under the lock, so a concurrent Cancel sees either the tokenizing entry
   // or both the output stage and the engine holding the request.

@@ -195,7 +195,7 @@ SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
                        [&](int32_t a, int32_t b) {
                          return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
                        });
-      for (int32_t i = p.top_k; i < n; ++i) probs_[order_[i]] = 0.0f;
+      for (int64_t i = p.top_k; i < n; ++i) probs_[order_[i]] = 0.0f;
       filtered = true;
     }
     if (p.top_p < 1.0f) {

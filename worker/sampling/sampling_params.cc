@@ -7,6 +7,13 @@
 namespace llm::sampling {
 namespace {
 
+// Integers are quoted as integers (a float format would print 4294967295 as 4.29497e+09).
+absl::Status IntRange(const char* field, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling.", field, ": ", v, " is outside [", lo, ", ", hi, "]"));
+}
+
 absl::Status Range(const char* field, double v, double lo, bool lo_open, double hi) {
   const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
   if (ok) return absl::OkStatus();
@@ -19,7 +26,7 @@ absl::Status Range(const char* field, double v, double lo, bool lo_open, double 
 absl::Status SamplingParams::Validate(int32_t vocab_size) const {
   for (const absl::Status& st : {
            Range("temperature", temperature, 0, false, 100),
-           Range("top_k", top_k, 0, false, vocab_size),
+           IntRange("top_k", top_k, 0, vocab_size),
            Range("top_p", top_p, 0, true, 1),
            Range("min_p", min_p, 0, false, 1),
            Range("repetition_penalty", repetition_penalty, 0, true, 10),

@@ -10,7 +10,7 @@ namespace llm::sampling {
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy
-  int32_t top_k = 0;                // 0 = disabled
+  int64_t top_k = 0;                // 0 = disabled (int64: the uint32 a client sent)
   float top_p = 1.0f;               // 1 = disabled
   float min_p = 0.0f;               // 0 = disabled
   float repetition_penalty = 1.0f;  // 1 = disabled; over prompt and output tokens

@@ -19,10 +19,10 @@ loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& r) {
     s.text = r.text();  // empty when no prompt was set: rejected by validation
   }
   s.add_special_tokens = r.has_add_special_tokens() ? r.add_special_tokens() : true;
-  s.max_tokens = static_cast<int32_t>(std::min<uint32_t>(r.max_tokens(), INT32_MAX));
+  s.max_tokens = r.max_tokens();
   const auto& sp = r.sampling();
   s.sampling.temperature = sp.has_temperature() ? sp.temperature() : 1.0f;
-  s.sampling.top_k = static_cast<int32_t>(std::min<uint32_t>(sp.top_k(), INT32_MAX));
+  s.sampling.top_k = sp.top_k();
   s.sampling.top_p = sp.has_top_p() ? sp.top_p() : 1.0f;
   s.sampling.min_p = sp.min_p();
   s.sampling.repetition_penalty = sp.has_repetition_penalty() ? sp.repetition_penalty() : 1.0f;
@@ -37,7 +37,7 @@ loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& r) {
   s.stop.assign(r.stop().begin(), r.stop().end());
   s.stop_token_ids.assign(r.stop_token_ids().begin(), r.stop_token_ids().end());
   s.ignore_eos = r.ignore_eos();
-  s.logprobs = static_cast<int32_t>(std::min<uint32_t>(r.logprobs(), INT32_MAX));
+  s.logprobs = r.logprobs();
   const auto& so = r.stream();
   s.include_prompt_ids = so.include_prompt_ids();
   s.skip_special_tokens = so.has_skip_special_tokens() ? so.skip_special_tokens() : true;

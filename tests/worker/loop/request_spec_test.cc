@@ -72,6 +72,21 @@ TEST(RequestSpecTest, EveryFieldIsCheckedByName) {
   EXPECT_THAT(Error(s), HasSubstr("text: 1048577 bytes"));
 }
 
+// The wire's uint32 values reach the checks whole: an error quotes the number the client sent,
+// not a clamped or float-formatted one.
+TEST(RequestSpecTest, OutOfRangeNumbersAreQuotedAsSent) {
+  constexpr int64_t kMaxUint32 = 4294967295;
+  GenerateSpec s = Text("x");
+  s.max_tokens = kMaxUint32;
+  EXPECT_THAT(Error(s), HasSubstr("max_tokens: 4294967295 leaves no room"));
+  s = Text("x");
+  s.sampling.top_k = kMaxUint32;
+  EXPECT_THAT(Error(s), HasSubstr("sampling.top_k: 4294967295 is outside [0, 100]"));
+  s = Text("x");
+  s.logprobs = kMaxUint32;
+  EXPECT_THAT(Error(s), HasSubstr("logprobs: 4294967295 is outside [0, 20]"));
+}
+
 TEST(RequestSpecTest, BuildChecksTheContextAndAddsEos) {
   GenerateSpec s = Text("x");
   s.max_tokens = 10;

@@ -35,7 +35,7 @@ kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& r) {
   s.repetition_penalty = r.sampling.repetition_penalty;
   s.presence_penalty = r.sampling.presence_penalty;
   s.frequency_penalty = r.sampling.frequency_penalty;
-  s.top_k = r.sampling.top_k;
+  s.top_k = static_cast<int32_t>(r.sampling.top_k);  // validated: <= vocab
   s.max_tokens = r.max_tokens;
   s.seed = r.sampling.seed;
   s.key = r.key;
