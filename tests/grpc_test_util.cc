@@ -176,6 +176,9 @@ GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::Generate
     r.last = resp;
   }
   r.status = reader->Finish();
+  for (const auto& [k, v] : ctx.GetServerTrailingMetadata()) {
+    r.trailers[std::string(k.data(), k.size())] = std::string(v.data(), v.size());
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,7 +63,8 @@ struct GenerateResult {
   std::string text;
   std::vector<int32_t> token_ids;
   int messages = 0;
-  llm::v1::GenerateResponse last;  // the final response (finish reason, usage)
+  llm::v1::GenerateResponse last;               // the final response (finish reason, usage)
+  std::map<std::string, std::string> trailers;  // the server's trailing metadata
 };
 
 // Runs one Generate call to completion. `read_delay_ms` sleeps before each read (a slow

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/retry_after.h"
 
 namespace llm::router {
 
@@ -11,27 +12,38 @@ namespace {
 
 constexpr double kUnknownWait = std::numeric_limits<double>::infinity();
 
-// Candidates (not excluded, not tried) in snapshot order; sets `any_healthy` when some worker
-// could have served but was saturated or draining.
+// Candidates (not excluded, not tried) in snapshot order. When there is none, the reason:
+// `any_healthy` when some worker could have served but was saturated or draining, and
+// `least_wait_ms` the shortest estimated wait among those (infinity when unknown).
 std::vector<size_t> Candidates(const std::vector<WorkerView>& workers,
                                const std::vector<size_t>& exclude, const PolicyOptions& options,
-                               bool* any_healthy) {
+                               bool* any_healthy, double* least_wait_ms) {
   std::vector<size_t> out;
   *any_healthy = false;
+  *least_wait_ms = kUnknownWait;
   for (size_t i = 0; i < workers.size(); ++i) {
     if (std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
     const WorkerView& w = workers[i];
     if (!w.healthy || w.ejected) continue;
     *any_healthy = true;
-    if (Excluded(w, options)) continue;
+    if (Excluded(w, options)) {
+      if (w.fresh && !w.report.draining) {
+        *least_wait_ms = std::min(*least_wait_ms, EstimateWaitMs(w, options));
+      }
+      continue;
+    }
     out.push_back(i);
   }
   return out;
 }
 
-absl::Status NoCandidate(bool any_healthy) {
+absl::Status NoCandidate(bool any_healthy, double least_wait_ms) {
   if (any_healthy) {
-    return absl::ResourceExhaustedError("every worker is saturated or draining; try again later");
+    absl::Status st =
+        absl::ResourceExhaustedError("every worker is saturated or draining; try again later");
+    // Retry when the least loaded worker should have room (a second when none says).
+    SetRetryAfterMs(st, least_wait_ms < kUnknownWait ? static_cast<int64_t>(least_wait_ms) : 1000);
+    return st;
   }
   return absl::UnavailableError("no healthy worker to serve the request");
 }
@@ -77,8 +89,10 @@ bool Excluded(const WorkerView& w, const PolicyOptions& o) {
 PickResult PowerOfTwoChoices::Pick(const std::vector<WorkerView>& workers,
                                    const std::vector<size_t>& exclude, uint64_t random) const {
   bool any_healthy = false;
-  const std::vector<size_t> c = Candidates(workers, exclude, options_, &any_healthy);
-  if (c.empty()) return NoCandidate(any_healthy);
+  double least_wait_ms = 0.0;
+  const std::vector<size_t> c =
+      Candidates(workers, exclude, options_, &any_healthy, &least_wait_ms);
+  if (c.empty()) return NoCandidate(any_healthy, least_wait_ms);
   if (c.size() == 1) return c[0];
   // Two distinct candidates from one random number.
   const size_t n = c.size();
@@ -92,8 +106,10 @@ PickResult PowerOfTwoChoices::Pick(const std::vector<WorkerView>& workers,
 PickResult LeastInFlight::Pick(const std::vector<WorkerView>& workers,
                                const std::vector<size_t>& exclude, uint64_t random) const {
   bool any_healthy = false;
-  const std::vector<size_t> c = Candidates(workers, exclude, options_, &any_healthy);
-  if (c.empty()) return NoCandidate(any_healthy);
+  double least_wait_ms = 0.0;
+  const std::vector<size_t> c =
+      Candidates(workers, exclude, options_, &any_healthy, &least_wait_ms);
+  if (c.empty()) return NoCandidate(any_healthy, least_wait_ms);
   // Start the scan at a random candidate, so ties spread.
   const size_t start = static_cast<size_t>(random % c.size());
   size_t best = c[start];

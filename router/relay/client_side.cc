@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/retry_after.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/h2_util.h"
 #include "router/relay/relay_internal.h"
@@ -14,6 +15,7 @@ namespace llm::router::relay {
 namespace {
 
 constexpr char kGenerationPrefix[] = "/llm.v1.Generation/";
+constexpr int64_t kInFlightRetryMs = 100;
 
 bool HopByHop(std::string_view name) {
   return name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
@@ -111,8 +113,10 @@ void DownStream::OnRequestHeaders() {
   const int64_t max = ctx_->options->proxy.max_in_flight;
   if (ctx_->in_flight->fetch_add(1) >= max) {
     ctx_->in_flight->fetch_sub(1);
+    // Calls end all the time at that many in flight: come back soon.
     Finish(kGrpcResourceExhausted,
-           absl::StrCat("router: ", max, " calls in flight (proxy.max_in_flight)"), {});
+           absl::StrCat("router: ", max, " calls in flight (proxy.max_in_flight)"),
+           {{"grpc-retry-pushback-ms", std::to_string(kInFlightRetryMs)}});
     return;
   }
   entered_ = true;
@@ -157,7 +161,11 @@ void DownStream::StartAttempt() {
     if (!picked.ok()) {
       const int code = static_cast<int>(picked.status().code());
       if (attempts_ == 0) {
-        Finish(code, std::string(picked.status().message()), {});
+        Headers hint;  // every worker saturated: when the least loaded one should have room
+        if (const auto ms = RetryAfterMs(picked.status())) {
+          hint.emplace_back("grpc-retry-pushback-ms", std::to_string(*ms));
+        }
+        Finish(code, std::string(picked.status().message()), hint);
       } else {
         Finish(kGrpcUnavailable,
                absl::StrCat(

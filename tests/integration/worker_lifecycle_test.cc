@@ -100,6 +100,8 @@ TEST(WorkerLifecycleTest, FullQueueGivesResourceExhausted) {
   const auto r = Generate(*w->generation(), GreedyRequest(kPrompt, 5));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(), HasSubstr("full"));
+  ASSERT_TRUE(r.trailers.count("grpc-retry-pushback-ms"));
+  EXPECT_GE(std::stoll(r.trailers.at("grpc-retry-pushback-ms")), 10);
   for (auto& t : busy) t.join();
 }
 

@@ -1,8 +1,10 @@
 // The routing policy on hand-made load tables: no network, no clock.
 #include "router/policy/policy.h"
 
+#include <algorithm>
 #include <map>
 
+#include "common/retry_after.h"
 #include "gtest/gtest.h"
 
 namespace llm::router {
@@ -89,6 +91,12 @@ TEST(PolicyTest, AllSaturatedIsResourceExhausted) {
   EXPECT_TRUE(Saturated(workers[0], PolicyOptions{}));
   auto pick = p.Pick(workers, {}, 1);
   EXPECT_EQ(pick.status().code(), absl::StatusCode::kResourceExhausted);
+  // The retry hint is the least loaded worker's estimated wait.
+  const double least = std::min(EstimateWaitMs(workers[0], PolicyOptions{}),
+                                EstimateWaitMs(workers[1], PolicyOptions{}));
+  ASSERT_TRUE(RetryAfterMs(pick.status()).has_value());
+  EXPECT_EQ(*RetryAfterMs(pick.status()),
+            std::clamp<int64_t>(static_cast<int64_t>(least), kMinRetryAfterMs, kMaxRetryAfterMs));
   // Draining workers do not take requests either.
   WorkerView draining = Fresh("d", 0, 0, 8);
   draining.report.draining = true;

@@ -23,6 +23,7 @@ using tools::FakeWorker;
 
 struct Result {
   grpc::Status status;
+  std::map<std::string, std::string> trailers;
   int messages = 0;
   bool finished_reason = false;
   double seconds = 0;
@@ -42,6 +43,9 @@ Result Call(llm::v1::Generation::Stub& stub, int deadline_ms = 10000) {
     if (resp.finish_reason() != llm::v1::FINISH_REASON_UNSPECIFIED) r.finished_reason = true;
   }
   r.status = reader->Finish();
+  for (const auto& [k, v] : ctx.GetServerTrailingMetadata()) {
+    r.trailers[std::string(k.data(), k.size())] = std::string(v.data(), v.size());
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -305,6 +309,9 @@ TEST_F(ProxyTest, AllSaturatedIsResourceExhausted) {
   const Result r = Call(*stub_);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(w->generate_calls(), 0);
+  // When to retry: a positive number of milliseconds, which gRPC's retry policy honours.
+  ASSERT_TRUE(r.trailers.count("grpc-retry-pushback-ms")) << r.status.error_message();
+  EXPECT_GE(std::stoll(r.trailers.at("grpc-retry-pushback-ms")), 10);
 }
 
 TEST_F(ProxyTest, DiscoveryPicksUpWorkersThatAppearAndVanish) {

@@ -1,8 +1,10 @@
 #include "worker/loop/worker.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/retry_after.h"
 
 namespace llm::loop {
 
@@ -107,9 +109,15 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
     const int64_t capacity =
         static_cast<int64_t>(options_.scheduler.max_slots) + options_.max_queued_requests;
     if (in_flight_ >= capacity) {
-      return absl::ResourceExhaustedError(absl::StrCat(
+      absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
           "the worker is full: ", in_flight_, " requests in flight (", options_.scheduler.max_slots,
           " slots + ", options_.max_queued_requests, " queued); retry later"));
+      // Retry once room is likely: the requests beyond capacity, each about one mean interval
+      // between stream ends (a second when nothing has ended yet).
+      const double interval_s = end_interval_s_ > 0.0 ? end_interval_s_ : 1.0;
+      SetRetryAfterMs(
+          full, static_cast<int64_t>(std::ceil(1000.0 * interval_s * (in_flight_ - capacity + 1))));
+      return full;
     }
     ++in_flight_;
     if (spec.has_text) tokenizing_.insert(key);
@@ -191,7 +199,13 @@ void Worker::Cancel(uint64_t key) {
 }
 
 void Worker::StreamEnded(uint64_t key) {
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
+  if (last_end_ != std::chrono::steady_clock::time_point{}) {
+    const double gap = std::chrono::duration<double>(now - last_end_).count();
+    end_interval_s_ = end_interval_s_ == 0.0 ? gap : 0.9 * end_interval_s_ + 0.1 * gap;
+  }
+  last_end_ = now;
   live_.erase(key);
   --in_flight_;
   idle_cv_.notify_all();

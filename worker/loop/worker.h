@@ -9,6 +9,7 @@
 #define LLM_WORKER_LOOP_WORKER_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -112,6 +113,10 @@ class Worker {
   std::unordered_set<uint64_t> live_;        // registered with the output stage
   int64_t in_flight_ = 0;
   bool stopping_ = false;
+  // When streams end, for the retry hint of a refusal: the last end, and the mean time between
+  // ends (exponentially weighted; 0 until two have ended).
+  std::chrono::steady_clock::time_point last_end_;
+  double end_interval_s_ = 0.0;
 };
 
 }  // namespace llm::loop

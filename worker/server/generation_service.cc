@@ -2,7 +2,9 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
+#include "common/retry_after.h"
 #include "worker/server/convert.h"
 #include "worker/server/wire_check.h"
 
@@ -38,8 +40,8 @@ class ReactorSink : public loop::StreamSink {
 
 class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  GenerateReactor(loop::Worker* worker, RequestCounters* counters, const grpc::ByteBuffer& raw,
-                  size_t max_bytes)
+  GenerateReactor(grpc::CallbackServerContext* context, loop::Worker* worker,
+                  RequestCounters* counters, const grpc::ByteBuffer& raw, size_t max_bytes)
       : worker_(worker) {
     sink_ = std::make_shared<ReactorSink>(this);
     llm::v1::GenerateRequest request;
@@ -60,6 +62,10 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     auto key = worker_->Submit(std::move(spec), sink_);
     if (!key.ok()) {
       const grpc::Status status = ToGrpcStatus(key.status());
+      // Overload: tell the client when to retry (gRPC's retry policy honours this trailer).
+      if (const auto ms = RetryAfterMs(key.status())) {
+        context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(*ms));
+      }
       if (counters != nullptr) counters->OnRejected(status.error_code());
       std::lock_guard<std::mutex> lock(mu_);
       FinishLocked(status);
@@ -168,8 +174,8 @@ void ReactorSink::OnError(const absl::Status& status) {
 }  // namespace
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
-  return new GenerateReactor(worker_.load(), counters_, *request, max_message_bytes_);
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  return new GenerateReactor(context, worker_.load(), counters_, *request, max_message_bytes_);
 }
 
 grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContext* context,

@@ -5,6 +5,7 @@
 #include <random>
 #include <thread>
 
+#include "common/retry_after.h"
 #include "common/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -289,6 +290,8 @@ TEST_F(WorkerTest, FullQueueAndDraining) {
   }
   auto full = w->Submit(Spec(golden_.prompt, 5), std::make_shared<CollectingSink>());
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  // With a hint of when to retry (a second before any request has ended).
+  EXPECT_EQ(RetryAfterMs(full.status()), std::optional<int64_t>(1000));
 
   w->BeginDrain();
   EXPECT_TRUE(w->Load().draining);
