@@ -421,6 +421,7 @@ ClientConnection::ClientConnection(LoopContext* ctx, int fd, SSL* ssl)
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
   };
   nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
+  TolerateIdleStreamFrames();
   Start(session, /*connecting=*/false);
 }
 

@@ -111,6 +111,31 @@ void H2Connection::ReadAll() {
 }
 
 bool H2Connection::ToSession(const uint8_t* data, size_t n) {
+  if (filter_ == nullptr) return ToParser(data, n);
+  IdleFrameFilter::Outcome dropped;
+  if (!filter_->Feed(
+          data, n, Clock::now(), [this](const uint8_t* p, size_t len) { return ToParser(p, len); },
+          &dropped)) {
+    return false;
+  }
+  if (dropped.abusive) {
+    nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
+    Touch();
+    return true;  // the GOAWAY goes out; the session then wants nothing more and closes
+  }
+  if (dropped.dropped_data_bytes > 0) {
+    // The client counted those bytes against the connection window; give them back.
+    nghttp2_submit_window_update(
+        session_, NGHTTP2_FLAG_NONE, 0,
+        static_cast<int32_t>(std::min<uint64_t>(dropped.dropped_data_bytes, (1u << 31) - 1)));
+  }
+  for (const int32_t id : dropped.reset_before_open) {
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+  }
+  return !closed_;
+}
+
+bool H2Connection::ToParser(const uint8_t* data, size_t n) {
   const ssize_t used = nghttp2_session_mem_recv(session_, data, n);
   if (used < 0) {
     Close(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(used)));

@@ -12,9 +12,11 @@
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 
+#include <memory>
 #include <string>
 
 #include "router/relay/event_loop.h"
+#include "router/relay/idle_frame_filter.h"
 
 namespace llm::router::relay {
 
@@ -50,6 +52,9 @@ class H2Connection : public FdHandler {
   void Start(nghttp2_session* session, bool connecting);
   virtual void OnClose(const std::string& why) = 0;
   virtual void OnConnected() {}
+  // Server side: frames for streams the peer never opened are dropped before the session sees
+  // them instead of ending the connection (IdleFrameFilter). Call before Start.
+  void TolerateIdleStreamFrames() { filter_ = std::make_unique<IdleFrameFilter>(); }
 
  private:
   void ReadAll();
@@ -57,6 +62,7 @@ class H2Connection : public FdHandler {
   // connection was closed.
   bool Receive(const uint8_t* data, size_t n);
   bool ToSession(const uint8_t* data, size_t n);
+  bool ToParser(const uint8_t* data, size_t n);
   // Moves what OpenSSL has written (handshake, records) into out_.
   void DrainTls();
   // Frees the part of out_ already written (all of it, or a large prefix).
@@ -76,6 +82,7 @@ class H2Connection : public FdHandler {
   BIO* rbio_ = nullptr;  // socket -> OpenSSL
   BIO* wbio_ = nullptr;  // OpenSSL -> out_
   bool handshake_done_ = false;
+  std::unique_ptr<IdleFrameFilter> filter_;
 };
 
 }  // namespace llm::router::relay
