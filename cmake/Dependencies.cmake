@@ -11,6 +11,16 @@ find_package(gRPC CONFIG REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)
+# The router's HTTP/1.1 front parses with Node's http-parser (Debian: libhttp-parser-dev, no .pc).
+find_path(HTTP_PARSER_INCLUDE_DIR http_parser.h)
+find_library(HTTP_PARSER_LIBRARY http_parser)
+if(NOT HTTP_PARSER_INCLUDE_DIR OR NOT HTTP_PARSER_LIBRARY)
+  message(FATAL_ERROR "http_parser.h / libhttp_parser not found: run scripts/setup.sh --build "
+                      "(it installs libhttp-parser-dev)")
+endif()
+add_library(http_parser::http_parser UNKNOWN IMPORTED)
+set_target_properties(http_parser::http_parser PROPERTIES
+  IMPORTED_LOCATION "${HTTP_PARSER_LIBRARY}" INTERFACE_INCLUDE_DIRECTORIES "${HTTP_PARSER_INCLUDE_DIR}")
 if(LLM_BUILD_TESTS)
   find_package(GTest)
   if(NOT GTest_FOUND)

@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llm-router: health (plaintext) on port %d\n", server.health_port());
   }
   // Tests and scripts read this line to find the ports.
-  std::fprintf(stderr, "llm-router: routing on port %d, metrics on port %d\n", server.port(),
-               server.metrics_port());
+  // (http on port 0: router.http_listen is empty.)
+  std::fprintf(stderr, "llm-router: routing on port %d, metrics on port %d, http on port %d\n",
+               server.port(), server.metrics_port(), server.http_port());
   int sig = 0;
   sigwait(&signals, &sig);
   server.BeginDrain();  // the port is closed once this returns

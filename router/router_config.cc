@@ -12,6 +12,9 @@ config::ConfigSchema RouterConfigSchema() {
   s.String("router.listen", "0.0.0.0:50050", "gRPC address (host:port; port 0 picks one)")
       .String("router.metrics_listen", "0.0.0.0:9091",
               "HTTP address of /metrics (host:port; empty disables)")
+      .String("router.http_listen", ":8000",
+              "HTTP address of the OpenAI-compatible API (/v1/chat/completions, /v1/completions, "
+              "/v1/models, /health); host:port or :port; empty disables")
       .String("router.health_listen", "",
               "plaintext gRPC address serving only grpc.health.v1 (for Kubernetes probes when "
               "router.listen needs TLS); empty disables")
@@ -84,6 +87,7 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   c.listen = v->String("router.listen");
   c.metrics_listen = v->String("router.metrics_listen");
   c.health_listen = v->String("router.health_listen");
+  c.http_listen = v->String("router.http_listen");
   auto& sec = c.security;
   sec.server.cert_file = v->String("tls.cert_file");
   sec.server.key_file = v->String("tls.key_file");

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "llm/v1/generation.grpc.pb.h"
+#include "router/http/http_front.h"
 #include "router/pool/discovery.h"
 #include "router/pool/worker_pool.h"
 #include "router/relay/relay_server.h"
@@ -41,12 +42,15 @@ class RouterServer {
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
   int health_port() const { return health_port_; }
+  int http_port() const { return http_port_; }  // 0: router.http_listen is empty
   WorkerPool& pool() { return *pool_; }
 
  private:
   void SetServing(bool serving);
   void Stop();
   void ReloadLoop();
+  // A new in-process channel into the relay (for the HTTP front).
+  std::shared_ptr<grpc::Channel> RelayChannel();
 
   RouterConfig config_;
   DnsDiscovery::Resolve resolve_;
@@ -64,9 +68,11 @@ class RouterServer {
   std::thread reloader_;
   std::unique_ptr<RelayServer> relay_;
   std::unique_ptr<DnsDiscovery> discovery_;
+  std::unique_ptr<http::HttpFront> http_;
   int port_ = 0;
   int metrics_port_ = 0;
   int health_port_ = 0;
+  int http_port_ = 0;
 };
 
 }  // namespace llm::router

@@ -43,6 +43,16 @@ metrics_page() {
   exec 3<&-
 }
 
+# An HTTP/1.0 request to 127.0.0.1:$1 with bash alone: METHOD PATH [JSON BODY]; prints the body.
+http_request() {
+  local body=${4:-}
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf '%s %s HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+    "$2" "$3" "${#body}" "$body" >&3
+  sed '1,/^\r$/d' <&3
+  exec 3<&-
+}
+
 workers=()
 for i in 1 2; do
   build/bin/llm-worker --model.path "$model" --server.listen 127.0.0.1:0 \
@@ -56,13 +66,14 @@ done
 
 list=$(IFS=,; echo "${workers[*]}")
 build/bin/llm-router --router.listen 127.0.0.1:0 --router.metrics_listen 127.0.0.1:0 \
-  --discovery.workers "$list" >"$logs/router.log" 2>&1 &
+  --router.http_listen 127.0.0.1:0 --discovery.workers "$list" >"$logs/router.log" 2>&1 &
 router=$!
 pids+=("$router")
 wait_for "$logs/router.log" "$router" "routing on port"
 cat "$logs/router.log"
 port=$(sed -n 's/.*routing on port \([0-9]*\),.*/\1/p' "$logs/router.log")
 metrics=$(sed -n 's/.*metrics on port \([0-9]*\).*/\1/p' "$logs/router.log")
+http=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$logs/router.log")
 
 # The router routes once the workers' first load reports are in.
 for _ in $(seq 100); do
@@ -75,6 +86,10 @@ done
 echo "demo: llm-cli call --target 127.0.0.1:$port --prompt \"Once upon a time\"  (through the router)"
 build/bin/llm-cli call --target "127.0.0.1:$port" --prompt "Once upon a time" --max-tokens 120 \
   --temperature 0.6 --top-k 40 --top-p 0.9 --seed 1
+served=$(http_request "$http" GET /v1/models | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
+body="{\"model\": \"$served\", \"prompt\": \"Once upon a time\", \"max_tokens\": 12, \"stream\": true}"
+echo "demo: POST http://127.0.0.1:$http/v1/completions $body  (the OpenAI API, same router)"
+http_request "$http" POST /v1/completions "$body"
 echo "demo: router picks per worker:"
 metrics_page "$metrics" | grep '^llm_router_picks_total' || true
 

@@ -14,6 +14,7 @@ build_packages=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   prometheus-cpp-dev libyaml-cpp-dev nlohmann-json3-dev libpcre2-dev libutf8proc-dev libnghttp2-dev libssl-dev
+  libhttp-parser-dev
 )
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv python3-pip

@@ -47,11 +47,21 @@ std::unique_ptr<WorkerProcess> WorkerProcess::Start(const std::string& model,
 std::unique_ptr<RouterProcess> RouterProcess::Start(const std::string& workers,
                                                     const std::vector<std::string>& extra) {
   auto r = std::unique_ptr<RouterProcess>(new RouterProcess());
-  std::vector<std::string> argv{
-      BinPath("llm-router"), "--router.listen",     "127.0.0.1:0", "--router.metrics_listen",
-      "127.0.0.1:0",         "--discovery.workers", workers};
+  std::vector<std::string> argv{BinPath("llm-router"),
+                                "--router.listen",
+                                "127.0.0.1:0",
+                                "--router.metrics_listen",
+                                "127.0.0.1:0",
+                                "--router.http_listen",
+                                "127.0.0.1:0",
+                                "--discovery.workers",
+                                workers};
   argv.insert(argv.end(), extra.begin(), extra.end());
   r->Launch(argv, "routing on port", 20000);
+  const std::string out = r->process().Output(), label = "http on port ";
+  if (const size_t at = out.find(label); at != std::string::npos) {
+    std::sscanf(out.c_str() + at + label.size(), "%d", &r->http_port_);
+  }
   return r;
 }
 

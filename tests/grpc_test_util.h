@@ -56,6 +56,11 @@ class RouterProcess : public ServerProcess {
                                               const std::vector<std::string>& extra_flags = {});
   // Waits until /metrics shows `n` workers ready; false on timeout.
   bool WaitReady(int n, int timeout_ms = 20000) const;
+  // The OpenAI-compatible HTTP API's port (router.http_listen 127.0.0.1:0).
+  int http_port() const { return http_port_; }
+
+ private:
+  int http_port_ = 0;
 };
 
 struct GenerateResult {

@@ -29,7 +29,7 @@ COPY --from=build /src/build/bin/llm-router /usr/local/bin/llm-router
 RUN groupadd --system --gid 10001 llm && useradd --system --uid 10001 --gid llm --no-create-home llm
 USER 10001:10001
 # gRPC, /metrics, plaintext health (router.listen, router.metrics_listen, router.health_listen).
-EXPOSE 50050 9091 50052
+EXPOSE 50050 8000 9091 50052
 # Arguments are flags: Kubernetes passes --config /etc/llm/router.yaml (deploy/k8s); by hand,
 #   docker run llm-router:0.1.0 --discovery.workers 10.0.0.5:50051
 ENTRYPOINT ["/usr/local/bin/llm-router"]

@@ -28,6 +28,7 @@ struct WorkerLoadReport {
   double step_time_ewma_ms = 0.0;
   double busy_ratio = 0.0;
   bool draining = false;
+  std::string model;  // the served model's name (the HTTP front's /v1/models and `model`)
 };
 
 struct WorkerView {

@@ -38,6 +38,7 @@ WorkerLoadReport FromProto(const llm::v1::LoadReport& r) {
   w.busy_ratio =
       r.has_device() && r.device().busy_ratio() > 0 ? r.device().busy_ratio() : r.busy_ratio();
   w.draining = r.draining();
+  w.model = r.model();
   return w;
 }
 

@@ -68,23 +68,19 @@ class Acceptor : public FdHandler {
 
 }  // namespace relay
 
-namespace {
-
-// Binds host:port ("0.0.0.0:50050", "[::]:0", "127.0.0.1:0").
-absl::StatusOr<int> Listen(const std::string& address, int* port) {
+absl::StatusOr<int> ListenTcp(const std::string& address, int* port, const std::string& key) {
   std::string host, p;
   if (!address.empty() && address[0] == '[') {
     const size_t close = address.find(']');
     if (close == std::string::npos || close + 1 >= address.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("router.listen: '", address, "'"));
+      return absl::InvalidArgumentError(absl::StrCat(key, ": '", address, "'"));
     }
     host = address.substr(1, close - 1);
     p = address.substr(close + 2);
   } else {
     const size_t colon = address.rfind(':');
     if (colon == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("router.listen: '", address, "' is not host:port"));
+      return absl::InvalidArgumentError(absl::StrCat(key, ": '", address, "' is not host:port"));
     }
     host = address.substr(0, colon);
     p = address.substr(colon + 1);
@@ -117,8 +113,6 @@ absl::StatusOr<int> Listen(const std::string& address, int* port) {
   return fd;
 }
 
-}  // namespace
-
 RelayServer::RelayServer(WorkerPool* pool, const Options& options, ProxyObserver* observer)
     : pool_(pool), options_(std::make_unique<relay::RelayOptions>()), observer_(observer) {
   static_cast<Options&>(*options_) = options;
@@ -127,7 +121,7 @@ RelayServer::RelayServer(WorkerPool* pool, const Options& options, ProxyObserver
 RelayServer::~RelayServer() { Stop(); }
 
 absl::Status RelayServer::Start() {
-  auto fd = Listen(options_->listen, &port_);
+  auto fd = ListenTcp(options_->listen, &port_, "router.listen");
   if (!fd.ok()) return fd.status();
   listen_fd_ = *fd;
   int n = options_->threads > 0 ? options_->threads
@@ -152,6 +146,13 @@ absl::Status RelayServer::Start() {
   }
   started_ = true;
   return absl::OkStatus();
+}
+
+void RelayServer::AdoptConnection(int fd) {
+  relay::LoopContext* ctx = loops_[next_adopted_++ % loops_.size()].get();
+  ctx->loop.Post([ctx, fd] {
+    ctx->AddConnection(std::make_unique<relay::ClientConnection>(ctx, fd, nullptr));
+  });
 }
 
 void RelayServer::StartDrain() {

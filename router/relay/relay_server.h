@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "router/pool/worker_pool.h"
 
 namespace llm::router {
@@ -97,6 +98,9 @@ class RelayServer {
 
   // Binds and starts the loops. UNAVAILABLE naming the address when it cannot listen.
   absl::Status Start();
+  // Serves `fd` (a connected, non-blocking stream socket, owned from now on) as a plaintext
+  // client connection: the HTTP front's in-process channel. After Start.
+  void AdoptConnection(int fd);
   // Stops taking calls: the listening socket closes and every client connection gets a GOAWAY
   // (calls it already started go on; a gRPC client sends new ones elsewhere). Returns once the
   // socket is closed, so a connect after it is refused.
@@ -119,7 +123,12 @@ class RelayServer {
   std::atomic<int64_t> in_flight_{0};
   bool started_ = false;
   bool draining_ = false;
+  std::atomic<size_t> next_adopted_{0};
 };
+
+// Binds and listens on host:port ("0.0.0.0:50050", "[::]:0", "127.0.0.1:0"), non-blocking;
+// `*port` is the port bound. Errors name `key` (the configuration key) and the address.
+absl::StatusOr<int> ListenTcp(const std::string& address, int* port, const std::string& key);
 
 }  // namespace llm::router
 

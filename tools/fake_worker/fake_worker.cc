@@ -40,6 +40,8 @@ class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     r.add_token_ids(1);
     message_ = Serialize(r);
     r.set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+    r.mutable_usage()->set_prompt_tokens(3);
+    r.mutable_usage()->set_completion_tokens(static_cast<uint32_t>(b_.messages));
     last_ = Serialize(r);
     ++*open_;
     (void)context;
@@ -177,6 +179,7 @@ llm::v1::LoadReport IdleLoad() {
   r.set_kv_block_tokens(16);
   r.set_step_time_ewma_ms(1.0);
   r.set_max_context_tokens(4096);
+  r.set_model("fake-model");
   return r;
 }
 

@@ -2,7 +2,9 @@
 // llm.v1.WorkerLoad on loopback with scripted behaviour instead of a model. Generate streams a
 // fixed number of small messages as fast as the transport takes them (so a proxy in front of it
 // is the bottleneck), or fails with a chosen status after some messages, or holds the stream
-// until cancelled. WatchLoad reports a load the test sets.
+// until cancelled. Each message carries `text_bytes` of 'x' and token id 1; the last one the
+// finish reason and usage (3 prompt tokens). WatchLoad reports a load the test sets (model
+// "fake-model" until then).
 #ifndef LLM_TOOLS_FAKE_WORKER_FAKE_WORKER_H_
 #define LLM_TOOLS_FAKE_WORKER_FAKE_WORKER_H_
 

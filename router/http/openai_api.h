@@ -1,0 +1,97 @@
+// The OpenAI HTTP API's request and response bodies, translated to and from llm.v1 (pure logic:
+// no socket, no gRPC call).
+//
+//   ParseOpenAiRequest   a /v1/chat/completions or /v1/completions JSON body -> GenerateRequest,
+//                        or a 400 naming the parameter. Parameters we cannot honour (n > 1,
+//                        tools, tool_choice, response_format, ...) are refused, never ignored.
+//   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object.
+//   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
+#ifndef LLM_ROUTER_HTTP_OPENAI_API_H_
+#define LLM_ROUTER_HTTP_OPENAI_API_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "llm/v1/generation.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace llm::router::http {
+
+enum class ApiKind { kChat, kCompletion };
+
+// An HTTP error: status, and the OpenAI error object's fields.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;           // empty: null
+  std::string code;            // empty: null
+  int64_t retry_after_ms = 0;  // 429: the Retry-After header (seconds, rounded up)
+};
+std::string OpenAiErrorBody(const ApiError& e);
+
+struct ParsedRequest {
+  ApiKind kind = ApiKind::kChat;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // report logprobs
+  int top_logprobs = 0;        // alternatives to report per token
+  llm::v1::GenerateRequest request;
+};
+
+// Parses a request body of `kind`. Errors are 400 with `param` naming the field.
+absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
+                                                 ApiError* error);
+
+// The error a gRPC status becomes: INVALID_ARGUMENT 400 (param from the message's field name),
+// UNAUTHENTICATED 401, RESOURCE_EXHAUSTED 429 (retry_after_ms from the pushback), UNAVAILABLE
+// 503, DEADLINE_EXCEEDED 504, CANCELLED 499, anything else 500.
+ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms);
+
+// Builds the response of one request from its GenerateResponse messages.
+class OpenAiResponder {
+ public:
+  // `id` e.g. "chatcmpl-..."; `created` in Unix seconds.
+  OpenAiResponder(const ParsedRequest& request, std::string id, int64_t created);
+
+  // Streaming: the SSE events ("data: {...}\n\n", possibly several) this message produces.
+  std::string OnStreamMessage(const llm::v1::GenerateResponse& m);
+  // Streaming: the final events after the last message (the usage chunk when asked, [DONE]).
+  std::string StreamEnd();
+  // Streaming: an error after the stream started, as an SSE event, then [DONE].
+  static std::string StreamError(const ApiError& e);
+
+  // Non-streaming: accumulates `m`.
+  void Accumulate(const llm::v1::GenerateResponse& m);
+  // Non-streaming: the whole response body.
+  std::string Body() const;
+
+ private:
+  nlohmann::json Chunk() const;
+  nlohmann::json LogprobsJson(const llm::v1::GenerateResponse& m) const;
+  nlohmann::json UsageJson() const;
+  void TakeUsage(const llm::v1::GenerateResponse& m);
+
+  ApiKind kind_;
+  std::string model_;
+  bool include_usage_;
+  bool logprobs_;
+  int top_logprobs_;
+  std::string id_;
+  int64_t created_;
+  bool role_sent_ = false;
+  // Accumulated.
+  std::string text_;
+  nlohmann::json logprob_entries_ = nlohmann::json::array();  // chat: content entries
+  nlohmann::json tokens_ = nlohmann::json::array(), token_logprobs_ = nlohmann::json::array(),
+                 top_ = nlohmann::json::array(), offsets_ = nlohmann::json::array();
+  std::string finish_reason_;
+  uint32_t prompt_tokens_ = 0, completion_tokens_ = 0;
+};
+
+}  // namespace llm::router::http
+
+#endif  // LLM_ROUTER_HTTP_OPENAI_API_H_

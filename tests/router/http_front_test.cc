@@ -1,0 +1,407 @@
+// The router's OpenAI-compatible HTTP front in process, against scripted fake workers, spoken to
+// over raw sockets: response shapes, SSE framing (chunked, [DONE]), errors with their statuses,
+// cancel on disconnect reaching the worker, many streams at once, keep-alive.
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "router/router_server.h"
+#include "tests/test_util.h"
+#include "tools/fake_worker/fake_worker.h"
+
+namespace llm::router {
+namespace {
+
+using nlohmann::json;
+using tools::FakeBehaviour;
+using tools::FakeWorker;
+
+struct HttpReply {
+  int status = 0;
+  std::string headers;  // raw, lower-cased names
+  std::string body;     // de-chunked
+  bool complete = false;
+};
+
+// Reads one HTTP/1.1 response from `fd` (Content-Length or chunked).
+HttpReply ReadReply(int fd, int timeout_ms = 10000) {
+  HttpReply r;
+  std::string in;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  size_t head_end = std::string::npos;
+  auto more = [&] {
+    pollfd p{fd, POLLIN, 0};
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          end - std::chrono::steady_clock::now())
+                                          .count());
+    if (left <= 0 || ::poll(&p, 1, left) <= 0) return false;
+    char buf[65536];
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return false;
+    in.append(buf, static_cast<size_t>(n));
+    return true;
+  };
+  while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
+    if (!more()) return r;
+  }
+  std::sscanf(in.c_str(), "HTTP/1.1 %d", &r.status);
+  r.headers = in.substr(0, head_end);
+  for (char& c : r.headers) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string rest = in.substr(head_end + 4);
+  in = rest;
+  if (r.headers.find("transfer-encoding: chunked") != std::string::npos) {
+    size_t at = 0;
+    for (;;) {
+      size_t eol;
+      while ((eol = in.find("\r\n", at)) == std::string::npos) {
+        if (!more()) return r;
+      }
+      const size_t size = std::stoul(in.substr(at, eol - at), nullptr, 16);
+      while (in.size() < eol + 2 + size + 2) {
+        if (!more()) return r;
+      }
+      if (size == 0) {
+        r.complete = true;
+        return r;
+      }
+      r.body += in.substr(eol + 2, size);
+      at = eol + 2 + size + 2;
+    }
+  }
+  const size_t cl = r.headers.find("content-length: ");
+  const size_t length = cl == std::string::npos ? 0 : std::stoul(r.headers.substr(cl + 16));
+  while (in.size() < length) {
+    if (!more()) return r;
+  }
+  r.body = in.substr(0, length);
+  r.complete = true;
+  return r;
+}
+
+void Send(int fd, const std::string& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+std::string Post(const std::string& path, const std::string& body,
+                 const std::string& extra_headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// The JSON events of an SSE body, and whether it ended with [DONE].
+std::vector<json> Events(const std::string& body, bool* done) {
+  std::vector<json> out;
+  *done = false;
+  size_t at = 0;
+  while (at < body.size()) {
+    const size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) break;
+    const std::string event = body.substr(at, end - at);
+    at = end + 2;
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    const std::string data = event.substr(6);
+    if (data == "[DONE]") {
+      *done = true;
+      continue;
+    }
+    out.push_back(json::parse(data));
+  }
+  return out;
+}
+
+class HttpFrontTest : public ::testing::Test {
+ protected:
+  void StartRouter(const std::vector<std::string>& workers) {
+    RouterConfig c;
+    c.listen = "127.0.0.1:0";
+    c.metrics_listen = "";
+    c.http_listen = "127.0.0.1:0";
+    c.workers = workers;
+    c.threads = 2;
+    router_ = std::make_unique<RouterServer>(c);
+    ASSERT_TRUE(router_->Start().ok());
+    ASSERT_GT(router_->http_port(), 0);
+  }
+  void WaitHealthy(size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      size_t healthy = 0;
+      for (const auto& v : router_->pool().Snapshot()) {
+        healthy += v.healthy && v.fresh && !v.report.model.empty() ? 1 : 0;
+      }
+      if (healthy >= n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    FAIL() << "workers did not become healthy";
+  }
+  int Connect() { return llm::testing::ConnectLoopback(router_->http_port()); }
+  HttpReply Request(const std::string& raw) {
+    const int fd = Connect();
+    Send(fd, raw);
+    HttpReply r = ReadReply(fd);
+    ::close(fd);
+    return r;
+  }
+  // A 400 naming `param`.
+  void ExpectBadParam(const std::string& path, const json& body, const std::string& param) {
+    const HttpReply r = Request(Post(path, body.dump()));
+    EXPECT_EQ(r.status, 400) << body.dump() << " -> " << r.body;
+    const json j = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.contains("error")) << r.body;
+    EXPECT_EQ(j["error"]["param"], param) << body.dump() << " -> " << r.body;
+    EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+    EXPECT_FALSE(j["error"]["message"].get<std::string>().empty());
+  }
+
+  std::unique_ptr<RouterServer> router_;
+};
+
+TEST_F(HttpFrontTest, CompletionsAndChatInBothShapes) {
+  FakeBehaviour b;
+  b.messages = 4;
+  b.text_bytes = 3;
+  auto w = FakeWorker::Start(b);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+
+  HttpReply r = Request(
+      Post("/v1/completions", R"({"model": "fake-model", "prompt": "hi", "max_tokens": 4})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "fake-model");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_TRUE(j["created"].is_number_integer());
+  EXPECT_EQ(j["choices"][0]["text"], "xxxxxxxxxxxx");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["usage"],
+            json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+
+  r = Request(Post("/v1/chat/completions",
+                   R"({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"], json({{"role", "assistant"}, {"content", "xxxxxxxxxxxx"}}));
+  EXPECT_EQ(j["choices"][0]["logprobs"], nullptr);
+  EXPECT_EQ(j["usage"]["total_tokens"], 7);
+
+  // Streaming chat with usage: a role chunk first, content chunks, a finish chunk, the usage
+  // chunk (no choices), then [DONE]; every chunk carries "usage": null until then.
+  r = Request(
+      Post("/v1/chat/completions",
+           R"({"model": "fake-model", "stream": true, "stream_options": {"include_usage": true},
+                       "messages": [{"role": "user", "content": "hi"}]})"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.headers.find("content-type: text/event-stream"), std::string::npos) << r.headers;
+  ASSERT_TRUE(r.complete);
+  bool done = false;
+  std::vector<json> events = Events(r.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 3u) << r.body;
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    EXPECT_EQ(events[i]["object"], "chat.completion.chunk");
+    EXPECT_EQ(events[i]["usage"], nullptr);
+    const json& c = events[i]["choices"][0];
+    if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(text, "xxxxxxxxxxxx");
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(events.back()["choices"], json::array());
+  EXPECT_EQ(events.back()["usage"]["completion_tokens"], 4);
+
+  // Streaming completions without usage.
+  r = Request(
+      Post("/v1/completions", R"({"model": "fake-model", "prompt": [1, 2, 3], "stream": true})"));
+  ASSERT_EQ(r.status, 200);
+  events = Events(r.body, &done);
+  EXPECT_TRUE(done);
+  text.clear();
+  for (const auto& e : events) {
+    EXPECT_FALSE(e.contains("usage"));
+    text += e["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, "xxxxxxxxxxxx");
+  EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(HttpFrontTest, ModelsHealthAndPaths) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  HttpReply r = Request("GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_EQ(r.status, 200);
+  const json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "list");
+  ASSERT_EQ(j["data"].size(), 1u);
+  EXPECT_EQ(j["data"][0]["id"], "fake-model");
+  EXPECT_EQ(j["data"][0]["object"], "model");
+  r = Request("GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(r.status, 200);
+  r = Request("GET /v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_TRUE(json::parse(r.body).contains("error"));
+  r = Request("GET /v1/completions HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(r.status, 405);
+  r = Request(Post("/v1/completions", R"({"model": "other", "prompt": "x"})"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "model");
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_found");
+  // Too large: 413 before the body is read.
+  r = Request("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999\r\n\r\n{");
+  EXPECT_EQ(r.status, 413);
+  // Malformed JSON.
+  r = Request(Post("/v1/completions", "{not json"));
+  EXPECT_EQ(r.status, 400);
+}
+
+TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  const json chat = {{"model", "fake-model"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  const auto with = [&](const char* key, json value) {
+    json b = chat;
+    b[key] = std::move(value);
+    return b;
+  };
+  ExpectBadParam("/v1/chat/completions", json{{"model", "fake-model"}}, "messages");
+  ExpectBadParam("/v1/chat/completions", json{{"messages", chat["messages"]}}, "model");
+  ExpectBadParam("/v1/chat/completions", with("n", 2), "n");
+  ExpectBadParam("/v1/chat/completions", with("tools", json::array({{{"type", "function"}}})),
+                 "tools");
+  ExpectBadParam("/v1/chat/completions", with("tool_choice", "auto"), "tool_choice");
+  ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "json_object"}}),
+                 "response_format");
+  ExpectBadParam("/v1/chat/completions", with("max_tokens", 0), "max_tokens");
+  ExpectBadParam("/v1/chat/completions", with("max_completion_tokens", -1),
+                 "max_completion_tokens");
+  ExpectBadParam("/v1/chat/completions", with("temperature", "hot"), "temperature");
+  ExpectBadParam("/v1/chat/completions", with("stop", 3), "stop");
+  ExpectBadParam("/v1/chat/completions", with("top_logprobs", 3), "top_logprobs");
+  ExpectBadParam("/v1/chat/completions", with("logprobs", 1), "logprobs");
+  ExpectBadParam("/v1/chat/completions", with("stream_options", {{"include_usage", true}}),
+                 "stream_options");
+  ExpectBadParam("/v1/chat/completions", with("frobnicate", 1), "frobnicate");
+  ExpectBadParam("/v1/chat/completions",
+                 with("messages", json::array({{{"role", "robot"}, {"content", "x"}}})),
+                 "messages[0].role");
+  ExpectBadParam(
+      "/v1/chat/completions",
+      with("messages",
+           json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}})),
+      "messages[0].content[0].type");
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}}, "prompt");
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", {"a", "b"}}}, "prompt");
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"echo", true}},
+                 "echo");
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"best_of", 3}},
+                 "best_of");
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"logprobs", 30}},
+                 "logprobs");
+  // The worker's own INVALID_ARGUMENT names its field; the front maps it to the API's name.
+  w->SetBehaviour({.messages = 0,
+                   .fail_code = grpc::StatusCode::INVALID_ARGUMENT,
+                   .fail_message = "sampling.temperature: must be in [0, 2], got 9"});
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"temperature", 9}},
+                 "temperature");
+}
+
+TEST_F(HttpFrontTest, OverloadIs429WithRetryAfterAndNoWorkerIs503) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  llm::v1::LoadReport full = w->load();
+  full.set_max_slots(8);
+  full.set_free_slots(0);
+  full.set_running_requests(8);
+  full.set_queued_requests(100);
+  w->SetLoad(full);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  for (int i = 0; i < 100 && router_->pool().Snapshot()[0].report.queued_requests != 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  HttpReply r = Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": "x"})"));
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.headers.find("retry-after: "), std::string::npos) << r.headers;
+  EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
+  w->Shutdown();
+  for (int i = 0; i < 500 && router_->pool().Snapshot()[0].healthy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  r = Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": "x"})"));
+  EXPECT_EQ(r.status, 503) << r.body;
+}
+
+TEST_F(HttpFrontTest, AClientThatLeavesMidStreamCancelsTheWorkersCall) {
+  FakeBehaviour hold;
+  hold.messages = 2;
+  hold.hold = true;
+  auto w = FakeWorker::Start(hold);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  const int fd = Connect();
+  Send(fd, Post("/v1/completions", R"({"model": "fake-model", "prompt": "x", "stream": true})"));
+  // Wait for the first event, then hang up.
+  std::string got;
+  for (int i = 0; i < 500 && got.find("data: ") == std::string::npos; ++i) {
+    char buf[4096];
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10) > 0) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) got.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ASSERT_NE(got.find("data: "), std::string::npos) << got;
+  EXPECT_EQ(w->open_calls(), 1);
+  ::close(fd);
+  for (int i = 0; i < 500 && w->open_calls() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(w->open_calls(), 0);
+  EXPECT_EQ(w->cancelled_calls(), 1);
+}
+
+TEST_F(HttpFrontTest, HundredsOfConcurrentStreamsAndKeepAlive) {
+  FakeBehaviour b;
+  b.messages = 16;
+  auto w = FakeWorker::Start(b);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  constexpr int kStreams = 200;
+  std::vector<int> fds;
+  const std::string req = Post("/v1/chat/completions", R"({"model": "fake-model", "stream": true,
+           "messages": [{"role": "user", "content": "hi"}]})");
+  for (int i = 0; i < kStreams; ++i) {
+    fds.push_back(Connect());
+    Send(fds.back(), req);
+  }
+  int ok = 0;
+  for (int fd : fds) {
+    const HttpReply r = ReadReply(fd);
+    bool done = false;
+    const auto events = Events(r.body, &done);
+    ok += r.status == 200 && done && events.size() == 17
+              ? 1
+              : 0;  // 16 content (the first with the role), finish
+    // Keep-alive: the same connection takes another request.
+    Send(fd, Post("/v1/completions", R"({"model": "fake-model", "prompt": "x"})"));
+    EXPECT_EQ(ReadReply(fd).status, 200);
+    ::close(fd);
+  }
+  EXPECT_EQ(ok, kStreams);
+}
+
+}  // namespace
+}  // namespace llm::router
