@@ -72,22 +72,12 @@ absl::Status RouterServer::Start() {
   ro.proxy = config_.proxy;
   ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
   ro.security = security_.get();
+  ro.http_listen = config_.http_listen;
   relay_ = std::make_unique<RelayServer>(pool_.get(), ro, &metrics_);
   LLM_RETURN_IF_ERROR(relay_->Start());
   port_ = relay_->port();
   metrics_.SetSources(pool_.get(), relay_.get());
-  if (!config_.http_listen.empty()) {
-    http::HttpFrontOptions ho;
-    ho.listen = config_.http_listen;
-    ho.threads =
-        std::max(1, config_.threads > 0 ? config_.threads
-                                        : static_cast<int>(std::thread::hardware_concurrency()));
-    ho.max_body_bytes = config_.proxy.max_message_bytes;
-    ho.security = security_.get();
-    http_ = std::make_unique<http::HttpFront>(ho, pool_.get(), [this] { return RelayChannel(); });
-    LLM_RETURN_IF_ERROR(http_->Start());
-    http_port_ = http_->port();
-  }
+  http_port_ = relay_->http_port();
   if (!config_.dns.empty()) {
     discovery_ = std::make_unique<DnsDiscovery>(
         config_.dns, config_.dns_refresh,
@@ -100,17 +90,7 @@ absl::Status RouterServer::Start() {
   return absl::OkStatus();
 }
 
-std::shared_ptr<grpc::Channel> RouterServer::RelayChannel() {
-  // A socket pair: one end is a plaintext client connection of the relay, the other a channel.
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) return nullptr;
-  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  relay_->AdoptConnection(fds[0]);
-  return grpc::CreateInsecureChannelFromFd("relay", fds[1]);
-}
-
 void RouterServer::BeginDrain() {
-  if (http_) http_->StartDrain();
   if (internal_) SetServing(false);
   if (relay_) relay_->StartDrain();
 }
@@ -136,7 +116,6 @@ void RouterServer::Stop() {
   if (reloader_.joinable()) reloader_.join();
   discovery_.reset();
   metrics_.SetSources(nullptr, nullptr);  // the pool goes before the metrics
-  if (http_) http_->Stop();
   if (relay_) relay_->Stop();
   if (internal_) internal_->Shutdown(std::chrono::system_clock::now());
   if (health_) health_->Shutdown(std::chrono::system_clock::now());

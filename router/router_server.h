@@ -14,7 +14,6 @@
 
 #include "absl/status/status.h"
 #include "llm/v1/generation.grpc.pb.h"
-#include "router/http/http_front.h"
 #include "router/pool/discovery.h"
 #include "router/pool/worker_pool.h"
 #include "router/relay/relay_server.h"
@@ -49,8 +48,6 @@ class RouterServer {
   void SetServing(bool serving);
   void Stop();
   void ReloadLoop();
-  // A new in-process channel into the relay (for the HTTP front).
-  std::shared_ptr<grpc::Channel> RelayChannel();
 
   RouterConfig config_;
   DnsDiscovery::Resolve resolve_;
@@ -68,7 +65,6 @@ class RouterServer {
   std::thread reloader_;
   std::unique_ptr<RelayServer> relay_;
   std::unique_ptr<DnsDiscovery> discovery_;
-  std::unique_ptr<http::HttpFront> http_;
   int port_ = 0;
   int metrics_port_ = 0;
   int health_port_ = 0;

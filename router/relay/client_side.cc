@@ -22,11 +22,6 @@ bool HopByHop(std::string_view name) {
          name == "transfer-encoding" || name == "upgrade" || name == "host";
 }
 
-ssize_t ReadResponseCallback(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
-                             uint32_t* data_flags, nghttp2_data_source* source, void*) {
-  return static_cast<DownStream*>(source->ptr)->ReadResponse(buf, length, data_flags);
-}
-
 }  // namespace
 
 void MessageCounter::Feed(const uint8_t* data, size_t len) {
@@ -52,8 +47,8 @@ void MessageCounter::Feed(const uint8_t* data, size_t len) {
 
 // ---- DownStream ----
 
-DownStream::DownStream(LoopContext* ctx, ClientConnection* conn, int32_t stream_id)
-    : ctx_(ctx), conn_(conn), stream_id_(stream_id), arrival_(Clock::now()) {}
+DownStream::DownStream(LoopContext* ctx, CallClient* client)
+    : ctx_(ctx), client_(client), arrival_(Clock::now()) {}
 
 DownStream::~DownStream() {
   if (deadline_timer_ != 0) ctx_->loop.CancelTimer(deadline_timer_);
@@ -186,7 +181,7 @@ void DownStream::StartAttempt() {
   got_data_ = false;
   upstream_headers_.clear();
   // Calls to the workers use the client connection's lane; pass-through calls lane 0.
-  const uint32_t lane = to_workers_ && conn_ != nullptr ? conn_->lane() : 0;
+  const uint32_t lane = to_workers_ && client_ != nullptr ? client_->lane() : 0;
   UpstreamConnection* c = ctx_->Upstream(address, lane);
   UpStream* u = c != nullptr ? c->Submit(this) : nullptr;
   if (u == nullptr) {
@@ -281,31 +276,7 @@ void DownStream::Commit(const Headers* headers) {
   if (ctx_->observer != nullptr && to_workers_) {
     ctx_->observer->OnFirstMessage(std::chrono::duration<double>(Clock::now() - arrival_).count());
   }
-  static const std::string kStatus = ":status", k200 = "200", kType = "content-type",
-                           kGrpc = "application/grpc";
-  std::vector<nghttp2_nv> nva;
-  bool has_status = false, has_type = false;
-  if (headers != nullptr) {
-    for (const auto& [n, v] : *headers) {
-      has_status |= n == ":status";
-      has_type |= n == "content-type";
-    }
-  }
-  if (!has_status) nva.push_back(Nv(kStatus, k200));
-  if (headers != nullptr) {
-    for (const auto& [n, v] : *headers) {
-      if (n == ":status")
-        nva.insert(nva.begin(), Nv(n, v));
-      else if (!HopByHop(n))
-        nva.push_back(Nv(n, v));
-    }
-  }
-  if (!has_type) nva.push_back(Nv(kType, kGrpc));
-  nghttp2_data_provider prd;
-  prd.source.ptr = this;
-  prd.read_callback = ReadResponseCallback;
-  nghttp2_submit_response(conn_->session(), stream_id_, nva.data(), nva.size(), &prd);
-  conn_->Touch();
+  if (client_ != nullptr) client_->StartResponse(headers);
 }
 
 void DownStream::Finish(int code, const std::string& message, const Headers& trailers) {
@@ -329,26 +300,17 @@ void DownStream::Finish(int code, const std::string& message, const Headers& tra
     ResumeResponse();  // the data provider sends the trailers once the bytes are out
     return;
   }
-  // Trailers-only response.
   committed_ = true;
-  static const std::string kStatus = ":status", k200 = "200", kType = "content-type",
-                           kGrpc = "application/grpc";
-  std::vector<nghttp2_nv> nva = {Nv(kStatus, k200), Nv(kType, kGrpc)};
-  for (const auto& [n, v] : final_trailers_) nva.push_back(Nv(n, v));
-  nghttp2_submit_response(conn_->session(), stream_id_, nva.data(), nva.size(), nullptr);
-  conn_->Touch();
+  client_->TrailersOnly(final_trailers_);
 }
 
 void DownStream::ResumeResponse() {
-  if (client_closed_) return;
-  if (deferred_) {
-    deferred_ = false;
-    nghttp2_session_resume_data(conn_->session(), stream_id_);
-  }
-  conn_->Touch();
+  if (client_closed_ || client_ == nullptr) return;
+  client_->ResponseReady();
 }
 
-ssize_t DownStream::ReadResponse(uint8_t* buf, size_t length, uint32_t* data_flags) {
+size_t DownStream::TakeResponse(uint8_t* buf, size_t length, bool* ended) {
+  *ended = false;
   const size_t avail = pending_.size() - pending_offset_;
   if (avail > 0) {
     const size_t n = std::min(avail, length);
@@ -359,17 +321,10 @@ ssize_t DownStream::ReadResponse(uint8_t* buf, size_t length, uint32_t* data_fla
       pending_offset_ = 0;
     }
     if (up_ != nullptr) up_->Consume(n);
-    return static_cast<ssize_t>(n);
+    return n;
   }
-  if (finished_) {
-    *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    std::vector<nghttp2_nv> nva;
-    for (const auto& [n, v] : final_trailers_) nva.push_back(Nv(n, v));
-    nghttp2_submit_trailer(conn_->session(), stream_id_, nva.data(), nva.size());
-    return 0;
-  }
-  deferred_ = true;
-  return NGHTTP2_ERR_DEFERRED;
+  *ended = finished_;
+  return 0;
 }
 
 void DownStream::OnDeadline() {
@@ -386,8 +341,9 @@ void DownStream::OnClientClosed(uint32_t) {
     if (up_ != nullptr) up_->Cancel();
     Finish(kGrpcCancelled, "cancelled by the client", {});
   }
-  if (conn_ != nullptr) conn_->Forget(this);
-  conn_ = nullptr;
+  CallClient* client = client_;
+  client_ = nullptr;
+  if (client != nullptr) client->Detach(this);
   MaybeDelete();
 }
 
@@ -402,6 +358,86 @@ void DownStream::CallDone(int code) {
 }
 
 // ---- ClientConnection ----
+
+// An HTTP/2 stream as a call's client side: the response goes out through nghttp2's data
+// provider, which pulls from the call.
+class ClientConnection::Stream final : public CallClient {
+ public:
+  Stream(ClientConnection* conn, int32_t id) : conn_(conn), id_(id) {}
+  void set_call(DownStream* call) { call_ = call; }
+
+  uint32_t lane() const override { return conn_->lane(); }
+
+  void StartResponse(const Headers* headers) override {
+    static const std::string kStatus = ":status", k200 = "200", kType = "content-type",
+                             kGrpc = "application/grpc";
+    std::vector<nghttp2_nv> nva;
+    bool has_status = false, has_type = false;
+    if (headers != nullptr) {
+      for (const auto& [n, v] : *headers) {
+        has_status |= n == ":status";
+        has_type |= n == "content-type";
+      }
+    }
+    if (!has_status) nva.push_back(Nv(kStatus, k200));
+    if (headers != nullptr) {
+      for (const auto& [n, v] : *headers) {
+        if (n == ":status")
+          nva.insert(nva.begin(), Nv(n, v));
+        else if (!HopByHop(n))
+          nva.push_back(Nv(n, v));
+      }
+    }
+    if (!has_type) nva.push_back(Nv(kType, kGrpc));
+    nghttp2_data_provider prd;
+    prd.source.ptr = this;
+    prd.read_callback = &Stream::Read;
+    nghttp2_submit_response(conn_->session(), id_, nva.data(), nva.size(), &prd);
+    conn_->Touch();
+  }
+
+  void ResponseReady() override {
+    if (deferred_) {
+      deferred_ = false;
+      nghttp2_session_resume_data(conn_->session(), id_);
+    }
+    conn_->Touch();
+  }
+
+  void TrailersOnly(const Headers& trailers) override {
+    static const std::string kStatus = ":status", k200 = "200", kType = "content-type",
+                             kGrpc = "application/grpc";
+    std::vector<nghttp2_nv> nva = {Nv(kStatus, k200), Nv(kType, kGrpc)};
+    for (const auto& [n, v] : trailers) nva.push_back(Nv(n, v));
+    nghttp2_submit_response(conn_->session(), id_, nva.data(), nva.size(), nullptr);
+    conn_->Touch();
+  }
+
+  void Detach(DownStream* call) override { conn_->streams_.erase(call); }  // deletes this
+
+ private:
+  static ssize_t Read(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* data_flags,
+                      nghttp2_data_source* source, void*) {
+    auto* self = static_cast<Stream*>(source->ptr);
+    bool ended = false;
+    const size_t n = self->call_->TakeResponse(buf, length, &ended);
+    if (n > 0) return static_cast<ssize_t>(n);
+    if (ended) {
+      *data_flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      std::vector<nghttp2_nv> nva;
+      for (const auto& [n, v] : self->call_->final_trailers()) nva.push_back(Nv(n, v));
+      nghttp2_submit_trailer(self->conn_->session(), self->id_, nva.data(), nva.size());
+      return 0;
+    }
+    self->deferred_ = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+
+  ClientConnection* conn_;
+  int32_t id_;
+  DownStream* call_ = nullptr;
+  bool deferred_ = false;  // the data provider waits for bytes
+};
 
 ClientConnection::ClientConnection(LoopContext* ctx, int fd, SSL* ssl)
     : H2Connection(&ctx->loop, fd, ssl),
@@ -438,7 +474,8 @@ void ClientConnection::StartDrain() {
 }
 
 void ClientConnection::OnClose(const std::string&) {
-  const std::set<DownStream*> streams = streams_;
+  std::vector<DownStream*> streams;
+  for (const auto& [call, stream] : streams_) streams.push_back(call);
   for (DownStream* s : streams) s->OnClientClosed(NGHTTP2_CANCEL);
   ctx_->Release(this);
 }
@@ -447,8 +484,10 @@ int ClientConnection::OnBeginHeaders(nghttp2_session* session, const nghttp2_fra
                                      void* user_data) {
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto* c = static_cast<ClientConnection*>(user_data);
-  auto* s = new DownStream(c->ctx_, c, frame->hd.stream_id);
-  c->streams_.insert(s);
+  auto stream = std::make_unique<Stream>(c, frame->hd.stream_id);
+  auto* s = new DownStream(c->ctx_, stream.get());
+  stream->set_call(s);
+  c->streams_.emplace(s, std::move(stream));
   nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
   return 0;
 }

@@ -39,6 +39,7 @@ struct RelayOptions : RelayServer::Options {};
 class UpstreamConnection;
 class UpStream;
 class ClientConnection;
+class HttpConnection;
 
 // One loop's shared state.
 struct LoopContext {
@@ -53,6 +54,7 @@ struct LoopContext {
   std::map<std::string, UpstreamConnection*> upstreams;
   uint32_t next_lane = 0;  // the lane of the next client connection
   std::map<H2Connection*, std::unique_ptr<H2Connection>> connections;
+  std::set<HttpConnection*> http_connections;  // the OpenAI front's (owned by the loop)
 
   // The connection to `address` for `lane` (0 .. upstream_connections-1), connecting if there
   // is none. Null when the socket fails.
@@ -75,9 +77,31 @@ class MessageCounter {
   int64_t messages_ = 0;
 };
 
+class DownStream;
+
+// The client side of a relayed call: an HTTP/2 stream of a ClientConnection, or a request of
+// an HTTP/1.1 connection (the OpenAI front). The call says when its response starts and when
+// more of it can be taken (DownStream::TakeResponse); the client side writes it in its own
+// protocol. All on the loop's thread.
+class CallClient {
+ public:
+  virtual ~CallClient() = default;
+  // The worker connection lane the call uses (spreads clients over worker connections).
+  virtual uint32_t lane() const = 0;
+  // The response starts: the worker's headers (null: none, a plain gRPC 200).
+  virtual void StartResponse(const Headers* headers) = 0;
+  // Response bytes, or the end, can be taken.
+  virtual void ResponseReady() = 0;
+  // The call ended with nothing sent: a trailers-only response.
+  virtual void TrailersOnly(const Headers& trailers) = 0;
+  // The call lets go of this client (the client's stream closed; no call follows).
+  virtual void Detach(DownStream* call) = 0;
+};
+
 class DownStream {
  public:
-  DownStream(LoopContext* ctx, ClientConnection* conn, int32_t stream_id);
+  // `client` must stay valid until OnClientClosed.
+  DownStream(LoopContext* ctx, CallClient* client);
 
   // From the client's session.
   void AddHeader(std::string_view name, std::string_view value);
@@ -86,8 +110,10 @@ class DownStream {
   void OnRequestEnd();
   // The client stream closed (after our END_STREAM, a reset, or the connection closing).
   void OnClientClosed(uint32_t error_code);
-  // The response data provider.
-  ssize_t ReadResponse(uint8_t* buf, size_t length, uint32_t* data_flags);
+  // Takes up to `length` response bytes into `buf`. 0 with `*ended` false: nothing now
+  // (ResponseReady follows); 0 with `*ended` true: all sent, final_trailers() remain.
+  size_t TakeResponse(uint8_t* buf, size_t length, bool* ended);
+  const Headers& final_trailers() const { return final_trailers_; }
 
   // From the attempt in progress.
   void OnUpstreamHeaders(const Headers& headers);
@@ -122,8 +148,7 @@ class DownStream {
   ~DownStream();
 
   LoopContext* ctx_;
-  ClientConnection* conn_;
-  const int32_t stream_id_;
+  CallClient* client_;  // null once the client's stream closed
   Clock::time_point arrival_;
 
   // Request.
@@ -153,7 +178,6 @@ class DownStream {
   bool committed_ = false;  // response headers sent: no more retries
   std::string pending_;     // response bytes not yet taken by the client session
   size_t pending_offset_ = 0;
-  bool deferred_ = false;  // the data provider is waiting for bytes
   bool finished_ = false;  // the final status is known
   Headers final_trailers_;
   int final_code_ = 0;
@@ -170,8 +194,10 @@ class ClientConnection final : public H2Connection {
   ~ClientConnection() override;
   LoopContext* ctx() const { return ctx_; }
   uint32_t lane() const { return lane_; }
-  void Forget(DownStream* s) { streams_.erase(s); }
   void StartDrain() override;
+
+  // One client stream as a call's client side.
+  class Stream;
 
  protected:
   void OnClose(const std::string& why) override;
@@ -186,7 +212,7 @@ class ClientConnection final : public H2Connection {
 
   LoopContext* ctx_;
   uint32_t lane_;
-  std::set<DownStream*> streams_;
+  std::map<DownStream*, std::unique_ptr<Stream>> streams_;
 };
 
 class UpStream {

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
+#include "router/relay/http_connection.h"
 #include "router/relay/relay_internal.h"
 #include "router/relay/security.h"
 
@@ -20,10 +21,12 @@ namespace llm::router {
 
 namespace relay {
 
-// Accepts connections on the first loop and hands them to the loops in turn.
+// Accepts connections on the first loop and hands them to the loops in turn: HTTP/2 (gRPC)
+// clients, or (`http`) the OpenAI front's HTTP/1.1 clients.
 class Acceptor : public FdHandler {
  public:
-  Acceptor(int fd, std::vector<std::unique_ptr<LoopContext>>* loops) : fd_(fd), loops_(loops) {}
+  Acceptor(int fd, std::vector<std::unique_ptr<LoopContext>>* loops, bool http = false)
+      : fd_(fd), loops_(loops), http_(http) {}
   void OnEvents(uint32_t) override {
     for (;;) {
       const int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -35,6 +38,10 @@ class Acceptor : public FdHandler {
       const int one = 1;
       ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       LoopContext* ctx = (*loops_)[next_++ % loops_->size()].get();
+      if (http_) {
+        ctx->loop.Post([ctx, c] { new HttpConnection(ctx, c); });  // owned by its loop
+        continue;
+      }
       if (ctx == (*loops_)[0].get()) {
         ctx->AddConnection(std::make_unique<ClientConnection>(ctx, c, NewSsl(ctx)));
       } else {
@@ -63,6 +70,7 @@ class Acceptor : public FdHandler {
 
   int fd_;
   std::vector<std::unique_ptr<LoopContext>>* loops_;
+  bool http_;
   size_t next_ = 0;
 };
 
@@ -137,6 +145,21 @@ absl::Status RelayServer::Start() {
   }
   acceptor_ = std::make_unique<relay::Acceptor>(listen_fd_, &loops_);
   loops_[0]->loop.Add(listen_fd_, EPOLLIN, acceptor_.get());
+  if (!options_->http_listen.empty()) {
+    std::string address = options_->http_listen;
+    if (address[0] == ':') address = "0.0.0.0" + address;
+    auto http = ListenTcp(address, &http_port_, "router.http_listen");
+    if (!http.ok()) {
+      loops_[0]->loop.Remove(listen_fd_);
+      ::close(listen_fd_);
+      listen_fd_ = -1;
+      loops_.clear();
+      return http.status();
+    }
+    http_fd_ = *http;
+    http_acceptor_ = std::make_unique<relay::Acceptor>(http_fd_, &loops_, /*http=*/true);
+    loops_[0]->loop.Add(http_fd_, EPOLLIN, http_acceptor_.get());
+  }
   for (auto& ctx : loops_) {
     relay::LoopContext* c = ctx.get();
     threads_.emplace_back([c] {
@@ -148,23 +171,19 @@ absl::Status RelayServer::Start() {
   return absl::OkStatus();
 }
 
-void RelayServer::AdoptConnection(int fd) {
-  relay::LoopContext* ctx = loops_[next_adopted_++ % loops_.size()].get();
-  ctx->loop.Post([ctx, fd] {
-    ctx->AddConnection(std::make_unique<relay::ClientConnection>(ctx, fd, nullptr));
-  });
-}
-
 void RelayServer::StartDrain() {
   if (!started_ || draining_) return;
   draining_ = true;
   relay::LoopContext* first = loops_[0].get();
-  const int fd = listen_fd_;
+  const int fd = listen_fd_, http_fd = http_fd_;
   std::promise<void> closed;
-  first->loop.Post([first, fd, &closed] {
+  first->loop.Post([first, fd, http_fd, &closed] {
     first->draining = true;
-    first->loop.Remove(fd);
-    ::shutdown(fd, SHUT_RDWR);  // connects are refused from now on
+    for (const int f : {fd, http_fd}) {
+      if (f < 0) continue;
+      first->loop.Remove(f);
+      ::shutdown(f, SHUT_RDWR);  // connects are refused from now on
+    }
     closed.set_value();
   });
   closed.get_future().wait();
@@ -180,12 +199,17 @@ void RelayServer::StartDrain() {
 void RelayServer::Stop() {
   if (!started_) return;
   started_ = false;
-  if (!draining_) loops_[0]->loop.Remove(listen_fd_);
+  if (!draining_) {
+    loops_[0]->loop.Remove(listen_fd_);
+    if (http_fd_ >= 0) loops_[0]->loop.Remove(http_fd_);
+  }
   for (auto& ctx : loops_) {
     relay::LoopContext* c = ctx.get();
     // Close every connection on its own loop: calls in progress end and free their streams.
     c->loop.Post([c] {
       c->stopping = true;
+      const std::set<relay::HttpConnection*> http = c->http_connections;
+      for (relay::HttpConnection* conn : http) conn->Close();
       std::vector<relay::H2Connection*> all;
       for (auto& [raw, owned] : c->connections) all.push_back(raw);
       for (relay::H2Connection* conn : all) conn->Close("router stopping");
@@ -196,6 +220,8 @@ void RelayServer::Stop() {
   threads_.clear();
   ::close(listen_fd_);
   listen_fd_ = -1;
+  if (http_fd_ >= 0) ::close(http_fd_);
+  http_fd_ = -1;
   loops_.clear();
 }
 

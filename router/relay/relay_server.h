@@ -90,6 +90,8 @@ class RelayServer {
     int threads = 0;  // event loops; 0: one per core
     ProxyOptions proxy;
     std::string internal_target;  // host:port of the in-process gRPC server
+    // The OpenAI-compatible HTTP/1.1 API (host:port or :port); empty: none.
+    std::string http_listen;
     // TLS on both legs and the bearer token; null: plaintext, no token. Not owned.
     const RelaySecurity* security = nullptr;
   };
@@ -98,9 +100,6 @@ class RelayServer {
 
   // Binds and starts the loops. UNAVAILABLE naming the address when it cannot listen.
   absl::Status Start();
-  // Serves `fd` (a connected, non-blocking stream socket, owned from now on) as a plaintext
-  // client connection: the HTTP front's in-process channel. After Start.
-  void AdoptConnection(int fd);
   // Stops taking calls: the listening socket closes and every client connection gets a GOAWAY
   // (calls it already started go on; a gRPC client sends new ones elsewhere). Returns once the
   // socket is closed, so a connect after it is refused.
@@ -109,6 +108,7 @@ class RelayServer {
   void Stop();
 
   int port() const { return port_; }
+  int http_port() const { return http_port_; }  // 0: no HTTP API
   int64_t in_flight() const { return in_flight_.load(); }
 
  private:
@@ -118,12 +118,14 @@ class RelayServer {
   std::vector<std::unique_ptr<relay::LoopContext>> loops_;
   std::vector<std::thread> threads_;
   std::unique_ptr<relay::Acceptor> acceptor_;
+  std::unique_ptr<relay::Acceptor> http_acceptor_;
   int listen_fd_ = -1;
   int port_ = 0;
+  int http_fd_ = -1;
+  int http_port_ = 0;
   std::atomic<int64_t> in_flight_{0};
   bool started_ = false;
   bool draining_ = false;
-  std::atomic<size_t> next_adopted_{0};
 };
 
 // Binds and listens on host:port ("0.0.0.0:50050", "[::]:0", "127.0.0.1:0"), non-blocking;

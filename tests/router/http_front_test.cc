@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -118,8 +119,9 @@ std::vector<json> Events(const std::string& body, bool* done) {
 
 class HttpFrontTest : public ::testing::Test {
  protected:
-  void StartRouter(const std::vector<std::string>& workers) {
+  void StartRouter(const std::vector<std::string>& workers, const std::string& token_file = "") {
     RouterConfig c;
+    c.security.token_file = token_file;
     c.listen = "127.0.0.1:0";
     c.metrics_listen = "";
     c.http_listen = "127.0.0.1:0";
@@ -317,6 +319,26 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
                    .fail_message = "sampling.temperature: must be in [0, 2], got 9"});
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"temperature", 9}},
                  "temperature");
+}
+
+TEST_F(HttpFrontTest, AMissingOrWrongBearerTokenIs401) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  const std::string dir = llm::testing::MakeTempDir("http-token");
+  std::ofstream(dir + "/token") << "s3cret\n";
+  StartRouter({w->address()}, dir + "/token");
+  WaitHealthy(1);
+  const std::string body = R"({"model": "fake-model", "prompt": "x"})";
+  for (const std::string& auth : {std::string(""), std::string("Authorization: Bearer nope\r\n")}) {
+    const HttpReply r = Request(Post("/v1/completions", body, auth));
+    EXPECT_EQ(r.status, 401) << auth;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["error"]["type"], "authentication_error");
+    EXPECT_EQ(j["error"]["code"], "invalid_api_key");
+    EXPECT_NE(r.headers.find("www-authenticate: bearer"), std::string::npos);
+  }
+  EXPECT_EQ(Request("GET /v1/models HTTP/1.1\r\nHost: t\r\n\r\n").status, 401);
+  EXPECT_EQ(Request(Post("/v1/completions", body, "Authorization: Bearer s3cret\r\n")).status, 200);
+  EXPECT_EQ(w->generate_calls(), 1);
 }
 
 TEST_F(HttpFrontTest, OverloadIs429WithRetryAfterAndNoWorkerIs503) {

@@ -5,12 +5,20 @@
 //     llm-router and through nginx; the latency each proxy adds (p50, p99);
 //   - relay: concurrent streams of many messages for a fixed time through each; messages per
 //     second, and per CPU-second the proxy process used (its /proc counters), i.e. per core.
+// The router's OpenAI HTTP front (target "http": streaming chat completions on keep-alive
+// HTTP/1.1 connections to the same router) is measured the same two ways; `http_vs_router_wall`
+// is its streamed-message rate over the router's gRPC rate.
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -56,6 +64,81 @@ int64_t Stream(llm::v1::Generation::Stub& stub, grpc::Status* error = nullptr) {
   return st.ok() ? n : -1;
 }
 
+// A blocking keep-alive HTTP/1.1 connection that sends streaming chat completions.
+class HttpChat {
+ public:
+  explicit HttpChat(int port) : fd_(ConnectLoopback(port)) {
+    const std::string body =
+        R"({"model": "fake-model", "stream": true, "messages": [{"role": "user", "content": "x"}]})";
+    request_ = absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: bench\r\n",
+                            "Content-Type: application/json\r\nContent-Length: ", body.size(),
+                            "\r\n\r\n", body);
+  }
+  ~HttpChat() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // One call to the end: the content messages streamed (SSE events less the finish chunk), or
+  // -1 on any error.
+  int64_t Stream() {
+    if (fd_ < 0 || ::send(fd_, request_.data(), request_.size(), MSG_NOSIGNAL) !=
+                       static_cast<ssize_t>(request_.size())) {
+      return -1;
+    }
+    in_.clear();
+    size_t head = std::string::npos;
+    while ((head = in_.find("\r\n\r\n")) == std::string::npos) {
+      if (!More()) return -1;
+    }
+    if (in_.compare(0, 12, "HTTP/1.1 200") != 0) return -1;
+    // Chunked body: walk the chunks, counting events, until the zero chunk.
+    size_t at = head + 4;
+    int64_t events = 0;
+    for (;;) {
+      size_t eol;
+      while ((eol = in_.find("\r\n", at)) == std::string::npos) {
+        if (!More()) return -1;
+      }
+      const size_t size = std::strtoul(in_.c_str() + at, nullptr, 16);
+      while (in_.size() < eol + 2 + size + 2) {
+        if (!More()) return -1;
+      }
+      if (size == 0) break;
+      for (size_t p = in_.find("data: {", eol + 2); p != std::string::npos && p < eol + 2 + size;
+           p = in_.find("data: {", p + 1)) {
+        ++events;
+      }
+      at = eol + 2 + size + 2;
+    }
+    return events - 1;
+  }
+
+ private:
+  bool More() {
+    char buf[65536];
+    const ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n <= 0) return false;
+    in_.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+  static int ConnectLoopback(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+  }
+  int fd_;
+  std::string request_;
+  std::string in_;
+};
+
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return -1;
   std::sort(v.begin(), v.end());
@@ -65,8 +148,15 @@ double Percentile(std::vector<double> v, double p) {
 struct Target {
   std::string name;
   std::string address;
-  pid_t pid = -1;  // the proxy process (none for direct)
+  pid_t pid = -1;     // the proxy process (none for direct)
+  int http_port = 0;  // > 0: the router's HTTP front (streaming chat), not gRPC
 };
+
+// One call to `t` on the connection of `stub` or `http`: messages, or -1.
+int64_t Call(const Target& t, llm::v1::Generation::Stub* stub, HttpChat* http,
+             grpc::Status* error = nullptr) {
+  return t.http_port > 0 ? http->Stream() : Stream(*stub, error);
+}
 
 struct RelayRound {
   double messages = 0;
@@ -86,8 +176,10 @@ absl::StatusOr<RelayRound> MeasureRelay(const Target& t, int streams, double sec
   for (int s = 0; s < streams; ++s) {
     threads.emplace_back([&] {
       auto stub = llm::v1::Generation::NewStub(Channel(t.address));
+      std::unique_ptr<HttpChat> http;
+      if (t.http_port > 0) http = std::make_unique<HttpChat>(t.http_port);
       while (Clock::now() < until) {
-        const int64_t n = Stream(*stub);
+        const int64_t n = Call(t, stub.get(), http.get());
         if (n < 0) {
           failed = true;
           return;
@@ -150,11 +242,15 @@ int RunRouterBench(const std::vector<std::string>& args) {
   // llm-router.
   auto router_port = FreePort();
   if (!router_port.ok()) return Fail(cmd, router_port.status());
+  auto http_port = FreePort();
+  if (!http_port.ok()) return Fail(cmd, http_port.status());
   std::vector<std::string> router_argv = {router_bin,
                                           "--router.listen",
                                           absl::StrCat("127.0.0.1:", *router_port),
                                           "--router.metrics_listen",
                                           "",
+                                          "--router.http_listen",
+                                          absl::StrCat("127.0.0.1:", *http_port),
                                           "--discovery.workers",
                                           worker->address(),
                                           "--proxy.threads",
@@ -166,6 +262,8 @@ int RunRouterBench(const std::vector<std::string>& args) {
   auto router = Subprocess::Start(router_argv, dir + "/router.log");
   if (!router.ok()) return Fail(cmd, router.status());
   targets.push_back({"router", absl::StrCat("127.0.0.1:", *router_port), (*router)->pid()});
+  targets.push_back(
+      {"http", absl::StrCat("127.0.0.1:", *router_port), (*router)->pid(), *http_port});
   // nginx, one process, grpc_pass with upstream keepalive.
   std::unique_ptr<Subprocess> nginx;
   std::string nginx_note;
@@ -213,11 +311,14 @@ int RunRouterBench(const std::vector<std::string>& args) {
   // 1. Overhead: sequential one-message calls, interleaved in blocks so drift hits all alike.
   {
     std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
-    for (const Target& t : targets)
+    std::vector<std::unique_ptr<HttpChat>> https;
+    for (const Target& t : targets) {
       stubs.push_back(llm::v1::Generation::NewStub(Channel(t.address)));
+      https.push_back(t.http_port > 0 ? std::make_unique<HttpChat>(t.http_port) : nullptr);
+    }
     std::vector<std::vector<double>> us(targets.size());
-    for (auto& s : stubs) {
-      for (int i = 0; i < 50; ++i) Stream(*s);  // warm-up
+    for (size_t t = 0; t < targets.size(); ++t) {
+      for (int i = 0; i < 50; ++i) Call(targets[t], stubs[t].get(), https[t].get());  // warm-up
     }
     constexpr int kBlock = 100;
     for (int64_t done = 0; done < *requests; done += kBlock) {
@@ -225,7 +326,7 @@ int RunRouterBench(const std::vector<std::string>& args) {
         for (int i = 0; i < kBlock; ++i) {
           const auto start = Clock::now();
           grpc::Status error;
-          if (Stream(*stubs[t], &error) != 1) {
+          if (Call(targets[t], stubs[t].get(), https[t].get(), &error) != 1) {
             return Fail(cmd, absl::InternalError(absl::StrCat(
                                  targets[t].name, ": call failed: ", error.error_message())));
           }
@@ -280,9 +381,11 @@ int RunRouterBench(const std::vector<std::string>& args) {
       }
       r[targets[t].name] = o;
     }
-    if (targets.size() == 3 && per_core[1] > 0 && per_core[2] > 0) {
-      r["router_vs_nginx_per_core"] = per_core[1] / per_core[2];
-      r["router_vs_nginx_wall"] = wall[1] / wall[2];
+    // targets: direct, router, http[, nginx]
+    r["http_vs_router_wall"] = wall[2] / wall[1];
+    if (targets.size() == 4 && per_core[1] > 0 && per_core[3] > 0) {
+      r["router_vs_nginx_per_core"] = per_core[1] / per_core[3];
+      r["router_vs_nginx_wall"] = wall[1] / wall[3];
     }
     out["relay"] = r;
   }

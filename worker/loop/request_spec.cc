@@ -29,7 +29,30 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
     return Invalid("request_id", absl::StrCat("longer than ", l.max_request_id_bytes, " bytes"));
   }
   if (!IsValidUtf8(s.request_id)) return Invalid("request_id", "not valid UTF-8");
-  if (s.has_text) {
+  if (s.chat) {
+    const nlohmann::json& m = s.chat->messages;
+    if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
+    size_t bytes = 0;
+    for (size_t i = 0; i < m.size(); ++i) {
+      if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
+          m[i]["role"].get_ref<const std::string&>().empty()) {
+        return Invalid(absl::StrCat("chat.messages[", i, "].role"), "missing");
+      }
+      for (const auto& [key, value] : m[i].items()) {
+        if (!value.is_string()) continue;
+        const std::string& text = value.get_ref<const std::string&>();
+        bytes += text.size();
+        if (const size_t bad = FirstInvalidUtf8(text); bad != text.size()) {
+          return Invalid(absl::StrCat("chat.messages[", i, "].", key),
+                         absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
+        }
+      }
+    }
+    if (bytes > l.max_prompt_bytes) {
+      return Invalid("chat.messages",
+                     absl::StrCat(bytes, " bytes is more than the limit of ", l.max_prompt_bytes));
+    }
+  } else if (s.has_text) {
     if (s.text.empty()) return Invalid("text", "the prompt is empty");
     if (s.text.size() > l.max_prompt_bytes) {
       return Invalid("text", absl::StrCat(s.text.size(), " bytes is more than the limit of ",
@@ -79,7 +102,7 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
 absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
                                                          std::vector<int32_t> prompt_ids,
                                                          const RequestLimits& l) {
-  const std::string prompt_field = s.has_text ? "text" : "token_ids";
+  const std::string prompt_field = s.chat ? "chat" : s.has_text ? "text" : "token_ids";
   const auto prompt = static_cast<int32_t>(prompt_ids.size());
   if (prompt == 0) return Invalid(prompt_field, "the prompt is empty");
   if (prompt >= l.max_context) {

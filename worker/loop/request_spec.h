@@ -4,20 +4,35 @@
 #define LLM_WORKER_LOOP_REQUEST_SPEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "worker/engine/request.h"
 #include "worker/loop/engine_loop.h"
 #include "worker/sampling/sampling_params.h"
 
 namespace llm::loop {
 
+// A conversation to render with the model's chat template (llm.v1.Chat), as the template sees
+// it: messages [{role, content, name?, tool_call_id?, tool_calls?}], tools (null: none), extra
+// template variables.
+struct ChatPrompt {
+  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::json tools;  // null or an array
+  nlohmann::json kwargs = nlohmann::json::object();
+  bool add_generation_prompt = true;
+};
+
 struct GenerateSpec {
   std::string request_id;  // empty: the worker assigns one
-  bool has_text = true;    // prompt given as text (else as token ids)
+  // Prompt given as text (else as token ids). A chat prompt is text too: rendered, then
+  // tokenized without special tokens (the template writes them).
+  bool has_text = true;
+  std::optional<ChatPrompt> chat;
   std::string text;
   std::vector<int32_t> token_ids;
   bool add_special_tokens = true;

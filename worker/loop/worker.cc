@@ -95,9 +95,17 @@ Worker::~Worker() {
   output_.reset();          // delivers what is queued, including the failures above
 }
 
+void Worker::SetChatRenderer(ChatRenderer render, std::string why_none) {
+  chat_renderer_ = std::move(render);
+  if (!why_none.empty()) no_chat_reason_ = std::move(why_none);
+}
+
 absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<StreamSink> sink) {
   if (draining_) return absl::UnavailableError("the worker is draining; try another worker");
   if (absl::Status st = ValidateSpec(spec, options_.limits); !st.ok()) return st;
+  if (spec.chat && !chat_renderer_) {
+    return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
+  }
   if (!spec.has_text) {
     // A token-id prompt can be checked completely now.
     auto built = BuildEngineRequest(spec, spec.token_ids, options_.limits);
@@ -134,7 +142,24 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
       std::lock_guard<std::mutex> lock(mu_);
       if (!tokenizing_.count(key)) return;  // cancelled while queued
     }
-    auto ids = tokenizer_->Encode(spec.text, spec.add_special_tokens);
+    absl::StatusOr<std::vector<int32_t>> ids;
+    if (spec.chat) {
+      // The template writes the special tokens: none are added again.
+      auto text = chat_renderer_(*spec.chat);
+      ids = text.ok() ? tokenizer_->Encode(*text, /*add_special_tokens=*/false)
+                      : absl::StatusOr<std::vector<int32_t>>(text.status());
+      if (!ids.ok()) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (tokenizing_.erase(key) == 0) return;
+        }
+        tracked->OnError(
+            absl::InvalidArgumentError(absl::StrCat("chat: ", ids.status().message())));
+        return;
+      }
+    } else {
+      ids = tokenizer_->Encode(spec.text, spec.add_special_tokens);
+    }
     if (!ids.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);

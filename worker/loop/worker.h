@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,12 @@ class Worker {
   // Ends the streams still open with UNAVAILABLE, then stops every thread.
   ~Worker();
 
+  // Renders a chat prompt with the model's chat template (on the tokenizer pool's threads).
+  using ChatRenderer = std::function<absl::StatusOr<std::string>(const ChatPrompt&)>;
+  // Chat requests are rendered with `render`; without one (the default) they are refused with
+  // INVALID_ARGUMENT saying `why_none`. Call before the first Submit.
+  void SetChatRenderer(ChatRenderer render, std::string why_none = "");
+
   // Starts a request. INVALID_ARGUMENT naming the field for what can be checked before
   // tokenization; RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE while draining.
   // Errors found later (the prompt's token count) go to sink->OnError.
@@ -98,6 +105,8 @@ class Worker {
   void StreamEnded(uint64_t key);
 
   WorkerOptions options_;
+  ChatRenderer chat_renderer_;
+  std::string no_chat_reason_ = "the model has no chat template";
   std::unique_ptr<frontend::Tokenizer> tokenizer_;
   RequestObserver* request_observer_;
   std::unique_ptr<OutputStage> output_;

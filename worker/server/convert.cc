@@ -3,15 +3,63 @@
 #include <chrono>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "worker/server/device_monitor.h"
 
 namespace llm::server {
 
-loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& r) {
+namespace {
+
+// A JSON field of the chat form: `type` "array" or "object"; empty text is `fallback`.
+absl::StatusOr<nlohmann::json> ChatJson(const std::string& text, const std::string& field,
+                                        bool want_array, nlohmann::json fallback) {
+  if (text.empty()) return fallback;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || (want_array ? !j.is_array() : !j.is_object())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": not a JSON ", want_array ? "array" : "object", " ('", text.substr(0, 40), "')"));
+  }
+  return j;
+}
+
+absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
+  loop::ChatPrompt chat;
+  for (int i = 0; i < c.messages_size(); ++i) {
+    const llm::v1::ChatMessage& m = c.messages(i);
+    nlohmann::json j = {{"role", m.role()}, {"content", m.content()}};
+    if (!m.name().empty()) j["name"] = m.name();
+    if (!m.tool_call_id().empty()) j["tool_call_id"] = m.tool_call_id();
+    if (!m.tool_calls_json().empty()) {
+      auto calls = ChatJson(m.tool_calls_json(),
+                            absl::StrCat("chat.messages[", i, "].tool_calls_json"), true, nullptr);
+      if (!calls.ok()) return calls.status();
+      j["tool_calls"] = *std::move(calls);
+    }
+    chat.messages.push_back(std::move(j));
+  }
+  auto tools = ChatJson(c.tools_json(), "chat.tools_json", true, nullptr);
+  if (!tools.ok()) return tools.status();
+  chat.tools = *std::move(tools);
+  auto kwargs = ChatJson(c.template_kwargs_json(), "chat.template_kwargs_json", false,
+                         nlohmann::json::object());
+  if (!kwargs.ok()) return kwargs.status();
+  chat.kwargs = *std::move(kwargs);
+  chat.add_generation_prompt = c.has_add_generation_prompt() ? c.add_generation_prompt() : true;
+  return chat;
+}
+
+}  // namespace
+
+absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   loop::GenerateSpec s;
   s.arrival = loop::Clock::now();
   s.request_id = r.request_id();
-  if (r.prompt_case() == llm::v1::GenerateRequest::kTokenIds) {
+  if (r.prompt_case() == llm::v1::GenerateRequest::kChat) {
+    auto chat = ToChat(r.chat());
+    if (!chat.ok()) return chat.status();
+    s.has_text = true;
+    s.chat = *std::move(chat);
+  } else if (r.prompt_case() == llm::v1::GenerateRequest::kTokenIds) {
     s.has_text = false;
     s.token_ids.assign(r.token_ids().ids().begin(), r.token_ids().ids().end());
   } else {

@@ -6,6 +6,7 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "llm/v1/generation.pb.h"
 #include "llm/v1/worker_load.pb.h"
 #include "worker/loop/request_spec.h"
@@ -17,8 +18,9 @@ namespace llm::server {
 class DeviceMonitor;
 
 // The spec of a GenerateRequest. A missing seed is drawn at random here, so the request's
-// stream of random numbers is fixed from the start.
-loop::GenerateSpec ToSpec(const llm::v1::GenerateRequest& request);
+// stream of random numbers is fixed from the start. INVALID_ARGUMENT naming the field when a
+// chat's JSON fields (tools_json, tool_calls_json, template_kwargs_json) do not parse.
+absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& request);
 
 // Fills `response` (cleared first) from an update.
 void ToResponse(const std::string& request_id, const loop::StreamUpdate& update,

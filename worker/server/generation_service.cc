@@ -51,7 +51,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       FinishLocked(ToGrpcStatus(st));
       return;
     }
-    loop::GenerateSpec spec = ToSpec(request);
+    auto converted = ToSpec(request);
+    if (!converted.ok()) {
+      if (counters != nullptr) counters->OnRejected(grpc::StatusCode::INVALID_ARGUMENT);
+      std::lock_guard<std::mutex> lock(mu_);
+      FinishLocked(ToGrpcStatus(converted.status()));
+      return;
+    }
+    loop::GenerateSpec spec = *std::move(converted);
     request_id_ = spec.request_id;
     if (worker_ == nullptr) {
       if (counters != nullptr) counters->OnRejected(grpc::StatusCode::UNAVAILABLE);

@@ -319,5 +319,52 @@ TEST_F(WorkerTest, DestroyingTheWorkerEndsOpenStreams) {
   }
 }
 
+// A chat prompt is rendered (on the tokenizer pool) and tokenized without special tokens: the
+// same ids as the rendered text sent with add_special_tokens false. Without a renderer, or when
+// it fails, the request fails alone naming "chat".
+TEST_F(WorkerTest, ChatPromptsAreRenderedThenTokenizedWithoutSpecialTokens) {
+  auto w = MakeWorker(2);
+  GenerateSpec chat = Spec("", 8);
+  chat.chat = ChatPrompt{};
+  chat.chat->messages = nlohmann::json::array({{{"role", "user"}, {"content", "a cat"}}});
+  auto no_renderer = w->Submit(chat, std::make_shared<CollectingSink>());
+  ASSERT_FALSE(no_renderer.ok());
+  EXPECT_EQ(no_renderer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_renderer.status().message(), HasSubstr("chat: the model has no chat template"));
+
+  w->SetChatRenderer([](const ChatPrompt& c) -> absl::StatusOr<std::string> {
+    if (c.messages[0]["content"] == "raise") return absl::InvalidArgumentError("template raised");
+    return "<s>" + c.messages[0]["content"].get<std::string>() + " said:";
+  });
+  auto sink = std::make_shared<CollectingSink>();
+  GenerateSpec with_ids = chat;
+  with_ids.include_prompt_ids = true;
+  ASSERT_TRUE(w->Submit(with_ids, sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  auto expected = w->Tokenize("<s>a cat said:", /*add_special=*/false);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(sink->result().prompt_ids, *expected);
+  GenerateSpec plain = Spec("<s>a cat said:", 8);
+  plain.add_special_tokens = false;
+  auto plain_sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(w->Submit(plain, plain_sink).ok());
+  ASSERT_TRUE(plain_sink->Wait());
+  EXPECT_EQ(sink->result().token_ids, plain_sink->result().token_ids);
+
+  GenerateSpec raises = chat;
+  raises.chat->messages[0]["content"] = "raise";
+  auto failing = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(w->Submit(raises, failing).ok());
+  ASSERT_TRUE(failing->Wait());
+  EXPECT_EQ(failing->error().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(failing->error().message(), HasSubstr("chat: template raised"));
+
+  GenerateSpec empty = chat;
+  empty.chat->messages = nlohmann::json::array();
+  auto refused = w->Submit(empty, std::make_shared<CollectingSink>());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("chat.messages"));
+}
+
 }  // namespace
 }  // namespace llm::loop

@@ -6,8 +6,8 @@
 //                        tools, tool_choice, response_format, ...) are refused, never ignored.
 //   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object.
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
-#ifndef LLM_ROUTER_HTTP_OPENAI_API_H_
-#define LLM_ROUTER_HTTP_OPENAI_API_H_
+#ifndef LLM_ROUTER_OPENAI_OPENAI_API_H_
+#define LLM_ROUTER_OPENAI_OPENAI_API_H_
 
 #include <cstdint>
 #include <string>
@@ -17,7 +17,7 @@
 #include "llm/v1/generation.pb.h"
 #include "nlohmann/json.hpp"
 
-namespace llm::router::http {
+namespace llm::router::openai {
 
 enum class ApiKind { kChat, kCompletion };
 
@@ -92,6 +92,6 @@ class OpenAiResponder {
   uint32_t prompt_tokens_ = 0, completion_tokens_ = 0;
 };
 
-}  // namespace llm::router::http
+}  // namespace llm::router::openai
 
-#endif  // LLM_ROUTER_HTTP_OPENAI_API_H_
+#endif  // LLM_ROUTER_OPENAI_OPENAI_API_H_

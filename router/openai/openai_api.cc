@@ -1,4 +1,4 @@
-#include "router/http/openai_api.h"
+#include "router/openai/openai_api.h"
 
 #include <cmath>
 #include <limits>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace llm::router::http {
+namespace llm::router::openai {
 
 namespace {
 
@@ -664,4 +664,4 @@ std::string OpenAiResponder::Body() const {
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace llm::router::http
+}  // namespace llm::router::openai

@@ -1,0 +1,520 @@
+#include "router/relay/http_connection.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <ctime>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "router/relay/grpc_wire.h"
+#include "router/relay/security.h"
+
+namespace llm::router::relay {
+
+namespace {
+
+using openai::ApiError;
+using openai::ApiKind;
+using openai::OpenAiResponder;
+
+// Stop taking a call's response beyond this much output not yet written (a slow client).
+constexpr size_t kMaxBuffered = 1 << 20;
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr char kGeneratePath[] = "/llm.v1.Generation/Generate";
+
+std::string NewId(const char* prefix) {
+  static std::atomic<uint64_t> next{1};
+  return absl::StrCat(prefix, absl::Hex(static_cast<uint64_t>(std::time(nullptr)), absl::kZeroPad8),
+                      absl::Hex(next.fetch_add(1), absl::kZeroPad8));
+}
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
+    case 499:
+      return "Client Closed Request";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Internal Server Error";
+  }
+}
+
+std::string Find(const Headers& headers, std::string_view name) {
+  for (const auto& [n, v] : headers) {
+    if (n == name) return v;
+  }
+  return "";
+}
+
+}  // namespace
+
+HttpConnection::HttpConnection(LoopContext* ctx, int fd)
+    : ctx_(ctx),
+      fd_(fd),
+      lane_(ctx->next_lane++ %
+            static_cast<uint32_t>(std::max(1, ctx->options->proxy.upstream_connections))) {
+  http_parser_init(&parser_, HTTP_REQUEST);
+  parser_.data = this;
+  ctx_->http_connections.insert(this);
+  ctx_->loop.Add(fd_, EPOLLIN | EPOLLRDHUP, this);
+}
+
+HttpConnection::~HttpConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void HttpConnection::OnEvents(uint32_t events) {
+  if (closed_) return;
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) ReadAll();
+  if (!closed_ && (events & EPOLLOUT)) ctx_->loop.MarkDirty(this);
+}
+
+void HttpConnection::Close() {
+  if (closed_) return;
+  closed_ = true;
+  ctx_->loop.Remove(fd_);
+  ::shutdown(fd_, SHUT_RDWR);
+  if (call_ != nullptr) call_->OnClientClosed(NGHTTP2_CANCEL);  // cancels at the worker
+  call_ = nullptr;
+  ctx_->http_connections.erase(this);
+  ctx_->loop.DeleteLater(std::unique_ptr<FdHandler>(this));
+}
+
+// ---- Output ----
+
+void HttpConnection::Write(std::string_view bytes) {
+  if (out_offset_ > 0 && out_offset_ == out_.size()) {
+    out_.clear();
+    out_offset_ = 0;
+  }
+  out_.append(bytes.data(), bytes.size());
+  ctx_->loop.MarkDirty(this);
+}
+
+void HttpConnection::WriteChunk(std::string_view bytes) {
+  if (bytes.empty()) return;
+  if (!chunked_) return Write(bytes);  // HTTP/1.0: the body ends with the connection
+  Write(absl::StrCat(absl::Hex(bytes.size()), "\r\n"));
+  Write(bytes);
+  Write("\r\n");
+}
+
+void HttpConnection::Respond(int status, std::string_view body,
+                             const std::vector<std::string>& extra) {
+  std::string head =
+      absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
+                   "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(), "\r\n");
+  for (const auto& h : extra) absl::StrAppend(&head, h, "\r\n");
+  if (!keep_alive_) head += "Connection: close\r\n";
+  head += "\r\n";
+  Write(head);
+  Write(body);
+}
+
+void HttpConnection::RespondError(const ApiError& e) {
+  std::vector<std::string> extra;
+  if (e.http_status == 429) {
+    extra.push_back(
+        absl::StrCat("Retry-After: ", (std::max<int64_t>(e.retry_after_ms, 1) + 999) / 1000));
+  }
+  if (e.http_status == 401) extra.push_back("WWW-Authenticate: Bearer");
+  Respond(e.http_status, openai::OpenAiErrorBody(e), extra);
+}
+
+void HttpConnection::StartStream() {
+  stream_started_ = true;
+  if (!chunked_) keep_alive_ = false;
+  Write(absl::StrCat(
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+      chunked_ ? "Transfer-Encoding: chunked\r\n" : "Connection: close\r\n", "\r\n"));
+}
+
+void HttpConnection::Flush() {
+  if (closed_) return;
+  Pump();
+  if (closed_) return;
+  while (out_offset_ < out_.size()) {
+    const ssize_t w =
+        ::send(fd_, out_.data() + out_offset_, out_.size() - out_offset_, MSG_NOSIGNAL);
+    if (w > 0) {
+      out_offset_ += static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    Close();
+    return;
+  }
+  if (out_offset_ == out_.size()) {
+    out_.clear();
+    out_offset_ = 0;
+    if (close_when_written_) {
+      Close();
+      return;
+    }
+    if (call_ != nullptr) Pump();  // room again: take more (written next iteration)
+  }
+  const bool want = out_offset_ < out_.size();
+  if (want != want_out_) {
+    want_out_ = want;
+    ctx_->loop.Modify(fd_, EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0u), this);
+  }
+}
+
+// ---- The call ----
+
+void HttpConnection::StartResponse(const Headers*) { ctx_->loop.MarkDirty(this); }
+
+void HttpConnection::ResponseReady() { ctx_->loop.MarkDirty(this); }
+
+void HttpConnection::TrailersOnly(const Headers& trailers) {
+  trailers_only_ = trailers;
+  ctx_->loop.MarkDirty(this);
+}
+
+void HttpConnection::Detach(DownStream* call) {
+  if (call_ == call) call_ = nullptr;
+}
+
+void HttpConnection::StartCall(openai::ParsedRequest request) {
+  request_ = std::move(request);
+  responder_ = std::make_unique<OpenAiResponder>(
+      *request_, NewId(request_->kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"),
+      static_cast<int64_t>(std::time(nullptr)));
+  stream_started_ = false;
+  grpc_in_.clear();
+  trailers_only_.reset();
+  std::string message = request_->request.SerializeAsString();
+  std::string framed(5, '\0');
+  const uint32_t n = static_cast<uint32_t>(message.size());
+  framed[1] = static_cast<char>(n >> 24);
+  framed[2] = static_cast<char>(n >> 16);
+  framed[3] = static_cast<char>(n >> 8);
+  framed[4] = static_cast<char>(n);
+  framed += message;
+  call_ = new DownStream(ctx_, this);  // deletes itself once we let go and it is done
+  call_->AddHeader(":path", kGeneratePath);
+  if (!authorization_.empty()) call_->AddHeader("authorization", authorization_);
+  call_->OnRequestHeaders();
+  if (call_ == nullptr) return;
+  call_->OnRequestData(reinterpret_cast<const uint8_t*>(framed.data()), framed.size());
+  if (call_ == nullptr) return;
+  call_->OnRequestEnd();
+}
+
+void HttpConnection::Pump() {
+  if (call_ == nullptr) return;
+  if (trailers_only_) {
+    const Headers t = *std::move(trailers_only_);
+    trailers_only_.reset();
+    return EndCall(t);
+  }
+  uint8_t buf[kReadChunk];
+  for (;;) {
+    if (out_.size() - out_offset_ >= kMaxBuffered) return;  // Flush pumps again when written
+    bool ended = false;
+    const size_t n = call_->TakeResponse(buf, sizeof(buf), &ended);
+    if (n > 0) {
+      grpc_in_.append(reinterpret_cast<const char*>(buf), n);
+      // Whole messages: a 5-byte prefix (flag, big-endian length), then the message.
+      size_t at = 0;
+      while (grpc_in_.size() - at >= 5) {
+        const auto* p = reinterpret_cast<const uint8_t*>(grpc_in_.data() + at);
+        const size_t len = (size_t{p[1]} << 24) | (size_t{p[2]} << 16) | (size_t{p[3]} << 8) | p[4];
+        if (grpc_in_.size() - at - 5 < len) break;
+        OnMessage(grpc_in_.substr(at + 5, len));
+        at += 5 + len;
+      }
+      grpc_in_.erase(0, at);
+      continue;
+    }
+    if (ended) EndCall(call_->final_trailers());
+    return;
+  }
+}
+
+void HttpConnection::OnMessage(const std::string& bytes) {
+  llm::v1::GenerateResponse m;
+  if (!m.ParseFromString(bytes)) return;  // a worker bug; the status still ends the call
+  if (request_->stream) {
+    if (!stream_started_) StartStream();
+    WriteChunk(responder_->OnStreamMessage(m));
+  } else {
+    responder_->Accumulate(m);
+  }
+}
+
+void HttpConnection::EndCall(const Headers& trailers) {
+  int code = kGrpcUnknown;
+  (void)absl::SimpleAtoi(Find(trailers, "grpc-status"), &code);
+  int64_t pushback = 0;
+  (void)absl::SimpleAtoi(Find(trailers, "grpc-retry-pushback-ms"), &pushback);
+  if (code == kGrpcOk) {
+    if (request_->stream) {
+      if (!stream_started_) StartStream();
+      WriteChunk(responder_->StreamEnd());
+      if (chunked_) Write("0\r\n\r\n");
+    } else {
+      Respond(200, responder_->Body());
+    }
+  } else {
+    const ApiError e =
+        openai::ErrorFromGrpc(code, PercentDecode(Find(trailers, "grpc-message")), pushback);
+    if (stream_started_) {
+      WriteChunk(OpenAiResponder::StreamError(e));
+      if (chunked_) Write("0\r\n\r\n");
+    } else {
+      RespondError(e);
+    }
+  }
+  // The call is answered: let it go (it deletes itself).
+  DownStream* call = call_;
+  call_ = nullptr;
+  call->OnClientClosed(0);
+  RequestDone();
+}
+
+void HttpConnection::RequestDone() {
+  request_.reset();
+  responder_.reset();
+  if (!keep_alive_) {
+    close_when_written_ = true;
+    ctx_->loop.MarkDirty(this);
+    return;
+  }
+  in_request_ = false;
+  if (!pending_in_.empty()) {
+    std::string rest = std::move(pending_in_);
+    pending_in_.clear();
+    Parse(rest.data(), rest.size());
+  }
+}
+
+// ---- Input ----
+
+void HttpConnection::ReadAll() {
+  char buf[kReadChunk];
+  const size_t max_body = static_cast<size_t>(ctx_->options->proxy.max_message_bytes);
+  for (;;) {
+    const ssize_t n = ::read(fd_, buf, sizeof(buf));
+    if (n > 0) {
+      if (in_request_) {
+        pending_in_.append(buf, static_cast<size_t>(n));  // pipelined: parsed after this one
+        if (pending_in_.size() > max_body + kReadChunk) {
+          Close();
+          return;
+        }
+      } else {
+        Parse(buf, static_cast<size_t>(n));
+        if (closed_) return;
+      }
+      continue;
+    }
+    if (n == 0) {
+      Close();  // the client went away: a call in progress is cancelled
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) Close();
+    return;
+  }
+}
+
+const http_parser_settings& HttpConnection::Settings() {
+  static const http_parser_settings settings = [] {
+    http_parser_settings s;
+    http_parser_settings_init(&s);
+    s.on_message_begin = [](http_parser* p) {
+      auto* c = static_cast<HttpConnection*>(p->data);
+      c->url_.clear();
+      c->body_.clear();
+      c->authorization_.clear();
+      c->field_.clear();
+      c->value_.clear();
+      c->too_large_ = false;
+      return 0;
+    };
+    s.on_url = [](http_parser* p, const char* at, size_t len) {
+      static_cast<HttpConnection*>(p->data)->url_.append(at, len);
+      return 0;
+    };
+    s.on_header_field = [](http_parser* p, const char* at, size_t len) {
+      auto* c = static_cast<HttpConnection*>(p->data);
+      if (!c->value_.empty()) c->HeaderDone();
+      c->field_.append(at, len);
+      return 0;
+    };
+    s.on_header_value = [](http_parser* p, const char* at, size_t len) {
+      static_cast<HttpConnection*>(p->data)->value_.append(at, len);
+      return 0;
+    };
+    s.on_headers_complete = [](http_parser* p) {
+      auto* c = static_cast<HttpConnection*>(p->data);
+      if (!c->field_.empty()) c->HeaderDone();
+      const auto max = static_cast<uint64_t>(c->ctx_->options->proxy.max_message_bytes);
+      if (p->content_length != ULLONG_MAX && p->content_length > max) c->too_large_ = true;
+      return 0;
+    };
+    s.on_body = [](http_parser* p, const char* at, size_t len) {
+      auto* c = static_cast<HttpConnection*>(p->data);
+      const auto max = static_cast<size_t>(c->ctx_->options->proxy.max_message_bytes);
+      if (c->too_large_ || c->body_.size() + len > max) {
+        c->too_large_ = true;
+        c->body_.clear();
+        return 0;
+      }
+      c->body_.append(at, len);
+      return 0;
+    };
+    s.on_message_complete = [](http_parser* p) {
+      auto* c = static_cast<HttpConnection*>(p->data);
+      c->keep_alive_ = http_should_keep_alive(p) != 0;
+      c->chunked_ = p->http_major > 1 || (p->http_major == 1 && p->http_minor >= 1);
+      c->in_request_ = true;
+      http_parser_pause(p, 1);
+      return 0;
+    };
+    return s;
+  }();
+  return settings;
+}
+
+void HttpConnection::Parse(const char* data, size_t n) {
+  size_t at = 0;
+  while (at < n && !closed_) {
+    at += http_parser_execute(&parser_, &Settings(), data + at, n - at);
+    const auto err = HTTP_PARSER_ERRNO(&parser_);
+    if (err == HPE_PAUSED) {
+      http_parser_pause(&parser_, 0);
+      pending_in_.append(data + at, n - at);  // the next requests wait for this one's answer
+      Handle();
+      return;
+    }
+    if (err != HPE_OK) {
+      keep_alive_ = false;
+      ApiError e;
+      e.message = absl::StrCat("malformed HTTP request: ", http_errno_description(err));
+      RespondError(e);
+      close_when_written_ = true;
+      return;
+    }
+    if (too_large_ && !in_request_) {
+      // Answered before reading a body that would not be kept; the connection then closes.
+      keep_alive_ = false;
+      ApiError e;
+      e.http_status = 413;
+      e.message = absl::StrCat("request body larger than ", ctx_->options->proxy.max_message_bytes,
+                               " bytes (proxy.max_message_bytes)");
+      RespondError(e);
+      close_when_written_ = true;
+      return;
+    }
+  }
+}
+
+void HttpConnection::HeaderDone() {
+  if (absl::AsciiStrToLower(field_) == "authorization") authorization_ = value_;
+  field_.clear();
+  value_.clear();
+}
+
+void HttpConnection::Handle() {
+  const auto method = static_cast<http_method>(parser_.method);
+  std::string path = url_.substr(0, url_.find('?'));
+  if (path.size() > 1 && path.back() == '/') path.pop_back();
+  ApiError e;
+  const bool chat = path == "/v1/chat/completions";
+  const bool completion = path == "/v1/completions";
+  const bool models_path = path == "/v1/models";
+  if (path == "/health") {
+    Respond(ctx_->draining ? 503 : 200,
+            ctx_->draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
+    return RequestDone();
+  }
+  if (!models_path && !chat && !completion) {
+    e.http_status = 404;
+    e.message = absl::StrCat("no such path: ", path);
+    e.code = "not_found";
+    RespondError(e);
+    return RequestDone();
+  }
+  if ((models_path && method != HTTP_GET) || (!models_path && method != HTTP_POST)) {
+    e.http_status = 405;
+    e.message = absl::StrCat(path, " takes ", models_path ? "GET" : "POST");
+    RespondError(e);
+    return RequestDone();
+  }
+  const RelaySecurity* security = ctx_->options->security;
+  if (security != nullptr && security->token_required() &&
+      !security->TokenMatches(authorization_)) {
+    e.http_status = 401;
+    e.type = "authentication_error";
+    e.code = "invalid_api_key";
+    e.message = authorization_.empty() ? "missing bearer token (Authorization: Bearer ...)"
+                                       : "invalid bearer token";
+    RespondError(e);
+    return RequestDone();
+  }
+  std::set<std::string> models;
+  bool any_worker = false;
+  for (const WorkerView& v : ctx_->pool->Snapshot()) {
+    if (!v.healthy || v.ejected || v.report.draining) continue;
+    any_worker = true;
+    if (!v.report.model.empty()) models.insert(v.report.model);
+  }
+  if (models_path) {
+    nlohmann::json data = nlohmann::json::array();
+    for (const auto& m : models) {
+      data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "llm-serving"}});
+    }
+    Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+    return RequestDone();
+  }
+  auto parsed = openai::ParseOpenAiRequest(chat ? ApiKind::kChat : ApiKind::kCompletion, body_, &e);
+  if (!parsed.ok()) {
+    RespondError(e);
+    return RequestDone();
+  }
+  if (!any_worker) {
+    e.http_status = 503;
+    e.type = "service_unavailable";
+    e.message = "no worker can take the request";
+    RespondError(e);
+    return RequestDone();
+  }
+  if (!models.count(parsed->model)) {
+    e.http_status = 404;
+    e.param = "model";
+    e.code = "model_not_found";
+    e.message = absl::StrCat("the model '", parsed->model, "' is not served here (GET /v1/models)");
+    RespondError(e);
+    return RequestDone();
+  }
+  StartCall(*std::move(parsed));
+}
+
+}  // namespace llm::router::relay

@@ -1,0 +1,97 @@
+// One HTTP/1.1 connection of the OpenAI-compatible front (router.http_listen), on a relay loop
+// like the HTTP/2 client connections (internal to router/relay).
+//
+//   POST /v1/chat/completions, POST /v1/completions   streaming (SSE) or one JSON object
+//   GET  /v1/models                                    the models the healthy workers report
+//   GET  /health                                       200 while serving, 503 while draining
+//
+// Requests are parsed with http-parser (keep-alive, pipelined requests answered in order, a
+// body over the limit answered 413 before it is read). A completion request becomes an
+// llm.v1 GenerateRequest (router/openai) and a DownStream call whose client side is this
+// connection: the pick, retries before the first token, ejection, deadlines, the bearer token
+// and metrics are the gRPC path's own code. The worker's gRPC response bytes are taken from
+// the call at the end of each loop iteration, parsed and written as JSON or SSE; taking stops
+// while more than 1 MiB waits for a slow client (which slows only its own worker stream). A
+// client that closes its connection cancels its call at the worker.
+#ifndef LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
+#define LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
+
+#include <http_parser.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "router/openai/openai_api.h"
+#include "router/relay/relay_internal.h"
+
+namespace llm::router::relay {
+
+class HttpConnection final : public FdHandler, public CallClient {
+ public:
+  // Takes `fd` (connected, non-blocking) and starts watching it.
+  HttpConnection(LoopContext* ctx, int fd);
+  ~HttpConnection() override;
+
+  void OnEvents(uint32_t events) override;
+  // End of the loop iteration: takes what the call has, then writes.
+  void Flush() override;
+  // Closes the socket; a call in progress is cancelled. Deleted at the end of the iteration.
+  void Close();
+
+  // CallClient.
+  uint32_t lane() const override { return lane_; }
+  void StartResponse(const Headers* headers) override;
+  void ResponseReady() override;
+  void TrailersOnly(const Headers& trailers) override;
+  void Detach(DownStream* call) override;
+
+ private:
+  static const http_parser_settings& Settings();
+  void ReadAll();
+  void Parse(const char* data, size_t n);
+  void HeaderDone();
+  void Handle();
+  void StartCall(openai::ParsedRequest request);
+  // Takes the call's response bytes and, at its end, its status.
+  void Pump();
+  void OnMessage(const std::string& bytes);
+  void EndCall(const Headers& trailers);
+  void RequestDone();
+
+  void Write(std::string_view bytes);
+  void WriteChunk(std::string_view bytes);
+  void Respond(int status, std::string_view body, const std::vector<std::string>& extra = {});
+  void RespondError(const openai::ApiError& e);
+  void StartStream();
+
+  LoopContext* ctx_;
+  int fd_;
+  uint32_t lane_;
+  http_parser parser_;
+  // The request being parsed.
+  std::string url_, body_, authorization_, field_, value_;
+  bool too_large_ = false;
+  bool in_request_ = false;  // a complete request is being answered
+  bool keep_alive_ = true;
+  bool chunked_ = true;     // HTTP/1.1: streams use chunked transfer encoding
+  std::string pending_in_;  // pipelined bytes, parsed once the current answer is done
+  // The call in progress.
+  DownStream* call_ = nullptr;
+  std::optional<openai::ParsedRequest> request_;
+  std::unique_ptr<openai::OpenAiResponder> responder_;
+  bool stream_started_ = false;
+  std::string grpc_in_;  // gRPC-framed response bytes not yet parsed
+  std::optional<Headers> trailers_only_;
+  // Output.
+  std::string out_;
+  size_t out_offset_ = 0;
+  bool want_out_ = false;
+  bool close_when_written_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace llm::router::relay
+
+#endif  // LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
