@@ -1,5 +1,5 @@
 // The client-facing half of the relay: ClientConnection (nghttp2 server session) and
-// DownStream (one relayed call).
+// ClientCall (one relayed call).
 #include <algorithm>
 #include <cstring>
 
@@ -45,17 +45,17 @@ void MessageCounter::Feed(const uint8_t* data, size_t len) {
   if (header_left_ == 0 && body_left_ == 0) header_left_ = 5;  // an empty message
 }
 
-// ---- DownStream ----
+// ---- ClientCall ----
 
-DownStream::DownStream(LoopContext* ctx, CallClient* client)
+ClientCall::ClientCall(LoopContext* ctx, CallClient* client)
     : ctx_(ctx), client_(client), arrival_(Clock::now()) {}
 
-DownStream::~DownStream() {
+ClientCall::~ClientCall() {
   if (deadline_timer_ != 0) ctx_->loop.CancelTimer(deadline_timer_);
   if (entered_) ctx_->in_flight->fetch_sub(1);
 }
 
-void DownStream::AddHeader(std::string_view name, std::string_view value) {
+void ClientCall::AddHeader(std::string_view name, std::string_view value) {
   if (name == ":path") {
     path_ = std::string(value);
   } else if (!name.empty() && name[0] == ':') {
@@ -71,7 +71,7 @@ void DownStream::AddHeader(std::string_view name, std::string_view value) {
   }
 }
 
-Headers DownStream::UpstreamHeaders() const {
+Headers ClientCall::WorkerHeaders() const {
   Headers h;
   h.reserve(metadata_.size() + 2);
   h.emplace_back("te", "trailers");
@@ -84,7 +84,7 @@ Headers DownStream::UpstreamHeaders() const {
   return h;
 }
 
-void DownStream::OnRequestHeaders() {
+void ClientCall::OnRequestHeaders() {
   to_workers_ = path_.rfind(kGenerationPrefix, 0) == 0;
   const RelaySecurity* security = ctx_->options->security;
   if (to_workers_ && security != nullptr && security->token_required() &&
@@ -117,39 +117,39 @@ void DownStream::OnRequestHeaders() {
   entered_ = true;
 }
 
-void DownStream::OnRequestData(const uint8_t* data, size_t len) {
-  if (finished_) return;
+void ClientCall::OnRequestData(const uint8_t* data, size_t len) {
+  if (finished()) return;
   const int64_t max = ctx_->options->proxy.max_message_bytes;
-  if (!to_workers_ && up_ != nullptr && up_->request_offset >= 64 * 1024) {
+  if (!to_workers_ && attempt_ != nullptr && attempt_->request_offset >= 64 * 1024) {
     // A pass-through stream (reflection) may go on for long: drop what went upstream.
-    request_.erase(0, up_->request_offset);
-    up_->request_offset = 0;
+    request_.erase(0, attempt_->request_offset);
+    attempt_->request_offset = 0;
   }
   request_.append(reinterpret_cast<const char*>(data), len);
-  const size_t sent = !to_workers_ && up_ != nullptr ? up_->request_offset : 0;
+  const size_t sent = !to_workers_ && attempt_ != nullptr ? attempt_->request_offset : 0;
   // A Generation request is one message (its 5-byte prefix on top of the limit); a
   // pass-through stream may hold that much not yet sent upstream.
   if (static_cast<int64_t>(request_.size() - sent) > max + 5) {
     Finish(to_workers_ ? kGrpcInvalidArgument : kGrpcResourceExhausted,
            absl::StrCat("request: more than ", max, " bytes (proxy.max_message_bytes)"), {});
-    if (up_ != nullptr) up_->Cancel();
+    if (attempt_ != nullptr) attempt_->Cancel();
     request_.clear();
     return;
   }
-  if (!to_workers_ && up_ != nullptr) up_->ResumeRequest();
+  if (!to_workers_ && attempt_ != nullptr) attempt_->ResumeRequest();
 }
 
-void DownStream::OnRequestEnd() {
+void ClientCall::OnRequestEnd() {
   request_done_ = true;
-  if (finished_) return;
+  if (finished()) return;
   if (to_workers_) {
     StartAttempt();
-  } else if (up_ != nullptr) {
-    up_->ResumeRequest();
+  } else if (attempt_ != nullptr) {
+    attempt_->ResumeRequest();
   }
 }
 
-void DownStream::StartAttempt() {
+void ClientCall::StartAttempt() {
   std::string address;
   if (to_workers_) {
     auto picked = ctx_->pool->Pick(tried_);
@@ -179,34 +179,34 @@ void DownStream::StartAttempt() {
   }
   ++attempts_;
   got_data_ = false;
-  upstream_headers_.clear();
+  worker_headers_.clear();
   // Calls to the workers use the client connection's lane; pass-through calls lane 0.
   const uint32_t lane = to_workers_ && client_ != nullptr ? client_->lane() : 0;
-  UpstreamConnection* c = ctx_->Upstream(address, lane);
-  UpStream* u = c != nullptr ? c->Submit(this) : nullptr;
+  WorkerConnection* c = ctx_->Worker(address, lane);
+  WorkerAttempt* u = c != nullptr ? c->Submit(this) : nullptr;
   if (u == nullptr) {
     AttemptEnded(kGrpcUnavailable, absl::StrCat("cannot open a stream to ", address), {},
                  /*worker_fault=*/false);
     return;
   }
-  up_ = u;
+  attempt_ = u;
 }
 
-void DownStream::OnUpstreamHeaders(const Headers& headers) {
-  upstream_headers_ = headers;
-  if (!to_workers_ && !committed_ && !finished_) Commit(&upstream_headers_);
+void ClientCall::OnWorkerHeaders(const Headers& headers) {
+  worker_headers_ = headers;
+  if (!to_workers_ && phase_ == Phase::kOpen) Commit(&worker_headers_);
 }
 
-void DownStream::OnUpstreamData(const uint8_t* data, size_t len) {
-  if (client_closed_ || finished_) {
-    up_->Consume(len);  // nobody to give it to
+void ClientCall::OnWorkerData(const uint8_t* data, size_t len) {
+  if (client_closed_ || finished()) {
+    attempt_->Consume(len);  // nobody to give it to
     return;
   }
   if (!got_data_) {
     got_data_ = true;
     if (to_workers_ && worker_ != nullptr) worker_->OnFirstToken();
   }
-  if (!committed_) Commit(&upstream_headers_);
+  if (phase_ == Phase::kOpen) Commit(&worker_headers_);
   if (to_workers_) counter_.Feed(data, len);
   // Drop what already left before growing (a client reading steadily but slowly never empties
   // the buffer, and its sent prefix must not pile up).
@@ -218,16 +218,16 @@ void DownStream::OnUpstreamData(const uint8_t* data, size_t len) {
   ResumeResponse();
 }
 
-void DownStream::OnUpstreamClosed(int code, const std::string& message, const Headers& trailers,
-                                  bool worker_fault) {
-  up_ = nullptr;
+void ClientCall::OnWorkerClosed(int code, const std::string& message, const Headers& trailers,
+                                bool worker_fault) {
+  attempt_ = nullptr;
   AttemptEnded(code, message, trailers, worker_fault);
   MaybeDelete();
 }
 
-void DownStream::AttemptEnded(int code, const std::string& message, const Headers& trailers,
+void ClientCall::AttemptEnded(int code, const std::string& message, const Headers& trailers,
                               bool worker_fault) {
-  const bool client_caused = cancelled_ || deadline_passed_ || code == kGrpcDeadlineExceeded;
+  const bool client_caused = end_cause_ != EndCause::kNone || code == kGrpcDeadlineExceeded;
   if (to_workers_ && worker_ != nullptr) {
     worker_->OnStreamEnded(got_data_);
     const bool worker_failed = !client_caused && IsWorkerFailure(code);
@@ -237,7 +237,7 @@ void DownStream::AttemptEnded(int code, const std::string& message, const Header
       if (worker_failed) worker_->OnFailure();
       if (ctx_->observer != nullptr) ctx_->observer->OnUpstreamError(worker_->address(), code);
     }
-    if (worker_failed && !committed_ && !client_closed_ && !finished_ &&
+    if (worker_failed && phase_ == Phase::kOpen && !client_closed_ &&
         attempts_ < ctx_->options->proxy.max_attempts) {
       if (ctx_->observer != nullptr) ctx_->observer->OnRetry();
       last_failure_ = message;
@@ -245,7 +245,7 @@ void DownStream::AttemptEnded(int code, const std::string& message, const Header
       retry_pending_ = true;
       ctx_->loop.AddTimer(Clock::now(), [this] {
         retry_pending_ = false;
-        if (client_closed_ || finished_) {
+        if (client_closed_ || finished()) {
           MaybeDelete();
           return;
         }
@@ -255,11 +255,11 @@ void DownStream::AttemptEnded(int code, const std::string& message, const Header
       return;
     }
   }
-  if (cancelled_) {
+  if (end_cause_ == EndCause::kClientCancelled) {
     Finish(kGrpcCancelled, "cancelled by the client", {});
-  } else if (deadline_passed_) {
+  } else if (end_cause_ == EndCause::kDeadline) {
     Finish(kGrpcDeadlineExceeded, "deadline exceeded", {});
-  } else if (committed_ && to_workers_ && IsWorkerFailure(code)) {
+  } else if (committed() && to_workers_ && IsWorkerFailure(code)) {
     // Part of the answer reached the client: it cannot be retried. (A worker's own error
     // status after some messages, such as RESOURCE_EXHAUSTED, goes to the client unchanged.)
     Finish(kGrpcUnavailable,
@@ -271,17 +271,18 @@ void DownStream::AttemptEnded(int code, const std::string& message, const Header
   }
 }
 
-void DownStream::Commit(const Headers* headers) {
-  committed_ = true;
+void ClientCall::Commit(const Headers* headers) {
+  phase_ = Phase::kCommitted;
   if (ctx_->observer != nullptr && to_workers_) {
     ctx_->observer->OnFirstMessage(std::chrono::duration<double>(Clock::now() - arrival_).count());
   }
   if (client_ != nullptr) client_->StartResponse(headers);
 }
 
-void DownStream::Finish(int code, const std::string& message, const Headers& trailers) {
-  if (finished_) return;
-  finished_ = true;
+void ClientCall::Finish(int code, const std::string& message, const Headers& trailers) {
+  if (finished()) return;
+  const bool was_committed = committed();
+  phase_ = Phase::kFinished;
   final_code_ = code;
   if (deadline_timer_ != 0) {
     ctx_->loop.CancelTimer(deadline_timer_);
@@ -296,20 +297,19 @@ void DownStream::Finish(int code, const std::string& message, const Headers& tra
     final_trailers_.emplace_back("grpc-status", std::to_string(code));
     if (!message.empty()) final_trailers_.emplace_back("grpc-message", PercentEncode(message));
   }
-  if (committed_) {
-    ResumeResponse();  // the data provider sends the trailers once the bytes are out
+  if (was_committed) {
+    ResumeResponse();  // the client side sends the trailers once the bytes are out
     return;
   }
-  committed_ = true;
   client_->TrailersOnly(final_trailers_);
 }
 
-void DownStream::ResumeResponse() {
+void ClientCall::ResumeResponse() {
   if (client_closed_ || client_ == nullptr) return;
   client_->ResponseReady();
 }
 
-size_t DownStream::TakeResponse(uint8_t* buf, size_t length, bool* ended) {
+size_t ClientCall::TakeResponse(uint8_t* buf, size_t length, bool* ended) {
   *ended = false;
   const size_t avail = pending_.size() - pending_offset_;
   if (avail > 0) {
@@ -320,25 +320,25 @@ size_t DownStream::TakeResponse(uint8_t* buf, size_t length, bool* ended) {
       pending_.clear();
       pending_offset_ = 0;
     }
-    if (up_ != nullptr) up_->Consume(n);
+    if (attempt_ != nullptr) attempt_->Consume(n);
     return n;
   }
-  *ended = finished_;
+  *ended = finished();
   return 0;
 }
 
-void DownStream::OnDeadline() {
-  if (finished_) return;
-  deadline_passed_ = true;
-  if (up_ != nullptr) up_->Cancel();
+void ClientCall::OnDeadline() {
+  if (finished()) return;
+  end_cause_ = EndCause::kDeadline;
+  if (attempt_ != nullptr) attempt_->Cancel();
   Finish(kGrpcDeadlineExceeded, "deadline exceeded", {});
 }
 
-void DownStream::OnClientClosed(uint32_t) {
+void ClientCall::OnClientClosed(uint32_t) {
   client_closed_ = true;
-  if (!finished_) {
-    cancelled_ = true;
-    if (up_ != nullptr) up_->Cancel();
+  if (!finished()) {
+    end_cause_ = EndCause::kClientCancelled;
+    if (attempt_ != nullptr) attempt_->Cancel();
     Finish(kGrpcCancelled, "cancelled by the client", {});
   }
   CallClient* client = client_;
@@ -347,11 +347,11 @@ void DownStream::OnClientClosed(uint32_t) {
   MaybeDelete();
 }
 
-void DownStream::MaybeDelete() {
-  if (client_closed_ && up_ == nullptr && !retry_pending_) delete this;
+void ClientCall::MaybeDelete() {
+  if (client_closed_ && attempt_ == nullptr && !retry_pending_) delete this;
 }
 
-void DownStream::CallDone(int code) {
+void ClientCall::CallDone(int code) {
   if (!to_workers_ || ctx_->observer == nullptr) return;
   ctx_->observer->OnCallDone(code, attempts_);
   if (counter_.messages() > 0) ctx_->observer->OnRelayed(counter_.messages());
@@ -364,7 +364,7 @@ void DownStream::CallDone(int code) {
 class ClientConnection::Stream final : public CallClient {
  public:
   Stream(ClientConnection* conn, int32_t id) : conn_(conn), id_(id) {}
-  void set_call(DownStream* call) { call_ = call; }
+  void set_call(ClientCall* call) { call_ = call; }
 
   uint32_t lane() const override { return conn_->lane(); }
 
@@ -413,7 +413,7 @@ class ClientConnection::Stream final : public CallClient {
     conn_->Touch();
   }
 
-  void Detach(DownStream* call) override { conn_->streams_.erase(call); }  // deletes this
+  void Detach(ClientCall* call) override { conn_->streams_.erase(call); }  // deletes this
 
  private:
   static ssize_t Read(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* data_flags,
@@ -435,7 +435,7 @@ class ClientConnection::Stream final : public CallClient {
 
   ClientConnection* conn_;
   int32_t id_;
-  DownStream* call_ = nullptr;
+  ClientCall* call_ = nullptr;
   bool deferred_ = false;  // the data provider waits for bytes
 };
 
@@ -474,9 +474,9 @@ void ClientConnection::StartDrain() {
 }
 
 void ClientConnection::OnClose(const std::string&) {
-  std::vector<DownStream*> streams;
+  std::vector<ClientCall*> streams;
   for (const auto& [call, stream] : streams_) streams.push_back(call);
-  for (DownStream* s : streams) s->OnClientClosed(NGHTTP2_CANCEL);
+  for (ClientCall* s : streams) s->OnClientClosed(NGHTTP2_CANCEL);
   ctx_->Release(this);
 }
 
@@ -485,7 +485,7 @@ int ClientConnection::OnBeginHeaders(nghttp2_session* session, const nghttp2_fra
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto* c = static_cast<ClientConnection*>(user_data);
   auto stream = std::make_unique<Stream>(c, frame->hd.stream_id);
-  auto* s = new DownStream(c->ctx_, stream.get());
+  auto* s = new ClientCall(c->ctx_, stream.get());
   stream->set_call(s);
   c->streams_.emplace(s, std::move(stream));
   nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
@@ -497,7 +497,7 @@ int ClientConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* fr
                                size_t value_len, uint8_t, void*) {
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   auto* s =
-      static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+      static_cast<ClientCall*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
   if (s != nullptr) {
     s->AddHeader(std::string_view(reinterpret_cast<const char*>(name), name_len),
                  std::string_view(reinterpret_cast<const char*>(value), value_len));
@@ -507,7 +507,7 @@ int ClientConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* fr
 
 int ClientConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame, void*) {
   auto* s =
-      static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+      static_cast<ClientCall*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
   if (s == nullptr) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     s->OnRequestHeaders();
@@ -521,14 +521,14 @@ int ClientConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame*
 
 int ClientConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
                                   const uint8_t* data, size_t len, void*) {
-  auto* s = static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  auto* s = static_cast<ClientCall*>(nghttp2_session_get_stream_user_data(session, stream_id));
   if (s != nullptr) s->OnRequestData(data, len);
   return 0;
 }
 
 int ClientConnection::OnStreamClose(nghttp2_session* session, int32_t stream_id,
                                     uint32_t error_code, void*) {
-  auto* s = static_cast<DownStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  auto* s = static_cast<ClientCall*>(nghttp2_session_get_stream_user_data(session, stream_id));
   if (s != nullptr) {
     nghttp2_session_set_stream_user_data(session, stream_id, nullptr);
     s->OnClientClosed(error_code);

@@ -196,7 +196,7 @@ void HttpConnection::TrailersOnly(const Headers& trailers) {
   ctx_->loop.MarkDirty(this);
 }
 
-void HttpConnection::Detach(DownStream* call) {
+void HttpConnection::Detach(ClientCall* call) {
   if (call_ == call) call_ = nullptr;
 }
 
@@ -216,7 +216,7 @@ void HttpConnection::StartCall(openai::ParsedRequest request) {
   framed[3] = static_cast<char>(n >> 8);
   framed[4] = static_cast<char>(n);
   framed += message;
-  call_ = new DownStream(ctx_, this);  // deletes itself once we let go and it is done
+  call_ = new ClientCall(ctx_, this);  // deletes itself once we let go and it is done
   call_->AddHeader(":path", kGeneratePath);
   if (!authorization_.empty()) call_->AddHeader("authorization", authorization_);
   call_->OnRequestHeaders();
@@ -292,7 +292,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
     }
   }
   // The call is answered: let it go (it deletes itself).
-  DownStream* call = call_;
+  ClientCall* call = call_;
   call_ = nullptr;
   call->OnClientClosed(0);
   RequestDone();

@@ -7,7 +7,7 @@
 //
 // Requests are parsed with http-parser (keep-alive, pipelined requests answered in order, a
 // body over the limit answered 413 before it is read). A completion request becomes an
-// llm.v1 GenerateRequest (router/openai) and a DownStream call whose client side is this
+// llm.v1 GenerateRequest (router/openai) and a ClientCall call whose client side is this
 // connection: the pick, retries before the first token, ejection, deadlines, the bearer token
 // and metrics are the gRPC path's own code. The worker's gRPC response bytes are taken from
 // the call at the end of each loop iteration, parsed and written as JSON or SSE; taking stops
@@ -45,7 +45,7 @@ class HttpConnection final : public FdHandler, public CallClient {
   void StartResponse(const Headers* headers) override;
   void ResponseReady() override;
   void TrailersOnly(const Headers& trailers) override;
-  void Detach(DownStream* call) override;
+  void Detach(ClientCall* call) override;
 
  private:
   static const http_parser_settings& Settings();
@@ -78,7 +78,7 @@ class HttpConnection final : public FdHandler, public CallClient {
   bool chunked_ = true;     // HTTP/1.1: streams use chunked transfer encoding
   std::string pending_in_;  // pipelined bytes, parsed once the current answer is done
   // The call in progress.
-  DownStream* call_ = nullptr;
+  ClientCall* call_ = nullptr;
   std::optional<openai::ParsedRequest> request_;
   std::unique_ptr<openai::OpenAiResponder> responder_;
   bool stream_started_ = false;

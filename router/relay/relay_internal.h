@@ -1,16 +1,20 @@
 // The relay's connections and streams (internal to router/relay). All of one loop's objects
 // are touched only by that loop's thread.
 //
-//   ClientConnection  a client's HTTP/2 connection (server side of nghttp2)
-//     DownStream      one call from a client: its request, the attempt in progress, and the
-//                     response bytes not yet sent to the client
-//   UpstreamConnection  this loop's HTTP/2 connection to one worker (client side of nghttp2)
-//     UpStream        one attempt of a call on a worker
+// One vocabulary for the two sides: the client (who called the router) and the worker.
 //
-// A DownStream lives until both its client stream has closed and no attempt is in progress; an
-// UpStream until its worker stream closes. Response bytes go from the worker's session into the
-// DownStream's buffer and out through the client session's data provider; the worker's flow
-// control window is credited as they leave, so a slow client slows its worker stream only.
+//   ClientConnection  a client's HTTP/2 connection (server side of nghttp2); each stream is a
+//                     CallClient, the client side of one call
+//   HttpConnection    a client's HTTP/1.1 connection to the OpenAI front; also a CallClient
+//   ClientCall        one call from a client: its request, the attempt in progress, and the
+//                     response bytes not yet taken by the client side
+//   WorkerConnection  this loop's HTTP/2 connection to one worker (client side of nghttp2)
+//     WorkerAttempt   one attempt of a call on a worker
+//
+// A ClientCall lives until both its client side has closed and no attempt is in progress; a
+// WorkerAttempt until its worker stream closes. Response bytes go from the worker's session into
+// the ClientCall's buffer and out through its client side; the worker's flow control window is
+// credited as they leave, so a slow client slows its worker stream only.
 #ifndef LLM_ROUTER_RELAY_RELAY_INTERNAL_H_
 #define LLM_ROUTER_RELAY_RELAY_INTERNAL_H_
 
@@ -36,8 +40,8 @@ using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct RelayOptions : RelayServer::Options {};
 
-class UpstreamConnection;
-class UpStream;
+class WorkerConnection;
+class WorkerAttempt;
 class ClientConnection;
 class HttpConnection;
 
@@ -48,17 +52,17 @@ struct LoopContext {
   const RelayOptions* options = nullptr;
   ProxyObserver* observer = nullptr;
   std::atomic<int64_t>* in_flight = nullptr;
-  bool stopping = false;  // no new upstream connections
+  bool stopping = false;  // no new worker connections
   bool draining = false;  // new client connections get a GOAWAY at once
   // Open, not draining, by address and lane ("host:port#lane").
-  std::map<std::string, UpstreamConnection*> upstreams;
+  std::map<std::string, WorkerConnection*> workers;
   uint32_t next_lane = 0;  // the lane of the next client connection
   std::map<H2Connection*, std::unique_ptr<H2Connection>> connections;
   std::set<HttpConnection*> http_connections;  // the OpenAI front's (owned by the loop)
 
   // The connection to `address` for `lane` (0 .. upstream_connections-1), connecting if there
   // is none. Null when the socket fails.
-  UpstreamConnection* Upstream(const std::string& address, uint32_t lane);
+  WorkerConnection* Worker(const std::string& address, uint32_t lane);
   void AddConnection(std::unique_ptr<H2Connection> c);
   // Deletes `c` at the end of the iteration.
   void Release(H2Connection* c);
@@ -77,11 +81,11 @@ class MessageCounter {
   int64_t messages_ = 0;
 };
 
-class DownStream;
+class ClientCall;
 
 // The client side of a relayed call: an HTTP/2 stream of a ClientConnection, or a request of
 // an HTTP/1.1 connection (the OpenAI front). The call says when its response starts and when
-// more of it can be taken (DownStream::TakeResponse); the client side writes it in its own
+// more of it can be taken (ClientCall::TakeResponse); the client side writes it in its own
 // protocol. All on the loop's thread.
 class CallClient {
  public:
@@ -95,13 +99,13 @@ class CallClient {
   // The call ended with nothing sent: a trailers-only response.
   virtual void TrailersOnly(const Headers& trailers) = 0;
   // The call lets go of this client (the client's stream closed; no call follows).
-  virtual void Detach(DownStream* call) = 0;
+  virtual void Detach(ClientCall* call) = 0;
 };
 
-class DownStream {
+class ClientCall {
  public:
   // `client` must stay valid until OnClientClosed.
-  DownStream(LoopContext* ctx, CallClient* client);
+  ClientCall(LoopContext* ctx, CallClient* client);
 
   // From the client's session.
   void AddHeader(std::string_view name, std::string_view value);
@@ -116,21 +120,21 @@ class DownStream {
   const Headers& final_trailers() const { return final_trailers_; }
 
   // From the attempt in progress.
-  void OnUpstreamHeaders(const Headers& headers);
-  void OnUpstreamData(const uint8_t* data, size_t len);
+  void OnWorkerHeaders(const Headers& headers);
+  void OnWorkerData(const uint8_t* data, size_t len);
   // The attempt ended: its gRPC status (from its trailers, or made up for a transport failure)
   // and trailers to pass on.
   // `worker_fault` false: the worker refused the stream unprocessed (GOAWAY, REFUSED_STREAM);
   // retried like a failure but not counted toward its ejection.
-  void OnUpstreamClosed(int code, const std::string& message, const Headers& trailers,
-                        bool worker_fault = true);
+  void OnWorkerClosed(int code, const std::string& message, const Headers& trailers,
+                      bool worker_fault = true);
 
-  // The request as the upstream data provider reads it.
+  // The request as the worker stream's data provider reads it.
   const std::string& request() const { return request_; }
   bool request_done() const { return request_done_; }
   const std::string& path() const { return path_; }
-  // Headers to send upstream (no pseudo-headers; grpc-timeout recomputed).
-  Headers UpstreamHeaders() const;
+  // Headers to send to the worker (no pseudo-headers; grpc-timeout recomputed).
+  Headers WorkerHeaders() const;
 
  private:
   void StartAttempt();
@@ -145,10 +149,25 @@ class DownStream {
   void OnDeadline();
   void MaybeDelete();
   void CallDone(int code);
-  ~DownStream();
+  ~ClientCall();
+
+  // Where the call stands with its client; it only moves forward.
+  enum class Phase {
+    kOpen,       // the request is arriving, or attempts run: nothing sent, retries allowed
+    kCommitted,  // response headers went to the client: no more retries
+    kFinished,   // the final status is known (trailers queued behind the response bytes)
+  };
+  // Why the call ended before the worker ended it, if it did.
+  enum class EndCause { kNone, kClientCancelled, kDeadline };
+
+  bool committed() const { return phase_ == Phase::kCommitted; }
+  bool finished() const { return phase_ == Phase::kFinished; }
 
   LoopContext* ctx_;
-  CallClient* client_;  // null once the client's stream closed
+  CallClient* client_;          // null once the client's side closed (client_closed_)
+  bool client_closed_ = false;  // the client's stream closed: nobody to answer
+  Phase phase_ = Phase::kOpen;
+  EndCause end_cause_ = EndCause::kNone;
   Clock::time_point arrival_;
 
   // Request.
@@ -163,27 +182,21 @@ class DownStream {
   bool entered_ = false;
 
   // Attempts.
-  UpStream* up_ = nullptr;
+  WorkerAttempt* attempt_ = nullptr;
   std::shared_ptr<WorkerHandle> worker_;
   std::vector<const WorkerHandle*> tried_;
   std::vector<std::shared_ptr<WorkerHandle>> tried_handles_;
   int attempts_ = 0;
   std::string last_failure_;
-  bool got_data_ = false;  // the current attempt sent response bytes
-  bool retry_pending_ = false;
-  bool deadline_passed_ = false;
-  Headers upstream_headers_;
+  bool got_data_ = false;       // the current attempt sent response bytes
+  bool retry_pending_ = false;  // a timer will start the next attempt (keeps the call alive)
+  Headers worker_headers_;
 
   // Response.
-  bool committed_ = false;  // response headers sent: no more retries
-  std::string pending_;     // response bytes not yet taken by the client session
+  std::string pending_;  // response bytes not yet taken by the client side
   size_t pending_offset_ = 0;
-  bool finished_ = false;  // the final status is known
   Headers final_trailers_;
   int final_code_ = 0;
-  bool client_closed_ = false;
-  bool cancelled_ = false;
-  bool reported_ = false;
   MessageCounter counter_;
 };
 
@@ -212,15 +225,15 @@ class ClientConnection final : public H2Connection {
 
   LoopContext* ctx_;
   uint32_t lane_;
-  std::map<DownStream*, std::unique_ptr<Stream>> streams_;
+  std::map<ClientCall*, std::unique_ptr<Stream>> streams_;
 };
 
-class UpStream {
+class WorkerAttempt {
  public:
-  UpStream(UpstreamConnection* conn, DownStream* down) : conn_(conn), down_(down) {}
+  WorkerAttempt(WorkerConnection* conn, ClientCall* call) : conn_(conn), call_(call) {}
   int32_t stream_id = -1;
-  UpstreamConnection* conn_;
-  DownStream* down_;
+  WorkerConnection* conn_;
+  ClientCall* call_;
   Headers response_headers, trailers;
   std::optional<int> grpc_status;
   std::string grpc_message;
@@ -235,23 +248,23 @@ class UpStream {
   void ResumeRequest();
 };
 
-class UpstreamConnection final : public H2Connection {
+class WorkerConnection final : public H2Connection {
  public:
-  // Connects to `address` ("host:port") and registers it under `key` in ctx->upstreams; null
+  // Connects to `address` ("host:port") and registers it under `key` in ctx->workers; null
   // when no socket could be made.
-  static UpstreamConnection* Connect(LoopContext* ctx, const std::string& address,
-                                     const std::string& key);
+  static WorkerConnection* Connect(LoopContext* ctx, const std::string& address,
+                                   const std::string& key);
   const std::string& address() const { return address_; }
   bool draining() const { return draining_; }
-  // Starts `down`'s call; null when this connection cannot take it.
-  UpStream* Submit(DownStream* down);
+  // Starts an attempt of `call`; null when this connection cannot take it.
+  WorkerAttempt* Submit(ClientCall* call);
 
  protected:
   void OnClose(const std::string& why) override;
 
  private:
-  UpstreamConnection(LoopContext* ctx, int fd, SSL* ssl, std::string address, std::string key);
-  ~UpstreamConnection() override;
+  WorkerConnection(LoopContext* ctx, int fd, SSL* ssl, std::string address, std::string key);
+  ~WorkerConnection() override;
   // Timers: the connect deadline, and the keepalive check (PING when idle, close when the
   // PING goes unanswered).
   void OnConnectDeadline();
@@ -271,7 +284,7 @@ class UpstreamConnection final : public H2Connection {
   uint64_t connect_timer_ = 0;
   uint64_t keepalive_timer_ = 0;
   std::optional<Clock::time_point> ping_sent_;
-  std::set<UpStream*> streams_;
+  std::set<WorkerAttempt*> streams_;
 };
 
 }  // namespace llm::router::relay

@@ -1,5 +1,5 @@
-// The worker-facing half of the relay: UpstreamConnection (nghttp2 client session to one
-// worker) and UpStream (one attempt of a call).
+// The worker-facing half of the relay: WorkerConnection (nghttp2 client session to one
+// worker) and WorkerAttempt (one attempt of a call).
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -41,8 +41,8 @@ int GrpcCodeForHttp(int http) {
 
 ssize_t ReadRequestCallback(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
                             uint32_t* data_flags, nghttp2_data_source* source, void*) {
-  auto* up = static_cast<UpStream*>(source->ptr);
-  DownStream* d = up->down_;
+  auto* up = static_cast<WorkerAttempt*>(source->ptr);
+  ClientCall* d = up->call_;
   if (d == nullptr) {
     *data_flags |= NGHTTP2_DATA_FLAG_EOF;
     return 0;
@@ -77,44 +77,44 @@ const nghttp2_option* ClientOptions() {
 
 }  // namespace
 
-// ---- UpStream ----
+// ---- WorkerAttempt ----
 
-void UpStream::Consume(size_t n) {
+void WorkerAttempt::Consume(size_t n) {
   if (n == 0) return;
   nghttp2_session_consume_stream(conn_->session(), stream_id, n);
   conn_->Touch();
 }
 
-void UpStream::Cancel() {
+void WorkerAttempt::Cancel() {
   if (cancelled) return;
   cancelled = true;
   nghttp2_submit_rst_stream(conn_->session(), NGHTTP2_FLAG_NONE, stream_id, NGHTTP2_CANCEL);
   conn_->Touch();
 }
 
-void UpStream::ResumeRequest() {
+void WorkerAttempt::ResumeRequest() {
   nghttp2_session_resume_data(conn_->session(), stream_id);
   conn_->Touch();
 }
 
-// ---- UpstreamConnection ----
+// ---- WorkerConnection ----
 
-UpstreamConnection::UpstreamConnection(LoopContext* ctx, int fd, SSL* ssl, std::string address,
-                                       std::string key)
+WorkerConnection::WorkerConnection(LoopContext* ctx, int fd, SSL* ssl, std::string address,
+                                   std::string key)
     : H2Connection(&ctx->loop, fd, ssl),
       ctx_(ctx),
       address_(std::move(address)),
       key_(std::move(key)) {}
 
-UpstreamConnection::~UpstreamConnection() { CancelTimers(); }
+WorkerConnection::~WorkerConnection() { CancelTimers(); }
 
-void UpstreamConnection::CancelTimers() {
+void WorkerConnection::CancelTimers() {
   if (connect_timer_ != 0) ctx_->loop.CancelTimer(connect_timer_);
   if (keepalive_timer_ != 0) ctx_->loop.CancelTimer(keepalive_timer_);
   connect_timer_ = keepalive_timer_ = 0;
 }
 
-void UpstreamConnection::OnConnectDeadline() {
+void WorkerConnection::OnConnectDeadline() {
   connect_timer_ = 0;
   if (!closed() && connecting()) {
     Close(absl::StrCat("connect timed out after ", ctx_->options->proxy.connect_timeout.count(),
@@ -122,7 +122,7 @@ void UpstreamConnection::OnConnectDeadline() {
   }
 }
 
-void UpstreamConnection::OnKeepalive() {
+void WorkerConnection::OnKeepalive() {
   keepalive_timer_ = 0;
   if (closed()) return;
   const ProxyOptions& o = ctx_->options->proxy;
@@ -149,8 +149,8 @@ void UpstreamConnection::OnKeepalive() {
   keepalive_timer_ = ctx_->loop.AddTimer(next, [this] { OnKeepalive(); });
 }
 
-UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::string& address,
-                                                const std::string& key) {
+WorkerConnection* WorkerConnection::Connect(LoopContext* ctx, const std::string& address,
+                                            const std::string& key) {
   // host:port or [v6]:port.
   std::string host, port;
   if (!address.empty() && address[0] == '[') {
@@ -192,7 +192,7 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
   SSL* ssl = security != nullptr && address != ctx->options->internal_target
                  ? security->NewUpstreamSsl(host)
                  : nullptr;
-  auto* c = new UpstreamConnection(ctx, fd, ssl, address, key);
+  auto* c = new WorkerConnection(ctx, fd, ssl, address, key);
   static const nghttp2_session_callbacks* const callbacks =
       MakeCallbacks({.header = &OnHeader,
                      .frame_recv = &OnFrameRecv,
@@ -207,7 +207,7 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
   nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
   nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, 64 << 20);
   ctx->AddConnection(std::unique_ptr<H2Connection>(c));
-  ctx->upstreams[key] = c;
+  ctx->workers[key] = c;
   c->Start(session, /*connecting=*/rc != 0);
   if (rc != 0) {
     c->connect_timer_ = ctx->loop.AddTimer(Clock::now() + ctx->options->proxy.connect_timeout,
@@ -218,17 +218,17 @@ UpstreamConnection* UpstreamConnection::Connect(LoopContext* ctx, const std::str
   return c;
 }
 
-UpStream* UpstreamConnection::Submit(DownStream* down) {
+WorkerAttempt* WorkerConnection::Submit(ClientCall* call) {
   if (closed() || draining_) return nullptr;
   static const std::string kMethod = ":method", kPost = "POST", kScheme = ":scheme", kHttp = "http",
                            kHttps = "https", kPath = ":path", kAuthority = ":authority";
-  const Headers extra = down->UpstreamHeaders();
+  const Headers extra = call->WorkerHeaders();
   const bool tls = address_ != ctx_->options->internal_target &&
                    ctx_->options->security != nullptr && ctx_->options->security->upstream_tls();
   std::vector<nghttp2_nv> nva = {Nv(kMethod, kPost), Nv(kScheme, tls ? kHttps : kHttp),
-                                 Nv(kPath, down->path()), Nv(kAuthority, address_)};
+                                 Nv(kPath, call->path()), Nv(kAuthority, address_)};
   for (const auto& [n, v] : extra) nva.push_back(Nv(n, v));
-  auto* up = new UpStream(this, down);
+  auto* up = new WorkerAttempt(this, call);
   nghttp2_data_provider prd;
   prd.source.ptr = up;
   prd.read_callback = ReadRequestCallback;
@@ -244,32 +244,32 @@ UpStream* UpstreamConnection::Submit(DownStream* down) {
   return up;
 }
 
-void UpstreamConnection::StopTaking() {
+void WorkerConnection::StopTaking() {
   draining_ = true;
-  auto it = ctx_->upstreams.find(key_);
-  if (it != ctx_->upstreams.end() && it->second == this) ctx_->upstreams.erase(it);
+  auto it = ctx_->workers.find(key_);
+  if (it != ctx_->workers.end() && it->second == this) ctx_->workers.erase(it);
 }
 
-void UpstreamConnection::OnClose(const std::string& why) {
+void WorkerConnection::OnClose(const std::string& why) {
   CancelTimers();
   StopTaking();
-  const std::set<UpStream*> streams = std::move(streams_);
+  const std::set<WorkerAttempt*> streams = std::move(streams_);
   streams_.clear();
   const std::string message = absl::StrCat("connection to ", address_, " lost: ", why);
-  for (UpStream* up : streams) {
-    DownStream* d = up->down_;
+  for (WorkerAttempt* up : streams) {
+    ClientCall* d = up->call_;
     delete up;
-    if (d != nullptr) d->OnUpstreamClosed(kGrpcUnavailable, message, {});
+    if (d != nullptr) d->OnWorkerClosed(kGrpcUnavailable, message, {});
   }
   ctx_->Release(this);
 }
 
-int UpstreamConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* frame,
-                                 const uint8_t* name, size_t name_len, const uint8_t* value,
-                                 size_t value_len, uint8_t, void*) {
+int WorkerConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* frame,
+                               const uint8_t* name, size_t name_len, const uint8_t* value,
+                               size_t value_len, uint8_t, void*) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  auto* up =
-      static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  auto* up = static_cast<WorkerAttempt*>(
+      nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
   if (up == nullptr) return 0;
   std::string n(reinterpret_cast<const char*>(name), name_len);
   std::string v(reinterpret_cast<const char*>(value), value_len);
@@ -292,9 +292,9 @@ int UpstreamConnection::OnHeader(nghttp2_session* session, const nghttp2_frame* 
   return 0;
 }
 
-int UpstreamConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame,
-                                    void* user_data) {
-  auto* c = static_cast<UpstreamConnection*>(user_data);
+int WorkerConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame,
+                                  void* user_data) {
+  auto* c = static_cast<WorkerConnection*>(user_data);
   if (frame->hd.type == NGHTTP2_GOAWAY) {
     c->StopTaking();  // streams above its last id are refused and retried elsewhere
     return 0;
@@ -303,35 +303,35 @@ int UpstreamConnection::OnFrameRecv(nghttp2_session* session, const nghttp2_fram
       (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
     return 0;
   }
-  auto* up =
-      static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
-  if (up != nullptr && up->down_ != nullptr) up->down_->OnUpstreamHeaders(up->response_headers);
+  auto* up = static_cast<WorkerAttempt*>(
+      nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (up != nullptr && up->call_ != nullptr) up->call_->OnWorkerHeaders(up->response_headers);
   return 0;
 }
 
-int UpstreamConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
-                                    const uint8_t* data, size_t len, void* user_data) {
+int WorkerConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t stream_id,
+                                  const uint8_t* data, size_t len, void* user_data) {
   // The connection's window is credited at once: only the stream's waits for its client, so a
   // few slow clients cannot stall every other call on the connection.
   nghttp2_session_consume_connection(session, len);
-  static_cast<UpstreamConnection*>(user_data)->Touch();
-  auto* up = static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  static_cast<WorkerConnection*>(user_data)->Touch();
+  auto* up = static_cast<WorkerAttempt*>(nghttp2_session_get_stream_user_data(session, stream_id));
   if (up == nullptr) {
     nghttp2_session_consume_stream(session, stream_id, len);
     return 0;
   }
-  if (up->down_ != nullptr) {
-    up->down_->OnUpstreamData(data, len);
+  if (up->call_ != nullptr) {
+    up->call_->OnWorkerData(data, len);
   } else {
     up->Consume(len);
   }
   return 0;
 }
 
-int UpstreamConnection::OnStreamClose(nghttp2_session* session, int32_t stream_id,
-                                      uint32_t error_code, void* user_data) {
-  auto* c = static_cast<UpstreamConnection*>(user_data);
-  auto* up = static_cast<UpStream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+int WorkerConnection::OnStreamClose(nghttp2_session* session, int32_t stream_id,
+                                    uint32_t error_code, void* user_data) {
+  auto* c = static_cast<WorkerConnection*>(user_data);
+  auto* up = static_cast<WorkerAttempt*>(nghttp2_session_get_stream_user_data(session, stream_id));
   if (up == nullptr) return 0;
   int code;
   std::string message;
@@ -356,21 +356,21 @@ int UpstreamConnection::OnStreamClose(nghttp2_session* session, int32_t stream_i
   // not held against the worker (it is draining).
   const bool refused = error_code == NGHTTP2_REFUSED_STREAM && !up->grpc_status;
   c->streams_.erase(up);
-  DownStream* d = up->down_;
+  ClientCall* d = up->call_;
   const Headers trailers = std::move(up->trailers);
   delete up;
-  if (d != nullptr) d->OnUpstreamClosed(code, message, trailers, /*worker_fault=*/!refused);
+  if (d != nullptr) d->OnWorkerClosed(code, message, trailers, /*worker_fault=*/!refused);
   return 0;
 }
 
 // ---- LoopContext ----
 
-UpstreamConnection* LoopContext::Upstream(const std::string& address, uint32_t lane) {
+WorkerConnection* LoopContext::Worker(const std::string& address, uint32_t lane) {
   if (stopping) return nullptr;
   const std::string key = lane == 0 ? address : absl::StrCat(address, "#", lane);
-  auto it = upstreams.find(key);
-  if (it != upstreams.end() && !it->second->closed() && !it->second->draining()) return it->second;
-  return UpstreamConnection::Connect(this, address, key);
+  auto it = workers.find(key);
+  if (it != workers.end() && !it->second->closed() && !it->second->draining()) return it->second;
+  return WorkerConnection::Connect(this, address, key);
 }
 
 void LoopContext::AddConnection(std::unique_ptr<H2Connection> c) {
@@ -380,9 +380,9 @@ void LoopContext::AddConnection(std::unique_ptr<H2Connection> c) {
 }
 
 void LoopContext::Release(H2Connection* c) {
-  for (auto it = upstreams.begin(); it != upstreams.end(); ++it) {
+  for (auto it = workers.begin(); it != workers.end(); ++it) {
     if (it->second == c) {
-      upstreams.erase(it);
+      workers.erase(it);
       break;
     }
   }
