@@ -3,7 +3,16 @@
 // records time to first token, time per output token and end-to-end latency as the client sees
 // them. Several concurrencies (--concurrency 1,8,32) run one after another against the same
 // target in one invocation, so their throughputs can be compared side by side.
+// --api openai drives a router's OpenAI HTTP API instead (streaming chat completions, or
+// completions with --endpoint completions): the same closed loop on keep-alive HTTP/1.1
+// connections, all driven by one epoll thread; tokens are the final usage chunk's count.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +24,7 @@
 #include <mutex>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "nlohmann/json.hpp"
@@ -181,12 +191,214 @@ nlohmann::json RunLevel(const std::string& target, int concurrency, int requests
           {"e2e_ms_p99", Percentile(e2e, 0.99)}};
 }
 
+// ---- The OpenAI HTTP API ----
+
+struct HttpLane {
+  int fd = -1;
+  std::string in;
+  size_t head = std::string::npos;  // end of the response head, once read
+  size_t at = 0;                    // next chunk-size line in `in`
+  std::string body;                 // de-chunked, events not yet taken
+  Clock::time_point t0, first, last;
+  int content_events = 0;
+  int tokens = -1;  // from the usage chunk
+  int status = 0;
+};
+
+int ConnectTo(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::atoi(target.c_str() + colon + 1)));
+  std::string host = target.substr(0, colon);
+  if (host.empty() || host == "localhost") host = "127.0.0.1";
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) return -1;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+// Takes the complete SSE events out of lane.body. True once the response ended ([DONE]).
+bool TakeEvents(HttpLane& lane) {
+  bool done = false;
+  size_t start = 0;
+  for (size_t end; (end = lane.body.find("\n\n", start)) != std::string::npos; start = end + 2) {
+    const std::string_view ev(lane.body.data() + start, end - start);
+    if (ev == "data: [DONE]") {
+      done = true;
+      continue;
+    }
+    if (ev.find("\"usage\":{") != std::string_view::npos) {
+      const auto j = nlohmann::json::parse(ev.substr(6), nullptr, false);
+      if (!j.is_discarded() && j["usage"].contains("completion_tokens")) {
+        lane.tokens = j["usage"]["completion_tokens"].get<int>();
+      }
+    }
+    const bool content = (ev.find("\"content\":\"") != std::string_view::npos &&
+                          ev.find("\"content\":\"\"") == std::string_view::npos) ||
+                         (ev.find("\"text\":\"") != std::string_view::npos &&
+                          ev.find("\"text\":\"\"") == std::string_view::npos);
+    if (content) {
+      const auto now = Clock::now();
+      if (lane.content_events++ == 0) lane.first = now;
+      lane.last = now;
+    }
+  }
+  lane.body.erase(0, start);
+  return done;
+}
+
+// Parses what arrived. 1: the response is complete; 0: more to read; -1: an error.
+int Advance(HttpLane& lane) {
+  if (lane.head == std::string::npos) {
+    lane.head = lane.in.find("\r\n\r\n");
+    if (lane.head == std::string::npos) return 0;
+    std::sscanf(lane.in.c_str(), "HTTP/1.1 %d", &lane.status);
+    lane.at = lane.head + 4;
+    if (lane.status != 200) return -1;
+  }
+  for (;;) {
+    const size_t eol = lane.in.find("\r\n", lane.at);
+    if (eol == std::string::npos) return 0;
+    const size_t size = std::strtoul(lane.in.c_str() + lane.at, nullptr, 16);
+    if (lane.in.size() < eol + 2 + size + 2) return 0;
+    if (size == 0) {
+      lane.in.erase(0, eol + 4);
+      return 1;
+    }
+    lane.body.append(lane.in, eol + 2, size);
+    lane.at = eol + 2 + size + 2;
+    TakeEvents(lane);
+  }
+}
+
+nlohmann::json RunOpenAiLevel(const std::string& target, int concurrency, int requests,
+                              const std::string& path, const std::string& body) {
+  const std::string request =
+      absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n",
+                   "Content-Length: ", body.size(), "\r\n\r\n", body);
+  std::vector<RequestSample> samples;
+  std::map<std::string, int> errors;
+  std::vector<HttpLane> lanes(static_cast<size_t>(concurrency));
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  int started = 0, active = 0;
+  const auto start_next = [&](size_t i) {
+    HttpLane& l = lanes[i];
+    if (started >= requests) {
+      if (l.fd >= 0) ::close(l.fd);
+      l.fd = -1;
+      return;
+    }
+    if (l.fd < 0) {
+      l.fd = ConnectTo(target);
+      if (l.fd < 0) {
+        ++errors["connect failed"];
+        ++started;
+        return;
+      }
+      epoll_event e{};
+      e.events = EPOLLIN;
+      e.data.u64 = i;
+      ::epoll_ctl(ep, EPOLL_CTL_ADD, l.fd, &e);
+    }
+    ++started;
+    ++active;
+    l.in.clear();
+    l.body.clear();
+    l.head = std::string::npos;
+    l.content_events = 0;
+    l.tokens = -1;
+    l.t0 = Clock::now();
+    (void)::send(l.fd, request.data(), request.size(), MSG_NOSIGNAL);
+  };
+  const auto t_start = Clock::now();
+  for (size_t i = 0; i < lanes.size(); ++i) start_next(i);
+  epoll_event events[256];
+  char buf[65536];
+  while (active > 0) {
+    const int n = ::epoll_wait(ep, events, 256, 1000);
+    for (int k = 0; k < n; ++k) {
+      const size_t i = events[k].data.u64;
+      HttpLane& l = lanes[i];
+      const ssize_t got = ::read(l.fd, buf, sizeof(buf));
+      int state = -1;
+      if (got > 0) {
+        l.in.append(buf, static_cast<size_t>(got));
+        state = Advance(l);
+      }
+      if (state == 0) continue;
+      --active;
+      if (state == 1 && l.tokens >= 0) {
+        RequestSample s;
+        s.e2e_s = std::chrono::duration<double>(Clock::now() - l.t0).count();
+        s.tokens = l.tokens;
+        if (l.content_events > 0) s.ttft_s = std::chrono::duration<double>(l.first - l.t0).count();
+        if (l.tokens > 1 && l.content_events > 0) {
+          s.tpot_s = std::chrono::duration<double>(l.last - l.first).count() / (l.tokens - 1);
+        }
+        samples.push_back(s);
+      } else {
+        ++errors[state == 1 ? "no usage chunk"
+                            : absl::StrCat("HTTP ", l.status, " ",
+                                           l.in.substr(0, std::min<size_t>(l.in.size(), 300)))];
+        ::epoll_ctl(ep, EPOLL_CTL_DEL, l.fd, nullptr);
+        ::close(l.fd);
+        l.fd = -1;
+      }
+      start_next(i);
+    }
+  }
+  ::close(ep);
+  for (auto& l : lanes) {
+    if (l.fd >= 0) ::close(l.fd);
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
+  std::vector<double> ttft, tpot, e2e;
+  int64_t tokens = 0;
+  for (const auto& s : samples) {
+    if (s.ttft_s >= 0) ttft.push_back(s.ttft_s * 1e3);
+    if (s.tpot_s >= 0) tpot.push_back(s.tpot_s * 1e3);
+    e2e.push_back(s.e2e_s * 1e3);
+    tokens += s.tokens;
+  }
+  int error_count = 0;
+  nlohmann::json error_list = nlohmann::json::object();
+  for (const auto& [what, n] : errors) {
+    error_list[what] = n;
+    error_count += n;
+  }
+  return {{"concurrency", concurrency},
+          {"requests", requests},
+          {"completed", samples.size()},
+          {"errors", error_count},
+          {"error_messages", error_list},
+          {"wall_s", wall},
+          {"output_tokens", tokens},
+          {"output_tokens_per_s", tokens / wall},
+          {"requests_per_s", samples.size() / wall},
+          {"ttft_ms_p50", Percentile(ttft, 0.5)},
+          {"ttft_ms_p99", Percentile(ttft, 0.99)},
+          {"tpot_ms_p50", Percentile(tpot, 0.5)},
+          {"tpot_ms_p99", Percentile(tpot, 0.99)},
+          {"e2e_ms_p50", Percentile(e2e, 0.5)},
+          {"e2e_ms_p99", Percentile(e2e, 0.99)}};
+}
+
 }  // namespace
 
 int RunServeBench(const std::vector<std::string>& args) {
   const std::string cmd = "llm-bench serve";
   FlagSet flags;
-  flags.Value("target", "worker or router address, host:port")
+  flags
+      .Value("target", "worker or router address, host:port (--api openai: the router's HTTP port)")
+      .Value("api", "grpc (llm.v1.Generation) or openai (the router's HTTP API, streaming)", "grpc")
+      .Value("endpoint", "with --api openai: chat or completions", "chat")
+      .Value("model", "with --api openai: the model name (GET /v1/models lists them)", "")
       .Value("concurrency", "client streams at once; a comma list runs each in turn", "1")
       .Value("requests", "requests per concurrency level", "64")
       .Value("prompt", "prompt text", "Once upon a time")
@@ -232,11 +444,33 @@ int RunServeBench(const std::vector<std::string>& args) {
   // Rounds interleave the levels (1, 8, 32, 1, 8, 32, ...) so that a noisy neighbour slows
   // every level alike rather than one of them.
   std::vector<std::vector<nlohmann::json>> by_level(levels.size());
+  const std::string api = flags.GetString("api");
+  if (api != "grpc" && api != "openai") {
+    return Fail(cmd, absl::InvalidArgumentError("--api: '" + api + "' is not grpc or openai"));
+  }
+  const bool chat = flags.GetString("endpoint") == "chat";
+  if (!chat && flags.GetString("endpoint") != "completions") {
+    return Fail(cmd, absl::InvalidArgumentError("--endpoint: chat or completions"));
+  }
+  nlohmann::json http_body = {{"model", flags.GetString("model")},
+                              {"max_tokens", *max_tokens},
+                              {"temperature", *temperature},
+                              {"ignore_eos", flags.GetBool("ignore-eos")},
+                              {"stream", true},
+                              {"stream_options", {{"include_usage", true}}}};
+  if (chat) {
+    http_body["messages"] = {{{"role", "user"}, {"content", flags.GetString("prompt")}}};
+  } else {
+    http_body["prompt"] = flags.GetString("prompt");
+  }
   for (int64_t r = 0; r < *rounds; ++r) {
     for (size_t l = 0; l < levels.size(); ++l) {
-      by_level[l].push_back(RunLevel(flags.GetString("target"), levels[l],
-                                     static_cast<int>(*requests), static_cast<int>(*channels),
-                                     base));
+      by_level[l].push_back(
+          api == "openai"
+              ? RunOpenAiLevel(flags.GetString("target"), levels[l], static_cast<int>(*requests),
+                               chat ? "/v1/chat/completions" : "/v1/completions", http_body.dump())
+              : RunLevel(flags.GetString("target"), levels[l], static_cast<int>(*requests),
+                         static_cast<int>(*channels), base));
     }
   }
   for (auto& runs : by_level) {
@@ -250,6 +484,7 @@ int RunServeBench(const std::vector<std::string>& args) {
     results.push_back(median);
   }
   nlohmann::json out = {{"benchmark", "serve"},
+                        {"api", api},
                         {"target", flags.GetString("target")},
                         {"prompt", flags.GetString("prompt")},
                         {"max_tokens", *max_tokens},
