@@ -1,6 +1,5 @@
 #include "router/relay/h2_connection.h"
 
-#include <openssl/err.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,34 +17,14 @@ constexpr size_t kReadChunk = 64 * 1024;
 // Stop pulling frames from the session beyond this much unwritten output (a slow peer).
 constexpr size_t kMaxBuffered = 256 * 1024;
 
-std::string TlsError(SSL* ssl, int rc) {
-  const int e = SSL_get_error(ssl, rc);
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code != 0) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof(buf));
-    return buf;
-  }
-  if (e == SSL_ERROR_ZERO_RETURN) return "closed by peer";
-  if (e == SSL_ERROR_SYSCALL) return "unexpected end of stream";
-  return "error " + std::to_string(e);
-}
-
 }  // namespace
 
-H2Connection::H2Connection(EventLoop* loop, int fd, SSL* ssl) : loop_(loop), fd_(fd), ssl_(ssl) {
-  if (ssl_ != nullptr) {
-    rbio_ = BIO_new(BIO_s_mem());
-    wbio_ = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(rbio_, -1);  // empty means "want more", not end of stream
-    SSL_set_bio(ssl_, rbio_, wbio_);
-  }
+H2Connection::H2Connection(EventLoop* loop, int fd, SSL* ssl) : loop_(loop), fd_(fd) {
+  if (ssl != nullptr) tls_ = std::make_unique<TlsPipe>(ssl, "h2");
 }
 
 H2Connection::~H2Connection() {
   if (session_ != nullptr) nghttp2_session_del(session_);
-  if (ssl_ != nullptr) SSL_free(ssl_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -145,41 +124,18 @@ bool H2Connection::ToParser(const uint8_t* data, size_t n) {
 }
 
 bool H2Connection::Receive(const uint8_t* data, size_t n) {
-  if (ssl_ == nullptr) return ToSession(data, n);
-  BIO_write(rbio_, data, static_cast<int>(n));
-  if (!handshake_done_) {
-    const int rc = SSL_do_handshake(ssl_);
-    if (rc != 1) {
-      const int e = SSL_get_error(ssl_, rc);
-      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-        Close("TLS handshake failed: " + TlsError(ssl_, rc));
-        return false;
-      }
-      Touch();  // the handshake's next flight
-      return true;
-    }
-    handshake_done_ = true;
-    const unsigned char* alpn = nullptr;
-    unsigned int alpn_len = 0;
-    SSL_get0_alpn_selected(ssl_, &alpn, &alpn_len);
-    if (alpn_len != 0 && std::string_view(reinterpret_cast<const char*>(alpn), alpn_len) != "h2") {
-      Close("TLS: the peer chose a protocol other than h2 (ALPN)");
-      return false;
-    }
-  }
-  uint8_t plain[kReadChunk];
-  for (;;) {
-    const int rc = SSL_read(ssl_, plain, sizeof(plain));
-    if (rc > 0) {
-      if (!ToSession(plain, static_cast<size_t>(rc))) return false;
-      continue;
-    }
-    const int e = SSL_get_error(ssl_, rc);
-    if (e == SSL_ERROR_WANT_READ) break;
-    Close("TLS: " + TlsError(ssl_, rc));
+  if (tls_ == nullptr) return ToSession(data, n);
+  bool open = true;
+  const absl::Status st = tls_->Receive(data, n, [&](const uint8_t* plain, size_t len) {
+    open = ToSession(plain, len);
+    return open;
+  });
+  if (!open) return false;
+  if (!st.ok()) {
+    Close(std::string(st.message()));
     return false;
   }
-  Touch();  // post-handshake messages, and the session's answers
+  Touch();  // the handshake's next flight, post-handshake messages, the session's answers
   return true;
 }
 
@@ -196,32 +152,23 @@ void H2Connection::CompactOut() {
 }
 
 void H2Connection::DrainTls() {
-  const size_t pending = BIO_ctrl_pending(wbio_);
-  if (pending == 0) return;
   CompactOut();
-  const size_t at = out_.size();
-  out_.resize(at + pending);
-  const int got = BIO_read(wbio_, out_.data() + at, static_cast<int>(pending));
-  out_.resize(at + static_cast<size_t>(std::max(got, 0)));
+  tls_->Drain(&out_);
 }
 
 void H2Connection::Flush() {
   if (closed_ || connecting_) return;
-  if (ssl_ != nullptr && !handshake_done_) {
+  if (tls_ != nullptr && !tls_->handshake_done()) {
     // A client's first call writes its hello; a server's only moves what Receive produced.
-    const int rc = SSL_do_handshake(ssl_);
-    if (rc != 1) {
-      const int e = SSL_get_error(ssl_, rc);
-      if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
-        Close("TLS handshake failed: " + TlsError(ssl_, rc));
-        return;
-      }
+    if (absl::Status st = tls_->Handshake(); !st.ok()) {
+      Close(std::string(st.message()));
+      return;
     }
   }
   for (;;) {
     // Gather frames while there is room (with TLS, once the handshake is done).
-    while (out_.size() - out_offset_ < kMaxBuffered && (ssl_ == nullptr || handshake_done_) &&
-           nghttp2_session_want_write(session_)) {
+    while (out_.size() - out_offset_ < kMaxBuffered &&
+           (tls_ == nullptr || tls_->handshake_done()) && nghttp2_session_want_write(session_)) {
       const uint8_t* data = nullptr;
       const ssize_t n = nghttp2_session_mem_send(session_, &data);
       if (n < 0) {
@@ -229,9 +176,9 @@ void H2Connection::Flush() {
         return;
       }
       if (n == 0) break;
-      if (ssl_ != nullptr) {
-        if (SSL_write(ssl_, data, static_cast<int>(n)) <= 0) {
-          Close("TLS: " + TlsError(ssl_, -1));
+      if (tls_ != nullptr) {
+        if (absl::Status st = tls_->Encrypt(data, static_cast<size_t>(n)); !st.ok()) {
+          Close(std::string(st.message()));
           return;
         }
         DrainTls();
@@ -240,7 +187,7 @@ void H2Connection::Flush() {
       CompactOut();
       out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
     }
-    if (ssl_ != nullptr) DrainTls();
+    if (tls_ != nullptr) DrainTls();
     if (out_offset_ == out_.size()) break;
     const ssize_t w =
         ::send(fd_, out_.data() + out_offset_, out_.size() - out_offset_, MSG_NOSIGNAL);

@@ -17,6 +17,7 @@
 
 #include "router/relay/event_loop.h"
 #include "router/relay/idle_frame_filter.h"
+#include "router/relay/tls_pipe.h"
 
 namespace llm::router::relay {
 
@@ -78,10 +79,7 @@ class H2Connection : public FdHandler {
   Clock::time_point last_read_ = Clock::now();
   std::string out_;  // bytes not yet written
   size_t out_offset_ = 0;
-  SSL* ssl_ = nullptr;   // TLS; owns rbio_ and wbio_
-  BIO* rbio_ = nullptr;  // socket -> OpenSSL
-  BIO* wbio_ = nullptr;  // OpenSSL -> out_
-  bool handshake_done_ = false;
+  std::unique_ptr<TlsPipe> tls_;  // null: plaintext
   std::unique_ptr<IdleFrameFilter> filter_;
 };
 

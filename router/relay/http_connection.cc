@@ -72,11 +72,12 @@ std::string Find(const Headers& headers, std::string_view name) {
 
 }  // namespace
 
-HttpConnection::HttpConnection(LoopContext* ctx, int fd)
+HttpConnection::HttpConnection(LoopContext* ctx, int fd, SSL* ssl)
     : ctx_(ctx),
       fd_(fd),
       lane_(ctx->next_lane++ %
             static_cast<uint32_t>(std::max(1, ctx->options->proxy.upstream_connections))) {
+  if (ssl != nullptr) tls_ = std::make_unique<TlsPipe>(ssl, "http/1.1");
   http_parser_init(&parser_, HTTP_REQUEST);
   parser_.data = this;
   ctx_->http_connections.insert(this);
@@ -157,11 +158,26 @@ void HttpConnection::Flush() {
   if (closed_) return;
   Pump();
   if (closed_) return;
-  while (out_offset_ < out_.size()) {
-    const ssize_t w =
-        ::send(fd_, out_.data() + out_offset_, out_.size() - out_offset_, MSG_NOSIGNAL);
+  if (tls_ != nullptr) {
+    if (tls_->handshake_done() && out_offset_ < out_.size()) {
+      const absl::Status st = tls_->Encrypt(
+          reinterpret_cast<const uint8_t*>(out_.data() + out_offset_), out_.size() - out_offset_);
+      if (!st.ok()) return Close();
+      out_.clear();
+      out_offset_ = 0;
+    }
+    if (wire_offset_ == wire_.size()) {
+      wire_.clear();
+      wire_offset_ = 0;
+    }
+    tls_->Drain(&wire_);
+  }
+  std::string& bytes = tls_ != nullptr ? wire_ : out_;
+  size_t& offset = tls_ != nullptr ? wire_offset_ : out_offset_;
+  while (offset < bytes.size()) {
+    const ssize_t w = ::send(fd_, bytes.data() + offset, bytes.size() - offset, MSG_NOSIGNAL);
     if (w > 0) {
-      out_offset_ += static_cast<size_t>(w);
+      offset += static_cast<size_t>(w);
       continue;
     }
     if (w < 0 && errno == EINTR) continue;
@@ -169,16 +185,19 @@ void HttpConnection::Flush() {
     Close();
     return;
   }
-  if (out_offset_ == out_.size()) {
-    out_.clear();
-    out_offset_ = 0;
+  if (offset == bytes.size()) {
+    bytes.clear();
+    offset = 0;
+  }
+  const bool all_written = out_offset_ == out_.size() && wire_offset_ == wire_.size();
+  if (all_written) {
     if (close_when_written_) {
       Close();
       return;
     }
     if (call_ != nullptr) Pump();  // room again: take more (written next iteration)
   }
-  const bool want = out_offset_ < out_.size();
+  const bool want = offset < bytes.size();
   if (want != want_out_) {
     want_out_ = want;
     ctx_->loop.Modify(fd_, EPOLLIN | EPOLLRDHUP | (want ? EPOLLOUT : 0u), this);
@@ -235,7 +254,9 @@ void HttpConnection::Pump() {
   }
   uint8_t buf[kReadChunk];
   for (;;) {
-    if (out_.size() - out_offset_ >= kMaxBuffered) return;  // Flush pumps again when written
+    if (out_.size() - out_offset_ + wire_.size() - wire_offset_ >= kMaxBuffered) {
+      return;  // Flush pumps again once it is written
+    }
     bool ended = false;
     const size_t n = call_->TakeResponse(buf, sizeof(buf), &ended);
     if (n > 0) {
@@ -322,16 +343,20 @@ void HttpConnection::ReadAll() {
   for (;;) {
     const ssize_t n = ::read(fd_, buf, sizeof(buf));
     if (n > 0) {
-      if (in_request_) {
-        pending_in_.append(buf, static_cast<size_t>(n));  // pipelined: parsed after this one
-        if (pending_in_.size() > max_body + kReadChunk) {
-          Close();
-          return;
-        }
+      if (tls_ == nullptr) {
+        Received(buf, static_cast<size_t>(n));
       } else {
-        Parse(buf, static_cast<size_t>(n));
-        if (closed_) return;
+        const absl::Status st =
+            tls_->Receive(reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n),
+                          [this](const uint8_t* plain, size_t len) {
+                            Received(reinterpret_cast<const char*>(plain), len);
+                            return !closed_;
+                          });
+        if (!st.ok()) return Close();
+        ctx_->loop.MarkDirty(this);  // the handshake's next flight
       }
+      if (closed_) return;
+      if (pending_in_.size() > max_body + kReadChunk) return Close();
       continue;
     }
     if (n == 0) {
@@ -341,6 +366,14 @@ void HttpConnection::ReadAll() {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) Close();
     return;
+  }
+}
+
+void HttpConnection::Received(const char* data, size_t n) {
+  if (in_request_) {
+    pending_in_.append(data, n);  // pipelined: parsed once this answer is out
+  } else {
+    Parse(data, n);
   }
 }
 

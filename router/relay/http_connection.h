@@ -25,13 +25,15 @@
 
 #include "router/openai/openai_api.h"
 #include "router/relay/relay_internal.h"
+#include "router/relay/tls_pipe.h"
 
 namespace llm::router::relay {
 
 class HttpConnection final : public FdHandler, public CallClient {
  public:
-  // Takes `fd` (connected, non-blocking) and starts watching it.
-  HttpConnection(LoopContext* ctx, int fd);
+  // Takes `fd` (connected, non-blocking) and `ssl` (null: plaintext; else HTTPS with the
+  // gRPC port's certificate, tls.*) and starts watching the socket.
+  HttpConnection(LoopContext* ctx, int fd, SSL* ssl);
   ~HttpConnection() override;
 
   void OnEvents(uint32_t events) override;
@@ -50,6 +52,8 @@ class HttpConnection final : public FdHandler, public CallClient {
  private:
   static const http_parser_settings& Settings();
   void ReadAll();
+  // Bytes read from the socket, decrypted when TLS is on.
+  void Received(const char* data, size_t n);
   void Parse(const char* data, size_t n);
   void HeaderDone();
   void Handle();
@@ -84,9 +88,12 @@ class HttpConnection final : public FdHandler, public CallClient {
   bool stream_started_ = false;
   std::string grpc_in_;  // gRPC-framed response bytes not yet parsed
   std::optional<Headers> trailers_only_;
-  // Output.
+  // Output: out_ (the protocol's bytes), then with TLS wire_ (the records to send).
+  std::unique_ptr<TlsPipe> tls_;
   std::string out_;
   size_t out_offset_ = 0;
+  std::string wire_;
+  size_t wire_offset_ = 0;
   bool want_out_ = false;
   bool close_when_written_ = false;
   bool closed_ = false;

@@ -39,7 +39,9 @@ class Acceptor : public FdHandler {
       ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       LoopContext* ctx = (*loops_)[next_++ % loops_->size()].get();
       if (http_) {
-        ctx->loop.Post([ctx, c] { new HttpConnection(ctx, c); });  // owned by its loop
+        const RelaySecurity* sec = ctx->options->security;
+        SSL* ssl = sec != nullptr ? sec->NewServerSsl(/*http1=*/true) : nullptr;
+        ctx->loop.Post([ctx, c, ssl] { new HttpConnection(ctx, c, ssl); });  // owned by its loop
         continue;
       }
       if (ctx == (*loops_)[0].get()) {

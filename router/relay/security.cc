@@ -36,13 +36,20 @@ std::string Stamp(const std::string& path) {
   return absl::StrCat(st.st_mtim.tv_sec, ".", st.st_mtim.tv_nsec, ":", st.st_size, ":", st.st_ino);
 }
 
-int SelectH2(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-             unsigned int inlen, void*) {
+// Marks an SSL of the OpenAI front's HTTP/1.1 port (SSL_set_app_data).
+char kHttp1Marker;
+
+// ALPN: h2 on the gRPC port, http/1.1 on the HTTP port.
+int SelectProtocol(SSL* ssl, const unsigned char** out, unsigned char* outlen,
+                   const unsigned char* in, unsigned int inlen, void*) {
   static const unsigned char kH2[] = {2, 'h', '2'};
+  static const unsigned char kHttp1[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  const bool http1 = SSL_get_app_data(ssl) == &kHttp1Marker;
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, kH2, sizeof(kH2), in, inlen) !=
-      OPENSSL_NPN_NEGOTIATED) {
-    return SSL_TLSEXT_ERR_ALERT_FATAL;  // HTTP/2 only
+  if (SSL_select_next_proto(&selected, outlen, http1 ? kHttp1 : kH2,
+                            http1 ? sizeof(kHttp1) : sizeof(kH2), in,
+                            inlen) != OPENSSL_NPN_NEGOTIATED) {
+    return SSL_TLSEXT_ERR_ALERT_FATAL;  // that protocol only
   }
   *out = selected;
   return SSL_TLSEXT_ERR_OK;
@@ -66,7 +73,7 @@ absl::StatusOr<CtxPtr> ServerContext(const tls::TlsFiles& f) {
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   if (absl::Status st = UseIdentity(ctx.get(), f, "tls"); !st.ok()) return st;
-  SSL_CTX_set_alpn_select_cb(ctx.get(), SelectH2, nullptr);
+  SSL_CTX_set_alpn_select_cb(ctx.get(), SelectProtocol, nullptr);
   if (!f.ca_file.empty()) {
     if (SSL_CTX_load_verify_locations(ctx.get(), f.ca_file.c_str(), nullptr) != 1) {
       return absl::InvalidArgumentError(
@@ -172,11 +179,12 @@ void RelaySecurity::Reload() {
   std::fprintf(stderr, "llm-router: reloaded TLS/auth files\n");
 }
 
-SSL* RelaySecurity::NewServerSsl() const {
+SSL* RelaySecurity::NewServerSsl(bool http1) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (current_->server == nullptr) return nullptr;
   SSL* ssl = SSL_new(current_->server.get());  // holds its own reference to the context
   SSL_set_accept_state(ssl);
+  if (http1) SSL_set_app_data(ssl, &kHttp1Marker);
   return ssl;
 }
 

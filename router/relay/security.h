@@ -35,8 +35,9 @@ class RelaySecurity {
   bool upstream_tls() const { return !options_.upstream.ca_file.empty(); }
   bool token_required() const { return !options_.token_file.empty(); }
 
-  // A new SSL object for an accepted connection (accept state); null for plaintext.
-  SSL* NewServerSsl() const;
+  // A new SSL object for an accepted connection (accept state); null for plaintext. `http1`:
+  // the OpenAI front's port, whose ALPN is http/1.1 (the gRPC port's is h2).
+  SSL* NewServerSsl(bool http1 = false) const;
   // A new SSL object for a connection to `host` (connect state, SNI, name or IP checked in
   // the certificate: upstream_tls.server_name when set); null for plaintext.
   SSL* NewUpstreamSsl(const std::string& host) const;

@@ -1,9 +1,12 @@
 // TLS and mutual TLS on both hops (client -> llm-router -> llm-worker), the router's bearer
 // token, file reloads without a restart, the plaintext health ports, and what the logs leave
 // out. Certificates are made at test time with the openssl command (Debian package openssl).
+#include <openssl/ssl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -106,6 +109,44 @@ Outcome Call(const std::shared_ptr<grpc::Channel>& channel, const std::string& p
   return o;
 }
 
+// GET `path` over HTTPS (ALPN http/1.1) on 127.0.0.1:port trusting `ca`, with the client
+// certificate `cert` and the bearer `token` when not empty: the status line's code, or -1 when
+// no TLS session could be made.
+int HttpsGet(int port, const Pki& pki, const std::string& ca, const std::string& cert,
+             const std::string& path, const std::string& token) {
+  std::signal(SIGPIPE, SIG_IGN);  // OpenSSL writes with write(): a refused session must not kill us
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_load_verify_locations(ctx, pki.Path(ca + ".crt").c_str(), nullptr);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (!cert.empty()) {
+    SSL_CTX_use_certificate_chain_file(ctx, pki.Path(cert + ".crt").c_str());
+    SSL_CTX_use_PrivateKey_file(ctx, pki.Path(cert + ".key").c_str(), SSL_FILETYPE_PEM);
+  }
+  static const unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  SSL_CTX_set_alpn_protos(ctx, kAlpn, sizeof(kAlpn));
+  const int fd = llm::testing::ConnectLoopback(port);
+  SSL* ssl = SSL_new(ctx);
+  SSL_set_fd(ssl, fd);
+  int code = -1;
+  if (SSL_connect(ssl) == 1) {
+    const std::string req =
+        absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: llm-router\r\n",
+                     token.empty() ? "" : "Authorization: Bearer " + token + "\r\n",
+                     "Connection: close\r\n\r\n");
+    SSL_write(ssl, req.data(), static_cast<int>(req.size()));
+    char buf[4096];
+    const int n = SSL_read(ssl, buf, sizeof(buf) - 1);
+    if (n > 0) {
+      buf[n] = 0;
+      std::sscanf(buf, "HTTP/1.1 %d", &code);
+    }
+  }
+  SSL_free(ssl);
+  ::close(fd);
+  SSL_CTX_free(ctx);
+  return code;
+}
+
 // The port on the "health (plaintext) on port N" line of a process's output.
 int HealthPort(llm::testing::ChildProcess& p) {
   const std::string line = p.WaitForLine("health (plaintext) on port", 10000);
@@ -200,6 +241,23 @@ TEST_F(SecurityTest, MutualTlsOnBothHopsAndTheTokenAreEnforced) {
   EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << o.status.error_message();
   o = Call(good, prompt_, "not-the-token");
   EXPECT_EQ(o.status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << o.status.error_message();
+
+  // The OpenAI HTTP port speaks HTTPS with the same certificate, client CA and token.
+  ASSERT_GT(router->http_port(), 0);
+  EXPECT_EQ(HttpsGet(router->http_port(), *pki_, "ca", "client", "/v1/models", kToken), 200);
+  EXPECT_EQ(HttpsGet(router->http_port(), *pki_, "ca", "client", "/v1/models", ""), 401);
+  EXPECT_EQ(HttpsGet(router->http_port(), *pki_, "other-ca", "client", "/v1/models", kToken), -1);
+  EXPECT_EQ(HttpsGet(router->http_port(), *pki_, "ca", "", "/v1/models", kToken), -1);
+  {
+    // Plaintext HTTP to the HTTPS port gets no HTTP answer.
+    const int fd = llm::testing::ConnectLoopback(router->http_port());
+    const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    (void)::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+    char buf[64] = {};
+    const ssize_t n = ::recv(fd, buf, sizeof(buf) - 1, 0);
+    EXPECT_TRUE(n <= 0 || std::string(buf, static_cast<size_t>(n)).rfind("HTTP/1.1", 0) != 0);
+    ::close(fd);
+  }
 
   // The worker itself refuses plaintext and certificate-less clients.
   o = Call(Channel(worker->target(), *pki_, ""), prompt_, "");
