@@ -59,15 +59,16 @@ if ((only_build)); then
   exit 0
 fi
 
-# Python environment for the reference tokenizer (Hugging Face `tokenizers` from PyPI).
+# Python environment for the tests' references (scripts/requirements.txt: Hugging Face
+# `tokenizers`, the `openai` SDK, Jinja2; every package pinned).
 venv=.venv
-tokenizers_version=0.22.1
 if [[ ! -x $venv/bin/python ]]; then
   echo "setup: creating $venv with $(command -v python3)"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import tokenizers, sys; sys.exit(tokenizers.__version__ != '$tokenizers_version')" 2>/dev/null; then
-  echo "setup: installing tokenizers==$tokenizers_version into $venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check "tokenizers==$tokenizers_version"
+if ! cmp -s scripts/requirements.txt "$venv/.requirements.txt"; then
+  echo "setup: installing scripts/requirements.txt into $venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r scripts/requirements.txt
+  cp scripts/requirements.txt "$venv/.requirements.txt"
 fi
 echo "setup: done"

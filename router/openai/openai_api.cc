@@ -10,7 +10,7 @@ namespace llm::router::openai {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // Parameters accepted and passed on or harmless; anything else is refused by name.
 const std::set<std::string>& Known(ApiKind kind) {

@@ -70,9 +70,9 @@ class OpenAiResponder {
   std::string Body() const;
 
  private:
-  nlohmann::json Chunk() const;
-  nlohmann::json LogprobsJson(const llm::v1::GenerateResponse& m) const;
-  nlohmann::json UsageJson() const;
+  nlohmann::ordered_json Chunk() const;
+  nlohmann::ordered_json LogprobsJson(const llm::v1::GenerateResponse& m) const;
+  nlohmann::ordered_json UsageJson() const;
   void TakeUsage(const llm::v1::GenerateResponse& m);
 
   ApiKind kind_;
@@ -85,9 +85,12 @@ class OpenAiResponder {
   bool role_sent_ = false;
   // Accumulated.
   std::string text_;
-  nlohmann::json logprob_entries_ = nlohmann::json::array();  // chat: content entries
-  nlohmann::json tokens_ = nlohmann::json::array(), token_logprobs_ = nlohmann::json::array(),
-                 top_ = nlohmann::json::array(), offsets_ = nlohmann::json::array();
+  nlohmann::ordered_json logprob_entries_ =
+      nlohmann::ordered_json::array();  // chat: content entries
+  nlohmann::ordered_json tokens_ = nlohmann::ordered_json::array(),
+                         token_logprobs_ = nlohmann::ordered_json::array(),
+                         top_ = nlohmann::ordered_json::array(),
+                         offsets_ = nlohmann::ordered_json::array();
   std::string finish_reason_;
   uint32_t prompt_tokens_ = 0, completion_tokens_ = 0;
 };

@@ -477,6 +477,7 @@ void HttpConnection::HeaderDone() {
 
 void HttpConnection::Handle() {
   const auto method = static_cast<http_method>(parser_.method);
+  if (ctx_->draining) keep_alive_ = false;  // answered, then closed: the client goes elsewhere
   std::string path = url_.substr(0, url_.find('?'));
   if (path.size() > 1 && path.back() == '/') path.pop_back();
   ApiError e;

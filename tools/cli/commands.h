@@ -13,6 +13,7 @@ int RunDetokenize(const std::vector<std::string>& args);
 int RunMakeModel(const std::vector<std::string>& args);
 int RunCall(const std::vector<std::string>& args);
 int RunLoad(const std::vector<std::string>& args);
+int RunChatTemplate(const std::vector<std::string>& args);
 
 }  // namespace llm::cli
 

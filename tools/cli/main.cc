@@ -14,6 +14,8 @@ constexpr char kUsage[] =
     "  generate    --model DIR --prompt TEXT [--max-tokens N] [sampling flags] [--ids]\n"
     "  tokenize    --tokenizer DIR [--add-special]   (JSON lines {\"text\": ...} on stdin)\n"
     "  detokenize  --tokenizer DIR [--keep-special]  (JSON lines {\"ids\": [...]} on stdin)\n"
+    "  chat-template --tokenizer DIR | --template FILE [--now YYYY-MM-DD]\n"
+    "              (JSON lines {\"messages\": [...], ...} on stdin; {\"text\": ...} out)\n"
     "  make-model  --shape NAME --out DIR [--seed S] [--dtype bf16|f16|f32]\n"
     "  call        --target HOST:PORT --prompt TEXT [sampling flags]  (streams the answer)\n"
     "  load        --target HOST:PORT [--count N]  (prints load reports as JSON lines)\n"
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   if (command == "make-model") return llm::cli::RunMakeModel(args);
   if (command == "call") return llm::cli::RunCall(args);
   if (command == "load") return llm::cli::RunLoad(args);
+  if (command == "chat-template") return llm::cli::RunChatTemplate(args);
   std::fprintf(stderr, "llm-cli: unknown command '%s'\n%s", command.c_str(), kUsage);
   return 2;
 }

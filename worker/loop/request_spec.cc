@@ -30,7 +30,7 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
   }
   if (!IsValidUtf8(s.request_id)) return Invalid("request_id", "not valid UTF-8");
   if (s.chat) {
-    const nlohmann::json& m = s.chat->messages;
+    const nlohmann::ordered_json& m = s.chat->messages;
     if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
     size_t bytes = 0;
     for (size_t i = 0; i < m.size(); ++i) {

@@ -20,10 +20,11 @@ namespace llm::loop {
 // A conversation to render with the model's chat template (llm.v1.Chat), as the template sees
 // it: messages [{role, content, name?, tool_call_id?, tool_calls?}], tools (null: none), extra
 // template variables.
+// Key order is kept (ordered_json): templates print dicts (tools, arguments) in order.
 struct ChatPrompt {
-  nlohmann::json messages = nlohmann::json::array();
-  nlohmann::json tools;  // null or an array
-  nlohmann::json kwargs = nlohmann::json::object();
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tools;  // null or an array
+  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
 };
 

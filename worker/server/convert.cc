@@ -11,10 +11,10 @@ namespace llm::server {
 namespace {
 
 // A JSON field of the chat form: `type` "array" or "object"; empty text is `fallback`.
-absl::StatusOr<nlohmann::json> ChatJson(const std::string& text, const std::string& field,
-                                        bool want_array, nlohmann::json fallback) {
+absl::StatusOr<nlohmann::ordered_json> ChatJson(const std::string& text, const std::string& field,
+                                                bool want_array, nlohmann::ordered_json fallback) {
   if (text.empty()) return fallback;
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || (want_array ? !j.is_array() : !j.is_object())) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": not a JSON ", want_array ? "array" : "object", " ('", text.substr(0, 40), "')"));
@@ -26,7 +26,7 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   loop::ChatPrompt chat;
   for (int i = 0; i < c.messages_size(); ++i) {
     const llm::v1::ChatMessage& m = c.messages(i);
-    nlohmann::json j = {{"role", m.role()}, {"content", m.content()}};
+    nlohmann::ordered_json j = {{"role", m.role()}, {"content", m.content()}};
     if (!m.name().empty()) j["name"] = m.name();
     if (!m.tool_call_id().empty()) j["tool_call_id"] = m.tool_call_id();
     if (!m.tool_calls_json().empty()) {
@@ -41,7 +41,7 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   if (!tools.ok()) return tools.status();
   chat.tools = *std::move(tools);
   auto kwargs = ChatJson(c.template_kwargs_json(), "chat.template_kwargs_json", false,
-                         nlohmann::json::object());
+                         nlohmann::ordered_json::object());
   if (!kwargs.ok()) return kwargs.status();
   chat.kwargs = *std::move(kwargs);
   chat.add_generation_prompt = c.has_add_generation_prompt() ? c.add_generation_prompt() : true;

@@ -16,6 +16,9 @@ config::ConfigSchema WorkerConfigSchema() {
               "tokenizer.json (or its directory) to use instead of the model's; random models "
               "default to a byte-level one of the model's vocabulary size")
       .String("model.name", "", "name reported to clients and routers (default: folder name)")
+      .String("model.chat_template", "",
+              "Jinja chat template file for chat requests (default: the tokenizer's: "
+              "chat_template.jinja or tokenizer_config.json chat_template)")
       .String("server.listen", "0.0.0.0:50051", "gRPC address (host:port; port 0 picks one)")
       .String("server.metrics_listen", "0.0.0.0:9090",
               "HTTP address of /metrics (host:port; empty disables)")
@@ -89,6 +92,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   backend::BackendOptions& b = c.backend;
   b.model = v->String("model.path");
   b.tokenizer = v->String("model.tokenizer");
+  c.chat_template = v->String("model.chat_template");
   auto source = model::ParseModelSource(b.model);
   if (!source.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model.path: ", source.status().message()));

@@ -16,6 +16,8 @@ namespace llm::server {
 struct WorkerConfig {
   backend::BackendOptions backend;  // model, tokenizer and engine.* of the runner
   std::string model_name;
+  // A chat template file overriding the model's (tokenizer_config.json / chat_template.jinja).
+  std::string chat_template;
   std::string listen;            // gRPC, host:port
   std::string metrics_listen;    // HTTP /metrics, host:port; empty disables
   std::string health_listen;     // plaintext grpc.health.v1 only, host:port; empty disables

@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tls/grpc_tls.h"
+#include "worker/frontend/chat/chat_template.h"
 
 namespace llm::server {
 
@@ -129,6 +131,7 @@ absl::Status WorkerServer::Start() {
   LLM_ASSIGN_OR_RETURN(
       worker_, loop::Worker::Create(config_.worker, std::move(b.runner), std::move(b.tokenizer),
                                     b.config.eos_token_ids, &metrics_, &metrics_));
+  LLM_RETURN_IF_ERROR(SetUpChat());
   LoadFacts facts;
   facts.worker_id =
       config_.worker_id.empty() ? absl::StrCat(HostName(), ":", port_) : config_.worker_id;
@@ -164,6 +167,32 @@ bool WorkerServer::Drain() {
   metrics_.SetWorker(nullptr);
   worker_.reset();
   return finished;
+}
+
+absl::Status WorkerServer::SetUpChat() {
+  // The template's directory: the tokenizer's (a file's folder), else the model's.
+  std::string dir = config_.backend.tokenizer;
+  if (!dir.empty() && std::filesystem::is_regular_file(dir)) {
+    dir = std::filesystem::path(dir).parent_path().string();
+  }
+  if (dir.empty() && std::filesystem::is_directory(config_.backend.model)) {
+    dir = config_.backend.model;
+  }
+  auto chat = frontend::ChatTemplate::Load(dir, config_.chat_template);
+  if (absl::IsNotFound(chat.status()) && config_.chat_template.empty()) {
+    worker_->SetChatRenderer(nullptr, std::string(chat.status().message()));
+    return absl::OkStatus();
+  }
+  if (!chat.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.chat_template: ", chat.status().message()));
+  }
+  std::fprintf(stderr, "llm-worker: chat template from %s\n", chat->source().c_str());
+  auto shared = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
+  worker_->SetChatRenderer([shared](const loop::ChatPrompt& c) {
+    return shared->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);
+  });
+  return absl::OkStatus();
 }
 
 }  // namespace llm::server

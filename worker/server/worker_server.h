@@ -42,6 +42,9 @@ class WorkerServer {
   bool Drain();
 
  private:
+  // Loads the chat template (model.chat_template, else the tokenizer's) into the worker; a
+  // model without one refuses chat requests saying so.
+  absl::Status SetUpChat();
   void SetServing(bool serving);
   void SetHealth(const std::string& service, bool serving);
   void WatchdogLoop();

@@ -326,7 +326,7 @@ TEST_F(WorkerTest, ChatPromptsAreRenderedThenTokenizedWithoutSpecialTokens) {
   auto w = MakeWorker(2);
   GenerateSpec chat = Spec("", 8);
   chat.chat = ChatPrompt{};
-  chat.chat->messages = nlohmann::json::array({{{"role", "user"}, {"content", "a cat"}}});
+  chat.chat->messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "a cat"}}});
   auto no_renderer = w->Submit(chat, std::make_shared<CollectingSink>());
   ASSERT_FALSE(no_renderer.ok());
   EXPECT_EQ(no_renderer.status().code(), absl::StatusCode::kInvalidArgument);
@@ -360,7 +360,7 @@ TEST_F(WorkerTest, ChatPromptsAreRenderedThenTokenizedWithoutSpecialTokens) {
   EXPECT_THAT(failing->error().message(), HasSubstr("chat: template raised"));
 
   GenerateSpec empty = chat;
-  empty.chat->messages = nlohmann::json::array();
+  empty.chat->messages = nlohmann::ordered_json::array();
   auto refused = w->Submit(empty, std::make_shared<CollectingSink>());
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("chat.messages"));

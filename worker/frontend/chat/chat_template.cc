@@ -1,0 +1,140 @@
+#include "worker/frontend/chat/chat_template.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::frontend {
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat(path, ": cannot read"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A special token of tokenizer_config.json: a string, or an AddedToken {"content": ...}.
+std::optional<std::string> Token(const nlohmann::json& config, const char* key) {
+  const auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<jinja::Template> Compile(const std::string& text, const std::string& where) {
+  auto t = jinja::Template::Parse(text);
+  if (!t.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", t.status().message()));
+  }
+  return *std::move(t);
+}
+
+}  // namespace
+
+absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(const std::string& source,
+                                                      std::optional<std::string> bos_token,
+                                                      std::optional<std::string> eos_token) {
+  ChatTemplate c;
+  auto t = Compile(source, "chat template");
+  if (!t.ok()) return t.status();
+  c.templates_.emplace("default", *std::move(t));
+  c.bos_token_ = std::move(bos_token);
+  c.eos_token_ = std::move(eos_token);
+  c.source_ = "text";
+  return c;
+}
+
+absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
+                                                const std::string& override_file) {
+  ChatTemplate c;
+  nlohmann::json config = nlohmann::json::object();
+  const std::string config_path = dir.empty() ? "" : dir + "/tokenizer_config.json";
+  if (!config_path.empty() && std::filesystem::exists(config_path)) {
+    auto text = ReadFile(config_path);
+    if (!text.ok()) return text.status();
+    config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (config.is_discarded() || !config.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(config_path, ": not a JSON object"));
+    }
+    c.bos_token_ = Token(config, "bos_token");
+    c.eos_token_ = Token(config, "eos_token");
+  }
+  const std::string beside = dir.empty() ? "" : dir + "/chat_template.jinja";
+  for (const std::string& file : {override_file, beside}) {
+    if (file.empty() || (file == beside && !std::filesystem::exists(file))) continue;
+    auto text = ReadFile(file);
+    if (!text.ok()) return text.status();
+    auto t = Compile(*text, file);
+    if (!t.ok()) return t.status();
+    c.templates_.emplace("default", *std::move(t));
+    c.source_ = file;
+    return c;
+  }
+  const auto it = config.find("chat_template");
+  if (it == config.end() || it->is_null()) {
+    return absl::NotFoundError(
+        dir.empty() ? "no chat template (set model.chat_template)"
+                    : absl::StrCat("no chat template in ", dir,
+                                   " (tokenizer_config.json has no chat_template and there is "
+                                   "no chat_template.jinja; set model.chat_template)"));
+  }
+  if (it->is_string()) {
+    auto t = Compile(it->get<std::string>(), config_path + " chat_template");
+    if (!t.ok()) return t.status();
+    c.templates_.emplace("default", *std::move(t));
+  } else if (it->is_array()) {
+    for (const auto& named : *it) {
+      if (!named.is_object() || !named.contains("name") || !named.contains("template") ||
+          !named["name"].is_string() || !named["template"].is_string()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            config_path, ": chat_template entries must be {\"name\", \"template\"} objects"));
+      }
+      const std::string name = named["name"].get<std::string>();
+      auto t = Compile(named["template"].get<std::string>(),
+                       absl::StrCat(config_path, " chat_template '", name, "'"));
+      if (!t.ok()) return t.status();
+      c.templates_.emplace(name, *std::move(t));
+    }
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config_path, ": chat_template must be a string or a list"));
+  }
+  c.source_ = config_path;
+  return c;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Apply(const nlohmann::ordered_json& messages,
+                                                const nlohmann::ordered_json& tools,
+                                                bool add_generation_prompt,
+                                                const nlohmann::ordered_json& kwargs,
+                                                const jinja::RenderOptions& options) const {
+  const bool has_tools = tools.is_array();  // transformers: any list, even an empty one
+  auto which = templates_.end();
+  if (has_tools) which = templates_.find("tool_use");
+  if (which == templates_.end()) which = templates_.find("default");
+  if (which == templates_.end()) {
+    return absl::InvalidArgumentError(
+        "the model has several chat templates and none is named 'default'");
+  }
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();
+  if (bos_token_) context["bos_token"] = *bos_token_;
+  if (eos_token_) context["eos_token"] = *eos_token_;
+  if (kwargs.is_object()) {
+    for (const auto& [k, v] : kwargs.items()) context[k] = v;
+  }
+  context["messages"] = messages;
+  context["tools"] = has_tools ? tools : nlohmann::ordered_json(nullptr);
+  if (!context.contains("documents")) context["documents"] = nullptr;
+  context["add_generation_prompt"] = add_generation_prompt;
+  return which->second.Render(context, options);
+}
+
+}  // namespace llm::frontend

@@ -1,0 +1,36 @@
+// What chat templates can call: jinja2's filters and tests that real templates use, the safe
+// methods of strings and dicts, attribute and item access with jinja2's rules, and the globals
+// (range, namespace, dict, raise_exception, strftime_now).
+#ifndef LLM_WORKER_FRONTEND_CHAT_JINJA_BUILTINS_H_
+#define LLM_WORKER_FRONTEND_CHAT_JINJA_BUILTINS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/frontend/chat/jinja_value.h"
+
+namespace llm::frontend::jinja {
+
+// The payload that marks a template's own raise_exception (its message is the error's).
+inline constexpr char kRaisedPayload[] = "llm.jinja.raised";
+
+bool HasFilter(const std::string& name);
+bool HasTest(const std::string& name);
+absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& v, Args& args);
+absl::StatusOr<bool> ApplyTest(const std::string& name, const Value& v, Args& args);
+
+// `v.name`: jinja2 tries the attribute (a safe method of a string or dict, a namespace's
+// attribute), then the item. Undefined when absent; an error on an undefined `v`.
+absl::StatusOr<Value> GetAttr(const Value& v, const std::string& name);
+// `v[key]`: the item (negative list indices count from the end), then the attribute.
+absl::StatusOr<Value> GetItem(const Value& v, const Value& key);
+// The items a for loop visits: a list's items, a dict's keys, a string's characters; nothing
+// for an undefined value; an error for others.
+absl::StatusOr<List> Iterate(const Value& v);
+
+// range, namespace, dict, raise_exception, strftime_now (`today`: YYYY-MM-DD, or now).
+Dict Globals(const std::string& today);
+
+}  // namespace llm::frontend::jinja
+
+#endif  // LLM_WORKER_FRONTEND_CHAT_JINJA_BUILTINS_H_

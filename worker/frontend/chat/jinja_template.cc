@@ -1,0 +1,576 @@
+#include "worker/frontend/chat/jinja_template.h"
+
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "worker/frontend/chat/jinja_builtins.h"
+
+namespace llm::frontend::jinja {
+
+namespace {
+
+using K = Value::Kind;
+
+// Names a template refers to that are filters and tests: unknown ones fail at parse time, as
+// in jinja2.
+absl::Status CheckNames(const Expr* e) {
+  if (e == nullptr) return absl::OkStatus();
+  if (e->kind == Expr::Kind::kFilter && !HasFilter(e->name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template line ", e->line, ": no filter named '", e->name, "'"));
+  }
+  if (e->kind == Expr::Kind::kTest && !HasTest(e->name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat template line ", e->line, ": no test named '", e->name, "'"));
+  }
+  for (const auto& c : e->items) {
+    if (absl::Status st = CheckNames(c.get()); !st.ok()) return st;
+  }
+  for (const auto& [k, c] : e->kwargs) {
+    if (absl::Status st = CheckNames(c.get()); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNames(const Body& body) {
+  for (const auto& s : body) {
+    for (const Expr* e : {s->expr.get(), s->filter.get()}) {
+      if (absl::Status st = CheckNames(e); !st.ok()) return st;
+    }
+    for (const auto& [cond, b] : s->branches) {
+      if (absl::Status st = CheckNames(cond.get()); !st.ok()) return st;
+      if (absl::Status st = CheckNames(b); !st.ok()) return st;
+    }
+    for (const auto& [n, def] : s->params) {
+      if (absl::Status st = CheckNames(def.get()); !st.ok()) return st;
+    }
+    for (const Body* b : {&s->body, &s->else_body}) {
+      if (absl::Status st = CheckNames(*b); !st.ok()) return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct Scope {
+  Dict vars;
+  Value* Find(const std::string& name) {
+    for (auto& [k, v] : vars) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+  void Set(const std::string& name, Value v) {
+    if (Value* x = Find(name)) {
+      *x = std::move(v);
+    } else {
+      vars.emplace_back(name, std::move(v));
+    }
+  }
+};
+
+class Renderer {
+ public:
+  Renderer(const RenderOptions& options, Dict globals) : options_(options) {
+    globals_.vars = std::move(globals);
+  }
+
+  absl::StatusOr<std::string> Run(const Body& body) {
+    std::string out;
+    std::vector<Scope*> chain = {&globals_, &top_};
+    Exec(body, chain, &out);
+    if (!error_.ok()) return error_;
+    return out;
+  }
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  bool Failed() const { return !error_.ok(); }
+  void Fail(int line, const absl::Status& st) {
+    if (!error_.ok()) return;
+    if (st.GetPayload(kRaisedPayload).has_value() ||
+        st.code() != absl::StatusCode::kInvalidArgument ||
+        absl::StartsWith(st.message(), "chat template line")) {
+      error_ = st;
+      return;
+    }
+    error_ =
+        absl::InvalidArgumentError(absl::StrCat("chat template line ", line, ": ", st.message()));
+  }
+  void Fail(int line, const std::string& what) { Fail(line, absl::InvalidArgumentError(what)); }
+
+  Value Lookup(const std::string& name, const std::vector<Scope*>& chain) {
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      if (Value* v = (*it)->Find(name)) return *v;
+    }
+    return Value::Undefined(absl::StrCat("'", name, "' is undefined"));
+  }
+
+  void Append(std::string* out, const std::string& s) {
+    if (out->size() + s.size() > options_.max_output_bytes) {
+      if (error_.ok()) {
+        error_ = absl::ResourceExhaustedError(absl::StrCat("chat template: the output exceeds ",
+                                                           options_.max_output_bytes, " bytes"));
+      }
+      return;
+    }
+    *out += s;
+  }
+
+  // ---- Statements ----
+
+  Flow Exec(const Body& body, std::vector<Scope*>& chain, std::string* out) {
+    for (const auto& s : body) {
+      if (Failed()) return Flow::kNormal;
+      const Flow f = Exec(*s, chain, out);
+      if (f != Flow::kNormal) return f;
+    }
+    return Flow::kNormal;
+  }
+
+  Flow Exec(const Stmt& s, std::vector<Scope*>& chain, std::string* out) {
+    switch (s.kind) {
+      case Stmt::Kind::kText:
+        Append(out, s.text);
+        return Flow::kNormal;
+      case Stmt::Kind::kPrint: {
+        const Value v = Eval(*s.expr, chain);
+        if (!Failed()) Append(out, ToStr(v));
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kIf:
+        for (const auto& [cond, body] : s.branches) {
+          if (cond == nullptr || Truthy(Eval(*cond, chain))) {
+            if (Failed()) return Flow::kNormal;
+            return Exec(body, chain, out);
+          }
+          if (Failed()) return Flow::kNormal;
+        }
+        return Flow::kNormal;
+      case Stmt::Kind::kFor:
+        ExecFor(s, chain, out);
+        return Flow::kNormal;
+      case Stmt::Kind::kSet: {
+        Value v = Eval(*s.expr, chain);
+        if (Failed()) return Flow::kNormal;
+        if (!s.attr.empty()) {
+          const Value ns = Lookup(s.targets[0], chain);
+          if (ns.kind != K::kNamespace) {
+            Fail(s.line, absl::StrCat("cannot assign attribute on non-namespace object '",
+                                      s.targets[0], "'"));
+            return Flow::kNormal;
+          }
+          Scope tmp{ns.ns->attrs};
+          tmp.Set(s.attr, std::move(v));
+          ns.ns->attrs = std::move(tmp.vars);
+          return Flow::kNormal;
+        }
+        Assign(s.targets, std::move(v), chain.back(), s.line);
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kSetBlock: {
+        std::string captured;
+        Exec(s.body, chain, &captured);
+        chain.back()->Set(s.targets[0], Value::Str(std::move(captured)));
+        return Flow::kNormal;
+      }
+      case Stmt::Kind::kMacro:
+        chain.back()->Set(s.name, MakeMacro(s, chain));
+        return Flow::kNormal;
+      case Stmt::Kind::kBreak:
+        return Flow::kBreak;
+      case Stmt::Kind::kContinue:
+        return Flow::kContinue;
+    }
+    return Flow::kNormal;
+  }
+
+  void Assign(const std::vector<std::string>& targets, Value v, Scope* scope, int line) {
+    if (targets.size() == 1) {
+      scope->Set(targets[0], std::move(v));
+      return;
+    }
+    auto items = Iterate(v);
+    if (!items.ok()) return Fail(line, items.status());
+    if (items->size() != targets.size()) {
+      return Fail(line, absl::StrCat("cannot unpack ", items->size(), " values into ",
+                                     targets.size(), " names"));
+    }
+    for (size_t i = 0; i < targets.size(); ++i) scope->Set(targets[i], (*items)[i]);
+  }
+
+  void ExecFor(const Stmt& s, std::vector<Scope*>& chain, std::string* out) {
+    const Value seq = Eval(*s.expr, chain);
+    if (Failed()) return;
+    auto all = Iterate(seq);
+    if (!all.ok()) return Fail(s.line, all.status());
+    Scope scope;
+    chain.push_back(&scope);
+    // `for x in xs if cond`: the items kept, so that loop.last and loop.length count them only.
+    List items;
+    if (s.filter != nullptr) {
+      for (const Value& item : *all) {
+        Assign(s.targets, item, &scope, s.line);
+        const bool keep = Truthy(Eval(*s.filter, chain));
+        if (Failed()) break;
+        if (keep) items.push_back(item);
+      }
+    } else {
+      items = *std::move(all);
+    }
+    const auto n = static_cast<int64_t>(items.size());
+    for (int64_t i = 0; i < n && !Failed(); ++i) {
+      if (++iterations_ > options_.max_loop_iterations) {
+        error_ = absl::ResourceExhaustedError(
+            absl::StrCat("chat template line ", s.line, ": more than ",
+                         options_.max_loop_iterations, " loop iterations"));
+        break;
+      }
+      Assign(s.targets, items[static_cast<size_t>(i)], &scope, s.line);
+      Dict loop = {{"index", Value::Int(i + 1)},
+                   {"index0", Value::Int(i)},
+                   {"revindex", Value::Int(n - i)},
+                   {"revindex0", Value::Int(n - i - 1)},
+                   {"first", Value::Bool(i == 0)},
+                   {"last", Value::Bool(i == n - 1)},
+                   {"length", Value::Int(n)},
+                   {"depth", Value::Int(1)},
+                   {"depth0", Value::Int(0)},
+                   {"previtem", i > 0 ? items[static_cast<size_t>(i - 1)]
+                                      : Value::Undefined("there is no previous item")},
+                   {"nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)]
+                                          : Value::Undefined("there is no next item")}};
+      scope.Set("loop", Value::MakeDict(std::move(loop)));
+      if (Exec(s.body, chain, out) == Flow::kBreak) break;
+    }
+    chain.pop_back();
+    if (n == 0 && !Failed()) Exec(s.else_body, chain, out);
+  }
+
+  Value MakeMacro(const Stmt& s, const std::vector<Scope*>& chain) {
+    // A macro sees its arguments, then the template's top level and the globals.
+    const Stmt* def = &s;
+    std::vector<Scope*> outer = {chain[0], chain[1]};
+    return Value::MakeFunction(
+        [this, def, outer](Args& args) -> absl::StatusOr<Value> {
+          if (++depth_ > options_.max_recursion_depth) {
+            --depth_;
+            return absl::ResourceExhaustedError(
+                absl::StrCat("chat template line ", def->line, ": macro calls nested more than ",
+                             options_.max_recursion_depth, " deep"));
+          }
+          Scope scope;
+          for (size_t i = 0; i < def->params.size(); ++i) {
+            const auto& [name, default_expr] = def->params[i];
+            auto given = args.Take(i, name);
+            if (given) {
+              scope.Set(name, *given);
+            } else if (default_expr != nullptr) {
+              std::vector<Scope*> c = outer;
+              scope.Set(name, Eval(*default_expr, c));
+            } else {
+              scope.Set(name, Value::Undefined(absl::StrCat("'", name, "' is undefined")));
+            }
+          }
+          std::vector<Scope*> c = outer;
+          c.push_back(&scope);
+          std::string out;
+          Exec(def->body, c, &out);
+          --depth_;
+          if (Failed()) return error_;
+          return Value::Str(std::move(out));
+        },
+        /*macro=*/true);
+  }
+
+  // ---- Expressions ----
+
+  Value Eval(const Expr& e, std::vector<Scope*>& chain) {
+    if (Failed()) return Value();
+    switch (e.kind) {
+      case Expr::Kind::kLiteral:
+        return e.value;
+      case Expr::Kind::kName:
+        return Lookup(e.name, chain);
+      case Expr::Kind::kList: {
+        List l;
+        for (const auto& x : e.items) l.push_back(Eval(*x, chain));
+        return Value::MakeList(std::move(l));
+      }
+      case Expr::Kind::kDict: {
+        Scope d;
+        for (size_t i = 0; i + 1 < e.items.size(); i += 2) {
+          const Value k = Eval(*e.items[i], chain);
+          d.Set(ToStr(k), Eval(*e.items[i + 1], chain));
+        }
+        return Value::MakeDict(std::move(d.vars));
+      }
+      case Expr::Kind::kAttr: {
+        auto r = GetAttr(Eval(*e.items[0], chain), e.name);
+        if (!r.ok()) return Fail(e.line, r.status()), Value();
+        return *r;
+      }
+      case Expr::Kind::kIndex: {
+        const Value target = Eval(*e.items[0], chain);
+        auto r = GetItem(target, Eval(*e.items[1], chain));
+        if (!r.ok()) return Fail(e.line, r.status()), Value();
+        return *r;
+      }
+      case Expr::Kind::kSlice:
+        return Slice(e, chain);
+      case Expr::Kind::kCall:
+        return Call(e, chain);
+      case Expr::Kind::kFilter: {
+        const Value v = Eval(*e.items[0], chain);
+        Args args = EvalArgs(e, chain);
+        if (Failed()) return Value();
+        auto r = ApplyFilter(e.name, v, args);
+        if (!r.ok()) return Fail(e.line, r.status()), Value();
+        return *r;
+      }
+      case Expr::Kind::kTest: {
+        const Value v = Eval(*e.items[0], chain);
+        Args args = EvalArgs(e, chain);
+        if (Failed()) return Value();
+        auto r = ApplyTest(e.name, v, args);
+        if (!r.ok()) return Fail(e.line, r.status()), Value();
+        return Value::Bool(*r != e.negated);
+      }
+      case Expr::Kind::kUnary: {
+        const Value v = Eval(*e.items[0], chain);
+        if (e.name == "not") return Value::Bool(!Truthy(v));
+        if (v.kind == K::kInt) return Value::Int(e.name == "-" ? -v.i : v.i);
+        if (v.kind == K::kFloat) return Value::Float(e.name == "-" ? -v.f : v.f);
+        if (v.kind == K::kBool) return Value::Int(e.name == "-" ? -int64_t{v.b} : v.b);
+        Fail(e.line, absl::StrCat("bad operand type for unary ", e.name, ": '", TypeName(v), "'"));
+        return Value();
+      }
+      case Expr::Kind::kBinary:
+        return Binary(e, chain);
+      case Expr::Kind::kCond: {
+        if (Truthy(Eval(*e.items[0], chain))) return Eval(*e.items[1], chain);
+        if (e.items[2] == nullptr) return Value::Undefined("the condition was false");
+        return Eval(*e.items[2], chain);
+      }
+    }
+    return Value();
+  }
+
+  Args EvalArgs(const Expr& e, std::vector<Scope*>& chain) {
+    Args a;
+    for (size_t i = 1; i < e.items.size(); ++i) a.pos.push_back(Eval(*e.items[i], chain));
+    for (const auto& [k, x] : e.kwargs) a.kw.emplace_back(k, Eval(*x, chain));
+    return a;
+  }
+
+  Value Call(const Expr& e, std::vector<Scope*>& chain) {
+    const Value fn = Eval(*e.items[0], chain);
+    Args args = EvalArgs(e, chain);
+    if (Failed()) return Value();
+    if (fn.kind != K::kFunction) {
+      if (fn.undefined()) {
+        Fail(e.line, fn.s.empty() ? "calling an undefined value" : fn.s);
+      } else {
+        Fail(e.line, absl::StrCat("'", TypeName(fn), "' object is not callable"));
+      }
+      return Value();
+    }
+    auto r = (*fn.fn)(args);
+    if (!r.ok()) return Fail(e.line, r.status()), Value();
+    return *r;
+  }
+
+  Value Slice(const Expr& e, std::vector<Scope*>& chain) {
+    const Value v = Eval(*e.items[0], chain);
+    std::optional<int64_t> parts[3];
+    for (int k = 0; k < 3; ++k) {
+      if (e.items[k + 1] == nullptr) continue;
+      const Value p = Eval(*e.items[k + 1], chain);
+      if (!p.none()) parts[k] = p.i;
+    }
+    if (Failed()) return Value();
+    std::vector<std::string> cps;
+    const List* list = nullptr;
+    if (v.is_string()) {
+      cps = CodePoints(v.s);
+    } else if (v.kind == K::kList) {
+      list = v.list.get();
+    } else {
+      Fail(e.line, absl::StrCat("'", TypeName(v), "' object is not subscriptable"));
+      return Value();
+    }
+    const int64_t n =
+        list != nullptr ? static_cast<int64_t>(list->size()) : static_cast<int64_t>(cps.size());
+    const int64_t step = parts[2].value_or(1);
+    if (step == 0) {
+      Fail(e.line, "slice step cannot be zero");
+      return Value();
+    }
+    // Python's slice.indices.
+    const auto clamp = [&](std::optional<int64_t> x, int64_t def) {
+      if (!x) return def;
+      int64_t i = *x;
+      if (i < 0) i += n;
+      if (step > 0) return std::clamp<int64_t>(i, 0, n);
+      return std::clamp<int64_t>(i, -1, n - 1);
+    };
+    const int64_t start = clamp(parts[0], step > 0 ? 0 : n - 1);
+    const int64_t stop = clamp(parts[1], step > 0 ? n : -1);
+    List out;
+    std::string s;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      if (list != nullptr) {
+        out.push_back((*list)[static_cast<size_t>(i)]);
+      } else {
+        s += cps[static_cast<size_t>(i)];
+      }
+    }
+    return list != nullptr ? Value::MakeList(std::move(out)) : Value::Str(std::move(s));
+  }
+
+  Value Binary(const Expr& e, std::vector<Scope*>& chain) {
+    const std::string& op = e.name;
+    const Value a = Eval(*e.items[0], chain);
+    if (op == "and") return Truthy(a) ? Eval(*e.items[1], chain) : a;
+    if (op == "or") return Truthy(a) ? a : Eval(*e.items[1], chain);
+    const Value b = Eval(*e.items[1], chain);
+    if (Failed()) return Value();
+    if (op == "~") return Value::Str(ToStr(a) + ToStr(b));
+    if (op == "==") return Value::Bool(Equal(a, b));
+    if (op == "!=") return Value::Bool(!Equal(a, b));
+    if (op == "in" || op == "not in") {
+      Args args;
+      args.pos.push_back(b);
+      if (!(b.kind == K::kList || b.kind == K::kDict || b.is_string() || b.undefined())) {
+        Fail(e.line, absl::StrCat("argument of type '", TypeName(b), "' is not iterable"));
+        return Value();
+      }
+      if (b.is_string() && !a.is_string()) {
+        Fail(e.line,
+             absl::StrCat("'in <string>' requires string as left operand, not ", TypeName(a)));
+        return Value();
+      }
+      auto r = ApplyTest("in", a, args);
+      if (!r.ok()) return Fail(e.line, r.status()), Value();
+      return Value::Bool(*r == (op == "in"));
+    }
+    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
+      auto c = Compare(a, b);
+      if (!c.ok()) return Fail(e.line, c.status()), Value();
+      if (op == "<") return Value::Bool(*c < 0);
+      if (op == ">") return Value::Bool(*c > 0);
+      if (op == "<=") return Value::Bool(*c <= 0);
+      return Value::Bool(*c >= 0);
+    }
+    for (const Value* x : {&a, &b}) {
+      if (x->undefined()) {
+        Fail(e.line, x->s.empty() ? "an operand is undefined" : x->s);
+        return Value();
+      }
+    }
+    const bool ints =
+        (a.kind == K::kInt || a.kind == K::kBool) && (b.kind == K::kInt || b.kind == K::kBool);
+    const bool nums =
+        (a.is_number() || a.kind == K::kBool) && (b.is_number() || b.kind == K::kBool);
+    const int64_t ai = a.kind == K::kBool ? a.b : a.i, bi = b.kind == K::kBool ? b.b : b.i;
+    if (op == "+") {
+      if (ints) return Value::Int(ai + bi);
+      if (nums) return Value::Float(a.number() + b.number());
+      if (a.is_string() && b.is_string()) return Value::Str(a.s + b.s);
+      if (a.kind == K::kList && b.kind == K::kList) {
+        List l = *a.list;
+        l.insert(l.end(), b.list->begin(), b.list->end());
+        return Value::MakeList(std::move(l));
+      }
+    } else if (op == "-" && nums) {
+      return ints ? Value::Int(ai - bi) : Value::Float(a.number() - b.number());
+    } else if (op == "*") {
+      if (ints) return Value::Int(ai * bi);
+      if (nums) return Value::Float(a.number() * b.number());
+      const Value* seq = a.kind == K::kInt ? &b : &a;
+      const Value* count = a.kind == K::kInt ? &a : &b;
+      if (count->kind == K::kInt && (seq->is_string() || seq->kind == K::kList)) {
+        if (count->i > 0 &&
+            count->i * static_cast<int64_t>(seq->is_string() ? seq->s.size() : seq->list->size()) >
+                static_cast<int64_t>(options_.max_output_bytes)) {
+          error_ = absl::ResourceExhaustedError("chat template: a repetition is too large");
+          return Value();
+        }
+        if (seq->is_string()) {
+          std::string s;
+          for (int64_t i = 0; i < count->i; ++i) s += seq->s;
+          return Value::Str(std::move(s));
+        }
+        List l;
+        for (int64_t i = 0; i < count->i; ++i)
+          l.insert(l.end(), seq->list->begin(), seq->list->end());
+        return Value::MakeList(std::move(l));
+      }
+    } else if ((op == "/" || op == "//" || op == "%") && nums) {
+      if (b.number() == 0) {
+        Fail(e.line, "division by zero");
+        return Value();
+      }
+      if (op == "/") return Value::Float(a.number() / b.number());
+      if (ints) {
+        int64_t q = ai / bi, r = ai % bi;
+        if (r != 0 && ((r < 0) != (bi < 0))) {
+          --q;
+          r += bi;
+        }
+        return Value::Int(op == "//" ? q : r);
+      }
+      const double q = std::floor(a.number() / b.number());
+      return Value::Float(op == "//" ? q : a.number() - q * b.number());
+    } else if (op == "**" && nums) {
+      if (ints && bi >= 0) {
+        int64_t r = 1;
+        for (int64_t i = 0; i < bi && i < 64; ++i) r *= ai;
+        return Value::Int(r);
+      }
+      return Value::Float(std::pow(a.number(), b.number()));
+    }
+    Fail(e.line, absl::StrCat("unsupported operand type(s) for ", op, ": '", TypeName(a), "' and '",
+                              TypeName(b), "'"));
+    return Value();
+  }
+
+  const RenderOptions& options_;
+  Scope globals_, top_;
+  absl::Status error_;
+  int64_t iterations_ = 0;
+  int depth_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<Template> Template::Parse(std::string_view source) {
+  auto tokens = Tokenize(source);
+  if (!tokens.ok()) return tokens.status();
+  auto body = jinja::Parse(*tokens);
+  if (!body.ok()) return body.status();
+  if (absl::Status st = CheckNames(*body); !st.ok()) return st;
+  return Template(std::make_shared<const Body>(*std::move(body)));
+}
+
+absl::StatusOr<std::string> Template::Render(const nlohmann::ordered_json& context,
+                                             const RenderOptions& options) const {
+  Dict globals = Globals(options.today);
+  if (context.is_object()) {
+    for (const auto& [k, v] : context.items()) {
+      bool replaced = false;
+      for (auto& [gk, gv] : globals) {
+        if (gk == k) {
+          gv = FromJson(v);
+          replaced = true;
+        }
+      }
+      if (!replaced) globals.emplace_back(k, FromJson(v));
+    }
+  }
+  Renderer r(options, std::move(globals));
+  return r.Run(*body_);
+}
+
+}  // namespace llm::frontend::jinja

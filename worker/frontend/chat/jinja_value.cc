@@ -1,0 +1,430 @@
+#include "worker/frontend/chat/jinja_value.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::frontend::jinja {
+
+std::optional<Value> Args::Take(size_t index, const std::string& name) {
+  for (auto it = kw.begin(); it != kw.end(); ++it) {
+    if (it->first == name) {
+      Value v = std::move(it->second);
+      kw.erase(it);
+      return v;
+    }
+  }
+  if (index < pos.size()) return pos[index];
+  return std::nullopt;
+}
+
+const Value* Find(const Dict& d, const std::string& key) {
+  for (const auto& [k, v] : d) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+Value FromJson(const nlohmann::ordered_json& j) {
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null:
+      return Value::None();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value::Bool(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Value::Int(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned:
+      return Value::Int(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value::Float(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value::Str(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      List l;
+      l.reserve(j.size());
+      for (const auto& x : j) l.push_back(FromJson(x));
+      return Value::MakeList(std::move(l));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      Dict d;
+      d.reserve(j.size());
+      for (const auto& [k, x] : j.items()) d.emplace_back(k, FromJson(x));
+      return Value::MakeDict(std::move(d));
+    }
+    default:
+      return Value::None();
+  }
+}
+
+bool Truthy(const Value& v) {
+  using K = Value::Kind;
+  switch (v.kind) {
+    case K::kUndefined:
+    case K::kNone:
+      return false;
+    case K::kBool:
+      return v.b;
+    case K::kInt:
+      return v.i != 0;
+    case K::kFloat:
+      return v.f != 0;
+    case K::kString:
+      return !v.s.empty();
+    case K::kList:
+      return !v.list->empty();
+    case K::kDict:
+      return !v.dict->empty();
+    default:
+      return true;
+  }
+}
+
+namespace {
+
+bool Numeric(const Value& v) {
+  return v.kind == Value::Kind::kInt || v.kind == Value::Kind::kFloat ||
+         v.kind == Value::Kind::kBool;
+}
+
+}  // namespace
+
+bool Equal(const Value& a, const Value& b) {
+  using K = Value::Kind;
+  if (Numeric(a) && Numeric(b)) {
+    if (a.kind != K::kFloat && b.kind != K::kFloat) {
+      return (a.kind == K::kBool ? a.b : a.i) == (b.kind == K::kBool ? b.b : b.i);
+    }
+    return a.number() == b.number();
+  }
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case K::kUndefined:
+    case K::kNone:
+      return true;
+    case K::kString:
+      return a.s == b.s;
+    case K::kList:
+      if (a.list->size() != b.list->size()) return false;
+      for (size_t i = 0; i < a.list->size(); ++i) {
+        if (!Equal((*a.list)[i], (*b.list)[i])) return false;
+      }
+      return true;
+    case K::kDict:
+      if (a.dict->size() != b.dict->size()) return false;
+      for (const auto& [k, v] : *a.dict) {
+        const Value* o = Find(*b.dict, k);
+        if (o == nullptr || !Equal(v, *o)) return false;
+      }
+      return true;
+    case K::kNamespace:
+      return a.ns == b.ns;
+    case K::kFunction:
+      return a.fn == b.fn;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<int> Compare(const Value& a, const Value& b) {
+  if (Numeric(a) && Numeric(b)) {
+    const double x = a.number(), y = b.number();
+    return x < y ? -1 : (x > y ? 1 : 0);
+  }
+  if (a.is_string() && b.is_string()) {
+    const int c = a.s.compare(b.s);
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  if (a.kind == Value::Kind::kList && b.kind == Value::Kind::kList) {
+    for (size_t i = 0; i < a.list->size() && i < b.list->size(); ++i) {
+      auto c = Compare((*a.list)[i], (*b.list)[i]);
+      if (!c.ok() || *c != 0) return c;
+    }
+    const size_t n = a.list->size(), m = b.list->size();
+    return n < m ? -1 : (n > m ? 1 : 0);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("'<' not supported between instances of '",
+                                                 TypeName(a), "' and '", TypeName(b), "'"));
+}
+
+std::string FloatRepr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  if (x == 0) return std::signbit(x) ? "-0.0" : "0.0";
+  char buf[64];
+  int p = 1;
+  for (; p <= 17; ++p) {
+    std::snprintf(buf, sizeof(buf), "%.*e", p - 1, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  // buf: [-]d.ddde[+-]XX
+  std::string s(buf);
+  const bool neg = s[0] == '-';
+  if (neg) s.erase(0, 1);
+  const size_t e = s.find('e');
+  std::string digits = s.substr(0, 1) + (e > 2 ? s.substr(2, e - 2) : "");
+  const int exp = std::atoi(s.c_str() + e + 1);
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  std::string out;
+  if (exp >= -4 && exp < 16) {
+    if (exp >= 0) {
+      std::string ip = digits.substr(0, std::min<size_t>(digits.size(), exp + 1));
+      while (static_cast<int>(ip.size()) < exp + 1) ip += '0';
+      std::string fp = static_cast<int>(digits.size()) > exp + 1 ? digits.substr(exp + 1) : "";
+      out = ip + "." + (fp.empty() ? "0" : fp);
+    } else {
+      out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+    }
+  } else {
+    out = digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char eb[16];
+    std::snprintf(eb, sizeof(eb), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
+    out += eb;
+  }
+  return neg ? "-" + out : out;
+}
+
+std::string TypeName(const Value& v) {
+  using K = Value::Kind;
+  switch (v.kind) {
+    case K::kUndefined:
+      return "Undefined";
+    case K::kNone:
+      return "NoneType";
+    case K::kBool:
+      return "bool";
+    case K::kInt:
+      return "int";
+    case K::kFloat:
+      return "float";
+    case K::kString:
+      return "str";
+    case K::kList:
+      return "list";
+    case K::kDict:
+      return "dict";
+    case K::kNamespace:
+      return "Namespace";
+    default:
+      return "function";
+  }
+}
+
+std::vector<std::string> CodePoints(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    n = std::min(n, s.size() - i);
+    out.push_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+namespace {
+
+std::string ReprString(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '\\') {
+      out += "\\\\";
+    } else if (ch == q) {
+      out += '\\';
+      out += ch;
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\r') {
+      out += "\\r";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char b[8];
+      std::snprintf(b, sizeof(b), "\\x%02x", c);
+      out += b;
+    } else {
+      out += ch;
+    }
+  }
+  out += q;
+  return out;
+}
+
+void JsonString(const std::string& s, std::string* out) {
+  *out += '"';
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      case '\b':
+        *out += "\\b";
+        break;
+      case '\f':
+        *out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof(b), "\\u%04x", c);
+          *out += b;
+        } else {
+          *out += ch;
+        }
+    }
+  }
+  *out += '"';
+}
+
+absl::Status Json(const Value& v, std::optional<int> indent, int depth, std::string* out) {
+  using K = Value::Kind;
+  const auto newline = [&](int d) {
+    *out += '\n';
+    out->append(static_cast<size_t>(*indent * d), ' ');
+  };
+  switch (v.kind) {
+    case K::kNone:
+      *out += "null";
+      return absl::OkStatus();
+    case K::kBool:
+      *out += v.b ? "true" : "false";
+      return absl::OkStatus();
+    case K::kInt:
+      *out += std::to_string(v.i);
+      return absl::OkStatus();
+    case K::kFloat:
+      if (std::isnan(v.f)) {
+        *out += "NaN";
+      } else if (std::isinf(v.f)) {
+        *out += v.f > 0 ? "Infinity" : "-Infinity";
+      } else {
+        *out += FloatRepr(v.f);
+      }
+      return absl::OkStatus();
+    case K::kString:
+      JsonString(v.s, out);
+      return absl::OkStatus();
+    case K::kList: {
+      if (v.list->empty()) {
+        *out += "[]";
+        return absl::OkStatus();
+      }
+      *out += '[';
+      bool first = true;
+      for (const Value& x : *v.list) {
+        if (!first) *out += indent ? "," : ", ";
+        first = false;
+        if (indent) newline(depth + 1);
+        if (absl::Status st = Json(x, indent, depth + 1, out); !st.ok()) return st;
+      }
+      if (indent) newline(depth);
+      *out += ']';
+      return absl::OkStatus();
+    }
+    case K::kDict:
+    case K::kNamespace: {
+      const Dict& d = v.kind == K::kDict ? *v.dict : v.ns->attrs;
+      if (d.empty()) {
+        *out += "{}";
+        return absl::OkStatus();
+      }
+      *out += '{';
+      bool first = true;
+      for (const auto& [k, x] : d) {
+        if (!first) *out += indent ? "," : ", ";
+        first = false;
+        if (indent) newline(depth + 1);
+        JsonString(k, out);
+        *out += ": ";
+        if (absl::Status st = Json(x, indent, depth + 1, out); !st.ok()) return st;
+      }
+      if (indent) newline(depth);
+      *out += '}';
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("Object of type ", TypeName(v), " is not JSON serializable"));
+  }
+}
+
+}  // namespace
+
+std::string Repr(const Value& v) {
+  using K = Value::Kind;
+  switch (v.kind) {
+    case K::kString:
+      return ReprString(v.s);
+    case K::kList: {
+      std::string out = "[";
+      for (size_t i = 0; i < v.list->size(); ++i) {
+        if (i > 0) out += ", ";
+        out += Repr((*v.list)[i]);
+      }
+      return out + "]";
+    }
+    case K::kDict: {
+      std::string out = "{";
+      bool first = true;
+      for (const auto& [k, x] : *v.dict) {
+        if (!first) out += ", ";
+        first = false;
+        out += ReprString(k) + ": " + Repr(x);
+      }
+      return out + "}";
+    }
+    default:
+      return ToStr(v);
+  }
+}
+
+std::string ToStr(const Value& v) {
+  using K = Value::Kind;
+  switch (v.kind) {
+    case K::kUndefined:
+      return "";
+    case K::kNone:
+      return "None";
+    case K::kBool:
+      return v.b ? "True" : "False";
+    case K::kInt:
+      return std::to_string(v.i);
+    case K::kFloat:
+      return FloatRepr(v.f);
+    case K::kString:
+      return v.s;
+    case K::kList:
+    case K::kDict:
+      return Repr(v);
+    case K::kNamespace:
+      return "<Namespace>";
+    default:
+      return "<function>";
+  }
+}
+
+absl::StatusOr<std::string> ToJson(const Value& v, std::optional<int> indent) {
+  std::string out;
+  if (absl::Status st = Json(v, indent, 0, &out); !st.ok()) return st;
+  return out;
+}
+
+}  // namespace llm::frontend::jinja

@@ -1,0 +1,147 @@
+// The values a chat template computes with, with Python's semantics where templates see them:
+// truthiness, equality and ordering, str() (printing) and repr() (inside printed lists and
+// dicts), and json.dumps (the `tojson` filter, as Hugging Face defines it: non-ASCII kept).
+//
+// Lists and dicts are immutable once built (the sandbox forbids mutating them); a namespace is
+// the one mutable object (`set ns.x = ...`). Dicts keep insertion order, like Python's.
+#ifndef LLM_WORKER_FRONTEND_CHAT_JINJA_VALUE_H_
+#define LLM_WORKER_FRONTEND_CHAT_JINJA_VALUE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace llm::frontend::jinja {
+
+struct Value;
+using List = std::vector<Value>;
+using Dict = std::vector<std::pair<std::string, Value>>;  // insertion order; keys are strings
+struct Namespace {
+  Dict attrs;
+};
+struct Args;
+using Function = std::function<absl::StatusOr<Value>(Args&)>;
+
+struct Value {
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kFunction
+  };
+  Kind kind = Kind::kUndefined;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;                       // kString; kUndefined: the name, for errors
+  std::shared_ptr<const List> list;    // kList (tuples too)
+  std::shared_ptr<const Dict> dict;    // kDict
+  std::shared_ptr<Namespace> ns;       // kNamespace
+  std::shared_ptr<const Function> fn;  // kFunction
+  bool macro = false;                  // kFunction: a template macro (returns its output)
+
+  static Value Undefined(std::string name = "") {
+    Value v;
+    v.s = std::move(name);
+    return v;
+  }
+  static Value None() { return Of(Kind::kNone); }
+  static Value Bool(bool x) {
+    Value v = Of(Kind::kBool);
+    v.b = x;
+    return v;
+  }
+  static Value Int(int64_t x) {
+    Value v = Of(Kind::kInt);
+    v.i = x;
+    return v;
+  }
+  static Value Float(double x) {
+    Value v = Of(Kind::kFloat);
+    v.f = x;
+    return v;
+  }
+  static Value Str(std::string x) {
+    Value v = Of(Kind::kString);
+    v.s = std::move(x);
+    return v;
+  }
+  static Value MakeList(List x) {
+    Value v = Of(Kind::kList);
+    v.list = std::make_shared<const List>(std::move(x));
+    return v;
+  }
+  static Value MakeDict(Dict x) {
+    Value v = Of(Kind::kDict);
+    v.dict = std::make_shared<const Dict>(std::move(x));
+    return v;
+  }
+  static Value MakeFunction(Function fn, bool macro = false) {
+    Value v = Of(Kind::kFunction);
+    v.fn = std::make_shared<const Function>(std::move(fn));
+    v.macro = macro;
+    return v;
+  }
+
+  bool undefined() const { return kind == Kind::kUndefined; }
+  bool none() const { return kind == Kind::kNone; }
+  bool is_string() const { return kind == Kind::kString; }
+  bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat; }
+  double number() const {
+    return kind == Kind::kFloat ? f : static_cast<double>(kind == Kind::kBool ? b : i);
+  }
+
+ private:
+  static Value Of(Kind k) {
+    Value v;
+    v.kind = k;
+    return v;
+  }
+};
+
+// Arguments of a call: positional, then keyword.
+struct Args {
+  std::vector<Value> pos;
+  std::vector<std::pair<std::string, Value>> kw;
+  // The argument at `index` or named `name` (taken: a later call sees it absent), if given.
+  std::optional<Value> Take(size_t index, const std::string& name);
+};
+
+// Looks `key` up in a dict; null when absent.
+const Value* Find(const Dict& d, const std::string& key);
+
+Value FromJson(const nlohmann::ordered_json& j);
+bool Truthy(const Value& v);
+bool Equal(const Value& a, const Value& b);
+// -1, 0, 1; an error for values Python cannot order.
+absl::StatusOr<int> Compare(const Value& a, const Value& b);
+// Python's str(): what {{ }} prints (undefined prints nothing).
+std::string ToStr(const Value& v);
+// Python's repr() (for the items of printed lists and dicts).
+std::string Repr(const Value& v);
+// json.dumps(v, ensure_ascii=False, indent=indent): separators ", " / ": " without indent,
+// "," / ": " with one. An error for undefined values and functions.
+absl::StatusOr<std::string> ToJson(const Value& v, std::optional<int> indent);
+// Python's repr of a float ("1.0", "0.1", "1e+16").
+std::string FloatRepr(double x);
+// The name of a value's type, for errors ("int", "str", "list", ...).
+std::string TypeName(const Value& v);
+// Code points of a UTF-8 string (len(), slicing, iteration).
+std::vector<std::string> CodePoints(const std::string& s);
+
+}  // namespace llm::frontend::jinja
+
+#endif  // LLM_WORKER_FRONTEND_CHAT_JINJA_VALUE_H_
