@@ -557,6 +557,7 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
 void OpenAiResponder::TakeUsage(const llm::v1::GenerateResponse& m) {
   if (m.has_usage()) {
     prompt_tokens_ = m.usage().prompt_tokens();
+    cached_tokens_ = m.usage().cached_prompt_tokens();
     completion_tokens_ = m.usage().completion_tokens();
   }
 }
@@ -564,7 +565,8 @@ void OpenAiResponder::TakeUsage(const llm::v1::GenerateResponse& m) {
 json OpenAiResponder::UsageJson() const {
   return json{{"prompt_tokens", prompt_tokens_},
               {"completion_tokens", completion_tokens_},
-              {"total_tokens", prompt_tokens_ + completion_tokens_}};
+              {"total_tokens", prompt_tokens_ + completion_tokens_},
+              {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
 }
 
 std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m) {

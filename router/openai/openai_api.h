@@ -92,7 +92,7 @@ class OpenAiResponder {
                          top_ = nlohmann::ordered_json::array(),
                          offsets_ = nlohmann::ordered_json::array();
   std::string finish_reason_;
-  uint32_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  uint32_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
 };
 
 }  // namespace llm::router::openai

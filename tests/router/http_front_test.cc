@@ -183,8 +183,10 @@ TEST_F(HttpFrontTest, CompletionsAndChatInBothShapes) {
   EXPECT_EQ(j["choices"][0]["text"], "xxxxxxxxxxxx");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(j["choices"][0]["index"], 0);
-  EXPECT_EQ(j["usage"],
-            json({{"prompt_tokens", 3}, {"completion_tokens", 4}, {"total_tokens", 7}}));
+  EXPECT_EQ(j["usage"], json({{"prompt_tokens", 3},
+                              {"completion_tokens", 4},
+                              {"total_tokens", 7},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
 
   r = Request(Post("/v1/chat/completions",
                    R"({"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]})"));

@@ -26,12 +26,14 @@ absl::Status SchedulerConfig::Validate() const {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config)
-    : config_(config), blocks_(config.num_kv_blocks), slots_(config.max_slots) {
+    : config_(config),
+      cache_(config.num_kv_blocks, config.block_tokens, config.prefix_cache, config.cache_salt),
+      slots_(config.max_slots) {
   for (int32_t s = config.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
 bool Scheduler::CanEverFit(const EngineRequest& r) const {
-  return BlocksFor(r.total_tokens(), config_.block_tokens) <= blocks_.num_blocks();
+  return BlocksFor(r.total_tokens(), config_.block_tokens) <= cache_.num_blocks();
 }
 
 void Scheduler::Add(RequestPtr request) {
@@ -78,6 +80,8 @@ int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
   const bool last = slot.prefilled + n == prompt;
   plan.prefills.push_back(PrefillChunk{s, slot.prefilled, n, last});
   slot.prefilled += n;
+  slot.full_blocks =
+      std::min(slot.prefilled / config_.block_tokens, static_cast<int32_t>(slot.hashes.size()));
   if (last) {
     slot.phase = Phase::kDecode;
     slot.planned = 1;
@@ -85,15 +89,31 @@ int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
   return n;
 }
 
+void Scheduler::RegisterBlocks(Slot& slot) {
+  const int32_t bt = config_.block_tokens;
+  for (; slot.registered < slot.full_blocks; ++slot.registered) {
+    const int32_t b = slot.registered;
+    cache_.Insert(slot.blocks[static_cast<size_t>(b)], slot.hashes[static_cast<size_t>(b)],
+                  b > 0 ? slot.hashes[static_cast<size_t>(b - 1)] : 0,
+                  std::span<const int32_t>(slot.request->prompt_ids)
+                      .subspan(static_cast<size_t>(b * bt), static_cast<size_t>(bt)));
+  }
+}
+
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
   plan.step_id = ++step_id_;
+
+  // 0. Prompt blocks written by earlier steps become reusable (this step runs after them).
+  for (Slot& slot : slots_) {
+    if (slot.phase != Phase::kFree) RegisterBlocks(slot);
+  }
 
   // 1. Retire slots whose request ended.
   for (int32_t s = 0; s < config_.max_slots; ++s) {
     Slot& slot = slots_[s];
     if (slot.phase != Phase::kEnded) continue;
-    blocks_.Free(slot.blocks);
+    cache_.Release(slot.blocks);
     slot_of_.erase(slot.request->key);
     slot = Slot{};
     free_slots_.push_back(s);
@@ -131,15 +151,33 @@ StepPlan Scheduler::Schedule() {
 
   // 4. Admit queued requests, first come first served: the head waits for room rather than
   // being overtaken, so a large request is never starved.
+  const int32_t bt = config_.block_tokens;
   while (budget > 0 && !free_slots_.empty() && !queue_.empty()) {
     const RequestPtr& head = queue_.front();
-    const int32_t need = BlocksFor(head->total_tokens(), config_.block_tokens);
-    auto blocks = blocks_.Allocate(need);
-    if (!blocks) break;
+    const std::span<const int32_t> prompt(head->prompt_ids);
+    const auto prompt_len = static_cast<int32_t>(prompt.size());
+    // The longest cached prefix of whole blocks, leaving at least one prompt token to compute
+    // (its logits give the first output token).
+    std::vector<uint64_t> hashes = cache_.ChainHashes(prompt, prompt_len / bt);
+    const size_t matchable = std::min(hashes.size(), static_cast<size_t>((prompt_len - 1) / bt));
+    std::vector<int32_t> blocks =
+        cache_.Match(std::span<const uint64_t>(hashes).first(matchable), prompt);
+    const int32_t need = BlocksFor(head->total_tokens(), bt) - static_cast<int32_t>(blocks.size());
+    // Matched blocks nobody holds are counted as evictable room; once taken they are not.
+    if (need > cache_.available() - cache_.CountUnreferenced(blocks)) break;
+    cache_.Acquire(blocks);
+    auto fresh = cache_.Allocate(need);
+    blocks.insert(blocks.end(), fresh->begin(), fresh->end());
+    const auto cached = static_cast<int32_t>(blocks.size() - fresh->size());
+    cache_.RecordLookup(prompt_len, static_cast<int64_t>(cached) * bt);
     const int32_t s = free_slots_.back();
     free_slots_.pop_back();
     Slot& slot = slots_[s];
-    slot = Slot{Phase::kPrefill, head, *std::move(blocks), 0, 0, plan.step_id};
+    slot = Slot{Phase::kPrefill, head, std::move(blocks), cached * bt, 0, plan.step_id};
+    slot.hashes = std::move(hashes);
+    slot.cached_tokens = cached * bt;
+    slot.full_blocks = cached;
+    slot.registered = cached;
     slot_of_[head->key] = s;
     ++running_;
     queued_prompt_tokens_ -= static_cast<int64_t>(head->prompt_ids.size());
@@ -161,7 +199,9 @@ void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events
       continue;  // the extra step of an ended request, or a slot that changed hands
     }
     if (out.finish != FinishKind::kNone) slot.phase = Phase::kEnded;
-    events.push_back(TokenEvent{out.request_key, out.token, out.finish, out.logprob, out.top});
+    events.push_back(TokenEvent{out.request_key, out.token, out.finish, out.logprob, out.top,
+                                slot.emitted ? -1 : slot.cached_tokens});
+    slot.emitted = true;
   }
 }
 
@@ -172,8 +212,14 @@ SchedulerStats Scheduler::stats() const {
   s.running_requests = running_;
   s.free_slots = static_cast<int32_t>(free_slots_.size());
   s.max_slots = config_.max_slots;
-  s.kv_blocks_used = blocks_.num_used();
-  s.kv_blocks_total = blocks_.num_blocks();
+  s.kv_blocks_total = cache_.num_blocks();
+  s.kv_blocks_used = cache_.num_referenced();
+  const PrefixCacheStats c = cache_.stats();
+  s.kv_blocks_cached = c.cached_blocks;
+  s.kv_blocks_evictable = c.evictable_blocks;
+  s.kv_blocks_free = cache_.num_free();
+  s.prefix_query_tokens = c.query_tokens;
+  s.prefix_hit_tokens = c.hit_tokens;
   return s;
 }
 

@@ -6,7 +6,14 @@
 // ended, add one decode token for every slot past its prompt, continue prompts being prefilled,
 // then admit queued requests into free slots while slots, blocks and the prefill budget allow.
 // Admission reserves KV blocks for prompt + max_tokens, so a running request never runs out of
-// cache and nothing is ever evicted. A request keeps its slot until it finishes or is aborted.
+// cache and never loses a block. A request keeps its slot until it finishes or is aborted.
+//
+// Prefix caching (SchedulerConfig::prefix_cache): at admission a request takes the longest run
+// of cached full blocks matching its prompt (shared, reference-counted; counted once in the
+// reservation) and prefills only the rest, always at least its last prompt token. Its own full
+// prompt blocks become reusable from the step after the one that writes them (so no step reads
+// a block that the same step writes). When it ends they stay cached until an allocation needs
+// the room (least recently used first). See prefix_cache.h.
 //
 // Pipelining: Schedule() may be called again before the previous step's result has come back.
 // Decodes are planned from the number of tokens already planned, so a slot whose request hit
@@ -22,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "worker/engine/block_allocator.h"
+#include "worker/engine/prefix_cache.h"
 #include "worker/engine/request.h"
 #include "worker/engine/step.h"
 
@@ -33,6 +41,8 @@ struct SchedulerConfig {
   int32_t block_tokens = 16;
   int32_t max_batch_tokens = 2048;   // decode + prefill tokens per step
   int32_t max_prefill_tokens = 512;  // prefill tokens per step, so decode never stalls
+  bool prefix_cache = true;          // reuse the KV of cached prompt prefixes
+  uint64_t cache_salt = 0;           // mixed into every block hash (the model's identity)
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
@@ -45,6 +55,7 @@ struct TokenEvent {
   FinishKind finish;
   float logprob;
   std::vector<TokenLogprob> top;
+  int32_t cached_prompt_tokens = -1;  // on a request's first event: prompt tokens found cached
 };
 
 struct SchedulerStats {
@@ -53,8 +64,13 @@ struct SchedulerStats {
   int32_t running_requests = 0;
   int32_t free_slots = 0;
   int32_t max_slots = 0;
-  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_used = 0;  // referenced by running requests
   int32_t kv_blocks_total = 0;
+  int32_t kv_blocks_cached = 0;     // holding a reusable prefix (referenced or not)
+  int32_t kv_blocks_evictable = 0;  // cached and unreferenced: reclaimed when room is needed
+  int32_t kv_blocks_free = 0;       // neither referenced nor cached
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the cache, since the start
+  int64_t prefix_hit_tokens = 0;    // of which found cached
 };
 
 class Scheduler {
@@ -88,16 +104,24 @@ class Scheduler {
     Phase phase = Phase::kFree;
     RequestPtr request;
     std::vector<int32_t> blocks;
-    int32_t prefilled = 0;  // prompt tokens planned
+    int32_t prefilled = 0;  // prompt tokens planned (cached ones included)
     int32_t planned = 0;    // output tokens planned (sampled by planned steps)
     uint64_t admitted_step = 0;
+    std::vector<uint64_t> hashes;  // chain hashes of the prompt's full blocks
+    int32_t cached_tokens = 0;     // prompt tokens found cached at admission
+    int32_t full_blocks = 0;       // full prompt blocks planned (written by planned steps)
+    int32_t registered = 0;        // full prompt blocks inserted into the cache
+    bool emitted = false;          // its first token event went out
   };
+
+  // Inserts the full prompt blocks planned by earlier steps into the cache.
+  void RegisterBlocks(Slot& slot);
 
   // Plans the next chunk of slot `s`'s prompt within `budget`; returns tokens used.
   int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
 
   SchedulerConfig config_;
-  BlockAllocator blocks_;
+  PrefixCache cache_;
   std::vector<Slot> slots_;
   std::vector<int32_t> free_slots_;  // stack, lowest index on top
   std::list<RequestPtr> queue_;

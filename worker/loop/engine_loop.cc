@@ -104,11 +104,11 @@ void EngineLoop::PublishStats() {
   std::lock_guard<std::mutex> lock(stats_mu_);
   const auto& a = s.scheduler;
   const auto& b = stats_.scheduler;
-  const bool changed = a.queued_requests != b.queued_requests ||
-                       a.queued_prompt_tokens != b.queued_prompt_tokens ||
-                       a.running_requests != b.running_requests || a.free_slots != b.free_slots ||
-                       a.kv_blocks_used != b.kv_blocks_used || s.busy_ratio != stats_.busy_ratio ||
-                       s.aborted != stats_.aborted;
+  const bool changed =
+      a.queued_requests != b.queued_requests || a.queued_prompt_tokens != b.queued_prompt_tokens ||
+      a.running_requests != b.running_requests || a.free_slots != b.free_slots ||
+      a.kv_blocks_used != b.kv_blocks_used || a.kv_blocks_cached != b.kv_blocks_cached ||
+      s.busy_ratio != stats_.busy_ratio || s.aborted != stats_.aborted;
   s.version = stats_.version + (changed ? 1 : 0);
   stats_ = s;
   if (changed) stats_cv_.notify_all();

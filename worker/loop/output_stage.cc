@@ -141,6 +141,7 @@ void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::
   if (it == shard.requests.end()) return;  // cancelled, or ended by a stop string
   RequestState& st = *it->second;
   if (st.generated++ == 0) st.first_token = when;
+  if (e.cached_prompt_tokens >= 0) st.cached_prompt_tokens = e.cached_prompt_tokens;
 
   StreamUpdate u;
   u.token_ids.push_back(e.token);
@@ -172,6 +173,7 @@ void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::
     if (st.ctx.continuous_usage) {
       u.has_usage = true;
       u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
+      u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
       u.usage.completion_tokens = st.generated;
       u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
     }
@@ -199,6 +201,7 @@ void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpd
   u.reason = reason;
   u.has_usage = true;
   u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
+  u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
   u.usage.completion_tokens = st.generated;
   u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
   u.usage.queue_time_ms =

@@ -67,6 +67,7 @@ class OutputStage : public EngineEvents {
     int32_t generated = 0;
     bool sent_first = false;
     Clock::time_point admitted{};
+    int32_t cached_prompt_tokens = 0;
     Clock::time_point first_token{};
   };
   struct Registered {

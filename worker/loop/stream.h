@@ -26,6 +26,7 @@ struct TokenLogprobs {
 
 struct Usage {
   int32_t prompt_tokens = 0;
+  int32_t cached_prompt_tokens = 0;  // of prompt_tokens, found in the prefix cache
   int32_t completion_tokens = 0;
   double time_to_first_token_ms = 0;
   double queue_time_ms = 0;

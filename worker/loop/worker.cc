@@ -130,6 +130,7 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
     ++in_flight_;
     if (spec.has_text) tokenizing_.insert(key);
   }
+  engine_->Touch();  // a new request in flight (tokenizing counts as queued in load reports)
   if (spec.request_id.empty()) spec.request_id = absl::StrCat("req-", key);
   auto tracked = std::make_shared<TrackedSink>(this, key, std::move(sink));
   if (!spec.has_text) {
@@ -209,31 +210,37 @@ void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> 
 }
 
 void Worker::Cancel(uint64_t key) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (tokenizing_.erase(key) > 0) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tokenizing_.erase(key) == 0) {
+      if (!live_.count(key)) return;
+      output_->Cancel(key, [this, key](bool was_live) {
+        if (was_live) StreamEnded(key);
+      });
+      engine_->Abort(key);
+      return;
+    }
     --in_flight_;
     idle_cv_.notify_all();
     if (request_observer_ != nullptr) request_observer_->OnRequestCancelled();
-    return;
   }
-  if (!live_.count(key)) return;
-  output_->Cancel(key, [this, key](bool was_live) {
-    if (was_live) StreamEnded(key);
-  });
-  engine_->Abort(key);
+  engine_->Touch();  // the in-flight count that load reports carry changed
 }
 
 void Worker::StreamEnded(uint64_t key) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (last_end_ != std::chrono::steady_clock::time_point{}) {
-    const double gap = std::chrono::duration<double>(now - last_end_).count();
-    end_interval_s_ = end_interval_s_ == 0.0 ? gap : 0.9 * end_interval_s_ + 0.1 * gap;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (last_end_ != std::chrono::steady_clock::time_point{}) {
+      const double gap = std::chrono::duration<double>(now - last_end_).count();
+      end_interval_s_ = end_interval_s_ == 0.0 ? gap : 0.9 * end_interval_s_ + 0.1 * gap;
+    }
+    last_end_ = now;
+    live_.erase(key);
+    --in_flight_;
+    idle_cv_.notify_all();
   }
-  last_end_ = now;
-  live_.erase(key);
-  --in_flight_;
-  idle_cv_.notify_all();
+  engine_->Touch();  // the in-flight count that load reports carry changed
 }
 
 absl::StatusOr<std::vector<int32_t>> Worker::Tokenize(std::string_view text,

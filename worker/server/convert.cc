@@ -142,6 +142,7 @@ void ToResponse(const std::string& request_id, const loop::StreamUpdate& u,
   if (u.has_usage) {
     auto* usage = out.mutable_usage();
     usage->set_prompt_tokens(u.usage.prompt_tokens);
+    usage->set_cached_prompt_tokens(static_cast<uint32_t>(u.usage.cached_prompt_tokens));
     usage->set_completion_tokens(u.usage.completion_tokens);
     usage->set_time_to_first_token_ms(u.usage.time_to_first_token_ms);
     usage->set_queue_time_ms(u.usage.queue_time_ms);
@@ -173,6 +174,9 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   r.set_max_slots(s.max_slots);
   r.set_kv_blocks_used(s.kv_blocks_used);
   r.set_kv_blocks_total(s.kv_blocks_total);
+  r.set_kv_blocks_cached(static_cast<uint32_t>(s.kv_blocks_cached));
+  r.set_prefix_cache_query_tokens(static_cast<uint64_t>(s.prefix_query_tokens));
+  r.set_prefix_cache_hit_tokens(static_cast<uint64_t>(s.prefix_hit_tokens));
   r.set_kv_block_tokens(worker.runner_info().block_tokens);
   r.set_step_time_ewma_ms(load.engine.step_time_ewma_ms);
   r.set_busy_ratio(load.engine.busy_ratio);

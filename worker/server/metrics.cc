@@ -64,6 +64,21 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                    .Help("KV-cache blocks reserved by running requests over all blocks (0..1).")
                    .Register(r)
                    .Add({});
+  prefix_blocks_ = &BuildGauge()
+                        .Name("llm_prefix_cache_blocks")
+                        .Help("KV-cache blocks holding a reusable prompt prefix.")
+                        .Register(r)
+                        .Add({});
+  prefix_query_tokens_ = &BuildCounter()
+                              .Name("llm_prefix_cache_queries_total")
+                              .Help("Prompt tokens looked up in the prefix cache at admission.")
+                              .Register(r)
+                              .Add({});
+  prefix_hit_tokens_ = &BuildCounter()
+                            .Name("llm_prefix_cache_hits_total")
+                            .Help("Prompt tokens found in the prefix cache (not computed).")
+                            .Register(r)
+                            .Add({});
   busy_ =
       &BuildGauge()
            .Name("llm_engine_busy_ratio")
@@ -156,6 +171,17 @@ void WorkerMetrics::RefreshGauges() const {
   kv_usage_->Set(s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total
                                        : 0.0);
   busy_->Set(load.engine.busy_ratio);
+  prefix_blocks_->Set(s.kv_blocks_cached);
+  std::lock_guard<std::mutex> lock(prefix_mu_);
+  if (s.prefix_query_tokens > prefix_query_seen_) {
+    prefix_query_tokens_->Increment(
+        static_cast<double>(s.prefix_query_tokens - prefix_query_seen_));
+    prefix_query_seen_ = s.prefix_query_tokens;
+  }
+  if (s.prefix_hit_tokens > prefix_hit_seen_) {
+    prefix_hit_tokens_->Increment(static_cast<double>(s.prefix_hit_tokens - prefix_hit_seen_));
+    prefix_hit_seen_ = s.prefix_hit_tokens;
+  }
   draining_->Set(load.draining ? 1 : 0);
   if (const DeviceMonitor* monitor = monitor_.load(); monitor != nullptr) {
     const DeviceSample d = monitor->Latest();

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -72,6 +73,12 @@ class WorkerMetrics : public loop::RequestObserver,
   prometheus::Gauge* waiting_;
   prometheus::Gauge* running_;
   prometheus::Gauge* kv_usage_;
+  prometheus::Gauge* prefix_blocks_;
+  prometheus::Counter* prefix_query_tokens_;
+  prometheus::Counter* prefix_hit_tokens_;
+  mutable std::mutex prefix_mu_;           // scrapes may run at once
+  mutable int64_t prefix_query_seen_ = 0;  // the scheduler's totals already added
+  mutable int64_t prefix_hit_seen_ = 0;
   prometheus::Gauge* busy_;
   std::atomic<const DeviceMonitor*> monitor_{nullptr};  // set after its gauges
   prometheus::Gauge* device_utilization_ = nullptr;

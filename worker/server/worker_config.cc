@@ -56,6 +56,9 @@ config::ConfigSchema WorkerConfigSchema() {
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
       .Int("engine.max_prefill_tokens", 512, 1, 1 << 20,
            "prefill tokens per step, so decode never stalls behind long prompts")
+      .Bool("engine.prefix_cache", true,
+            "keep the KV of finished prompts' full blocks and reuse it for requests that start "
+            "with the same tokens (evicted least recently used when room is needed)")
       .Int("engine.max_queued_requests", 1024, 0, 1 << 20,
            "requests that may wait beyond the slots; more get RESOURCE_EXHAUSTED")
       .Int("engine.tokenizer_threads", 2, 1, 256, "threads tokenizing prompts")
@@ -131,6 +134,9 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   auto& w = c.worker;
   w.scheduler.max_batch_tokens = static_cast<int32_t>(v->Int("engine.max_batch_tokens"));
   w.scheduler.max_prefill_tokens = static_cast<int32_t>(v->Int("engine.max_prefill_tokens"));
+  w.scheduler.prefix_cache = v->Bool("engine.prefix_cache");
+  // Cached KV belongs to one model: its name (and the checkpoint's path) salt the block hashes.
+  w.scheduler.cache_salt = std::hash<std::string>{}(c.model_name + "\n" + b.model);
   b.max_prefill_tokens = w.scheduler.max_prefill_tokens;
   w.max_queued_requests = static_cast<int32_t>(v->Int("engine.max_queued_requests"));
   w.tokenizer_threads = static_cast<int>(v->Int("engine.tokenizer_threads"));

@@ -45,7 +45,8 @@ class WorkerTest : public ::testing::Test {
   }
 
   std::unique_ptr<Worker> MakeWorker(int32_t slots, int32_t prefill_tokens = 64,
-                                     int32_t max_queued = 1024, int32_t kv_blocks = 512) {
+                                     int32_t max_queued = 1024, int32_t kv_blocks = 512,
+                                     bool prefix_cache = true) {
     auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
     EXPECT_TRUE(model.ok()) << model.status();
     runner::CpuRunnerOptions ro;
@@ -58,6 +59,7 @@ class WorkerTest : public ::testing::Test {
     wo.scheduler.max_batch_tokens = slots + prefill_tokens;
     wo.scheduler.max_prefill_tokens = prefill_tokens;
     wo.max_queued_requests = max_queued;
+    wo.scheduler.prefix_cache = prefix_cache;
     auto w = Worker::Create(wo, std::move(run), *std::move(tok), {2});
     EXPECT_TRUE(w.ok()) << w.status();
     return *std::move(w);
@@ -364,6 +366,102 @@ TEST_F(WorkerTest, ChatPromptsAreRenderedThenTokenizedWithoutSpecialTokens) {
   auto refused = w->Submit(empty, std::make_shared<CollectingSink>());
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("chat.messages"));
+}
+
+// The golden prompt after a long shared prefix: the same greedy ids with the cache cold (first
+// request), warm (the prefix found cached) and off, exactly (CPU fp32).
+TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
+  auto cached = MakeWorker(4);
+  auto uncached = MakeWorker(4, 64, 1024, 512, /*prefix_cache=*/false);
+  auto prefix = cached->Tokenize(
+      "Once upon a time there was a little red fox who lived at the edge of a big green forest. "
+      "Every morning the fox ran to the river to drink, and every evening it came home tired. ",
+      /*add_special=*/true);
+  auto tail = cached->Tokenize(golden_.prompt, /*add_special=*/false);
+  ASSERT_TRUE(prefix.ok() && tail.ok());
+  std::vector<int32_t> prompt = *prefix;
+  prompt.insert(prompt.end(), tail->begin(), tail->end());
+  ASSERT_GE(prompt.size(), 40u);
+  const auto run = [&](Worker& w) {
+    GenerateSpec s = Spec("", 40);
+    s.has_text = false;
+    s.token_ids = prompt;
+    auto sink = std::make_shared<CollectingSink>();
+    EXPECT_TRUE(w.Submit(s, sink).ok());
+    EXPECT_TRUE(sink->Wait());
+    return sink->result();
+  };
+  const StreamUpdate cold = run(*cached);
+  const StreamUpdate warm = run(*cached);
+  const StreamUpdate off = run(*uncached);
+  EXPECT_EQ(cold.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(warm.usage.cached_prompt_tokens, static_cast<int32_t>((prompt.size() - 1) / 16 * 16));
+  EXPECT_EQ(off.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(cold.token_ids.size(), 40u);
+  EXPECT_EQ(warm.token_ids, cold.token_ids);
+  EXPECT_EQ(off.token_ids, cold.token_ids);
+  EXPECT_EQ(warm.text, cold.text);
+}
+
+// 1,000 random requests over 20 shared prefixes, some cancelled: nothing left running, every
+// block either free or cached (none held), and the cache was used.
+TEST_F(WorkerTest, RandomRequestsOverSharedPrefixesLeaveOnlyCachedBlocks) {
+  auto w = MakeWorker(8, 64, 2048, 256);
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int g = 0; g < 20; ++g) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < 16 * (1 + g % 5); ++i) p.push_back(3 + (g * 37 + i * 11) % 500);
+    prefixes.push_back(p);
+  }
+  std::vector<uint64_t> keys;
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (int i = 0; i < 1000; ++i) {
+    GenerateSpec s = Spec("", 1 + static_cast<int32_t>(rng() % 8));
+    s.has_text = false;
+    s.token_ids = prefixes[rng() % prefixes.size()];
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 10); k < n; ++k) {
+      s.token_ids.push_back(3 + static_cast<int32_t>(rng() % 500));
+    }
+    auto sink = std::make_shared<CollectingSink>();
+    auto key = w->Submit(s, sink);
+    ASSERT_TRUE(key.ok()) << key.status();
+    keys.push_back(*key);
+    sinks.push_back(sink);
+    if (rng() % 5 == 0) w->Cancel(keys[rng() % keys.size()]);
+  }
+  ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(60)));
+  for (int i = 0; i < 400; ++i) {
+    const auto s = w->Load().engine.scheduler;
+    if (s.running_requests == 0 && s.kv_blocks_used == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const auto s = w->Load().engine.scheduler;
+  EXPECT_EQ(s.running_requests, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_evictable, s.kv_blocks_total);
+  EXPECT_EQ(s.kv_blocks_evictable, s.kv_blocks_cached);
+  EXPECT_GT(s.prefix_hit_tokens, s.prefix_query_tokens / 4);
+}
+
+// Load watchers wake whenever a counter a load report carries changes: a request accepted (and
+// still tokenizing, which counts as queued), and one ended, not only engine steps.
+TEST_F(WorkerTest, InFlightChangesWakeLoadWatchers) {
+  auto w = MakeWorker(2);
+  const uint64_t before = w->Load().engine.version;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(w->Submit(Spec(golden_.prompt, 3), sink).ok());
+  EXPECT_NE(w->WaitForLoadChange(before, Clock::now()), before);  // no wait needed
+  ASSERT_TRUE(sink->Wait());
+  ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(10)));
+  const uint64_t idle = w->Load().engine.version;
+  auto other = std::make_shared<CollectingSink>();
+  auto key = w->Submit(Spec(golden_.prompt, 3), other);
+  ASSERT_TRUE(key.ok());
+  w->Cancel(*key);
+  EXPECT_NE(w->Load().engine.version, idle);
+  ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(10)));
+  EXPECT_EQ(w->Load().in_flight, 0);
 }
 
 }  // namespace

@@ -1,0 +1,259 @@
+// Prefix caching in the scheduler: sharing with reference counts, eviction order, whole and
+// mid-block prefixes, cancels while shared, reservations that evict, a pool full of cached
+// blocks. Every test ends with every block accounted for (referenced + evictable + free =
+// total) and, when idle, nothing referenced.
+#include <map>
+#include <numeric>
+#include <random>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/engine/scheduler.h"
+
+namespace llm::engine {
+namespace {
+
+constexpr int32_t kBt = 16;
+
+// A request whose prompt is `prefix` followed by `tail` tokens of value `salt`.
+RequestPtr Req(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
+  auto r = std::make_shared<EngineRequest>();
+  r->key = key;
+  r->prompt_ids = std::move(prompt);
+  r->max_tokens = max_tokens;
+  return r;
+}
+std::vector<int32_t> Tokens(int32_t n, int32_t first) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+SchedulerConfig Config(int32_t slots, int32_t blocks, bool cache = true) {
+  SchedulerConfig c;
+  c.max_slots = slots;
+  c.num_kv_blocks = blocks;
+  c.block_tokens = kBt;
+  c.max_batch_tokens = 256;
+  c.max_prefill_tokens = 128;
+  c.prefix_cache = cache;
+  return c;
+}
+
+void ExpectAccounted(const Scheduler& s) {
+  const SchedulerStats st = s.stats();
+  EXPECT_EQ(st.kv_blocks_used + st.kv_blocks_evictable + st.kv_blocks_free, st.kv_blocks_total);
+  if (s.idle()) {
+    EXPECT_EQ(st.kv_blocks_used, 0);
+  }
+}
+
+// Steps with a runner that samples token 0 and ends each request at max_tokens. Returns, per
+// request, the prompt tokens its prefill chunks covered and the first event's cached count.
+struct Outcome {
+  int32_t prefilled = 0;
+  int32_t cached = -1;
+  int32_t tokens = 0;
+};
+class Driver {
+ public:
+  explicit Driver(Scheduler& s) : s_(s) {}
+  StepPlan Step() {
+    StepPlan plan = s_.Schedule();
+    for (int32_t r : plan.releases) live_.erase(r);
+    for (const auto& a : plan.admissions) live_[a.slot] = {a.request, 0};
+    StepResult result;
+    result.step_id = plan.step_id;
+    const auto sample = [&](int32_t slot) {
+      auto& [req, n] = live_.at(slot);
+      if (n >= req->max_tokens) return;
+      ++n;
+      result.outputs.push_back(SlotOutput{
+          slot, req->key, 0, n >= req->max_tokens ? FinishKind::kLength : FinishKind::kNone});
+    };
+    for (const auto& p : plan.prefills) {
+      out_[live_.at(p.slot).first->key].prefilled += p.num_tokens;
+      if (p.samples) sample(p.slot);
+    }
+    for (int32_t d : plan.decodes) sample(d);
+    std::vector<TokenEvent> events;
+    s_.Update(result, events);
+    for (const auto& e : events) {
+      Outcome& o = out_[e.request_key];
+      ++o.tokens;
+      if (e.cached_prompt_tokens >= 0) o.cached = e.cached_prompt_tokens;
+    }
+    return plan;
+  }
+  void RunIdle() {
+    for (int i = 0; i < 1000 && !s_.idle(); ++i) Step();
+    Step();  // retire what ended in the last step
+    EXPECT_TRUE(s_.idle());
+  }
+  const Outcome& of(uint64_t key) { return out_[key]; }
+
+ private:
+  Scheduler& s_;
+  std::map<int32_t, std::pair<RequestPtr, int32_t>> live_;
+  std::map<uint64_t, Outcome> out_;
+};
+
+TEST(PrefixCacheTest, ALaterRequestSharesTheCachedPrefixWithReferenceCounts) {
+  Scheduler s(Config(4, 64));
+  Driver d(s);
+  const auto shared = Tokens(48, 100);  // three full blocks
+  s.Add(Req(1, Cat(shared, Tokens(5, 1)), 20));
+  d.Step();  // prefills all 53 tokens; its 3 full blocks become reusable from the next step
+  s.Add(Req(2, Cat(shared, Tokens(7, 9)), 20));
+  const StepPlan p = d.Step();
+  ASSERT_EQ(p.admissions.size(), 1u);
+  // The 3 shared blocks are request 1's; request 2 prefills only its 7 own tokens.
+  const auto& blocks2 = p.admissions[0].blocks;
+  EXPECT_EQ(d.of(2).prefilled, 7);
+  EXPECT_EQ(d.of(2).cached, 48);
+  // Shared blocks are counted once: 53+20 -> 5 blocks for 1; 55+20 -> 5 blocks, 3 shared.
+  EXPECT_EQ(s.stats().kv_blocks_used, 5 + 2);
+  EXPECT_EQ(blocks2.size(), 5u);
+  EXPECT_EQ(s.stats().prefix_hit_tokens, 48);
+  EXPECT_EQ(s.stats().prefix_query_tokens, 53 + 55);
+  ExpectAccounted(s);
+  d.RunIdle();
+  // Both ended: the 3 shared full prompt blocks stay cached (partial and output blocks do not).
+  EXPECT_EQ(s.stats().kv_blocks_cached, 3);
+  EXPECT_EQ(s.stats().kv_blocks_evictable, 3);
+  ExpectAccounted(s);
+}
+
+TEST(PrefixCacheTest, AWholeCachedPromptStillComputesItsLastBlock) {
+  Scheduler s(Config(2, 32));
+  Driver d(s);
+  const auto prompt = Tokens(32, 500);  // exactly two blocks
+  s.Add(Req(1, prompt, 4));
+  d.RunIdle();
+  s.Add(Req(2, prompt, 4));
+  d.RunIdle();
+  // At least one token must be computed: the second block is recomputed, the first reused.
+  EXPECT_EQ(d.of(2).cached, 16);
+  EXPECT_EQ(d.of(2).prefilled, 16);
+  EXPECT_EQ(d.of(2).tokens, 4);
+  ExpectAccounted(s);
+}
+
+TEST(PrefixCacheTest, APrefixEndingMidBlockMatchesOnlyWholeBlocks) {
+  Scheduler s(Config(2, 32));
+  Driver d(s);
+  s.Add(Req(1, Tokens(40, 1), 2));
+  d.RunIdle();
+  // Shares 20 tokens: one whole block (16) matches; the partial one does not.
+  s.Add(Req(2, Cat(Tokens(20, 1), Tokens(20, 900)), 2));
+  d.RunIdle();
+  EXPECT_EQ(d.of(2).cached, 16);
+  EXPECT_EQ(d.of(2).prefilled, 24);
+  ExpectAccounted(s);
+}
+
+TEST(PrefixCacheTest, ACancelWhileSharedKeepsTheOtherRequestsBlocks) {
+  Scheduler s(Config(4, 64));
+  Driver d(s);
+  const auto shared = Tokens(32, 7000);
+  s.Add(Req(1, Cat(shared, Tokens(3, 1)), 50));
+  d.Step();
+  s.Add(Req(2, Cat(shared, Tokens(3, 50)), 50));
+  d.Step();
+  EXPECT_EQ(d.of(2).cached, 32);
+  const int32_t used_both = s.stats().kv_blocks_used;
+  ASSERT_TRUE(s.Abort(1));
+  d.Step();  // retires request 1: the shared blocks stay with request 2
+  EXPECT_EQ(s.stats().kv_blocks_used, used_both - (BlocksFor(35 + 50, kBt) - 2));
+  EXPECT_EQ(s.stats().running_requests, 1);
+  ExpectAccounted(s);
+  d.RunIdle();
+  EXPECT_EQ(d.of(2).tokens, 50);
+  EXPECT_EQ(s.stats().kv_blocks_cached, 2);
+  ExpectAccounted(s);
+}
+
+TEST(PrefixCacheTest, EvictionIsLeastRecentlyUsedAndOnlyWhenRoomIsNeeded) {
+  // 8 blocks. Three finished prompts of 2 full blocks + 1 token each (+1 token out: 3 blocks
+  // reserved while running) leave 2 cached blocks apiece: 6 cached, 2 free.
+  Scheduler s(Config(1, 8));
+  Driver d(s);
+  const auto a = Tokens(33, 100), b = Tokens(33, 200), c = Tokens(33, 300);
+  for (uint64_t k = 1; k <= 3; ++k) {
+    s.Add(Req(k, k == 1 ? a : k == 2 ? b : c, 1));
+    d.RunIdle();
+  }
+  EXPECT_EQ(s.stats().kv_blocks_cached, 6);
+  EXPECT_EQ(s.stats().kv_blocks_free, 2);
+  // Touch `a` again so that `b` becomes the least recently used.
+  s.Add(Req(4, a, 1));
+  d.RunIdle();
+  EXPECT_EQ(d.of(4).cached, 32);
+  // A new 5-block reservation: 2 free + 3 evicted, `b`'s two blocks first, then one of `c`.
+  s.Add(Req(5, Tokens(70, 5000), 10));
+  d.RunIdle();
+  EXPECT_EQ(d.of(5).cached, 0);
+  s.Add(Req(6, a, 1));
+  s.Add(Req(7, b, 1));
+  d.RunIdle();
+  EXPECT_EQ(d.of(6).cached, 32);  // `a` survived
+  EXPECT_EQ(d.of(7).cached, 0);   // `b` was evicted first
+  ExpectAccounted(s);
+}
+
+TEST(PrefixCacheTest, APoolFullOfCachedBlocksStillAdmitsNewRequests) {
+  Scheduler t(Config(1, 4));
+  Driver e(t);
+  t.Add(Req(1, Tokens(63, 1), 1));  // 64 tokens: all 4 blocks; 3 full prompt blocks cached
+  e.RunIdle();
+  EXPECT_EQ(t.stats().kv_blocks_evictable, 3);
+  EXPECT_EQ(t.stats().kv_blocks_used, 0);
+  t.Add(Req(2, Tokens(63, 1000), 1));  // needs all 4: evicts every cached block
+  e.RunIdle();
+  EXPECT_EQ(e.of(2).tokens, 1);
+  EXPECT_EQ(t.stats().kv_blocks_cached, 3);  // now request 2's prefix
+  ExpectAccounted(t);
+}
+
+TEST(PrefixCacheTest, WithTheCacheOffNothingIsShared) {
+  Scheduler s(Config(2, 32, /*cache=*/false));
+  Driver d(s);
+  s.Add(Req(1, Tokens(40, 1), 2));
+  d.RunIdle();
+  s.Add(Req(2, Tokens(40, 1), 2));
+  d.RunIdle();
+  EXPECT_EQ(d.of(2).cached, 0);
+  EXPECT_EQ(d.of(2).prefilled, 40);
+  EXPECT_EQ(s.stats().kv_blocks_cached, 0);
+  EXPECT_EQ(s.stats().kv_blocks_free, 32);
+}
+
+TEST(PrefixCacheTest, RandomRequestsOverSharedPrefixesWithCancelsLeaveEverythingAccounted) {
+  Scheduler s(Config(8, 96));
+  Driver d(s);
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> prefixes;
+  for (int g = 0; g < 20; ++g) prefixes.push_back(Tokens(16 * (1 + g % 4), 10000 * (g + 1)));
+  uint64_t key = 1;
+  for (int step = 0; step < 2000 && key <= 1000; ++step) {
+    if (rng() % 2 == 0) {
+      auto prompt = Cat(prefixes[rng() % prefixes.size()], Tokens(1 + rng() % 20, 50 + rng() % 9));
+      s.Add(Req(key++, prompt, 1 + static_cast<int32_t>(rng() % 30)));
+    }
+    if (rng() % 7 == 0 && key > 1) s.Abort(1 + rng() % (key - 1));
+    d.Step();
+    ExpectAccounted(s);
+  }
+  d.RunIdle();
+  EXPECT_EQ(s.stats().running_requests, 0);
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+  EXPECT_GT(s.stats().prefix_hit_tokens, 0);
+  ExpectAccounted(s);
+}
+
+}  // namespace
+}  // namespace llm::engine
