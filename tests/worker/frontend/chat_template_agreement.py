@@ -40,8 +40,21 @@ def hf_environment():
     def strftime_now(fmt):
         return TODAY.strftime(fmt)
 
+    class AssistantTracker(jinja2.ext.Extension):
+        """transformers' {% generation %} tag, without the assistant-mask bookkeeping."""
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            call = self.call_method("_generation_support")
+            return jinja2.nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+        def _generation_support(self, caller):
+            return caller()
+
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[jinja2.ext.loopcontrols])
+                                        extensions=[AssistantTracker, jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now
@@ -60,6 +73,9 @@ def render_reference(env, source, bos, eos, case):
     context["tools"] = case.get("tools")
     context.setdefault("documents", None)
     context["add_generation_prompt"] = case["add_generation_prompt"]
+    if isinstance(source, dict):  # named templates: transformers' choice
+        name = "tool_use" if context["tools"] is not None and "tool_use" in source else "default"
+        source = source[name]
     try:
         return env.from_string(source).render(**context)
     except jinja2.exceptions.TemplateError:
@@ -143,7 +159,7 @@ def main():
             print(f"ok: {tok} has no chat template and llm-cli says so")
             continue
         if isinstance(tmpl, list):
-            tmpl = next(t["template"] for t in tmpl if t["name"] == "default")
+            tmpl = {t["name"]: t["template"] for t in tmpl}
 
         def token(v):
             return v.get("content") if isinstance(v, dict) else v

@@ -1,11 +1,13 @@
 #include "worker/frontend/chat/jinja_builtins.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <ctime>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "worker/frontend/chat/jinja_format.h"
 
 namespace llm::frontend::jinja {
 
@@ -145,42 +147,41 @@ std::string Capitalize(const std::string& s) {
   return out;
 }
 
-// Python str.format with positional ({} {0}) and named ({name}) fields; specs are ignored.
-absl::StatusOr<std::string> Format(const std::string& f, Args& args) {
-  std::string out;
-  size_t auto_index = 0;
-  for (size_t i = 0; i < f.size(); ++i) {
-    const char c = f[i];
-    if (c == '{' && i + 1 < f.size() && f[i + 1] == '{') {
-      out += '{';
-      ++i;
-    } else if (c == '}' && i + 1 < f.size() && f[i + 1] == '}') {
-      out += '}';
-      ++i;
-    } else if (c == '{') {
-      const size_t close = f.find('}', i);
-      if (close == std::string::npos) return Error("format: single '{' encountered");
-      std::string field = f.substr(i + 1, close - i - 1);
-      field = field.substr(0, field.find_first_of(":!"));
-      const Value* v = nullptr;
-      if (field.empty()) {
-        if (auto_index < args.pos.size()) v = &args.pos[auto_index++];
-      } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-        const size_t k = std::stoul(field);
-        if (k < args.pos.size()) v = &args.pos[k];
-      } else {
-        for (const auto& [name, x] : args.kw) {
-          if (name == field) v = &x;
-        }
-      }
-      if (v == nullptr) return Error(absl::StrCat("format: no argument for '{", field, "}'"));
-      out += ToStr(*v);
-      i = close;
-    } else {
-      out += c;
+// Python's int(s) for a string: optional whitespace and sign, digits (and '_' between them).
+std::optional<int64_t> ParseInt(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && PySpace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && PySpace(static_cast<unsigned char>(s[e - 1]))) --e;
+  std::string digits;
+  size_t i = b;
+  if (i < e && (s[i] == '+' || s[i] == '-')) digits += s[i++];
+  if (i >= e) return std::nullopt;
+  for (; i < e; ++i) {
+    if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      digits += s[i];
+    } else if (s[i] != '_' || i + 1 >= e || !std::isdigit(static_cast<unsigned char>(s[i + 1])) ||
+               !std::isdigit(static_cast<unsigned char>(s[i - 1]))) {
+      return std::nullopt;
     }
   }
-  return out;
+  errno = 0;
+  const long long x = std::strtoll(digits.c_str(), nullptr, 10);
+  if (errno == ERANGE) return std::nullopt;
+  return x;
+}
+
+// Python's float(s) for a string: surrounding whitespace allowed, the whole rest a number
+// (including "inf" and "nan").
+std::optional<double> ParseFloat(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && PySpace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && PySpace(static_cast<unsigned char>(s[e - 1]))) --e;
+  const std::string t = s.substr(b, e - b);
+  if (t.empty() || t.find_first_of("xXpP") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  if (end != t.c_str() + t.size()) return std::nullopt;
+  return x;
 }
 
 // A bound method of a string or dict.
@@ -200,6 +201,24 @@ Value Method(const Value& self, const std::string& name) {
       if (name == "startswith" || name == "endswith") {
         auto arg = a.Take(0, "prefix");
         if (!arg) return Error(name + "() takes at least 1 argument");
+        auto start = a.Take(1, "start"), end = a.Take(2, "end");
+        if ((start && !start->none()) || (end && !end->none())) {
+          // s[start:end], by code point
+          const auto cps = CodePoints(self.s);
+          const auto n = static_cast<int64_t>(cps.size());
+          const auto index = [n](const std::optional<Value>& x, int64_t def) {
+            if (!x || x->none()) return def;
+            const int64_t i = x->i < 0 ? x->i + n : x->i;
+            return std::clamp<int64_t>(i, 0, n);
+          };
+          std::string sub;
+          for (int64_t i = index(start, 0); i < index(end, n); ++i) {
+            sub += cps[static_cast<size_t>(i)];
+          }
+          Args rest;
+          rest.pos.push_back(*arg);
+          return (*Method(Value::Str(sub), name).fn)(rest);
+        }
         std::vector<std::string> opts;
         if (arg->kind == K::kList) {
           for (const Value& x : *arg->list) opts.push_back(x.s);
@@ -225,7 +244,7 @@ Value Method(const Value& self, const std::string& name) {
         return Value::Str(Replace(s, o->s, w->s, c ? c->i : -1));
       }
       if (name == "format") {
-        auto r = Format(s, a);
+        auto r = StrFormat(s, a);
         if (!r.ok()) return r.status();
         return Value::Str(*std::move(r));
       }
@@ -269,6 +288,36 @@ Value Method(const Value& self, const std::string& name) {
         }
         return Value::Bool(true);
       }
+      if (name == "rsplit") {
+        auto sep = a.Take(0, "sep");
+        auto max = a.Take(1, "maxsplit");
+        const int64_t maxsplit = max ? max->i : -1;
+        std::vector<std::string> parts = Split(s, sep ? &*sep : nullptr, -1);
+        if (maxsplit < 0 || parts.size() <= static_cast<size_t>(maxsplit) + 1) {
+          return StrList(parts);
+        }
+        // The leftmost parts stay joined: by the separator, or as the text before the rest.
+        const size_t keep = parts.size() - static_cast<size_t>(maxsplit);
+        std::string head;
+        if (sep && !sep->none()) {
+          for (size_t i = 0; i < keep; ++i) head += (i > 0 ? sep->s : "") + parts[i];
+        } else {
+          size_t at = s.size();
+          for (size_t i = parts.size(); i-- > keep;) at = s.rfind(parts[i], at - 1);
+          head = Strip(s.substr(0, at), nullptr, /*left=*/false, /*right=*/true);
+        }
+        std::vector<std::string> out = {head};
+        out.insert(out.end(), parts.begin() + static_cast<long>(keep), parts.end());
+        return StrList(out);
+      }
+      if (name == "zfill") {
+        auto width = a.Take(0, "width");
+        const auto n = static_cast<int64_t>(CodePoints(s).size());
+        if (!width || width->i <= n) return Value::Str(s);
+        const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+        return Value::Str(s.substr(0, sign) + std::string(static_cast<size_t>(width->i - n), '0') +
+                          s.substr(sign));
+      }
       if (name == "splitlines") {
         std::vector<std::string> lines;
         std::string cur;
@@ -289,7 +338,9 @@ Value Method(const Value& self, const std::string& name) {
       const Dict& d = *self.dict;
       if (name == "items") {
         List l;
-        for (const auto& [k, v] : d) l.push_back(Value::MakeList({Value::Str(k), v}));
+        for (const auto& [k, v] : d) {
+          l.push_back(Value::MakeList({Value::Str(k), v}, /*tuple=*/true));
+        }
         return Value::MakeList(std::move(l));
       }
       if (name == "keys") {
@@ -316,9 +367,9 @@ Value Method(const Value& self, const std::string& name) {
 
 bool IsStringMethod(const std::string& n) {
   static const std::set<std::string> kNames = {
-      "strip", "lstrip",     "rstrip",  "split",   "startswith", "endswith",  "lower", "upper",
-      "title", "capitalize", "replace", "format",  "join",       "count",     "find",  "rfind",
-      "index", "isdigit",    "isalpha", "isspace", "isalnum",    "splitlines"};
+      "strip", "lstrip",     "rstrip",  "split",   "startswith", "endswith",   "lower",  "upper",
+      "title", "capitalize", "replace", "format",  "join",       "count",      "find",   "rfind",
+      "index", "isdigit",    "isalpha", "isspace", "isalnum",    "splitlines", "rsplit", "zfill"};
   return kNames.count(n) > 0;
 }
 
@@ -367,8 +418,10 @@ absl::StatusOr<Value> GetItem(const Value& v, const Value& key) {
         if (i >= 0 && i < n) return Value::Str(cps[static_cast<size_t>(i)]);
       }
       break;
-    case K::kDict:
-      if (const Value* x = Find(*v.dict, ToStr(key))) return *x;
+    case K::kDict:  // keys are strings (from JSON or literals)
+      if (key.is_string()) {
+        if (const Value* x = Find(*v.dict, key.s)) return *x;
+      }
       break;
     default:
       break;
@@ -402,11 +455,12 @@ absl::StatusOr<List> Iterate(const Value& v) {
 
 bool HasTest(const std::string& n) {
   static const std::set<std::string> kNames = {
-      "defined", "undefined",   "none",     "string",  "mapping", "iterable", "sequence",
-      "number",  "integer",     "float",    "boolean", "true",    "false",    "equalto",
-      "eq",      "==",          "ne",       "!=",      "lt",      "<",        "gt",
-      ">",       "le",          "<=",       "ge",      ">=",      "in",       "odd",
-      "even",    "divisibleby", "callable", "lower",   "upper",   "sameas"};
+      "defined",  "undefined", "none",    "string", "mapping",     "iterable",
+      "sequence", "number",    "integer", "float",  "boolean",     "true",
+      "false",    "equalto",   "eq",      "==",     "ne",          "!=",
+      "lt",       "<",         "gt",      ">",      "le",          "<=",
+      "ge",       ">=",        "in",      "odd",    "even",        "divisibleby",
+      "callable", "lower",     "upper",   "sameas", "greaterthan", "lessthan"};
   return kNames.count(n) > 0;
 }
 
@@ -452,8 +506,8 @@ absl::StatusOr<bool> ApplyTest(const std::string& n, const Value& v, Args& args)
   }
   auto c = Compare(v, *other);
   if (!c.ok()) return c.status();
-  if (n == "lt" || n == "<") return *c < 0;
-  if (n == "gt" || n == ">") return *c > 0;
+  if (n == "lt" || n == "<" || n == "lessthan") return *c < 0;
+  if (n == "gt" || n == ">" || n == "greaterthan") return *c > 0;
   if (n == "le" || n == "<=") return *c <= 0;
   return *c >= 0;
 }
@@ -606,15 +660,32 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     if (v.kind != K::kDict)
       return Error(absl::StrCat("items: expected a mapping, got ", TypeName(v)));
     List l;
-    for (const auto& [k, x] : *v.dict) l.push_back(Value::MakeList({Value::Str(k), x}));
+    for (const auto& [k, x] : *v.dict) {
+      l.push_back(Value::MakeList({Value::Str(k), x}, /*tuple=*/true));
+    }
     return Value::MakeList(std::move(l));
   }
   if (n == "tojson") {
-    auto indent = args.Take(0, "indent");
+    // Hugging Face's tojson(x, ensure_ascii=False, indent=None, separators=None,
+    // sort_keys=False), which returns json.dumps(x, ...) with those arguments.
     if (v.undefined()) return UndefinedError(v);
-    std::optional<int> ind;
-    if (indent && !indent->none()) ind = static_cast<int>(indent->i);
-    auto j = ToJson(v, ind);
+    JsonOptions o;
+    if (auto ascii = args.Take(0, "ensure_ascii")) o.ensure_ascii = Truthy(*ascii);
+    if (auto indent = args.Take(1, "indent"); indent && !indent->none()) {
+      if (indent->is_string()) {
+        o.indent = indent->s;
+      } else {
+        o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent->i)), ' ');
+      }
+    }
+    if (auto sep = args.Take(2, "separators"); sep && !sep->none()) {
+      if (sep->kind != K::kList || sep->list->size() != 2) {
+        return Error("tojson: separators must be an (item_separator, key_separator) pair");
+      }
+      o.separators.emplace(ToStr((*sep->list)[0]), ToStr((*sep->list)[1]));
+    }
+    if (auto sort = args.Take(3, "sort_keys")) o.sort_keys = Truthy(*sort);
+    auto j = ToJson(v, o);
     if (!j.ok()) return j.status();
     return Value::Str(*std::move(j));
   }
@@ -684,9 +755,19 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
   if (n == "unique") {
     auto items = Iterate(v);
     if (!items.ok()) return items.status();
-    List out;
+    // jinja2's unique(case_sensitive=False, attribute=None): the first of each.
+    auto case_sensitive = args.Take(0, "case_sensitive");
+    auto attr = args.Take(1, "attribute");
+    const auto key = [&](const Value& x) {
+      Value k = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
+      if (k.is_string() && !(case_sensitive && Truthy(*case_sensitive))) k.s = Lower(k.s);
+      return k;
+    };
+    List out, seen;
     for (const Value& x : *items) {
-      if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return Equal(x, y); })) {
+      const Value k = key(x);
+      if (std::none_of(seen.begin(), seen.end(), [&](const Value& y) { return Equal(k, y); })) {
+        seen.push_back(k);
         out.push_back(x);
       }
     }
@@ -720,6 +801,47 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     if (!st.ok()) return st;
     return Value::MakeList(*std::move(list));
   }
+  if (n == "sum" || n == "min" || n == "max") {
+    auto items = Iterate(v);
+    if (!items.ok()) return items.status();
+    if (n == "sum") {  // sum(iterable, attribute=None, start=0)
+      auto attr = args.Take(0, "attribute");
+      auto start = args.Take(1, "start");
+      Value total = start ? *start : Value::Int(0);
+      for (const Value& x : *items) {
+        const Value y = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
+        const bool nums =
+            (total.is_number() || total.kind == K::kBool) && (y.is_number() || y.kind == K::kBool);
+        if (!nums) {
+          return Error(absl::StrCat("unsupported operand type(s) for +: '", TypeName(total),
+                                    "' and '", TypeName(y), "'"));
+        }
+        if (total.kind != K::kFloat && y.kind != K::kFloat) {
+          total = Value::Int((total.kind == K::kBool ? total.b : total.i) +
+                             (y.kind == K::kBool ? y.b : y.i));
+        } else {
+          total = Value::Float(total.number() + y.number());
+        }
+      }
+      return total;
+    }
+    // min/max(value, case_sensitive=False, attribute=None): the first extreme item.
+    auto case_sensitive = args.Take(0, "case_sensitive");
+    auto attr = args.Take(1, "attribute");
+    const auto key = [&](const Value& x) {
+      Value k = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
+      if (k.is_string() && !(case_sensitive && Truthy(*case_sensitive))) k.s = Lower(k.s);
+      return k;
+    };
+    if (items->empty()) return Value::Undefined("No aggregated item, sequence was empty.");
+    size_t best = 0;
+    for (size_t i = 1; i < items->size(); ++i) {
+      auto c = Compare(key((*items)[i]), key((*items)[best]));
+      if (!c.ok()) return c.status();
+      if (n == "min" ? *c < 0 : *c > 0) best = i;
+    }
+    return (*items)[best];
+  }
   if (v.undefined() && n != "trim" && n != "lower" && n != "upper") return UndefinedError(v);
   if (n == "trim") {
     auto chars = args.Take(0, "chars");
@@ -743,25 +865,72 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     return Value::Str(Replace(ToStr(v), ToStr(*o), ToStr(*w), c && !c->none() ? c->i : -1));
   }
   if (n == "int") {
+    // jinja2: int(value), else int(float(value)), else the default (0).
+    auto def = args.Take(0, "default");
     if (v.kind == K::kInt) return v;
-    if (v.kind == K::kFloat) return Value::Int(static_cast<int64_t>(v.f));
     if (v.kind == K::kBool) return Value::Int(v.b);
-    char* end = nullptr;
-    const long long x = std::strtoll(ToStr(v).c_str(), &end, 10);
-    return Value::Int(end != nullptr && *end == 0 ? x : 0);
+    if (v.kind == K::kFloat) {
+      if (std::isfinite(v.f)) return Value::Int(static_cast<int64_t>(std::trunc(v.f)));
+    } else if (v.is_string()) {
+      if (auto i = ParseInt(v.s)) return Value::Int(*i);
+      if (auto f = ParseFloat(v.s); f && std::isfinite(*f)) {
+        return Value::Int(static_cast<int64_t>(std::trunc(*f)));
+      }
+    }
+    return def ? *def : Value::Int(0);
   }
   if (n == "float") {
+    auto def = args.Take(0, "default");
     if (v.is_number() || v.kind == K::kBool) return Value::Float(v.number());
-    return Value::Float(std::strtod(ToStr(v).c_str(), nullptr));
+    if (v.is_string()) {
+      if (auto f = ParseFloat(v.s)) return Value::Float(*f);
+    }
+    return def ? *def : Value::Float(0);
   }
   if (n == "abs") {
     if (v.kind == K::kInt) return Value::Int(v.i < 0 ? -v.i : v.i);
     return Value::Float(std::fabs(v.number()));
   }
   if (n == "round") {
+    // jinja2's round(value, precision=0, method='common'): 'common' is Python's round()
+    // (half to even, on the exact binary value); 'ceil' and 'floor' give floats.
     auto precision = args.Take(0, "precision");
-    const double p = std::pow(10.0, precision ? static_cast<double>(precision->i) : 0.0);
-    return Value::Float(std::round(v.number() * p) / p);
+    auto method = args.Take(1, "method");
+    const int64_t p = precision ? precision->i : 0;
+    const std::string how = method ? ToStr(*method) : "common";
+    if (how != "common" && how != "ceil" && how != "floor") {
+      return Error("method must be 'common', 'ceil' or 'floor'");
+    }
+    if (!(v.is_number() || v.kind == K::kBool)) {
+      return Error(absl::StrCat("type ", TypeName(v), " doesn't define __round__ method"));
+    }
+    if (how == "common") {
+      if (v.kind != K::kFloat) {
+        const int64_t i = v.kind == K::kBool ? v.b : v.i;
+        if (p >= 0) return Value::Int(i);
+        if (p < -18) return Value::Int(0);
+        // round(int, -k): to a multiple of 10^k, ties to the even multiple.
+        int64_t m = 1;
+        for (int64_t k = 0; k < -p; ++k) m *= 10;
+        int64_t q = i / m, r = i % m;
+        if (r < 0) {
+          --q;
+          r += m;
+        }
+        if (2 * r > m || (2 * r == m && q % 2 != 0)) ++q;
+        return Value::Int(q * m);
+      }
+      char buf[512];
+      if (p >= 0 && p < 300) {
+        std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(p), v.number());
+        return Value::Float(std::strtod(buf, nullptr));
+      }
+      const double m = std::pow(10.0, static_cast<double>(p));
+      return Value::Float(std::nearbyint(v.number() * m) / m);
+    }
+    const double m = std::pow(10.0, static_cast<double>(p));
+    const double x = v.number() * m;
+    return Value::Float((how == "ceil" ? std::ceil(x) : std::floor(x)) / m);
   }
   if (n == "wordcount")
     return Value::Int(static_cast<int64_t>(Split(ToStr(v), nullptr, -1).size()));
@@ -795,14 +964,43 @@ Dict Globals(const std::string& today) {
                    v.kind = K::kNamespace;
                    v.ns = std::make_shared<Namespace>();
                    for (const Value& p : a.pos) {
-                     if (p.kind == K::kDict) v.ns->attrs = *p.dict;
+                     if (p.kind != K::kDict) {
+                       return Error(absl::StrCat("'", TypeName(p), "' object is not iterable"));
+                     }
+                     v.ns->attrs = *p.dict;
                    }
                    for (auto& [k, x] : a.kw) v.ns->attrs.emplace_back(k, x);
                    return v;
                  }));
   g.emplace_back("dict", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {
+                   // dict(mapping_or_pairs, **kwargs); later keys replace earlier ones.
                    Dict d;
-                   for (auto& [k, x] : a.kw) d.emplace_back(k, x);
+                   const auto set = [&d](const std::string& k, const Value& x) {
+                     for (auto& [dk, dx] : d) {
+                       if (dk == k) {
+                         dx = x;
+                         return;
+                       }
+                     }
+                     d.emplace_back(k, x);
+                   };
+                   if (a.pos.size() > 1) return Error("dict expected at most 1 argument");
+                   if (!a.pos.empty()) {
+                     const Value& m = a.pos[0];
+                     if (m.kind == K::kDict) {
+                       for (const auto& [k, x] : *m.dict) set(k, x);
+                     } else if (m.kind == K::kList) {
+                       for (const Value& pair : *m.list) {
+                         if (pair.kind != K::kList || pair.list->size() != 2) {
+                           return Error("dict(): each item must be a (key, value) pair");
+                         }
+                         set(ToStr((*pair.list)[0]), (*pair.list)[1]);
+                       }
+                     } else {
+                       return Error(absl::StrCat("'", TypeName(m), "' object is not iterable"));
+                     }
+                   }
+                   for (auto& [k, x] : a.kw) set(k, x);
                    return Value::MakeDict(std::move(d));
                  }));
   g.emplace_back("raise_exception", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {

@@ -12,6 +12,8 @@ namespace {
 bool Space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
+bool SpaceOrTab(char c) { return c == ' ' || c == '\t'; }
+bool NameChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 class Lexer {
  public:
@@ -51,7 +53,7 @@ class Lexer {
         const size_t nl = text.rfind('\n');
         const size_t l_pos = nl == std::string::npos ? 0 : nl + 1;
         if ((l_pos > 0 || line_starting) && l_pos < text.size() &&
-            std::all_of(text.begin() + static_cast<long>(l_pos), text.end(), Space)) {
+            std::all_of(text.begin() + static_cast<long>(l_pos), text.end(), SpaceOrTab)) {
           text.resize(l_pos);
         }
       }
@@ -64,6 +66,14 @@ class Lexer {
         pos_ = close + 2;
         line_starting = AfterTag(strip, /*trim_newline=*/true);
         continue;
+      }
+      if (kind == '%') {
+        auto raw = Raw();
+        if (!raw.ok()) return raw.status();
+        if (*raw >= 0) {
+          line_starting = *raw == 1;
+          continue;
+        }
       }
       const bool block = kind == '%';
       Emit(block ? Token::Type::kBlockBegin : Token::Type::kVarBegin, "");
@@ -88,6 +98,57 @@ class Lexer {
       return true;
     }
     return false;
+  }
+
+  // At pos_ just after "{%" (and its sign): if the tag is `raw`, its content up to
+  // `{% endraw %}` becomes text, with the whitespace rules jinja2 applies there (trim_blocks is
+  // not applied after `raw` itself). Returns -1 when the tag is not `raw`, else whether the text
+  // after `endraw` starts a line.
+  absl::StatusOr<int> Raw() {
+    // `{% raw %}` / `{% raw -%}`: at `p`, returns the end of the closing `%}` and its sign.
+    const auto tag_named = [&](size_t p, std::string_view name, char* close_sign) -> size_t {
+      while (p < src_.size() && Space(src_[p])) ++p;
+      if (src_.substr(p, name.size()) != name) return std::string_view::npos;
+      p += name.size();
+      if (p < src_.size() && NameChar(src_[p])) return std::string_view::npos;
+      while (p < src_.size() && Space(src_[p])) ++p;
+      *close_sign = 0;
+      if (p < src_.size() && (src_[p] == '-' || src_[p] == '+')) *close_sign = src_[p++];
+      if (src_.substr(p, 2) != "%}") return std::string_view::npos;
+      return p + 2;
+    };
+    char sign = 0;
+    const size_t begin_end = tag_named(pos_, "raw", &sign);
+    if (begin_end == std::string_view::npos || sign == '+') return -1;
+    size_t content = begin_end;
+    if (sign == '-') {
+      while (content < src_.size() && Space(src_[content])) ++content;
+    }
+    for (size_t open = src_.find("{%", content); open != std::string_view::npos;
+         open = src_.find("{%", open + 1)) {
+      size_t p = open + 2;
+      const char open_sign = p < src_.size() && (src_[p] == '-' || src_[p] == '+') ? src_[p] : 0;
+      if (open_sign != 0) ++p;
+      char close_sign = 0;
+      const size_t end = tag_named(p, "endraw", &close_sign);
+      if (end == std::string_view::npos) continue;
+      std::string text(src_.substr(content, open - content));
+      if (open_sign == '-') {
+        while (!text.empty() && Space(text.back())) text.pop_back();
+      } else if (open_sign != '+') {
+        const size_t nl = text.rfind('\n');
+        if (nl != std::string::npos &&
+            std::all_of(text.begin() + static_cast<long>(nl + 1), text.end(), SpaceOrTab)) {
+          text.resize(nl + 1);
+        }
+      }
+      text_start_ = content;
+      if (!text.empty()) Emit(Token::Type::kText, text);
+      pos_ = end;
+      if (close_sign == '+') return 0;
+      return AfterTag(close_sign == '-', /*trim_newline=*/true) ? 1 : 0;
+    }
+    return Error("missing '{% endraw %}'");
   }
 
   // Tokens inside {{ }} or {% %}, through the closing delimiter.
@@ -292,6 +353,21 @@ class Lexer {
 
 }  // namespace
 
-absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source) { return Lexer(source).Run(); }
+absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source) {
+  // As jinja2 does before lexing: every newline sequence (\r\n, \r, \n) becomes \n, and one
+  // newline at the very end of the template is dropped (keep_trailing_newline=False).
+  std::string normalized;
+  normalized.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      normalized += '\n';
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      normalized += source[i];
+    }
+  }
+  if (!normalized.empty() && normalized.back() == '\n') normalized.pop_back();
+  return Lexer(normalized).Run();
+}
 
 }  // namespace llm::frontend::jinja

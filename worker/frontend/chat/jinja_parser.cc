@@ -241,6 +241,17 @@ class Parser {
       Expect(T::kBlockEnd, "'%}'");
       return s;
     }
+    if (tag == "generation") {
+      // transformers' AssistantTracker: {% generation %}...{% endgeneration %} marks the
+      // assistant's tokens and renders its body unchanged; here, an if without a condition.
+      s->kind = Stmt::Kind::kIf;
+      Expect(T::kBlockEnd, "'%}'");
+      Body b = ParseBody({"endgeneration"}, &end);
+      ++i_;
+      Expect(T::kBlockEnd, "'%}'");
+      s->branches.emplace_back(nullptr, std::move(b));
+      return s;
+    }
     if (tag == "break" || tag == "continue") {
       s->kind = tag == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
       Expect(T::kBlockEnd, "'%}'");
@@ -270,6 +281,7 @@ class Parser {
     ExprPtr first = with_condexpr ? ParseExpression() : ParseOr();
     if (!IsOp(",")) return first;
     auto tuple = Make(Expr::Kind::kList);
+    tuple->name = "tuple";
     tuple->items.push_back(std::move(first));
     while (SkipOp(",")) {
       if (Cur().type == T::kBlockEnd || Cur().type == T::kVarEnd || IsOp(")")) break;
@@ -322,8 +334,10 @@ class Parser {
     return ParseCompare();
   }
   ExprPtr ParseCompare() {
+    // a < b < c is (a < b) and (b < c); chains are rare in templates, so b is parsed (and
+    // evaluated) twice.
+    size_t left_mark = i_;
     ExprPtr l = ParseMath1();
-    // a < b < c is (a < b) and (b < c); chains are rare in templates, so b is evaluated twice.
     ExprPtr result;
     for (;;) {
       std::string op;
@@ -341,22 +355,19 @@ class Parser {
       } else {
         break;
       }
-      const size_t mark = i_;
+      if (l == nullptr) {  // the previous link's right operand, again
+        const size_t end = i_;
+        i_ = left_mark;
+        l = ParseMath1();
+        i_ = end;
+      }
+      const size_t right_mark = i_;
       ExprPtr r = ParseMath1();
       if (!error_.ok()) return nullptr;
-      if (result == nullptr) {
-        result = Binary(op, std::move(l), std::move(r));
-      } else {
-        // Re-parse the middle operand for the next link.
-        const size_t end = i_;
-        i_ = mark;
-        ExprPtr again = ParseMath1();
-        i_ = end;
-        ExprPtr prev_right = std::move(r);
-        result =
-            Binary("and", std::move(result), Binary(op, std::move(again), std::move(prev_right)));
-      }
-      l = nullptr;
+      ExprPtr link = Binary(op, std::move(l), std::move(r));
+      result =
+          result == nullptr ? std::move(link) : Binary("and", std::move(result), std::move(link));
+      left_mark = right_mark;
     }
     return result != nullptr ? std::move(result) : std::move(l);
   }
@@ -440,11 +451,13 @@ class Parser {
     if (SkipOp("(")) {
       if (SkipOp(")")) {
         auto t = Make(Expr::Kind::kList);
+        t->name = "tuple";
         return t;
       }
       ExprPtr inner = ParseExpression();
       if (IsOp(",")) {
         auto t = Make(Expr::Kind::kList);
+        t->name = "tuple";
         t->items.push_back(std::move(inner));
         while (SkipOp(",")) {
           if (IsOp(")")) break;

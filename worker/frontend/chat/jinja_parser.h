@@ -1,6 +1,7 @@
 // The syntax tree of a chat template, and the parser that builds it from tokens. Statements:
 // text, {{ expr }}, if/elif/else, for (with tuple targets, an `if` filter and `else`), set
-// (names, tuples, `ns.attr`, and the block form), macro, break, continue. Expressions follow
+// (names, tuples, `ns.attr`, and the block form), macro, break, continue, raw, and
+// transformers' generation/endgeneration (its body as is). Expressions follow
 // Jinja2's precedence: `a if c else b`, or, and, not, comparisons and `in`, + -, ~, * / // %,
 // **, unary - +, then postfix `.name`, `[i]`, `[a:b:c]`, calls, `|filter(...)`, `is test`.
 #ifndef LLM_WORKER_FRONTEND_CHAT_JINJA_PARSER_H_
@@ -24,7 +25,7 @@ struct Expr {
   enum class Kind {
     kLiteral,  // value
     kName,     // name
-    kList,     // items (also tuples)
+    kList,     // items; name "tuple" for a tuple
     kDict,     // items: key, value, key, value, ...
     kAttr,     // items[0].name
     kIndex,    // items[0][items[1]]

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/frontend/chat/jinja_builtins.h"
+#include "worker/frontend/chat/jinja_format.h"
 
 namespace llm::frontend::jinja {
 
@@ -50,6 +51,33 @@ absl::Status CheckNames(const Body& body) {
     }
   }
   return absl::OkStatus();
+}
+
+bool UsesName(const Expr* e, const std::string& name) {
+  if (e == nullptr) return false;
+  if (e->kind == Expr::Kind::kName && e->name == name) return true;
+  for (const auto& c : e->items) {
+    if (UsesName(c.get(), name)) return true;
+  }
+  for (const auto& [k, c] : e->kwargs) {
+    if (UsesName(c.get(), name)) return true;
+  }
+  return false;
+}
+
+// Whether a body reads the variable `name` (nested macros included, as jinja2 sees it).
+bool UsesName(const Body& body, const std::string& name) {
+  for (const auto& s : body) {
+    if (UsesName(s->expr.get(), name) || UsesName(s->filter.get(), name)) return true;
+    for (const auto& [cond, b] : s->branches) {
+      if (UsesName(cond.get(), name) || UsesName(b, name)) return true;
+    }
+    for (const auto& [n, def] : s->params) {
+      if (UsesName(def.get(), name)) return true;
+    }
+    if (UsesName(s->body, name) || UsesName(s->else_body, name)) return true;
+  }
+  return false;
 }
 
 struct Scope {
@@ -241,6 +269,12 @@ class Renderer {
                                       : Value::Undefined("there is no previous item")},
                    {"nextitem", i + 1 < n ? items[static_cast<size_t>(i + 1)]
                                           : Value::Undefined("there is no next item")}};
+      loop.emplace_back("cycle", Value::MakeFunction([i](Args& a) -> absl::StatusOr<Value> {
+                          if (a.pos.empty()) {
+                            return absl::InvalidArgumentError("no items for cycling given");
+                          }
+                          return a.pos[static_cast<size_t>(i) % a.pos.size()];
+                        }));
       scope.Set("loop", Value::MakeDict(std::move(loop)));
       if (Exec(s.body, chain, out) == Flow::kBreak) break;
     }
@@ -252,8 +286,21 @@ class Renderer {
     // A macro sees its arguments, then the template's top level and the globals.
     const Stmt* def = &s;
     std::vector<Scope*> outer = {chain[0], chain[1]};
+    // As in jinja2, a macro takes extra positional (keyword) arguments only when its body
+    // reads `varargs` (`kwargs`).
+    const bool takes_varargs = UsesName(s.body, "varargs");
+    const bool takes_kwargs = UsesName(s.body, "kwargs");
     return Value::MakeFunction(
-        [this, def, outer](Args& args) -> absl::StatusOr<Value> {
+        [this, def, outer, takes_varargs, takes_kwargs](Args& args) -> absl::StatusOr<Value> {
+          List extra;
+          for (size_t i = def->params.size(); i < args.pos.size(); ++i) {
+            extra.push_back(args.pos[i]);
+          }
+          if (!extra.empty() && !takes_varargs) {
+            return absl::InvalidArgumentError(absl::StrCat("macro '", def->name,
+                                                           "' takes not more than ",
+                                                           def->params.size(), " argument(s)"));
+          }
           if (++depth_ > options_.max_recursion_depth) {
             --depth_;
             return absl::ResourceExhaustedError(
@@ -273,6 +320,12 @@ class Renderer {
               scope.Set(name, Value::Undefined(absl::StrCat("'", name, "' is undefined")));
             }
           }
+          if (!args.kw.empty() && !takes_kwargs) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "macro '", def->name, "' takes no keyword argument '", args.kw[0].first, "'"));
+          }
+          if (takes_varargs) scope.Set("varargs", Value::MakeList(std::move(extra), true));
+          if (takes_kwargs) scope.Set("kwargs", Value::MakeDict(std::move(args.kw)));
           std::vector<Scope*> c = outer;
           c.push_back(&scope);
           std::string out;
@@ -296,7 +349,7 @@ class Renderer {
       case Expr::Kind::kList: {
         List l;
         for (const auto& x : e.items) l.push_back(Eval(*x, chain));
-        return Value::MakeList(std::move(l));
+        return Value::MakeList(std::move(l), /*tuple=*/e.name == "tuple");
       }
       case Expr::Kind::kDict: {
         Scope d;
@@ -426,7 +479,7 @@ class Renderer {
         s += cps[static_cast<size_t>(i)];
       }
     }
-    return list != nullptr ? Value::MakeList(std::move(out)) : Value::Str(std::move(s));
+    return list != nullptr ? Value::MakeList(std::move(out), v.tuple) : Value::Str(std::move(s));
   }
 
   Value Binary(const Expr& e, std::vector<Scope*>& chain) {
@@ -462,6 +515,11 @@ class Renderer {
       if (op == ">") return Value::Bool(*c > 0);
       if (op == "<=") return Value::Bool(*c <= 0);
       return Value::Bool(*c >= 0);
+    }
+    if (op == "%" && a.is_string()) {
+      auto r = PercentFormat(a.s, b);
+      if (!r.ok()) return Fail(e.line, r.status()), Value();
+      return Value::Str(*std::move(r));
     }
     for (const Value* x : {&a, &b}) {
       if (x->undefined()) {

@@ -1,5 +1,6 @@
 #include "worker/frontend/chat/jinja_value.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -106,7 +107,7 @@ bool Equal(const Value& a, const Value& b) {
     case K::kString:
       return a.s == b.s;
     case K::kList:
-      if (a.list->size() != b.list->size()) return false;
+      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i) {
         if (!Equal((*a.list)[i], (*b.list)[i])) return false;
       }
@@ -202,7 +203,7 @@ std::string TypeName(const Value& v) {
     case K::kString:
       return "str";
     case K::kList:
-      return "list";
+      return v.tuple ? "tuple" : "list";
     case K::kDict:
       return "dict";
     case K::kNamespace:
@@ -255,9 +256,16 @@ std::string ReprString(const std::string& s) {
   return out;
 }
 
-void JsonString(const std::string& s, std::string* out) {
+void AppendJsonEscape(uint32_t cp, std::string* out) {
+  char b[8];
+  std::snprintf(b, sizeof(b), "\\u%04x", cp);
+  *out += b;
+}
+
+void JsonString(const std::string& s, bool ensure_ascii, std::string* out) {
   *out += '"';
-  for (const char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
     switch (ch) {
       case '"':
@@ -282,10 +290,23 @@ void JsonString(const std::string& s, std::string* out) {
         *out += "\\f";
         break;
       default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof(b), "\\u%04x", c);
-          *out += b;
+        if (c < 0x20 || (ensure_ascii && c == 0x7f)) {
+          AppendJsonEscape(c, out);
+        } else if (ensure_ascii && c >= 0x80) {
+          // A UTF-8 sequence: \uXXXX, as a surrogate pair above the BMP.
+          const size_t n = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+          uint32_t cp = n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : n == 4 ? (c & 0x07) : c;
+          for (size_t k = 1; k < n && i + k < s.size(); ++k) {
+            cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+          }
+          i += n - 1;
+          if (cp >= 0x10000) {
+            cp -= 0x10000;
+            AppendJsonEscape(0xd800 + (cp >> 10), out);
+            AppendJsonEscape(0xdc00 + (cp & 0x3ff), out);
+          } else {
+            AppendJsonEscape(cp, out);
+          }
         } else {
           *out += ch;
         }
@@ -294,11 +315,13 @@ void JsonString(const std::string& s, std::string* out) {
   *out += '"';
 }
 
-absl::Status Json(const Value& v, std::optional<int> indent, int depth, std::string* out) {
+absl::Status Json(const Value& v, const JsonOptions& o, int depth, std::string* out) {
   using K = Value::Kind;
+  const std::string item_sep = o.separators ? o.separators->first : o.indent ? "," : ", ";
+  const std::string key_sep = o.separators ? o.separators->second : ": ";
   const auto newline = [&](int d) {
     *out += '\n';
-    out->append(static_cast<size_t>(*indent * d), ' ');
+    for (int i = 0; i < d; ++i) *out += *o.indent;
   };
   switch (v.kind) {
     case K::kNone:
@@ -320,7 +343,7 @@ absl::Status Json(const Value& v, std::optional<int> indent, int depth, std::str
       }
       return absl::OkStatus();
     case K::kString:
-      JsonString(v.s, out);
+      JsonString(v.s, o.ensure_ascii, out);
       return absl::OkStatus();
     case K::kList: {
       if (v.list->empty()) {
@@ -330,33 +353,37 @@ absl::Status Json(const Value& v, std::optional<int> indent, int depth, std::str
       *out += '[';
       bool first = true;
       for (const Value& x : *v.list) {
-        if (!first) *out += indent ? "," : ", ";
+        if (!first) *out += item_sep;
         first = false;
-        if (indent) newline(depth + 1);
-        if (absl::Status st = Json(x, indent, depth + 1, out); !st.ok()) return st;
+        if (o.indent) newline(depth + 1);
+        if (absl::Status st = Json(x, o, depth + 1, out); !st.ok()) return st;
       }
-      if (indent) newline(depth);
+      if (o.indent) newline(depth);
       *out += ']';
       return absl::OkStatus();
     }
-    case K::kDict:
-    case K::kNamespace: {
-      const Dict& d = v.kind == K::kDict ? *v.dict : v.ns->attrs;
-      if (d.empty()) {
+    case K::kDict: {
+      if (v.dict->empty()) {
         *out += "{}";
         return absl::OkStatus();
       }
+      std::vector<const std::pair<std::string, Value>*> items;
+      for (const auto& item : *v.dict) items.push_back(&item);
+      if (o.sort_keys) {
+        std::stable_sort(items.begin(), items.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
+      }
       *out += '{';
       bool first = true;
-      for (const auto& [k, x] : d) {
-        if (!first) *out += indent ? "," : ", ";
+      for (const auto* item : items) {
+        if (!first) *out += item_sep;
         first = false;
-        if (indent) newline(depth + 1);
-        JsonString(k, out);
-        *out += ": ";
-        if (absl::Status st = Json(x, indent, depth + 1, out); !st.ok()) return st;
+        if (o.indent) newline(depth + 1);
+        JsonString(item->first, o.ensure_ascii, out);
+        *out += key_sep;
+        if (absl::Status st = Json(item->second, o, depth + 1, out); !st.ok()) return st;
       }
-      if (indent) newline(depth);
+      if (o.indent) newline(depth);
       *out += '}';
       return absl::OkStatus();
     }
@@ -374,13 +401,16 @@ std::string Repr(const Value& v) {
     case K::kString:
       return ReprString(v.s);
     case K::kList: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (size_t i = 0; i < v.list->size(); ++i) {
         if (i > 0) out += ", ";
         out += Repr((*v.list)[i]);
       }
+      if (v.tuple) return out + (v.list->size() == 1 ? ",)" : ")");
       return out + "]";
     }
+    case K::kUndefined:
+      return "Undefined";
     case K::kDict: {
       std::string out = "{";
       bool first = true;
@@ -414,16 +444,18 @@ std::string ToStr(const Value& v) {
     case K::kList:
     case K::kDict:
       return Repr(v);
-    case K::kNamespace:
-      return "<Namespace>";
+    case K::kNamespace: {
+      Value attrs = Value::MakeDict(v.ns->attrs);
+      return "<Namespace " + Repr(attrs) + ">";
+    }
     default:
       return "<function>";
   }
 }
 
-absl::StatusOr<std::string> ToJson(const Value& v, std::optional<int> indent) {
+absl::StatusOr<std::string> ToJson(const Value& v, const JsonOptions& options) {
   std::string out;
-  if (absl::Status st = Json(v, indent, 0, &out); !st.ok()) return st;
+  if (absl::Status st = Json(v, options, 0, &out); !st.ok()) return st;
   return out;
 }
 

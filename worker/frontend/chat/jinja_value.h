@@ -52,6 +52,7 @@ struct Value {
   std::shared_ptr<Namespace> ns;       // kNamespace
   std::shared_ptr<const Function> fn;  // kFunction
   bool macro = false;                  // kFunction: a template macro (returns its output)
+  bool tuple = false;                  // kList: a tuple (prints as `(a, b)`)
 
   static Value Undefined(std::string name = "") {
     Value v;
@@ -79,9 +80,10 @@ struct Value {
     v.s = std::move(x);
     return v;
   }
-  static Value MakeList(List x) {
+  static Value MakeList(List x, bool tuple = false) {
     Value v = Of(Kind::kList);
     v.list = std::make_shared<const List>(std::move(x));
+    v.tuple = tuple;
     return v;
   }
   static Value MakeDict(Dict x) {
@@ -132,9 +134,16 @@ absl::StatusOr<int> Compare(const Value& a, const Value& b);
 std::string ToStr(const Value& v);
 // Python's repr() (for the items of printed lists and dicts).
 std::string Repr(const Value& v);
-// json.dumps(v, ensure_ascii=False, indent=indent): separators ", " / ": " without indent,
-// "," / ": " with one. An error for undefined values and functions.
-absl::StatusOr<std::string> ToJson(const Value& v, std::optional<int> indent);
+// The arguments of Python's json.dumps that the `tojson` filter passes on.
+struct JsonOptions {
+  std::optional<std::string> indent;  // none: one line; else each level indents by this
+  bool ensure_ascii = false;          // escape non-ASCII as \uXXXX (Hugging Face: False)
+  bool sort_keys = false;
+  // none: Python's defaults, ", " (or "," with an indent) and ": ".
+  std::optional<std::pair<std::string, std::string>> separators;
+};
+// json.dumps(v, ...). An error for undefined values and functions.
+absl::StatusOr<std::string> ToJson(const Value& v, const JsonOptions& options = {});
 // Python's repr of a float ("1.0", "0.1", "1e+16").
 std::string FloatRepr(double x);
 // The name of a value's type, for errors ("int", "str", "list", ...).
