@@ -26,7 +26,9 @@ config::ConfigSchema RouterConfigSchema() {
               "headless Service)")
       .Int("discovery.dns_refresh_ms", 5000, 100, 3600000, "how often discovery.dns is resolved")
       .String("policy.name", "p2c",
-              "p2c (power of two choices on estimated wait) or least_in_flight")
+              "p2c (power of two choices on estimated wait), least_in_flight, or cache_aware "
+              "(the worker that was sent the longest part of the prompt's prefix, unless its wait "
+              "exceeds p2c's pick by more than the prefill the hit saves)")
       .Double("policy.saturation_queue_per_slot", 4, 0, 1e6,
               "a worker with no free slot and this many waiting requests per slot is skipped")
       .Double("policy.decode_steps_per_request", 256, 1, 1e9,
@@ -123,9 +125,9 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   }
   c.dns_refresh = std::chrono::milliseconds(v->Int("discovery.dns_refresh_ms"));
   c.policy = v->String("policy.name");
-  if (c.policy != "p2c" && c.policy != "least_in_flight") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("policy.name: '", c.policy, "' is not one of p2c, least_in_flight"));
+  if (c.policy != "p2c" && c.policy != "least_in_flight" && c.policy != "cache_aware") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy.name: '", c.policy, "' is not one of p2c, least_in_flight, cache_aware"));
   }
   c.policy_options.saturation_queue_per_slot = v->Double("policy.saturation_queue_per_slot");
   c.policy_options.decode_steps_per_request = v->Double("policy.decode_steps_per_request");

@@ -125,12 +125,53 @@ PickResult LeastInFlight::Pick(const std::vector<WorkerView>& workers,
   return best;
 }
 
+PickResult CacheAware::PickFor(const std::vector<WorkerView>& workers,
+                               const std::vector<size_t>& exclude, uint64_t random,
+                               std::span<const uint64_t> prefix) const {
+  PickResult base = p2c_.Pick(workers, exclude, random);
+  if (!base.ok() || prefix.empty()) {
+    if (base.ok()) index_.Record(workers[*base].id, prefix);
+    return base;
+  }
+  bool any_healthy = false;
+  double least_wait_ms = 0.0;
+  const std::vector<size_t> c =
+      Candidates(workers, exclude, options_, &any_healthy, &least_wait_ms);
+  size_t best = *base;
+  size_t best_match = index_.Match(workers[best].id, prefix);
+  for (const size_t i : c) {
+    const size_t m = index_.Match(workers[i].id, prefix);
+    if (m > best_match ||
+        (m == best_match && m > 0 && Better(workers[i], workers[best], options_))) {
+      best = i;
+      best_match = m;
+    }
+  }
+  size_t chosen = *base;
+  if (best != *base && best_match > 0) {
+    const WorkerView& w = workers[best];
+    const double step_ms = w.fresh && w.report.step_time_ewma_ms > 0 ? w.report.step_time_ewma_ms
+                                                                     : options_.default_step_ms;
+    const double saved_ms = static_cast<double>(best_match * PrefixIndex::kChunkBytes) / 4.0 *
+                            step_ms / options_.prefill_tokens_per_step;
+    const double base_match_ms =
+        static_cast<double>(index_.Match(workers[*base].id, prefix) * PrefixIndex::kChunkBytes) /
+        4.0 * step_ms / options_.prefill_tokens_per_step;
+    if (Wait(w, options_) - Wait(workers[*base], options_) <= saved_ms - base_match_ms) {
+      chosen = best;
+    }
+  }
+  index_.Record(workers[chosen].id, prefix);
+  return chosen;
+}
+
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
                                                    const PolicyOptions& options) {
   if (name == "p2c") return std::make_unique<PowerOfTwoChoices>(options);
   if (name == "least_in_flight") return std::make_unique<LeastInFlight>(options);
+  if (name == "cache_aware") return std::make_unique<CacheAware>(options);
   return absl::InvalidArgumentError(
-      absl::StrCat("policy.name: '", name, "' is not one of p2c, least_in_flight"));
+      absl::StrCat("policy.name: '", name, "' is not one of p2c, least_in_flight, cache_aware"));
 }
 
 }  // namespace llm::router

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "router/policy/prefix_index.h"
 
 namespace llm::router {
 
@@ -78,6 +80,14 @@ class Policy {
   // fix it). Workers whose index is in `exclude` (already tried for this request) are skipped.
   virtual PickResult Pick(const std::vector<WorkerView>& workers,
                           const std::vector<size_t>& exclude, uint64_t random) const = 0;
+  // With the request's prompt prefix (PrefixIndex::Chain; empty when unknown). Policies that
+  // ignore prefixes pick as Pick does.
+  virtual PickResult PickFor(const std::vector<WorkerView>& workers,
+                             const std::vector<size_t>& exclude, uint64_t random,
+                             std::span<const uint64_t> prefix) const {
+    (void)prefix;
+    return Pick(workers, exclude, random);
+  }
 };
 
 // Power of two choices: two distinct candidates drawn at random; the one with the lower
@@ -107,7 +117,31 @@ class LeastInFlight : public Policy {
   PolicyOptions options_;
 };
 
-// "p2c" or "least_in_flight"; INVALID_ARGUMENT naming policy.name otherwise.
+// Cache-aware: the worker believed to hold the longest part of the request's prompt prefix
+// (PrefixIndex, fed by this policy's own picks), unless its estimated wait exceeds the power of
+// two choices' pick by more than the prefill time the hit would save (the matched bytes at
+// about 4 bytes per token, at the worker's prefill rate: step time / prefill_tokens_per_step);
+// with no match, the power of two choices' pick. A hot prefix therefore spills to other workers
+// as its worker's queue grows, and a new prefix goes where p2c sends it.
+class CacheAware : public Policy {
+ public:
+  explicit CacheAware(PolicyOptions options = {}) : options_(options), p2c_(options) {}
+  std::string name() const override { return "cache_aware"; }
+  PickResult Pick(const std::vector<WorkerView>& workers, const std::vector<size_t>& exclude,
+                  uint64_t random) const override {
+    return p2c_.Pick(workers, exclude, random);
+  }
+  PickResult PickFor(const std::vector<WorkerView>& workers, const std::vector<size_t>& exclude,
+                     uint64_t random, std::span<const uint64_t> prefix) const override;
+  const PrefixIndex& index() const { return index_; }
+
+ private:
+  PolicyOptions options_;
+  PowerOfTwoChoices p2c_;
+  mutable PrefixIndex index_;
+};
+
+// "p2c", "least_in_flight" or "cache_aware"; INVALID_ARGUMENT naming policy.name otherwise.
 absl::StatusOr<std::unique_ptr<Policy>> MakePolicy(const std::string& name,
                                                    const PolicyOptions& options);
 

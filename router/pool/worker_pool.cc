@@ -208,7 +208,7 @@ void WorkerPool::SetWorkers(const std::vector<std::string>& addresses) {
 }
 
 absl::StatusOr<std::shared_ptr<WorkerHandle>> WorkerPool::Pick(
-    const std::vector<const WorkerHandle*>& tried) {
+    const std::vector<const WorkerHandle*>& tried, std::span<const uint64_t> prefix) {
   std::vector<std::shared_ptr<WorkerHandle>> handles;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -230,7 +230,7 @@ absl::StatusOr<std::shared_ptr<WorkerHandle>> WorkerPool::Pick(
     std::lock_guard<std::mutex> lock(rng_mu_);
     random = rng_();
   }
-  PickResult pick = policy_->Pick(views, exclude, random);
+  PickResult pick = policy_->PickFor(views, exclude, random, prefix);
   if (!pick.ok()) return pick.status();
   std::shared_ptr<WorkerHandle> chosen = handles[*pick];
   chosen->OnPicked();

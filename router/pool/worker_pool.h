@@ -114,7 +114,9 @@ class WorkerPool {
 
   // Picks a worker for a request; `tried` are the ones already tried for it (never picked
   // again). UNAVAILABLE when no worker is healthy, RESOURCE_EXHAUSTED when all are saturated.
-  absl::StatusOr<std::shared_ptr<WorkerHandle>> Pick(const std::vector<const WorkerHandle*>& tried);
+  // `prefix`: the request's prompt prefix chain (PrefixIndex::Chain), for cache-aware policies.
+  absl::StatusOr<std::shared_ptr<WorkerHandle>> Pick(const std::vector<const WorkerHandle*>& tried,
+                                                     std::span<const uint64_t> prefix = {});
 
   // The current view of every worker (metrics, tests).
   std::vector<WorkerView> Snapshot() const;

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
+#include "llm/v1/generation.pb.h"
+#include "router/policy/prefix_index.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/h2_util.h"
 #include "router/relay/relay_internal.h"
@@ -149,10 +151,39 @@ void ClientCall::OnRequestEnd() {
   }
 }
 
+void ClientCall::ComputePrefix() {
+  prefix_done_ = true;
+  // Only Generate carries a prompt; the request is one gRPC message (5-byte prefix).
+  if (path_ != "/llm.v1.Generation/Generate" || request_.size() < 5 || request_[0] != 0) return;
+  llm::v1::GenerateRequest req;
+  if (!req.ParseFromArray(request_.data() + 5, static_cast<int>(request_.size() - 5))) return;
+  std::string bytes;
+  switch (req.prompt_case()) {
+    case llm::v1::GenerateRequest::kText:
+      bytes = req.text();
+      break;
+    case llm::v1::GenerateRequest::kTokenIds:
+      bytes.assign(reinterpret_cast<const char*>(req.token_ids().ids().data()),
+                   static_cast<size_t>(req.token_ids().ids_size()) * sizeof(int32_t));
+      break;
+    case llm::v1::GenerateRequest::kChat:
+      // The conversation as the template will see it, in order: tools, then each turn.
+      bytes = req.chat().tools_json();
+      for (const auto& m : req.chat().messages()) {
+        bytes += '\0' + m.role() + '\0' + m.content() + '\0' + m.tool_calls_json();
+      }
+      break;
+    default:
+      return;
+  }
+  prefix_ = PrefixIndex::Chain(bytes);
+}
+
 void ClientCall::StartAttempt() {
   std::string address;
   if (to_workers_) {
-    auto picked = ctx_->pool->Pick(tried_);
+    if (!prefix_done_) ComputePrefix();
+    auto picked = ctx_->pool->Pick(tried_, prefix_);
     if (!picked.ok()) {
       const int code = static_cast<int>(picked.status().code());
       if (attempts_ == 0) {

@@ -181,6 +181,11 @@ class ClientCall {
   bool to_workers_ = false;  // llm.v1.Generation: picked worker, retries; else pass-through
   bool entered_ = false;
 
+  // The prompt's prefix chain (PrefixIndex::Chain) for cache-aware picks; computed once.
+  void ComputePrefix();
+  std::vector<uint64_t> prefix_;
+  bool prefix_done_ = false;
+
   // Attempts.
   WorkerAttempt* attempt_ = nullptr;
   std::shared_ptr<WorkerHandle> worker_;

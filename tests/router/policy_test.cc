@@ -154,3 +154,55 @@ TEST(PolicyTest, LeastInFlightAndFactory) {
 
 }  // namespace
 }  // namespace llm::router
+
+namespace llm::router {
+namespace {
+
+TEST(PrefixIndexTest, ChainsMatchTheLongestRecordedPrefixAndForgetLeastRecentlyUsed) {
+  const std::string a(640, 'a');
+  const std::string ab = a + std::string(128, 'b');
+  EXPECT_EQ(PrefixIndex::Chain(a).size(), 10u);
+  EXPECT_EQ(PrefixIndex::Chain(std::string(63, 'x')).size(), 0u);
+  PrefixIndex index(/*capacity=*/12);
+  index.Record("w1", PrefixIndex::Chain(a));
+  EXPECT_EQ(index.Match("w1", PrefixIndex::Chain(ab)), 10u);  // the shared part
+  EXPECT_EQ(index.Match("w2", PrefixIndex::Chain(ab)), 0u);
+  // A chunk's hash covers everything before it: the same bytes after another start differ.
+  EXPECT_EQ(index.Match("w1", PrefixIndex::Chain("z" + a)), 0u);
+  // Over capacity, the least recently used chunks go first.
+  index.Record("w1", PrefixIndex::Chain(std::string(320, 'c')));
+  EXPECT_LT(index.Match("w1", PrefixIndex::Chain(a)), 10u);
+  EXPECT_EQ(index.Match("w1", PrefixIndex::Chain(std::string(320, 'c'))), 5u);
+}
+
+TEST(CacheAwareTest, PrefixesStickToAWorkerUntilItsQueueOutweighsTheHit) {
+  CacheAware policy;
+  std::vector<WorkerView> workers = {Fresh("a", 0, 0, 8), Fresh("b", 0, 0, 8), Fresh("c", 0, 0, 8)};
+  const std::vector<uint64_t> doc = PrefixIndex::Chain(std::string(8192, 'd'));  // ~2k tokens
+  // A new prefix goes where p2c sends it.
+  const uint64_t r = 12345;
+  auto first = policy.PickFor(workers, {}, r, doc);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, *PowerOfTwoChoices().Pick(workers, {}, r));
+  // Then it sticks, whatever the random draw, while the loads are even.
+  for (uint64_t k = 1; k < 50; ++k) {
+    auto again = policy.PickFor(workers, {}, k * 7919, doc);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *first) << k;
+  }
+  // Being busier (half its slots taken, a step in progress) costs less than recomputing 2k
+  // prompt tokens: still there.
+  workers[*first] = Fresh(workers[*first].id, 0, 4, 4);
+  EXPECT_EQ(*policy.PickFor(workers, {}, 99, doc), *first);
+  // A long queue outweighs the hit: no worker is flooded.
+  workers[*first] = Fresh(workers[*first].id, 30, 8, 0);
+  int stayed = 0;
+  for (uint64_t k = 1; k <= 50; ++k)
+    stayed += *policy.PickFor(workers, {}, k * 104729, doc) == *first;
+  EXPECT_EQ(stayed, 0);
+  // Without a prompt, it is p2c.
+  EXPECT_EQ(*policy.PickFor(workers, {}, r, {}), *PowerOfTwoChoices().Pick(workers, {}, r));
+}
+
+}  // namespace
+}  // namespace llm::router
