@@ -25,7 +25,7 @@ config::ConfigSchema RouterConfigSchema() {
               "host:port re-resolved periodically, one worker per address (a Kubernetes "
               "headless Service)")
       .Int("discovery.dns_refresh_ms", 5000, 100, 3600000, "how often discovery.dns is resolved")
-      .String("policy.name", "p2c",
+      .String("policy.name", "cache_aware",
               "p2c (power of two choices on estimated wait), least_in_flight, or cache_aware "
               "(the worker that was sent the longest part of the prompt's prefix, unless its wait "
               "exceeds p2c's pick by more than the prefill the hit saves)")

@@ -25,7 +25,7 @@ struct RouterConfig {
   std::vector<std::string> workers;
   std::string dns;
   std::chrono::milliseconds dns_refresh{5000};
-  std::string policy = "p2c";
+  std::string policy = "cache_aware";
   PolicyOptions policy_options;
   PoolOptions pool;
   ProxyOptions proxy;

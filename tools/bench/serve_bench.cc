@@ -53,10 +53,31 @@ double Percentile(std::vector<double> v, double p) {
 // One level's closed loop: `concurrency` lanes, each starting its next request when the last
 // one ends, until `requests` have been started. Calls use gRPC's callback API, so the client
 // spends no thread per stream (it shares the machine with the server it measures).
+// --workload prefix:G:P: request i's prompt is group (i mod G)'s P-token prefix followed by 16
+// tokens of its own (token ids drawn from a fixed seed; ids in [3, 3 + vocab)).
+struct Workload {
+  int groups = 0;  // 0: every request sends the base prompt
+  std::vector<std::vector<int32_t>> prefixes;
+  int32_t vocab = 500;
+
+  void Apply(int index, llm::v1::GenerateRequest* r) const {
+    if (groups == 0) return;
+    auto* ids = r->mutable_token_ids();
+    ids->clear_ids();
+    for (int32_t t : prefixes[static_cast<size_t>(index % groups)]) ids->add_ids(t);
+    uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1);
+    for (int k = 0; k < 16; ++k) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      ids->add_ids(3 + static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(vocab)));
+    }
+  }
+};
+
 struct Level {
   int requests = 0;
   std::chrono::seconds timeout{600};  // per request
   llm::v1::GenerateRequest base;
+  const Workload* workload = nullptr;
   std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
   std::atomic<int> next{0};
   std::mutex mu;
@@ -72,6 +93,7 @@ class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
  public:
   BenchCall(Level* level, int lane, int index) : level_(level), lane_(lane) {
     request_ = level->base;
+    if (level->workload != nullptr) level->workload->Apply(index, &request_);
     request_.set_request_id("bench-" + std::to_string(index));
     request_.mutable_sampling()->set_seed(static_cast<uint64_t>(index));
   }
@@ -138,10 +160,11 @@ void StartNext(Level* level, int lane) {
 }
 
 nlohmann::json RunLevel(const std::string& target, int concurrency, int requests, int channels,
-                        const llm::v1::GenerateRequest& base) {
+                        const llm::v1::GenerateRequest& base, const Workload* workload) {
   Level level;
   level.requests = requests;
   level.base = base;
+  level.workload = workload;
   // Lanes share `channels` connections round-robin (1: every stream multiplexed on one
   // connection, as a router does; = concurrency: independent clients).
   for (int k = 0; k < std::max(1, std::min(channels, concurrency)); ++k) {
@@ -409,7 +432,11 @@ int RunServeBench(const std::vector<std::string>& args) {
              "median round (by throughput) and every round's throughput",
              "1")
       .Value("temperature", "sampling temperature (each request gets its own seed)", "0.8")
-      .Bool("ignore-eos", "always generate max-tokens tokens");
+      .Bool("ignore-eos", "always generate max-tokens tokens")
+      .Value("workload",
+             "prefix:G:P: G groups of requests sharing a P-token prefix, each with 16 tokens of "
+             "its own (token ids; grpc only); empty: --prompt for every request",
+             "");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   if (absl::Status st = flags.Require({"target"}); !st.ok()) return Fail(cmd, st);
   auto requests = flags.GetInt("requests");
@@ -432,6 +459,25 @@ int RunServeBench(const std::vector<std::string>& args) {
   }
   llm::v1::GenerateRequest base;
   base.set_text(flags.GetString("prompt"));
+  Workload workload;
+  if (const std::string w = flags.GetString("workload"); !w.empty()) {
+    int prefix_tokens = 0;
+    const std::vector<std::string> parts = absl::StrSplit(w, ':');
+    if (parts.size() != 3 || parts[0] != "prefix" ||
+        !absl::SimpleAtoi(parts[1], &workload.groups) ||
+        !absl::SimpleAtoi(parts[2], &prefix_tokens) || workload.groups < 1 || prefix_tokens < 1) {
+      return Fail(cmd, absl::InvalidArgumentError("--workload: '" + w + "' is not prefix:G:P"));
+    }
+    uint64_t x = 12345;
+    for (int g = 0; g < workload.groups; ++g) {
+      std::vector<int32_t> p;
+      for (int k = 0; k < prefix_tokens; ++k) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        p.push_back(3 + static_cast<int32_t>((x >> 33) % 500));
+      }
+      workload.prefixes.push_back(std::move(p));
+    }
+  }
   base.set_max_tokens(static_cast<uint32_t>(*max_tokens));
   base.mutable_sampling()->set_temperature(static_cast<float>(*temperature));
   base.set_ignore_eos(flags.GetBool("ignore-eos"));
@@ -470,7 +516,7 @@ int RunServeBench(const std::vector<std::string>& args) {
               ? RunOpenAiLevel(flags.GetString("target"), levels[l], static_cast<int>(*requests),
                                chat ? "/v1/chat/completions" : "/v1/completions", http_body.dump())
               : RunLevel(flags.GetString("target"), levels[l], static_cast<int>(*requests),
-                         static_cast<int>(*channels), base));
+                         static_cast<int>(*channels), base, &workload));
     }
   }
   for (auto& runs : by_level) {
@@ -485,6 +531,7 @@ int RunServeBench(const std::vector<std::string>& args) {
   }
   nlohmann::json out = {{"benchmark", "serve"},
                         {"api", api},
+                        {"workload", flags.GetString("workload")},
                         {"target", flags.GetString("target")},
                         {"prompt", flags.GetString("prompt")},
                         {"max_tokens", *max_tokens},
