@@ -242,14 +242,6 @@ bool ConfigValues::Bool(const std::string& key) const { return values_.at(key) =
 
 const std::string& ConfigValues::Source(const std::string& key) const { return sources_.at(key); }
 
-std::string ConfigValues::Describe() const {
-  std::string out;
-  for (const auto& [key, value] : values_) {
-    absl::StrAppend(&out, "  ", key, ": ", value, " (", sources_.at(key), ")\n");
-  }
-  return out;
-}
-
 std::optional<int> HandleInfoFlags(const ConfigSchema& schema, const std::string& program,
                                    const std::vector<std::string>& args,
                                    const std::string& placeholder) {

@@ -71,8 +71,6 @@ class ConfigValues {
   bool Bool(const std::string& key) const;
   // Where a key's value came from ("default", "FILE:LINE", "flag").
   const std::string& Source(const std::string& key) const;
-  // "key: value (source)" lines, for the start-up log.
-  std::string Describe() const;
 
  private:
   friend class ConfigSchema;

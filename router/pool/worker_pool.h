@@ -120,7 +120,6 @@ class WorkerPool {
 
   // The current view of every worker (metrics, tests).
   std::vector<WorkerView> Snapshot() const;
-  const Policy& policy() const { return *policy_; }
 
  private:
   const PoolOptions options_;

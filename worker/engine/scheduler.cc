@@ -32,10 +32,6 @@ Scheduler::Scheduler(const SchedulerConfig& config)
   for (int32_t s = config.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
-bool Scheduler::CanEverFit(const EngineRequest& r) const {
-  return BlocksFor(r.total_tokens(), config_.block_tokens) <= cache_.num_blocks();
-}
-
 void Scheduler::Add(RequestPtr request) {
   queued_prompt_tokens_ += static_cast<int64_t>(request->prompt_ids.size());
   const uint64_t key = request->key;

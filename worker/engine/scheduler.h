@@ -77,9 +77,8 @@ class Scheduler {
  public:
   explicit Scheduler(const SchedulerConfig& config);
 
-  // Whether the request could ever be admitted (its reservation fits the whole pool).
-  bool CanEverFit(const EngineRequest& request) const;
-  // Queues a request; requires CanEverFit and a key not in use.
+  // Queues a request; requires a key not in use and prompt + max_tokens within the whole pool
+  // (RequestLimits::kv_capacity_tokens checks it before a request gets here).
   void Add(RequestPtr request);
   // Ends a queued or running request; its slot is retired at the next Schedule(). Returns false
   // for an unknown (or already ended) key.

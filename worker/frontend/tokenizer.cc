@@ -186,13 +186,6 @@ std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
   return model_->TokenToId(token);
 }
 
-std::string_view Tokenizer::IdToToken(int32_t id) const {
-  if (const auto it = added_by_id_.find(id); it != added_by_id_.end()) return it->second.content;
-  const auto& vocab = model_->id_to_token();
-  if (id >= 0 && id < static_cast<int32_t>(vocab.size())) return vocab[id];
-  return {};
-}
-
 bool Tokenizer::IsSpecial(int32_t id) const {
   const auto it = added_by_id_.find(id);
   return it != added_by_id_.end() && it->second.special;

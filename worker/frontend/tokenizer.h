@@ -46,8 +46,6 @@ class Tokenizer {
   // Largest token id + 1, over the model vocabulary and the added tokens.
   int32_t vocab_size() const { return vocab_size_; }
   std::optional<int32_t> TokenToId(std::string_view token) const;
-  // The token's string ("" for an id without one).
-  std::string_view IdToToken(int32_t id) const;
   bool IsSpecial(int32_t id) const;
   // BOS/EOS named by tokenizer_config.json (or the template), when there are any.
   std::optional<int32_t> bos_id() const { return bos_id_; }

@@ -53,10 +53,6 @@ void EngineLoop::Abort(uint64_t key) {
   intake_cv_.notify_one();
 }
 
-bool EngineLoop::CanEverFit(const engine::EngineRequest& request) const {
-  return scheduler_.CanEverFit(request);  // reads only the immutable pool size
-}
-
 EngineStats EngineLoop::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
   return stats_;

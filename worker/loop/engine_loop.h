@@ -64,12 +64,12 @@ class EngineLoop {
   void Start();
   void Stop();
 
-  // Thread-safe. The request must fit (CanEverFit); its key must be new.
+  // Thread-safe. The request must fit the KV pool (RequestLimits::kv_capacity_tokens); its key
+  // must be new.
   void Submit(engine::RequestPtr request);
   // Thread-safe; ending an unknown or finished request is a no-op.
   void Abort(uint64_t key);
 
-  bool CanEverFit(const engine::EngineRequest& request) const;
   const runner::RunnerInfo& runner_info() const { return runner_->info(); }
   // Thread-safe snapshot.
   EngineStats stats() const;

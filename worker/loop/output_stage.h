@@ -29,7 +29,6 @@ struct OutputContext {
   std::shared_ptr<StreamSink> sink;
   std::vector<int32_t> prompt_ids;
   std::vector<std::string> stop;
-  std::vector<int32_t> request_stop_token_ids;  // the request's own (EOS excluded)
   bool include_stop_str = false;
   bool skip_special_tokens = true;
   bool include_prompt_ids = false;

@@ -194,7 +194,6 @@ void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> 
   ctx.sink = std::move(sink);
   ctx.prompt_ids = std::move(prompt_ids);
   ctx.stop = spec.stop;
-  ctx.request_stop_token_ids = spec.stop_token_ids;
   ctx.include_stop_str = spec.include_stop_str;
   ctx.skip_special_tokens = spec.skip_special_tokens;
   ctx.include_prompt_ids = spec.include_prompt_ids;

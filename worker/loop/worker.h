@@ -93,8 +93,6 @@ class Worker {
   }
   const runner::RunnerInfo& runner_info() const { return engine_->runner_info(); }
   const RequestLimits& limits() const { return options_.limits; }
-  const WorkerOptions& options() const { return options_; }
-  const frontend::Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   class TrackedSink;
