@@ -52,6 +52,7 @@ struct WorkerSetup {
   int32_t prefill_tokens = 64;
   bool graphs = true;
   bool batch_invariant = false;
+  bool prefix_cache = true;
 };
 
 std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
@@ -69,6 +70,7 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   loop::WorkerOptions wo;
   wo.scheduler.max_batch_tokens = s.slots + s.prefill_tokens;
   wo.scheduler.max_prefill_tokens = s.prefill_tokens;
+  wo.scheduler.prefix_cache = s.prefix_cache;
   auto w =
       Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -119,6 +121,34 @@ TEST(CudaRunnerTest, GoldenIdsUpToTheClosestCall) {
       EXPECT_GE(common, static_cast<size_t>(golden.closest_call_index)) << model;
     }
   }
+}
+
+// Shared prefix blocks in the CUDA runner: the golden prompt after a long shared prefix gives
+// the same greedy ids with the cache cold, warm (the prefix's blocks shared from the first
+// request) and off. With batch_invariant each row's arithmetic does not depend on what shares
+// its step, so the three agree exactly.
+TEST(CudaRunnerTest, PrefixCacheHitsMatchComputingThePrompt) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
+  const Golden golden = LoadGolden();
+  WorkerSetup s;
+  s.batch_invariant = true;
+  auto cached = MakeWorker(s);
+  s.prefix_cache = false;
+  auto uncached = MakeWorker(s);
+  ASSERT_NE(cached, nullptr);
+  ASSERT_NE(uncached, nullptr);
+  const std::string prompt =
+      "Once upon a time there was a little red fox who lived at the edge of a big green forest. "
+      "Every morning the fox ran to the river to drink, and every evening it came home tired. " +
+      golden.prompt;
+  const auto cold = Generate(*cached, Spec(prompt, 40));
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE(cached->Submit(Spec(prompt, 40), sink).ok());
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_GT(sink->result().usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(sink->result().token_ids, cold);
+  EXPECT_EQ(Generate(*uncached, Spec(prompt, 40)), cold);
 }
 
 // With batch_invariant on, every request's tokens are what it gives alone, whatever else shares
