@@ -53,12 +53,27 @@ double Percentile(std::vector<double> v, double p) {
 // One level's closed loop: `concurrency` lanes, each starting its next request when the last
 // one ends, until `requests` have been started. Calls use gRPC's callback API, so the client
 // spends no thread per stream (it shares the machine with the server it measures).
+// Token ids drawn from a seed, in [3, 3 + vocab).
+std::vector<int32_t> SeededIds(uint64_t seed, int n, int32_t vocab = 500) {
+  std::vector<int32_t> out;
+  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (int k = 0; k < n; ++k) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    out.push_back(3 + static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(vocab)));
+  }
+  return out;
+}
+
 // --workload prefix:G:P: request i's prompt is group (i mod G)'s P-token prefix followed by 16
 // tokens of its own (token ids drawn from a fixed seed; ids in [3, 3 + vocab)).
+// --workload chat:T: each client lane holds conversations of T turns: a 64-token system prompt,
+// then per turn 16 user tokens; every turn resends the whole history, the previous answers'
+// generated tokens included, as chat clients do.
 struct Workload {
-  int groups = 0;  // 0: every request sends the base prompt
+  int groups = 0;  // prefix:G:P; 0 (and turns 0): every request sends the base prompt
   std::vector<std::vector<int32_t>> prefixes;
   int32_t vocab = 500;
+  int turns = 0;  // chat:T
 
   void Apply(int index, llm::v1::GenerateRequest* r) const {
     if (groups == 0) return;
@@ -85,6 +100,13 @@ struct Level {
   int active_lanes = 0;                // guarded by mu
   std::vector<RequestSample> samples;  // guarded by mu
   std::map<std::string, int> errors;   // guarded by mu
+  // chat:T: each lane's conversation (a lane runs one request at a time: no lock needed).
+  struct Conversation {
+    std::vector<int32_t> history;
+    int turn = 0;
+    int number = 0;
+  };
+  std::vector<Conversation> conversations;
 };
 
 void StartNext(Level* level, int lane);
@@ -94,6 +116,18 @@ class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
   BenchCall(Level* level, int lane, int index) : level_(level), lane_(lane) {
     request_ = level->base;
     if (level->workload != nullptr) level->workload->Apply(index, &request_);
+    if (level->workload != nullptr && level->workload->turns > 0) {
+      Level::Conversation& c = level->conversations[static_cast<size_t>(lane)];
+      if (c.history.empty()) {
+        c.history = SeededIds(static_cast<uint64_t>(lane) * 100003 + c.number, 64);
+      }
+      prompt_ = c.history;
+      const auto user = SeededIds(static_cast<uint64_t>(index) * 7919 + 17, 16);
+      prompt_.insert(prompt_.end(), user.begin(), user.end());
+      auto* ids = request_.mutable_token_ids();
+      ids->clear_ids();
+      for (int32_t t : prompt_) ids->add_ids(t);
+    }
     request_.set_request_id("bench-" + std::to_string(index));
     request_.mutable_sampling()->set_seed(static_cast<uint64_t>(index));
   }
@@ -112,6 +146,8 @@ class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
       if (sample_.tokens == 0) first_ = now;
       sample_.tokens += response_.token_ids_size();
       last_ = now;
+      generated_.insert(generated_.end(), response_.token_ids().begin(),
+                        response_.token_ids().end());
     }
     StartRead(&response_);
   }
@@ -135,6 +171,15 @@ class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
         level->samples.push_back(sample_);
       }
     }
+    if (level->workload != nullptr && level->workload->turns > 0) {
+      // The next turn resends this one and its answer; after T turns, a new conversation.
+      Level::Conversation& c = level->conversations[static_cast<size_t>(lane)];
+      c.history = prompt_;
+      c.history.insert(c.history.end(), generated_.begin(), generated_.end());
+      if (++c.turn >= level->workload->turns || !status.ok()) {
+        c = Level::Conversation{{}, 0, c.number + 1};
+      }
+    }
     delete this;
     StartNext(level, lane);
   }
@@ -147,6 +192,7 @@ class BenchCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse> {
   llm::v1::GenerateResponse response_;
   RequestSample sample_;
   Clock::time_point t0_{}, first_{}, last_{};
+  std::vector<int32_t> prompt_, generated_;  // chat:T
 };
 
 void StartNext(Level* level, int lane) {
@@ -165,6 +211,7 @@ nlohmann::json RunLevel(const std::string& target, int concurrency, int requests
   level.requests = requests;
   level.base = base;
   level.workload = workload;
+  level.conversations.resize(static_cast<size_t>(concurrency));
   // Lanes share `channels` connections round-robin (1: every stream multiplexed on one
   // connection, as a router does; = concurrency: independent clients).
   for (int k = 0; k < std::max(1, std::min(channels, concurrency)); ++k) {
@@ -435,7 +482,8 @@ int RunServeBench(const std::vector<std::string>& args) {
       .Bool("ignore-eos", "always generate max-tokens tokens")
       .Value("workload",
              "prefix:G:P: G groups of requests sharing a P-token prefix, each with 16 tokens of "
-             "its own (token ids; grpc only); empty: --prompt for every request",
+             "its own; chat:T: conversations of T turns, each resending the history (token "
+             "ids; grpc only); empty: --prompt for every request",
              "");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   if (absl::Status st = flags.Require({"target"}); !st.ok()) return Fail(cmd, st);
@@ -463,10 +511,14 @@ int RunServeBench(const std::vector<std::string>& args) {
   if (const std::string w = flags.GetString("workload"); !w.empty()) {
     int prefix_tokens = 0;
     const std::vector<std::string> parts = absl::StrSplit(w, ':');
-    if (parts.size() != 3 || parts[0] != "prefix" ||
-        !absl::SimpleAtoi(parts[1], &workload.groups) ||
-        !absl::SimpleAtoi(parts[2], &prefix_tokens) || workload.groups < 1 || prefix_tokens < 1) {
-      return Fail(cmd, absl::InvalidArgumentError("--workload: '" + w + "' is not prefix:G:P"));
+    const bool chat = parts.size() == 2 && parts[0] == "chat" &&
+                      absl::SimpleAtoi(parts[1], &workload.turns) && workload.turns >= 1;
+    if (!chat &&
+        (parts.size() != 3 || parts[0] != "prefix" ||
+         !absl::SimpleAtoi(parts[1], &workload.groups) ||
+         !absl::SimpleAtoi(parts[2], &prefix_tokens) || workload.groups < 1 || prefix_tokens < 1)) {
+      return Fail(
+          cmd, absl::InvalidArgumentError("--workload: '" + w + "' is not prefix:G:P or chat:T"));
     }
     uint64_t x = 12345;
     for (int g = 0; g < workload.groups; ++g) {
