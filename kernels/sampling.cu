@@ -167,9 +167,9 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
   if (slot < 0 || p.slots.done[slot]) {
     if (threadIdx.x == 0) {
       out.key = slot < 0 ? 0 : p.slots.sampling[slot].key;
-      out.slot = slot;
+      out.slot = -1;
       out.token = -1;
-      out.finish = kSampleSkipped;
+      out.finish = sampling::FinishReason::kNone;
       out.num_top = 0;
     }
     return;
@@ -316,12 +316,14 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
     p.slots.generated[slot] = generated;
     p.slots.last_token[slot] = token;
     p.slots.pos[slot] = p.row_pos[row] + 1;
-    int32_t finish = kSampleNone;
+    sampling::FinishReason finish = sampling::FinishReason::kNone;
     for (int k = 0; k < s.num_stop_ids; ++k) {
-      if (s.stop_ids[k] == token) finish = kSampleStopToken;
+      if (s.stop_ids[k] == token) finish = sampling::FinishReason::kStopToken;
     }
-    if (finish == kSampleNone && generated >= s.max_tokens) finish = kSampleLength;
-    if (finish != kSampleNone) p.slots.done[slot] = 1;
+    if (finish == sampling::FinishReason::kNone && generated >= s.max_tokens) {
+      finish = sampling::FinishReason::kLength;
+    }
+    if (finish != sampling::FinishReason::kNone) p.slots.done[slot] = 1;
     if (s.has_penalties) {
       uint16_t& c = p.slots.out_counts[static_cast<int64_t>(slot) * p.vocab + token];
       if (c < 0xFFFF) ++c;

@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "worker/sampling/finish_reason.h"
+
 namespace llm::kernels {
 
 inline constexpr int kMaxStopIds = 80;
@@ -51,18 +53,13 @@ struct DeviceSlots {
   uint8_t* prompt_mask;  // [slots, vocab] 1 for prompt tokens (repetition penalty)
 };
 
-enum SampleFinish : int32_t {
-  kSampleNone = 0,
-  kSampleStopToken = 1,
-  kSampleLength = 2,
-  kSampleSkipped = 3,  // padding row, or a slot already finished (the pipeline's extra step)
-};
-
+// One sampling row's result. A row that sampled nothing (padding, or a slot already finished:
+// the pipeline's extra step) has slot -1.
 struct SampleOutput {
   uint64_t key;
   int32_t slot;
   int32_t token;
-  int32_t finish;  // SampleFinish
+  sampling::FinishReason finish;  // kNone, kStopToken or kLength
   float logprob;
   int32_t num_top;
   int32_t top_ids[kMaxTopLogprobs];

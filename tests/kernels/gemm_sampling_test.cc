@@ -213,7 +213,7 @@ TEST(SampleKernelTest, AgreesWithTheCpuSampler) {
       agree += out[s].token == want ? 1 : 0;
       if (cases[s].params.greedy() && out[s].token != want) ++greedy_mismatch;
       EXPECT_EQ(out[s].key, 77u + s);
-      EXPECT_EQ(out[s].finish, kSampleNone);
+      EXPECT_EQ(out[s].finish, sampling::FinishReason::kNone);
       EXPECT_EQ(last[s], out[s].token);  // the next decode input is in the slot table
       EXPECT_EQ(gen_after[s], round + 1);
     }
@@ -252,10 +252,10 @@ TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {
                            0));
   const auto out = d_out.Download();
   EXPECT_EQ(out[0].token, 5);
-  EXPECT_EQ(out[0].finish, kSampleStopToken);
+  EXPECT_EQ(out[0].finish, sampling::FinishReason::kStopToken);
   EXPECT_EQ(out[1].token, 6);
-  EXPECT_EQ(out[1].finish, kSampleLength);
-  EXPECT_EQ(out[2].finish, kSampleSkipped);
+  EXPECT_EQ(out[1].finish, sampling::FinishReason::kLength);
+  EXPECT_EQ(out[2].slot, -1);  // already done: sampled nothing
   EXPECT_EQ(d_done.Download(), (std::vector<uint8_t>{1, 1, 1}));
   EXPECT_EQ(d_pos.Download(), (std::vector<int32_t>{21, 31, 40}));
   EXPECT_EQ(d_last.Download(), (std::vector<int32_t>{5, 6, 1}));

@@ -25,8 +25,7 @@ using Clock = std::chrono::steady_clock;
 class NullRunner : public runner::ModelRunner {
  public:
   NullRunner(int32_t slots, int32_t blocks, int32_t vocab) : slots_(slots) {
-    info_.max_slots = slots;
-    info_.num_kv_blocks = blocks;
+    info_.sizes = {.max_slots = slots, .kv_blocks = blocks, .block_tokens = 16};
     info_.vocab_size = vocab;
     info_.max_context = 1 << 30;
     info_.device = "null";
@@ -51,10 +50,9 @@ class NullRunner : public runner::ModelRunner {
       Slot& slot = slots_[s];
       if (slot.finished) return;
       ++slot.generated;
-      engine::SlotOutput out{
-          s, slot.key, (s * 7 + slot.generated) % vocab_, engine::FinishKind::kNone, 0.0f, {}};
-      if (slot.generated >= slot.max_tokens) out.finish = engine::FinishKind::kLength;
-      slot.finished = out.finish != engine::FinishKind::kNone;
+      engine::SlotOutput out{s, slot.key, {(s * 7 + slot.generated) % vocab_, 0.0f, {}}};
+      if (slot.generated >= slot.max_tokens) out.finish = sampling::FinishReason::kLength;
+      slot.finished = out.finish != sampling::FinishReason::kNone;
       r.outputs.push_back(std::move(out));
     };
     for (const auto& p : plan.prefills) {
@@ -110,13 +108,13 @@ StepCost MeasureSteps(int32_t max_slots, int32_t running, double seconds) {
   constexpr int32_t kPrompt = 16, kMaxTokens = 1 << 20;
   const int32_t blocks_each = (kPrompt + kMaxTokens + 15) / 16;
   engine::SchedulerConfig config;
-  config.max_slots = max_slots;
-  config.num_kv_blocks = blocks_each * running;
+  config.sizes.max_slots = max_slots;
+  config.sizes.kv_blocks = blocks_each * running;
   config.max_batch_tokens = max_slots + 512;
   config.max_prefill_tokens = 512;
   DroppingEvents events;
   loop::EngineLoop loop(config,
-                        std::make_unique<NullRunner>(max_slots, config.num_kv_blocks, 32000),
+                        std::make_unique<NullRunner>(max_slots, config.sizes.kv_blocks, 32000),
                         &events, nullptr);
   loop.Start();
   for (int32_t i = 0; i < running; ++i) {
@@ -171,10 +169,8 @@ double MeasureOutputStage(const frontend::Tokenizer& tok, int requests, int toke
     for (int r = 0; r < requests; ++r) {
       step.push_back(
           {static_cast<uint64_t>(r + 1),
-           100 + (r * 31 + t * 17) % 1800,
-           t + 1 == tokens_each ? engine::FinishKind::kLength : engine::FinishKind::kNone,
-           0.0f,
-           {}});
+           {100 + (r * 31 + t * 17) % 1800, 0.0f, {}},
+           t + 1 == tokens_each ? sampling::FinishReason::kLength : sampling::FinishReason::kNone});
     }
     stage.OnTokens(step, Clock::now());
   }

@@ -244,7 +244,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.tokenizer = flags.GetString("tokenizer");
   bo.backend = "cuda";
   bo.device = static_cast<int>(*device);
-  bo.max_slots = max_slots;
+  bo.sizes.max_slots = max_slots;
   bo.max_prefill_tokens = static_cast<int32_t>(*max_prefill);
   bo.kv_memory_fraction = *fraction;
   bo.cuda_graphs = !flags.GetBool("no-graphs");
@@ -259,7 +259,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
   out["weights_gib"] = static_cast<double>(info.weight_bytes) / (1ull << 30);
   out["kv_cache_gib"] = static_cast<double>(info.kv_cache_bytes) / (1ull << 30);
-  out["kv_blocks"] = info.num_kv_blocks;
+  out["kv_blocks"] = info.sizes.kv_blocks;
   out["cuda_graphs"] = bo.cuda_graphs;
   out["batch_invariant"] = bo.batch_invariant;
   out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;

@@ -109,9 +109,10 @@ int RunGenerate(const std::vector<std::string>& args) {
   bo.tokenizer = flags.GetString("tokenizer");
   bo.backend = flags.GetString("backend");
   bo.cpu_threads = static_cast<int>(*threads);
-  bo.max_slots = 1;
+  bo.sizes.max_slots = 1;
   bo.max_context = static_cast<int32_t>(*max_context);
-  bo.kv_blocks = static_cast<int32_t>((*max_context + bo.block_tokens - 1) / bo.block_tokens);
+  bo.sizes.kv_blocks =
+      static_cast<int32_t>((*max_context + bo.sizes.block_tokens - 1) / bo.sizes.block_tokens);
   bo.max_prefill_tokens = 4096;
   auto backend = backend::CreateBackend(bo);
   if (!backend.ok()) return Fail(cmd, backend.status());

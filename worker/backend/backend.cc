@@ -48,14 +48,13 @@ absl::Status CreateCpuRunner(const BackendOptions& options, Backend& b) {
   LLM_ASSIGN_OR_RETURN(auto model, runner::CpuModel::FromStore(b.config, *store, b.pool.get()));
   const model::ModelConfig& c = b.config;
   runner::CpuRunnerOptions ro;
-  ro.max_slots = options.max_slots;
-  ro.block_tokens = options.block_tokens;
+  ro.sizes = options.sizes;
   const int64_t block_bytes =
-      int64_t{c.num_layers} * 2 * c.num_kv_heads * c.head_dim * ro.block_tokens * 4;
-  ro.num_kv_blocks = options.kv_blocks > 0
-                         ? options.kv_blocks
-                         : static_cast<int32_t>((int64_t{options.kv_cache_mb} << 20) / block_bytes);
-  if (ro.num_kv_blocks < 1) {
+      int64_t{c.num_layers} * 2 * c.num_kv_heads * c.head_dim * ro.sizes.block_tokens * 4;
+  if (ro.sizes.kv_blocks <= 0) {
+    ro.sizes.kv_blocks = static_cast<int32_t>((int64_t{options.kv_cache_mb} << 20) / block_bytes);
+  }
+  if (ro.sizes.kv_blocks < 1) {
     return absl::InvalidArgumentError(absl::StrCat("engine.kv_cache_mb: ", options.kv_cache_mb,
                                                    " MiB is too small for one KV block (",
                                                    block_bytes, " bytes)"));
@@ -76,9 +75,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   }
   runner::cuda::CudaRunnerOptions ro;
   ro.device = options.device;
-  ro.max_slots = options.max_slots;
-  ro.block_tokens = options.block_tokens;
-  ro.num_kv_blocks = options.kv_blocks;
+  ro.sizes = options.sizes;
   ro.kv_memory_fraction = options.kv_memory_fraction;
   ro.max_prefill_tokens = options.max_prefill_tokens;
   ro.max_context = options.max_context;

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
+#include "worker/engine/engine_sizes.h"
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/config.h"
 #include "worker/model/synthetic.h"
@@ -23,9 +24,8 @@ struct BackendOptions {
   std::string tokenizer;  // tokenizer.json or its directory; empty: the model's (synthetic for
                           // random models)
   std::string backend = "auto";  // auto (cuda when built and a device is present), cpu, cuda
-  int32_t max_slots = 32;
-  int32_t block_tokens = 16;
-  int32_t kv_blocks = 0;  // 0: from kv_cache_mb (cpu) or kv_memory_fraction (cuda)
+  // kv_blocks 0: from kv_cache_mb (cpu) or kv_memory_fraction (cuda).
+  engine::EngineSizes sizes;
   int32_t kv_cache_mb = 256;
   double kv_memory_fraction = 0.9;
   int32_t max_prefill_tokens = 512;

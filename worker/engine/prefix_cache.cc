@@ -110,7 +110,10 @@ void PrefixCache::Insert(int32_t block, uint64_t hash, uint64_t parent,
 }
 
 void PrefixCache::Release(std::span<const int32_t> blocks) {
-  for (const int32_t b : blocks) {
+  // Last block first: a chain's tail becomes less recently used than its head, so eviction
+  // takes the tail first (an evicted head would strand the blocks after it).
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    const int32_t b = *it;
     Block& blk = blocks_[static_cast<size_t>(b)];
     if (--blk.refs > 0) continue;
     --referenced_;

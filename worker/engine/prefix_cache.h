@@ -1,12 +1,12 @@
 // The KV block pool with prefix caching: which blocks are free, which are held by running
 // requests (reference-counted, so a cached prefix is shared read-only between slots), and which
-// hold a finished prompt's KV that a later request with the same prefix can reuse.
+// hold a finished sequence's KV that a later request with the same prefix can reuse.
 //
-// A full block of prompt tokens is named by a hash chain: its tokens, its parent block's hash,
-// and a salt (the model), so the same tokens after a different prefix, or on another model,
-// never match. A match is verified against the stored tokens and parent, so a hash collision
-// cannot hand out the wrong KV. Unreferenced cached blocks are evicted least recently used
-// first, and only when an allocation needs them. With caching off, nothing is ever inserted.
+// A full block of tokens (prompt or generated) is named by a hash chain: its tokens, its parent
+// block's hash, and a salt (the model), so the same tokens after a different prefix, or on
+// another model, never match. A match is verified against the stored tokens and parent, so a hash
+// collision cannot hand out the wrong KV. Unreferenced cached blocks are evicted least recently
+// used first, and only when an allocation needs them. With caching off, nothing is ever inserted.
 //
 // Pure logic, owned by the scheduler (engine thread only).
 #ifndef LLM_WORKER_ENGINE_PREFIX_CACHE_H_
@@ -52,8 +52,9 @@ class PrefixCache {
   // Records that `block` (referenced) now holds the KV of the full block `tokens` whose chain
   // hash is `hash` after `parent`. A second block with the same content is not inserted.
   void Insert(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
-  // Drops one reference on each block: unreferenced cached blocks stay cached (evictable),
-  // other unreferenced blocks are free again.
+  // Drops one reference on each block, last first (a sequence's blocks in order: its tail is
+  // evicted before its head): unreferenced cached blocks stay cached (evictable), other
+  // unreferenced blocks are free again.
   void Release(std::span<const int32_t> blocks);
   // Counts a lookup of `query` prompt tokens of which `hit` were cached.
   void RecordLookup(int64_t query, int64_t hit) {

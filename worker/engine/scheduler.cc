@@ -12,24 +12,26 @@ absl::Status SchedulerConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat(field, ": must be > 0, got ", v));
   };
   for (const absl::Status& st :
-       {positive("max_slots", max_slots), positive("kv_blocks", num_kv_blocks),
-        positive("block_tokens", block_tokens), positive("max_batch_tokens", max_batch_tokens),
+       {positive("max_slots", sizes.max_slots), positive("kv_blocks", sizes.kv_blocks),
+        positive("block_tokens", sizes.block_tokens),
+        positive("max_batch_tokens", max_batch_tokens),
         positive("max_prefill_tokens", max_prefill_tokens)}) {
     if (!st.ok()) return st;
   }
-  if (max_batch_tokens < max_slots + 1) {
+  if (max_batch_tokens < sizes.max_slots + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_tokens: ", max_batch_tokens, " leaves no room for prefill beside ",
-                     max_slots, " decode tokens (max_slots); use at least max_slots + 1"));
+                     sizes.max_slots, " decode tokens (max_slots); use at least max_slots + 1"));
   }
   return absl::OkStatus();
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
-      cache_(config.num_kv_blocks, config.block_tokens, config.prefix_cache, config.cache_salt),
-      slots_(config.max_slots) {
-  for (int32_t s = config.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+      cache_(config.sizes.kv_blocks, config.sizes.block_tokens, config.prefix_cache,
+             config.cache_salt),
+      slots_(config.sizes.max_slots) {
+  for (int32_t s = config.sizes.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
 void Scheduler::Add(RequestPtr request) {
@@ -76,8 +78,8 @@ int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
   const bool last = slot.prefilled + n == prompt;
   plan.prefills.push_back(PrefillChunk{s, slot.prefilled, n, last});
   slot.prefilled += n;
-  slot.full_blocks =
-      std::min(slot.prefilled / config_.block_tokens, static_cast<int32_t>(slot.hashes.size()));
+  slot.full_blocks = std::min(slot.prefilled / config_.sizes.block_tokens,
+                              static_cast<int32_t>(slot.hashes.size()));
   if (last) {
     slot.phase = Phase::kDecode;
     slot.planned = 1;
@@ -86,13 +88,36 @@ int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
 }
 
 void Scheduler::RegisterBlocks(Slot& slot) {
-  const int32_t bt = config_.block_tokens;
+  const int32_t bt = config_.sizes.block_tokens;
   for (; slot.registered < slot.full_blocks; ++slot.registered) {
     const int32_t b = slot.registered;
     cache_.Insert(slot.blocks[static_cast<size_t>(b)], slot.hashes[static_cast<size_t>(b)],
                   b > 0 ? slot.hashes[static_cast<size_t>(b - 1)] : 0,
                   std::span<const int32_t>(slot.request->prompt_ids)
                       .subspan(static_cast<size_t>(b * bt), static_cast<size_t>(bt)));
+  }
+}
+
+void Scheduler::RegisterOutputBlocks(const Slot& slot) {
+  if (slot.outputs.size() < 2) return;
+  // The prompt's blocks were all registered once its last chunk was planned (before any output).
+  if (slot.registered != static_cast<int32_t>(slot.hashes.size())) return;
+  const int32_t bt = config_.sizes.block_tokens;
+  const std::vector<int32_t>& prompt = slot.request->prompt_ids;
+  // Positions whose K/V is final: the prompt and every output but the last.
+  const size_t written = prompt.size() + slot.outputs.size() - 1;
+  const auto full = static_cast<int32_t>(written / static_cast<size_t>(bt));
+  if (full <= slot.registered) return;
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(full * bt));
+  tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+  tokens.insert(tokens.end(), slot.outputs.begin(),
+                slot.outputs.begin() + static_cast<std::ptrdiff_t>(full * bt - prompt.size()));
+  const std::vector<uint64_t> hashes = cache_.ChainHashes(tokens, full);
+  for (int32_t b = slot.registered; b < full; ++b) {
+    const auto i = static_cast<size_t>(b);
+    cache_.Insert(slot.blocks[i], hashes[i], b > 0 ? hashes[i - 1] : 0,
+                  std::span<const int32_t>(tokens).subspan(i * bt, static_cast<size_t>(bt)));
   }
 }
 
@@ -106,17 +131,20 @@ StepPlan Scheduler::Schedule() {
   }
 
   // 1. Retire slots whose request ended.
-  for (int32_t s = 0; s < config_.max_slots; ++s) {
+  bool retired = false;
+  for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
     Slot& slot = slots_[s];
     if (slot.phase != Phase::kEnded) continue;
+    RegisterOutputBlocks(slot);
     cache_.Release(slot.blocks);
     slot_of_.erase(slot.request->key);
     slot = Slot{};
     free_slots_.push_back(s);
-    plan.releases.push_back(s);
+    unsent_releases_.push_back(s);
     --running_;
+    retired = true;
   }
-  if (!plan.releases.empty()) {
+  if (retired) {
     // Keep the lowest free index on top so slot use stays compact.
     std::sort(free_slots_.begin(), free_slots_.end(), std::greater<>());
     prefill_order_.erase(std::remove_if(prefill_order_.begin(), prefill_order_.end(),
@@ -125,7 +153,7 @@ StepPlan Scheduler::Schedule() {
   }
 
   // 2. One decode token for every slot past its prompt that may still generate.
-  for (int32_t s = 0; s < config_.max_slots; ++s) {
+  for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
     Slot& slot = slots_[s];
     if (slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens) {
       plan.decodes.push_back(s);
@@ -147,7 +175,7 @@ StepPlan Scheduler::Schedule() {
 
   // 4. Admit queued requests, first come first served: the head waits for room rather than
   // being overtaken, so a large request is never starved.
-  const int32_t bt = config_.block_tokens;
+  const int32_t bt = config_.sizes.block_tokens;
   while (budget > 0 && !free_slots_.empty() && !queue_.empty()) {
     const RequestPtr& head = queue_.front();
     const std::span<const int32_t> prompt(head->prompt_ids);
@@ -183,19 +211,23 @@ StepPlan Scheduler::Schedule() {
     budget -= PlanPrefill(s, budget, plan);
     if (slot.phase == Phase::kPrefill) prefill_order_.push_back(s);
   }
+
+  // 5. Releases go out with a plan that computes something (one that does not is not launched).
+  if (!plan.empty()) plan.releases.swap(unsent_releases_);
   return plan;
 }
 
 void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events) {
   for (const SlotOutput& out : result.outputs) {
-    if (out.slot < 0 || out.slot >= config_.max_slots) continue;
+    if (out.slot < 0 || out.slot >= config_.sizes.max_slots) continue;
     Slot& slot = slots_[out.slot];
     if (slot.phase == Phase::kFree || slot.phase == Phase::kEnded ||
         slot.request->key != out.request_key) {
       continue;  // the extra step of an ended request, or a slot that changed hands
     }
-    if (out.finish != FinishKind::kNone) slot.phase = Phase::kEnded;
-    events.push_back(TokenEvent{out.request_key, out.token, out.finish, out.logprob, out.top,
+    if (out.finish != sampling::FinishReason::kNone) slot.phase = Phase::kEnded;
+    if (cache_.enabled()) slot.outputs.push_back(out.sampled.token_id);
+    events.push_back(TokenEvent{out.request_key, out.sampled, out.finish,
                                 slot.emitted ? -1 : slot.cached_tokens});
     slot.emitted = true;
   }
@@ -207,7 +239,7 @@ SchedulerStats Scheduler::stats() const {
   s.queued_prompt_tokens = queued_prompt_tokens_;
   s.running_requests = running_;
   s.free_slots = static_cast<int32_t>(free_slots_.size());
-  s.max_slots = config_.max_slots;
+  s.max_slots = config_.sizes.max_slots;
   s.kv_blocks_total = cache_.num_blocks();
   s.kv_blocks_used = cache_.num_referenced();
   const PrefixCacheStats c = cache_.stats();

@@ -12,8 +12,14 @@
 // of cached full blocks matching its prompt (shared, reference-counted; counted once in the
 // reservation) and prefills only the rest, always at least its last prompt token. Its own full
 // prompt blocks become reusable from the step after the one that writes them (so no step reads
-// a block that the same step writes). When it ends they stay cached until an allocation needs
-// the room (least recently used first). See prefix_cache.h.
+// a block that the same step writes). When it ends, the full blocks holding its generated
+// tokens join them (a chat's next turn resends the answer), up to the last but one sampled
+// token: a token's K/V is written by the step that takes it as input, and every step that wrote
+// those has been collected. Cached blocks stay until an allocation needs the room (least
+// recently used first). See prefix_cache.h.
+//
+// A plan that computes nothing (empty()) need not be launched: the slots it retired stay in the
+// scheduler and are released by the next plan that computes something, before its admissions.
 //
 // Pipelining: Schedule() may be called again before the previous step's result has come back.
 // Decodes are planned from the number of tokens already planned, so a slot whose request hit
@@ -29,6 +35,7 @@
 
 #include "absl/status/status.h"
 #include "worker/engine/block_allocator.h"
+#include "worker/engine/engine_sizes.h"
 #include "worker/engine/prefix_cache.h"
 #include "worker/engine/request.h"
 #include "worker/engine/step.h"
@@ -36,9 +43,7 @@
 namespace llm::engine {
 
 struct SchedulerConfig {
-  int32_t max_slots = 64;
-  int32_t num_kv_blocks = 1024;
-  int32_t block_tokens = 16;
+  EngineSizes sizes{.max_slots = 64, .kv_blocks = 1024, .block_tokens = 16};  // the runner's
   int32_t max_batch_tokens = 2048;   // decode + prefill tokens per step
   int32_t max_prefill_tokens = 512;  // prefill tokens per step, so decode never stalls
   bool prefix_cache = true;          // reuse the KV of cached prompt prefixes
@@ -51,10 +56,8 @@ struct SchedulerConfig {
 // A sampled token of a live request, in the order the step produced it.
 struct TokenEvent {
   uint64_t request_key;
-  int32_t token;
-  FinishKind finish;
-  float logprob;
-  std::vector<TokenLogprob> top;
+  sampling::SampledToken sampled;
+  sampling::FinishReason finish;      // kNone, kStopToken or kLength
   int32_t cached_prompt_tokens = -1;  // on a request's first event: prompt tokens found cached
 };
 
@@ -111,10 +114,13 @@ class Scheduler {
     int32_t full_blocks = 0;       // full prompt blocks planned (written by planned steps)
     int32_t registered = 0;        // full prompt blocks inserted into the cache
     bool emitted = false;          // its first token event went out
+    std::vector<int32_t> outputs;  // tokens sampled so far (with the cache on)
   };
 
   // Inserts the full prompt blocks planned by earlier steps into the cache.
   void RegisterBlocks(Slot& slot);
+  // At retirement: inserts the full blocks past the prompt whose KV is final (see Schedule).
+  void RegisterOutputBlocks(const Slot& slot);
 
   // Plans the next chunk of slot `s`'s prompt within `budget`; returns tokens used.
   int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
@@ -127,6 +133,7 @@ class Scheduler {
   std::unordered_map<uint64_t, std::list<RequestPtr>::iterator> queued_;
   std::unordered_map<uint64_t, int32_t> slot_of_;  // running request -> slot
   std::vector<int32_t> prefill_order_;             // slots in kPrefill, oldest admission first
+  std::vector<int32_t> unsent_releases_;  // retired slots no launched plan has released yet
   int64_t queued_prompt_tokens_ = 0;
   int32_t running_ = 0;
   uint64_t step_id_ = 0;

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "worker/engine/request.h"
+#include "worker/sampling/finish_reason.h"
+#include "worker/sampling/sampled_token.h"
 
 namespace llm::engine {
 
@@ -44,26 +46,14 @@ struct StepPlan {
   }
 };
 
-enum class FinishKind : uint8_t {
-  kNone,       // still generating
-  kStopToken,  // sampled one of the request's stop_token_ids (EOS included)
-  kLength,     // reached max_tokens
-};
-
-struct TokenLogprob {
-  int32_t token_id;
-  float logprob;
-};
-
 // One sampled token. `request_key` identifies the slot's occupant when the step ran, so an
 // output of a step that was launched before a slot changed hands is recognised and dropped.
 struct SlotOutput {
   int32_t slot;
   uint64_t request_key;
-  int32_t token;
-  FinishKind finish = FinishKind::kNone;
-  float logprob = 0.0f;           // when the request asked for logprobs
-  std::vector<TokenLogprob> top;  // most likely first
+  sampling::SampledToken sampled;  // logprob and top filled when the request asked for them
+  // kNone, or kStopToken / kLength: the runner checks a request's stop conditions itself.
+  sampling::FinishReason finish = sampling::FinishReason::kNone;
 };
 
 struct StepResult {

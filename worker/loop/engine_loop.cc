@@ -134,7 +134,8 @@ void EngineLoop::CollectOne() {
   }
   const double gap = result->gap_seconds;
   int32_t decodes = 0;
-  for (const auto& o : result->outputs) decodes += o.finish == engine::FinishKind::kNone ? 1 : 0;
+  for (const auto& o : result->outputs)
+    decodes += o.finish == sampling::FinishReason::kNone ? 1 : 0;
   if (observer_ != nullptr) {
     observer_->OnStep(step_s, gap, static_cast<int32_t>(result->outputs.size()), decodes);
   }
@@ -160,28 +161,22 @@ void EngineLoop::Run() {
     iteration_start_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     DrainIntake();
     engine::StepPlan plan = scheduler_.Schedule();
-    may_have_work = !plan.empty() || !plan.releases.empty();
+    may_have_work = !plan.empty();
     if (!plan.admissions.empty()) {
       admitted_scratch_.clear();
       for (const auto& a : plan.admissions) admitted_scratch_.push_back(a.request->key);
       events_->OnAdmitted(admitted_scratch_, Clock::now());
     }
     if (plan.empty()) {
-      // Nothing to compute: keep the releases for the next launched plan.
-      carried_releases_.insert(carried_releases_.end(), plan.releases.begin(), plan.releases.end());
+      // Nothing to compute (the scheduler keeps any releases for the next plan).
       if (runner_->in_flight() > 0) {
         CollectOne();
         may_have_work = true;  // results may have ended requests, to retire next iteration
       }
-    } else {
-      plan.releases.insert(plan.releases.begin(), carried_releases_.begin(),
-                           carried_releases_.end());
-      carried_releases_.clear();
-      if (absl::Status st = runner_->Launch(std::move(plan)); !st.ok()) {
-        FailAll(st);
-      } else if (runner_->in_flight() >= runner::ModelRunner::kMaxInFlight) {
-        CollectOne();
-      }
+    } else if (absl::Status st = runner_->Launch(std::move(plan)); !st.ok()) {
+      FailAll(st);
+    } else if (runner_->in_flight() >= runner::ModelRunner::kMaxInFlight) {
+      CollectOne();
     }
     PublishStats();
   }

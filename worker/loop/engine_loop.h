@@ -106,7 +106,6 @@ class EngineLoop {
   // Engine-thread state.
   std::vector<engine::TokenEvent> events_scratch_;
   std::vector<uint64_t> admitted_scratch_;
-  std::vector<int32_t> carried_releases_;
   double ewma_ms_ = 0.0;
   double window_busy_s_ = 0.0;
   Clock::time_point window_start_;

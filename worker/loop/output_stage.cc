@@ -7,6 +7,8 @@
 namespace llm::loop {
 namespace {
 
+using sampling::FinishReason;
+
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 double Sec(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -144,28 +146,29 @@ void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::
   if (e.cached_prompt_tokens >= 0) st.cached_prompt_tokens = e.cached_prompt_tokens;
 
   StreamUpdate u;
-  u.token_ids.push_back(e.token);
+  const int32_t token = e.sampled.token_id;
+  u.token_ids.push_back(token);
   if (st.ctx.want_logprobs) {
-    TokenLogprobs lp{Entry(e.token, e.logprob), {}};
-    for (const auto& t : e.top) lp.top.push_back(Entry(t.token_id, t.logprob));
+    TokenLogprobs lp{Entry(token, e.sampled.logprob), {}};
+    for (const auto& t : e.sampled.top) lp.top.push_back(Entry(t.token_id, t.logprob));
     u.logprobs.push_back(std::move(lp));
   }
   if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;
   st.sent_first = true;
 
   FinishReason reason = FinishReason::kNone;
-  if (e.finish == engine::FinishKind::kStopToken) {
+  if (e.finish == FinishReason::kStopToken) {
     // A stop token (EOS included) ends generation and is not part of the text.
-    reason = FinishReason::kStop;
-    u.stop_token_id = e.token;
+    reason = FinishReason::kStopToken;
+    u.stop_token_id = token;
   } else {
-    auto r = st.stops.Add(st.detok.Add(e.token));
+    auto r = st.stops.Add(st.detok.Add(token));
     u.text = std::move(r.text);
     if (r.stopped) {
-      reason = FinishReason::kStop;
+      reason = FinishReason::kStopString;
       u.stop_string = std::move(r.matched);
       abort_(e.request_key);  // free the slot now rather than at max_tokens
-    } else if (e.finish == engine::FinishKind::kLength) {
+    } else if (e.finish == FinishReason::kLength) {
       reason = FinishReason::kLength;
     }
   }
@@ -190,7 +193,7 @@ void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpd
     auto r = st.stops.Add(st.detok.Flush());
     u.text += r.text;
     if (r.stopped) {
-      reason = FinishReason::kStop;
+      reason = FinishReason::kStopString;
       u.stop_string = r.matched;
       u.stop_token_id = -1;
     } else {

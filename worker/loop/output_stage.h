@@ -106,7 +106,7 @@ class OutputStage : public EngineEvents {
   void Handle(Shard& shard, Item& item);
   void HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when);
   void Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& update,
-              FinishReason reason, Clock::time_point when);
+              sampling::FinishReason reason, Clock::time_point when);
   LogprobEntry Entry(int32_t id, float logprob) const;
 
   const frontend::Tokenizer& tokenizer_;

@@ -8,10 +8,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/sampling/finish_reason.h"
 
 namespace llm::loop {
-
-enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 
 struct LogprobEntry {
   int32_t token_id;
@@ -39,7 +38,7 @@ struct StreamUpdate {
   std::vector<TokenLogprobs> logprobs;  // one per token when asked for
   std::vector<int32_t> prompt_ids;      // first update, when asked for
   bool finished = false;
-  FinishReason reason = FinishReason::kNone;
+  sampling::FinishReason reason = sampling::FinishReason::kNone;
   std::string stop_string;     // when a stop string ended generation
   int32_t stop_token_id = -1;  // when a stop token (EOS included) ended it
   bool has_usage = false;
@@ -68,7 +67,7 @@ struct RequestStats {
   double tpot_seconds = -1;  // mean time per output token after the first; negative if < 2
   double e2e_seconds = 0;
   double queue_seconds = -1;
-  FinishReason reason = FinishReason::kNone;
+  sampling::FinishReason reason = sampling::FinishReason::kNone;
 };
 
 class RequestObserver {

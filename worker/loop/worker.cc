@@ -40,9 +40,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
     std::unique_ptr<frontend::Tokenizer> tokenizer, std::vector<int32_t> eos_token_ids,
     RequestObserver* request_observer, StepObserver* step_observer) {
   const runner::RunnerInfo& info = runner->info();
-  options.scheduler.max_slots = info.max_slots;
-  options.scheduler.num_kv_blocks = info.num_kv_blocks;
-  options.scheduler.block_tokens = info.block_tokens;
+  options.scheduler.sizes = info.sizes;
   if (info.max_prefill_tokens > 0) {
     // The runner's buffers bound a step's prompt tokens.
     options.scheduler.max_prefill_tokens =
@@ -52,7 +50,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   RequestLimits& l = options.limits;
   l.vocab_size = info.vocab_size;
   l.max_context = info.max_context;
-  l.kv_capacity_tokens = info.num_kv_blocks * info.block_tokens;
+  l.kv_capacity_tokens = static_cast<int32_t>(info.sizes.kv_capacity_tokens());
   l.eos_token_ids = std::move(eos_token_ids);
   if (info.max_stop_ids > 0) {
     // EOS ids are added to each request's stop ids.
@@ -115,11 +113,12 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
   {
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t capacity =
-        static_cast<int64_t>(options_.scheduler.max_slots) + options_.max_queued_requests;
+        static_cast<int64_t>(options_.scheduler.sizes.max_slots) + options_.max_queued_requests;
     if (in_flight_ >= capacity) {
-      absl::Status full = absl::ResourceExhaustedError(absl::StrCat(
-          "the worker is full: ", in_flight_, " requests in flight (", options_.scheduler.max_slots,
-          " slots + ", options_.max_queued_requests, " queued); retry later"));
+      absl::Status full = absl::ResourceExhaustedError(
+          absl::StrCat("the worker is full: ", in_flight_, " requests in flight (",
+                       options_.scheduler.sizes.max_slots, " slots + ",
+                       options_.max_queued_requests, " queued); retry later"));
       // Retry once room is likely: the requests beyond capacity, each about one mean interval
       // between stream ends (a second when nothing has ended yet).
       const double interval_s = end_interval_s_ > 0.0 ? end_interval_s_ : 1.0;

@@ -31,7 +31,7 @@
 namespace llm::loop {
 
 struct WorkerOptions {
-  // max_slots, kv_blocks and block_tokens are taken from the runner.
+  // scheduler.sizes is replaced by the runner's (RunnerInfo::sizes).
   engine::SchedulerConfig scheduler;
   // vocab_size, max_context, kv_capacity_tokens and eos_token_ids are filled in by Create.
   RequestLimits limits;

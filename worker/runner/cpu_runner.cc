@@ -12,23 +12,21 @@
 
 namespace llm::runner {
 
-using engine::FinishKind;
 using engine::SlotOutput;
 using engine::StepPlan;
 using engine::StepResult;
+using sampling::FinishReason;
 
 CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options)
     : model_(std::move(model)),
       options_(options),
-      kv_(model_->config(), options.num_kv_blocks, options.block_tokens),
-      slots_(options.max_slots) {
+      kv_(model_->config(), options.sizes.kv_blocks, options.sizes.block_tokens),
+      slots_(options.sizes.max_slots) {
   const model::ModelConfig& c = model_->config();
   if (options_.valid_vocab_size <= 0 || options_.valid_vocab_size > c.vocab_size) {
     options_.valid_vocab_size = c.vocab_size;
   }
-  info_.max_slots = options.max_slots;
-  info_.num_kv_blocks = options.num_kv_blocks;
-  info_.block_tokens = options.block_tokens;
+  info_.sizes = options.sizes;
   info_.vocab_size = c.vocab_size;
   info_.max_context = options_.max_context > 0
                           ? std::min(options_.max_context, c.max_position_embeddings)
@@ -112,10 +110,10 @@ absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
   const StepPlan& plan = pending.plan;
   const auto start = std::chrono::steady_clock::now();
   for (int32_t s : plan.releases) {
-    if (s >= 0 && s < options_.max_slots) slots_[s] = SlotState{};
+    if (s >= 0 && s < options_.sizes.max_slots) slots_[s] = SlotState{};
   }
   for (const auto& a : plan.admissions) {
-    if (a.slot < 0 || a.slot >= options_.max_slots || a.request == nullptr) {
+    if (a.slot < 0 || a.slot >= options_.sizes.max_slots || a.request == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": bad admission"));
     }
     SlotState& slot = slots_[a.slot];
@@ -184,20 +182,18 @@ absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
   for (size_t i = 0; i < sampling_slots_.size(); ++i) {
     SlotState& slot = slots_[sampling_slots_[i]];
     const engine::EngineRequest& req = *slot.request;
-    const sampling::SampleResult& sample = samples_[i];
+    const int32_t token = samples_[i].token_id;
     ++slot.generated;
-    slot.last_token = sample.token_id;
-    slot.penalties.AddOutput(sample.token_id);
-    SlotOutput out{sampling_slots_[i], req.key,        sample.token_id,
-                   FinishKind::kNone,  sample.logprob, {}};
-    for (const auto& t : sample.top) out.top.push_back({t.token_id, t.logprob});
-    if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), sample.token_id) !=
+    slot.last_token = token;
+    slot.penalties.AddOutput(token);
+    SlotOutput out{sampling_slots_[i], req.key, std::move(samples_[i])};
+    if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), token) !=
         req.stop_token_ids.end()) {
-      out.finish = FinishKind::kStopToken;
+      out.finish = FinishReason::kStopToken;
     } else if (slot.generated >= req.max_tokens) {
-      out.finish = FinishKind::kLength;
+      out.finish = FinishReason::kLength;
     }
-    slot.finished = out.finish != FinishKind::kNone;
+    slot.finished = out.finish != FinishReason::kNone;
     result.outputs.push_back(std::move(out));
   }
   if (options_.extra_step_seconds > 0) {

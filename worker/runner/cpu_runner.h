@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "worker/engine/engine_sizes.h"
 #include "worker/runner/cpu_model.h"
 #include "worker/runner/model_runner.h"
 #include "worker/sampling/sampler.h"
@@ -18,9 +19,8 @@
 namespace llm::runner {
 
 struct CpuRunnerOptions {
-  int32_t max_slots = 64;
-  int32_t num_kv_blocks = 1024;
-  int32_t block_tokens = 16;
+  engine::EngineSizes sizes{
+      .max_slots = 64, .kv_blocks = 1024, .block_tokens = 16};  // kv_blocks > 0
   // Tokens with ids >= this are never sampled (a model vocabulary padded beyond the
   // tokenizer's); 0 = the model's vocabulary size.
   int32_t valid_vocab_size = 0;
@@ -71,7 +71,7 @@ class CpuRunner : public ModelRunner {
   std::vector<SeqChunk> chunks_;
   std::vector<int32_t> sampling_slots_;
   std::vector<float> logits_;
-  std::vector<sampling::SampleResult> samples_;
+  std::vector<sampling::SampledToken> samples_;
   int in_flight_ = 0;  // engine thread only
   // When the last step ended (the thread running steps only).
   std::chrono::steady_clock::time_point last_end_{};

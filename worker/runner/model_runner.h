@@ -19,14 +19,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/engine/engine_sizes.h"
 #include "worker/engine/step.h"
 
 namespace llm::runner {
 
 struct RunnerInfo {
-  int32_t max_slots = 0;
-  int32_t num_kv_blocks = 0;
-  int32_t block_tokens = 16;
+  engine::EngineSizes sizes;       // as settled: the scheduler takes exactly these
   int32_t vocab_size = 0;          // the model's
   int32_t max_context = 0;         // positions per sequence
   int32_t max_prefill_tokens = 0;  // prompt tokens one plan may hold; 0: any

@@ -50,15 +50,15 @@ absl::StatusOr<SequenceResult> GenerateSequence(CpuModel& model,
     const bool keep_going = on_token == nullptr || on_token(id);
     if (std::find(opt.stop_token_ids.begin(), opt.stop_token_ids.end(), id) !=
         opt.stop_token_ids.end()) {
-      result.finish = SequenceFinish::kStopToken;
+      result.finish = sampling::FinishReason::kStopToken;
       break;
     }
     if (!keep_going) {
-      result.finish = SequenceFinish::kCallback;
+      result.finish = sampling::FinishReason::kStopString;
       break;
     }
     if (static_cast<int32_t>(result.generated_ids.size()) >= opt.max_tokens) {
-      result.finish = SequenceFinish::kLength;
+      result.finish = sampling::FinishReason::kLength;
       break;
     }
     tokens.assign(1, id);

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/runner/cpu_model.h"
+#include "worker/sampling/finish_reason.h"
 #include "worker/sampling/sampling_params.h"
 
 namespace llm::runner {
@@ -22,11 +23,10 @@ struct SequenceOptions {
   int32_t kv_block_tokens = 16;
 };
 
-enum class SequenceFinish { kStopToken, kLength, kCallback };
-
 struct SequenceResult {
   std::vector<int32_t> generated_ids;  // including a final stop token
-  SequenceFinish finish = SequenceFinish::kLength;
+  // kStopToken, kLength, or kStopString when `on_token` ended generation.
+  sampling::FinishReason finish = sampling::FinishReason::kLength;
 };
 
 // `on_token` is called after each generated token; returning false ends generation (a stop

@@ -153,11 +153,11 @@ int32_t Argmax(std::span<const float> logits) {
   return 0;  // empty, or all NaN
 }
 
-SampleResult Sampler::Sample(std::span<float> logits, const SamplingParams& p,
+SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
                              const PenaltyState& penalties, uint64_t counter, int num_top_logprobs,
                              bool want_logprob) {
   const auto n = static_cast<int32_t>(logits.size());
-  SampleResult result{0, 0.0f, {}};
+  SampledToken result{0, 0.0f, {}};
   if (n == 0) return result;
   if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
 

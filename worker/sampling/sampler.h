@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "worker/sampling/sampled_token.h"
 #include "worker/sampling/sampling_params.h"
 
 namespace llm::sampling {
@@ -40,23 +41,12 @@ class PenaltyState {
   std::unordered_map<int32_t, int32_t> output_counts_;
 };
 
-struct TokenLogprob {
-  int32_t token_id;
-  float logprob;
-};
-
-struct SampleResult {
-  int32_t token_id;
-  float logprob;                  // of the chosen token (when logprobs were asked for)
-  std::vector<TokenLogprob> top;  // the most likely tokens, most likely first
-};
-
 // Stateless apart from scratch buffers: one Sampler per thread.
 class Sampler {
  public:
   // `logits` is modified in place (penalties applied). `counter` is the number of tokens the
-  // request has generated so far. `num_top_logprobs` > 0 fills SampleResult::top.
-  SampleResult Sample(std::span<float> logits, const SamplingParams& params,
+  // request has generated so far. `num_top_logprobs` > 0 fills SampledToken::top.
+  SampledToken Sample(std::span<float> logits, const SamplingParams& params,
                       const PenaltyState& penalties, uint64_t counter, int num_top_logprobs = 0,
                       bool want_logprob = false);
 

@@ -96,19 +96,19 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
 
 namespace {
 
-llm::v1::FinishReason ToProto(loop::FinishReason r) {
+llm::v1::FinishReason ToProto(sampling::FinishReason r) {
   switch (r) {
-    case loop::FinishReason::kStop:
-      return llm::v1::FINISH_REASON_STOP;
-    case loop::FinishReason::kLength:
+    case sampling::FinishReason::kStopToken:
+    case sampling::FinishReason::kStopString:
+      return llm::v1::FINISH_REASON_STOP;  // stop_token_id or stop_string says which
+    case sampling::FinishReason::kLength:
       return llm::v1::FINISH_REASON_LENGTH;
-    case loop::FinishReason::kCancelled:
-      return llm::v1::FINISH_REASON_CANCELLED;
-    case loop::FinishReason::kError:
+    case sampling::FinishReason::kError:
       return llm::v1::FINISH_REASON_ERROR;
-    default:
-      return llm::v1::FINISH_REASON_UNSPECIFIED;
+    case sampling::FinishReason::kNone:
+      break;
   }
+  return llm::v1::FINISH_REASON_UNSPECIFIED;
 }
 
 void ToProto(const loop::LogprobEntry& e, llm::v1::TokenLogprob& out) {
@@ -177,7 +177,7 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   r.set_kv_blocks_cached(static_cast<uint32_t>(s.kv_blocks_cached));
   r.set_prefix_cache_query_tokens(static_cast<uint64_t>(s.prefix_query_tokens));
   r.set_prefix_cache_hit_tokens(static_cast<uint64_t>(s.prefix_hit_tokens));
-  r.set_kv_block_tokens(worker.runner_info().block_tokens);
+  r.set_kv_block_tokens(worker.runner_info().sizes.block_tokens);
   r.set_step_time_ewma_ms(load.engine.step_time_ewma_ms);
   r.set_busy_ratio(load.engine.busy_ratio);
   r.set_draining(load.draining);

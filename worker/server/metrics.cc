@@ -29,17 +29,18 @@ prometheus::Histogram::BucketBoundaries Exponential(double start, double factor,
   return b;
 }
 
-const char* ReasonLabel(loop::FinishReason r) {
+const char* ReasonLabel(sampling::FinishReason r) {
   switch (r) {
-    case loop::FinishReason::kStop:
+    case sampling::FinishReason::kStopToken:
+    case sampling::FinishReason::kStopString:
       return "stop";
-    case loop::FinishReason::kLength:
+    case sampling::FinishReason::kLength:
       return "length";
-    case loop::FinishReason::kCancelled:
-      return "cancelled";
-    default:
-      return "error";
+    case sampling::FinishReason::kNone:
+    case sampling::FinishReason::kError:
+      break;
   }
+  return "error";
 }
 
 }  // namespace

@@ -108,9 +108,9 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
         absl::StrCat("engine.backend: '", b.backend, "' is not one of auto, cpu, cuda"));
   }
   b.device = static_cast<int>(v->Int("engine.device"));
-  b.max_slots = static_cast<int32_t>(v->Int("engine.max_slots"));
+  b.sizes.max_slots = static_cast<int32_t>(v->Int("engine.max_slots"));
   b.max_context = static_cast<int32_t>(v->Int("engine.max_context"));
-  b.kv_blocks = static_cast<int32_t>(v->Int("engine.kv_blocks"));
+  b.sizes.kv_blocks = static_cast<int32_t>(v->Int("engine.kv_blocks"));
   b.kv_cache_mb = static_cast<int32_t>(v->Int("engine.kv_cache_mb"));
   b.kv_memory_fraction = v->Double("engine.kv_memory_fraction");
   b.cuda_graphs = v->Bool("engine.cuda_graphs");
@@ -151,7 +151,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   l.max_stop_string_bytes = static_cast<size_t>(v->Int("limits.max_stop_string_bytes"));
   l.max_stop_token_ids = static_cast<int32_t>(v->Int("limits.max_stop_token_ids"));
   l.max_logprobs = static_cast<int32_t>(v->Int("limits.max_logprobs"));
-  if (w.scheduler.max_batch_tokens < b.max_slots + 1) {
+  if (w.scheduler.max_batch_tokens < b.sizes.max_slots + 1) {
     return absl::InvalidArgumentError(
         "engine.max_batch_tokens: must be at least engine.max_slots + 1, so a step can hold "
         "every slot's decode token and some prefill");

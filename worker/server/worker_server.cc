@@ -121,8 +121,9 @@ absl::Status WorkerServer::Start() {
   pool_ = std::move(b.pool);
   const runner::RunnerInfo info = b.runner->info();
   std::fprintf(stderr, "llm-worker: %s on %s (%s backend): %d slots, %d KV blocks (%.1f MiB)\n",
-               config_.model_name.c_str(), info.device.c_str(), b.backend.c_str(), info.max_slots,
-               info.num_kv_blocks, static_cast<double>(info.kv_cache_bytes) / (1 << 20));
+               config_.model_name.c_str(), info.device.c_str(), b.backend.c_str(),
+               info.sizes.max_slots, info.sizes.kv_blocks,
+               static_cast<double>(info.kv_cache_bytes) / (1 << 20));
   device_monitor_ = std::make_unique<DeviceMonitor>(info.pci_bus_id);
   if (!info.pci_bus_id.empty() && !device_monitor_->unavailable_reason().empty()) {
     std::fprintf(stderr, "llm-worker: GPU counters unavailable: %s\n",

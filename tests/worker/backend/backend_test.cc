@@ -10,8 +10,8 @@ TEST(BackendTest, CpuRandomModelHasTheShapeAndASyntheticTokenizer) {
   BackendOptions o;
   o.model = "random:tiny:3";
   o.backend = "cpu";
-  o.max_slots = 3;
-  o.kv_blocks = 40;
+  o.sizes.max_slots = 3;
+  o.sizes.kv_blocks = 40;
   o.cpu_threads = 1;
   o.max_context = 100;
   auto b = CreateBackend(o);
@@ -20,8 +20,8 @@ TEST(BackendTest, CpuRandomModelHasTheShapeAndASyntheticTokenizer) {
   EXPECT_TRUE(b->source.synthetic());
   EXPECT_EQ(b->tokenizer->vocab_size(), b->config.vocab_size);
   const runner::RunnerInfo& info = b->runner->info();
-  EXPECT_EQ(info.max_slots, 3);
-  EXPECT_EQ(info.num_kv_blocks, 40);
+  EXPECT_EQ(info.sizes.max_slots, 3);
+  EXPECT_EQ(info.sizes.kv_blocks, 40);
   EXPECT_EQ(info.max_context, 100);
   EXPECT_EQ(info.device, "cpu (1 threads)");
   EXPECT_TRUE(info.pci_bus_id.empty());
@@ -52,7 +52,7 @@ TEST(BackendTest, ErrorsNameTheOption) {
 
   o.backend = "cpu";
   o.kv_cache_mb = 0;
-  o.kv_blocks = 0;
+  o.sizes.kv_blocks = 0;
   b = CreateBackend(o);
   EXPECT_NE(b.status().message().find("engine.kv_cache_mb"), std::string::npos) << b.status();
 

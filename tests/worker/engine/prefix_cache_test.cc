@@ -13,6 +13,8 @@
 namespace llm::engine {
 namespace {
 
+using sampling::FinishReason;
+
 constexpr int32_t kBt = 16;
 
 // A request whose prompt is `prefix` followed by `tail` tokens of value `salt`.
@@ -35,9 +37,7 @@ std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) 
 
 SchedulerConfig Config(int32_t slots, int32_t blocks, bool cache = true) {
   SchedulerConfig c;
-  c.max_slots = slots;
-  c.num_kv_blocks = blocks;
-  c.block_tokens = kBt;
+  c.sizes = {.max_slots = slots, .kv_blocks = blocks, .block_tokens = kBt};
   c.max_batch_tokens = 256;
   c.max_prefill_tokens = 128;
   c.prefix_cache = cache;
@@ -72,8 +72,11 @@ class Driver {
       auto& [req, n] = live_.at(slot);
       if (n >= req->max_tokens) return;
       ++n;
-      result.outputs.push_back(SlotOutput{
-          slot, req->key, 0, n >= req->max_tokens ? FinishKind::kLength : FinishKind::kNone});
+      result.outputs.push_back(
+          SlotOutput{slot,
+                     req->key,
+                     {0, 0.0f, {}},
+                     n >= req->max_tokens ? FinishReason::kLength : FinishReason::kNone});
     };
     for (const auto& p : plan.prefills) {
       out_[live_.at(p.slot).first->key].prefilled += p.num_tokens;
@@ -122,9 +125,10 @@ TEST(PrefixCacheTest, ALaterRequestSharesTheCachedPrefixWithReferenceCounts) {
   EXPECT_EQ(s.stats().prefix_query_tokens, 53 + 55);
   ExpectAccounted(s);
   d.RunIdle();
-  // Both ended: the 3 shared full prompt blocks stay cached (partial and output blocks do not).
-  EXPECT_EQ(s.stats().kv_blocks_cached, 3);
-  EXPECT_EQ(s.stats().kv_blocks_evictable, 3);
+  // Both ended with 20 tokens: K/V is final up to 53+19 and 55+19 positions, so besides the 3
+  // shared blocks each keeps its fourth block (prompt tail + output); partial blocks are freed.
+  EXPECT_EQ(s.stats().kv_blocks_cached, 3 + 1 + 1);
+  EXPECT_EQ(s.stats().kv_blocks_evictable, 5);
   ExpectAccounted(s);
 }
 
@@ -173,7 +177,9 @@ TEST(PrefixCacheTest, ACancelWhileSharedKeepsTheOtherRequestsBlocks) {
   ExpectAccounted(s);
   d.RunIdle();
   EXPECT_EQ(d.of(2).tokens, 50);
-  EXPECT_EQ(s.stats().kv_blocks_cached, 2);
+  // Request 1 (cancelled after 2 tokens) added nothing past its 2 prompt blocks; request 2's
+  // 35 + 49 final positions fill 5 blocks: 2 shared + 3 of its own.
+  EXPECT_EQ(s.stats().kv_blocks_cached, 5);
   ExpectAccounted(s);
 }
 
@@ -217,6 +223,42 @@ TEST(PrefixCacheTest, APoolFullOfCachedBlocksStillAdmitsNewRequests) {
   EXPECT_EQ(e.of(2).tokens, 1);
   EXPECT_EQ(t.stats().kv_blocks_cached, 3);  // now request 2's prefix
   ExpectAccounted(t);
+}
+
+TEST(PrefixCacheTest, TheNextTurnReusesTheBlocksOfThePreviousAnswer) {
+  // The driver samples token 0. Turn 1: 20 prompt tokens + 30 out; K/V is final for 20 + 29
+  // positions (the last token was never an input), so 3 full blocks: 1 of prompt, 1 mixed, 1 of
+  // output.
+  Scheduler s(Config(2, 64));
+  Driver d(s);
+  const auto prompt = Tokens(20, 1);
+  s.Add(Req(1, prompt, 30));
+  d.RunIdle();
+  EXPECT_EQ(s.stats().kv_blocks_cached, 3);
+  ExpectAccounted(s);
+  // Turn 2 resends the conversation: prompt, answer, a new user message.
+  const auto turn2 = Cat(Cat(prompt, std::vector<int32_t>(30, 0)), Tokens(5, 900));
+  s.Add(Req(2, turn2, 4));
+  d.RunIdle();
+  EXPECT_EQ(d.of(2).cached, 48);
+  EXPECT_EQ(d.of(2).prefilled, 55 - 48);
+  // A different answer shares only the prompt's block.
+  s.Add(Req(3, Cat(Cat(prompt, std::vector<int32_t>(30, 7)), Tokens(5, 900)), 4));
+  d.RunIdle();
+  EXPECT_EQ(d.of(3).cached, 16);
+  ExpectAccounted(s);
+}
+
+TEST(PrefixCacheTest, TheLastSampledTokenIsNeverInACachedBlock) {
+  // 16 prompt tokens: 16 tokens out make 31 final positions (1 block), 17 make 32 (2 blocks).
+  for (const int32_t out : {16, 17}) {
+    Scheduler s(Config(1, 16));
+    Driver d(s);
+    s.Add(Req(1, Tokens(16, 1), out));
+    d.RunIdle();
+    EXPECT_EQ(s.stats().kv_blocks_cached, out == 16 ? 1 : 2) << out;
+    ExpectAccounted(s);
+  }
 }
 
 TEST(PrefixCacheTest, WithTheCacheOffNothingIsShared) {

@@ -50,8 +50,8 @@ class WorkerTest : public ::testing::Test {
     auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
     EXPECT_TRUE(model.ok()) << model.status();
     runner::CpuRunnerOptions ro;
-    ro.max_slots = slots;
-    ro.num_kv_blocks = kv_blocks;
+    ro.sizes.max_slots = slots;
+    ro.sizes.kv_blocks = kv_blocks;
     auto run = std::make_unique<runner::CpuRunner>(*std::move(model), ro);
     auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
     EXPECT_TRUE(tok.ok());
@@ -105,7 +105,7 @@ TEST_F(WorkerTest, GoldenThroughTheWholePipeline) {
   EXPECT_EQ(r.token_ids, golden_.generated_ids);
   EXPECT_EQ(golden_.prompt + r.text, golden_.text);
   EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 80, 147, 201, 282, 57}));
-  EXPECT_EQ(r.reason, FinishReason::kLength);
+  EXPECT_EQ(r.reason, sampling::FinishReason::kLength);
   EXPECT_TRUE(r.has_usage);
   EXPECT_EQ(r.usage.prompt_tokens, 6);
   EXPECT_EQ(r.usage.completion_tokens, 59);
@@ -173,7 +173,7 @@ TEST_F(WorkerTest, StopStringEndsTheRequestAndFreesItsSlot) {
   ASSERT_TRUE(sink->Wait());
   const StreamUpdate r = sink->result();
   EXPECT_EQ(r.text, ", a little girl");
-  EXPECT_EQ(r.reason, FinishReason::kStop);
+  EXPECT_EQ(r.reason, sampling::FinishReason::kStopString);
   EXPECT_EQ(r.stop_string, " named");
   ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(10)));
   for (int i = 0; i < 200 && w->Load().engine.scheduler.running_requests != 0; ++i) {
@@ -191,7 +191,7 @@ TEST_F(WorkerTest, StopTokenIdIsReported) {
   ASSERT_TRUE(w->Submit(spec, sink).ok());
   ASSERT_TRUE(sink->Wait());
   const StreamUpdate r = sink->result();
-  EXPECT_EQ(r.reason, FinishReason::kStop);
+  EXPECT_EQ(r.reason, sampling::FinishReason::kStopToken);
   EXPECT_EQ(r.stop_token_id, golden_.generated_ids[4]);
   EXPECT_EQ(r.token_ids.size(), 5u);
 }
@@ -401,6 +401,40 @@ TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
   EXPECT_EQ(warm.token_ids, cold.token_ids);
   EXPECT_EQ(off.token_ids, cold.token_ids);
   EXPECT_EQ(warm.text, cold.text);
+}
+
+// A chat's next turn resends the previous answer: the blocks of generated tokens are found in
+// the cache, and the next answer is the same as computing the whole prompt.
+TEST_F(WorkerTest, TheNextTurnReusesTheBlocksOfThePreviousAnswer) {
+  auto cached = MakeWorker(4);
+  auto uncached = MakeWorker(4, 64, 1024, 512, /*prefix_cache=*/false);
+  auto first = cached->Tokenize(golden_.prompt, /*add_special=*/true);
+  auto next = cached->Tokenize(" Then the fox said:", /*add_special=*/false);
+  ASSERT_TRUE(first.ok() && next.ok());
+  const auto run = [](Worker& w, const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    GenerateSpec s = Spec("", max_tokens);
+    s.has_text = false;
+    s.token_ids = prompt;
+    auto sink = std::make_shared<CollectingSink>();
+    EXPECT_TRUE(w.Submit(s, sink).ok());
+    EXPECT_TRUE(sink->Wait());
+    return sink->result();
+  };
+  const StreamUpdate turn1 = run(*cached, *first, 45);
+  ASSERT_GE(turn1.token_ids.size(), 2u);
+  std::vector<int32_t> prompt2 = *first;
+  prompt2.insert(prompt2.end(), turn1.token_ids.begin(), turn1.token_ids.end());
+  prompt2.insert(prompt2.end(), next->begin(), next->end());
+  const StreamUpdate warm = run(*cached, prompt2, 30);
+  const StreamUpdate off = run(*uncached, prompt2, 30);
+  // Every block whose K/V was final when turn 1 ended: its prompt and all but its last token.
+  const size_t final_positions = first->size() + turn1.token_ids.size() - 1;
+  EXPECT_EQ(warm.usage.cached_prompt_tokens, static_cast<int32_t>(final_positions / 16 * 16));
+  EXPECT_GT(warm.usage.cached_prompt_tokens, static_cast<int32_t>(first->size() / 16 * 16));
+  EXPECT_EQ(off.usage.cached_prompt_tokens, 0);
+  EXPECT_EQ(warm.token_ids.size(), 30u);
+  EXPECT_EQ(warm.token_ids, off.token_ids);
+  EXPECT_EQ(warm.text, off.text);
 }
 
 // 1,000 random requests over 20 shared prefixes, some cancelled: nothing left running, every

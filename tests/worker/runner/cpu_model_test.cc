@@ -68,7 +68,7 @@ TEST_F(CpuModelTest, ReproducesGoldenIds) {
   auto r = GenerateSequence(*model_, golden_.prompt_ids, opt);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->generated_ids, golden_.generated_ids);
-  EXPECT_EQ(r->finish, SequenceFinish::kLength);
+  EXPECT_EQ(r->finish, sampling::FinishReason::kLength);
 }
 
 TEST_F(CpuModelTest, F32CopyGivesTheSameIds) {
@@ -178,7 +178,7 @@ TEST_F(CpuModelTest, GeneratorChecksTheContextAndStopsOnStopIds) {
   opt.stop_token_ids = {golden_.generated_ids[3]};
   r = GenerateSequence(*model_, golden_.prompt_ids, opt);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->finish, SequenceFinish::kStopToken);
+  EXPECT_EQ(r->finish, sampling::FinishReason::kStopToken);
   EXPECT_EQ(r->generated_ids,
             std::vector<int32_t>(golden_.generated_ids.begin(), golden_.generated_ids.begin() + 4));
 }

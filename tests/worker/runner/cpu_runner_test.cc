@@ -18,8 +18,8 @@ std::unique_ptr<CpuRunner> MakeRunner(ThreadPool* pool) {
   auto m = CpuModel::FromStore(*config, **store, pool);
   EXPECT_TRUE(m.ok()) << m.status();
   CpuRunnerOptions o;
-  o.max_slots = 2;
-  o.num_kv_blocks = 16;
+  o.sizes.max_slots = 2;
+  o.sizes.kv_blocks = 16;
   return std::make_unique<CpuRunner>(*std::move(m), o);
 }
 

@@ -206,11 +206,11 @@ TEST(SamplerTest, VectorAndPortablePathsAgreeExactly) {
           ForcePortableCpuPathsForTesting(portable);
           Sampler s;
           std::vector<float> l = logits;
-          SampleResult r = s.Sample(l, p, none, counter, 3, true);
+          SampledToken r = s.Sample(l, p, none, counter, 3, true);
           ForcePortableCpuPathsForTesting(false);
           return r;
         };
-        const SampleResult a = draw(false), b = draw(true);
+        const SampledToken a = draw(false), b = draw(true);
         ASSERT_EQ(a.token_id, b.token_id) << "vocab " << vocab << " counter " << counter;
         ASSERT_EQ(a.logprob, b.logprob);
         ASSERT_EQ(a.top.size(), b.top.size());

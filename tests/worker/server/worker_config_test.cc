@@ -21,7 +21,7 @@ TEST(WorkerConfigTest, BackendKeysReachTheBackendOptions) {
   EXPECT_FALSE(b.cuda_graphs);
   EXPECT_TRUE(b.batch_invariant);
   EXPECT_EQ(b.max_context, 4096);
-  EXPECT_EQ(b.max_slots, 256);
+  EXPECT_EQ(b.sizes.max_slots, 256);
   EXPECT_EQ(b.max_prefill_tokens, c->worker.scheduler.max_prefill_tokens);
 }
 

@@ -19,7 +19,6 @@
 namespace llm::runner::cuda {
 namespace {
 
-using engine::FinishKind;
 using engine::SlotOutput;
 using engine::StepPlan;
 using engine::StepResult;
@@ -65,17 +64,6 @@ absl::Status UseDevice(int device) {
   return absl::OkStatus();
 }
 
-FinishKind ToFinish(int32_t finish) {
-  switch (finish) {
-    case kernels::kSampleStopToken:
-      return FinishKind::kStopToken;
-    case kernels::kSampleLength:
-      return FinishKind::kLength;
-    default:
-      return FinishKind::kNone;
-  }
-}
-
 // Bump allocation of one step's upload in pinned memory; the device copy has the same layout.
 class Staging {
  public:
@@ -115,7 +103,8 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                                                                const model::TensorStore* store,
                                                                uint64_t seed,
                                                                const CudaRunnerOptions& options) {
-  if (options.max_slots < 1 || options.block_tokens < 1 || options.max_prefill_tokens < 1) {
+  if (options.sizes.max_slots < 1 || options.sizes.block_tokens < 1 ||
+      options.max_prefill_tokens < 1) {
     return absl::InvalidArgumentError(
         "CUDA runner: max_slots, block_tokens and max_prefill_tokens must be positive");
   }
@@ -164,8 +153,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   if (options_.valid_vocab_size <= 0 || options_.valid_vocab_size > c.vocab_size) {
     options_.valid_vocab_size = c.vocab_size;
   }
-  info_.max_slots = options_.max_slots;
-  info_.block_tokens = options_.block_tokens;
+  info_.sizes = options_.sizes;  // kv_blocks settled by AllocateKvCache
   info_.vocab_size = c.vocab_size;
   info_.max_context = max_context;
   info_.max_prefill_tokens = options_.max_prefill_tokens;
@@ -177,25 +165,24 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   }
   info_.weight_bytes = weights_.bytes();
 
-  max_blocks_per_seq_ = (max_context + options_.block_tokens - 1) / options_.block_tokens;
-  max_rows_ = RoundUp(options_.max_prefill_tokens + options_.max_slots, kPrefillRowAlign);
-  max_sample_rows_ =
-      RoundUp(std::min(2 * options_.max_slots, options_.max_slots + options_.max_prefill_tokens),
-              kSampleRowAlign);
+  max_blocks_per_seq_ =
+      (max_context + options_.sizes.block_tokens - 1) / options_.sizes.block_tokens;
+  max_rows_ = RoundUp(options_.max_prefill_tokens + options_.sizes.max_slots, kPrefillRowAlign);
+  max_sample_rows_ = RoundUp(std::min(2 * options_.sizes.max_slots,
+                                      options_.sizes.max_slots + options_.max_prefill_tokens),
+                             kSampleRowAlign);
   // Split-K attention: at most 64 partitions of a multiple of 32 tokens (the kernel's tile).
   partition_tokens_ = RoundUp(std::max(256, (max_context + 63) / 64), 32);
   max_partitions_ = (max_context + partition_tokens_ - 1) / partition_tokens_;
   qkv_dim_ = c.q_dim() + 2 * c.kv_dim();
-  buckets_ = MakeBuckets(options_.max_slots);
+  buckets_ = MakeBuckets(options_.sizes.max_slots);
 
   LLM_RETURN_IF_ERROR(AllocateBuffers());
   LLM_RETURN_IF_ERROR(PrepareGemms());
   LLM_RETURN_IF_ERROR(AllocateKvCache());
   StepLimits limits;
-  limits.max_slots = options_.max_slots;
+  limits.sizes = info_.sizes;
   limits.max_blocks_per_seq = max_blocks_per_seq_;
-  limits.num_kv_blocks = info_.num_kv_blocks;
-  limits.block_tokens = options_.block_tokens;
   limits.max_context = info_.max_context;
   limits.vocab_size = c.vocab_size;
   limits.max_prefill_tokens = options_.max_prefill_tokens;
@@ -210,7 +197,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
 
 absl::Status CudaRunner::AllocateBuffers() {
   const model::ModelConfig& c = config_;
-  const size_t S = options_.max_slots, V = c.vocab_size, H = c.hidden_size;
+  const size_t S = options_.sizes.max_slots, V = c.vocab_size, H = c.hidden_size;
   const size_t R = max_rows_, SR = max_sample_rows_, D = c.head_dim;
   const size_t half = D / 2;
   // The upload area: admissions, their block lists, decode row changes, prefill rows and
@@ -333,16 +320,16 @@ absl::Status CudaRunner::PrepareGemms() {
 absl::Status CudaRunner::AllocateKvCache() {
   const model::ModelConfig& c = config_;
   const size_t per_layer_block =
-      static_cast<size_t>(c.num_kv_heads) * options_.block_tokens * c.head_dim * sizeof(bf16);
+      static_cast<size_t>(c.num_kv_heads) * options_.sizes.block_tokens * c.head_dim * sizeof(bf16);
   const size_t block_bytes = per_layer_block * 2 * c.num_layers;
-  int64_t blocks = options_.num_kv_blocks;
+  int64_t blocks = options_.sizes.kv_blocks;
   size_t free_bytes = 0, total_bytes = 0;
   LLM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   if (blocks <= 0) {
     blocks = static_cast<int64_t>(static_cast<double>(free_bytes) * options_.kv_memory_fraction /
                                   static_cast<double>(block_bytes));
   }
-  blocks = std::min<int64_t>(blocks, int64_t{options_.max_slots} * max_blocks_per_seq_);
+  blocks = std::min<int64_t>(blocks, int64_t{options_.sizes.max_slots} * max_blocks_per_seq_);
   blocks = std::min<int64_t>(blocks, INT32_MAX / 2);
   if (blocks < 1) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -358,7 +345,7 @@ absl::Status CudaRunner::AllocateKvCache() {
     k_cache_[l] = reinterpret_cast<bf16*>(kv_.get() + (2 * l) * layer_bytes);
     v_cache_[l] = reinterpret_cast<bf16*>(kv_.get() + (2 * l + 1) * layer_bytes);
   }
-  info_.num_kv_blocks = static_cast<int32_t>(blocks);
+  info_.sizes.kv_blocks = static_cast<int32_t>(blocks);
   info_.kv_cache_bytes = static_cast<uint64_t>(blocks) * block_bytes;
   return absl::OkStatus();
 }
@@ -438,7 +425,7 @@ absl::Status CudaRunner::EnqueueForward(const StepShape& s) {
   attn.num_heads = c.num_heads;
   attn.num_kv_heads = c.num_kv_heads;
   attn.head_dim = c.head_dim;
-  attn.block_tokens = options_.block_tokens;
+  attn.block_tokens = options_.sizes.block_tokens;
   attn.sliding_window = c.sliding_window;
   attn.max_partitions = max_partitions_;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -466,7 +453,7 @@ absl::Status CudaRunner::EnqueueForward(const StepShape& s) {
     rope.num_heads = c.num_heads;
     rope.num_kv_heads = c.num_kv_heads;
     rope.head_dim = c.head_dim;
-    rope.block_tokens = options_.block_tokens;
+    rope.block_tokens = options_.sizes.block_tokens;
     LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
     attn.k_cache = k_cache_[l];
     attn.v_cache = v_cache_[l];
@@ -644,16 +631,16 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
   const auto* outs = reinterpret_cast<const SampleOutput*>(ring.outputs.get());
   for (int32_t i = 0; i < f.sample_rows; ++i) {
     const SampleOutput& o = outs[i];
-    if (o.slot < 0 || o.finish == kernels::kSampleSkipped) continue;
+    if (o.slot < 0) continue;  // a padding row, or a slot that had already finished
     if (o.token < 0 || o.token >= info_.vocab_size) {
       broken_ =
           absl::InternalError(absl::StrCat("step ", f.step_id, ": slot ", o.slot, " sampled token ",
                                            o.token, " outside the vocabulary"));
       return broken_;
     }
-    SlotOutput out{o.slot, o.key, o.token, ToFinish(o.finish), o.logprob, {}};
+    SlotOutput out{o.slot, o.key, {o.token, o.logprob, {}}, o.finish};
     for (int32_t k = 0; k < o.num_top && k < kernels::kMaxTopLogprobs; ++k) {
-      out.top.push_back({o.top_ids[k], o.top_logprobs[k]});
+      out.sampled.top.push_back({o.top_ids[k], o.top_logprobs[k]});
     }
     result.outputs.push_back(std::move(out));
   }

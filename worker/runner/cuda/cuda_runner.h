@@ -25,6 +25,7 @@
 #include "kernels/gemm.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_update.h"
+#include "worker/engine/engine_sizes.h"
 #include "worker/model/config.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda/cuda_util.h"
@@ -36,11 +37,9 @@ namespace llm::runner::cuda {
 
 struct CudaRunnerOptions {
   int device = 0;
-  int32_t max_slots = 256;
-  int32_t block_tokens = 16;
-  // KV blocks; 0: kv_memory_fraction of the device memory free once weights and buffers are
+  // kv_blocks 0: kv_memory_fraction of the device memory free once weights and buffers are
   // allocated (capped at what max_slots sequences of max_context tokens can use).
-  int32_t num_kv_blocks = 0;
+  engine::EngineSizes sizes{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
   double kv_memory_fraction = 0.9;
   // Prompt tokens one step may hold (the scheduler's max_prefill_tokens is capped here); decode
   // rows come on top, up to max_slots.

@@ -51,14 +51,14 @@ kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& r) {
 SlotMirror::SlotMirror(const StepLimits& limits, std::vector<int32_t> buckets)
     : limits_(limits),
       buckets_(std::move(buckets)),
-      slots_(limits.max_slots),
-      decode_rows_(limits.max_slots, -1),
-      row_changed_(limits.max_slots, 0) {
-  changed_rows_.reserve(2 * limits.max_slots);
+      slots_(limits.sizes.max_slots),
+      decode_rows_(limits.sizes.max_slots, -1),
+      row_changed_(limits.sizes.max_slots, 0) {
+  changed_rows_.reserve(2 * limits.sizes.max_slots);
 }
 
 absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
-  const int32_t S = limits_.max_slots;
+  const int32_t S = limits_.sizes.max_slots;
   ++mark_;
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": ", what));
@@ -76,12 +76,12 @@ absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
     if (occupied(a.slot)) return bad(absl::StrCat("admission into busy slot ", a.slot));
     const engine::EngineRequest& r = *a.request;
     if (static_cast<int32_t>(a.blocks.size()) > limits_.max_blocks_per_seq ||
-        static_cast<int64_t>(a.blocks.size()) * limits_.block_tokens < r.total_tokens() ||
+        static_cast<int64_t>(a.blocks.size()) * limits_.sizes.block_tokens < r.total_tokens() ||
         r.total_tokens() > limits_.max_context) {
       return bad(absl::StrCat("slot ", a.slot, ": blocks do not cover the request"));
     }
     for (int32_t b : a.blocks) {
-      if (b < 0 || b >= limits_.num_kv_blocks) return bad(absl::StrCat("KV block ", b));
+      if (b < 0 || b >= limits_.sizes.kv_blocks) return bad(absl::StrCat("KV block ", b));
     }
     if (r.stop_token_ids.size() > static_cast<size_t>(kernels::kMaxStopIds) ||
         r.num_top_logprobs < 0 || r.num_top_logprobs > kernels::kMaxTopLogprobs ||
@@ -190,7 +190,7 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     change_row(free_row);
   }
   rows_in_use_ = 0;
-  for (int32_t row = limits_.max_slots - 1; row >= 0; --row) {
+  for (int32_t row = limits_.sizes.max_slots - 1; row >= 0; --row) {
     if (decode_rows_[row] >= 0) {
       rows_in_use_ = row + 1;
       break;

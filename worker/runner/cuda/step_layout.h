@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_update.h"
+#include "worker/engine/engine_sizes.h"
 #include "worker/engine/step.h"
 
 namespace llm::runner::cuda {
@@ -31,10 +32,8 @@ std::vector<int32_t> MakeBuckets(int32_t max_slots);
 kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& request);
 
 struct StepLimits {
-  int32_t max_slots = 0;
+  engine::EngineSizes sizes;
   int32_t max_blocks_per_seq = 0;
-  int32_t num_kv_blocks = 0;
-  int32_t block_tokens = 16;
   int32_t max_context = 0;
   int32_t vocab_size = 0;
   int32_t max_prefill_tokens = 0;

@@ -59,9 +59,9 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   backend::BackendOptions o;
   o.model = s.model.rfind("random:", 0) == 0 ? s.model : llm::testing::SharedPath(s.model);
   o.backend = "cuda";
-  o.max_slots = s.slots;
+  o.sizes.max_slots = s.slots;
   o.max_prefill_tokens = s.prefill_tokens;
-  o.kv_blocks = 1024;
+  o.sizes.kv_blocks = 1024;
   o.cuda_graphs = s.graphs;
   o.batch_invariant = s.batch_invariant;
   auto b = backend::CreateBackend(o);
@@ -264,13 +264,13 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   auto config = model::ShapeConfig("tiny");
   ASSERT_TRUE(config.ok());
   CudaRunnerOptions o;
-  o.max_slots = 4;
-  o.num_kv_blocks = 64;
+  o.sizes.max_slots = 4;
+  o.sizes.kv_blocks = 64;
   o.max_prefill_tokens = 64;
   auto runner = CudaRunner::Create(*config, nullptr, 1, o);
   ASSERT_TRUE(runner.ok()) << runner.status();
   CudaRunner& r = **runner;
-  EXPECT_EQ(r.info().num_kv_blocks, 64);
+  EXPECT_EQ(r.info().sizes.kv_blocks, 64);
   EXPECT_FALSE(r.info().pci_bus_id.empty());
 
   engine::StepPlan bad;
@@ -291,7 +291,7 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   p.prefills = {{0, 0, 5, true}};
   ASSERT_TRUE(r.Launch(p).ok());
   int outputs = 0;
-  engine::FinishKind last = engine::FinishKind::kNone;
+  sampling::FinishReason last = sampling::FinishReason::kNone;
   for (uint64_t step = 3; step < 7; ++step) {
     engine::StepPlan d;
     d.step_id = step;
@@ -312,7 +312,7 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   ASSERT_TRUE(res.ok());
   EXPECT_TRUE(res->outputs.empty());
   EXPECT_EQ(outputs, 3);
-  EXPECT_EQ(last, engine::FinishKind::kLength);
+  EXPECT_EQ(last, sampling::FinishReason::kLength);
 }
 
 TEST(CudaRunnerTest, DeviceCountersFromTheDriver) {
@@ -320,8 +320,8 @@ TEST(CudaRunnerTest, DeviceCountersFromTheDriver) {
   auto config = model::ShapeConfig("tiny");
   ASSERT_TRUE(config.ok());
   CudaRunnerOptions o;
-  o.max_slots = 2;
-  o.num_kv_blocks = 8;
+  o.sizes.max_slots = 2;
+  o.sizes.kv_blocks = 8;
   auto runner = CudaRunner::Create(*config, nullptr, 1, o);
   ASSERT_TRUE(runner.ok()) << runner.status();
   server::DeviceMonitor monitor((*runner)->info().pci_bus_id);

@@ -13,10 +13,8 @@ using ::testing::HasSubstr;
 
 StepLimits Limits() {
   StepLimits l;
-  l.max_slots = 8;
+  l.sizes = {.max_slots = 8, .kv_blocks = 64, .block_tokens = 16};
   l.max_blocks_per_seq = 8;
-  l.num_kv_blocks = 64;
-  l.block_tokens = 16;
   l.max_context = 128;
   l.vocab_size = 1000;
   l.max_prefill_tokens = 100;

@@ -1,0 +1,25 @@
+// One sampled token as the samplers (CPU and GPU) produce it: the id, its log-probability and
+// the most likely alternatives when the request asked for them. The engine's step results and
+// token events carry it unchanged.
+#ifndef LLM_WORKER_SAMPLING_SAMPLED_TOKEN_H_
+#define LLM_WORKER_SAMPLING_SAMPLED_TOKEN_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace llm::sampling {
+
+struct TokenLogprob {
+  int32_t token_id = -1;
+  float logprob = 0.0f;
+};
+
+struct SampledToken {
+  int32_t token_id = -1;
+  float logprob = 0.0f;           // of token_id, when logprobs were asked for
+  std::vector<TokenLogprob> top;  // the most likely tokens, most likely first
+};
+
+}  // namespace llm::sampling
+
+#endif  // LLM_WORKER_SAMPLING_SAMPLED_TOKEN_H_
