@@ -115,6 +115,14 @@ void EngineLoop::FailAll(const absl::Status& status) {
   events_->OnFailed(scheduler_.AbortAll(), status);
 }
 
+void EngineLoop::RollBusyWindow(Clock::time_point now) {
+  if (now - window_start_ < kBusyWindow) return;
+  busy_ratio_ =
+      std::min(1.0, window_busy_s_ / std::chrono::duration<double>(now - window_start_).count());
+  window_busy_s_ = 0;
+  window_start_ = now;
+}
+
 void EngineLoop::CollectOne() {
   auto result = runner_->Collect();
   const Clock::time_point now = Clock::now();
@@ -126,12 +134,7 @@ void EngineLoop::CollectOne() {
   const double step_s = result->device_seconds;
   ewma_ms_ = steps_ == 1 ? step_s * 1e3 : (1 - kEwmaAlpha) * ewma_ms_ + kEwmaAlpha * step_s * 1e3;
   window_busy_s_ += step_s;
-  if (now - window_start_ >= kBusyWindow) {
-    busy_ratio_ =
-        std::min(1.0, window_busy_s_ / std::chrono::duration<double>(now - window_start_).count());
-    window_busy_s_ = 0;
-    window_start_ = now;
-  }
+  RollBusyWindow(now);
   const double gap = result->gap_seconds;
   int32_t decodes = 0;
   for (const auto& o : result->outputs)
@@ -152,11 +155,19 @@ void EngineLoop::Run() {
     {
       std::unique_lock<std::mutex> lock(intake_mu_);
       iteration_start_.store(0, std::memory_order_relaxed);
-      intake_cv_.wait(lock, [&] {
+      // While idle, wake once per busy window so the reported busy ratio falls to what it is
+      // (otherwise an idle worker would go on reporting its last busy window).
+      const bool woken = intake_cv_.wait_until(lock, window_start_ + kBusyWindow, [&] {
         return stop_ || !new_requests_.empty() || !aborts_.empty() || may_have_work ||
                runner_->in_flight() > 0;
       });
       if (stop_) break;
+      if (!woken) {
+        lock.unlock();
+        RollBusyWindow(Clock::now());
+        PublishStats();
+        continue;
+      }
     }
     iteration_start_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     DrainIntake();

@@ -88,6 +88,9 @@ class EngineLoop {
   void Run();
   void DrainIntake();
   void CollectOne();
+  // Ends the busy-ratio window when it is a kBusyWindow old (the ratio is its busy time over
+  // its length, idle time included).
+  void RollBusyWindow(Clock::time_point now);
   void PublishStats();
   void FailAll(const absl::Status& status);
 
@@ -109,7 +112,7 @@ class EngineLoop {
   double ewma_ms_ = 0.0;
   double window_busy_s_ = 0.0;
   Clock::time_point window_start_;
-  double busy_ratio_ = 0.0;
+  double busy_ratio_ = 0.0;  // of the last whole window, idle windows included
   uint64_t steps_ = 0;
   uint64_t aborted_ = 0;
   // Start of the current iteration (Clock ticks since epoch), 0 while waiting for work.

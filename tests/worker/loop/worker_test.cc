@@ -480,6 +480,42 @@ TEST_F(WorkerTest, RandomRequestsOverSharedPrefixesLeaveOnlyCachedBlocks) {
 
 // Load watchers wake whenever a counter a load report carries changes: a request accepted (and
 // still tokenizing, which counts as queued), and one ended, not only engine steps.
+// The busy ratio is reported per one-second window; an idle engine's falls to 0 rather than
+// staying at its last busy window's (a router would think an idle worker busy).
+TEST_F(WorkerTest, BusyRatioFallsToZeroWhenIdle) {
+  auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  runner::CpuRunnerOptions ro;
+  ro.sizes = {.max_slots = 2, .kv_blocks = 64, .block_tokens = 16};
+  ro.extra_step_seconds = 0.005;  // about 1.5 s of steps for 300 tokens
+  auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
+  ASSERT_TRUE(tok.ok());
+  auto w =
+      Worker::Create(WorkerOptions{}, std::make_unique<runner::CpuRunner>(*std::move(model), ro),
+                     *std::move(tok), {2});
+  ASSERT_TRUE(w.ok()) << w.status();
+  // Waits until `pred(load)` holds; false after 10 s.
+  const auto wait_for = [&](const auto& pred) {
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    uint64_t version = (*w)->Load().engine.version;
+    while (!pred((*w)->Load())) {
+      if (Clock::now() >= deadline) return false;
+      version = (*w)->WaitForLoadChange(version, deadline);
+    }
+    return true;
+  };
+  GenerateSpec spec = Spec(golden_.prompt, 300);
+  spec.ignore_eos = true;
+  auto sink = std::make_shared<CollectingSink>();
+  ASSERT_TRUE((*w)->Submit(spec, sink).ok());
+  EXPECT_TRUE(wait_for([](const WorkerLoad& l) { return l.engine.busy_ratio > 0.5; }));
+  ASSERT_TRUE(sink->Wait());
+  EXPECT_TRUE(wait_for([](const WorkerLoad& l) {
+    return l.in_flight == 0 && l.engine.busy_ratio == 0.0;
+  })) << "busy ratio still "
+      << (*w)->Load().engine.busy_ratio;
+}
+
 TEST_F(WorkerTest, InFlightChangesWakeLoadWatchers) {
   auto w = MakeWorker(2);
   const uint64_t before = w->Load().engine.version;
