@@ -29,12 +29,18 @@ config::ConfigSchema RouterConfigSchema() {
               "p2c (power of two choices on estimated wait), least_in_flight, or cache_aware "
               "(the worker that was sent the longest part of the prompt's prefix, unless its wait "
               "exceeds p2c's pick by more than the prefill the hit saves)")
+      .Double("policy.balance_factor", 2, 1, 1e6,
+              "cache_aware: the worker with the longest prefix match is passed over when its "
+              "requests exceed this times the least loaded worker's plus policy.balance_margin")
+      .Double("policy.balance_margin", 4, 0, 1e9,
+              "cache_aware: see policy.balance_factor (requests)")
       .Double("policy.saturation_queue_per_slot", 4, 0, 1e6,
               "a worker with no free slot and this many waiting requests per slot is skipped")
       .Double("policy.decode_steps_per_request", 256, 1, 1e9,
               "estimated steps a request holds its slot (wait estimate)")
       .Double("policy.prefill_tokens_per_step", 512, 1, 1e9,
-              "prompt tokens a worker prefills per step (wait estimate)")
+              "prompt tokens a worker prefills per step, until it reports its measured cost of a "
+              "prompt token (wait and cache-hit estimates)")
       .Int("load.interval_ms", 10, 1, 1000, "lower bound between two load reports from a worker")
       .Int("load.stale_ms", 3000, 10, 600000,
            "a worker whose last load report is older counts as unknown load, not idle")
@@ -130,6 +136,8 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
         "policy.name: '", c.policy, "' is not one of p2c, least_in_flight, cache_aware"));
   }
   c.policy_options.saturation_queue_per_slot = v->Double("policy.saturation_queue_per_slot");
+  c.policy_options.balance_factor = v->Double("policy.balance_factor");
+  c.policy_options.balance_margin = v->Double("policy.balance_margin");
   c.policy_options.decode_steps_per_request = v->Double("policy.decode_steps_per_request");
   c.policy_options.prefill_tokens_per_step = v->Double("policy.prefill_tokens_per_step");
   std::string id = v->String("router.id");

@@ -61,6 +61,14 @@ bool Better(const WorkerView& a, const WorkerView& b, const PolicyOptions& o) {
 
 }  // namespace
 
+double PrefillMsPerToken(const WorkerView& w, const PolicyOptions& o) {
+  const WorkerLoadReport& r = w.report;
+  if (w.fresh && r.prefill_ms_per_token > 0) return r.prefill_ms_per_token;
+  const double step_ms =
+      w.fresh && r.step_time_ewma_ms > 0 ? r.step_time_ewma_ms : o.default_step_ms;
+  return step_ms / std::max(1.0, o.prefill_tokens_per_step);
+}
+
 double EstimateWaitMs(const WorkerView& w, const PolicyOptions& o) {
   const WorkerLoadReport& r = w.report;
   const double step_ms = r.step_time_ewma_ms > 0 ? r.step_time_ewma_ms : o.default_step_ms;
@@ -69,9 +77,18 @@ double EstimateWaitMs(const WorkerView& w, const PolicyOptions& o) {
   const double ahead = std::max(
       0.0, static_cast<double>(r.queued_requests) + w.picked_since_report - r.free_slots + 1);
   const double slot_wait_steps = ahead * o.decode_steps_per_request / slots;
-  const double prefill_steps =
-      static_cast<double>(r.queued_prompt_tokens) / std::max(1.0, o.prefill_tokens_per_step);
-  return (slot_wait_steps + prefill_steps + std::clamp(r.busy_ratio, 0.0, 1.0)) * step_ms;
+  return (slot_wait_steps + std::clamp(r.busy_ratio, 0.0, 1.0)) * step_ms +
+         static_cast<double>(r.queued_prompt_tokens) * PrefillMsPerToken(w, o);
+}
+
+double RequestLoad(const WorkerView& w) {
+  double load = w.in_flight;
+  if (w.fresh) {
+    const WorkerLoadReport& r = w.report;
+    load = std::max(
+        load, static_cast<double>(r.running_requests) + r.queued_requests + w.picked_since_report);
+  }
+  return load;
 }
 
 bool Saturated(const WorkerView& w, const PolicyOptions& o) {
@@ -148,16 +165,26 @@ PickResult CacheAware::PickFor(const std::vector<WorkerView>& workers,
     }
   }
   size_t chosen = *base;
-  if (best != *base && best_match > 0) {
+  // Out of balance: the least loaded candidate, whatever it holds.
+  size_t least = best;
+  for (const size_t i : c) {
+    const double li = RequestLoad(workers[i]), ll = RequestLoad(workers[least]);
+    if (li < ll || (li == ll && Better(workers[i], workers[least], options_))) least = i;
+  }
+  if (best_match > 0 &&
+      RequestLoad(workers[best]) >
+          options_.balance_factor * RequestLoad(workers[least]) + options_.balance_margin) {
+    chosen = least;
+  } else if (best != *base && best_match > 0) {
+    // Prefill time the match saves on each, about 4 bytes per token.
+    const auto saved_ms = [&](const WorkerView& w, size_t chunks) {
+      return static_cast<double>(chunks * PrefixIndex::kChunkBytes) / 4.0 *
+             PrefillMsPerToken(w, options_);
+    };
     const WorkerView& w = workers[best];
-    const double step_ms = w.fresh && w.report.step_time_ewma_ms > 0 ? w.report.step_time_ewma_ms
-                                                                     : options_.default_step_ms;
-    const double saved_ms = static_cast<double>(best_match * PrefixIndex::kChunkBytes) / 4.0 *
-                            step_ms / options_.prefill_tokens_per_step;
-    const double base_match_ms =
-        static_cast<double>(index_.Match(workers[*base].id, prefix) * PrefixIndex::kChunkBytes) /
-        4.0 * step_ms / options_.prefill_tokens_per_step;
-    if (Wait(w, options_) - Wait(workers[*base], options_) <= saved_ms - base_match_ms) {
+    const WorkerView& b = workers[*base];
+    if (Wait(w, options_) - Wait(b, options_) <=
+        saved_ms(w, best_match) - saved_ms(b, index_.Match(b.id, prefix))) {
       chosen = best;
     }
   }

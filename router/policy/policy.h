@@ -28,6 +28,7 @@ struct WorkerLoadReport {
   int32_t free_slots = 0;
   int32_t max_slots = 0;
   double step_time_ewma_ms = 0.0;
+  double prefill_ms_per_token = 0.0;  // measured by the worker; 0: not yet
   double busy_ratio = 0.0;
   bool draining = false;
   std::string model;  // the served model's name (the HTTP front's /v1/models and `model`)
@@ -49,18 +50,33 @@ struct PolicyOptions {
   double saturation_queue_per_slot = 4.0;
   // Estimated decode steps a request holds its slot for (the wait for a slot to free up).
   double decode_steps_per_request = 256.0;
-  // Prompt tokens a worker prefills per step (the wait behind queued prompts).
+  // Prompt tokens a worker prefills per step, for a worker that has not reported its measured
+  // cost of a prompt token yet (WorkerLoadReport::prefill_ms_per_token).
   double prefill_tokens_per_step = 512.0;
   // Step time assumed when a worker has not reported one yet.
   double default_step_ms = 1.0;
+  // cache_aware: the longest match is passed over (for the least loaded candidate) when its
+  // worker's load
+  // (RequestLoad) exceeds balance_factor times the least loaded candidate's plus balance_margin,
+  // so a hot prefix spreads to other workers instead of crowding one.
+  double balance_factor = 2.0;
+  double balance_margin = 4.0;
 };
 
 // The estimated time (ms) before a new request on `w` starts being computed: the wait for a
 // slot (requests ahead of it beyond the free slots, each holding a slot for
-// decode_steps_per_request steps shared over max_slots), plus the prefill of the prompts queued
-// ahead, plus the rest of the step in progress (busy_ratio of a step), all in units of the
-// worker's step time. Needs a fresh report.
+// decode_steps_per_request steps shared over max_slots) and the rest of the step in progress
+// (busy_ratio of a step), in units of the worker's step time, plus the prefill of the prompts
+// queued ahead (PrefillMsPerToken each). Needs a fresh report.
 double EstimateWaitMs(const WorkerView& w, const PolicyOptions& options);
+
+// What one prompt token costs on `w` (ms): its measured figure when reported, else its step time
+// over prefill_tokens_per_step.
+double PrefillMsPerToken(const WorkerView& w, const PolicyOptions& options);
+
+// The requests `w` is working on or about to: running + queued + picked since its report (from a
+// fresh report), and never fewer than this router's streams to it.
+double RequestLoad(const WorkerView& w);
 
 // True when `w` cannot take a request now: not healthy, ejected, draining, or saturated.
 bool Excluded(const WorkerView& w, const PolicyOptions& options);
@@ -120,9 +136,11 @@ class LeastInFlight : public Policy {
 // Cache-aware: the worker believed to hold the longest part of the request's prompt prefix
 // (PrefixIndex, fed by this policy's own picks), unless its estimated wait exceeds the power of
 // two choices' pick by more than the prefill time the hit would save (the matched bytes at
-// about 4 bytes per token, at the worker's prefill rate: step time / prefill_tokens_per_step);
-// with no match, the power of two choices' pick. A hot prefix therefore spills to other workers
-// as its worker's queue grows, and a new prefix goes where p2c sends it.
+// about 4 bytes per token, at the worker's PrefillMsPerToken); or, when its load is out of
+// balance (PolicyOptions::balance_factor), the least loaded candidate. With no match, the power
+// of two choices' pick. A hot prefix
+// therefore spills to other workers as its worker's queue or load grows (and, recorded there,
+// then shares them), and a new prefix goes where p2c sends it.
 class CacheAware : public Policy {
  public:
   explicit CacheAware(PolicyOptions options = {}) : options_(options), p2c_(options) {}

@@ -34,6 +34,7 @@ WorkerLoadReport FromProto(const llm::v1::LoadReport& r) {
   w.free_slots = static_cast<int32_t>(r.free_slots());
   w.max_slots = static_cast<int32_t>(r.max_slots());
   w.step_time_ewma_ms = r.step_time_ewma_ms();
+  w.prefill_ms_per_token = r.prefill_ms_per_token();
   // The device's busy ratio (CUDA events) when the worker reports one, else the engine's.
   w.busy_ratio =
       r.has_device() && r.device().busy_ratio() > 0 ? r.device().busy_ratio() : r.busy_ratio();

@@ -204,5 +204,58 @@ TEST(CacheAwareTest, PrefixesStickToAWorkerUntilItsQueueOutweighsTheHit) {
   EXPECT_EQ(*policy.PickFor(workers, {}, r, {}), *PowerOfTwoChoices().Pick(workers, {}, r));
 }
 
+TEST(CacheAwareTest, TheHitIsWorthTheWorkersMeasuredCostOfAPromptToken) {
+  // A chat's history, 768 bytes (about 192 tokens), was sent to "a", which is now in a 10 ms
+  // step with requests running; "b" is idle.
+  const std::vector<uint64_t> chat = PrefixIndex::Chain(std::string(768, 'h'));
+  const auto route = [&](double prefill_ms_per_token) {
+    CacheAware policy;
+    std::vector<WorkerView> workers = {Fresh("a", 0, 0, 8)};
+    EXPECT_EQ(*policy.PickFor(workers, {}, 1, chat), 0u);
+    workers = {Fresh("a", 0, 4, 4), Fresh("b", 0, 0, 8)};
+    for (WorkerView& w : workers) w.report.prefill_ms_per_token = prefill_ms_per_token;
+    return workers[*policy.PickFor(workers, {}, 2, chat)].id;
+  };
+  // Priced at the default 512 prompt tokens per step, the hit saves 192 / 512 * 10 = 3.75 ms,
+  // less than the 10 ms wait: it moves (and loses the hit).
+  EXPECT_EQ(route(0.0), "b");
+  // Measured at 0.5 ms per prompt token, the hit saves 96 ms: it stays.
+  EXPECT_EQ(route(0.5), "a");
+  // The prompts queued ahead are priced the same way.
+  WorkerView queued = Fresh("q", 0, 0, 8);
+  queued.report.queued_prompt_tokens = 1000;
+  EXPECT_DOUBLE_EQ(EstimateWaitMs(queued, PolicyOptions{}), 1000.0 * 10 / 512);
+  queued.report.prefill_ms_per_token = 0.5;
+  EXPECT_DOUBLE_EQ(EstimateWaitMs(queued, PolicyOptions{}), 500.0);
+}
+
+TEST(CacheAwareTest, AHotPrefixSpreadsWhenItsWorkerIsOutOfBalance) {
+  CacheAware policy;  // balance: 2x the least loaded + 4 requests
+  const std::vector<uint64_t> doc = PrefixIndex::Chain(std::string(4096, 'd'));  // ~1k tokens
+  std::vector<WorkerView> workers = {Fresh("a", 0, 0, 8)};
+  ASSERT_EQ(*policy.PickFor(workers, {}, 1, doc), 0u);
+  // The hit is worth 1 s (1 ms per prompt token), far more than any wait here.
+  const auto at = [](const std::string& id, int32_t running) {
+    WorkerView w = Fresh(id, 0, running, 8 - running);
+    w.report.prefill_ms_per_token = 1.0;
+    return w;
+  };
+  // 4 running against idle workers: within the margin, the hit wins.
+  workers = {at("a", 4), at("b", 0), at("c", 1)};
+  EXPECT_EQ(*policy.PickFor(workers, {}, 2, doc), 0u);
+  // 5 running against an idle worker: out of balance, the least loaded takes it (a miss there).
+  workers = {at("a", 5), at("b", 0), at("c", 1)};
+  EXPECT_EQ(*policy.PickFor(workers, {}, 3, doc), 1u);
+  // Now both hold the prefix: the one with the lower wait of the two wins (the crowded one's
+  // steps have grown slower), whatever the random draw.
+  workers = {at("a", 4), at("b", 1), at("c", 0)};
+  workers[0].report.step_time_ewma_ms = 20;
+  for (uint64_t r = 10; r < 20; ++r) EXPECT_EQ(*policy.PickFor(workers, {}, r, doc), 1u) << r;
+  // This router's own streams count when the report lags behind them.
+  workers = {at("a", 0), at("b", 0), at("c", 0)};
+  workers[0].in_flight = 9;
+  EXPECT_EQ(*policy.PickFor(workers, {}, 5, doc), 1u);
+}
+
 }  // namespace
 }  // namespace llm::router

@@ -8,6 +8,9 @@ namespace llm::loop {
 
 namespace {
 constexpr double kEwmaAlpha = 0.1;
+// Steps with fewer prompt tokens say little about a prompt token's cost (a decode step's time is
+// mostly reading the weights).
+constexpr int32_t kPrefillSampleTokens = 32;
 constexpr std::chrono::milliseconds kBusyWindow{1000};
 }  // namespace
 
@@ -94,6 +97,7 @@ void EngineLoop::PublishStats() {
   EngineStats s;
   s.scheduler = scheduler_.stats();
   s.step_time_ewma_ms = ewma_ms_;
+  s.prefill_ms_per_token = prefill_ms_per_token_;
   s.busy_ratio = busy_ratio_;
   s.steps = steps_;
   s.aborted = aborted_;
@@ -125,6 +129,8 @@ void EngineLoop::RollBusyWindow(Clock::time_point now) {
 
 void EngineLoop::CollectOne() {
   auto result = runner_->Collect();
+  const Launched launched = launched_.empty() ? Launched{0, 0} : launched_.front();
+  if (!launched_.empty()) launched_.pop_front();
   const Clock::time_point now = Clock::now();
   if (!result.ok()) {
     FailAll(result.status());
@@ -133,6 +139,13 @@ void EngineLoop::CollectOne() {
   ++steps_;
   const double step_s = result->device_seconds;
   ewma_ms_ = steps_ == 1 ? step_s * 1e3 : (1 - kEwmaAlpha) * ewma_ms_ + kEwmaAlpha * step_s * 1e3;
+  if (launched.prompt_tokens >= kPrefillSampleTokens) {
+    const double per_token_ms = step_s * 1e3 / launched.tokens;
+    prefill_ms_per_token_ =
+        prefill_ms_per_token_ == 0.0
+            ? per_token_ms
+            : (1 - kEwmaAlpha) * prefill_ms_per_token_ + kEwmaAlpha * per_token_ms;
+  }
   window_busy_s_ += step_s;
   RollBusyWindow(now);
   const double gap = result->gap_seconds;
@@ -184,10 +197,15 @@ void EngineLoop::Run() {
         CollectOne();
         may_have_work = true;  // results may have ended requests, to retire next iteration
       }
-    } else if (absl::Status st = runner_->Launch(std::move(plan)); !st.ok()) {
-      FailAll(st);
-    } else if (runner_->in_flight() >= runner::ModelRunner::kMaxInFlight) {
-      CollectOne();
+    } else {
+      const Launched launched{plan.num_tokens(),
+                              plan.num_tokens() - static_cast<int32_t>(plan.decodes.size())};
+      if (absl::Status st = runner_->Launch(std::move(plan)); !st.ok()) {
+        FailAll(st);
+      } else {
+        launched_.push_back(launched);
+        if (runner_->in_flight() >= runner::ModelRunner::kMaxInFlight) CollectOne();
+      }
     }
     PublishStats();
   }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -49,6 +50,10 @@ class StepObserver {
 struct EngineStats {
   engine::SchedulerStats scheduler;
   double step_time_ewma_ms = 0.0;
+  // What a prompt token costs: an exponentially weighted mean of step time per token over steps
+  // with at least 32 prompt tokens; 0 before the first such step. (A prefix
+  // cache hit saves about this much per cached token; a router weighs that against load.)
+  double prefill_ms_per_token = 0.0;
   double busy_ratio = 0.0;  // backend time / wall time over the last ~second
   uint64_t steps = 0;
   uint64_t aborted = 0;  // requests ended by Abort
@@ -110,6 +115,13 @@ class EngineLoop {
   std::vector<engine::TokenEvent> events_scratch_;
   std::vector<uint64_t> admitted_scratch_;
   double ewma_ms_ = 0.0;
+  double prefill_ms_per_token_ = 0.0;
+  // Per launched, not yet collected plan (in launch order): its tokens and prompt tokens.
+  struct Launched {
+    int32_t tokens;
+    int32_t prompt_tokens;
+  };
+  std::deque<Launched> launched_;
   double window_busy_s_ = 0.0;
   Clock::time_point window_start_;
   double busy_ratio_ = 0.0;  // of the last whole window, idle windows included

@@ -179,6 +179,7 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   r.set_prefix_cache_hit_tokens(static_cast<uint64_t>(s.prefix_hit_tokens));
   r.set_kv_block_tokens(worker.runner_info().sizes.block_tokens);
   r.set_step_time_ewma_ms(load.engine.step_time_ewma_ms);
+  r.set_prefill_ms_per_token(load.engine.prefill_ms_per_token);
   r.set_busy_ratio(load.engine.busy_ratio);
   r.set_draining(load.draining);
   r.set_max_context_tokens(worker.limits().max_context);

@@ -391,7 +391,10 @@ TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
     EXPECT_TRUE(sink->Wait());
     return sink->result();
   };
+  EXPECT_EQ(cached->Load().engine.prefill_ms_per_token, 0.0);  // no prompt computed yet
   const StreamUpdate cold = run(*cached);
+  // The cost of a prompt token is measured from steps with at least 32 of them.
+  EXPECT_GT(cached->Load().engine.prefill_ms_per_token, 0.0);
   const StreamUpdate warm = run(*cached);
   const StreamUpdate off = run(*uncached);
   EXPECT_EQ(cold.usage.cached_prompt_tokens, 0);
