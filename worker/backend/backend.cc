@@ -7,8 +7,7 @@
 #include "worker/runner/cpu_model.h"
 #include "worker/runner/cpu_runner.h"
 #ifdef LLM_HAVE_CUDA
-#include "kernels/device.h"
-#include "worker/runner/cuda/cuda_runner.h"
+#include "worker/runner/cuda/runner_factory.h"
 #endif
 
 namespace llm::backend {
@@ -84,7 +83,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.batch_invariant = options.batch_invariant;
   ro.gemv = options.cuda_gemv;
   LLM_ASSIGN_OR_RETURN(b.runner,
-                       runner::cuda::CudaRunner::Create(b.config, store.get(), b.source.seed, ro));
+                       runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));
   b.backend = "cuda";
   return absl::OkStatus();
 }
@@ -109,7 +108,7 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   if (kind == "auto") {
     kind = "cpu";
 #ifdef LLM_HAVE_CUDA
-    if (kernels::DeviceCount() > 0) kind = "cuda";
+    if (runner::cuda::CudaDeviceCount() > 0) kind = "cuda";
 #endif
   }
   if (kind == "cpu") {

@@ -1,0 +1,205 @@
+#include "worker/runner/cuda/cuda_model.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/activation.h"
+#include "kernels/attention.h"
+#include "kernels/embedding.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope_kv.h"
+#include "kernels/sampling.h"
+#include "kernels/step_inputs.h"
+
+namespace llm::runner::cuda {
+namespace {
+
+absl::Status CublasStatus(int status, const char* what) {
+  if (status == 0) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": cuBLASLt status ", status));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelConfig& config,
+                                                           const model::TensorStore* store,
+                                                           uint64_t seed,
+                                                           const CudaModelOptions& options,
+                                                           cudaStream_t stream) {
+  std::unique_ptr<CudaModel> m(new CudaModel(config, options));
+  if (const cudaError_t err =
+          m->gemm_.Init(size_t{32} << 20, options.batch_invariant, options.gemv);
+      err != cudaSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("CUDA runner: ", m->gemm_.load_error().empty() ? cudaGetErrorString(err)
+                                                                    : m->gemm_.load_error()));
+  }
+  if (store != nullptr) {
+    LLM_ASSIGN_OR_RETURN(m->weights_, UploadCudaWeights(config, *store, stream));
+  } else {
+    LLM_ASSIGN_OR_RETURN(m->weights_, RandomCudaWeights(config, seed, stream));
+  }
+  return m;
+}
+
+absl::Status CudaModel::PrepareProducts(const StepSizes& z, const StepBuffers& b,
+                                        std::span<const int32_t> rows,
+                                        std::span<const int32_t> sample_rows) {
+  const model::ModelConfig& c = config_;
+  const CudaLayerWeights& L = weights_.layers.front();
+  for (const int32_t r : rows) {
+    const kernels::GemmArgs shapes[] = {
+        {b.xn, L.qkv, L.qkv_bias, b.qkv, r, c.hidden_size, z.qkv_dim, kernels::GemmOut::kBf16},
+        {b.attn, L.o, L.o_bias, b.delta, r, c.q_dim(), c.hidden_size, kernels::GemmOut::kF32},
+        {b.xn, L.gate_up, L.gate_up_bias, b.gate_up, r, c.hidden_size, 2 * c.intermediate_size,
+         kernels::GemmOut::kBf16},
+        {b.act, L.down, L.down_bias, b.delta, r, c.intermediate_size, c.hidden_size,
+         kernels::GemmOut::kF32},
+    };
+    for (const auto& g : shapes) LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(g), "GEMM plan"));
+  }
+  for (const int32_t r : sample_rows) {
+    const kernels::GemmArgs head{b.xs, weights_.head, nullptr,      b.logits,
+                                 r,    c.hidden_size, c.vocab_size, kernels::GemmOut::kF32};
+    LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(head), "GEMM plan"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const StepBuffers& b,
+                                const KvCache& kv, cudaStream_t st) {
+  const model::ModelConfig& c = config_;
+  const int32_t H = c.hidden_size, I = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+
+  kernels::StepInputsParams in{};
+  in.prefill_slot = s.prefill_slot;
+  in.prefill_pos = s.prefill_pos;
+  in.prefill_token = s.prefill_token;
+  in.num_prefill = s.prefill_rows;
+  in.decode_list = b.decode_list;
+  in.num_decode = s.decode_rows;
+  in.slots = b.slots;
+  in.vocab = c.vocab_size;
+  in.row_token = b.row_token;
+  in.row_pos = b.row_pos;
+  in.row_slot = b.row_slot;
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, st), "step inputs");
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchEmbedding({b.row_token, weights_.embedding, b.x, s.rows, H, c.vocab_size}, st),
+      "embedding");
+
+  kernels::AttentionParams attn{};
+  attn.qkv = b.qkv;
+  attn.row_pos = b.row_pos;
+  attn.row_slot = b.row_slot;
+  attn.block_tables = b.block_tables;
+  attn.max_blocks_per_seq = z.max_blocks_per_seq;
+  attn.out = b.attn;
+  attn.partial_out = b.part_out;
+  attn.partial_max = b.part_max;
+  attn.partial_sum = b.part_sum;
+  attn.num_heads = c.num_heads;
+  attn.num_kv_heads = c.num_kv_heads;
+  attn.head_dim = c.head_dim;
+  attn.block_tokens = z.engine.block_tokens;
+  attn.sliding_window = c.sliding_window;
+  attn.max_partitions = z.max_partitions;
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  const float* pending = nullptr;  // the last sublayer's output, added by the next norm
+  for (int l = 0; l < c.num_layers; ++l) {
+    const CudaLayerWeights& L = weights_.layers[l];
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRmsNorm({b.x, pending, L.input_norm, b.xn, nullptr, s.rows, H, eps}, st),
+        "rmsnorm");
+    LLM_RETURN_IF_ERROR(CublasStatus(
+        gemm_.Run({b.xn, L.qkv, L.qkv_bias, b.qkv, s.rows, H, z.qkv_dim, kernels::GemmOut::kBf16},
+                  st),
+        "qkv projection"));
+    kernels::RopeKvParams rope{};
+    rope.qkv = b.qkv;
+    rope.row_pos = b.row_pos;
+    rope.row_slot = b.row_slot;
+    rope.block_tables = b.block_tables;
+    rope.max_blocks_per_seq = z.max_blocks_per_seq;
+    rope.cos_table = b.rope_cos;
+    rope.sin_table = b.rope_sin;
+    rope.k_cache = kv.k[l];
+    rope.v_cache = kv.v[l];
+    rope.rows = s.rows;
+    rope.num_heads = c.num_heads;
+    rope.num_kv_heads = c.num_kv_heads;
+    rope.head_dim = c.head_dim;
+    rope.block_tokens = z.engine.block_tokens;
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
+    attn.k_cache = kv.k[l];
+    attn.v_cache = kv.v[l];
+    if (s.prefill_rows > 0) {
+      attn.row_begin = 0;
+      attn.rows = s.prefill_rows;
+      attn.partition_tokens = 0;
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "prefill attention");
+    }
+    if (s.decode_rows > 0) {
+      attn.row_begin = s.prefill_rows;
+      attn.rows = s.decode_rows;
+      attn.partition_tokens = z.partition_tokens;
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
+    }
+    LLM_RETURN_IF_ERROR(CublasStatus(
+        gemm_.Run({b.attn, L.o, L.o_bias, b.delta, s.rows, c.q_dim(), H, kernels::GemmOut::kF32},
+                  st),
+        "o projection"));
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRmsNorm({b.x, b.delta, L.post_norm, b.xn, nullptr, s.rows, H, eps}, st),
+        "rmsnorm");
+    LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up, s.rows,
+                                                H, 2 * I, kernels::GemmOut::kBf16},
+                                               st),
+                                     "gate/up projection"));
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, s.rows, I}, st), "silu");
+    LLM_RETURN_IF_ERROR(CublasStatus(
+        gemm_.Run({b.act, L.down, L.down_bias, b.delta, s.rows, I, H, kernels::GemmOut::kF32}, st),
+        "down projection"));
+    pending = b.delta;
+  }
+
+  if (s.sample_rows == 0) return absl::OkStatus();
+  const int32_t* rows_index = s.identity_sampling ? nullptr : s.sample_rows_index;
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRmsNorm(
+          {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
+      "final rmsnorm");
+  const int32_t* sample_slot = b.row_slot;
+  const int32_t* sample_pos = b.row_pos;
+  if (!s.identity_sampling) {
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchGatherInts(b.row_slot, rows_index, b.sample_slot, s.sample_rows, st),
+        "sampling rows");
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchGatherInts(b.row_pos, rows_index, b.sample_pos, s.sample_rows, st),
+        "sampling rows");
+    sample_slot = b.sample_slot;
+    sample_pos = b.sample_pos;
+  }
+  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
+                                              H, c.vocab_size, kernels::GemmOut::kF32},
+                                             st),
+                                   "lm head"));
+  kernels::SampleParams sp{};
+  sp.logits = b.logits;
+  sp.probs = b.probs;
+  sp.row_slot = sample_slot;
+  sp.row_pos = sample_pos;
+  sp.slots = b.slots;
+  sp.out = b.out;
+  sp.rows = s.sample_rows;
+  sp.vocab = c.vocab_size;
+  sp.valid_vocab = options_.valid_vocab_size;
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
+  return absl::OkStatus();
+}
+
+}  // namespace llm::runner::cuda

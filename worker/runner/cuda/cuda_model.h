@@ -1,0 +1,83 @@
+// The Llama forward pass on the device, the CUDA counterpart of CpuModel: the weights, the
+// matrix products' plans, and the kernels one step enqueues, layer by layer, over the runner's
+// buffers and KV cache. Enqueueing allocates and synchronises nothing, so a decode step's
+// forward pass can be captured in a CUDA graph.
+#ifndef LLM_WORKER_RUNNER_CUDA_CUDA_MODEL_H_
+#define LLM_WORKER_RUNNER_CUDA_CUDA_MODEL_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "kernels/gemm.h"
+#include "worker/model/config.h"
+#include "worker/model/safetensors.h"
+#include "worker/runner/cuda/cuda_weights.h"
+#include "worker/runner/cuda/step_buffers.h"
+
+namespace llm::runner::cuda {
+
+// What one step computes. Batch rows are the prefill rows (padded), then the decode rows (the
+// bucket); sampling rows are the prompts' last rows and the decode rows.
+struct ForwardShape {
+  int32_t rows = 0;                // padded prefill rows + decode rows
+  int32_t prefill_rows = 0;        // including padding
+  int32_t decode_rows = 0;         // the bucket
+  int32_t sample_rows = 0;         // padded
+  bool identity_sampling = false;  // decode only: every row samples, in row order
+  // Device pointers into the upload area (mixed steps).
+  const int32_t* prefill_slot = nullptr;
+  const int32_t* prefill_pos = nullptr;
+  const int32_t* prefill_token = nullptr;
+  const int32_t* sample_rows_index = nullptr;
+};
+
+struct CudaModelOptions {
+  // Fixed matrix-product algorithms (kernels/gemm.h): a row's result does not depend on the
+  // batch.
+  bool batch_invariant = false;
+  // Small products through the GEMV kernel instead of cuBLASLt (ignored when batch_invariant).
+  bool gemv = true;
+  int32_t valid_vocab_size = 0;  // ids >= this are never sampled
+};
+
+class CudaModel {
+ public:
+  // On the current device: weights from `store`, or synthetic ones from `seed` when `store` is
+  // null, copied or generated on `stream`.
+  static absl::StatusOr<std::unique_ptr<CudaModel>> Load(const model::ModelConfig& config,
+                                                         const model::TensorStore* store,
+                                                         uint64_t seed,
+                                                         const CudaModelOptions& options,
+                                                         cudaStream_t stream);
+
+  // Plans the matrix products for steps of each of `rows` batch rows and `sample_rows`
+  // sampling rows, so no plan is made while a graph is captured.
+  absl::Status PrepareProducts(const StepSizes& sizes, const StepBuffers& b,
+                               std::span<const int32_t> rows, std::span<const int32_t> sample_rows);
+
+  // Enqueues one step on `stream`: step inputs from the slot table and the upload, embedding,
+  // every layer (norm, qkv, RoPE and the K/V write, attention, o, norm, gate/up, SiLU, down),
+  // then for the sampling rows the final norm, the head and the sampler.
+  absl::Status Forward(const ForwardShape& shape, const StepSizes& sizes, const StepBuffers& b,
+                       const KvCache& kv, cudaStream_t stream);
+
+  const model::ModelConfig& config() const { return config_; }
+  const CudaWeights& weights() const { return weights_; }
+
+ private:
+  CudaModel(const model::ModelConfig& config, const CudaModelOptions& options)
+      : config_(config), options_(options) {}
+
+  model::ModelConfig config_;
+  CudaModelOptions options_;
+  kernels::Gemm gemm_;
+  CudaWeights weights_;
+};
+
+}  // namespace llm::runner::cuda
+
+#endif  // LLM_WORKER_RUNNER_CUDA_CUDA_MODEL_H_

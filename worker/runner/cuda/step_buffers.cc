@@ -1,0 +1,174 @@
+#include "worker/runner/cuda/step_buffers.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/slot_update.h"
+#include "worker/runner/cpu_ops.h"
+#include "worker/runner/cuda/step_layout.h"
+
+namespace llm::runner::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+
+int32_t RoundUp(int32_t x, int32_t m) { return (x + m - 1) / m * m; }
+size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// Carves aligned arrays out of one allocation; with a null base it only measures.
+class Carver {
+ public:
+  explicit Carver(std::byte* base) : base_(base) {}
+  template <typename T>
+  T* Take(size_t n) {
+    used_ = RoundUp(used_, kAlign);
+    T* p = base_ == nullptr ? nullptr : reinterpret_cast<T*>(base_ + used_);
+    used_ += n * sizeof(T);
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  std::byte* base_;
+  size_t used_ = 0;
+};
+
+// Points `b`'s arrays into `k`'s allocation; returns the bytes of the slot table (first).
+size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuffers& b) {
+  const size_t S = z.engine.max_slots, V = c.vocab_size, H = c.hidden_size;
+  const size_t R = z.max_rows, SR = z.max_sample_rows, D = c.head_dim;
+  const size_t half = D / 2;
+  b.slots.last_token = k.Take<int32_t>(S);
+  b.slots.pos = k.Take<int32_t>(S);
+  b.slots.generated = k.Take<int32_t>(S);
+  b.slots.done = k.Take<uint8_t>(S);
+  b.sampling_table = k.Take<kernels::SlotSampling>(S);
+  b.slots.sampling = b.sampling_table;
+  b.slots.out_counts = k.Take<uint16_t>(S * V);
+  b.slots.prompt_mask = k.Take<uint8_t>(S * V);
+  b.block_tables = k.Take<int32_t>(S * z.max_blocks_per_seq);
+  b.decode_list = k.Take<int32_t>(S);
+  const size_t slot_table_end = k.used();
+  b.rope_cos = k.Take<float>(static_cast<size_t>(z.max_context) * half);
+  b.rope_sin = k.Take<float>(static_cast<size_t>(z.max_context) * half);
+  b.x = k.Take<float>(R * H);
+  b.delta = k.Take<float>(R * H);
+  b.xn = k.Take<bf16>(R * H);
+  b.qkv = k.Take<bf16>(R * z.qkv_dim);
+  b.attn = k.Take<bf16>(R * c.q_dim());
+  b.gate_up = k.Take<bf16>(R * 2 * c.intermediate_size);
+  b.act = k.Take<bf16>(R * c.intermediate_size);
+  b.row_token = k.Take<int32_t>(R);
+  b.row_pos = k.Take<int32_t>(R);
+  b.row_slot = k.Take<int32_t>(R);
+  b.sample_slot = k.Take<int32_t>(SR);
+  b.sample_pos = k.Take<int32_t>(SR);
+  b.xs = k.Take<bf16>(SR * H);
+  b.logits = k.Take<float>(SR * V);
+  b.probs = k.Take<float>(SR * V);
+  b.out = k.Take<kernels::SampleOutput>(SR);
+  const size_t parts = S * c.num_heads * z.max_partitions;
+  b.part_out = k.Take<float>(parts * D);
+  b.part_max = k.Take<float>(parts);
+  b.part_sum = k.Take<float>(parts);
+  b.upload = k.Take<std::byte>(z.upload_bytes);
+  return slot_table_end;
+}
+
+}  // namespace
+
+StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& sizes,
+                        int32_t max_context, int32_t max_prefill_tokens) {
+  StepSizes z;
+  z.engine = sizes;
+  z.max_context = max_context;
+  z.max_prefill_tokens = max_prefill_tokens;
+  const int32_t S = sizes.max_slots;
+  z.max_blocks_per_seq = (max_context + sizes.block_tokens - 1) / sizes.block_tokens;
+  z.max_rows = RoundUp(max_prefill_tokens + S, kPrefillRowAlign);
+  z.max_sample_rows = RoundUp(std::min(2 * S, S + max_prefill_tokens), kSampleRowAlign);
+  // Split-K attention: at most 64 partitions of a multiple of 32 tokens (the kernel's tile).
+  z.partition_tokens = RoundUp(std::max(256, (max_context + 63) / 64), 32);
+  z.max_partitions = (max_context + z.partition_tokens - 1) / z.partition_tokens;
+  z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
+  // Admissions, their block lists, decode row changes, prefill rows and sampling rows of one
+  // step, each array 16-byte aligned.
+  const size_t s = static_cast<size_t>(S), r = static_cast<size_t>(z.max_rows);
+  z.upload_bytes = s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling)) +
+                   s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
+                   static_cast<size_t>(z.max_sample_rows) * 4 + 16 * 16;
+  return z;
+}
+
+absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, const StepSizes& z,
+                                                cudaStream_t stream) {
+  StepBuffers b;
+  Carver measure(nullptr);
+  Carve(c, z, measure, b);
+  LLM_RETURN_IF_ERROR(b.memory.Allocate(measure.used(), "runner buffers"));
+  Carver carver(b.memory.get());
+  const size_t slot_table_bytes = Carve(c, z, carver, b);
+  // A clean slot table; every decode row unused.
+  // NOTE: on the runner's stream (a non-blocking one, unordered with the default stream), and
+  // synchronised below, so the warm-up steps see the cleared table.
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b.memory.get(), 0, slot_table_bytes, stream),
+                           "slot table");
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(b.decode_list, 0xFF, z.engine.max_slots * sizeof(int32_t), stream),
+      "slot table");
+
+  // RoPE tables: the CPU reference's values.
+  const size_t half = static_cast<size_t>(c.head_dim) / 2;
+  const std::vector<double> inv_freq = model::RopeInverseFrequencies(c);
+  std::vector<float> cos_t(static_cast<size_t>(z.max_context) * half);
+  std::vector<float> sin_t(cos_t.size());
+  for (int32_t p = 0; p < z.max_context; ++p) {
+    RopeCosSin(inv_freq.data(), half, p, &cos_t[p * half], &sin_t[p * half]);
+  }
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<float*>(b.rope_cos), cos_t.data(),
+                                           cos_t.size() * 4, cudaMemcpyHostToDevice, stream),
+                           "RoPE tables");
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<float*>(b.rope_sin), sin_t.data(),
+                                           sin_t.size() * 4, cudaMemcpyHostToDevice, stream),
+                           "RoPE tables");
+  LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "runner buffers");
+  return b;
+}
+
+absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, int32_t block_tokens,
+                                        int64_t requested_blocks, double memory_fraction,
+                                        int64_t max_useful_blocks, size_t weight_bytes) {
+  const size_t per_layer_block =
+      static_cast<size_t>(c.num_kv_heads) * block_tokens * c.head_dim * sizeof(bf16);
+  const size_t block_bytes = per_layer_block * 2 * c.num_layers;
+  int64_t blocks = requested_blocks;
+  size_t free_bytes = 0, total_bytes = 0;
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  if (blocks <= 0) {
+    blocks = static_cast<int64_t>(static_cast<double>(free_bytes) * memory_fraction /
+                                  static_cast<double>(block_bytes));
+  }
+  blocks = std::min<int64_t>(blocks, max_useful_blocks);
+  blocks = std::min<int64_t>(blocks, INT32_MAX / 2);
+  if (blocks < 1) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("KV cache: ", free_bytes >> 20, " MiB free on the device after the weights (",
+                     weight_bytes >> 20, " MiB) is not enough for one block of ", block_bytes >> 10,
+                     " KiB at engine.kv_memory_fraction ", memory_fraction));
+  }
+  KvCache kv;
+  LLM_RETURN_IF_ERROR(kv.memory.Allocate(static_cast<size_t>(blocks) * block_bytes, "KV cache"));
+  kv.k.resize(c.num_layers);
+  kv.v.resize(c.num_layers);
+  const size_t layer_bytes = static_cast<size_t>(blocks) * per_layer_block;
+  for (int l = 0; l < c.num_layers; ++l) {
+    kv.k[l] = reinterpret_cast<bf16*>(kv.memory.get() + (2 * l) * layer_bytes);
+    kv.v[l] = reinterpret_cast<bf16*>(kv.memory.get() + (2 * l + 1) * layer_bytes);
+  }
+  kv.blocks = static_cast<int32_t>(blocks);
+  kv.bytes = static_cast<uint64_t>(blocks) * block_bytes;
+  return kv;
+}
+
+}  // namespace llm::runner::cuda

@@ -1,0 +1,95 @@
+// The CUDA runner's device memory, planned once at start: the sizes a step may reach
+// (StepSizes), the one allocation carved into the slot table, the forward pass's scratch, the
+// RoPE tables and the upload area (StepBuffers), and the paged KV cache (KvCache). Nothing here
+// is allocated in the step loop.
+#ifndef LLM_WORKER_RUNNER_CUDA_STEP_BUFFERS_H_
+#define LLM_WORKER_RUNNER_CUDA_STEP_BUFFERS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/sampling.h"
+#include "worker/engine/engine_sizes.h"
+#include "worker/model/config.h"
+#include "worker/runner/cuda/cuda_util.h"
+#include "worker/runner/cuda/cuda_weights.h"
+
+namespace llm::runner::cuda {
+
+// The largest step the runner takes, and the shapes derived from it.
+struct StepSizes {
+  engine::EngineSizes engine;      // kv_blocks is settled later, by AllocateKvCache
+  int32_t max_context = 0;         // positions per sequence
+  int32_t max_prefill_tokens = 0;  // prompt tokens per step
+  int32_t max_blocks_per_seq = 0;
+  int32_t max_rows = 0;         // batch rows: padded prefill rows + decode rows
+  int32_t max_sample_rows = 0;  // sampling rows, padded
+  // Split-K decode attention: partitions of partition_tokens positions, at most max_partitions.
+  int32_t partition_tokens = 0;
+  int32_t max_partitions = 0;
+  int32_t qkv_dim = 0;      // q_dim + 2 * kv_dim
+  size_t upload_bytes = 0;  // one step's upload (admissions, rows, sampling rows)
+};
+
+StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,
+                        int32_t max_context, int32_t max_prefill_tokens);
+
+// Device pointers into one allocation. Rows are batch rows, sample rows sampling rows.
+struct StepBuffers {
+  DeviceMemory memory;
+  // The slot table (device-resident request state; zeroed at start).
+  kernels::DeviceSlots slots{};
+  kernels::SlotSampling* sampling_table = nullptr;
+  int32_t* block_tables = nullptr;  // [max_slots, max_blocks_per_seq]
+  int32_t* decode_list = nullptr;   // [max_slots] slot of each decode row, -1 unused
+  // RoPE tables [max_context, head_dim / 2], the CPU reference's values.
+  const float* rope_cos = nullptr;
+  const float* rope_sin = nullptr;
+  // The forward pass's scratch.
+  float* x = nullptr;       // [rows, hidden] residual stream
+  float* delta = nullptr;   // [rows, hidden] sublayer output
+  bf16* xn = nullptr;       // [rows, hidden]
+  bf16* qkv = nullptr;      // [rows, qkv_dim]
+  bf16* attn = nullptr;     // [rows, q_dim]
+  bf16* gate_up = nullptr;  // [rows, 2 * intermediate]
+  bf16* act = nullptr;      // [rows, intermediate]
+  int32_t* row_token = nullptr;
+  int32_t* row_pos = nullptr;
+  int32_t* row_slot = nullptr;
+  int32_t* sample_slot = nullptr;
+  int32_t* sample_pos = nullptr;
+  bf16* xs = nullptr;       // [sample rows, hidden]
+  float* logits = nullptr;  // [sample rows, vocab]
+  float* probs = nullptr;   // [sample rows, vocab]
+  kernels::SampleOutput* out = nullptr;
+  float* part_out = nullptr;  // split-K attention partials
+  float* part_max = nullptr;
+  float* part_sum = nullptr;
+  std::byte* upload = nullptr;  // [upload_bytes], a step's uploaded arrays
+};
+
+// Allocates the buffers on the current device, clears the slot table (every decode row unused)
+// and writes the RoPE tables, on `stream`, then synchronises it.
+absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& config,
+                                                const StepSizes& sizes, cudaStream_t stream);
+
+// The paged KV cache: per layer K and V, [blocks][kv_heads][block_tokens][head_dim] bf16.
+struct KvCache {
+  DeviceMemory memory;
+  std::vector<bf16*> k, v;  // per layer
+  int32_t blocks = 0;
+  uint64_t bytes = 0;
+};
+
+// `requested_blocks` > 0: that many; else `memory_fraction` of the device memory free now.
+// Capped at `max_useful_blocks`. RESOURCE_EXHAUSTED (naming engine.kv_memory_fraction and the
+// weights' size, `weight_bytes`) when not even one block fits.
+absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& config, int32_t block_tokens,
+                                        int64_t requested_blocks, double memory_fraction,
+                                        int64_t max_useful_blocks, size_t weight_bytes);
+
+}  // namespace llm::runner::cuda
+
+#endif  // LLM_WORKER_RUNNER_CUDA_STEP_BUFFERS_H_
