@@ -8,7 +8,11 @@
 //   - decode throughput with N running slots (default 64 and 256) at --context tokens, over
 //     the steps where every slot decodes, with the device busy ratio and the distribution of
 //     the idle gap between consecutive steps (from the engine's CUDA events);
-//   - time to first token of one request with 1k and 4k-token prompts on an idle worker.
+//   - time to first token of one request with 1k and 4k-token prompts on an idle worker;
+//   - with --kernels, where a decode step's device time goes: a few decode-only steps at batch
+//     1 and at each slot count run eagerly with CUDA events between kernels (KernelClock), and
+//     the mean per step of each kernel class (attention, products, norms, RoPE/KV, sampler,
+//     other) is reported with its share.
 // Requests go through the in-process worker (scheduler, engine loop, output stage): the path a
 // served request takes, minus gRPC.
 #include <algorithm>
@@ -32,6 +36,8 @@
 #include "kernels/device.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
+#include "worker/runner/cuda/cuda_runner.h"
+#include "worker/runner/cuda/kernel_clock.h"
 #endif
 
 namespace llm::bench {
@@ -184,6 +190,21 @@ absl::Status RunRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int
   return done.Wait();
 }
 
+// Per kernel class: the mean device time per step (ms) and its share of the step.
+nlohmann::json KernelSplit(const runner::cuda::KernelTimes& t) {
+  nlohmann::json j = {{"steps", t.steps}};
+  if (t.steps == 0) return j;
+  double total = 0;
+  for (double ms : t.ms) total += ms;
+  j["step_ms"] = total / static_cast<double>(t.steps);
+  for (int k = 0; k < runner::cuda::kKernelClasses; ++k) {
+    const char* name = runner::cuda::KernelClassName(static_cast<runner::cuda::KernelClass>(k));
+    j[std::string(name) + "_ms"] = t.ms[static_cast<size_t>(k)] / static_cast<double>(t.steps);
+    j[std::string(name) + "_share"] = total > 0 ? t.ms[static_cast<size_t>(k)] / total : 0.0;
+  }
+  return j;
+}
+
 std::vector<int32_t> ParseInts(const std::string& s) {
   std::vector<int32_t> out;
   for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
@@ -212,7 +233,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("no-graphs", "run decode steps eagerly instead of from CUDA graphs")
       .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)")
       .Bool("no-gemv",
-            "small decode steps through cuBLASLt, not the GEMV kernel (engine.cuda_gemv)");
+            "small decode steps through cuBLASLt, not the GEMV kernel (engine.cuda_gemv)")
+      .Bool("kernels",
+            "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
+            "each slot count");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto context = flags.GetInt("context");
@@ -256,6 +280,11 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["load_seconds"] = std::chrono::duration<double>(Clock::now() - load_start).count();
   const model::ModelConfig config = b->config;
   const runner::RunnerInfo info = b->runner->info();
+  // The runner stays reachable for kernel timing once the worker owns it.
+  auto* cuda_runner = dynamic_cast<runner::cuda::CudaRunner*>(b->runner.get());
+  if (cuda_runner == nullptr) {
+    return Fail(cmd, absl::InternalError("the cuda backend did not make a CudaRunner"));
+  }
   const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
   out["weights_gib"] = static_cast<double>(info.weight_bytes) / (1ull << 30);
   out["kv_cache_gib"] = static_cast<double>(info.kv_cache_bytes) / (1ull << 30);
@@ -362,6 +391,35 @@ int RunGpuBench(const std::vector<std::string>& args) {
     ttft.push_back({{"prompt_tokens", len}, {"ttft_ms_median", Percentile(ms, 0.5)}});
   }
   out["ttft"] = ttft;
+
+  // 4. Where a decode step's time goes (eager steps, so a little slower than graph replays).
+  if (flags.GetBool("kernels")) {
+    constexpr int kTimedSteps = 8;
+    nlohmann::json split = nlohmann::json::array();
+    std::vector<int32_t> counts = {1};
+    counts.insert(counts.end(), slot_counts.begin(), slot_counts.end());
+    for (int32_t n : counts) {
+      const int32_t prompt = n == 1 ? 128 : static_cast<int32_t>(*context);
+      const int64_t prefill_steps = (int64_t{n} * prompt + *max_prefill - 1) / *max_prefill;
+      if (absl::Status st = cuda_runner->ProfileDecodeSteps(kTimedSteps); !st.ok()) {
+        return Fail(cmd, st);
+      }
+      (void)cuda_runner->TakeKernelTimes();
+      if (absl::Status st = RunRequests(**worker, n, prompt,
+                                        static_cast<int32_t>(prefill_steps + 4 * kTimedSteps),
+                                        id_range, 2000 + n);
+          !st.ok()) {
+        return Fail(cmd, st);
+      }
+      nlohmann::json j = KernelSplit(cuda_runner->TakeKernelTimes());
+      j["slots"] = n;
+      j["context"] = prompt;
+      split.push_back(j);
+      recorder.TakeSteps();
+      recorder.TakeRequests();
+    }
+    out["kernels"] = split;
+  }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

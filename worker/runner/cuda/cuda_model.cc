@@ -68,8 +68,11 @@ absl::Status CudaModel::PrepareProducts(const StepSizes& z, const StepBuffers& b
 }
 
 absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const StepBuffers& b,
-                                const KvCache& kv, cudaStream_t st) {
+                                const KvCache& kv, cudaStream_t st, KernelClock* clock) {
   const model::ModelConfig& c = config_;
+  const auto mark = [&](KernelClass k) {
+    if (clock != nullptr) clock->Mark(k, st);
+  };
   const int32_t H = c.hidden_size, I = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
 
@@ -86,9 +89,11 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   in.row_pos = b.row_pos;
   in.row_slot = b.row_slot;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, st), "step inputs");
+  mark(KernelClass::kOther);
   LLM_CUDA_RETURN_IF_ERROR(
       kernels::LaunchEmbedding({b.row_token, weights_.embedding, b.x, s.rows, H, c.vocab_size}, st),
       "embedding");
+  mark(KernelClass::kOther);
 
   kernels::AttentionParams attn{};
   attn.qkv = b.qkv;
@@ -114,10 +119,12 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     LLM_CUDA_RETURN_IF_ERROR(
         kernels::LaunchRmsNorm({b.x, pending, L.input_norm, b.xn, nullptr, s.rows, H, eps}, st),
         "rmsnorm");
+    mark(KernelClass::kNorms);
     LLM_RETURN_IF_ERROR(CublasStatus(
         gemm_.Run({b.xn, L.qkv, L.qkv_bias, b.qkv, s.rows, H, z.qkv_dim, kernels::GemmOut::kBf16},
                   st),
         "qkv projection"));
+    mark(KernelClass::kProducts);
     kernels::RopeKvParams rope{};
     rope.qkv = b.qkv;
     rope.row_pos = b.row_pos;
@@ -134,6 +141,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     rope.head_dim = c.head_dim;
     rope.block_tokens = z.engine.block_tokens;
     LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
+    mark(KernelClass::kRopeKv);
     attn.k_cache = kv.k[l];
     attn.v_cache = kv.v[l];
     if (s.prefill_rows > 0) {
@@ -141,28 +149,35 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       attn.rows = s.prefill_rows;
       attn.partition_tokens = 0;
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "prefill attention");
+      mark(KernelClass::kAttention);
     }
     if (s.decode_rows > 0) {
       attn.row_begin = s.prefill_rows;
       attn.rows = s.decode_rows;
       attn.partition_tokens = z.partition_tokens;
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
+      mark(KernelClass::kAttention);
     }
     LLM_RETURN_IF_ERROR(CublasStatus(
         gemm_.Run({b.attn, L.o, L.o_bias, b.delta, s.rows, c.q_dim(), H, kernels::GemmOut::kF32},
                   st),
         "o projection"));
+    mark(KernelClass::kProducts);
     LLM_CUDA_RETURN_IF_ERROR(
         kernels::LaunchRmsNorm({b.x, b.delta, L.post_norm, b.xn, nullptr, s.rows, H, eps}, st),
         "rmsnorm");
+    mark(KernelClass::kNorms);
     LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up, s.rows,
                                                 H, 2 * I, kernels::GemmOut::kBf16},
                                                st),
                                      "gate/up projection"));
+    mark(KernelClass::kProducts);
     LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, s.rows, I}, st), "silu");
+    mark(KernelClass::kOther);
     LLM_RETURN_IF_ERROR(CublasStatus(
         gemm_.Run({b.act, L.down, L.down_bias, b.delta, s.rows, I, H, kernels::GemmOut::kF32}, st),
         "down projection"));
+    mark(KernelClass::kProducts);
     pending = b.delta;
   }
 
@@ -172,6 +187,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       kernels::LaunchRmsNorm(
           {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
       "final rmsnorm");
+  mark(KernelClass::kNorms);
   const int32_t* sample_slot = b.row_slot;
   const int32_t* sample_pos = b.row_pos;
   if (!s.identity_sampling) {
@@ -181,6 +197,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     LLM_CUDA_RETURN_IF_ERROR(
         kernels::LaunchGatherInts(b.row_pos, rows_index, b.sample_pos, s.sample_rows, st),
         "sampling rows");
+    mark(KernelClass::kOther);
     sample_slot = b.sample_slot;
     sample_pos = b.sample_pos;
   }
@@ -188,6 +205,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
                                               H, c.vocab_size, kernels::GemmOut::kF32},
                                              st),
                                    "lm head"));
+  mark(KernelClass::kProducts);
   kernels::SampleParams sp{};
   sp.logits = b.logits;
   sp.probs = b.probs;
@@ -199,6 +217,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   sp.vocab = c.vocab_size;
   sp.valid_vocab = options_.valid_vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
+  mark(KernelClass::kSampler);
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #include "worker/model/config.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda/cuda_weights.h"
+#include "worker/runner/cuda/kernel_clock.h"
 #include "worker/runner/cuda/step_buffers.h"
 
 namespace llm::runner::cuda {
@@ -62,8 +63,13 @@ class CudaModel {
   // Enqueues one step on `stream`: step inputs from the slot table and the upload, embedding,
   // every layer (norm, qkv, RoPE and the K/V write, attention, o, norm, gate/up, SiLU, down),
   // then for the sampling rows the final norm, the head and the sampler.
+  // With a `clock` (an eager step only, never under graph capture), marks the end of every
+  // kernel with its class.
   absl::Status Forward(const ForwardShape& shape, const StepSizes& sizes, const StepBuffers& b,
-                       const KvCache& kv, cudaStream_t stream);
+                       const KvCache& kv, cudaStream_t stream, KernelClock* clock = nullptr);
+  // Marks Forward makes per layer, and besides the layers, at most.
+  static constexpr int kMarksPerLayer = 12;
+  static constexpr int kMarksOutsideLayers = 16;
 
   const model::ModelConfig& config() const { return config_; }
   const CudaWeights& weights() const { return weights_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -289,7 +290,18 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.decode_list = buffers_.decode_list;
   up.vocab = config_.vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
-  if (shape.rows > 0) {
+  // Timed steps: decode-only ones, while ProfileDecodeSteps asks, eagerly.
+  bool profiled = false;
+  if (shape.identity_sampling && shape.prefill_rows == 0 &&
+      clocks_made_.load(std::memory_order_acquire) &&
+      profile_steps_.load(std::memory_order_relaxed) > 0) {
+    profiled = profile_steps_.fetch_sub(1, std::memory_order_relaxed) > 0;
+  }
+  if (profiled) {
+    KernelClock& clock = clocks_[next_ring_];
+    clock.Start(st);
+    LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
+  } else if (shape.rows > 0) {
     if (shape.identity_sampling && !graphs_.empty()) {
       LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[l.bucket].get(), st), "graph launch");
     } else {
@@ -303,7 +315,8 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
         "step outputs");
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.end.get(), st), "step end");
-  in_flight_.push_back(InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty()});
+  in_flight_.push_back(
+      InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty(), profiled});
   next_ring_ = (next_ring_ + 1) % kRing;
   return absl::OkStatus();
 }
@@ -327,6 +340,10 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
     result.gap_seconds = std::max(0.0, ElapsedSeconds(ring_[last_collected_ring_].end, ring.start));
   }
   last_collected_ring_ = f.ring;
+  if (f.profiled) {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    clocks_[f.ring].AddTo(kernel_times_);
+  }
   const auto* outs = reinterpret_cast<const SampleOutput*>(ring.outputs.get());
   for (int32_t i = 0; i < f.sample_rows; ++i) {
     const SampleOutput& o = outs[i];
@@ -344,6 +361,27 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
     result.outputs.push_back(std::move(out));
   }
   return result;
+}
+
+absl::Status CudaRunner::ProfileDecodeSteps(int steps) {
+  if (!clocks_made_.load(std::memory_order_acquire)) {
+    // Before clocks_made_ is set the engine thread never touches the clocks.
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    if (!clocks_made_.load(std::memory_order_relaxed)) {
+      LLM_RETURN_IF_ERROR(UseDevice(options_.device));
+      const int marks =
+          CudaModel::kMarksPerLayer * config_.num_layers + CudaModel::kMarksOutsideLayers;
+      for (KernelClock& c : clocks_) LLM_RETURN_IF_ERROR(c.Create(marks));
+      clocks_made_.store(true, std::memory_order_release);
+    }
+  }
+  profile_steps_.store(steps, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+KernelTimes CudaRunner::TakeKernelTimes() {
+  std::lock_guard<std::mutex> lock(profile_mu_);
+  return std::exchange(kernel_times_, KernelTimes{});
 }
 
 int CudaDeviceCount() { return kernels::DeviceCount(); }

@@ -20,8 +20,10 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +31,7 @@
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda/cuda_model.h"
 #include "worker/runner/cuda/cuda_util.h"
+#include "worker/runner/cuda/kernel_clock.h"
 #include "worker/runner/cuda/runner_factory.h"
 #include "worker/runner/cuda/step_buffers.h"
 #include "worker/runner/cuda/step_layout.h"
@@ -50,6 +53,11 @@ class CudaRunner : public ModelRunner {
   absl::StatusOr<engine::StepResult> Collect() override;
   int in_flight() const override { return static_cast<int>(in_flight_.size()); }
 
+  // Kernel timing (llm-bench gpu --kernels), callable from any thread: the next `steps`
+  // decode-only steps run eagerly with a KernelClock; their times add up until taken.
+  absl::Status ProfileDecodeSteps(int steps);
+  KernelTimes TakeKernelTimes();
+
   // Decode batch-size buckets (each with a graph when cuda_graphs is on).
   const std::vector<int32_t>& buckets() const { return buckets_; }
   uint64_t weight_bytes() const { return model_->weights().bytes(); }
@@ -70,6 +78,7 @@ class CudaRunner : public ModelRunner {
     int ring;
     int32_t sample_rows;
     bool after_idle;  // launched with nothing else in flight: no gap to measure
+    bool profiled;    // timed by clocks_[ring]
   };
 
   CudaRunner(const model::ModelConfig& config, const CudaRunnerOptions& options);
@@ -99,6 +108,13 @@ class CudaRunner : public ModelRunner {
 
   std::vector<int32_t> buckets_;
   std::vector<GraphExec> graphs_;  // per bucket; empty without cuda_graphs
+  // Kernel timing: one clock per ring entry (made by the first ProfileDecodeSteps).
+  std::array<KernelClock, kRing> clocks_;
+  std::atomic<bool> clocks_made_{false};
+  std::atomic<int> profile_steps_{0};
+  std::mutex profile_mu_;
+  KernelTimes kernel_times_;  // guarded by profile_mu_
+
   // Set when a CUDA call failed after the host's view of the device changed: every later
   // Launch and Collect returns it (the engine then fails its requests).
   absl::Status broken_;

@@ -315,6 +315,44 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   EXPECT_EQ(last, sampling::FinishReason::kLength);
 }
 
+TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
+  LLM_REQUIRE_GPU();
+  auto config = model::ShapeConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  CudaRunnerOptions o;
+  o.sizes.max_slots = 2;
+  o.sizes.kv_blocks = 16;
+  o.max_prefill_tokens = 64;
+  auto runner = CudaRunner::Create(*config, nullptr, 1, o);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  CudaRunner& r = **runner;
+  ASSERT_TRUE(r.ProfileDecodeSteps(2).ok());
+  engine::StepPlan p;
+  p.step_id = 1;
+  p.admissions = {{0, Request(7, 6), {0}}};
+  p.prefills = {{0, 0, 5, true}};  // not decode-only: not timed
+  ASSERT_TRUE(r.Launch(p).ok());
+  ASSERT_TRUE(r.Collect().ok());
+  std::vector<int32_t> tokens;
+  for (uint64_t step = 2; step < 6; ++step) {
+    engine::StepPlan d;
+    d.step_id = step;
+    d.decodes = {0};
+    ASSERT_TRUE(r.Launch(d).ok());
+    auto res = r.Collect();
+    ASSERT_TRUE(res.ok()) << res.status();
+    for (const auto& out : res->outputs) tokens.push_back(out.sampled.token_id);
+  }
+  const KernelTimes t = r.TakeKernelTimes();
+  EXPECT_EQ(t.steps, 2);  // the first two decode steps
+  for (KernelClass k : {KernelClass::kAttention, KernelClass::kProducts, KernelClass::kNorms,
+                        KernelClass::kRopeKv, KernelClass::kSampler, KernelClass::kOther}) {
+    EXPECT_GT(t.ms[static_cast<size_t>(k)], 0.0) << KernelClassName(k);
+  }
+  EXPECT_EQ(r.TakeKernelTimes().steps, 0);  // taken
+  EXPECT_EQ(tokens.size(), 4u);             // timed steps still sample
+}
+
 TEST(CudaRunnerTest, DeviceCountersFromTheDriver) {
   LLM_REQUIRE_GPU();
   auto config = model::ShapeConfig("tiny");

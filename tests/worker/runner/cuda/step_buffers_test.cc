@@ -1,0 +1,44 @@
+// The CUDA runner's buffer plan is host arithmetic: checked without a device.
+#include "worker/runner/cuda/step_buffers.h"
+
+#include "gtest/gtest.h"
+#include "worker/model/shapes.h"
+#include "worker/runner/cuda/step_layout.h"
+
+namespace llm::runner::cuda {
+namespace {
+
+TEST(StepSizesTest, RowsBlocksAndPartitionsCoverTheLargestStep) {
+  auto config = model::ShapeConfig("llama-3-8b");
+  ASSERT_TRUE(config.ok());
+  const engine::EngineSizes engine{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
+  const StepSizes z = PlanStepSizes(*config, engine, 8192, 2048);
+  EXPECT_EQ(z.max_blocks_per_seq, 8192 / 16);
+  // Every prompt token and every slot's decode token fits, padded to the prefill alignment.
+  EXPECT_GE(z.max_rows, 2048 + 256);
+  EXPECT_EQ(z.max_rows % kPrefillRowAlign, 0);
+  EXPECT_LT(z.max_rows, 2048 + 256 + kPrefillRowAlign);
+  // At most one sampling row per slot's decode and one per prompt completing.
+  EXPECT_EQ(z.max_sample_rows, 512);
+  // Split-K: partitions of a multiple of 32 positions, at most 64 over the context.
+  EXPECT_EQ(z.partition_tokens % 32, 0);
+  EXPECT_LE(z.max_partitions, 64);
+  EXPECT_GE(int64_t{z.max_partitions} * z.partition_tokens, 8192);
+  EXPECT_EQ(z.qkv_dim, config->q_dim() + 2 * config->kv_dim());
+  EXPECT_GT(z.upload_bytes, size_t{256} * z.max_blocks_per_seq * 4);
+}
+
+TEST(StepSizesTest, SmallStepsAreNotPaddedBeyondTheirAlignment) {
+  auto config = model::ShapeConfig("tiny");
+  ASSERT_TRUE(config.ok());
+  const engine::EngineSizes engine{.max_slots = 2, .kv_blocks = 8, .block_tokens = 16};
+  const StepSizes z = PlanStepSizes(*config, engine, 100, 64);
+  EXPECT_EQ(z.max_blocks_per_seq, 7);  // 100 positions in blocks of 16
+  EXPECT_EQ(z.max_rows, 128);          // 64 + 2, aligned to 64
+  EXPECT_EQ(z.max_sample_rows, 16);    // min(2 * 2, 2 + 64) = 4, aligned to 16
+  EXPECT_EQ(z.partition_tokens, 256);
+  EXPECT_EQ(z.max_partitions, 1);
+}
+
+}  // namespace
+}  // namespace llm::runner::cuda
