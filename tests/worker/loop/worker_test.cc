@@ -65,6 +65,17 @@ class WorkerTest : public ::testing::Test {
     return *std::move(w);
   }
 
+  // Runs a greedy request for `prompt` (token ids) to its end on `w`.
+  static StreamUpdate RunIds(Worker& w, const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    GenerateSpec s = Spec("", max_tokens);
+    s.has_text = false;
+    s.token_ids = prompt;
+    auto sink = std::make_shared<CollectingSink>();
+    EXPECT_TRUE(w.Submit(s, sink).ok());
+    EXPECT_TRUE(sink->Wait());
+    return sink->result();
+  }
+
   // Runs one request alone through the unbatched reference path.
   std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int32_t max_tokens,
                                  const sampling::SamplingParams& sp) {
@@ -382,15 +393,7 @@ TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
   std::vector<int32_t> prompt = *prefix;
   prompt.insert(prompt.end(), tail->begin(), tail->end());
   ASSERT_GE(prompt.size(), 40u);
-  const auto run = [&](Worker& w) {
-    GenerateSpec s = Spec("", 40);
-    s.has_text = false;
-    s.token_ids = prompt;
-    auto sink = std::make_shared<CollectingSink>();
-    EXPECT_TRUE(w.Submit(s, sink).ok());
-    EXPECT_TRUE(sink->Wait());
-    return sink->result();
-  };
+  const auto run = [&](Worker& w) { return RunIds(w, prompt, 40); };
   EXPECT_EQ(cached->Load().engine.prefill_ms_per_token, 0.0);  // no prompt computed yet
   const StreamUpdate cold = run(*cached);
   // The cost of a prompt token is measured from steps with at least 32 of them.
@@ -414,22 +417,13 @@ TEST_F(WorkerTest, TheNextTurnReusesTheBlocksOfThePreviousAnswer) {
   auto first = cached->Tokenize(golden_.prompt, /*add_special=*/true);
   auto next = cached->Tokenize(" Then the fox said:", /*add_special=*/false);
   ASSERT_TRUE(first.ok() && next.ok());
-  const auto run = [](Worker& w, const std::vector<int32_t>& prompt, int32_t max_tokens) {
-    GenerateSpec s = Spec("", max_tokens);
-    s.has_text = false;
-    s.token_ids = prompt;
-    auto sink = std::make_shared<CollectingSink>();
-    EXPECT_TRUE(w.Submit(s, sink).ok());
-    EXPECT_TRUE(sink->Wait());
-    return sink->result();
-  };
-  const StreamUpdate turn1 = run(*cached, *first, 45);
+  const StreamUpdate turn1 = RunIds(*cached, *first, 45);
   ASSERT_GE(turn1.token_ids.size(), 2u);
   std::vector<int32_t> prompt2 = *first;
   prompt2.insert(prompt2.end(), turn1.token_ids.begin(), turn1.token_ids.end());
   prompt2.insert(prompt2.end(), next->begin(), next->end());
-  const StreamUpdate warm = run(*cached, prompt2, 30);
-  const StreamUpdate off = run(*uncached, prompt2, 30);
+  const StreamUpdate warm = RunIds(*cached, prompt2, 30);
+  const StreamUpdate off = RunIds(*uncached, prompt2, 30);
   // Every block whose K/V was final when turn 1 ended: its prompt and all but its last token.
   const size_t final_positions = first->size() + turn1.token_ids.size() - 1;
   EXPECT_EQ(warm.usage.cached_prompt_tokens, static_cast<int32_t>(final_positions / 16 * 16));

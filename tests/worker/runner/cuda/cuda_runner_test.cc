@@ -259,15 +259,29 @@ engine::RequestPtr Request(uint64_t key, int32_t max_tokens) {
   return r;
 }
 
+// A step in which slot 0 decodes.
+engine::StepPlan DecodeSlot0(uint64_t step_id) {
+  engine::StepPlan d;
+  d.step_id = step_id;
+  d.decodes = {0};
+  return d;
+}
+
+// A runner of the `tiny` shape with synthetic weights.
+absl::StatusOr<std::unique_ptr<CudaRunner>> TinyRunner(int32_t slots, int32_t kv_blocks,
+                                                       int32_t max_prefill_tokens = 2048) {
+  auto config = model::ShapeConfig("tiny");
+  if (!config.ok()) return config.status();
+  CudaRunnerOptions o;
+  o.sizes.max_slots = slots;
+  o.sizes.kv_blocks = kv_blocks;
+  o.max_prefill_tokens = max_prefill_tokens;
+  return CudaRunner::Create(*config, nullptr, 1, o);
+}
+
 TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   LLM_REQUIRE_GPU();
-  auto config = model::ShapeConfig("tiny");
-  ASSERT_TRUE(config.ok());
-  CudaRunnerOptions o;
-  o.sizes.max_slots = 4;
-  o.sizes.kv_blocks = 64;
-  o.max_prefill_tokens = 64;
-  auto runner = CudaRunner::Create(*config, nullptr, 1, o);
+  auto runner = TinyRunner(4, 64, 64);
   ASSERT_TRUE(runner.ok()) << runner.status();
   CudaRunner& r = **runner;
   EXPECT_EQ(r.info().sizes.kv_blocks, 64);
@@ -293,10 +307,7 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   int outputs = 0;
   sampling::FinishReason last = sampling::FinishReason::kNone;
   for (uint64_t step = 3; step < 7; ++step) {
-    engine::StepPlan d;
-    d.step_id = step;
-    d.decodes = {0};
-    ASSERT_TRUE(r.Launch(d).ok());
+    ASSERT_TRUE(r.Launch(DecodeSlot0(step)).ok());
     auto res = r.Collect();
     ASSERT_TRUE(res.ok()) << res.status();
     for (const auto& out : res->outputs) {
@@ -317,13 +328,7 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
 
 TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
   LLM_REQUIRE_GPU();
-  auto config = model::ShapeConfig("tiny");
-  ASSERT_TRUE(config.ok());
-  CudaRunnerOptions o;
-  o.sizes.max_slots = 2;
-  o.sizes.kv_blocks = 16;
-  o.max_prefill_tokens = 64;
-  auto runner = CudaRunner::Create(*config, nullptr, 1, o);
+  auto runner = TinyRunner(2, 16, 64);
   ASSERT_TRUE(runner.ok()) << runner.status();
   CudaRunner& r = **runner;
   ASSERT_TRUE(r.ProfileDecodeSteps(2).ok());
@@ -335,10 +340,7 @@ TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
   ASSERT_TRUE(r.Collect().ok());
   std::vector<int32_t> tokens;
   for (uint64_t step = 2; step < 6; ++step) {
-    engine::StepPlan d;
-    d.step_id = step;
-    d.decodes = {0};
-    ASSERT_TRUE(r.Launch(d).ok());
+    ASSERT_TRUE(r.Launch(DecodeSlot0(step)).ok());
     auto res = r.Collect();
     ASSERT_TRUE(res.ok()) << res.status();
     for (const auto& out : res->outputs) tokens.push_back(out.sampled.token_id);
@@ -355,12 +357,7 @@ TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
 
 TEST(CudaRunnerTest, DeviceCountersFromTheDriver) {
   LLM_REQUIRE_GPU();
-  auto config = model::ShapeConfig("tiny");
-  ASSERT_TRUE(config.ok());
-  CudaRunnerOptions o;
-  o.sizes.max_slots = 2;
-  o.sizes.kv_blocks = 8;
-  auto runner = CudaRunner::Create(*config, nullptr, 1, o);
+  auto runner = TinyRunner(2, 8);
   ASSERT_TRUE(runner.ok()) << runner.status();
   server::DeviceMonitor monitor((*runner)->info().pci_bus_id);
   if (!monitor.unavailable_reason().empty()) {
