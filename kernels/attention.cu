@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/attention.h"
@@ -7,29 +8,12 @@ namespace llm::kernels {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kTile = 32;  // keys per tile (= warp size: one lane per key in the softmax)
-
-struct RowRange {
-  int32_t begin;
-  int32_t end;
-};
-
-// The positions a row's partition covers.
-__device__ __forceinline__ RowRange PartitionRange(const AttentionParams& p, int32_t pos,
-                                                   int32_t part) {
-  const int32_t first = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
-  if (p.partition_tokens == 0) return {first, pos + 1};
-  const int32_t begin = first + part * p.partition_tokens;
-  return {begin, min(pos + 1, begin + p.partition_tokens)};
-}
+constexpr int kTile = kAttentionTile;  // keys per tile (= warp size: one lane per key in softmax)
+static_assert(kTile == 32, "the softmax gives one lane per key of a tile");
 
 __device__ __forceinline__ int64_t CacheOffset(const AttentionParams& p, int32_t slot, int32_t t,
                                                int32_t kv_head) {
-  const int32_t block =
-      p.block_tables[static_cast<int64_t>(slot) * p.max_blocks_per_seq + t / p.block_tokens];
-  return ((static_cast<int64_t>(block) * p.num_kv_heads + kv_head) * p.block_tokens +
-          t % p.block_tokens) *
-         p.head_dim;
+  return AttentionCacheOffset(p, slot, t, kv_head);
 }
 
 // Loads N consecutive bf16 as floats.
@@ -50,7 +34,7 @@ __device__ __forceinline__ void LoadBf16(const __nv_bfloat16* src, float* dst) {
   }
 }
 
-// One block per (row, kv head, partition). G: query heads per kv head, at most G_MAX.
+// One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX.
 template <int D, int G_MAX>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   constexpr int kLanesPerToken = D < 32 ? D : 32;
@@ -66,20 +50,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   const int32_t local_row = blockIdx.x;
   const int32_t row = p.row_begin + local_row;
   const int32_t kv_head = blockIdx.y;
-  const int32_t part = blockIdx.z;
+  const int32_t chunk = blockIdx.z;
   const int32_t slot = p.row_slot[row];
   if (slot < 0) return;
   const int32_t G = p.num_heads / p.num_kv_heads;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int32_t pos = p.row_pos[row];
-  const RowRange range = PartitionRange(p, pos, part);
-  const bool split = p.partition_tokens > 0;
+  const KeyRange range = AttentionKeyRange(pos, p.sliding_window, p.splits, chunk);
+  const bool split = p.splits > 1;
   auto part_index = [&](int g) {
-    return (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G + g) * p.max_partitions +
-           part;
+    return (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G + g) * p.splits + chunk;
   };
   if (range.begin >= range.end) {
-    // An empty partition of a split row: contributes nothing to the combination.
+    // A chunk past the row's context (UsedChunks): the combine does not read it.
     for (int g = 0; g < G; ++g) {
       if (tid == 0) {
         p.partial_max[part_index(g)] = -FLT_MAX;
@@ -191,16 +174,14 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   }
 }
 
-// Combines the partitions of split rows: one block per (row, head).
+// Combines the chunks of split rows: one block per (row, head).
 __global__ void CombineKernel(AttentionParams p) {
   const int32_t local_row = blockIdx.x;
   const int32_t row = p.row_begin + local_row;
   const int32_t head = blockIdx.y;
   if (p.row_slot[row] < 0) return;
-  const int32_t pos = p.row_pos[row];
-  const int32_t first = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
-  const int32_t parts = (pos + 1 - first + p.partition_tokens - 1) / p.partition_tokens;
-  const int64_t base = (static_cast<int64_t>(local_row) * p.num_heads + head) * p.max_partitions;
+  const int32_t parts = UsedChunks(p.row_pos[row], p.sliding_window, p.splits);
+  const int64_t base = (static_cast<int64_t>(local_row) * p.num_heads + head) * p.splits;
   float m = -FLT_MAX;
   for (int k = 0; k < parts; ++k) m = fmaxf(m, p.partial_max[base + k]);
   float total = 0.0f;
@@ -233,6 +214,13 @@ cudaError_t LaunchForDim(const AttentionParams& p, dim3 grid, cudaStream_t strea
 
 }  // namespace
 
+int32_t DecodeSplits(int32_t rows, int32_t num_kv_heads, int32_t sm_count, int32_t max_splits) {
+  const int64_t blocks = int64_t{rows > 0 ? rows : 1} * (num_kv_heads > 0 ? num_kv_heads : 1);
+  const int64_t target = int64_t{sm_count > 0 ? sm_count : 1} * kAttentionBlocksPerSm;
+  const int64_t splits = (target + blocks - 1) / blocks;
+  return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(splits, max_splits)));
+}
+
 bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
   const bool dim_ok = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
   return dim_ok && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
@@ -242,7 +230,8 @@ bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_head
 cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
   if (!AttentionSupported(p.head_dim, p.num_heads, p.num_kv_heads)) return cudaErrorInvalidValue;
-  const dim3 grid(p.rows, p.num_kv_heads, p.partition_tokens > 0 ? p.max_partitions : 1);
+  if (p.splits < 1) return cudaErrorInvalidValue;
+  const dim3 grid(p.rows, p.num_kv_heads, p.splits);
   cudaError_t err = cudaSuccess;
   switch (p.head_dim) {
     case 16:
@@ -258,7 +247,7 @@ cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
       err = LaunchForDim<128>(p, grid, stream);
       break;
   }
-  if (err != cudaSuccess || p.partition_tokens == 0) return err;
+  if (err != cudaSuccess || p.splits == 1) return err;
   CombineKernel<<<dim3(p.rows, p.num_heads), 128, 0, stream>>>(p);
   return cudaGetLastError();
 }

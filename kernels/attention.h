@@ -1,11 +1,14 @@
 // Paged attention of one query token per row against that row's sequence in the KV cache
 // (positions [first, pos], where first = pos - window + 1 with a sliding window, else 0), with
-// grouped-query heads. Online softmax over tiles of keys: no score matrix is materialised.
+// grouped-query heads: a block serves every query head of one key/value head, so K/V is read
+// once per group. Online softmax over tiles of keys: no score matrix is materialised.
 //
-// Decode rows split their context into partitions of `partition_tokens` (flash-decoding), each
-// a block, combined by a second kernel; prefill rows (several consecutive query tokens of one
-// sequence) run one partition each. Cache layout as in rope_kv.h. head_dim in {16, 32, 64, 128},
-// num_heads / num_kv_heads <= 8. Reference: the attention of runner::CpuModel.
+// Decode rows (flash-decoding) cut their *live* context into `splits` chunks, a block each, so a
+// small batch still fills the device; a second kernel combines the chunks. With splits == 1
+// (large batches, and prefill rows, which are several consecutive query tokens of one sequence)
+// one block covers the whole row and writes the output itself: no combine. DecodeSplits picks
+// the count from the batch and the device. Cache layout as in rope_kv.h. head_dim in {16, 32,
+// 64, 128}, num_heads / num_kv_heads <= 8. Reference: the attention of runner::CpuModel.
 #ifndef LLM_KERNELS_ATTENTION_H_
 #define LLM_KERNELS_ATTENTION_H_
 
@@ -25,8 +28,8 @@ struct AttentionParams {
   const int32_t* block_tables;
   int32_t max_blocks_per_seq;
   __nv_bfloat16* out;  // [batch rows, H * D]
-  // Split-K workspace, indexed by (row - row_begin): [rows][H][max_partitions][D] and
-  // [rows][H][max_partitions]. Unused when partition_tokens is 0.
+  // Split-K workspace, indexed by (row - row_begin): [rows][H][splits][D] and
+  // [rows][H][splits]. Unused when splits is 1.
   float* partial_out;
   float* partial_max;
   float* partial_sum;
@@ -36,11 +39,61 @@ struct AttentionParams {
   int32_t num_kv_heads;
   int32_t head_dim;
   int32_t block_tokens;
-  int32_t sliding_window;    // 0: none
-  int32_t partition_tokens;  // 0: one partition per row
-  int32_t max_partitions;    // >= ceil(max context / partition_tokens) when splitting
-  float scale;               // 1 / sqrt(head_dim)
+  int32_t sliding_window;  // 0: none
+  int32_t splits;          // chunks per row (grid z); 1: none (always 1 for prefill rows)
+  float scale;             // 1 / sqrt(head_dim)
 };
+
+// Keys per tile of the kernel; a chunk is a whole number of tiles.
+inline constexpr int32_t kAttentionTile = 32;
+
+struct KeyRange {
+  int32_t begin;
+  int32_t end;  // exclusive
+};
+
+// Positions per chunk when a context of `live` positions is cut into `splits` chunks.
+__host__ __device__ inline int32_t ChunkTokens(int32_t live, int32_t splits) {
+  const int32_t per = (live + splits - 1) / splits;
+  return (per + kAttentionTile - 1) / kAttentionTile * kAttentionTile;
+}
+
+// The positions chunk `part` of the row at `pos` covers (empty when the row's context is
+// shorter than its chunks reach); with splits <= 1, the whole context.
+__host__ __device__ inline KeyRange AttentionKeyRange(int32_t pos, int32_t sliding_window,
+                                                      int32_t splits, int32_t part) {
+  const int32_t from = pos - sliding_window + 1;
+  const int32_t first = sliding_window > 0 && from > 0 ? from : 0;
+  if (splits <= 1) return {first, pos + 1};
+  const int32_t chunk = ChunkTokens(pos + 1 - first, splits);
+  const int32_t begin = first + part * chunk;
+  const int32_t end = begin + chunk < pos + 1 ? begin + chunk : pos + 1;
+  return {begin, end > begin ? end : begin};
+}
+
+// Where position `t` of the sequence in `slot` keeps its key (or value) vector for `kv_head`:
+// the block from the slot's block table, then [block][kv_head][t % block_tokens][head_dim].
+__host__ __device__ inline int64_t AttentionCacheOffset(const AttentionParams& p, int32_t slot,
+                                                        int32_t t, int32_t kv_head) {
+  const int32_t block =
+      p.block_tables[static_cast<int64_t>(slot) * p.max_blocks_per_seq + t / p.block_tokens];
+  return ((static_cast<int64_t>(block) * p.num_kv_heads + kv_head) * p.block_tokens +
+          t % p.block_tokens) *
+         p.head_dim;
+}
+
+// Chunks the row at `pos` uses: the combine reads these only.
+__host__ __device__ inline int32_t UsedChunks(int32_t pos, int32_t sliding_window, int32_t splits) {
+  if (splits <= 1) return 1;
+  const KeyRange all = AttentionKeyRange(pos, sliding_window, 1, 0);
+  const int32_t chunk = ChunkTokens(all.end - all.begin, splits);
+  return (all.end - all.begin + chunk - 1) / chunk;
+}
+
+// Chunks per row for a decode launch of `rows` rows: enough blocks (rows * num_kv_heads *
+// splits) for kAttentionBlocksPerSm on each of `sm_count` SMs, at most `max_splits`, at least 1.
+inline constexpr int32_t kAttentionBlocksPerSm = 4;
+int32_t DecodeSplits(int32_t rows, int32_t num_kv_heads, int32_t sm_count, int32_t max_splits);
 
 // False when head_dim or the group size is not supported.
 bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);

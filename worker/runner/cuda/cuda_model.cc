@@ -110,7 +110,6 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   attn.head_dim = c.head_dim;
   attn.block_tokens = z.engine.block_tokens;
   attn.sliding_window = c.sliding_window;
-  attn.max_partitions = z.max_partitions;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   const float* pending = nullptr;  // the last sublayer's output, added by the next norm
@@ -147,14 +146,14 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     if (s.prefill_rows > 0) {
       attn.row_begin = 0;
       attn.rows = s.prefill_rows;
-      attn.partition_tokens = 0;
+      attn.splits = 1;
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "prefill attention");
       mark(KernelClass::kAttention);
     }
     if (s.decode_rows > 0) {
       attn.row_begin = s.prefill_rows;
       attn.rows = s.decode_rows;
-      attn.partition_tokens = z.partition_tokens;
+      attn.splits = kernels::DecodeSplits(s.decode_rows, c.num_kv_heads, z.sm_count, z.max_splits);
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
       mark(KernelClass::kAttention);
     }

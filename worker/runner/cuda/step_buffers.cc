@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "kernels/attention.h"
 #include "kernels/slot_update.h"
 #include "worker/runner/cpu_ops.h"
 #include "worker/runner/cuda/step_layout.h"
@@ -68,7 +69,7 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.logits = k.Take<float>(SR * V);
   b.probs = k.Take<float>(SR * V);
   b.out = k.Take<kernels::SampleOutput>(SR);
-  const size_t parts = S * c.num_heads * z.max_partitions;
+  const size_t parts = static_cast<size_t>(z.split_parts) * c.num_heads;
   b.part_out = k.Take<float>(parts * D);
   b.part_max = k.Take<float>(parts);
   b.part_sum = k.Take<float>(parts);
@@ -79,7 +80,7 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
 }  // namespace
 
 StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& sizes,
-                        int32_t max_context, int32_t max_prefill_tokens) {
+                        int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count) {
   StepSizes z;
   z.engine = sizes;
   z.max_context = max_context;
@@ -88,9 +89,16 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.max_blocks_per_seq = (max_context + sizes.block_tokens - 1) / sizes.block_tokens;
   z.max_rows = RoundUp(max_prefill_tokens + S, kPrefillRowAlign);
   z.max_sample_rows = RoundUp(std::min(2 * S, S + max_prefill_tokens), kSampleRowAlign);
-  // Split-K attention: at most 64 partitions of a multiple of 32 tokens (the kernel's tile).
-  z.partition_tokens = RoundUp(std::max(256, (max_context + 63) / 64), 32);
-  z.max_partitions = (max_context + z.partition_tokens - 1) / z.partition_tokens;
+  // Split-K decode attention: at most 64 chunks of at least one tile; the workspace for the
+  // decode batch size that needs the most (row, chunk) pairs.
+  z.sm_count = sm_count;
+  z.max_splits =
+      std::min(64, (max_context + kernels::kAttentionTile - 1) / kernels::kAttentionTile);
+  for (int32_t rows = 1; rows <= S; ++rows) {
+    z.split_parts = std::max<int64_t>(
+        z.split_parts,
+        int64_t{rows} * kernels::DecodeSplits(rows, c.num_kv_heads, sm_count, z.max_splits));
+  }
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   // Admissions, their block lists, decode row changes, prefill rows and sampling rows of one
   // step, each array 16-byte aligned.

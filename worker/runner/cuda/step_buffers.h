@@ -26,15 +26,17 @@ struct StepSizes {
   int32_t max_blocks_per_seq = 0;
   int32_t max_rows = 0;         // batch rows: padded prefill rows + decode rows
   int32_t max_sample_rows = 0;  // sampling rows, padded
-  // Split-K decode attention: partitions of partition_tokens positions, at most max_partitions.
-  int32_t partition_tokens = 0;
-  int32_t max_partitions = 0;
+  // Split-K decode attention (kernels::DecodeSplits): the device's SMs, the most chunks a row is
+  // cut into, and the most (row, chunk) pairs any decode batch size needs in the workspace.
+  int32_t sm_count = 0;
+  int32_t max_splits = 0;
+  int64_t split_parts = 0;
   int32_t qkv_dim = 0;      // q_dim + 2 * kv_dim
   size_t upload_bytes = 0;  // one step's upload (admissions, rows, sampling rows)
 };
 
 StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,
-                        int32_t max_context, int32_t max_prefill_tokens);
+                        int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count);
 
 // Device pointers into one allocation. Rows are batch rows, sample rows sampling rows.
 struct StepBuffers {

@@ -2,6 +2,7 @@
 #include "worker/runner/cuda/step_buffers.h"
 
 #include "gtest/gtest.h"
+#include "kernels/attention.h"
 #include "worker/model/shapes.h"
 #include "worker/runner/cuda/step_layout.h"
 
@@ -12,7 +13,7 @@ TEST(StepSizesTest, RowsBlocksAndPartitionsCoverTheLargestStep) {
   auto config = model::ShapeConfig("llama-3-8b");
   ASSERT_TRUE(config.ok());
   const engine::EngineSizes engine{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
-  const StepSizes z = PlanStepSizes(*config, engine, 8192, 2048);
+  const StepSizes z = PlanStepSizes(*config, engine, 8192, 2048, /*sm_count=*/132);
   EXPECT_EQ(z.max_blocks_per_seq, 8192 / 16);
   // Every prompt token and every slot's decode token fits, padded to the prefill alignment.
   EXPECT_GE(z.max_rows, 2048 + 256);
@@ -20,10 +21,15 @@ TEST(StepSizesTest, RowsBlocksAndPartitionsCoverTheLargestStep) {
   EXPECT_LT(z.max_rows, 2048 + 256 + kPrefillRowAlign);
   // At most one sampling row per slot's decode and one per prompt completing.
   EXPECT_EQ(z.max_sample_rows, 512);
-  // Split-K: partitions of a multiple of 32 positions, at most 64 over the context.
-  EXPECT_EQ(z.partition_tokens % 32, 0);
-  EXPECT_LE(z.max_partitions, 64);
-  EXPECT_GE(int64_t{z.max_partitions} * z.partition_tokens, 8192);
+  // Split-K: at most 64 chunks; the workspace holds every decode batch size's (row, chunk)
+  // pairs: batch 1 is cut into 64 (528 blocks wanted over 8 kv heads), 256 rows are not cut.
+  EXPECT_EQ(z.max_splits, 64);
+  EXPECT_EQ(kernels::DecodeSplits(1, 8, 132, z.max_splits), 64);
+  EXPECT_EQ(kernels::DecodeSplits(64, 8, 132, z.max_splits), 2);
+  EXPECT_EQ(kernels::DecodeSplits(256, 8, 132, z.max_splits), 1);
+  for (int32_t rows = 1; rows <= 256; ++rows) {
+    EXPECT_LE(int64_t{rows} * kernels::DecodeSplits(rows, 8, 132, z.max_splits), z.split_parts);
+  }
   EXPECT_EQ(z.qkv_dim, config->q_dim() + 2 * config->kv_dim());
   EXPECT_GT(z.upload_bytes, size_t{256} * z.max_blocks_per_seq * 4);
 }
@@ -32,12 +38,11 @@ TEST(StepSizesTest, SmallStepsAreNotPaddedBeyondTheirAlignment) {
   auto config = model::ShapeConfig("tiny");
   ASSERT_TRUE(config.ok());
   const engine::EngineSizes engine{.max_slots = 2, .kv_blocks = 8, .block_tokens = 16};
-  const StepSizes z = PlanStepSizes(*config, engine, 100, 64);
+  const StepSizes z = PlanStepSizes(*config, engine, 100, 64, /*sm_count=*/132);
   EXPECT_EQ(z.max_blocks_per_seq, 7);  // 100 positions in blocks of 16
   EXPECT_EQ(z.max_rows, 128);          // 64 + 2, aligned to 64
   EXPECT_EQ(z.max_sample_rows, 16);    // min(2 * 2, 2 + 64) = 4, aligned to 16
-  EXPECT_EQ(z.partition_tokens, 256);
-  EXPECT_EQ(z.max_partitions, 1);
+  EXPECT_EQ(z.max_splits, 4);          // 100 positions: 4 tiles of 32
 }
 
 }  // namespace
