@@ -153,7 +153,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     if (s.decode_rows > 0) {
       attn.row_begin = s.prefill_rows;
       attn.rows = s.decode_rows;
-      attn.splits = kernels::DecodeSplits(s.decode_rows, c.num_kv_heads, z.sm_count, z.max_splits);
+      attn.splits = DecodeSplitsFor(z, s.decode_rows);
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
       mark(KernelClass::kAttention);
     }

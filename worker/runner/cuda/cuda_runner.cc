@@ -130,7 +130,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   LLM_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options_.device),
       "device attributes");
-  sizes_ = PlanStepSizes(c, options_.sizes, max_context, options_.max_prefill_tokens, sm_count);
+  sizes_ = PlanStepSizes(c, options_.sizes, max_context, options_.max_prefill_tokens, sm_count,
+                         options_.batch_invariant);
   buckets_ = MakeBuckets(options_.sizes.max_slots);
   LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
   LLM_RETURN_IF_ERROR(AllocateStaging());

@@ -79,8 +79,14 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
 
 }  // namespace
 
+int32_t DecodeSplitsFor(const StepSizes& z, int32_t rows) {
+  if (z.batch_invariant) return std::max(1, std::min(kInvariantSplits, z.max_splits));
+  return kernels::DecodeSplits(rows, z.num_kv_heads, z.sm_count, z.max_splits);
+}
+
 StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& sizes,
-                        int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count) {
+                        int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
+                        bool batch_invariant) {
   StepSizes z;
   z.engine = sizes;
   z.max_context = max_context;
@@ -92,12 +98,12 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   // Split-K decode attention: at most 64 chunks of at least one tile; the workspace for the
   // decode batch size that needs the most (row, chunk) pairs.
   z.sm_count = sm_count;
+  z.num_kv_heads = c.num_kv_heads;
   z.max_splits =
       std::min(64, (max_context + kernels::kAttentionTile - 1) / kernels::kAttentionTile);
+  z.batch_invariant = batch_invariant;
   for (int32_t rows = 1; rows <= S; ++rows) {
-    z.split_parts = std::max<int64_t>(
-        z.split_parts,
-        int64_t{rows} * kernels::DecodeSplits(rows, c.num_kv_heads, sm_count, z.max_splits));
+    z.split_parts = std::max<int64_t>(z.split_parts, int64_t{rows} * DecodeSplitsFor(z, rows));
   }
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   // Admissions, their block lists, decode row changes, prefill rows and sampling rows of one

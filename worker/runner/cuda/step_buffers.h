@@ -26,17 +26,27 @@ struct StepSizes {
   int32_t max_blocks_per_seq = 0;
   int32_t max_rows = 0;         // batch rows: padded prefill rows + decode rows
   int32_t max_sample_rows = 0;  // sampling rows, padded
-  // Split-K decode attention (kernels::DecodeSplits): the device's SMs, the most chunks a row is
-  // cut into, and the most (row, chunk) pairs any decode batch size needs in the workspace.
+  // Split-K decode attention (DecodeSplitsFor): the device's SMs, the most chunks a row is cut
+  // into, and the most (row, chunk) pairs any decode batch size needs in the workspace.
   int32_t sm_count = 0;
+  int32_t num_kv_heads = 0;
   int32_t max_splits = 0;
+  // Batch-invariant runs cut every row into the same number of chunks whatever the batch size,
+  // so a row's attention never depends on what else is in the batch.
+  bool batch_invariant = false;
   int64_t split_parts = 0;
   int32_t qkv_dim = 0;      // q_dim + 2 * kv_dim
   size_t upload_bytes = 0;  // one step's upload (admissions, rows, sampling rows)
 };
 
 StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,
-                        int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count);
+                        int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
+                        bool batch_invariant);
+
+// Chunks per row of a decode launch of `rows` rows: kernels::DecodeSplits, or with
+// batch_invariant a fixed kInvariantSplits (at most max_splits).
+inline constexpr int32_t kInvariantSplits = 8;
+int32_t DecodeSplitsFor(const StepSizes& sizes, int32_t rows);
 
 // Device pointers into one allocation. Rows are batch rows, sample rows sampling rows.
 struct StepBuffers {

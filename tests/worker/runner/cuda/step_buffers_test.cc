@@ -13,7 +13,7 @@ TEST(StepSizesTest, RowsBlocksAndPartitionsCoverTheLargestStep) {
   auto config = model::ShapeConfig("llama-3-8b");
   ASSERT_TRUE(config.ok());
   const engine::EngineSizes engine{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
-  const StepSizes z = PlanStepSizes(*config, engine, 8192, 2048, /*sm_count=*/132);
+  const StepSizes z = PlanStepSizes(*config, engine, 8192, 2048, /*sm_count=*/132, false);
   EXPECT_EQ(z.max_blocks_per_seq, 8192 / 16);
   // Every prompt token and every slot's decode token fits, padded to the prefill alignment.
   EXPECT_GE(z.max_rows, 2048 + 256);
@@ -28,8 +28,14 @@ TEST(StepSizesTest, RowsBlocksAndPartitionsCoverTheLargestStep) {
   EXPECT_EQ(kernels::DecodeSplits(64, 8, 132, z.max_splits), 2);
   EXPECT_EQ(kernels::DecodeSplits(256, 8, 132, z.max_splits), 1);
   for (int32_t rows = 1; rows <= 256; ++rows) {
-    EXPECT_LE(int64_t{rows} * kernels::DecodeSplits(rows, 8, 132, z.max_splits), z.split_parts);
+    EXPECT_EQ(DecodeSplitsFor(z, rows), kernels::DecodeSplits(rows, 8, 132, z.max_splits));
+    EXPECT_LE(int64_t{rows} * DecodeSplitsFor(z, rows), z.split_parts);
   }
+  // Batch-invariant: the same chunks at every batch size, and room for all of them.
+  const StepSizes inv = PlanStepSizes(*config, engine, 8192, 2048, 132, /*batch_invariant=*/true);
+  for (const int32_t rows : {1, 7, 64, 256})
+    EXPECT_EQ(DecodeSplitsFor(inv, rows), kInvariantSplits);
+  EXPECT_EQ(inv.split_parts, int64_t{256} * kInvariantSplits);
   EXPECT_EQ(z.qkv_dim, config->q_dim() + 2 * config->kv_dim());
   EXPECT_GT(z.upload_bytes, size_t{256} * z.max_blocks_per_seq * 4);
 }
@@ -38,7 +44,7 @@ TEST(StepSizesTest, SmallStepsAreNotPaddedBeyondTheirAlignment) {
   auto config = model::ShapeConfig("tiny");
   ASSERT_TRUE(config.ok());
   const engine::EngineSizes engine{.max_slots = 2, .kv_blocks = 8, .block_tokens = 16};
-  const StepSizes z = PlanStepSizes(*config, engine, 100, 64, /*sm_count=*/132);
+  const StepSizes z = PlanStepSizes(*config, engine, 100, 64, /*sm_count=*/132, false);
   EXPECT_EQ(z.max_blocks_per_seq, 7);  // 100 positions in blocks of 16
   EXPECT_EQ(z.max_rows, 128);          // 64 + 2, aligned to 64
   EXPECT_EQ(z.max_sample_rows, 16);    // min(2 * 2, 2 + 64) = 4, aligned to 16
