@@ -4,6 +4,10 @@
 // Cache layout per layer: [num_blocks][num_kv_heads][block_tokens][head_dim] bf16, for K and V.
 // Rows with slot < 0 (padding) are skipped. cos/sin come from a table [max_positions][head_dim/2]
 // computed on the host in double (runner::RopeCosSin), so they are the CPU reference's values.
+//
+// The work of a row is RopeKvItems items (a rotated pair of a q or k head, or one element of a
+// v head), spread over enough blocks per row that a batch of one still fills many SMs; each
+// item is RopeKvItem, which the host can run too (tests check the indexing without a GPU).
 #ifndef LLM_KERNELS_ROPE_KV_H_
 #define LLM_KERNELS_ROPE_KV_H_
 
@@ -30,6 +34,42 @@ struct RopeKvParams {
   int32_t head_dim;
   int32_t block_tokens;
 };
+
+// Items of one row: (num_heads + num_kv_heads) * head_dim / 2 rotations, then
+// num_kv_heads * head_dim v elements.
+__host__ __device__ inline int32_t RopeKvItems(const RopeKvParams& p) {
+  return (p.num_heads + p.num_kv_heads) * (p.head_dim / 2) + p.num_kv_heads * p.head_dim;
+}
+
+// Item `k` of row `r` (whose slot is not padding): rotates pair (i, i + half) of a q head in
+// place or of a k head into the K cache, or copies one v element into the V cache.
+__host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int32_t k) {
+  const int32_t slot = p.row_slot[r];
+  const int32_t pos = p.row_pos[r];
+  const int32_t half = p.head_dim / 2;
+  const int32_t rot_heads = p.num_heads + p.num_kv_heads;
+  __nv_bfloat16* row = p.qkv + static_cast<int64_t>(r) * (rot_heads + p.num_kv_heads) * p.head_dim;
+  const int32_t block =
+      p.block_tables[static_cast<int64_t>(slot) * p.max_blocks_per_seq + pos / p.block_tokens];
+  const auto cache_at = [&](__nv_bfloat16* cache, int32_t kv_head) {
+    return cache + ((static_cast<int64_t>(block) * p.num_kv_heads + kv_head) * p.block_tokens +
+                    pos % p.block_tokens) *
+                       p.head_dim;
+  };
+  if (k < rot_heads * half) {
+    const int32_t head = k / half, i = k % half;
+    __nv_bfloat16* h = row + head * p.head_dim;
+    const float c = p.cos_table[static_cast<int64_t>(pos) * half + i];
+    const float s = p.sin_table[static_cast<int64_t>(pos) * half + i];
+    const float a = __bfloat162float(h[i]), b = __bfloat162float(h[i + half]);
+    __nv_bfloat16* dst = head < p.num_heads ? h : cache_at(p.k_cache, head - p.num_heads);
+    dst[i] = __float2bfloat16_rn(a * c - b * s);
+    dst[i + half] = __float2bfloat16_rn(b * c + a * s);
+  } else {
+    const int32_t e = k - rot_heads * half;  // v heads are copied as they are
+    cache_at(p.v_cache, e / p.head_dim)[e % p.head_dim] = row[rot_heads * p.head_dim + e];
+  }
+}
 
 cudaError_t LaunchRopeKv(const RopeKvParams& params, cudaStream_t stream);
 

@@ -1,0 +1,102 @@
+// The RoPE/KV kernel's work items, run on the host (no GPU): every item of every row, in any
+// order, gives the CPU reference's rotation (runner::ApplyRope) and the paged K/V write.
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/rope_kv.h"
+#include "worker/runner/cpu_ops.h"
+
+namespace llm::kernels {
+namespace {
+
+std::vector<__nv_bfloat16> Bf16(const std::vector<float>& v) {
+  std::vector<__nv_bfloat16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16_rn(v[i]);
+  return out;
+}
+
+TEST(RopeKvItemsTest, EveryItemOnceGivesTheReferenceRotationAndCacheWrite) {
+  struct Shape {
+    int32_t rows, head_dim, heads, kv_heads;
+  };
+  for (const Shape c :
+       {Shape{1, 64, 8, 8}, Shape{7, 128, 32, 8}, Shape{3, 64, 14, 2}, Shape{33, 16, 8, 1}}) {
+    const int32_t D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
+    const int32_t bt = 16, max_len = 300, max_blocks = (max_len + bt - 1) / bt;
+    const int32_t num_blocks = c.rows * max_blocks;
+    std::vector<int32_t> tables(static_cast<size_t>(num_blocks));
+    std::iota(tables.begin(), tables.end(), 0);
+    std::mt19937 rng(static_cast<uint32_t>(D * 31 + c.rows));
+    std::shuffle(tables.begin(), tables.end(), rng);  // non-contiguous blocks
+    std::vector<int32_t> pos(static_cast<size_t>(c.rows)), slot(pos.size());
+    for (int32_t r = 0; r < c.rows; ++r) {
+      pos[r] = (r * 37 + 5) % 290;  // not block aligned
+      slot[r] = r;
+    }
+    std::vector<double> inv_freq(static_cast<size_t>(D / 2));
+    for (int32_t i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
+    std::vector<float> cos_t(static_cast<size_t>(max_len) * D / 2), sin_t(cos_t.size());
+    for (int32_t p = 0; p < max_len; ++p) {
+      runner::RopeCosSin(inv_freq.data(), D / 2, p, &cos_t[size_t(p) * D / 2],
+                         &sin_t[size_t(p) * D / 2]);
+    }
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> qkv(static_cast<size_t>(c.rows) * width);
+    for (float& x : qkv) x = normal(rng);
+    std::vector<__nv_bfloat16> q_out = Bf16(qkv);
+    const size_t cache_elems = size_t(num_blocks) * KV * bt * D;
+    std::vector<__nv_bfloat16> k_cache(cache_elems, __float2bfloat16_rn(0.0f)), v_cache = k_cache;
+    const RopeKvParams p{q_out.data(),
+                         pos.data(),
+                         slot.data(),
+                         tables.data(),
+                         max_blocks,
+                         cos_t.data(),
+                         sin_t.data(),
+                         k_cache.data(),
+                         v_cache.data(),
+                         c.rows,
+                         H,
+                         KV,
+                         D,
+                         bt};
+    // The kernel's threads take the items in no particular order: run them backwards.
+    for (int32_t r = c.rows - 1; r >= 0; --r) {
+      for (int32_t k = RopeKvItems(p) - 1; k >= 0; --k) RopeKvItem(p, r, k);
+    }
+    for (int32_t r = 0; r < c.rows; ++r) {
+      std::vector<float> row(width);
+      for (int32_t i = 0; i < width; ++i) {
+        row[i] = __bfloat162float(__float2bfloat16_rn(qkv[size_t(r) * width + i]));
+      }
+      for (int32_t h = 0; h < H + KV; ++h) {
+        runner::ApplyRope(&row[size_t(h) * D], &cos_t[size_t(pos[r]) * D / 2],
+                          &sin_t[size_t(pos[r]) * D / 2], D);
+      }
+      const int32_t block = tables[size_t(r) * max_blocks + pos[r] / bt];
+      for (int32_t h = 0; h < H; ++h) {
+        for (int32_t d = 0; d < D; ++d) {
+          const float want = row[size_t(h) * D + d];
+          ASSERT_NEAR(__bfloat162float(q_out[size_t(r) * width + h * D + d]), want,
+                      std::fabs(want) / 128 + 1e-3)
+              << "row " << r << " q head " << h << " dim " << d;
+        }
+      }
+      for (int32_t kh = 0; kh < KV; ++kh) {
+        const size_t at = ((size_t(block) * KV + kh) * bt + pos[r] % bt) * D;
+        for (int32_t d = 0; d < D; ++d) {
+          const float k_want = row[size_t(H + kh) * D + d];
+          ASSERT_NEAR(__bfloat162float(k_cache[at + d]), k_want, std::fabs(k_want) / 128 + 1e-3)
+              << "row " << r << " k head " << kh << " dim " << d;
+          ASSERT_EQ(__bfloat162float(v_cache[at + d]), row[size_t(H + KV + kh) * D + d]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llm::kernels
