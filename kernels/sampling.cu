@@ -159,6 +159,65 @@ __device__ uint32_t MassThresholdKey(const float* p, int32_t n, double target, S
   return lo;
 }
 
+constexpr int kChunkThreads = 256;
+
+// Grid (rows, chunks): a chunk of one row's vocabulary gets the request's penalties (in place)
+// and its (maximum, lowest id). Rows that sample nothing are skipped, as in SampleKernel.
+__global__ void __launch_bounds__(kChunkThreads) PenaltiesArgmaxKernel(SampleParams p) {
+  __shared__ float best_v[kChunkThreads / 32];
+  __shared__ int32_t best_i[kChunkThreads / 32];
+  const int32_t row = blockIdx.x, chunk = blockIdx.y;
+  const int32_t slot = p.row_slot[row];
+  if (slot < 0 || p.slots.done[slot]) return;
+  const SlotSampling& s = p.slots.sampling[slot];
+  float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
+  const IdRange range = SampleChunkRange(p.valid_vocab, gridDim.y, chunk);
+  float bv = -FLT_MAX;
+  int32_t bi = INT32_MAX;
+  const uint16_t* counts = p.slots.out_counts + static_cast<int64_t>(slot) * p.vocab;
+  const uint8_t* mask = p.slots.prompt_mask + static_cast<int64_t>(slot) * p.vocab;
+#pragma unroll 4
+  for (int32_t i = range.begin + threadIdx.x; i < range.end; i += blockDim.x) {
+    float l = logits[i];
+    if (s.has_penalties) {
+      const int32_t c = counts[i];
+      if (s.repetition_penalty != 1.0f && (mask[i] != 0 || c > 0)) {
+        l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
+      }
+      if (c > 0) l -= s.presence_penalty + s.frequency_penalty * static_cast<float>(c);
+      logits[i] = l;
+    }
+    if (ArgmaxBetter(l, i, bv, bi)) {
+      bv = l;
+      bi = i;
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, offset);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, offset);
+    if (ArgmaxBetter(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) {
+    best_v[warp] = bv;
+    best_i[warp] = bi;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kChunkThreads / 32; ++w) {
+      if (ArgmaxBetter(best_v[w], best_i[w], bv, bi)) {
+        bv = best_v[w];
+        bi = best_i[w];
+      }
+    }
+    p.chunk_max[static_cast<int64_t>(row) * kMaxSampleChunks + chunk] = bv;
+    p.chunk_arg[static_cast<int64_t>(row) * kMaxSampleChunks + chunk] = bi;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
   __shared__ Shared sh;
   const int32_t row = blockIdx.x;
@@ -180,26 +239,26 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
   const int32_t n = p.valid_vocab;
   const uint64_t counter = static_cast<uint64_t>(p.slots.generated[slot]);
 
-  // 1. Penalties.
-  if (s.has_penalties) {
-    const uint16_t* counts = p.slots.out_counts + static_cast<int64_t>(slot) * p.vocab;
-    const uint8_t* mask = p.slots.prompt_mask + static_cast<int64_t>(slot) * p.vocab;
-    for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      float l = logits[i];
-      const int32_t c = counts[i];
-      if (s.repetition_penalty != 1.0f && (mask[i] != 0 || c > 0)) {
-        l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
+  // 1. Penalties: applied by PenaltiesArgmaxKernel.
+  // 2. The maximum (and argmax, ties to the lowest id): the chunks' maxima in id order.
+  if (threadIdx.x == 0) {
+    float bv = -FLT_MAX;
+    int32_t bi = INT32_MAX;
+    for (int32_t c = 0; c < SampleChunks(n); ++c) {
+      const float v = p.chunk_max[static_cast<int64_t>(row) * kMaxSampleChunks + c];
+      const int32_t i = p.chunk_arg[static_cast<int64_t>(row) * kMaxSampleChunks + c];
+      if (ArgmaxBetter(v, i, bv, bi)) {
+        bv = v;
+        bi = i;
       }
-      if (c > 0) l -= s.presence_penalty + s.frequency_penalty * static_cast<float>(c);
-      logits[i] = l;
     }
-    __syncthreads();
+    sh.best_v[0] = bv;
+    sh.best_i[0] = bi;
   }
-
-  // 2. The maximum (and argmax, ties to the lowest id).
-  float max_logit;
-  int32_t argmax;
-  BlockArgmax(logits, n, nullptr, 0, sh, &max_logit, &argmax);
+  __syncthreads();
+  float max_logit = sh.best_v[0];
+  int32_t argmax = sh.best_i[0];
+  __syncthreads();
   // Logits that are all NaN or -inf leave no maximum: token 0, as the CPU sampler's Argmax.
   if (argmax >= n) argmax = 0;
   const bool greedy = s.temperature == 0.0f;
@@ -347,6 +406,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
 
 cudaError_t LaunchSample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
+  if (p.chunk_max == nullptr || p.chunk_arg == nullptr) return cudaErrorInvalidValue;
+  PenaltiesArgmaxKernel<<<dim3(p.rows, SampleChunks(p.valid_vocab)), kChunkThreads, 0, stream>>>(p);
   SampleKernel<<<p.rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

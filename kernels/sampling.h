@@ -76,7 +76,38 @@ struct SampleParams {
   int32_t rows;
   int32_t vocab;
   int32_t valid_vocab;  // ids >= this are never sampled
+  // [rows, kMaxSampleChunks] workspace: each vocabulary chunk's maximum logit and its lowest id.
+  float* chunk_max;
+  int32_t* chunk_arg;
 };
+
+// The vocabulary is cut into chunks, a block each, for the penalties and the argmax (so a batch
+// of one is not one block reading the whole vocabulary); the sampling block then reduces the
+// chunks' maxima in id order, which gives the same (value, lowest id) as one pass.
+inline constexpr int32_t kSampleChunkIds = 4096;
+inline constexpr int32_t kMaxSampleChunks = 32;
+
+struct IdRange {
+  int32_t begin;
+  int32_t end;  // exclusive
+};
+
+__host__ __device__ inline int32_t SampleChunks(int32_t n) {
+  const int32_t c = (n + kSampleChunkIds - 1) / kSampleChunkIds;
+  return c < 1 ? 1 : (c > kMaxSampleChunks ? kMaxSampleChunks : c);
+}
+
+// Ids [begin, end) of chunk `c` of `chunks` over n ids.
+__host__ __device__ inline IdRange SampleChunkRange(int32_t n, int32_t chunks, int32_t c) {
+  const int32_t size = (n + chunks - 1) / chunks;
+  const int32_t begin = c * size < n ? c * size : n;
+  return {begin, begin + size < n ? begin + size : n};
+}
+
+// The argmax order: a larger value, or an equal one at a lower id (NaN never wins).
+__host__ __device__ inline bool ArgmaxBetter(float v, int32_t id, float best_v, int32_t best_id) {
+  return v > best_v || (v == best_v && id < best_id);
+}
 
 cudaError_t LaunchSample(const SampleParams& params, cudaStream_t stream);
 

@@ -186,11 +186,14 @@ TEST(SampleKernelTest, AgreesWithTheCpuSampler) {
     DeviceBuffer<uint16_t> d_counts(counts);
     DeviceBuffer<uint8_t> d_mask(mask);
     DeviceBuffer<SampleOutput> d_out(slots);
+    DeviceBuffer<float> d_chunk_max(size_t(slots) * kMaxSampleChunks);
+    DeviceBuffer<int32_t> d_chunk_arg(size_t(slots) * kMaxSampleChunks);
     DeviceSlots ds{d_last.get(),  d_pos.get(),    d_generated.get(), d_done.get(),
                    d_table.get(), d_counts.get(), d_mask.get()};
-    LLM_CUDA_OK(LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
-                              d_out.get(), slots, vocab, vocab},
-                             0));
+    LLM_CUDA_OK(
+        LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
+                      d_out.get(), slots, vocab, vocab, d_chunk_max.get(), d_chunk_arg.get()},
+                     0));
     LLM_CUDA_OK(cudaDeviceSynchronize());
     const auto out = d_out.Download();
     const auto last = d_last.Download();
@@ -245,10 +248,12 @@ TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {
   DeviceBuffer<uint16_t> d_counts(std::vector<uint16_t>(slots * vocab, 0));
   DeviceBuffer<uint8_t> d_mask(std::vector<uint8_t>(slots * vocab, 0));
   DeviceBuffer<SampleOutput> d_out(slots);
+  DeviceBuffer<float> d_chunk_max(size_t(slots) * kMaxSampleChunks);
+  DeviceBuffer<int32_t> d_chunk_arg(size_t(slots) * kMaxSampleChunks);
   DeviceSlots ds{d_last.get(),  d_pos.get(),    d_generated.get(), d_done.get(),
                  d_table.get(), d_counts.get(), d_mask.get()};
   LLM_CUDA_OK(LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
-                            d_out.get(), slots, vocab, vocab},
+                            d_out.get(), slots, vocab, vocab, d_chunk_max.get(), d_chunk_arg.get()},
                            0));
   const auto out = d_out.Download();
   EXPECT_EQ(out[0].token, 5);
