@@ -16,31 +16,25 @@ __device__ __forceinline__ int64_t CacheOffset(const AttentionParams& p, int32_t
   return AttentionCacheOffset(p, slot, t, kv_head);
 }
 
-// Loads N consecutive bf16 as floats.
-template <int N>
-__device__ __forceinline__ void LoadBf16(const __nv_bfloat16* src, float* dst) {
-  if constexpr (N == 4) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(src);
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&raw);
+// Loads 8 consecutive bf16 (16 bytes, 16-byte aligned) as floats.
+__device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&raw);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) dst[i] = ToFloat(h[i]);
-  } else if constexpr (N == 2) {
-    const __nv_bfloat162 raw = *reinterpret_cast<const __nv_bfloat162*>(src);
-    dst[0] = __low2float(raw);
-    dst[1] = __high2float(raw);
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) dst[i] = ToFloat(src[i]);
-  }
+  for (int i = 0; i < 8; ++i) dst[i] = ToFloat(h[i]);
 }
 
 // One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX.
 template <int D, int G_MAX>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
-  constexpr int kLanesPerToken = D < 32 ? D : 32;
-  constexpr int kElems = D / kLanesPerToken;
+  // Keys are read with 16-byte loads (LoadBf16x8): 8 elements per lane, D / 8 lanes per key.
+  constexpr int kElems = 8;
+  constexpr int kLanesPerToken = D / kElems;
   constexpr int kTokensPerWarp = 32 / kLanesPerToken;
   constexpr int kWarps = kThreads / 32;
+  // Passes of the block's warps over a tile's keys; all of a lane's loads are issued first.
+  constexpr int kPasses = (kTile + kWarps * kTokensPerWarp - 1) / (kWarps * kTokensPerWarp);
+  static_assert(D % kElems == 0 && 32 % kLanesPerToken == 0, "head_dim 16, 32, 64 or 128");
   constexpr int kGroups = kThreads / D;  // token groups in the P.V product
   __shared__ float q_s[G_MAX][D];
   __shared__ float s_s[G_MAX][kTile];
@@ -89,20 +83,31 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   const int sub = lane / kLanesPerToken, lane_in = lane % kLanesPerToken;
   for (int32_t t0 = range.begin; t0 < range.end; t0 += kTile) {
     const int n = min(kTile, range.end - t0);
-    // Scores of the tile: kLanesPerToken lanes per key.
-    for (int j = warp * kTokensPerWarp + sub; j < kTile; j += kWarps * kTokensPerWarp) {
+    // Scores of the tile: kLanesPerToken lanes per key. The warp's keys of every pass are
+    // loaded before any is used, so several loads are in flight.
+    float k[kPasses][kElems];
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) {
+      const int j = (it * kWarps + warp) * kTokensPerWarp + sub;
+      if (j < n) {
+        LoadBf16x8(p.k_cache + CacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems, k[it]);
+      }
+    }
+#pragma unroll
+    for (int it = 0; it < kPasses; ++it) {
+      // Uniform over the warp: kTile is a multiple of kTokensPerWarp.
+      if ((it * kWarps + warp) * kTokensPerWarp >= kTile) continue;
+      const int j = (it * kWarps + warp) * kTokensPerWarp + sub;
       float dot[G_MAX];
 #pragma unroll
       for (int g = 0; g < G_MAX; ++g) dot[g] = 0.0f;
       if (j < n) {
-        float k[kElems];
-        LoadBf16<kElems>(p.k_cache + CacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems, k);
 #pragma unroll
         for (int g = 0; g < G_MAX; ++g) {
           if (g < G) {
 #pragma unroll
             for (int e = 0; e < kElems; ++e)
-              dot[g] = fmaf(q_s[g][lane_in * kElems + e], k[e], dot[g]);
+              dot[g] = fmaf(q_s[g][lane_in * kElems + e], k[it][e], dot[g]);
           }
         }
       }
@@ -124,6 +129,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
       const float e = lane < n ? __expf(v - m_new) : 0.0f;
       s_s[g][lane] = e;
       const float tile_sum = GroupSum(e, 32);
+      // Every lane has read m_s[g] before lane 0 replaces it (an intra-warp hazard otherwise).
+      __syncwarp();
       if (lane == 0) {
         const float alpha = __expf(m_old - m_new);
         alpha_s[g] = alpha;
