@@ -35,7 +35,9 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   // Passes of the block's warps over a tile's keys; all of a lane's loads are issued first.
   constexpr int kPasses = (kTile + kWarps * kTokensPerWarp - 1) / (kWarps * kTokensPerWarp);
   static_assert(D % kElems == 0 && 32 % kLanesPerToken == 0, "head_dim 16, 32, 64 or 128");
-  constexpr int kGroups = kThreads / D;  // token groups in the P.V product
+  // P.V: V is read with 16-byte loads too; a thread owns 8 dimensions of the keys of its token
+  // group, kLanesPerToken threads per key.
+  constexpr int kGroups = kThreads / kLanesPerToken;
   __shared__ float q_s[G_MAX][D];
   __shared__ float s_s[G_MAX][kTile];
   __shared__ float m_s[G_MAX], l_s[G_MAX], alpha_s[G_MAX];
@@ -74,10 +76,13 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     m_s[tid] = -FLT_MAX;
     l_s[tid] = 0.0f;
   }
-  const int d = tid % D, grp = tid / D;
-  float acc[G_MAX];
+  const int dv = tid % kLanesPerToken, grp = tid / kLanesPerToken;  // dims [dv * 8, dv * 8 + 8)
+  float acc[G_MAX][kElems];
 #pragma unroll
-  for (int g = 0; g < G_MAX; ++g) acc[g] = 0.0f;
+  for (int g = 0; g < G_MAX; ++g) {
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) acc[g][e] = 0.0f;
+  }
   __syncthreads();
 
   const int sub = lane / kLanesPerToken, lane_in = lane % kLanesPerToken;
@@ -139,28 +144,42 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
       }
     }
     __syncthreads();
-    // P.V: each thread owns one dimension for the keys of its token group.
+    // P.V: each thread owns 8 dimensions for the keys of its token group.
 #pragma unroll
     for (int g = 0; g < G_MAX; ++g) {
-      if (g < G) acc[g] *= alpha_s[g];
+      if (g < G) {
+#pragma unroll
+        for (int e = 0; e < kElems; ++e) acc[g][e] *= alpha_s[g];
+      }
     }
     for (int j = grp; j < n; j += kGroups) {
-      const float v = ToFloat(p.v_cache[CacheOffset(p, slot, t0 + j, kv_head) + d]);
+      float v[kElems];
+      LoadBf16x8(p.v_cache + CacheOffset(p, slot, t0 + j, kv_head) + dv * kElems, v);
 #pragma unroll
       for (int g = 0; g < G_MAX; ++g) {
-        if (g < G) acc[g] = fmaf(s_s[g][j], v, acc[g]);
+        if (g < G) {
+          const float w = s_s[g][j];
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) acc[g][e] = fmaf(w, v[e], acc[g][e]);
+        }
       }
     }
     __syncthreads();
   }
   if constexpr (kGroups > 1) {
 #pragma unroll
-    for (int g = 0; g < G_MAX; ++g) red_s[grp][g][d] = acc[g];
+    for (int g = 0; g < G_MAX; ++g) {
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) red_s[grp][g][dv * kElems + e] = acc[g][e];
+    }
     __syncthreads();
     if (grp == 0) {
       for (int k = 1; k < kGroups; ++k) {
 #pragma unroll
-        for (int g = 0; g < G_MAX; ++g) acc[g] += red_s[k][g][d];
+        for (int g = 0; g < G_MAX; ++g) {
+#pragma unroll
+          for (int e = 0; e < kElems; ++e) acc[g][e] += red_s[k][g][dv * kElems + e];
+        }
       }
     }
   }
@@ -168,15 +187,20 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
 #pragma unroll
   for (int g = 0; g < G_MAX; ++g) {
     if (g >= G) continue;
-    if (split) {
-      p.partial_out[part_index(g) * D + d] = acc[g];
-      if (d == 0) {
-        p.partial_max[part_index(g)] = m_s[g];
-        p.partial_sum[part_index(g)] = l_s[g];
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) {
+      const int d = dv * kElems + e;
+      if (split) {
+        p.partial_out[part_index(g) * D + d] = acc[g][e];
+      } else {
+        const int32_t head = kv_head * G + g;
+        p.out[row * static_cast<int64_t>(p.num_heads) * D + head * D + d] =
+            ToBf16(acc[g][e] / l_s[g]);
       }
-    } else {
-      const int32_t head = kv_head * G + g;
-      p.out[row * static_cast<int64_t>(p.num_heads) * D + head * D + d] = ToBf16(acc[g] / l_s[g]);
+    }
+    if (split && dv == 0) {
+      p.partial_max[part_index(g)] = m_s[g];
+      p.partial_sum[part_index(g)] = l_s[g];
     }
   }
 }
