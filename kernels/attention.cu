@@ -11,11 +11,6 @@ constexpr int kThreads = 128;
 constexpr int kTile = kAttentionTile;  // keys per tile (= warp size: one lane per key in softmax)
 static_assert(kTile == 32, "the softmax gives one lane per key of a tile");
 
-__device__ __forceinline__ int64_t CacheOffset(const AttentionParams& p, int32_t slot, int32_t t,
-                                               int32_t kv_head) {
-  return AttentionCacheOffset(p, slot, t, kv_head);
-}
-
 // Loads 8 consecutive bf16 (16 bytes, 16-byte aligned) as floats.
 __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {
   const uint4 raw = *reinterpret_cast<const uint4*>(src);
@@ -57,17 +52,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   auto part_index = [&](int g) {
     return (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G + g) * p.splits + chunk;
   };
-  if (range.begin >= range.end) {
-    // A chunk past the row's context (UsedChunks): the combine does not read it.
-    for (int g = 0; g < G; ++g) {
-      if (tid == 0) {
-        p.partial_max[part_index(g)] = -FLT_MAX;
-        p.partial_sum[part_index(g)] = 0.0f;
-      }
-      for (int d = tid; d < D; d += kThreads) p.partial_out[part_index(g) * D + d] = 0.0f;
-    }
-    return;
-  }
+  // A chunk past the row's context: the combine reads UsedChunks only, so nothing to write.
+  if (range.begin >= range.end) return;
 
   const int64_t row_stride = static_cast<int64_t>(p.num_heads + 2 * p.num_kv_heads) * D;
   const __nv_bfloat16* q_row = p.qkv + row * row_stride + static_cast<int64_t>(kv_head) * G * D;
@@ -95,7 +81,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     for (int it = 0; it < kPasses; ++it) {
       const int j = (it * kWarps + warp) * kTokensPerWarp + sub;
       if (j < n) {
-        LoadBf16x8(p.k_cache + CacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems, k[it]);
+        LoadBf16x8(p.k_cache + AttentionCacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems,
+                   k[it]);
       }
     }
 #pragma unroll
@@ -154,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     }
     for (int j = grp; j < n; j += kGroups) {
       float v[kElems];
-      LoadBf16x8(p.v_cache + CacheOffset(p, slot, t0 + j, kv_head) + dv * kElems, v);
+      LoadBf16x8(p.v_cache + AttentionCacheOffset(p, slot, t0 + j, kv_head) + dv * kElems, v);
 #pragma unroll
       for (int g = 0; g < G_MAX; ++g) {
         if (g < G) {

@@ -24,6 +24,18 @@ struct Shared {
 
 __device__ __forceinline__ uint32_t Key(float p) { return __float_as_uint(p); }  // p >= 0
 
+// The warp's (value, id) maximum under ArgmaxBetter, in every lane.
+__device__ __forceinline__ void WarpArgmax(float& bv, int32_t& bi) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, offset);
+    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, offset);
+    if (ArgmaxBetter(ov, oi, bv, bi)) {
+      bv = ov;
+      bi = oi;
+    }
+  }
+}
+
 // Block-wide (value, id) maximum, ties to the lowest id; ids in `exclude` (n of them) skipped.
 __device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, int num_exclude,
                             Shared& sh, float* best_value, int32_t* best_id) {
@@ -33,19 +45,12 @@ __device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, i
     bool skip = false;
     for (int e = 0; e < num_exclude; ++e) skip = skip || exclude[e] == i;
     if (skip) continue;
-    if (v[i] > bv || (v[i] == bv && i < bi)) {
+    if (ArgmaxBetter(v[i], i, bv, bi)) {
       bv = v[i];
       bi = i;
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, offset);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, offset);
-    if (ov > bv || (ov == bv && oi < bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  WarpArgmax(bv, bi);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __syncthreads();
   if (lane == 0) {
@@ -56,14 +61,7 @@ __device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, i
   if (warp == 0) {
     bv = lane < static_cast<int>(blockDim.x / 32) ? sh.best_v[lane] : -FLT_MAX;
     bi = lane < static_cast<int>(blockDim.x / 32) ? sh.best_i[lane] : INT32_MAX;
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, offset);
-      const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, offset);
-      if (ov > bv || (ov == bv && oi < bi)) {
-        bv = ov;
-        bi = oi;
-      }
-    }
+    WarpArgmax(bv, bi);
     if (lane == 0) {
       sh.best_v[0] = bv;
       sh.best_i[0] = bi;
@@ -192,14 +190,7 @@ __global__ void __launch_bounds__(kChunkThreads) PenaltiesArgmaxKernel(SamplePar
       bi = i;
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, offset);
-    const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, offset);
-    if (ArgmaxBetter(ov, oi, bv, bi)) {
-      bv = ov;
-      bi = oi;
-    }
-  }
+  WarpArgmax(bv, bi);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) {
     best_v[warp] = bv;

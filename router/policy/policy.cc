@@ -165,27 +165,33 @@ PickResult CacheAware::PickFor(const std::vector<WorkerView>& workers,
     }
   }
   size_t chosen = *base;
-  // Out of balance: the least loaded candidate, whatever it holds.
-  size_t least = best;
-  for (const size_t i : c) {
-    const double li = RequestLoad(workers[i]), ll = RequestLoad(workers[least]);
-    if (li < ll || (li == ll && Better(workers[i], workers[least], options_))) least = i;
-  }
-  if (best_match > 0 &&
-      RequestLoad(workers[best]) >
-          options_.balance_factor * RequestLoad(workers[least]) + options_.balance_margin) {
-    chosen = least;
-  } else if (best != *base && best_match > 0) {
-    // Prefill time the match saves on each, about 4 bytes per token.
-    const auto saved_ms = [&](const WorkerView& w, size_t chunks) {
-      return static_cast<double>(chunks * PrefixIndex::kChunkBytes) / 4.0 *
-             PrefillMsPerToken(w, options_);
-    };
-    const WorkerView& w = workers[best];
-    const WorkerView& b = workers[*base];
-    if (Wait(w, options_) - Wait(b, options_) <=
-        saved_ms(w, best_match) - saved_ms(b, index_.Match(b.id, prefix))) {
-      chosen = best;
+  if (best_match > 0) {
+    // Out of balance: the least loaded candidate, whatever it holds.
+    size_t least = best;
+    double least_load = RequestLoad(workers[best]);
+    for (const size_t i : c) {
+      const double load = RequestLoad(workers[i]);
+      if (load < least_load ||
+          (load == least_load && Better(workers[i], workers[least], options_))) {
+        least = i;
+        least_load = load;
+      }
+    }
+    if (RequestLoad(workers[best]) >
+        options_.balance_factor * least_load + options_.balance_margin) {
+      chosen = least;
+    } else if (best != *base) {
+      // Prefill time the match saves on each, about 4 bytes per token.
+      const auto saved_ms = [&](const WorkerView& w, size_t chunks) {
+        return static_cast<double>(chunks * PrefixIndex::kChunkBytes) / 4.0 *
+               PrefillMsPerToken(w, options_);
+      };
+      const WorkerView& w = workers[best];
+      const WorkerView& b = workers[*base];
+      if (Wait(w, options_) - Wait(b, options_) <=
+          saved_ms(w, best_match) - saved_ms(b, index_.Match(b.id, prefix))) {
+        chosen = best;
+      }
     }
   }
   index_.Record(workers[chosen].id, prefix);

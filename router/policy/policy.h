@@ -56,9 +56,8 @@ struct PolicyOptions {
   // Step time assumed when a worker has not reported one yet.
   double default_step_ms = 1.0;
   // cache_aware: the longest match is passed over (for the least loaded candidate) when its
-  // worker's load
-  // (RequestLoad) exceeds balance_factor times the least loaded candidate's plus balance_margin,
-  // so a hot prefix spreads to other workers instead of crowding one.
+  // worker's load (RequestLoad) exceeds balance_factor times the least loaded candidate's plus
+  // balance_margin, so a hot prefix spreads to other workers instead of crowding one.
   double balance_factor = 2.0;
   double balance_margin = 4.0;
 };
@@ -138,9 +137,9 @@ class LeastInFlight : public Policy {
 // two choices' pick by more than the prefill time the hit would save (the matched bytes at
 // about 4 bytes per token, at the worker's PrefillMsPerToken); or, when its load is out of
 // balance (PolicyOptions::balance_factor), the least loaded candidate. With no match, the power
-// of two choices' pick. A hot prefix
-// therefore spills to other workers as its worker's queue or load grows (and, recorded there,
-// then shares them), and a new prefix goes where p2c sends it.
+// of two choices' pick. A hot prefix therefore spills to other workers as its worker's queue or
+// load grows (and, recorded there, is then shared between them), and a new prefix goes where
+// p2c sends it.
 class CacheAware : public Policy {
  public:
   explicit CacheAware(PolicyOptions options = {}) : options_(options), p2c_(options) {}

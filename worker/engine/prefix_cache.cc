@@ -27,9 +27,9 @@ uint64_t PrefixCache::Hash(uint64_t parent, std::span<const int32_t> tokens) con
   return h;
 }
 
-std::vector<uint64_t> PrefixCache::ChainHashes(std::span<const int32_t> tokens, int32_t n) const {
+std::vector<uint64_t> PrefixCache::ChainHashes(std::span<const int32_t> tokens, int32_t n,
+                                               uint64_t parent) const {
   std::vector<uint64_t> out;
-  uint64_t parent = 0;
   for (int32_t b = 0; b < n && (b + 1) * block_tokens_ <= static_cast<int32_t>(tokens.size());
        ++b) {
     parent = Hash(parent, tokens.subspan(static_cast<size_t>(b * block_tokens_),

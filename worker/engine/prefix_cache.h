@@ -34,8 +34,10 @@ class PrefixCache {
  public:
   PrefixCache(int32_t num_blocks, int32_t block_tokens, bool enabled, uint64_t salt);
 
-  // The chain hashes of the first `n` full blocks of `tokens`.
-  std::vector<uint64_t> ChainHashes(std::span<const int32_t> tokens, int32_t n) const;
+  // The chain hashes of the first `n` full blocks of `tokens`, the chain continuing after the
+  // block whose hash is `parent` (0: `tokens` starts the sequence).
+  std::vector<uint64_t> ChainHashes(std::span<const int32_t> tokens, int32_t n,
+                                    uint64_t parent = 0) const;
   // The cached blocks holding the longest run of leading blocks of `hashes` (verified against
   // `tokens`). Takes nothing; Acquire them before any Allocate.
   std::vector<int32_t> Match(std::span<const uint64_t> hashes,

@@ -107,17 +107,20 @@ void Scheduler::RegisterOutputBlocks(const Slot& slot) {
   // Positions whose K/V is final: the prompt and every output but the last.
   const size_t written = prompt.size() + slot.outputs.size() - 1;
   const auto full = static_cast<int32_t>(written / static_cast<size_t>(bt));
-  if (full <= slot.registered) return;
-  std::vector<int32_t> tokens;
-  tokens.reserve(static_cast<size_t>(full * bt));
-  tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+  const int32_t first = slot.registered;  // the first block past the prompt's full blocks
+  if (full <= first) return;
+  // The new blocks' tokens (the prompt's tail, then outputs), hashed on from the prompt's chain.
+  const size_t begin = static_cast<size_t>(first) * bt, end = static_cast<size_t>(full) * bt;
+  std::vector<int32_t> tokens(prompt.begin() + static_cast<std::ptrdiff_t>(begin), prompt.end());
   tokens.insert(tokens.end(), slot.outputs.begin(),
-                slot.outputs.begin() + static_cast<std::ptrdiff_t>(full * bt - prompt.size()));
-  const std::vector<uint64_t> hashes = cache_.ChainHashes(tokens, full);
-  for (int32_t b = slot.registered; b < full; ++b) {
-    const auto i = static_cast<size_t>(b);
-    cache_.Insert(slot.blocks[i], hashes[i], b > 0 ? hashes[i - 1] : 0,
+                slot.outputs.begin() + static_cast<std::ptrdiff_t>(end - prompt.size()));
+  uint64_t parent = first > 0 ? slot.hashes[static_cast<size_t>(first - 1)] : 0;
+  const std::vector<uint64_t> hashes = cache_.ChainHashes(tokens, full - first, parent);
+  for (int32_t b = first; b < full; ++b) {
+    const auto i = static_cast<size_t>(b - first);
+    cache_.Insert(slot.blocks[static_cast<size_t>(b)], hashes[i], parent,
                   std::span<const int32_t>(tokens).subspan(i * bt, static_cast<size_t>(bt)));
+    parent = hashes[i];
   }
 }
 
