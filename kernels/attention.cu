@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     for (int it = 0; it < kPasses; ++it) {
       const int j = (it * kWarps + warp) * kTokensPerWarp + sub;
       if (j < n) {
-        LoadBf16x8(p.k_cache + AttentionCacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems,
+        LoadBf16x8(p.k_cache + PagedCacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems,
                    k[it]);
       }
     }
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     }
     for (int j = grp; j < n; j += kGroups) {
       float v[kElems];
-      LoadBf16x8(p.v_cache + AttentionCacheOffset(p, slot, t0 + j, kv_head) + dv * kElems, v);
+      LoadBf16x8(p.v_cache + PagedCacheOffset(p, slot, t0 + j, kv_head) + dv * kElems, v);
 #pragma unroll
       for (int g = 0; g < G_MAX; ++g) {
         if (g < G) {

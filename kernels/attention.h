@@ -7,7 +7,7 @@
 // small batch still fills the device; a second kernel combines the chunks. With splits == 1
 // (large batches, and prefill rows, which are several consecutive query tokens of one sequence)
 // one block covers the whole row and writes the output itself: no combine. DecodeSplits picks
-// the count from the batch and the device. Cache layout as in rope_kv.h. head_dim in {16, 32,
+// the count from the batch and the device. Cache layout: paged_cache.h. head_dim in {16, 32,
 // 64, 128}, num_heads / num_kv_heads <= 8. Reference: the attention of runner::CpuModel.
 #ifndef LLM_KERNELS_ATTENTION_H_
 #define LLM_KERNELS_ATTENTION_H_
@@ -16,6 +16,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/paged_cache.h"
 
 namespace llm::kernels {
 
@@ -69,17 +71,6 @@ __host__ __device__ inline KeyRange AttentionKeyRange(int32_t pos, int32_t slidi
   const int32_t begin = first + part * chunk;
   const int32_t end = begin + chunk < pos + 1 ? begin + chunk : pos + 1;
   return {begin, end > begin ? end : begin};
-}
-
-// Where position `t` of the sequence in `slot` keeps its key (or value) vector for `kv_head`:
-// the block from the slot's block table, then [block][kv_head][t % block_tokens][head_dim].
-__host__ __device__ inline int64_t AttentionCacheOffset(const AttentionParams& p, int32_t slot,
-                                                        int32_t t, int32_t kv_head) {
-  const int32_t block =
-      p.block_tables[static_cast<int64_t>(slot) * p.max_blocks_per_seq + t / p.block_tokens];
-  return ((static_cast<int64_t>(block) * p.num_kv_heads + kv_head) * p.block_tokens +
-          t % p.block_tokens) *
-         p.head_dim;
 }
 
 // Chunks the row at `pos` uses: the combine reads these only.

@@ -1,7 +1,8 @@
 // RoPE (Hugging Face rotate-half layout) applied to q in place and to k, with k and v written
 // into the paged KV cache at each row's position.
 //
-// Cache layout per layer: [num_blocks][num_kv_heads][block_tokens][head_dim] bf16, for K and V.
+// Cache layout per layer: [num_blocks][num_kv_heads][block_tokens][head_dim] bf16, for K and V
+// (kernels/paged_cache.h).
 // Rows with slot < 0 (padding) are skipped. cos/sin come from a table [max_positions][head_dim/2]
 // computed on the host in double (runner::RopeCosSin), so they are the CPU reference's values.
 //
@@ -15,6 +16,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/paged_cache.h"
 
 namespace llm::kernels {
 
@@ -49,12 +52,8 @@ __host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int
   const int32_t half = p.head_dim / 2;
   const int32_t rot_heads = p.num_heads + p.num_kv_heads;
   __nv_bfloat16* row = p.qkv + static_cast<int64_t>(r) * (rot_heads + p.num_kv_heads) * p.head_dim;
-  const int32_t block =
-      p.block_tables[static_cast<int64_t>(slot) * p.max_blocks_per_seq + pos / p.block_tokens];
   const auto cache_at = [&](__nv_bfloat16* cache, int32_t kv_head) {
-    return cache + ((static_cast<int64_t>(block) * p.num_kv_heads + kv_head) * p.block_tokens +
-                    pos % p.block_tokens) *
-                       p.head_dim;
+    return cache + PagedCacheOffset(p, slot, pos, kv_head);
   };
   if (k < rot_heads * half) {
     const int32_t head = k / half, i = k % half;

@@ -95,7 +95,7 @@ void CheckSplitAttention(const Row& row, int32_t splits, uint32_t seed) {
     std::vector<double> want(static_cast<size_t>(D), 0.0), score;
     double mx = -1e300;
     for (int32_t t = all.begin; t < all.end; ++t) {
-      const float* kt = &k[static_cast<size_t>(AttentionCacheOffset(p, 0, t, kv))];
+      const float* kt = &k[static_cast<size_t>(PagedCacheOffset(p, 0, t, kv))];
       double s = 0;
       for (int32_t d = 0; d < D; ++d) s += double(qh[d]) * kt[d];
       score.push_back(s * p.scale);
@@ -104,7 +104,7 @@ void CheckSplitAttention(const Row& row, int32_t splits, uint32_t seed) {
     double total = 0;
     for (double& s : score) total += (s = std::exp(s - mx));
     for (int32_t t = all.begin; t < all.end; ++t) {
-      const float* vt = &v[static_cast<size_t>(AttentionCacheOffset(p, 0, t, kv))];
+      const float* vt = &v[static_cast<size_t>(PagedCacheOffset(p, 0, t, kv))];
       for (int32_t d = 0; d < D; ++d) want[d] += score[t - all.begin] / total * vt[d];
     }
     // The kernels' order: per chunk, tiles with an online softmax; then the combine.
@@ -118,7 +118,7 @@ void CheckSplitAttention(const Row& row, int32_t splits, uint32_t seed) {
         std::vector<float> s(static_cast<size_t>(n));
         float tile_max = -FLT_MAX;
         for (int32_t j = 0; j < n; ++j) {
-          const float* kt = &k[static_cast<size_t>(AttentionCacheOffset(p, 0, t0 + j, kv))];
+          const float* kt = &k[static_cast<size_t>(PagedCacheOffset(p, 0, t0 + j, kv))];
           float dot = 0.0f;
           for (int32_t d = 0; d < D; ++d) dot = std::fma(qh[d] * p.scale, kt[d], dot);
           s[j] = dot;
@@ -133,8 +133,8 @@ void CheckSplitAttention(const Row& row, int32_t splits, uint32_t seed) {
         for (int32_t d = 0; d < D; ++d) {
           acc[d] *= alpha;
           for (int32_t j = 0; j < n; ++j) {
-            acc[d] = std::fma(
-                s[j], v[static_cast<size_t>(AttentionCacheOffset(p, 0, t0 + j, kv)) + d], acc[d]);
+            acc[d] = std::fma(s[j], v[static_cast<size_t>(PagedCacheOffset(p, 0, t0 + j, kv)) + d],
+                              acc[d]);
           }
         }
       }

@@ -15,7 +15,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace llm::bench {
 
@@ -25,6 +27,15 @@ std::string SourcePath(const std::string& relative) {
 
 std::string SharedPath(const std::string& relative) {
   return (std::filesystem::path(LLM_SHARED_DIR) / relative).lexically_normal().string();
+}
+
+std::vector<int32_t> ParsePositiveInts(const std::string& list) {
+  std::vector<int32_t> out;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    int32_t v = 0;
+    if (absl::SimpleAtoi(part, &v) && v > 0) out.push_back(v);
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> RunShell(const std::string& command) {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ using FlagSet = ::llm::FlagSet;
 // Paths in the source tree and in the shared test data (defaults of the benchmarks' flags).
 std::string SourcePath(const std::string& relative);
 std::string SharedPath(const std::string& relative);
+
+// The positive integers of a comma-separated list (other items are dropped).
+std::vector<int32_t> ParsePositiveInts(const std::string& list);
 
 // Runs a shell command and returns its standard output; an error when it exits non-zero.
 absl::StatusOr<std::string> RunShell(const std::string& command);

@@ -12,6 +12,7 @@ int RunGenerateBench(const std::vector<std::string>& args);
 int RunEngineBench(const std::vector<std::string>& args);
 int RunServeBench(const std::vector<std::string>& args);
 int RunGpuBench(const std::vector<std::string>& args);
+int RunPrefillBench(const std::vector<std::string>& args);
 int RunRouterBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench

@@ -8,7 +8,12 @@
 //   - decode throughput with N running slots (default 64 and 256) at --context tokens, over
 //     the steps where every slot decodes, with the device busy ratio and the distribution of
 //     the idle gap between consecutive steps (from the engine's CUDA events);
-//   - time to first token of one request with 1k and 4k-token prompts on an idle worker;
+//   - time to first token of one request with 1k, 4k and 16k-token prompts on an idle worker
+//     (lengths past the runner's context are reported as skipped);
+//   - the stall a long prompt causes: --stall-decodes requests decode while one request's
+//     --stall-prompt-token prompt prefills in chunks of --max-prefill-tokens; the device time of
+//     the steps that carry both (each is one token of every decoding request) against the steps
+//     that decode only, and the long prompt's TTFT under that load;
 //   - with --kernels, where a decode step's device time goes: a few decode-only steps at batch
 //     1 and at each slot count run eagerly with CUDA events between kernels (KernelClock), and
 //     the mean per step of each kernel class (attention, products, norms, RoPE/KV, sampler,
@@ -17,18 +22,16 @@
 // served request takes, minus gRPC.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/commands.h"
+#include "tools/bench/worker_driver.h"
 
 #ifdef LLM_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -52,15 +55,6 @@ int RunGpuBench(const std::vector<std::string>&) {
 #else
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return -1.0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
-  return v[i];
-}
 
 // Device-to-device copy: bytes moved (read + written) per second, best of several rounds.
 absl::StatusOr<double> CopyBandwidth(int device) {
@@ -95,101 +89,6 @@ absl::StatusOr<double> CopyBandwidth(int device) {
   return best;
 }
 
-// What the engine loop reports per step, with the time it was collected.
-struct StepRecord {
-  double step_s, gap_s;
-  int32_t tokens, decodes;
-  Clock::time_point at;
-};
-
-class Recorder : public loop::StepObserver, public loop::RequestObserver {
- public:
-  void OnStep(double step_s, double gap_s, int32_t tokens, int32_t decodes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    steps_.push_back({step_s, gap_s, tokens, decodes, Clock::now()});
-  }
-  void OnRequestFinished(const loop::RequestStats& s) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    requests_.push_back(s);
-  }
-  void OnRequestCancelled() override {}
-  // Takes what was recorded so far.
-  std::vector<StepRecord> TakeSteps() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::exchange(steps_, {});
-  }
-  std::vector<loop::RequestStats> TakeRequests() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::exchange(requests_, {});
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<StepRecord> steps_;
-  std::vector<loop::RequestStats> requests_;
-};
-
-// Counts finished streams.
-class Countdown {
- public:
-  void Add(int n) {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_ += n;
-  }
-  void Done(const absl::Status& st) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!st.ok() && error_.ok()) error_ = st;
-    if (--pending_ == 0) cv_.notify_all();
-  }
-  absl::Status Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return pending_ == 0; });
-    return error_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int pending_ = 0;
-  absl::Status error_;
-};
-
-class CountingSink : public loop::StreamSink {
- public:
-  explicit CountingSink(Countdown* c) : c_(c) {}
-  void OnUpdate(loop::StreamUpdate u) override {
-    if (u.finished) c_->Done(absl::OkStatus());
-  }
-  void OnError(const absl::Status& st) override { c_->Done(st); }
-
- private:
-  Countdown* c_;
-};
-
-// Runs `n` requests of `prompt_tokens` random ids and `max_tokens` outputs (greedy, EOS
-// ignored) to completion.
-absl::Status RunRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int32_t max_tokens,
-                         int32_t id_range, uint64_t seed) {
-  Countdown done;
-  done.Add(n);
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int i = 0; i < n; ++i) {
-    loop::GenerateSpec spec;
-    spec.has_text = false;
-    spec.token_ids.resize(prompt_tokens);
-    for (auto& id : spec.token_ids) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      id = 256 + static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(id_range - 256));
-    }
-    spec.max_tokens = max_tokens;
-    spec.ignore_eos = true;
-    spec.sampling.temperature = 0;
-    auto key = worker.Submit(std::move(spec), std::make_shared<CountingSink>(&done));
-    if (!key.ok()) return key.status();
-  }
-  return done.Wait();
-}
-
 // Per kernel class: the mean device time per step (ms) and its share of the step.
 nlohmann::json KernelSplit(const runner::cuda::KernelTimes& t) {
   nlohmann::json j = {{"steps", t.steps}};
@@ -205,15 +104,6 @@ nlohmann::json KernelSplit(const runner::cuda::KernelTimes& t) {
   return j;
 }
 
-std::vector<int32_t> ParseInts(const std::string& s) {
-  std::vector<int32_t> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int32_t v = 0;
-    if (absl::SimpleAtoi(part, &v) && v > 0) out.push_back(v);
-  }
-  return out;
-}
-
 }  // namespace
 
 int RunGpuBench(const std::vector<std::string>& args) {
@@ -226,7 +116,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Value("context", "prompt tokens of the throughput runs", "1024")
       .Value("decode-steps", "steps with every slot decoding, at least, per throughput run", "128")
       .Value("batch1-tokens", "tokens generated in the batch-1 run", "256")
-      .Value("ttft-prompts", "prompt lengths of the TTFT runs, comma-separated", "1024,4096")
+      .Value("ttft-prompts", "prompt lengths of the TTFT runs, comma-separated", "1024,4096,16384")
+      .Value("stall-prompt", "prompt tokens of the long request of the stall run (0: none)",
+             "16384")
+      .Value("stall-decodes", "requests decoding during the stall run", "8")
       .Value("ttft-runs", "runs per TTFT prompt length; the median is reported", "3")
       .Value("max-prefill-tokens", "prompt tokens per step", "2048")
       .Value("kv-memory-fraction", "of the free device memory, for the KV cache", "0.9")
@@ -234,6 +127,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)")
       .Bool("no-gemv",
             "small decode steps through cuBLASLt, not the GEMV kernel (engine.cuda_gemv)")
+      .Bool(
+          "no-tiled-prefill",
+          "prompt attention one block per token, not the tiled kernel (engine.cuda_tiled_prefill)")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count");
@@ -243,14 +139,17 @@ int RunGpuBench(const std::vector<std::string>& args) {
   auto decode_steps = flags.GetInt("decode-steps");
   auto batch1 = flags.GetInt("batch1-tokens");
   auto ttft_runs = flags.GetInt("ttft-runs");
+  auto stall_prompt = flags.GetInt("stall-prompt");
+  auto stall_decodes = flags.GetInt("stall-decodes");
   auto max_prefill = flags.GetInt("max-prefill-tokens");
   auto fraction = flags.GetDouble("kv-memory-fraction");
-  for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill}) {
+  for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
+                        &stall_prompt, &stall_decodes}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!fraction.ok()) return Fail(cmd, fraction.status());
-  const std::vector<int32_t> slot_counts = ParseInts(flags.GetString("slots"));
-  const std::vector<int32_t> ttft_prompts = ParseInts(flags.GetString("ttft-prompts"));
+  const std::vector<int32_t> slot_counts = ParsePositiveInts(flags.GetString("slots"));
+  const std::vector<int32_t> ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
   if (slot_counts.empty()) return Fail(cmd, absl::InvalidArgumentError("--slots: no count"));
   if (kernels::DeviceCount() == 0) {
     return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
@@ -274,6 +173,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_graphs = !flags.GetBool("no-graphs");
   bo.batch_invariant = flags.GetBool("batch-invariant");
   bo.cuda_gemv = !flags.GetBool("no-gemv");
+  bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -292,6 +192,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["cuda_graphs"] = bo.cuda_graphs;
   out["batch_invariant"] = bo.batch_invariant;
   out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
+  out["tiled_prefill"] = bo.cuda_tiled_prefill;
 
   Recorder recorder;
   loop::WorkerOptions wo;
@@ -318,7 +219,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
     }
     std::vector<double> step_s;
     for (const StepRecord& r : recorder.TakeSteps()) {
-      if (r.decodes == 1 && r.tokens == 1) step_s.push_back(r.step_s);
+      if (r.decodes == 1 && r.tokens == 1 && r.prompt_tokens == 0) step_s.push_back(r.step_s);
     }
     recorder.TakeRequests();
     const double median = Percentile(step_s, 0.5);
@@ -350,7 +251,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
     Clock::time_point first{}, last{};
     int64_t window_steps = 0;
     for (const StepRecord& r : steps) {
-      if (r.tokens != n || r.decodes != n) continue;
+      if (r.tokens != n || r.decodes != n || r.prompt_tokens != 0) continue;
       if (window_steps == 0) first = r.at;
       last = r.at;
       ++window_steps;
@@ -376,23 +277,27 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["throughput"] = runs;
 
   // 3. Time to first token on an idle worker.
-  nlohmann::json ttft = nlohmann::json::array();
-  for (int32_t len : ttft_prompts) {
-    std::vector<double> ms;
-    for (int64_t r = 0; r < *ttft_runs; ++r) {
-      if (absl::Status st = RunRequests(**worker, 1, len, 1, id_range, 1000 + r); !st.ok()) {
-        return Fail(cmd, st);
-      }
-      for (const auto& s : recorder.TakeRequests()) {
-        if (s.ttft_seconds >= 0) ms.push_back(s.ttft_seconds * 1e3);
-      }
-      recorder.TakeSteps();
-    }
-    ttft.push_back({{"prompt_tokens", len}, {"ttft_ms_median", Percentile(ms, 0.5)}});
-  }
-  out["ttft"] = ttft;
+  auto ttft = MeasureTtft(**worker, recorder, ttft_prompts, *ttft_runs, info.max_context, id_range);
+  if (!ttft.ok()) return Fail(cmd, ttft.status());
+  out["ttft"] = *ttft;
 
-  // 4. Where a decode step's time goes (eager steps, so a little slower than graph replays).
+  // 4. The stall: decodes running while a long prompt prefills.
+  if (*stall_prompt > 0 && *stall_decodes > 0) {
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(*stall_decodes, max_slots - 1));
+    const int32_t long_prompt = static_cast<int32_t>(*stall_prompt);
+    if (n < 1 || long_prompt >= info.max_context) {
+      out["stall"] = {
+          {"skipped", absl::StrCat("needs 2 slots and a context over ", long_prompt, " (",
+                                   max_slots, " slots, context ", info.max_context, ")")}};
+    } else {
+      auto stall = MeasureStall(**worker, recorder, n, long_prompt,
+                                static_cast<int32_t>(*max_prefill), id_range);
+      if (!stall.ok()) return Fail(cmd, stall.status());
+      out["stall"] = *stall;
+    }
+  }
+
+  // 5. Where a decode step's time goes (eager steps, so a little slower than graph replays).
   if (flags.GetBool("kernels")) {
     constexpr int kTimedSteps = 8;
     nlohmann::json split = nlohmann::json::array();

@@ -15,7 +15,10 @@ constexpr char kUsage[] =
     "  engine     host time per engine step at 1..N running slots (runner returns at once)\n"
     "  serve      load a worker or router over gRPC: throughput, TTFT, TPOT (JSON)\n"
     "  router     llm-router vs nginx grpc_pass: added latency and relay messages per core\n"
-    "  gpu        CUDA backend: bandwidth, batch-1 decode, throughput, busy ratio, step gap, TTFT\n"
+    "  gpu        CUDA backend: bandwidth, batch-1 decode, throughput, busy ratio, step gap, "
+    "TTFT,\n"
+    "             the decode stall during a long prefill\n"
+    "  prefill    any backend: TTFT and the decode stall per prompt-chunk size\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
   if (name == "engine") return llm::bench::RunEngineBench(args);
   if (name == "serve") return llm::bench::RunServeBench(args);
   if (name == "gpu") return llm::bench::RunGpuBench(args);
+  if (name == "prefill") return llm::bench::RunPrefillBench(args);
   if (name == "router") return llm::bench::RunRouterBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;

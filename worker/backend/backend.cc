@@ -76,12 +76,13 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.device = options.device;
   ro.sizes = options.sizes;
   ro.kv_memory_fraction = options.kv_memory_fraction;
-  ro.max_prefill_tokens = options.max_prefill_tokens;
+  if (options.max_prefill_tokens > 0) ro.max_prefill_tokens = options.max_prefill_tokens;
   ro.max_context = options.max_context;
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.cuda_graphs = options.cuda_graphs;
   ro.batch_invariant = options.batch_invariant;
   ro.gemv = options.cuda_gemv;
+  ro.tiled_prefill = options.cuda_tiled_prefill;
   LLM_ASSIGN_OR_RETURN(b.runner,
                        runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));
   b.backend = "cuda";

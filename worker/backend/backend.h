@@ -28,8 +28,8 @@ struct BackendOptions {
   engine::EngineSizes sizes;
   int32_t kv_cache_mb = 256;
   double kv_memory_fraction = 0.9;
-  int32_t max_prefill_tokens = 512;
-  int32_t max_context = 0;  // 0: the model's
+  int32_t max_prefill_tokens = 0;  // 0: the backend's default (RunnerInfo)
+  int32_t max_context = 0;         // 0: the model's
   // CPU backend.
   int cpu_threads = 0;  // 0: all cores
   double extra_step_seconds = 0.0;
@@ -38,6 +38,7 @@ struct BackendOptions {
   bool cuda_graphs = true;
   bool batch_invariant = false;
   bool cuda_gemv = true;
+  bool cuda_tiled_prefill = true;
 };
 
 struct Backend {

@@ -153,7 +153,8 @@ void EngineLoop::CollectOne() {
   for (const auto& o : result->outputs)
     decodes += o.finish == sampling::FinishReason::kNone ? 1 : 0;
   if (observer_ != nullptr) {
-    observer_->OnStep(step_s, gap, static_cast<int32_t>(result->outputs.size()), decodes);
+    observer_->OnStep(step_s, gap, static_cast<int32_t>(result->outputs.size()), decodes,
+                      launched.prompt_tokens);
   }
   events_scratch_.clear();
   scheduler_.Update(*result, events_scratch_);

@@ -42,9 +42,11 @@ class StepObserver {
  public:
   virtual ~StepObserver() = default;
   // `step_seconds`: backend time of the step; `gap_seconds`: backend idle time between the end
-  // of the previous step and the start of this one (negative when unknown).
+  // of the previous step and the start of this one (negative when unknown); `num_tokens`: the
+  // tokens it sampled, `num_decodes` of them for sequences that go on; `prompt_tokens`: the
+  // prompt tokens it computed.
   virtual void OnStep(double step_seconds, double gap_seconds, int32_t num_tokens,
-                      int32_t num_decodes) = 0;
+                      int32_t num_decodes, int32_t prompt_tokens) = 0;
 };
 
 struct EngineStats {

@@ -41,6 +41,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
     RequestObserver* request_observer, StepObserver* step_observer) {
   const runner::RunnerInfo& info = runner->info();
   options.scheduler.sizes = info.sizes;
+  if (options.scheduler.max_prefill_tokens <= 0) {
+    // The backend's default (engine.max_prefill_tokens: 0).
+    options.scheduler.max_prefill_tokens = info.default_prefill_tokens > 0
+                                               ? info.default_prefill_tokens
+                                               : engine::SchedulerConfig{}.max_prefill_tokens;
+  }
   if (info.max_prefill_tokens > 0) {
     // The runner's buffers bound a step's prompt tokens.
     options.scheduler.max_prefill_tokens =

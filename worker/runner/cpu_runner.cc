@@ -35,6 +35,7 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
                      ? absl::StrCat("cpu (", model_->pool()->num_threads(), " threads)")
                      : "cpu";
   info_.kv_cache_bytes = kv_.bytes();
+  info_.default_prefill_tokens = kCpuDefaultPrefillTokens;
   if (options_.async) {
     thread_ = std::thread([this] {
       SetCurrentThreadName("runner");

@@ -18,6 +18,10 @@
 
 namespace llm::runner {
 
+// Prompt tokens per step when engine.max_prefill_tokens is 0 (RunnerInfo::default_prefill_tokens):
+// `llm-bench prefill --backend cpu` (docs/engine.md).
+inline constexpr int32_t kCpuDefaultPrefillTokens = 256;
+
 struct CpuRunnerOptions {
   engine::EngineSizes sizes{
       .max_slots = 64, .kv_blocks = 1024, .block_tokens = 16};  // kv_blocks > 0

@@ -225,7 +225,7 @@ void WorkerMetrics::OnRequestFinished(const loop::RequestStats& s) {
 
 void WorkerMetrics::OnRequestCancelled() { cancelled_->Increment(); }
 
-void WorkerMetrics::OnStep(double step_seconds, double gap_seconds, int32_t, int32_t) {
+void WorkerMetrics::OnStep(double step_seconds, double gap_seconds, int32_t, int32_t, int32_t) {
   steps_->Increment();
   step_->Observe(step_seconds);
   if (gap_seconds >= 0) gap_->Observe(gap_seconds);

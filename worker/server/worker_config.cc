@@ -53,9 +53,13 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.cuda_gemv", true,
             "cuda: products of decode steps of up to 8 rows through our GEMV kernel rather than "
             "cuBLASLt (ignored with engine.batch_invariant)")
+      .Bool("engine.cuda_tiled_prefill", true,
+            "cuda: prompt attention through the tiled tensor-core kernel; false: one block per "
+            "prompt token (slower, kept to compare)")
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
-      .Int("engine.max_prefill_tokens", 512, 1, 1 << 20,
-           "prefill tokens per step, so decode never stalls behind long prompts")
+      .Int("engine.max_prefill_tokens", 0, 0, 1 << 20,
+           "prompt tokens per step, so decoding requests never stall behind a long prompt; 0: "
+           "the backend's default (cpu 256, cuda 2048: docs/engine.md)")
       .Bool("engine.prefix_cache", true,
             "keep the KV of finished prompts' full blocks and reuse it for requests that start "
             "with the same tokens (evicted least recently used when room is needed)")
@@ -116,6 +120,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_graphs = v->Bool("engine.cuda_graphs");
   b.batch_invariant = v->Bool("engine.batch_invariant");
   b.cuda_gemv = v->Bool("engine.cuda_gemv");
+  b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");

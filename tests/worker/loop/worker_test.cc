@@ -513,6 +513,38 @@ TEST_F(WorkerTest, BusyRatioFallsToZeroWhenIdle) {
       << (*w)->Load().engine.busy_ratio;
 }
 
+// engine.max_prefill_tokens 0 takes the backend's default (RunnerInfo::default_prefill_tokens):
+// a 400-token prompt on the CPU runner is computed in chunks of kCpuDefaultPrefillTokens.
+TEST_F(WorkerTest, ZeroMaxPrefillTokensTakesTheBackendsDefault) {
+  struct PromptSteps : StepObserver {
+    std::mutex mu;
+    std::vector<int32_t> chunks;
+    void OnStep(double, double, int32_t, int32_t, int32_t prompt_tokens) override {
+      std::lock_guard<std::mutex> lock(mu);
+      if (prompt_tokens > 0) chunks.push_back(prompt_tokens);
+    }
+  } steps;
+  auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  runner::CpuRunnerOptions ro;
+  ro.sizes = {.max_slots = 2, .kv_blocks = 64, .block_tokens = 16};
+  auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
+  ASSERT_TRUE(tok.ok());
+  WorkerOptions wo;
+  wo.scheduler.max_prefill_tokens = 0;
+  wo.scheduler.max_batch_tokens = 4096;
+  auto w = Worker::Create(wo, std::make_unique<runner::CpuRunner>(*std::move(model), ro),
+                          *std::move(tok), {2}, nullptr, &steps);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::vector<int32_t> prompt(400);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i % 200);
+  const StreamUpdate r = RunIds(**w, prompt, 2);
+  EXPECT_EQ(r.token_ids.size(), 2u);
+  std::lock_guard<std::mutex> lock(steps.mu);
+  EXPECT_THAT(steps.chunks, ::testing::ElementsAre(runner::kCpuDefaultPrefillTokens,
+                                                   400 - runner::kCpuDefaultPrefillTokens));
+}
+
 TEST_F(WorkerTest, InFlightChangesWakeLoadWatchers) {
   auto w = MakeWorker(2);
   const uint64_t before = w->Load().engine.version;

@@ -7,6 +7,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
+#include "kernels/prefill_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope_kv.h"
 #include "kernels/sampling.h"
@@ -111,6 +112,20 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   attn.block_tokens = z.engine.block_tokens;
   attn.sliding_window = c.sliding_window;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  kernels::PrefillAttentionParams prefill{};
+  prefill.qkv = b.qkv;
+  prefill.block_tables = b.block_tables;
+  prefill.max_blocks_per_seq = z.max_blocks_per_seq;
+  prefill.chunks = s.prefill_chunks;
+  prefill.tiles = s.prefill_tiles;
+  prefill.num_tiles = s.num_prefill_tiles;
+  prefill.out = b.attn;
+  prefill.num_heads = c.num_heads;
+  prefill.num_kv_heads = c.num_kv_heads;
+  prefill.head_dim = c.head_dim;
+  prefill.block_tokens = z.engine.block_tokens;
+  prefill.sliding_window = c.sliding_window;
+  prefill.scale = attn.scale;
 
   const float* pending = nullptr;  // the last sublayer's output, added by the next norm
   for (int l = 0; l < c.num_layers; ++l) {
@@ -143,7 +158,12 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     mark(KernelClass::kRopeKv);
     attn.k_cache = kv.k[l];
     attn.v_cache = kv.v[l];
-    if (s.prefill_rows > 0) {
+    if (s.prefill_rows > 0 && options_.tiled_prefill) {
+      prefill.k_cache = kv.k[l];
+      prefill.v_cache = kv.v[l];
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefillAttention(prefill, st), "prefill attention");
+      mark(KernelClass::kAttention);
+    } else if (s.prefill_rows > 0) {
       attn.row_begin = 0;
       attn.rows = s.prefill_rows;
       attn.splits = 1;

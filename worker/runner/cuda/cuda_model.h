@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/gemm.h"
+#include "kernels/prefill_attention.h"
 #include "worker/model/config.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda/cuda_weights.h"
@@ -34,6 +35,10 @@ struct ForwardShape {
   const int32_t* prefill_pos = nullptr;
   const int32_t* prefill_token = nullptr;
   const int32_t* sample_rows_index = nullptr;
+  // The prompt chunks and the prefill attention's tiles (kernels/prefill_attention.h).
+  const kernels::PrefillChunk* prefill_chunks = nullptr;
+  const kernels::PrefillTile* prefill_tiles = nullptr;
+  int32_t num_prefill_tiles = 0;
 };
 
 struct CudaModelOptions {
@@ -42,6 +47,9 @@ struct CudaModelOptions {
   bool batch_invariant = false;
   // Small products through the GEMV kernel instead of cuBLASLt (ignored when batch_invariant).
   bool gemv = true;
+  // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h); false:
+  // one block per prompt row (the decode kernel of kernels/attention.h).
+  bool tiled_prefill = true;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
 };
 

@@ -108,7 +108,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
     options_.valid_vocab_size = c.vocab_size;
   }
   const CudaModelOptions model_options{options_.batch_invariant, options_.gemv,
-                                       options_.valid_vocab_size};
+                                       options_.tiled_prefill, options_.valid_vocab_size};
   LLM_ASSIGN_OR_RETURN(model_, CudaModel::Load(c, store, seed, model_options, stream_.get()));
 
   const int32_t max_context = options_.max_context > 0
@@ -118,6 +118,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   info_.vocab_size = c.vocab_size;
   info_.max_context = max_context;
   info_.max_prefill_tokens = options_.max_prefill_tokens;
+  info_.default_prefill_tokens = options_.max_prefill_tokens;
   info_.max_stop_ids = kernels::kMaxStopIds;
   info_.device = kernels::DeviceDescription(options_.device);
   char bus_id[32] = {0};
@@ -159,6 +160,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   limits.max_context = info_.max_context;
   limits.vocab_size = c.vocab_size;
   limits.max_prefill_tokens = options_.max_prefill_tokens;
+  limits.attention_group = c.num_heads / c.num_kv_heads;
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
   LLM_RETURN_IF_ERROR(CaptureGraphs());
   size_t free_bytes = 0, total_bytes = 0;
@@ -184,6 +186,8 @@ absl::Status CudaRunner::AllocateStaging() {
   layout_.prefill_slot.reserve(R);
   layout_.prefill_pos.reserve(R);
   layout_.prefill_token.reserve(R);
+  layout_.prefill_chunks.reserve(S);
+  layout_.prefill_tiles.reserve(static_cast<size_t>(sizes_.max_prefill_tiles));
   layout_.sample_rows.reserve(SR);
   return absl::OkStatus();
 }
@@ -261,15 +265,20 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   const int64_t off_pslot = staging.Put(l.prefill_slot);
   const int64_t off_ppos = staging.Put(l.prefill_pos);
   const int64_t off_ptoken = staging.Put(l.prefill_token);
+  const int64_t off_chunks = staging.Put(l.prefill_chunks);
+  const int64_t off_tiles = staging.Put(l.prefill_tiles);
   const int64_t off_samples = staging.Put(l.sample_rows);
   for (int64_t off : {off_admits, off_settings, off_blocks, off_rows, off_pslot, off_ppos,
-                      off_ptoken, off_samples}) {
+                      off_ptoken, off_chunks, off_tiles, off_samples}) {
     if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
   }
   auto dev = [&](int64_t off) { return buffers_.upload + off; };
   shape.prefill_slot = reinterpret_cast<const int32_t*>(dev(off_pslot));
   shape.prefill_pos = reinterpret_cast<const int32_t*>(dev(off_ppos));
   shape.prefill_token = reinterpret_cast<const int32_t*>(dev(off_ptoken));
+  shape.prefill_chunks = reinterpret_cast<const kernels::PrefillChunk*>(dev(off_chunks));
+  shape.prefill_tiles = reinterpret_cast<const kernels::PrefillTile*>(dev(off_tiles));
+  shape.num_prefill_tiles = static_cast<int32_t>(l.prefill_tiles.size());
   shape.sample_rows_index = reinterpret_cast<const int32_t*>(dev(off_samples));
 
   // 5. Enqueue: upload (only when something changed), slot updates, the forward pass and

@@ -21,8 +21,8 @@ struct CudaRunnerOptions {
   // allocated (capped at what max_slots sequences of max_context tokens can use).
   engine::EngineSizes sizes{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
   double kv_memory_fraction = 0.9;
-  // Prompt tokens one step may hold (the scheduler's max_prefill_tokens is capped here); decode
-  // rows come on top, up to max_slots.
+  // Prompt tokens one step may hold (the scheduler's max_prefill_tokens is capped here, and
+  // takes this when engine.max_prefill_tokens is 0); decode rows come on top, up to max_slots.
   int32_t max_prefill_tokens = 2048;
   int32_t max_context = 0;       // 0: the model's max_position_embeddings
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled; 0: the model's vocabulary
@@ -33,6 +33,9 @@ struct CudaRunnerOptions {
   // Products of up to kernels::kGemvMaxRows rows (small decode steps) through the GEMV kernel
   // (kernels/gemv.h) instead of cuBLASLt. Ignored when batch_invariant.
   bool gemv = true;
+  // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h) rather
+  // than one block per prompt row.
+  bool tiled_prefill = true;
 };
 
 // CUDA devices this process can use; 0 when there is no driver or no device.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/attention.h"
+#include "kernels/prefill_attention.h"
 #include "kernels/slot_update.h"
 #include "worker/runner/cpu_ops.h"
 #include "worker/runner/cuda/step_layout.h"
@@ -107,12 +108,16 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   for (int32_t rows = 1; rows <= S; ++rows) {
     z.split_parts = std::max<int64_t>(z.split_parts, int64_t{rows} * DecodeSplitsFor(z, rows));
   }
+  z.max_prefill_tiles =
+      kernels::MaxPrefillTiles(max_prefill_tokens, S, c.num_heads / std::max(1, c.num_kv_heads));
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
-  // Admissions, their block lists, decode row changes, prefill rows and sampling rows of one
-  // step, each array 16-byte aligned.
+  // Admissions, their block lists, decode row changes, prefill rows, prompt chunks and their
+  // attention tiles, and sampling rows of one step, each array 16-byte aligned.
   const size_t s = static_cast<size_t>(S), r = static_cast<size_t>(z.max_rows);
   z.upload_bytes = s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling)) +
                    s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
+                   s * sizeof(kernels::PrefillChunk) +
+                   static_cast<size_t>(z.max_prefill_tiles) * sizeof(kernels::PrefillTile) +
                    static_cast<size_t>(z.max_sample_rows) * 4 + 16 * 16;
   return z;
 }

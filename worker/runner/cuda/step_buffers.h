@@ -35,8 +35,9 @@ struct StepSizes {
   // so a row's attention never depends on what else is in the batch.
   bool batch_invariant = false;
   int64_t split_parts = 0;
-  int32_t qkv_dim = 0;      // q_dim + 2 * kv_dim
-  size_t upload_bytes = 0;  // one step's upload (admissions, rows, sampling rows)
+  int32_t max_prefill_tiles = 0;  // the prefill attention's blocks per kv head (MaxPrefillTiles)
+  int32_t qkv_dim = 0;            // q_dim + 2 * kv_dim
+  size_t upload_bytes = 0;        // one step's upload (admissions, rows, sampling rows)
 };
 
 StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,

@@ -140,6 +140,8 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   l.prefill_slot.clear();
   l.prefill_pos.clear();
   l.prefill_token.clear();
+  l.prefill_chunks.clear();
+  l.prefill_tiles.clear();
   l.sample_rows.clear();
   changed_rows_.clear();
   auto change_row = [&](int32_t row) {
@@ -218,6 +220,8 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   } else {
     for (const auto& p : plan.prefills) {
       const engine::EngineRequest& r = *slots_[p.slot].request;
+      l.prefill_chunks.push_back(
+          {static_cast<int32_t>(l.prefill_slot.size()), p.num_tokens, p.slot, p.start});
       for (int32_t i = 0; i < p.num_tokens; ++i) {
         l.prefill_slot.push_back(p.slot);
         l.prefill_pos.push_back(p.start + i);
@@ -225,6 +229,7 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
       }
       if (p.samples) l.sample_rows.push_back(static_cast<int32_t>(l.prefill_slot.size()) - 1);
     }
+    kernels::PlanPrefillTiles(l.prefill_chunks, limits_.attention_group, l.prefill_tiles);
     l.rows = RoundUp(checked_prefill_tokens_ + B, kPrefillRowAlign);
     l.prefill_rows = l.rows - B;
     l.prefill_slot.resize(l.prefill_rows, -1);  // padding rows

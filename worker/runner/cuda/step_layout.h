@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "kernels/prefill_attention.h"
 #include "kernels/sampling.h"
 #include "kernels/slot_update.h"
 #include "worker/engine/engine_sizes.h"
@@ -37,6 +38,7 @@ struct StepLimits {
   int32_t max_context = 0;
   int32_t vocab_size = 0;
   int32_t max_prefill_tokens = 0;
+  int32_t attention_group = 1;  // query heads per kv head: the prefill attention's row packing
 };
 
 // One step, ready to stage: the upload arrays (each copied to the device as it is) and the
@@ -47,6 +49,9 @@ struct StepLayout {
   std::vector<int32_t> blocks;       // the admissions' block lists, back to back
   std::vector<int32_t> row_changes;  // (decode row, slot or -1) pairs
   std::vector<int32_t> prefill_slot, prefill_pos, prefill_token;  // [prefill_rows], -1 slots pad
+  // The prompt chunks (their rows back to back from row 0) and the prefill attention's tiles.
+  std::vector<kernels::PrefillChunk> prefill_chunks;
+  std::vector<kernels::PrefillTile> prefill_tiles;
   std::vector<int32_t> sample_rows;  // batch row of each sampling row, -1 pads (mixed steps)
 
   int32_t bucket = -1;             // index into the buckets; -1: no decode rows

@@ -53,6 +53,7 @@ struct WorkerSetup {
   bool graphs = true;
   bool batch_invariant = false;
   bool prefix_cache = true;
+  bool tiled_prefill = true;
 };
 
 std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
@@ -64,6 +65,7 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.sizes.kv_blocks = 1024;
   o.cuda_graphs = s.graphs;
   o.batch_invariant = s.batch_invariant;
+  o.cuda_tiled_prefill = s.tiled_prefill;
   auto b = backend::CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
@@ -102,6 +104,7 @@ size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b
 
 // bf16 weights and activations on the GPU against the fp32 reference: the ids agree up to the
 // token whose top two logits are closest (closest_call_index), where rounding may flip them.
+// With graphs and without; prompt attention through the tiled kernel and one block per row.
 TEST(CudaRunnerTest, GoldenIdsUpToTheClosestCall) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
@@ -109,16 +112,19 @@ TEST(CudaRunnerTest, GoldenIdsUpToTheClosestCall) {
   for (const char* model : {"models/tinystories-656k", "models/tinystories-656k-f32"}) {
     LLM_REQUIRE_SHARED(model);
     for (bool graphs : {true, false}) {
-      WorkerSetup s;
-      s.model = model;
-      s.graphs = graphs;
-      auto w = MakeWorker(s);
-      ASSERT_NE(w, nullptr);
-      const auto ids = Generate(*w, Spec(golden.prompt, static_cast<int32_t>(golden.ids.size())));
-      const size_t common = CommonPrefix(ids, golden.ids);
-      std::printf("%s, graphs %d: %zu of %zu golden ids agree\n", model, graphs, common,
-                  golden.ids.size());
-      EXPECT_GE(common, static_cast<size_t>(golden.closest_call_index)) << model;
+      for (bool tiled : {true, false}) {
+        WorkerSetup s;
+        s.model = model;
+        s.graphs = graphs;
+        s.tiled_prefill = tiled;
+        auto w = MakeWorker(s);
+        ASSERT_NE(w, nullptr);
+        const auto ids = Generate(*w, Spec(golden.prompt, static_cast<int32_t>(golden.ids.size())));
+        const size_t common = CommonPrefix(ids, golden.ids);
+        std::printf("%s, graphs %d, tiled prefill %d: %zu of %zu golden ids agree\n", model, graphs,
+                    tiled, common, golden.ids.size());
+        EXPECT_GE(common, static_cast<size_t>(golden.closest_call_index)) << model;
+      }
     }
   }
 }

@@ -54,6 +54,57 @@ class SlotMirrorTest : public ::testing::Test {
   StepLayout layout_;
 };
 
+// The prefill attention's inputs: a chunk per prompt in the step (rows back to back from row
+// 0, each at its own position), and its tiles of packed (token, head) rows, most keys first.
+TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
+  StepLimits limits = Limits();
+  limits.attention_group = 4;
+  SlotMirror mirror(limits, MakeBuckets(8));
+  StepLayout l;
+  engine::StepPlan p1;
+  p1.step_id = 1;
+  p1.admissions.push_back({0, Request(100, 70), {0, 1, 2, 3, 4}});
+  p1.admissions.push_back({1, Request(101, 5), {5}});
+  p1.prefills.push_back({0, 0, 40, false});
+  p1.prefills.push_back({1, 0, 5, true});
+  ASSERT_TRUE(mirror.Check(p1).ok());
+  mirror.Apply(p1, l);
+  ASSERT_EQ(l.prefill_chunks.size(), 2u);
+  const auto chunk = [](const kernels::PrefillChunk& c) {
+    return std::vector<int32_t>{c.row_begin, c.tokens, c.slot, c.pos_begin};
+  };
+  EXPECT_THAT(chunk(l.prefill_chunks[0]), ElementsAre(0, 40, 0, 0));
+  EXPECT_THAT(chunk(l.prefill_chunks[1]), ElementsAre(40, 5, 1, 0));
+  // Slot 0: 160 packed rows in 3 tiles, whose last tokens are 39, 31 and 15; slot 1: 20 rows.
+  const auto tiles = [&] {
+    std::vector<std::pair<int32_t, int32_t>> t;
+    for (const auto& x : l.prefill_tiles) t.emplace_back(x.chunk, x.row_begin);
+    return t;
+  };
+  EXPECT_THAT(tiles(),
+              ElementsAre(std::pair(0, 128), std::pair(0, 64), std::pair(0, 0), std::pair(1, 0)));
+
+  // The rest of slot 0's prompt continues at position 40 while slot 1 decodes.
+  engine::StepPlan p2;
+  p2.step_id = 2;
+  p2.prefills.push_back({0, 40, 30, true});
+  p2.decodes = {1};
+  ASSERT_TRUE(mirror.Check(p2).ok());
+  mirror.Apply(p2, l);
+  ASSERT_EQ(l.prefill_chunks.size(), 1u);
+  EXPECT_THAT(chunk(l.prefill_chunks[0]), ElementsAre(0, 30, 0, 40));
+  EXPECT_THAT(tiles(), ElementsAre(std::pair(0, 64), std::pair(0, 0)));
+
+  // A decode-only step has none.
+  engine::StepPlan p3;
+  p3.step_id = 3;
+  p3.decodes = {0, 1};
+  ASSERT_TRUE(mirror.Check(p3).ok());
+  mirror.Apply(p3, l);
+  EXPECT_TRUE(l.prefill_chunks.empty());
+  EXPECT_TRUE(l.prefill_tiles.empty());
+}
+
 TEST(MakeBucketsTest, CoverEverySizeUpToMaxSlots) {
   EXPECT_THAT(MakeBuckets(8), ElementsAre(1, 2, 4, 8));
   EXPECT_THAT(MakeBuckets(20), ElementsAre(1, 2, 4, 8, 16, 20));

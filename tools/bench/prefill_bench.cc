@@ -1,0 +1,98 @@
+// llm-bench prefill: how a backend's prompt-chunk size (engine.max_prefill_tokens) trades time to
+// first token against the stall of running decodes, measured on that backend in one run. For
+// each --chunks value a fresh backend and worker take prompts in chunks of that many tokens, and
+// report time to first token at --ttft-prompts on an idle worker and the stall of
+// MeasureStall (--stall-decodes requests decoding while a --stall-prompt-token prompt
+// prefills). The per-backend default of engine.max_prefill_tokens comes from this (docs/engine.md).
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/worker_driver.h"
+#include "worker/backend/backend.h"
+#include "worker/loop/worker.h"
+
+namespace llm::bench {
+
+int RunPrefillBench(const std::vector<std::string>& args) {
+  const char* cmd = "llm-bench prefill";
+  FlagSet flags;
+  flags.Value("model", "checkpoint directory or random:<shape>", "random:small")
+      .Value("tokenizer", "tokenizer.json or its directory (default: the model's)", "")
+      .Value("backend", "auto, cpu or cuda", "auto")
+      .Value("chunks", "prompt tokens per step to compare, comma-separated", "128,256,512,1024")
+      .Value("ttft-prompts", "prompt lengths of the idle TTFT runs, comma-separated", "1024")
+      .Value("ttft-runs", "runs per TTFT prompt length; the median is reported", "1")
+      .Value("stall-prompt", "prompt tokens of the long request of the stall run", "1536")
+      .Value("stall-decodes", "requests decoding during the stall run", "4")
+      .Value("slots", "slot table size", "8")
+      .Value("max-context", "positions per sequence (0: the model's)", "0")
+      .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto ttft_runs = flags.GetInt("ttft-runs");
+  auto stall_prompt = flags.GetInt("stall-prompt");
+  auto stall_decodes = flags.GetInt("stall-decodes");
+  auto slots = flags.GetInt("slots");
+  auto max_context = flags.GetInt("max-context");
+  auto threads = flags.GetInt("cpu-threads");
+  for (const auto* v :
+       {&ttft_runs, &stall_prompt, &stall_decodes, &slots, &max_context, &threads}) {
+    if (!v->ok()) return Fail(cmd, v->status());
+  }
+  const std::vector<int32_t> chunks = ParsePositiveInts(flags.GetString("chunks"));
+  const std::vector<int32_t> ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
+  if (chunks.empty()) return Fail(cmd, absl::InvalidArgumentError("--chunks: no size"));
+  if (*stall_decodes < 1 || *stall_decodes >= *slots) {
+    return Fail(cmd, absl::InvalidArgumentError("--stall-decodes: between 1 and --slots - 1"));
+  }
+
+  nlohmann::json out = {{"benchmark", "prefill"}, {"model", flags.GetString("model")}};
+  nlohmann::json runs = nlohmann::json::array();
+  for (int32_t chunk : chunks) {
+    backend::BackendOptions bo;
+    bo.model = flags.GetString("model");
+    bo.tokenizer = flags.GetString("tokenizer");
+    bo.backend = flags.GetString("backend");
+    bo.sizes.max_slots = static_cast<int32_t>(*slots);
+    bo.max_prefill_tokens = chunk;
+    bo.max_context = static_cast<int32_t>(*max_context);
+    bo.cpu_threads = static_cast<int>(*threads);
+    auto b = backend::CreateBackend(bo);
+    if (!b.ok()) return Fail(cmd, b.status());
+    const runner::RunnerInfo info = b->runner->info();
+    out["backend"] = b->backend;
+    out["device"] = info.device;
+    const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
+    Recorder recorder;
+    loop::WorkerOptions wo;
+    wo.scheduler.max_prefill_tokens = chunk;
+    wo.scheduler.max_batch_tokens = chunk + static_cast<int32_t>(*slots);
+    wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
+    auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
+                                       b->config.eos_token_ids, &recorder, &recorder);
+    if (!worker.ok()) return Fail(cmd, worker.status());
+    nlohmann::json run = {{"max_prefill_tokens", chunk}};
+    auto ttft =
+        MeasureTtft(**worker, recorder, ttft_prompts, *ttft_runs, info.max_context, id_range);
+    if (!ttft.ok()) return Fail(cmd, ttft.status());
+    run["ttft"] = *ttft;
+    if (*stall_prompt >= info.max_context) {
+      run["stall"] = {{"skipped", "--stall-prompt " + std::to_string(*stall_prompt) +
+                                      " is past the runner's context of " +
+                                      std::to_string(info.max_context)}};
+    } else if (*stall_prompt > 0) {
+      auto stall = MeasureStall(**worker, recorder, static_cast<int32_t>(*stall_decodes),
+                                static_cast<int32_t>(*stall_prompt), chunk, id_range);
+      if (!stall.ok()) return Fail(cmd, stall.status());
+      run["stall"] = *stall;
+    }
+    runs.push_back(run);
+  }
+  out["runs"] = runs;
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace llm::bench
