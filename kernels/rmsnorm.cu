@@ -1,10 +1,73 @@
+#include <cstdint>
+
 #include "kernels/common.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace llm::kernels {
 namespace {
 
-// One block per output row.
+constexpr int kVecThreads = 256;
+
+// One block per output row, the row held in registers: each thread loads VEC float4 of x (and
+// delta) at once, so a small batch's norm costs one round of loads, one block reduction and
+// one round of stores. dim % 4 == 0 and dim <= 4 * VEC * kVecThreads.
+template <int VEC>
+__global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p) {
+  __shared__ float scratch[32];
+  const int32_t r = blockIdx.x;
+  const int32_t src = p.rows_index != nullptr ? p.rows_index[r] : r;
+  if (src < 0) return;
+  const int32_t n4 = p.dim / 4;
+  float4* x = reinterpret_cast<float4*>(p.x + static_cast<int64_t>(src) * p.dim);
+  const float4* d =
+      p.delta != nullptr
+          ? reinterpret_cast<const float4*>(p.delta + static_cast<int64_t>(src) * p.dim)
+          : nullptr;
+  float4 v[VEC];
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const int32_t i = threadIdx.x + k * kVecThreads;
+    v[k] = i < n4 ? x[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  if (d != nullptr) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const int32_t i = threadIdx.x + k * kVecThreads;
+      if (i < n4) {
+        const float4 e = d[i];
+        v[k] = make_float4(v[k].x + e.x, v[k].y + e.y, v[k].z + e.z, v[k].w + e.w);
+        x[i] = v[k];
+      }
+    }
+  }
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    sum_sq = fmaf(v[k].x, v[k].x, sum_sq);
+    sum_sq = fmaf(v[k].y, v[k].y, sum_sq);
+    sum_sq = fmaf(v[k].z, v[k].z, sum_sq);
+    sum_sq = fmaf(v[k].w, v[k].w, sum_sq);
+  }
+  const float inv = rsqrtf(BlockSum(sum_sq, scratch) / p.dim + p.eps);
+  const uint2* w = reinterpret_cast<const uint2*>(p.weight);
+  uint2* out = reinterpret_cast<uint2*>(p.out + static_cast<int64_t>(r) * p.dim);
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const int32_t i = threadIdx.x + k * kVecThreads;
+    if (i >= n4) continue;
+    const uint2 wr = w[i];
+    const __nv_bfloat16* wh = reinterpret_cast<const __nv_bfloat16*>(&wr);
+    uint2 o;
+    __nv_bfloat16* oh = reinterpret_cast<__nv_bfloat16*>(&o);
+    oh[0] = ToBf16(ToFloat(wh[0]) * (v[k].x * inv));
+    oh[1] = ToBf16(ToFloat(wh[1]) * (v[k].y * inv));
+    oh[2] = ToBf16(ToFloat(wh[2]) * (v[k].z * inv));
+    oh[3] = ToBf16(ToFloat(wh[3]) * (v[k].w * inv));
+    out[i] = o;
+  }
+}
+
+// Any dim: one block per output row, two strided passes.
 __global__ void RmsNormKernel(RmsNormParams p) {
   __shared__ float scratch[32];
   const int32_t r = blockIdx.x;
@@ -33,8 +96,24 @@ __global__ void RmsNormKernel(RmsNormParams p) {
 
 cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
-  const int threads = p.dim >= 1024 ? 1024 : (p.dim >= 256 ? 256 : 128);
-  RmsNormKernel<<<p.rows, threads, 0, stream>>>(p);
+  // 16-byte rows (and 8-byte weight and output rows) need dim % 4 == 0 and aligned bases.
+  const bool aligned = p.dim % 4 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
+                       (p.delta == nullptr || reinterpret_cast<uintptr_t>(p.delta) % 16 == 0) &&
+                       reinterpret_cast<uintptr_t>(p.weight) % 8 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
+  const int32_t per_thread = (p.dim / 4 + kVecThreads - 1) / kVecThreads;  // float4s
+  if (aligned && per_thread <= 1) {
+    RmsNormVecKernel<1><<<p.rows, kVecThreads, 0, stream>>>(p);
+  } else if (aligned && per_thread <= 2) {
+    RmsNormVecKernel<2><<<p.rows, kVecThreads, 0, stream>>>(p);
+  } else if (aligned && per_thread <= 4) {
+    RmsNormVecKernel<4><<<p.rows, kVecThreads, 0, stream>>>(p);
+  } else if (aligned && per_thread <= 8) {
+    RmsNormVecKernel<8><<<p.rows, kVecThreads, 0, stream>>>(p);
+  } else {
+    const int threads = p.dim >= 1024 ? 1024 : (p.dim >= 256 ? 256 : 128);
+    RmsNormKernel<<<p.rows, threads, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 

@@ -1,4 +1,5 @@
 // Embedding, RMSNorm, SiLU-and-multiply, random init and step inputs against the CPU reference.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/activation.h"
@@ -41,21 +42,27 @@ TEST(EmbeddingKernelTest, GathersRowsExactly) {
 }
 
 // Tolerance: the output is bf16, so 2^-8 relative per element (plus a little for the fp32 sum
-// order) against the fp32 reference.
+// order) against the fp32 reference. Dims for each path of the launcher: the row in registers
+// at 1, 2, 4 and 8 float4 per thread (16, 100, 896, 2048, 4096, 8192), the strided kernel for a
+// dim not a multiple of 4 (130) and one too wide for registers (12288); with the residual add
+// and without.
 TEST(RmsNormKernelTest, FusedResidualAndRowIndexMatchReference) {
   LLM_REQUIRE_GPU();
-  for (int dim : {16, 100, 4096}) {
+  for (int dim : {16, 100, 130, 896, 2048, 4096, 8192, 12288}) {
     for (int rows : {1, 7, 33}) {
       auto x = RandomFloats(size_t(rows) * dim, 2, -3, 3);
-      const auto delta = RandomFloats(size_t(rows) * dim, 3);
+      auto delta = RandomFloats(size_t(rows) * dim, 3);
+      const bool with_delta = rows != 7;
+      if (!with_delta) std::fill(delta.begin(), delta.end(), 0.0f);
       const auto w = RandomFloats(dim, 4, 0.5f, 1.5f);
       std::vector<int32_t> index(rows);
       for (int r = 0; r < rows; ++r) index[r] = rows - 1 - r;
       DeviceBuffer<float> d_x(x), d_delta(delta);
       DeviceBuffer<__nv_bfloat16> d_w(ToBf16Vector(w)), d_out(size_t(rows) * dim);
       DeviceBuffer<int32_t> d_index(index);
-      LLM_CUDA_OK(LaunchRmsNorm(
-          {d_x.get(), d_delta.get(), d_w.get(), d_out.get(), d_index.get(), rows, dim, 1e-5f}, 0));
+      LLM_CUDA_OK(LaunchRmsNorm({d_x.get(), with_delta ? d_delta.get() : nullptr, d_w.get(),
+                                 d_out.get(), d_index.get(), rows, dim, 1e-5f},
+                                0));
       for (size_t i = 0; i < x.size(); ++i) x[i] += delta[i];
       const auto x_after = d_x.Download();
       for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x_after[i], x[i], 1e-6) << i;
