@@ -35,12 +35,17 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
 __device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(dst)),
-               "l"(src), "r"(bytes));
+               "l"(src), "r"(bytes)
+               : "memory");
 }
-__device__ __forceinline__ void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+// The "memory" clobbers keep the compiler from moving shared-memory accesses across the copies
+// and the wait.
+__device__ __forceinline__ void CopyAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void CopyAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* row) {
@@ -101,10 +106,14 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
   const KeySpan span = PrefillRowsKeys(chunk, G, tile.row_begin, m_end, p.sliding_window);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
 
-  // Stages the K and V of keys [key0, key0 + kKeys) into `stage`.
+  // Stages the K and V of keys [key0, key0 + kKeys) into `stage`. A thread always copies the
+  // same 16-byte piece of its keys, a fixed number of keys per tile.
+  static_assert(kThreads % kChunks == 0 && kKeys % (kThreads / kChunks) == 0, "whole passes");
+  constexpr int kKeysPerPass = kThreads / kChunks;
+  const int piece = tid % kChunks;
   auto stage_tile = [&](int stage, int32_t key0) {
-    for (int i = tid; i < kKeys * kChunks; i += kThreads) {
-      const int key = i / kChunks, piece = i % kChunks;
+#pragma unroll
+    for (int key = tid / kChunks; key < kKeys; key += kKeysPerPass) {
       const int32_t t = key0 + key;
       const bool valid = t < span.end;
       const int64_t at =
