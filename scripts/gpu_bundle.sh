@@ -9,6 +9,10 @@
 #   device run: build-gpu-bundle/run.sh kernels_test
 #               build-gpu-bundle/run.sh cuda_runner_test
 #               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b
+#               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b --no-tiled-prefill
+#               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3.1-8b   # 16k TTFT, stall
+#               build-gpu-bundle/run.sh llm-bench prefill --backend cuda --model random:llama-3.1-8b \
+#                 --chunks 512,1024,2048,4096 --ttft-prompts 4096 --stall-prompt 16384
 #
 # The CUDA runtime is linked statically; cuBLASLt and NVML come from the device's toolkit and
 # driver (loaded at run time).

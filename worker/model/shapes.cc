@@ -61,6 +61,14 @@ std::vector<Shape> Shapes() {
     s.push_back({"llama-3-8b", c});
   }
   {
+    // The same 8B with Llama 3.1's 128k context (RoPE scaled as in 3.2): long-prompt runs.
+    ModelConfig c = Llama(128256, 4096, 14336, 32, 32, 8, 131072, 500000.0, false);
+    c.rope_scaling = {RopeScaling::Kind::kLlama3, 8.0, 1.0, 4.0, 8192};
+    c.bos_token_id = 128000;
+    c.eos_token_ids = {128001, 128008, 128009};
+    s.push_back({"llama-3.1-8b", c});
+  }
+  {
     ModelConfig c = Llama(151936, 896, 4864, 24, 14, 2, 32768, 1000000.0, true);
     c.model_type = "qwen2";
     c.qkv_bias = true;

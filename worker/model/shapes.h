@@ -11,8 +11,8 @@
 
 namespace llm::model {
 
-// "tiny", "small", "llama-3.2-1b", "llama-3-8b", "qwen2-0.5b", "mistral-7b". Error listing the
-// known names otherwise.
+// "tiny", "small", "llama-3.2-1b", "llama-3-8b", "llama-3.1-8b", "qwen2-0.5b", "mistral-7b". Error
+// listing the known names otherwise.
 absl::StatusOr<ModelConfig> ShapeConfig(const std::string& name);
 std::vector<std::string> ShapeNames();
 

@@ -8,10 +8,11 @@ namespace llm::server {
 
 config::ConfigSchema WorkerConfigSchema() {
   config::ConfigSchema s;
-  s.RequiredString("model.path",
-                   "Hugging Face checkpoint directory, or random:<shape>[:<seed>] for synthetic "
-                   "weights of a real shape (tiny, small, llama-3.2-1b, llama-3-8b, qwen2-0.5b, "
-                   "mistral-7b)")
+  s.RequiredString(
+       "model.path",
+       "Hugging Face checkpoint directory, or random:<shape>[:<seed>] for synthetic "
+       "weights of a real shape (tiny, small, llama-3.2-1b, llama-3-8b, llama-3.1-8b, qwen2-0.5b, "
+       "mistral-7b)")
       .String("model.tokenizer", "",
               "tokenizer.json (or its directory) to use instead of the model's; random models "
               "default to a byte-level one of the model's vocabulary size")

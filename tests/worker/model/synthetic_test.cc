@@ -1,6 +1,7 @@
 #include "worker/model/synthetic.h"
 
 #include <cstring>
+#include <tuple>
 
 #include "gtest/gtest.h"
 #include "worker/model/random_weights.h"
@@ -35,6 +36,22 @@ TEST(ModelSourceTest, ParsesRandomShapesSeedsAndDirectories) {
   }
   EXPECT_NE(ParseModelSource("random:nope").status().message().find("known: tiny"),
             std::string::npos);
+}
+
+// llama-3.1-8b is llama-3-8b with Llama 3.1's 128k context and RoPE scaling, for long prompts.
+TEST(ShapeConfigTest, Llama31Is8bWithA128kContext) {
+  auto a = ShapeConfig("llama-3-8b"), b = ShapeConfig("llama-3.1-8b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->max_position_embeddings, 8192);
+  EXPECT_EQ(b->max_position_embeddings, 131072);
+  EXPECT_EQ(b->rope_scaling.kind, RopeScaling::Kind::kLlama3);
+  EXPECT_EQ(b->rope_scaling.factor, 8.0);
+  EXPECT_EQ(b->rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(a->rope_scaling.kind, RopeScaling::Kind::kNone);
+  EXPECT_EQ(std::tie(a->hidden_size, a->intermediate_size, a->num_layers, a->num_heads,
+                     a->num_kv_heads, a->vocab_size),
+            std::tie(b->hidden_size, b->intermediate_size, b->num_layers, b->num_heads,
+                     b->num_kv_heads, b->vocab_size));
 }
 
 TEST(SyntheticStoreTest, HoldsEveryTensorWithTheFillRule) {
