@@ -88,7 +88,10 @@ __host__ __device__ inline PackedRow UnpackRow(int32_t m, int32_t group) {
 }
 
 // Positions [begin, end) of the keys the packed rows [m_begin, m_end) of `chunk` see (m_end >
-// m_begin): from the first row's first key to the last row's position.
+// m_begin): from the first row's first key, rounded down to a whole tile, to the last row's
+// position. Tiles start at multiples of kPrefillTileKeys, so a row's keys fall into the same
+// tiles, summed in the same order, however its prompt was cut into chunks (batch invariance
+// with a sliding window; without one every span starts at 0).
 struct KeySpan {
   int32_t begin;
   int32_t end;  // exclusive
@@ -98,7 +101,8 @@ __host__ __device__ inline KeySpan PrefillRowsKeys(const PrefillChunk& chunk, in
                                                    int32_t sliding_window) {
   const int32_t lo = chunk.pos_begin + m_begin / group;
   const int32_t hi = chunk.pos_begin + (m_end - 1) / group;
-  return {PrefillFirstKey(lo, sliding_window), hi + 1};
+  const int32_t first = PrefillFirstKey(lo, sliding_window);
+  return {first - first % kPrefillTileKeys, hi + 1};
 }
 
 // How the keys [key0, key0 + kPrefillTileKeys) of a tile meet rows whose positions span [lo,

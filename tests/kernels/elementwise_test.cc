@@ -43,12 +43,12 @@ TEST(EmbeddingKernelTest, GathersRowsExactly) {
 
 // Tolerance: the output is bf16, so 2^-8 relative per element (plus a little for the fp32 sum
 // order) against the fp32 reference. Dims for each path of the launcher: the row in registers
-// at 1, 2, 4 and 8 float4 per thread (16, 100, 896, 2048, 4096, 8192), the strided kernel for a
-// dim not a multiple of 4 (130) and one too wide for registers (12288); with the residual add
-// and without.
+// at 1, 2, 4 and 8 float4 per thread, full (16, 100, 896, 2048, 4096, 8192) and partly filled
+// (1536, 3072, 5120), the strided kernel for a dim not a multiple of 4 (130) and one too wide
+// for registers (12288); with the residual add and without.
 TEST(RmsNormKernelTest, FusedResidualAndRowIndexMatchReference) {
   LLM_REQUIRE_GPU();
-  for (int dim : {16, 100, 130, 896, 2048, 4096, 8192, 12288}) {
+  for (int dim : {16, 100, 130, 896, 1536, 2048, 3072, 4096, 5120, 8192, 12288}) {
     for (int rows : {1, 7, 33}) {
       auto x = RandomFloats(size_t(rows) * dim, 2, -3, 3);
       auto delta = RandomFloats(size_t(rows) * dim, 3);

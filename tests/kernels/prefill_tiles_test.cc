@@ -335,10 +335,18 @@ TEST(PrefillTilesTest, TilesCoverEveryChunkRowOnceLongestFirst) {
   const std::vector<PrefillChunk> chunks = {
       {0, 1, 0, 0}, {1, 15, 1, 0}, {16, 17, 2, 40}, {33, 1000, 3, 3000}, {1033, 64, 4, 7}};
   for (const int32_t group : {1, 4, 7, 8}) {
-    std::vector<PrefillTile> tiles = {{9, 9}};  // replaced
-    PlanPrefillTiles(chunks, group, tiles);
     int32_t tokens = 0;
     for (const auto& c : chunks) tokens += c.tokens;
+    // Reserved to the bound, as the runner does: planning replaces the contents and allocates
+    // nothing.
+    std::vector<PrefillTile> tiles = {{9, 9}};
+    tiles.reserve(
+        static_cast<size_t>(MaxPrefillTiles(tokens, static_cast<int32_t>(chunks.size()), group)));
+    const PrefillTile* storage = tiles.data();
+    const size_t capacity = tiles.capacity();
+    PlanPrefillTiles(chunks, group, tiles);
+    EXPECT_EQ(tiles.data(), storage);
+    EXPECT_EQ(tiles.capacity(), capacity);
     EXPECT_LE(static_cast<int32_t>(tiles.size()),
               MaxPrefillTiles(tokens, static_cast<int32_t>(chunks.size()), group));
     std::vector<std::vector<int>> seen(chunks.size());
@@ -394,6 +402,44 @@ TEST(PrefillTilesTest, SeveralSequencesInOneLaunchMatchTheReference) {
     }
   }
   CheckLaunch(MakeLaunch(32, 2, 4, 0, seqs, seed++), "head dim 32");
+}
+
+TEST(PrefillTilesTest, KeySpansStartOnWholeTiles) {
+  for (const int32_t window : {0, 1, 37, 100}) {
+    for (const int32_t pos_begin : {0, 5, 63, 64, 300}) {
+      const PrefillChunk chunk{0, 200, 0, pos_begin};
+      for (const int32_t group : {1, 4, 7}) {
+        for (int32_t m = 0; m < 200 * group; m += kPrefillTileRows) {
+          const int32_t m_end = std::min(m + kPrefillTileRows, 200 * group);
+          const KeySpan span = PrefillRowsKeys(chunk, group, m, m_end, window);
+          const int32_t first = PrefillFirstKey(pos_begin + m / group, window);
+          EXPECT_EQ(span.begin % kPrefillTileKeys, 0);
+          EXPECT_LE(span.begin, first);
+          EXPECT_GT(span.begin + kPrefillTileKeys, first);
+          EXPECT_EQ(span.end, pos_begin + (m_end - 1) / group + 1);
+        }
+      }
+    }
+  }
+}
+
+// engine.batch_invariant: a row's output must not depend on how its prompt was cut into chunks
+// (which depends on the rest of the batch), even with a sliding window. The same 150 tokens as
+// one chunk and as chunks of 37 and 113 give bit-identical outputs.
+TEST(PrefillTilesTest, ChunkingDoesNotChangeARowsResult) {
+  for (const int32_t window : {0, 37, 100}) {
+    Launch whole = MakeLaunch(64, 4, 2, window, {{0, 150}}, 90 + window);
+    Launch cut = whole;
+    cut.chunks = {{0, 37, 0, 0}, {37, 113, 0, 37}};
+    std::vector<PrefillTile> tiles_whole, tiles_cut;
+    PlanPrefillTiles(whole.chunks, whole.G, tiles_whole);
+    PlanPrefillTiles(cut.chunks, cut.G, tiles_cut);
+    const std::vector<float> a = Emulate(whole, tiles_whole), b = Emulate(cut, tiles_cut);
+    const size_t used = static_cast<size_t>(150) * whole.H() * whole.D;
+    for (size_t i = 0; i < used; ++i) {
+      ASSERT_EQ(a[i], b[i]) << "window " << window << ", element " << i;
+    }
+  }
 }
 
 TEST(PrefillTilesTest, SlidingWindowMatchesTheReference) {

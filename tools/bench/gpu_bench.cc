@@ -199,6 +199,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   wo.scheduler.max_prefill_tokens = bo.max_prefill_tokens;
   wo.scheduler.max_batch_tokens = bo.max_prefill_tokens + max_slots;
   wo.max_queued_requests = 4 * max_slots;
+  wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
   auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
                                      config.eos_token_ids, &recorder, &recorder);
   if (!worker.ok()) return Fail(cmd, worker.status());

@@ -43,9 +43,12 @@ void Recorder::OnRequestFinished(const loop::RequestStats& s) {
   requests_.push_back(s);
 }
 
-void Recorder::WaitForDecodes(int32_t n) {
+bool Recorder::WaitForDecodes(int32_t n, const Countdown& requests) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return max_decodes_ >= n; });
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return max_decodes_ >= n; })) {
+    if (requests.pending() == 0) return false;
+  }
+  return true;
 }
 
 std::vector<StepRecord> Recorder::TakeSteps() {
@@ -68,6 +71,11 @@ void Countdown::Done(const absl::Status& st) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!st.ok() && error_.ok()) error_ = st;
   if (--pending_ == 0) cv_.notify_all();
+}
+
+int Countdown::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_;
 }
 
 absl::Status Countdown::Wait() {
@@ -94,6 +102,8 @@ absl::Status SubmitRequests(loop::Worker& worker, int n, int32_t prompt_tokens, 
     auto key = worker.Submit(std::move(spec), std::make_shared<CountingSink>(&done));
     if (!key.ok()) {
       for (int j = i; j < n; ++j) done.Done(absl::OkStatus());  // never submitted
+      // The ones submitted hold `done`: they finish before the caller may drop it.
+      done.Wait().IgnoreError();
       return key.status();
     }
   }
@@ -119,7 +129,8 @@ absl::StatusOr<nlohmann::json> MeasureTtft(loop::Worker& worker, Recorder& recor
     }
     std::vector<double> ms;
     for (int64_t r = 0; r < runs; ++r) {
-      LLM_RETURN_IF_ERROR(RunRequests(worker, 1, len, 1, id_range, 1000 + r));
+      // A prompt of its own per length and run: none is a prefix of another (prefix cache).
+      LLM_RETURN_IF_ERROR(RunRequests(worker, 1, len, 1, id_range, (uint64_t{1} << 20) * len + r));
       for (const auto& s : recorder.TakeRequests()) {
         if (s.ttft_seconds >= 0) ms.push_back(s.ttft_seconds * 1e3);
       }
@@ -138,15 +149,29 @@ absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& reco
                           {"max_prefill_tokens", max_prefill_tokens}};
   recorder.TakeSteps();
   recorder.TakeRequests();
-  // The decoding requests outlast the long prompt's chunks with a margin on both sides.
+  // The decoding requests outlast their own admission (64-token prompts) and the long prompt's
+  // chunks, with a margin on both sides.
+  constexpr int32_t kShortPrompt = 64;
   const int32_t chunks = (long_prompt + max_prefill_tokens - 1) / max_prefill_tokens;
+  const int32_t admission = (decodes * kShortPrompt + max_prefill_tokens - 1) / max_prefill_tokens;
   Countdown decoding, prefilling;
-  LLM_RETURN_IF_ERROR(
-      SubmitRequests(worker, decodes, 64, 2 * chunks + 128, id_range, 3000, decoding));
-  recorder.WaitForDecodes(decodes);
-  LLM_RETURN_IF_ERROR(SubmitRequests(worker, 1, long_prompt, 1, id_range, 3001, prefilling));
-  LLM_RETURN_IF_ERROR(prefilling.Wait());
-  LLM_RETURN_IF_ERROR(decoding.Wait());
+  LLM_RETURN_IF_ERROR(SubmitRequests(worker, decodes, kShortPrompt, 2 * chunks + admission + 128,
+                                     id_range, 3000, decoding));
+  // From here the decoding requests hold `decoding`: every path waits for them.
+  absl::Status st = absl::OkStatus();
+  if (!recorder.WaitForDecodes(decodes, decoding)) {
+    st = absl::InternalError(
+        "stall run: the decoding requests ended before all of them decoded in one step");
+  }
+  // Drop the steps so far, the one that completed the last decoder's prompt included.
+  recorder.TakeSteps();
+  if (st.ok()) {
+    st = SubmitRequests(worker, 1, long_prompt, 1, id_range, 3001, prefilling);
+  }
+  if (st.ok()) st = prefilling.Wait();
+  const absl::Status decoded = decoding.Wait();
+  LLM_RETURN_IF_ERROR(st);
+  LLM_RETURN_IF_ERROR(decoded);
   std::vector<double> mixed, plain;
   for (const StepRecord& r : recorder.TakeSteps()) {
     if (r.decodes < decodes) continue;  // before all decode, or after some finished

@@ -30,14 +30,17 @@ struct StepRecord {
   Clock::time_point at;
 };
 
+class Countdown;
+
 class Recorder : public loop::StepObserver, public loop::RequestObserver {
  public:
   void OnStep(double step_s, double gap_s, int32_t tokens, int32_t decodes,
               int32_t prompt_tokens) override;
   void OnRequestFinished(const loop::RequestStats& s) override;
   void OnRequestCancelled() override {}
-  // Blocks until a step has decoded at least `n` sequences since the last TakeSteps.
-  void WaitForDecodes(int32_t n);
+  // Blocks until a step has decoded at least `n` sequences since the last TakeSteps (true), or
+  // until `requests` has none left in flight (false).
+  bool WaitForDecodes(int32_t n, const Countdown& requests);
   // Take what was recorded so far.
   std::vector<StepRecord> TakeSteps();
   std::vector<loop::RequestStats> TakeRequests();
@@ -55,18 +58,20 @@ class Countdown {
  public:
   void Add(int n);
   void Done(const absl::Status& st);
+  int pending() const;
   // Blocks until every added stream finished; the first error, if any.
   absl::Status Wait();
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   int pending_ = 0;
   absl::Status error_;
 };
 
 // Submits `n` requests of `prompt_tokens` random ids in [256, id_range) and `max_tokens` outputs
-// (greedy, EOS ignored); `done` counts them down as they finish.
+// (greedy, EOS ignored); `done` counts them down as they finish. When a Submit fails, waits for
+// the ones already submitted, then returns its error.
 absl::Status SubmitRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int32_t max_tokens,
                             int32_t id_range, uint64_t seed, Countdown& done);
 // Runs `n` such requests to completion.
@@ -80,9 +85,10 @@ absl::StatusOr<nlohmann::json> MeasureTtft(loop::Worker& worker, Recorder& recor
                                            int32_t max_context, int32_t id_range);
 
 // The stall: `decodes` requests decode while one request's `long_prompt`-token prompt prefills
-// in chunks of the scheduler's max_prefill_tokens. Reports the device time of the steps that
-// carry both (each is one token of every decoding request) and of the steps that decode only,
-// the long prompt's TTFT under that load, and how many steps carried its prompt.
+// in chunks of the scheduler's max_prefill_tokens. Reports, over the steps in which every
+// decoding request decodes, the device time of those that also carry the long prompt (each is
+// one token of every decoding request; `prefill_steps` of them) and of those that decode only,
+// and the long prompt's TTFT under that load.
 absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& recorder,
                                             int32_t decodes, int32_t long_prompt,
                                             int32_t max_prefill_tokens, int32_t id_range);

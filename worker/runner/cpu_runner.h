@@ -20,7 +20,7 @@ namespace llm::runner {
 
 // Prompt tokens per step when engine.max_prefill_tokens is 0 (RunnerInfo::default_prefill_tokens):
 // `llm-bench prefill --backend cpu` (docs/engine.md).
-inline constexpr int32_t kCpuDefaultPrefillTokens = 256;
+inline constexpr int32_t kCpuDefaultPrefillTokens = 128;
 
 struct CpuRunnerOptions {
   engine::EngineSizes sizes{

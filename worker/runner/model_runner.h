@@ -29,8 +29,9 @@ struct RunnerInfo {
   int32_t vocab_size = 0;          // the model's
   int32_t max_context = 0;         // positions per sequence
   int32_t max_prefill_tokens = 0;  // prompt tokens one plan may hold; 0: any
-  // Prompt tokens per step when engine.max_prefill_tokens is 0: the backend's measured choice
-  // between time to first token and the stall of running decodes (docs/engine.md); 0: none.
+  // Prompt tokens per step when engine.max_prefill_tokens is 0: the backend's choice between
+  // time to first token and the stall of running decodes (how each was chosen: docs/engine.md);
+  // 0: none.
   int32_t default_prefill_tokens = 0;
   int32_t max_stop_ids = 0;  // stop ids (EOS included) a request may have; 0: any
   std::string device;        // "cpu (2 threads)", "NVIDIA H100 ..."

@@ -56,11 +56,11 @@ config::ConfigSchema WorkerConfigSchema() {
             "cuBLASLt (ignored with engine.batch_invariant)")
       .Bool("engine.cuda_tiled_prefill", true,
             "cuda: prompt attention through the tiled tensor-core kernel; false: one block per "
-            "prompt token (slower, kept to compare)")
+            "prompt token (expected slower; kept to compare)")
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
       .Int("engine.max_prefill_tokens", 0, 0, 1 << 20,
            "prompt tokens per step, so decoding requests never stall behind a long prompt; 0: "
-           "the backend's default (cpu 256, cuda 2048: docs/engine.md)")
+           "the backend's default (cpu 128, cuda 2048: docs/engine.md)")
       .Bool("engine.prefix_cache", true,
             "keep the KV of finished prompts' full blocks and reuse it for requests that start "
             "with the same tokens (evicted least recently used when room is needed)")
