@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "kernels/common.cuh"
@@ -294,22 +293,15 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
 }
 
 template <int D>
+cudaError_t AllowSharedMemory() {
+  return cudaFuncSetAttribute(PrefillAttentionKernel<D>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<D>());
+}
+
+template <int D>
 cudaError_t LaunchForDim(const PrefillAttentionParams& p, cudaStream_t stream) {
-  constexpr int bytes = SharedBytes<D>();
-  // Over 48 KiB of shared memory must be allowed per kernel and device, once.
-  static std::atomic<uint64_t> configured{0};  // a bit per device
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  const uint64_t bit = uint64_t{1} << (device % 64);
-  if ((configured.load(std::memory_order_acquire) & bit) == 0) {
-    err = cudaFuncSetAttribute(PrefillAttentionKernel<D>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (err != cudaSuccess) return err;
-    configured.fetch_or(bit, std::memory_order_acq_rel);
-  }
   const dim3 grid(p.num_tiles, p.num_kv_heads);
-  PrefillAttentionKernel<D><<<grid, kThreads, bytes, stream>>>(p);
+  PrefillAttentionKernel<D><<<grid, kThreads, SharedBytes<D>(), stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -346,6 +338,21 @@ int32_t MaxPrefillTiles(int32_t tokens, int32_t max_chunks, int32_t group) {
 bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads) {
   const bool dim_ok = head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
   return dim_ok && num_kv_heads > 0 && num_heads % num_kv_heads == 0;
+}
+
+cudaError_t PreparePrefillAttention(int32_t head_dim) {
+  switch (head_dim) {
+    case 16:
+      return AllowSharedMemory<16>();
+    case 32:
+      return AllowSharedMemory<32>();
+    case 64:
+      return AllowSharedMemory<64>();
+    case 128:
+      return AllowSharedMemory<128>();
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
 cudaError_t LaunchPrefillAttention(const PrefillAttentionParams& p, cudaStream_t stream) {

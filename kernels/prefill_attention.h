@@ -134,7 +134,11 @@ __host__ __device__ inline ScoreSource PFragmentSource(int32_t kk, int32_t reg) 
 // False when the head size is not supported.
 bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
 
-// Grid (num_tiles, num_kv_heads). The shared memory it needs is set on first use per head size.
+// Allows the kernel for `head_dim` the shared memory it needs (68 KiB at 128, over the default
+// 48 KiB) on the current device. Once per device before the first launch (CudaModel::Load).
+cudaError_t PreparePrefillAttention(int32_t head_dim);
+
+// Grid (num_tiles, num_kv_heads).
 cudaError_t LaunchPrefillAttention(const PrefillAttentionParams& params, cudaStream_t stream);
 
 }  // namespace llm::kernels

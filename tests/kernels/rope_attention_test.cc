@@ -215,6 +215,7 @@ std::vector<float> RunPrefill(const Launch& l) {
   p.tiles = d_tiles.get();
   p.num_tiles = static_cast<int32_t>(tiles.size());
   p.out = d_out.get();
+  EXPECT_EQ(PreparePrefillAttention(l.D), cudaSuccess);
   EXPECT_EQ(LaunchPrefillAttention(p, 0), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return FromBf16Vector(d_out.Download());

@@ -36,6 +36,10 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
         absl::StrCat("CUDA runner: ", m->gemm_.load_error().empty() ? cudaGetErrorString(err)
                                                                     : m->gemm_.load_error()));
   }
+  if (options.tiled_prefill) {
+    LLM_CUDA_RETURN_IF_ERROR(kernels::PreparePrefillAttention(config.head_dim),
+                             "prefill attention");
+  }
   if (store != nullptr) {
     LLM_ASSIGN_OR_RETURN(m->weights_, UploadCudaWeights(config, *store, stream));
   } else {
