@@ -1,4 +1,19 @@
+// The split sampler. Per launch, over a grid of (rows, vocabulary chunks) blocks:
+//   1. ResetPenaltiesArgmaxKernel: resets the row's workspace; penalties in place; each chunk's
+//      (maximum logit, lowest id).
+//   2. ProbsKernel: p = FastExp((l - max) / T) and each chunk's sum; the first select level's
+//      histogram. The row's last block sums the chunks (the logprob normaliser) and advances
+//      the select.
+//   3. SelectKernel, kSelectPasses - 1 times: the next level's histogram, then the row's last
+//      block advances the select (a row with nothing left to select returns at once).
+//   4. KeptMassKernel: each chunk's kept mass; the row's last block draws u and picks the chunk.
+//   5. DrawKernel, a block per row: the token inside the chosen chunk (or the argmax), the
+//      logprobs, the append and the stop check.
+// "The row's last block" is the block whose arrival on the row's counter completes it (after a
+// fence), so it sees every block's histogram and sums; what it reduces is integers or values in
+// chunk order, so which block is last changes nothing.
 #include <cfloat>
+#include <climits>
 
 #include "common/fast_exp.h"
 #include "common/philox.h"
@@ -8,21 +23,40 @@
 namespace llm::kernels {
 namespace {
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 1024;      // DrawKernel
+constexpr int kChunkThreads = 256;  // the chunk kernels
+constexpr int kBucketsPerThread = kDigitBuckets / kChunkThreads;
+static_assert(kDigitBuckets % kChunkThreads == 0, "a select thread scans whole buckets");
+static_assert(kSelectPasses == 6, "LaunchSample's pass list assumes two selects of three levels");
 
-struct Shared {
-  float f[32];
+struct ChunkShared {
+  uint64_t count[kDigitBuckets];
+  uint64_t mass[kDigitBuckets];
+  uint64_t scan[33];
   double d[32];
-  int32_t i[32];
+  Crossing crossing;
+  float max_logit;
+  int32_t found;
+  int32_t last;
+};
+
+struct DrawShared {
+  double d[33];
+  int32_t i[33];
   float best_v[32];
   int32_t best_i[32];
   int32_t top_ids[kMaxTopLogprobs];
-  double chunk_sum[kThreads];
-  int32_t chunk_count[kThreads];
   int32_t chosen;
+  int32_t last_kept;
 };
 
-__device__ __forceinline__ uint32_t Key(float p) { return __float_as_uint(p); }  // p >= 0
+__device__ __forceinline__ void AddU64(uint64_t* a, uint64_t v) {
+  atomicAdd(reinterpret_cast<unsigned long long*>(a), static_cast<unsigned long long>(v));
+}
+
+__device__ __forceinline__ uint64_t LoadU64(const uint64_t* a) {
+  return __ldcg(reinterpret_cast<const unsigned long long*>(a));
+}
 
 // The warp's (value, id) maximum under ArgmaxBetter, in every lane.
 __device__ __forceinline__ void WarpArgmax(float& bv, int32_t& bi) {
@@ -36,9 +70,43 @@ __device__ __forceinline__ void WarpArgmax(float& bv, int32_t& bi) {
   }
 }
 
+template <typename T>
+__device__ __forceinline__ T WarpInclusiveScan(T v) {
+  const int lane = threadIdx.x % 32;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const T other = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= offset) v += other;
+  }
+  return v;
+}
+
+// Exclusive prefix of v over the block in thread order, the additions in a fixed order; every
+// thread gets the block's sum in `total`. blockDim.x is a multiple of 32; `scratch` holds 33.
+template <typename T>
+__device__ T BlockExclusiveScan(T v, T* scratch, T* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const T inclusive = WarpInclusiveScan(v);
+  T exclusive = __shfl_up_sync(0xffffffffu, inclusive, 1);
+  if (lane == 0) exclusive = T(0);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 31) scratch[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    const T s = lane < warps ? scratch[lane] : T(0);
+    const T si = WarpInclusiveScan(s);
+    T se = __shfl_up_sync(0xffffffffu, si, 1);
+    if (lane == 0) se = T(0);
+    if (lane < warps) scratch[lane] = se;
+    if (lane == 31) scratch[32] = si;
+  }
+  __syncthreads();
+  *total = scratch[32];
+  return scratch[warp] + exclusive;
+}
+
 // Block-wide (value, id) maximum, ties to the lowest id; ids in `exclude` (n of them) skipped.
 __device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, int num_exclude,
-                            Shared& sh, float* best_value, int32_t* best_id) {
+                            DrawShared& sh, float* best_value, int32_t* best_id) {
   float bv = -FLT_MAX;
   int32_t bi = INT32_MAX;
   for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -72,102 +140,115 @@ __device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, i
   *best_id = sh.best_i[0];
 }
 
-// Count and mass of probabilities whose key is >= `threshold` (strided; fixed-order sums).
-__device__ void CountMassAtLeast(const float* p, int32_t n, uint32_t threshold, Shared& sh,
-                                 int32_t* count, double* mass) {
-  int32_t c = 0;
-  double m = 0.0;
-  for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
-    if (p[i] > 0.0f && Key(p[i]) >= threshold) {
-      ++c;
-      m += p[i];
+// The row's maximum logit and its lowest id: the chunks' maxima in chunk order (as one pass).
+__device__ void RowMax(const SampleRowWork* w, int32_t chunks, float* max_logit, int32_t* argmax) {
+  float bv = -FLT_MAX;
+  int32_t bi = INT32_MAX;
+  for (int32_t c = 0; c < chunks; ++c) {
+    const float v = w->chunk_max[c];
+    const int32_t i = w->chunk_arg[c];
+    if (ArgmaxBetter(v, i, bv, bi)) {
+      bv = v;
+      bi = i;
     }
   }
-  // Integer sum via float-free path: reuse BlockSumDouble for both (exact for counts < 2^53).
-  *count = static_cast<int32_t>(BlockSumDouble(static_cast<double>(c), sh.d));
-  *mass = BlockSumDouble(m, sh.d);
+  *max_logit = bv;
+  *argmax = bi;
 }
 
-// Keeps only the first `need` (in id order) of the probabilities whose key equals `t`, and
-// every probability above it; zeroes the rest. Threads own contiguous chunks of ids.
-__device__ void KeepAboveAndFirstEquals(float* p, int32_t n, uint32_t t, int32_t need, Shared& sh) {
-  const int32_t chunk = (n + blockDim.x - 1) / blockDim.x;
-  const int32_t begin = min(n, static_cast<int32_t>(threadIdx.x) * chunk);
-  const int32_t end = min(n, begin + chunk);
-  int32_t eq = 0;
-  for (int32_t i = begin; i < end; ++i) eq += (p[i] > 0.0f && Key(p[i]) == t) ? 1 : 0;
-  sh.chunk_count[threadIdx.x] = eq;
+// Whether this block is the last of the row's `blocks` to arrive on `counter`; if so, every
+// other block's global writes and atomics before its arrival are visible to it.
+__device__ bool ArriveLast(uint32_t* counter, uint32_t blocks, ChunkShared& sh) {
+  __threadfence();
   __syncthreads();
-  // Exclusive prefix over the chunks, by one thread (1024 adds): simple and deterministic.
+  if (threadIdx.x == 0) sh.last = atomicAdd(counter, 1u) == blocks - 1 ? 1 : 0;
+  __syncthreads();
+  const bool last = sh.last != 0;
+  if (last) __threadfence();
+  return last;
+}
+
+// This chunk's histogram of the select level's digit (count and mass per bucket), added to the
+// row's. Integer atomics: the row's histogram does not depend on the order of arrival.
+__device__ void AddHistogram(const float* probs, IdRange r, const SampleRowState& st,
+                             ChunkShared& sh, SampleRowWork* w) {
+  for (int b = threadIdx.x; b < kDigitBuckets; b += blockDim.x) {
+    sh.count[b] = 0;
+    sh.mass[b] = 0;
+  }
+  __syncthreads();
+  for (int32_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    const float p = probs[i];
+    const uint32_t key = ProbKey(p);
+    if (!InSelect(p, key, st)) continue;
+    const int b = DigitOf(key, st.level);
+    AddU64(&sh.count[b], 1);
+    AddU64(&sh.mass[b], FixedMass(p));
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < kDigitBuckets; b += blockDim.x) {
+    if (sh.count[b] == 0) continue;
+    AddU64(&w->count[b], sh.count[b]);
+    AddU64(&w->mass[b], sh.mass[b]);
+  }
+}
+
+// In the row's last block: the level's crossing bucket from the row's histogram (which it
+// clears for the next level), and the state advanced (FinishLevel). Thread t scans buckets
+// [1023 - 4t - 3, 1023 - 4t] with the weight above them from a block scan.
+__device__ void SelectLevel(SampleRowWork* w, const SlotSampling& s, ChunkShared& sh) {
+  for (int b = threadIdx.x; b < kDigitBuckets; b += blockDim.x) {
+    sh.count[b] = LoadU64(&w->count[b]);
+    sh.mass[b] = LoadU64(&w->mass[b]);
+    w->count[b] = 0;
+    w->mass[b] = 0;
+  }
+  if (threadIdx.x == 0) sh.found = 0;
+  __syncthreads();
+  SampleRowState st = w->state;
+  const int hi = kDigitBuckets - 1 - static_cast<int>(threadIdx.x) * kBucketsPerThread;
+  const int lo = hi - kBucketsPerThread + 1;
+  uint64_t c = 0, m = 0;
+  for (int b = lo; b <= hi; ++b) {
+    c += sh.count[b];
+    m += sh.mass[b];
+  }
+  uint64_t total_c, total_m;
+  const uint64_t c_above = BlockExclusiveScan(c, sh.scan, &total_c);
+  const uint64_t m_above = BlockExclusiveScan(m, sh.scan, &total_m);
+  const uint64_t need = SelectNeed(st, s.top_p, total_m);
+  const bool by_mass = st.stage == kStageTopP;
+  Crossing crossing;
+  if (FindCrossing(sh.count, sh.mass, by_mass, hi, lo, by_mass ? m_above : c_above, c_above,
+                   m_above, need, &crossing)) {
+    sh.crossing = crossing;  // one thread: the one whose buckets hold the crossing
+    sh.found = 1;
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    int32_t run = 0;
-    for (int k = 0; k < static_cast<int>(blockDim.x); ++k) {
-      const int32_t c = sh.chunk_count[k];
-      sh.chunk_count[k] = run;
-      run += c;
-    }
+    FinishLevel(st, s.top_p, sh.found != 0, sh.crossing, total_m);
+    w->state = st;
   }
-  __syncthreads();
-  int32_t rank = sh.chunk_count[threadIdx.x];
-  for (int32_t i = begin; i < end; ++i) {
-    if (p[i] <= 0.0f) continue;
-    const uint32_t k = Key(p[i]);
-    if (k > t) continue;
-    if (k == t && rank < need) {
-      ++rank;
-      continue;
-    }
-    if (k == t) ++rank;
-    p[i] = 0.0f;
-  }
-  __syncthreads();
 }
 
-// The largest key t with count(key >= t) >= k (by bisection; counts are exact).
-__device__ uint32_t KthLargestKey(const float* p, int32_t n, int32_t k, Shared& sh) {
-  uint32_t lo = 0, hi = Key(1.0f);  // invariant: count(>= lo) >= k
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo + 1) / 2;
-    int32_t c;
-    double m;
-    CountMassAtLeast(p, n, mid, sh, &c, &m);
-    if (c >= k) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
-// The largest key t with mass(key >= t) >= target.
-__device__ uint32_t MassThresholdKey(const float* p, int32_t n, double target, Shared& sh) {
-  uint32_t lo = 1, hi = Key(1.0f);  // keys of positive probabilities; mass(>= 1) = all kept
-  while (lo < hi) {
-    const uint32_t mid = lo + (hi - lo + 1) / 2;
-    int32_t c;
-    double m;
-    CountMassAtLeast(p, n, mid, sh, &c, &m);
-    if (m >= target) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
-
-constexpr int kChunkThreads = 256;
-
-// Grid (rows, chunks): a chunk of one row's vocabulary gets the request's penalties (in place)
-// and its (maximum, lowest id). Rows that sample nothing are skipped, as in SampleKernel.
-__global__ void __launch_bounds__(kChunkThreads) PenaltiesArgmaxKernel(SampleParams p) {
+// Grid (rows, chunks). Rows that sample nothing (padding, or a slot already finished) are
+// skipped here and by every later kernel.
+__global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(SampleParams p) {
   __shared__ float best_v[kChunkThreads / 32];
   __shared__ int32_t best_i[kChunkThreads / 32];
   const int32_t row = blockIdx.x, chunk = blockIdx.y;
   const int32_t slot = p.row_slot[row];
   if (slot < 0 || p.slots.done[slot]) return;
   const SlotSampling& s = p.slots.sampling[slot];
+  SampleRowWork* w = p.work + row;
+  for (int b = chunk * blockDim.x + threadIdx.x; b < kDigitBuckets; b += gridDim.y * blockDim.x) {
+    w->count[b] = 0;
+    w->mass[b] = 0;
+  }
+  if (chunk == 0 && threadIdx.x == 0) {
+    w->state = StartRow(s.temperature, s.top_k, s.top_p, p.valid_vocab);
+    for (int k = 0; k < kSampleArrivals; ++k) w->arrived[k] = 0;
+  }
   float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
   const IdRange range = SampleChunkRange(p.valid_vocab, gridDim.y, chunk);
   float bv = -FLT_MAX;
@@ -198,19 +279,117 @@ __global__ void __launch_bounds__(kChunkThreads) PenaltiesArgmaxKernel(SamplePar
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kChunkThreads / 32; ++w) {
-      if (ArgmaxBetter(best_v[w], best_i[w], bv, bi)) {
-        bv = best_v[w];
-        bi = best_i[w];
+    for (int k = 1; k < kChunkThreads / 32; ++k) {
+      if (ArgmaxBetter(best_v[k], best_i[k], bv, bi)) {
+        bv = best_v[k];
+        bi = best_i[k];
       }
     }
-    p.chunk_max[static_cast<int64_t>(row) * kMaxSampleChunks + chunk] = bv;
-    p.chunk_arg[static_cast<int64_t>(row) * kMaxSampleChunks + chunk] = bi;
+    w->chunk_max[chunk] = bv;
+    w->chunk_arg[chunk] = bi;
   }
 }
 
-__global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
-  __shared__ Shared sh;
+__device__ __forceinline__ bool NeedsProbs(const SlotSampling& s) {
+  return s.temperature != 0.0f || s.want_logprob || s.num_top_logprobs > 0;
+}
+
+__global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
+  __shared__ ChunkShared sh;
+  const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
+  const int32_t slot = p.row_slot[row];
+  if (slot < 0 || p.slots.done[slot]) return;
+  const SlotSampling& s = p.slots.sampling[slot];
+  if (!NeedsProbs(s)) return;
+  SampleRowWork* w = p.work + row;
+  if (threadIdx.x == 0) {
+    int32_t unused;
+    RowMax(w, chunks, &sh.max_logit, &unused);
+  }
+  __syncthreads();
+  const float max_logit = sh.max_logit;
+  const float inv_t = s.temperature == 0.0f ? 1.0f : 1.0f / s.temperature;
+  const IdRange r = SampleChunkRange(p.valid_vocab, chunks, chunk);
+  const float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
+  float* probs = p.probs + static_cast<int64_t>(row) * p.vocab;
+  double partial = 0.0;
+  for (int32_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    const float e = FastExp((logits[i] - max_logit) * inv_t);
+    probs[i] = e;
+    partial += e;
+  }
+  const double sum = BlockSumDouble(partial, sh.d);
+  if (threadIdx.x == 0) w->chunk_mass[chunk] = sum;
+  const SampleRowState st = w->state;
+  const bool select = st.stage != kStageDone;
+  __syncthreads();
+  if (select) AddHistogram(probs, r, st, sh, w);
+  if (!ArriveLast(&w->arrived[0], chunks, sh)) return;
+  if (select) SelectLevel(w, s, sh);
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int32_t c = 0; c < chunks; ++c) total += __ldcg(&w->chunk_mass[c]);
+    w->state.total = total;
+  }
+}
+
+__global__ void __launch_bounds__(kChunkThreads) SelectKernel(SampleParams p, int pass) {
+  __shared__ ChunkShared sh;
+  const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
+  const int32_t slot = p.row_slot[row];
+  if (slot < 0 || p.slots.done[slot]) return;
+  SampleRowWork* w = p.work + row;
+  const SampleRowState st = w->state;
+  if (st.stage == kStageDone) return;
+  const SlotSampling& s = p.slots.sampling[slot];
+  const IdRange r = SampleChunkRange(p.valid_vocab, chunks, chunk);
+  const float* probs = p.probs + static_cast<int64_t>(row) * p.vocab;
+  AddHistogram(probs, r, st, sh, w);
+  if (!ArriveLast(&w->arrived[pass], chunks, sh)) return;
+  SelectLevel(w, s, sh);
+}
+
+__global__ void __launch_bounds__(kChunkThreads) KeptMassKernel(SampleParams p) {
+  __shared__ ChunkShared sh;
+  const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
+  const int32_t slot = p.row_slot[row];
+  if (slot < 0 || p.slots.done[slot]) return;
+  const SlotSampling& s = p.slots.sampling[slot];
+  if (s.temperature == 0.0f) return;
+  SampleRowWork* w = p.work + row;
+  SampleRowState st = w->state;
+  const IdRange r = SampleChunkRange(p.valid_vocab, chunks, chunk);
+  const float* probs = p.probs + static_cast<int64_t>(row) * p.vocab;
+  double partial = 0.0;
+  int32_t eq = 0;
+  for (int32_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    const float q = probs[i];
+    const uint32_t key = ProbKey(q);
+    if (KeptAbove(q, key, st, s.min_p)) partial += q;
+    if (AtEqKey(q, key, st)) ++eq;
+  }
+  const double mass = BlockSumDouble(partial, sh.d);
+  const double eq_total = BlockSumDouble(static_cast<double>(eq), sh.d);  // exact: < 2^53
+  if (threadIdx.x == 0) {
+    w->chunk_mass[chunk] = mass;
+    w->chunk_eq[chunk] = static_cast<int32_t>(eq_total);
+  }
+  if (!ArriveLast(&w->arrived[kSelectPasses], chunks, sh)) return;
+  if (threadIdx.x == 0) {
+    double masses[kMaxSampleChunks];
+    int32_t eqs[kMaxSampleChunks];
+    for (int32_t c = 0; c < chunks; ++c) {
+      masses[c] = __ldcg(&w->chunk_mass[c]);
+      eqs[c] = __ldcg(&w->chunk_eq[c]);
+    }
+    const uint64_t counter = static_cast<uint64_t>(p.slots.generated[slot]);
+    ChooseChunk(st, masses, eqs, chunks, UniformDouble(s.seed, counter), s.min_p);
+    w->state = st;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
+  __shared__ DrawShared sh;
   const int32_t row = blockIdx.x;
   SampleOutput& out = p.out[row];
   const int32_t slot = p.row_slot[row];
@@ -225,129 +404,71 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
     return;
   }
   const SlotSampling& s = p.slots.sampling[slot];
-  float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
-  float* probs = p.probs + static_cast<int64_t>(row) * p.vocab;
+  const SampleRowWork* w = p.work + row;
+  const float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
   const int32_t n = p.valid_vocab;
-  const uint64_t counter = static_cast<uint64_t>(p.slots.generated[slot]);
+  const int32_t chunks = SampleChunks(n);
 
-  // 1. Penalties: applied by PenaltiesArgmaxKernel.
-  // 2. The maximum (and argmax, ties to the lowest id): the chunks' maxima in id order.
+  // The maximum (and argmax, ties to the lowest id).
   if (threadIdx.x == 0) {
-    float bv = -FLT_MAX;
-    int32_t bi = INT32_MAX;
-    for (int32_t c = 0; c < SampleChunks(n); ++c) {
-      const float v = p.chunk_max[static_cast<int64_t>(row) * kMaxSampleChunks + c];
-      const int32_t i = p.chunk_arg[static_cast<int64_t>(row) * kMaxSampleChunks + c];
-      if (ArgmaxBetter(v, i, bv, bi)) {
-        bv = v;
-        bi = i;
-      }
-    }
-    sh.best_v[0] = bv;
-    sh.best_i[0] = bi;
+    RowMax(w, chunks, &sh.best_v[0], &sh.best_i[0]);
+    sh.chosen = INT32_MAX;
+    sh.last_kept = -1;
   }
   __syncthreads();
-  float max_logit = sh.best_v[0];
+  const float max_logit = sh.best_v[0];
   int32_t argmax = sh.best_i[0];
   __syncthreads();
   // Logits that are all NaN or -inf leave no maximum: token 0, as the CPU sampler's Argmax.
   if (argmax >= n) argmax = 0;
   const bool greedy = s.temperature == 0.0f;
   const float inv_t = greedy ? 1.0f : 1.0f / s.temperature;
-
-  // 3. Probabilities (needed for sampling and for logprobs).
-  const bool need_probs = !greedy || s.want_logprob || s.num_top_logprobs > 0;
-  double total = 0.0;
-  if (need_probs) {
-    double partial = 0.0;
-    for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const float e = FastExp((logits[i] - max_logit) * inv_t);
-      probs[i] = e;
-      partial += e;
-    }
-    total = BlockSumDouble(partial, sh.d);
-    __syncthreads();
-  }
+  const bool need_probs = NeedsProbs(s);
+  const SampleRowState st = w->state;
 
   int32_t token = argmax;
-  if (!greedy) {
-    // 4. Top-k, top-p, min-p as a mask over probs (a dropped token gets 0).
-    if (s.top_k > 0 && s.top_k < n) {
-      const uint32_t t = KthLargestKey(probs, n, s.top_k, sh);
-      int32_t above;
-      double mass;
-      CountMassAtLeast(probs, n, t + 1, sh, &above, &mass);
-      KeepAboveAndFirstEquals(probs, n, t, s.top_k - above, sh);
-    }
-    if (s.top_p < 1.0f) {
-      int32_t c;
-      double kept;
-      CountMassAtLeast(probs, n, 1, sh, &c, &kept);
-      const double target = static_cast<double>(s.top_p) * kept;
-      const uint32_t t = MassThresholdKey(probs, n, target, sh);
-      double above;
-      int32_t count_above;
-      CountMassAtLeast(probs, n, t + 1, sh, &count_above, &above);
-      // Equal probabilities join in id order until the mass reaches the target (at least one).
-      const double pt = __uint_as_float(t);
-      int32_t need = static_cast<int32_t>(ceil((target - above) / pt));
-      if (need < 1) need = 1;
-      KeepAboveAndFirstEquals(probs, n, t, need, sh);
-    }
-    if (s.min_p > 0.0f) {
-      for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        if (probs[i] < s.min_p) probs[i] = 0.0f;
-      }
-      __syncthreads();
-    }
-    // 5. Inverse CDF in id order: contiguous chunks per thread, prefix over chunk sums.
-    const int32_t chunk = (n + blockDim.x - 1) / blockDim.x;
-    const int32_t begin = min(n, static_cast<int32_t>(threadIdx.x) * chunk);
-    const int32_t end = min(n, begin + chunk);
+  if (!greedy && st.chosen_chunk >= 0) {
+    // The draw inside the chosen chunk: contiguous ids per thread; the ranks at eq_key and the
+    // kept mass before each thread's ids by block scans (fixed order); the first thread that
+    // finds u wins, else the chunk's last kept id (rounding put u past the chunk's own sum).
+    const float* probs = p.probs + static_cast<int64_t>(row) * p.vocab;
+    const IdRange r = SampleChunkRange(n, chunks, st.chosen_chunk);
+    const int32_t per = (r.end - r.begin + kThreads - 1) / kThreads;
+    const int32_t begin = min(r.end, r.begin + static_cast<int32_t>(threadIdx.x) * per);
+    const int32_t end = min(r.end, begin + per);
+    int32_t eq = 0;
+    for (int32_t i = begin; i < end; ++i) eq += AtEqKey(probs[i], ProbKey(probs[i]), st) ? 1 : 0;
+    int32_t eq_total;
+    const int32_t rank = st.eq_before + BlockExclusiveScan(eq, sh.i, &eq_total);
     double mine = 0.0;
-    for (int32_t i = begin; i < end; ++i) mine += probs[i];
-    sh.chunk_sum[threadIdx.x] = mine;
-    if (threadIdx.x == 0) sh.chosen = -1;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double run = 0.0;
-      for (int k = 0; k < static_cast<int>(blockDim.x); ++k) {
-        const double c = sh.chunk_sum[k];
-        sh.chunk_sum[k] = run;
-        run += c;
-      }
-      sh.d[0] = run;  // total kept mass
-    }
-    __syncthreads();
-    const double kept_total = sh.d[0];
-    const double u = UniformDouble(s.seed, counter) * kept_total;
-    double cum = sh.chunk_sum[threadIdx.x];
-    if (mine > 0.0 && cum <= u && u < cum + mine) {
-      int32_t last = -1;
+    int32_t last = -1;
+    {
+      uint64_t k = static_cast<uint64_t>(rank);
       for (int32_t i = begin; i < end; ++i) {
-        if (probs[i] <= 0.0f) continue;
-        last = i;
-        cum += probs[i];
-        if (cum > u) break;
-      }
-      sh.chosen = last;
-    }
-    __syncthreads();
-    if (sh.chosen < 0 && threadIdx.x == 0) {
-      // Rounding put u at the very top: the last kept token (as the CPU sampler does).
-      for (int32_t i = n - 1; i >= 0; --i) {
-        if (probs[i] > 0.0f) {
-          sh.chosen = i;
-          break;
+        const float q = probs[i];
+        const uint32_t key = ProbKey(q);
+        if (Kept(q, key, k, st, s.min_p)) {
+          mine += q;
+          last = i;
         }
+        if (AtEqKey(q, key, st)) ++k;
       }
     }
+    double chunk_kept;
+    const double cum = st.cum_before + BlockExclusiveScan(mine, sh.d, &chunk_kept);
+    if (mine > 0.0 && cum <= st.u) {
+      int32_t unused = -1;
+      const int32_t found =
+          DrawInRange(probs, begin, end, st, s.min_p, static_cast<uint64_t>(rank), cum, &unused);
+      if (found >= 0) atomicMin(&sh.chosen, found);
+    }
+    if (last >= 0) atomicMax(&sh.last_kept, last);
     __syncthreads();
-    token = sh.chosen >= 0 ? sh.chosen : argmax;
+    token = sh.chosen != INT32_MAX ? sh.chosen : (sh.last_kept >= 0 ? sh.last_kept : argmax);
   }
 
-  // 6. Logprobs (of logits / T before filtering, as the CPU sampler reports them).
-  const double log_total = need_probs ? log(total) : 0.0;
+  // Logprobs (of logits / T before filtering, as the CPU sampler reports them).
+  const double log_total = need_probs ? log(st.total) : 0.0;
   int32_t num_top = 0;
   if (s.num_top_logprobs > 0) {
     for (int k = 0; k < s.num_top_logprobs && k < n; ++k) {
@@ -360,7 +481,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
     }
   }
 
-  // 7. Append and stop detection.
+  // Append and stop detection.
   if (threadIdx.x == 0) {
     const int32_t generated = p.slots.generated[slot] + 1;
     p.slots.generated[slot] = generated;
@@ -397,9 +518,15 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleParams p) {
 
 cudaError_t LaunchSample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
-  if (p.chunk_max == nullptr || p.chunk_arg == nullptr) return cudaErrorInvalidValue;
-  PenaltiesArgmaxKernel<<<dim3(p.rows, SampleChunks(p.valid_vocab)), kChunkThreads, 0, stream>>>(p);
-  SampleKernel<<<p.rows, kThreads, 0, stream>>>(p);
+  if (p.work == nullptr) return cudaErrorInvalidValue;
+  const dim3 grid(p.rows, SampleChunks(p.valid_vocab));
+  ResetPenaltiesArgmaxKernel<<<grid, kChunkThreads, 0, stream>>>(p);
+  ProbsKernel<<<grid, kChunkThreads, 0, stream>>>(p);
+  for (int pass = 1; pass < kSelectPasses; ++pass) {
+    SelectKernel<<<grid, kChunkThreads, 0, stream>>>(p, pass);
+  }
+  KeptMassKernel<<<grid, kChunkThreads, 0, stream>>>(p);
+  DrawKernel<<<p.rows, kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

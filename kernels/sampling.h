@@ -1,4 +1,5 @@
-// Token selection on the device, one block per sampling row, and the append/stop step that
+// Token selection on the device, split over vocabulary chunks (kernels/sampling.cu lists the
+// passes, kernels/sample_select.h the top-k/top-p selects), and the append/stop step that
 // writes each slot's next input token into the device slot table.
 //
 // The rules are the CPU sampler's (worker/sampling/sampler.h): penalties (repetition over the
@@ -7,7 +8,8 @@
 // prefix in descending order, ties by id, whose mass reaches top_p of the kept mass), min-p
 // (p >= min_p, the top probability being exactly 1), and the first token in id order whose
 // cumulative kept mass exceeds u * kept mass, u = UniformDouble(seed, tokens generated so far).
-// Every reduction has a fixed order, so a row's result never depends on the rest of the batch.
+// Every reduction has a fixed order or adds integers, so a row's result never depends on the
+// rest of the batch.
 #ifndef LLM_KERNELS_SAMPLING_H_
 #define LLM_KERNELS_SAMPLING_H_
 
@@ -15,6 +17,7 @@
 
 #include <cstdint>
 
+#include "kernels/sample_select.h"
 #include "worker/sampling/finish_reason.h"
 
 namespace llm::kernels {
@@ -66,6 +69,29 @@ struct SampleOutput {
   float top_logprobs[kMaxTopLogprobs];
 };
 
+// The vocabulary is cut into chunks, a block each, for every pass over it (so a batch of one is
+// not one block reading the whole vocabulary); what crosses chunks is reduced in chunk order or
+// in integers, so a row's result does not depend on how many blocks ran or in what order.
+inline constexpr int32_t kSampleChunkIds = 4096;
+inline constexpr int32_t kMaxSampleChunks = 32;
+
+// Chunk kernels whose row's last block then does the row's step (a select level, the draw's
+// chunk): an arrival counter each.
+inline constexpr int kSelectPasses = 2 * kDigitLevels;  // top-k, then top-p
+inline constexpr int kSampleArrivals = kSelectPasses + 1;
+
+// A sampling row's workspace, reset by the first kernel of every launch.
+struct SampleRowWork {
+  SampleRowState state;
+  uint32_t arrived[kSampleArrivals];
+  float chunk_max[kMaxSampleChunks];    // each chunk's maximum logit
+  int32_t chunk_arg[kMaxSampleChunks];  // and its lowest id
+  double chunk_mass[kMaxSampleChunks];  // probability sums; later the mass kept above eq_key
+  int32_t chunk_eq[kMaxSampleChunks];   // tokens at eq_key
+  uint64_t count[kDigitBuckets];        // the select level's histogram over the row
+  uint64_t mass[kDigitBuckets];
+};
+
 struct SampleParams {
   float* logits;            // [rows, vocab] fp32; penalties are applied in place
   float* probs;             // [rows, vocab] scratch
@@ -76,16 +102,8 @@ struct SampleParams {
   int32_t rows;
   int32_t vocab;
   int32_t valid_vocab;  // ids >= this are never sampled
-  // [rows, kMaxSampleChunks] workspace: each vocabulary chunk's maximum logit and its lowest id.
-  float* chunk_max;
-  int32_t* chunk_arg;
+  SampleRowWork* work;  // [rows]
 };
-
-// The vocabulary is cut into chunks, a block each, for the penalties and the argmax (so a batch
-// of one is not one block reading the whole vocabulary); the sampling block then reduces the
-// chunks' maxima in id order, which gives the same (value, lowest id) as one pass.
-inline constexpr int32_t kSampleChunkIds = 4096;
-inline constexpr int32_t kMaxSampleChunks = 32;
 
 struct IdRange {
   int32_t begin;

@@ -239,8 +239,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   sp.rows = s.sample_rows;
   sp.vocab = c.vocab_size;
   sp.valid_vocab = options_.valid_vocab_size;
-  sp.chunk_max = b.chunk_max;
-  sp.chunk_arg = b.chunk_arg;
+  sp.work = b.sample_work;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
   mark(KernelClass::kSampler);
   return absl::OkStatus();

@@ -70,8 +70,7 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.logits = k.Take<float>(SR * V);
   b.probs = k.Take<float>(SR * V);
   b.out = k.Take<kernels::SampleOutput>(SR);
-  b.chunk_max = k.Take<float>(SR * kernels::kMaxSampleChunks);
-  b.chunk_arg = k.Take<int32_t>(SR * kernels::kMaxSampleChunks);
+  b.sample_work = k.Take<kernels::SampleRowWork>(SR);
   const size_t parts = static_cast<size_t>(z.split_parts) * c.num_heads;
   b.part_out = k.Take<float>(parts * D);
   b.part_max = k.Take<float>(parts);

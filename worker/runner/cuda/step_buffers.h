@@ -77,9 +77,8 @@ struct StepBuffers {
   float* logits = nullptr;  // [sample rows, vocab]
   float* probs = nullptr;   // [sample rows, vocab]
   kernels::SampleOutput* out = nullptr;
-  float* chunk_max = nullptr;    // [sample rows, kMaxSampleChunks] the sampler's argmax chunks
-  int32_t* chunk_arg = nullptr;  // [sample rows, kMaxSampleChunks]
-  float* part_out = nullptr;     // split-K attention partials
+  kernels::SampleRowWork* sample_work = nullptr;  // [sample rows] the sampler's workspace
+  float* part_out = nullptr;                      // split-K attention partials
   float* part_max = nullptr;
   float* part_sum = nullptr;
   std::byte* upload = nullptr;  // [upload_bytes], a step's uploaded arrays
