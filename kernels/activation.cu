@@ -12,7 +12,7 @@ __global__ void SiluMulKernel(SiluMulParams p) {
     const __nv_bfloat16* row = p.gate_up + r * 2 * p.inter;
     const float g = ToFloat(row[i]);
     const float u = ToFloat(row[p.inter + i]);
-    p.out[k] = ToBf16(g / (1.0f + __expf(-g)) * u);
+    p.out[k] = ToBf16(SiluTimes(g, u));
   }
 }
 

@@ -19,6 +19,31 @@ __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst)
   for (int i = 0; i < 8; ++i) dst[i] = ToFloat(h[i]);
 }
 
+// Combines the used chunks of heads [head0, head0 + heads) of a split row, in chunk order
+// (the same bits whichever block runs it); the block's threads share the (head, dim) pairs.
+// Reads with __ldcg: other blocks wrote the partials.
+__device__ void CombineChunks(const AttentionParams& p, int32_t local_row, int32_t head0,
+                              int32_t heads) {
+  const int32_t row = p.row_begin + local_row;
+  const int32_t parts = UsedChunks(p.row_pos[row], p.sliding_window, p.splits);
+  for (int k = threadIdx.x; k < heads * p.head_dim; k += blockDim.x) {
+    const int32_t head = head0 + k / p.head_dim, d = k % p.head_dim;
+    const int64_t base = (static_cast<int64_t>(local_row) * p.num_heads + head) * p.splits;
+    float m = -FLT_MAX;
+    for (int c = 0; c < parts; ++c) m = fmaxf(m, __ldcg(p.partial_max + base + c));
+    float total = 0.0f;
+    for (int c = 0; c < parts; ++c)
+      total += __expf(__ldcg(p.partial_max + base + c) - m) * __ldcg(p.partial_sum + base + c);
+    float o = 0.0f;
+    for (int c = 0; c < parts; ++c) {
+      o = fmaf(__expf(__ldcg(p.partial_max + base + c) - m),
+               __ldcg(p.partial_out + (base + c) * p.head_dim + d), o);
+    }
+    p.out[row * static_cast<int64_t>(p.num_heads) * p.head_dim + head * p.head_dim + d] =
+        ToBf16(o / total);
+  }
+}
+
 // One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX.
 template <int D, int G_MAX>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
@@ -170,49 +195,42 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
       }
     }
   }
-  if (grp != 0) return;
+  if (grp == 0) {
 #pragma unroll
-  for (int g = 0; g < G_MAX; ++g) {
-    if (g >= G) continue;
+    for (int g = 0; g < G_MAX; ++g) {
+      if (g >= G) continue;
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) {
-      const int d = dv * kElems + e;
-      if (split) {
-        p.partial_out[part_index(g) * D + d] = acc[g][e];
-      } else {
-        const int32_t head = kv_head * G + g;
-        p.out[row * static_cast<int64_t>(p.num_heads) * D + head * D + d] =
-            ToBf16(acc[g][e] / l_s[g]);
+      for (int e = 0; e < kElems; ++e) {
+        const int d = dv * kElems + e;
+        if (split) {
+          p.partial_out[part_index(g) * D + d] = acc[g][e];
+        } else {
+          const int32_t head = kv_head * G + g;
+          p.out[row * static_cast<int64_t>(p.num_heads) * D + head * D + d] =
+              ToBf16(acc[g][e] / l_s[g]);
+        }
+      }
+      if (split && dv == 0) {
+        p.partial_max[part_index(g)] = m_s[g];
+        p.partial_sum[part_index(g)] = l_s[g];
       }
     }
-    if (split && dv == 0) {
-      p.partial_max[part_index(g)] = m_s[g];
-      p.partial_sum[part_index(g)] = l_s[g];
-    }
   }
-}
-
-// Combines the chunks of split rows: one block per (row, head).
-__global__ void CombineKernel(AttentionParams p) {
-  const int32_t local_row = blockIdx.x;
-  const int32_t row = p.row_begin + local_row;
-  const int32_t head = blockIdx.y;
-  if (p.row_slot[row] < 0) return;
-  const int32_t parts = UsedChunks(p.row_pos[row], p.sliding_window, p.splits);
-  const int64_t base = (static_cast<int64_t>(local_row) * p.num_heads + head) * p.splits;
-  float m = -FLT_MAX;
-  for (int k = 0; k < parts; ++k) m = fmaxf(m, p.partial_max[base + k]);
-  float total = 0.0f;
-  for (int k = 0; k < parts; ++k)
-    total += __expf(p.partial_max[base + k] - m) * p.partial_sum[base + k];
-  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-    float o = 0.0f;
-    for (int k = 0; k < parts; ++k) {
-      o = fmaf(__expf(p.partial_max[base + k] - m), p.partial_out[(base + k) * p.head_dim + d], o);
-    }
-    p.out[row * static_cast<int64_t>(p.num_heads) * p.head_dim + head * p.head_dim + d] =
-        ToBf16(o / total);
+  if (!split) return;
+  // The row's and KV head's last chunk to arrive combines the G heads' chunks.
+  __shared__ int last_s;
+  __threadfence();
+  __syncthreads();
+  int32_t* arrivals = p.split_arrivals + static_cast<int64_t>(local_row) * p.num_kv_heads + kv_head;
+  if (tid == 0) {
+    const int32_t used = UsedChunks(pos, p.sliding_window, p.splits);
+    last_s = atomicAdd(arrivals, 1) == used - 1 ? 1 : 0;
   }
+  __syncthreads();
+  if (last_s == 0) return;
+  __threadfence();
+  if (tid == 0) *arrivals = 0;  // for the next launch
+  CombineChunks(p, local_row, kv_head * G, G);
 }
 
 template <int D>
@@ -248,7 +266,7 @@ bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_head
 cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
   if (!AttentionSupported(p.head_dim, p.num_heads, p.num_kv_heads)) return cudaErrorInvalidValue;
-  if (p.splits < 1) return cudaErrorInvalidValue;
+  if (p.splits < 1 || (p.splits > 1 && p.split_arrivals == nullptr)) return cudaErrorInvalidValue;
   const dim3 grid(p.rows, p.num_kv_heads, p.splits);
   cudaError_t err = cudaSuccess;
   switch (p.head_dim) {
@@ -265,9 +283,7 @@ cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
       err = LaunchForDim<128>(p, grid, stream);
       break;
   }
-  if (err != cudaSuccess || p.splits == 1) return err;
-  CombineKernel<<<dim3(p.rows, p.num_heads), 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return err;
 }
 
 }  // namespace llm::kernels

@@ -4,7 +4,8 @@
 // once per group. Online softmax over tiles of keys: no score matrix is materialised.
 //
 // Decode rows (flash-decoding) cut their *live* context into `splits` chunks, a block each, so a
-// small batch still fills the device; a second kernel combines the chunks. With splits == 1
+// small batch still fills the device; the last chunk to finish (an arrival counter per row and
+// KV head, after a fence) combines them, in chunk order, so no second launch. With splits == 1
 // (large batches, and prefill rows, which are several consecutive query tokens of one sequence)
 // one block covers the whole row and writes the output itself: no combine. DecodeSplits picks
 // the count from the batch and the device. Cache layout: paged_cache.h. head_dim in {16, 32,
@@ -35,6 +36,9 @@ struct AttentionParams {
   float* partial_out;
   float* partial_max;
   float* partial_sum;
+  // [rows][num_kv_heads] arrival counters of split rows: zero before the first launch, and each
+  // launch leaves them zero. Unused when splits is 1.
+  int32_t* split_arrivals;
   int32_t row_begin;  // this launch covers batch rows [row_begin, row_begin + rows)
   int32_t rows;
   int32_t num_heads;

@@ -60,6 +60,9 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(m);
 }
 
+// silu(g) * u, the one formula of SiluMulKernel and the fused gate/up GEMV (same bits).
+__device__ __forceinline__ float SiluTimes(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
 inline int CeilDiv(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace llm::kernels

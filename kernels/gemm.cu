@@ -186,10 +186,25 @@ int Gemm::Prepare(const GemmArgs& g) {
   return status;
 }
 
+namespace {
+
+GemvParams GemvFor(const GemmArgs& g) {
+  GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
+  p.gated = g.silu_mul;
+  return p;
+}
+
+}  // namespace
+
+bool Gemm::FusesSiluMul(const GemmArgs& g) const {
+  return g.silu_mul && use_gemv_ && GemvSupports(GemvFor(g));
+}
+
 int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (g.rows <= 0) return 0;
+  if (g.silu_mul && !FusesSiluMul(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
   if (use_gemv_) {
-    const GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
+    const GemvParams p = GemvFor(g);
     if (GemvSupports(p)) {
       return LaunchGemv(p, stream) == cudaSuccess
                  ? 0

@@ -37,6 +37,9 @@ struct GemmArgs {
   int32_t in;
   int32_t out;
   GemmOut out_type;
+  // The MLP's gate/up product with SiLU-and-multiply fused (gemv.h, gated): w has 2 * out rows
+  // and y[r, o] = silu(gate) * up, bf16. Only where FusesSiluMul says so.
+  bool silu_mul = false;
 };
 
 class Gemm {
@@ -56,6 +59,9 @@ class Gemm {
   // it. cuBLAS status as an int (0 = success), so callers need not include cuBLAS headers.
   int Prepare(const GemmArgs& args);
   int Run(const GemmArgs& args, cudaStream_t stream);
+  // Whether Run takes `args` with silu_mul set: the GEMV path (few rows, not batch-invariant).
+  // Otherwise the caller runs the plain product and LaunchSiluMul (same bits).
+  bool FusesSiluMul(const GemmArgs& args) const;
   bool batch_invariant() const { return batch_invariant_; }
   bool uses_gemv() const { return use_gemv_; }
 

@@ -3,6 +3,11 @@
 // gemm.h). Such a product is bound by reading w once; one warp per output streams w's row with
 // 16-byte loads and applies it to every row of x, so each weight byte is read once per step.
 // Reference: runner::MatMulPacked (and the double-precision product in the tests).
+//
+// Gated (the MLP's gate/up product with SiLU-and-multiply as its epilogue): w has 2 * out rows,
+// the gate's then the up's; the warp of output o streams rows o and out + o and writes
+// y[r, o] = bf16(silu(bf16(gate)) * bf16(up)), the bits of the product followed by
+// LaunchSiluMul (activation.h), without the [rows, 2 * out] intermediate or the extra launch.
 #ifndef LLM_KERNELS_GEMV_H_
 #define LLM_KERNELS_GEMV_H_
 
@@ -24,10 +29,11 @@ struct GemvParams {
   int32_t in;              // a multiple of 8
   int32_t out;
   bool out_f32;
+  bool gated = false;  // y bf16; bias (if any) has 2 * out entries
 };
 
-// Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, and x and w
-// 16-byte aligned.
+// Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, x and w 16-byte
+// aligned, and a bf16 output when gated.
 bool GemvSupports(const GemvParams& p);
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);

@@ -1,7 +1,9 @@
 // cuBLASLt products and the device sampler against the CPU reference.
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "kernels/activation.h"
 #include "kernels/gemm.h"
 #include "kernels/gemv.h"
 #include "kernels/sampling.h"
@@ -98,6 +100,60 @@ TEST(GemmTest, GemvAgreesWithCublasLt) {
         const double tol = type == GemmOut::kF32 ? 1e-4 : 1e-2;
         EXPECT_LT(RelativeError(gemv, want), tol) << rows << "x" << in << "x" << out;
         EXPECT_LT(RelativeError(gemv, lt_d), 2 * tol) << rows << "x" << in << "x" << out;
+      }
+    }
+  }
+}
+
+// The gate/up product with SiLU-and-multiply fused (gemv.h, gated) gives the bits of the plain
+// GEMV product followed by LaunchSiluMul, with and without a bias, at every row count the GEMV
+// takes; and against the CPU reference (runner::SiluMul of the double product rounded to bf16)
+// to bf16 tolerance 1e-2. Gemm routes it only where FusesSiluMul says so.
+TEST(GemmTest, GatedGemvIsTheProductThenSiluMul) {
+  LLM_REQUIRE_GPU();
+  Gemm gemm, cublas_only;
+  LLM_CUDA_OK(gemm.Init());
+  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
+  for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+    for (auto [in, inter] : {std::pair{8, 3}, std::pair{264, 37}, std::pair{2048, 1000}}) {
+      for (const bool with_bias : {false, true}) {
+        const auto x = RandomFloats(size_t(rows) * in, 40 + rows, -2, 2);
+        const auto w = RandomFloats(size_t(2 * inter) * in, 41, -0.2f, 0.2f);
+        const auto bias = RandomFloats(2 * inter, 42);
+        DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w));
+        DeviceBuffer<__nv_bfloat16> d_bias(ToBf16Vector(bias));
+        const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
+        DeviceBuffer<__nv_bfloat16> gate_up(size_t(rows) * 2 * inter), act(size_t(rows) * inter),
+            fused(size_t(rows) * inter);
+        GemmArgs plain{d_x.get(), d_w.get(), b, gate_up.get(), rows, in, 2 * inter, GemmOut::kBf16};
+        GemmArgs gated{d_x.get(), d_w.get(), b, fused.get(), rows, in, inter, GemmOut::kBf16};
+        gated.silu_mul = true;
+        ASSERT_TRUE(gemm.FusesSiluMul(gated));
+        ASSERT_FALSE(cublas_only.FusesSiluMul(gated));
+        EXPECT_NE(cublas_only.Run(gated, 0), 0);  // refused, not silently unfused
+        EXPECT_EQ(gemm.Run(plain, 0), 0);
+        LLM_CUDA_OK(LaunchSiluMul({gate_up.get(), act.get(), rows, inter}, 0));
+        EXPECT_EQ(gemm.Run(gated, 0), 0);
+        LLM_CUDA_OK(cudaDeviceSynchronize());
+        const auto want_bits = act.Download(), got_bits = fused.Download();
+        int differ = 0;
+        for (size_t k = 0; k < want_bits.size(); ++k) {
+          differ += std::memcmp(&want_bits[k], &got_bits[k], sizeof(want_bits[k])) != 0 ? 1 : 0;
+        }
+        EXPECT_EQ(differ, 0) << rows << "x" << in << "x" << inter << " bias " << with_bias;
+        std::vector<double> want(size_t(rows) * inter);
+        for (int r = 0; r < rows; ++r) {
+          for (int o = 0; o < inter; ++o) {
+            double g = with_bias ? bias[o] : 0.0, u = with_bias ? bias[inter + o] : 0.0;
+            for (int i = 0; i < in; ++i) {
+              g += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+              u += double(x[size_t(r) * in + i]) * w[size_t(inter + o) * in + i];
+            }
+            want[size_t(r) * inter + o] = g / (1.0 + std::exp(-g)) * u;
+          }
+        }
+        EXPECT_LT(RelativeError(FromBf16Vector(got_bits), want), 1e-2)
+            << rows << "x" << in << "x" << inter;
       }
     }
   }

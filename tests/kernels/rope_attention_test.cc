@@ -119,6 +119,8 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
   DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
   DeviceBuffer<float> p_out(size_t(c.rows) * H * splits * D), p_max(size_t(c.rows) * H * splits),
       p_sum(size_t(c.rows) * H * splits);
+  // Zero before the first launch (DeviceBuffer poisons); each launch leaves them zero.
+  DeviceBuffer<int32_t> arrivals(std::vector<int32_t>(size_t(c.rows) * KV, 0));
   AttentionParams p{d_qkv.get(),
                     d_k.get(),
                     d_v.get(),
@@ -130,6 +132,7 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
                     p_out.get(),
                     p_max.get(),
                     p_sum.get(),
+                    arrivals.get(),
                     0,
                     c.rows,
                     H,
@@ -142,6 +145,12 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
   LLM_CUDA_OK(LaunchAttention(p, 0));
   LLM_CUDA_OK(cudaDeviceSynchronize());
   const auto out = FromBf16Vector(d_out.Download());
+  // The last chunk of each (row, KV head) combined and reset its counter: a second launch finds
+  // them at zero and gives the same bits.
+  EXPECT_EQ(arrivals.Download(), std::vector<int32_t>(size_t(c.rows) * KV, 0));
+  LLM_CUDA_OK(LaunchAttention(p, 0));
+  LLM_CUDA_OK(cudaDeviceSynchronize());
+  EXPECT_EQ(FromBf16Vector(d_out.Download()), out) << "second launch, splits " << splits;
   for (int r = 0; r < c.rows; ++r) {
     if (slot[r] < 0) continue;
     std::vector<float> got;

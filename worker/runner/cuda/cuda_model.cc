@@ -110,6 +110,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   attn.partial_out = b.part_out;
   attn.partial_max = b.part_max;
   attn.partial_sum = b.part_sum;
+  attn.split_arrivals = b.split_arrivals;
   attn.num_heads = c.num_heads;
   attn.num_kv_heads = c.num_kv_heads;
   attn.head_dim = c.head_dim;
@@ -190,13 +191,22 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
         kernels::LaunchRmsNorm({b.x, b.delta, L.post_norm, b.xn, nullptr, s.rows, H, eps}, st),
         "rmsnorm");
     mark(KernelClass::kNorms);
-    LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up, s.rows,
-                                                H, 2 * I, kernels::GemmOut::kBf16},
-                                               st),
-                                     "gate/up projection"));
-    mark(KernelClass::kProducts);
-    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, s.rows, I}, st), "silu");
-    mark(KernelClass::kOther);
+    kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, s.rows,
+                            H,    I,         kernels::GemmOut::kBf16};
+    gated.silu_mul = true;
+    if (gemm_.FusesSiluMul(gated)) {
+      // A few rows: SiLU-and-multiply is the GEMV's epilogue (no gate_up intermediate).
+      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(gated, st), "gate/up projection"));
+      mark(KernelClass::kProducts);
+    } else {
+      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up,
+                                                  s.rows, H, 2 * I, kernels::GemmOut::kBf16},
+                                                 st),
+                                       "gate/up projection"));
+      mark(KernelClass::kProducts);
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, s.rows, I}, st), "silu");
+      mark(KernelClass::kOther);
+    }
     LLM_RETURN_IF_ERROR(CublasStatus(
         gemm_.Run({b.act, L.down, L.down_bias, b.delta, s.rows, I, H, kernels::GemmOut::kF32}, st),
         "down projection"));

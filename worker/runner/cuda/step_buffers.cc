@@ -51,6 +51,8 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.slots.prompt_mask = k.Take<uint8_t>(S * V);
   b.block_tables = k.Take<int32_t>(S * z.max_blocks_per_seq);
   b.decode_list = k.Take<int32_t>(S);
+  // Zeroed with the slot table: the decode attention's arrival counters must start at zero.
+  b.split_arrivals = k.Take<int32_t>(S * c.num_kv_heads);
   const size_t slot_table_end = k.used();
   b.rope_cos = k.Take<float>(static_cast<size_t>(z.max_context) * half);
   b.rope_sin = k.Take<float>(static_cast<size_t>(z.max_context) * half);

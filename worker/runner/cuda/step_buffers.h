@@ -81,6 +81,8 @@ struct StepBuffers {
   float* part_out = nullptr;                      // split-K attention partials
   float* part_max = nullptr;
   float* part_sum = nullptr;
+  int32_t* split_arrivals =
+      nullptr;                  // [max slots, KV heads] decode attention's, zero between steps
   std::byte* upload = nullptr;  // [upload_bytes], a step's uploaded arrays
 };
 
