@@ -142,7 +142,7 @@ __device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, i
 
 // The row's maximum logit and its lowest id: the chunks' maxima in chunk order (as one pass).
 __device__ void RowMax(const SampleRowWork* w, int32_t chunks, float* max_logit, int32_t* argmax) {
-  float bv = -FLT_MAX;
+  float bv = -INFINITY;
   int32_t bi = INT32_MAX;
   for (int32_t c = 0; c < chunks; ++c) {
     const float v = w->chunk_max[c];
@@ -251,7 +251,9 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
   }
   float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
   const IdRange range = SampleChunkRange(p.valid_vocab, gridDim.y, chunk);
-  float bv = -FLT_MAX;
+  // From -inf, as the CPU sampler's maximum: a row of -inf gets max -inf and argmax 0 (and then
+  // the same uniform draw); NaN never wins.
+  float bv = -INFINITY;
   int32_t bi = INT32_MAX;
   const uint16_t* counts = p.slots.out_counts + static_cast<int64_t>(slot) * p.vocab;
   const uint8_t* mask = p.slots.prompt_mask + static_cast<int64_t>(slot) * p.vocab;
@@ -263,7 +265,11 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
       if (s.repetition_penalty != 1.0f && (mask[i] != 0 || c > 0)) {
         l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
       }
-      if (c > 0) l -= s.presence_penalty + s.frequency_penalty * static_cast<float>(c);
+      // Rounded as the CPU sampler computes it (no fused multiply-add).
+      if (c > 0) {
+        l = __fsub_rn(l, __fadd_rn(s.presence_penalty,
+                                   __fmul_rn(s.frequency_penalty, static_cast<float>(c))));
+      }
       logits[i] = l;
     }
     if (ArgmaxBetter(l, i, bv, bi)) {
@@ -456,13 +462,16 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
     }
     double chunk_kept;
     const double cum = st.cum_before + BlockExclusiveScan(mine, sh.d, &chunk_kept);
+    // Only threads whose ids start at or below u search; when rounding lets u slip past a
+    // thread's own sum and the next thread's start, the fallback is the last kept id of the
+    // threads that searched (next to u), as the CPU sampler's chunk fallback.
     if (mine > 0.0 && cum <= st.u) {
       int32_t unused = -1;
       const int32_t found =
           DrawInRange(probs, begin, end, st, s.min_p, static_cast<uint64_t>(rank), cum, &unused);
       if (found >= 0) atomicMin(&sh.chosen, found);
+      atomicMax(&sh.last_kept, last);
     }
-    if (last >= 0) atomicMax(&sh.last_kept, last);
     __syncthreads();
     token = sh.chosen != INT32_MAX ? sh.chosen : (sh.last_kept >= 0 ? sh.last_kept : argmax);
   }
@@ -475,6 +484,7 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
       float v;
       int32_t id;
       BlockArgmax(logits, n, sh.top_ids, k, sh, &v, &id);
+      if (id >= n) break;  // only NaN left (uniform: id is the block's shared result)
       if (threadIdx.x == 0) sh.top_ids[k] = id;
       __syncthreads();
       ++num_top;

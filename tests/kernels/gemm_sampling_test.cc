@@ -1,6 +1,7 @@
 // cuBLASLt products and the device sampler against the CPU reference.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/activation.h"
@@ -279,48 +280,70 @@ TEST(SampleKernelTest, AgreesWithTheCpuSampler) {
   EXPECT_GE(agree, total * 99 / 100) << agree << " of " << total;
 }
 
-// Runs the sampler once over `rows` rows (row r on slot r, `generated[r]` tokens so far) with a
-// fresh, poisoned workspace; returns the outputs.
-std::vector<SampleOutput> RunSampler(const std::vector<float>& logits,
-                                     const std::vector<SlotSampling>& table, int vocab,
-                                     const std::vector<int32_t>& generated) {
-  const int rows = static_cast<int>(table.size());
-  std::vector<int32_t> row_slot(rows);
-  for (int r = 0; r < rows; ++r) row_slot[r] = r;
-  DeviceBuffer<float> d_logits(logits), d_probs(logits.size());
-  DeviceBuffer<int32_t> d_row_slot(row_slot), d_row_pos(std::vector<int32_t>(rows, 10));
-  DeviceBuffer<int32_t> d_generated(generated), d_last(std::vector<int32_t>(rows, 0)),
-      d_pos(std::vector<int32_t>(rows, 0));
-  DeviceBuffer<uint8_t> d_done(std::vector<uint8_t>(rows, 0));
-  DeviceBuffer<SlotSampling> d_table(table);
-  DeviceBuffer<uint16_t> d_counts(std::vector<uint16_t>(size_t(rows) * vocab, 0));
-  DeviceBuffer<uint8_t> d_mask(std::vector<uint8_t>(size_t(rows) * vocab, 0));
+// One sampler launch: sampling row i reads logits row i and samples for slot row_slot[i] (-1:
+// padding); `table`, `generated`, penalties and the done flags are per slot. The workspace is
+// the caller's, so launches can reuse it as the runner does.
+struct SamplerRun {
+  std::vector<float> logits;  // [rows, vocab]
+  std::vector<int32_t> row_slot;
+  std::vector<SlotSampling> table;  // [slots]
+  std::vector<int32_t> generated;   // [slots]
+  std::vector<uint8_t> done;        // [slots]
+  std::vector<uint16_t> counts;     // [slots, vocab]
+  std::vector<uint8_t> mask;        // [slots, vocab]
+  int vocab = 0;
+  int valid_vocab = 0;
+};
+
+std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleRowWork>& work) {
+  const int rows = static_cast<int>(run.row_slot.size());
+  const int slots = static_cast<int>(run.table.size());
+  DeviceBuffer<float> d_logits(run.logits), d_probs(run.logits.size());
+  DeviceBuffer<int32_t> d_row_slot(run.row_slot), d_row_pos(std::vector<int32_t>(rows, 10));
+  DeviceBuffer<int32_t> d_generated(run.generated), d_last(std::vector<int32_t>(slots, 0)),
+      d_pos(std::vector<int32_t>(slots, 0));
+  DeviceBuffer<uint8_t> d_done(run.done);
+  DeviceBuffer<SlotSampling> d_table(run.table);
+  DeviceBuffer<uint16_t> d_counts(run.counts);
+  DeviceBuffer<uint8_t> d_mask(run.mask);
   DeviceBuffer<SampleOutput> d_out(rows);
-  DeviceBuffer<SampleRowWork> d_work(rows);
   DeviceSlots ds{d_last.get(),  d_pos.get(),    d_generated.get(), d_done.get(),
                  d_table.get(), d_counts.get(), d_mask.get()};
   const cudaError_t launched =
       LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
-                    d_out.get(), rows, vocab, vocab, d_work.get()},
+                    d_out.get(), rows, run.vocab, run.valid_vocab, work.get()},
                    0);
   EXPECT_EQ(launched, cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return d_out.Download();
 }
 
-// A Llama 3 vocabulary (32 chunks per row) with ties: logits on a coarse grid, all equal, or a
-// few equal maxima in different chunks, under top-k, top-p, min-p and their mixes. Every token
-// agrees with the CPU sampler (99% for draws: only summation order differs; greedy: all); a
-// second run gives the same bits (determinism); each row run alone gives the same token and
-// logprob bits as in the batch of 33 (batch independence).
+// A Llama 3 vocabulary (32 chunks per row) with the last 256 ids invalid, and ties: logits on a
+// coarse grid, all equal, or a few equal maxima in different chunks; top-k, top-p, min-p and
+// their mixes, penalties (0.1 and 0.3: not exact in binary) with and without a draw, top
+// logprobs. Checked:
+// - against the CPU sampler on the same row (ids past valid_vocab at -inf, as CpuRunner does):
+//   greedy tokens, top logprob ids and penalised greedy tokens exactly; draws in all but one
+//   row (only summation order differs); logprobs within 1e-4;
+// - determinism and batch independence: a second launch on the same workspace with the rows
+//   reversed and padding rows and a finished slot interleaved gives each slot the same token
+//   and logprob bits; and each row alone on a fresh workspace does too.
 TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
   LLM_REQUIRE_GPU();
-  const int vocab = 128256, rows = 33;
-  std::vector<float> logits = RandomFloats(size_t(rows) * vocab, 31, -8, 8);
-  std::vector<sampling::SamplingParams> params(rows);
-  std::vector<SlotSampling> table(rows);
-  for (int r = 0; r < rows; ++r) {
-    float* row = logits.data() + size_t(r) * vocab;
+  const int vocab = 128256, valid = vocab - 256, slots = 33;
+  SamplerRun run;
+  run.vocab = vocab;
+  run.valid_vocab = valid;
+  run.logits = RandomFloats(size_t(slots) * vocab, 31, -8, 8);
+  run.table.resize(slots);
+  run.generated.assign(slots, 3);
+  run.done.assign(slots + 1, 0);
+  run.counts.assign(size_t(slots + 1) * vocab, 0);
+  run.mask.assign(size_t(slots + 1) * vocab, 0);
+  std::vector<sampling::SamplingParams> params(slots);
+  std::vector<int> top(slots, 0);
+  for (int r = 0; r < slots; ++r) {
+    float* row = run.logits.data() + size_t(r) * vocab;
     switch (r % 4) {
       case 1:
         for (int i = 0; i < vocab; ++i) row[i] = std::round(row[i] * 2.0f) / 2.0f;
@@ -329,7 +352,7 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
         for (int i = 0; i < vocab; ++i) row[i] = 0.5f;
         break;
       case 3:
-        for (int k = 0; k < 4; ++k) row[(k * 40009 + r) % vocab] = 9.0f;
+        for (int k = 0; k < 4; ++k) row[(k * 40009 + r) % valid] = 9.0f;
         break;
       default:
         break;
@@ -337,7 +360,7 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
     sampling::SamplingParams& p = params[r];
     p.seed = 500 + r;
     p.temperature = 0.6f + 0.1f * (r % 7);
-    switch (r % 6) {
+    switch (r % 8) {
       case 0:
         p.top_k = 40;
         break;
@@ -355,47 +378,116 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
         break;
       case 4:
         p.temperature = 0;
+        top[r] = 5;
         break;
       case 5:
+        top[r] = 3;
+        break;
+      case 6:  // penalties not exact in binary, greedy (exact) and drawn
+      case 7:
+        if (r % 8 == 6) p.temperature = 0;
+        p.repetition_penalty = 1.3f;
+        p.presence_penalty = 0.3f;
+        p.frequency_penalty = 0.1f;
         break;
     }
-    SlotSampling& t = table[r];
+    SlotSampling& t = run.table[r];
     t = SlotSampling{};
     t.temperature = p.temperature;
     t.top_p = p.top_p;
     t.min_p = p.min_p;
-    t.repetition_penalty = 1.0f;
+    t.repetition_penalty = p.repetition_penalty;
+    t.presence_penalty = p.presence_penalty;
+    t.frequency_penalty = p.frequency_penalty;
+    t.has_penalties = p.has_penalties();
     t.top_k = p.top_k;
     t.max_tokens = 1000;
     t.seed = p.seed;
     t.key = 900 + r;
     t.want_logprob = 1;
+    t.num_top_logprobs = top[r];
+    if (t.has_penalties) {
+      for (int k = 0; k < 50; ++k) run.mask[size_t(r) * vocab + (k * 31 + r) % valid] = 1;
+      for (int k = 0; k < 20; ++k) run.counts[size_t(r) * vocab + (k * 97 + r) % valid] = 1 + k % 3;
+    }
   }
-  const std::vector<int32_t> generated(rows, 3);
-  const auto out = RunSampler(logits, table, vocab, generated);
-  const auto again = RunSampler(logits, table, vocab, generated);
-  int agree = 0, greedy_mismatch = 0;
-  for (int r = 0; r < rows; ++r) {
-    std::vector<float> row(logits.begin() + size_t(r) * vocab,
-                           logits.begin() + size_t(r + 1) * vocab);
+  // Slot `slots` is finished: the second launch must skip it.
+  run.table.push_back(run.table[0]);
+  run.generated.push_back(3);
+  run.done[slots] = 1;
+  run.row_slot.resize(slots);
+  for (int r = 0; r < slots; ++r) run.row_slot[r] = r;
+
+  DeviceBuffer<SampleRowWork> work(slots + 8);
+  const auto out = RunSampler(run, work);
+
+  // The same slots reversed, with padding rows and the finished slot among them.
+  SamplerRun shuffled = run;
+  shuffled.row_slot.clear();
+  shuffled.logits.clear();
+  for (int r = slots - 1; r >= 0; --r) {
+    shuffled.row_slot.push_back(r);
+    shuffled.logits.insert(shuffled.logits.end(), run.logits.begin() + size_t(r) * vocab,
+                           run.logits.begin() + size_t(r + 1) * vocab);
+    if (r % 5 == 0) {
+      shuffled.row_slot.push_back(r % 10 == 0 ? -1 : slots);
+      shuffled.logits.insert(shuffled.logits.end(), run.logits.begin(), run.logits.begin() + vocab);
+    }
+  }
+  const auto again = RunSampler(shuffled, work);  // the same workspace, reused
+  std::vector<const SampleOutput*> by_slot(slots, nullptr);
+  for (size_t i = 0; i < shuffled.row_slot.size(); ++i) {
+    const int slot = shuffled.row_slot[i];
+    if (slot < 0 || slot == slots) {
+      EXPECT_EQ(again[i].slot, -1) << "padding or finished row " << i;
+      continue;
+    }
+    by_slot[slot] = &again[i];
+  }
+
+  int agree = 0;
+  for (int r = 0; r < slots; ++r) {
+    std::vector<float> row(run.logits.begin() + size_t(r) * vocab,
+                           run.logits.begin() + size_t(r + 1) * vocab);
+    for (int i = valid; i < vocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+    sampling::PenaltyState st;
+    if (params[r].has_penalties()) {
+      std::vector<int32_t> prompt;
+      for (int k = 0; k < 50; ++k) prompt.push_back((k * 31 + r) % valid);
+      st.AddPrompt(prompt);
+      for (int k = 0; k < 20; ++k) {
+        for (int c = 0; c < 1 + k % 3; ++c) st.AddOutput((k * 97 + r) % valid);
+      }
+    }
     sampling::Sampler cpu;
-    const auto want = cpu.Sample(row, params[r], sampling::PenaltyState{}, 3, 0, true);
+    const auto want = cpu.Sample(row, params[r], st, 3, top[r], true);
+    if (params[r].greedy()) {
+      EXPECT_EQ(out[r].token, want.token_id) << "greedy row " << r;
+    }
     agree += out[r].token == want.token_id ? 1 : 0;
-    if (params[r].greedy() && out[r].token != want.token_id) ++greedy_mismatch;
     if (out[r].token == want.token_id) {
       EXPECT_NEAR(out[r].logprob, want.logprob, 1e-4) << "row " << r;
     }
+    ASSERT_EQ(out[r].num_top, top[r]) << "row " << r;
+    for (int k = 0; k < top[r]; ++k) {
+      EXPECT_EQ(out[r].top_ids[k], want.top[k].token_id) << "row " << r << " top " << k;
+      EXPECT_NEAR(out[r].top_logprobs[k], want.top[k].logprob, 1e-4) << "row " << r;
+    }
     EXPECT_EQ(out[r].slot, r);
-    EXPECT_EQ(again[r].token, out[r].token) << "row " << r;
-    EXPECT_EQ(again[r].logprob, out[r].logprob) << "row " << r;
-    const std::vector<float> alone(logits.begin() + size_t(r) * vocab,
-                                   logits.begin() + size_t(r + 1) * vocab);
-    const auto single = RunSampler(alone, {table[r]}, vocab, {3});
+    ASSERT_NE(by_slot[r], nullptr) << "slot " << r;
+    EXPECT_EQ(by_slot[r]->token, out[r].token) << "slot " << r;
+    EXPECT_EQ(by_slot[r]->logprob, out[r].logprob) << "slot " << r;
+
+    SamplerRun alone = run;
+    alone.row_slot = {r};
+    alone.logits.assign(run.logits.begin() + size_t(r) * vocab,
+                        run.logits.begin() + size_t(r + 1) * vocab);
+    DeviceBuffer<SampleRowWork> fresh(1);
+    const auto single = RunSampler(alone, fresh);
     EXPECT_EQ(single[0].token, out[r].token) << "row " << r;
     EXPECT_EQ(single[0].logprob, out[r].logprob) << "row " << r;
   }
-  EXPECT_EQ(greedy_mismatch, 0);
-  EXPECT_GE(agree, rows - 1) << agree << " of " << rows;
+  EXPECT_GE(agree, slots - 1) << agree << " of " << slots;
 }
 
 TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {

@@ -1,7 +1,7 @@
 // The sampler's split argmax, run on the host (no GPU): the vocabulary's chunks
 // (SampleChunkRange) cover it once in id order, and each chunk's (maximum, lowest id) combined
 // in chunk order under ArgmaxBetter is the CPU sampler's Argmax (ties to the lowest id, NaN
-// never chosen, all -inf or NaN giving id 0 as SampleKernel maps it).
+// never chosen, all -inf or NaN giving id 0 as DrawKernel maps it); both start from -inf.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -18,11 +18,11 @@ namespace {
 int32_t ChunkedArgmax(const std::vector<float>& logits) {
   const auto n = static_cast<int32_t>(logits.size());
   const int32_t chunks = SampleChunks(n);
-  float bv = -std::numeric_limits<float>::max();
+  float bv = -std::numeric_limits<float>::infinity();
   int32_t bi = std::numeric_limits<int32_t>::max();
   for (int32_t c = 0; c < chunks; ++c) {
     const IdRange r = SampleChunkRange(n, chunks, c);
-    float cv = -std::numeric_limits<float>::max();
+    float cv = -std::numeric_limits<float>::infinity();
     int32_t ci = std::numeric_limits<int32_t>::max();
     // A block's threads each take a stride, then reduce: any order gives the same result.
     for (int32_t i = r.end - 1; i >= r.begin; --i) {

@@ -87,7 +87,7 @@ Emulated EmulateSplitSampler(const std::vector<float>& logits, const Settings& s
   Emulated e;
   e.kept.assign(static_cast<size_t>(n), 0);
   // ResetPenaltiesArgmaxKernel and RowMax.
-  float max_logit = -std::numeric_limits<float>::max();
+  float max_logit = -std::numeric_limits<float>::infinity();
   int32_t argmax = std::numeric_limits<int32_t>::max();
   for (int32_t i = 0; i < n; ++i) {
     if (ArgmaxBetter(logits[i], i, max_logit, argmax)) {
@@ -150,7 +150,8 @@ Emulated EmulateSplitSampler(const std::vector<float>& logits, const Settings& s
     e.token = argmax;
     return e;
   }
-  // DrawKernel: contiguous ids per thread, ranks and kept mass before each thread by prefix.
+  // DrawKernel: contiguous ids per thread, ranks and kept mass before each thread by prefix;
+  // threads starting at or below u search, and offer their last kept id as the fallback.
   const IdRange r = SampleChunkRange(n, chunks, st.chosen_chunk);
   const int32_t per = (r.end - r.begin + kDrawThreads - 1) / kDrawThreads;
   uint64_t thread_rank = static_cast<uint64_t>(st.eq_before);
@@ -159,12 +160,13 @@ Emulated EmulateSplitSampler(const std::vector<float>& logits, const Settings& s
   for (int t = 0; t < kDrawThreads; ++t) {
     const int32_t begin = std::min(r.end, r.begin + t * per), end = std::min(r.end, begin + per);
     double mine = 0.0;
+    int32_t last = -1;
     uint64_t k = thread_rank;
     for (int32_t i = begin; i < end; ++i) {
       const uint32_t key = ProbKey(probs[i]);
       if (Kept(probs[i], key, k, st, s.min_p)) {
         mine += probs[i];
-        last_kept = std::max(last_kept, i);
+        last = i;
       }
       if (AtEqKey(probs[i], key, st)) ++k;
     }
@@ -173,6 +175,7 @@ Emulated EmulateSplitSampler(const std::vector<float>& logits, const Settings& s
       const int32_t found =
           DrawInRange(probs.data(), begin, end, st, s.min_p, thread_rank, cum, &unused);
       if (found >= 0) chosen = std::min(chosen, found);
+      last_kept = std::max(last_kept, last);
     }
     thread_rank = k;
     cum += mine;
