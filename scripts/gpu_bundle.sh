@@ -6,8 +6,10 @@
 # tens of MiB), to carry to the device:
 #
 #   scripts/gpu_bundle.sh
-#   device run: build-gpu-bundle/run.sh kernels_test
+#   device run: build-gpu-bundle/run.sh kernels_test   # incl. the split sampler, fused GEMV
 #               build-gpu-bundle/run.sh cuda_runner_test
+#               compute-sanitizer --tool racecheck (and memcheck) on both: the sampler's and the
+#                 decode attention's last-block steps have not run on a device yet
 #               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b
 #               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b --no-tiled-prefill
 #               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3.1-8b   # 16k TTFT, stall
