@@ -160,6 +160,22 @@ TEST(GemmTest, GatedGemvIsTheProductThenSiluMul) {
   }
 }
 
+// A slot's device settings for `p` (max_tokens 1000, no stop ids, no logprobs).
+SlotSampling TableEntry(const sampling::SamplingParams& p, uint64_t key) {
+  SlotSampling t{};
+  t.temperature = p.temperature;
+  t.top_p = p.top_p;
+  t.min_p = p.min_p;
+  t.repetition_penalty = p.repetition_penalty;
+  t.presence_penalty = p.presence_penalty;
+  t.frequency_penalty = p.frequency_penalty;
+  t.top_k = p.top_k;
+  t.max_tokens = 1000;
+  t.seed = p.seed;
+  t.key = key;
+  return t;
+}
+
 struct SamplerCase {
   sampling::SamplingParams params;
   bool penalties;
@@ -215,19 +231,8 @@ TEST(SampleKernelTest, AgreesWithTheCpuSampler) {
     std::vector<int32_t> generated(slots, round), row_slot(slots), row_pos(slots, 10);
     for (int s = 0; s < slots; ++s) {
       const auto& p = cases[s].params;
-      SlotSampling& t = table[s];
-      t = SlotSampling{};
-      t.temperature = p.temperature;
-      t.top_p = p.top_p;
-      t.min_p = p.min_p;
-      t.repetition_penalty = p.repetition_penalty;
-      t.presence_penalty = p.presence_penalty;
-      t.frequency_penalty = p.frequency_penalty;
-      t.top_k = p.top_k;
-      t.max_tokens = 1000;
-      t.seed = p.seed;
-      t.key = 77 + s;
-      t.has_penalties = cases[s].penalties;
+      table[s] = TableEntry(p, 77 + s);
+      table[s].has_penalties = cases[s].penalties;
       row_slot[s] = s;
       if (cases[s].penalties) {
         for (int k = 0; k < 50; ++k) mask[size_t(s) * vocab + (k * 31) % vocab] = 1;
@@ -392,18 +397,8 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
         break;
     }
     SlotSampling& t = run.table[r];
-    t = SlotSampling{};
-    t.temperature = p.temperature;
-    t.top_p = p.top_p;
-    t.min_p = p.min_p;
-    t.repetition_penalty = p.repetition_penalty;
-    t.presence_penalty = p.presence_penalty;
-    t.frequency_penalty = p.frequency_penalty;
+    t = TableEntry(p, 900 + r);
     t.has_penalties = p.has_penalties();
-    t.top_k = p.top_k;
-    t.max_tokens = 1000;
-    t.seed = p.seed;
-    t.key = 900 + r;
     t.want_logprob = 1;
     t.num_top_logprobs = top[r];
     if (t.has_penalties) {
