@@ -19,31 +19,6 @@ __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst)
   for (int i = 0; i < 8; ++i) dst[i] = ToFloat(h[i]);
 }
 
-// Combines the used chunks of heads [head0, head0 + heads) of a split row, in chunk order
-// (the same bits whichever block runs it); the block's threads share the (head, dim) pairs.
-// Reads with __ldcg: other blocks wrote the partials.
-__device__ void CombineChunks(const AttentionParams& p, int32_t local_row, int32_t head0,
-                              int32_t heads) {
-  const int32_t row = p.row_begin + local_row;
-  const int32_t parts = UsedChunks(p.row_pos[row], p.sliding_window, p.splits);
-  for (int k = threadIdx.x; k < heads * p.head_dim; k += blockDim.x) {
-    const int32_t head = head0 + k / p.head_dim, d = k % p.head_dim;
-    const int64_t base = (static_cast<int64_t>(local_row) * p.num_heads + head) * p.splits;
-    float m = -FLT_MAX;
-    for (int c = 0; c < parts; ++c) m = fmaxf(m, __ldcg(p.partial_max + base + c));
-    float total = 0.0f;
-    for (int c = 0; c < parts; ++c)
-      total += __expf(__ldcg(p.partial_max + base + c) - m) * __ldcg(p.partial_sum + base + c);
-    float o = 0.0f;
-    for (int c = 0; c < parts; ++c) {
-      o = fmaf(__expf(__ldcg(p.partial_max + base + c) - m),
-               __ldcg(p.partial_out + (base + c) * p.head_dim + d), o);
-    }
-    p.out[row * static_cast<int64_t>(p.num_heads) * p.head_dim + head * p.head_dim + d] =
-        ToBf16(o / total);
-  }
-}
-
 // One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX.
 template <int D, int G_MAX>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
@@ -55,6 +30,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   // Passes of the block's warps over a tile's keys; all of a lane's loads are issued first.
   constexpr int kPasses = (kTile + kWarps * kTokensPerWarp - 1) / (kWarps * kTokensPerWarp);
   static_assert(D % kElems == 0 && 32 % kLanesPerToken == 0, "head_dim 16, 32, 64 or 128");
+  static_assert(kThreads / kLanesPerToken * D >= kMaxAttentionSplits,
+                "the combine keeps G_MAX * kMaxAttentionSplits scales in red_s");
   // P.V: V is read with 16-byte loads too; a thread owns 8 dimensions of the keys of its token
   // group, kLanesPerToken threads per key.
   constexpr int kGroups = kThreads / kLanesPerToken;
@@ -230,7 +207,39 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   if (last_s == 0) return;
   __threadfence();
   if (tid == 0) *arrivals = 0;  // for the next launch
-  CombineChunks(p, local_row, kv_head * G, G);
+  // The combine, in chunk order (the bits of the former separate combine kernel): per head the
+  // chunks' maximum and weighted sum (m_s, l_s are free now), then every chunk's scale
+  // (red_s is free too: it holds kThreads * 8 * G_MAX floats, at least G * kMaxAttentionSplits),
+  // then each (head, dim) output. Reads with __ldcg: other blocks wrote the partials.
+  const int32_t parts = UsedChunks(pos, p.sliding_window, p.splits);
+  const int64_t base0 = (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G) * p.splits;
+  if (tid < G) {
+    const int64_t base = base0 + static_cast<int64_t>(tid) * p.splits;
+    float m = -FLT_MAX;
+    for (int c = 0; c < parts; ++c) m = fmaxf(m, __ldcg(p.partial_max + base + c));
+    float total = 0.0f;
+    for (int c = 0; c < parts; ++c)
+      total += __expf(__ldcg(p.partial_max + base + c) - m) * __ldcg(p.partial_sum + base + c);
+    m_s[tid] = m;
+    l_s[tid] = total;
+  }
+  __syncthreads();
+  float* scale = &red_s[0][0][0];  // [G][parts]
+  for (int k = tid; k < G * parts; k += kThreads) {
+    const int g = k / parts, c = k % parts;
+    scale[k] =
+        __expf(__ldcg(p.partial_max + base0 + static_cast<int64_t>(g) * p.splits + c) - m_s[g]);
+  }
+  __syncthreads();
+  for (int k = tid; k < G * D; k += kThreads) {
+    const int g = k / D, d = k % D;
+    const int64_t base = base0 + static_cast<int64_t>(g) * p.splits;
+    float o = 0.0f;
+    for (int c = 0; c < parts; ++c)
+      o = fmaf(scale[g * parts + c], __ldcg(p.partial_out + (base + c) * D + d), o);
+    p.out[row * static_cast<int64_t>(p.num_heads) * D + (kv_head * G + g) * D + d] =
+        ToBf16(o / l_s[g]);
+  }
 }
 
 template <int D>
@@ -266,7 +275,10 @@ bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_head
 cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
   if (!AttentionSupported(p.head_dim, p.num_heads, p.num_kv_heads)) return cudaErrorInvalidValue;
-  if (p.splits < 1 || (p.splits > 1 && p.split_arrivals == nullptr)) return cudaErrorInvalidValue;
+  if (p.splits < 1 || p.splits > kMaxAttentionSplits ||
+      (p.splits > 1 && p.split_arrivals == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
   const dim3 grid(p.rows, p.num_kv_heads, p.splits);
   cudaError_t err = cudaSuccess;
   switch (p.head_dim) {

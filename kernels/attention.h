@@ -50,6 +50,10 @@ struct AttentionParams {
   float scale;             // 1 / sqrt(head_dim)
 };
 
+// The most chunks per row LaunchAttention takes (the combine keeps a scale per chunk and head in
+// shared memory).
+inline constexpr int32_t kMaxAttentionSplits = 1024;
+
 // Keys per tile of the kernel; a chunk is a whole number of tiles.
 inline constexpr int32_t kAttentionTile = 32;
 

@@ -20,7 +20,7 @@ enum class KernelClass : int {
   kNorms,      // RMSNorm (residual add included)
   kRopeKv,     // RoPE and the K/V write
   kSampler,    // sampling, append and stop checks
-  kOther,      // step inputs, embedding, SiLU-mul, row gathers
+  kOther,      // step inputs, embedding, SiLU-mul (where not fused into the GEMV), row gathers
 };
 inline constexpr int kKernelClasses = 6;
 
