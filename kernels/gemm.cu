@@ -191,18 +191,24 @@ namespace {
 GemvParams GemvFor(const GemmArgs& g) {
   GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
   p.gated = g.silu_mul;
+  if (g.rope_kv != nullptr) {
+    p.rope_kv = true;
+    p.rope = *g.rope_kv;
+  }
   return p;
 }
 
+bool HasEpilogue(const GemmArgs& g) { return g.silu_mul || g.rope_kv != nullptr; }
+
 }  // namespace
 
-bool Gemm::FusesSiluMul(const GemmArgs& g) const {
-  return g.silu_mul && use_gemv_ && GemvSupports(GemvFor(g));
+bool Gemm::FusesEpilogue(const GemmArgs& g) const {
+  return HasEpilogue(g) && use_gemv_ && GemvSupports(GemvFor(g));
 }
 
 int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (g.rows <= 0) return 0;
-  if (g.silu_mul && !FusesSiluMul(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
+  if (HasEpilogue(g) && !FusesEpilogue(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
   if (use_gemv_) {
     const GemvParams p = GemvFor(g);
     if (GemvSupports(p)) {

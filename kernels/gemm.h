@@ -24,6 +24,8 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/rope_kv.h"
+
 namespace llm::kernels {
 
 enum class GemmOut { kBf16, kF32 };
@@ -37,9 +39,12 @@ struct GemmArgs {
   int32_t in;
   int32_t out;
   GemmOut out_type;
-  // The MLP's gate/up product with SiLU-and-multiply fused (gemv.h, gated): w has 2 * out rows
-  // and y[r, o] = silu(gate) * up, bf16. Only where FusesSiluMul says so.
+  // Epilogues (GEMV path only, where FusesEpilogue says so; at most one):
+  // the MLP's gate/up product with SiLU-and-multiply (gemv.h, gated): w has 2 * out rows and
+  // y[r, o] = silu(gate) * up, bf16;
   bool silu_mul = false;
+  // the q/k/v product with RoPE and the K/V cache write (gemv.h, RoPE/KV): y is rope_kv->qkv.
+  const RopeKvParams* rope_kv = nullptr;
 };
 
 class Gemm {
@@ -59,9 +64,10 @@ class Gemm {
   // it. cuBLAS status as an int (0 = success), so callers need not include cuBLAS headers.
   int Prepare(const GemmArgs& args);
   int Run(const GemmArgs& args, cudaStream_t stream);
-  // Whether Run takes `args` with silu_mul set: the GEMV path (few rows, not batch-invariant).
-  // Otherwise the caller runs the plain product and LaunchSiluMul (same bits).
-  bool FusesSiluMul(const GemmArgs& args) const;
+  // Whether Run takes `args` with its epilogue (silu_mul or rope_kv): the GEMV path (few rows,
+  // not batch-invariant). Otherwise the caller runs the plain product and then LaunchSiluMul or
+  // LaunchRopeKv (the same bits).
+  bool FusesEpilogue(const GemmArgs& args) const;
   bool batch_invariant() const { return batch_invariant_; }
   bool uses_gemv() const { return use_gemv_; }
 

@@ -21,17 +21,55 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
 // once, not kept in L1: each weight is used by this warp only) and the same vectors of every
 // row of x (read by all warps, so cached), then the warp sums its lanes. GATED: the warp also
 // streams row out + o (the up projection) and writes silu(gate) * up.
-template <int ROWS, bool F32, bool GATED>
+enum Epilogue { kPlain, kGated, kRope };
+
+// RoPE/KV mode's epilogue for row r: the pair (a, b) = outputs (o, o + half) of head `head`,
+// already rounded to bf16 as the product writes them; what RopeKvItem then does to them.
+__device__ __forceinline__ void RopeEpilogue(const GemvParams& p, int r, int32_t head, int32_t i,
+                                             float a, float b) {
+  const RopeKvParams& rp = p.rope;
+  const int32_t half = rp.head_dim / 2, rot_heads = rp.num_heads + rp.num_kv_heads;
+  __nv_bfloat16* row = static_cast<__nv_bfloat16*>(p.y) + static_cast<int64_t>(r) * p.out;
+  __nv_bfloat16* h = row + head * rp.head_dim;
+  h[i] = ToBf16(a);
+  h[i + half] = ToBf16(b);
+  const int32_t slot = rp.row_slot[r];
+  if (slot < 0) return;  // padding: LaunchRopeKv skips the row
+  const int32_t pos = rp.row_pos[r];
+  if (head < rot_heads) {
+    const float c = rp.cos_table[static_cast<int64_t>(pos) * half + i];
+    const float s = rp.sin_table[static_cast<int64_t>(pos) * half + i];
+    float ra, rb;
+    RotatePair(a, b, c, s, &ra, &rb);
+    __nv_bfloat16* dst =
+        head < rp.num_heads ? h : rp.k_cache + PagedCacheOffset(rp, slot, pos, head - rp.num_heads);
+    dst[i] = ToBf16(ra);
+    dst[i + half] = ToBf16(rb);
+  } else {
+    __nv_bfloat16* dst = rp.v_cache + PagedCacheOffset(rp, slot, pos, head - rot_heads);
+    dst[i] = ToBf16(a);
+    dst[i + half] = ToBf16(b);
+  }
+}
+
+template <int ROWS, bool F32, int MODE>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) {
-  const int32_t o = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+  constexpr bool GATED = MODE == kGated;
+  constexpr bool TWO = MODE != kPlain;  // two weight rows per warp
+  const int32_t warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (o >= p.out) return;  // the whole warp leaves together
+  // Plain and gated: output o = warp (gated: and its up row out + o). RoPE: head warp / half,
+  // pair i = warp % half, outputs o and o + half.
+  const int32_t half = MODE == kRope ? p.rope.head_dim / 2 : 1;
+  const int32_t head = warp / half, pair = warp % half;
+  const int32_t o = MODE == kRope ? head * p.rope.head_dim + pair : warp;
+  const int32_t o2 = MODE == kRope ? o + half : o + p.out;
+  if ((MODE == kRope ? warp * 2 : warp) >= p.out) return;  // the whole warp leaves together
   const int32_t vecs = p.in / 8;
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o) * p.in);
-  const uint4* w_up =
-      reinterpret_cast<const uint4*>(p.w + (static_cast<int64_t>(o) + p.out) * p.in);
+  const uint4* w_up = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o2) * p.in);
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
-  constexpr int kUpRows = GATED ? ROWS : 1;
+  constexpr int kUpRows = TWO ? ROWS : 1;
   float acc[ROWS], acc_up[kUpRows];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
@@ -41,14 +79,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   for (int32_t v = lane; v < vecs; v += 32) {
     float wf[8], uf[8];
     Unpack8(__ldcs(w + v), wf);
-    if constexpr (GATED) Unpack8(__ldcs(w_up + v), uf);
+    if constexpr (TWO) Unpack8(__ldcs(w_up + v), uf);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       float xf[8];
       Unpack8(__ldg(x + static_cast<int64_t>(r) * vecs + v), xf);
 #pragma unroll
       for (int k = 0; k < 8; ++k) acc[r] = fmaf(xf[k], wf[k], acc[r]);
-      if constexpr (GATED) {
+      if constexpr (TWO) {
 #pragma unroll
         for (int k = 0; k < 8; ++k) acc_up[r] = fmaf(xf[k], uf[k], acc_up[r]);
       }
@@ -56,7 +94,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   }
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) acc[r] = GroupSum(acc[r], 32);
-  if constexpr (GATED) {
+  if constexpr (TWO) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) acc_up[r] = GroupSum(acc_up[r], 32);
   }
@@ -64,7 +102,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
     const int64_t at = static_cast<int64_t>(r) * p.out + o;
-    if constexpr (GATED) {
+    if constexpr (MODE == kRope) {
+      const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
+      const float ba = bias != nullptr ? ToFloat(bias[o]) : 0.0f;
+      const float bb = bias != nullptr ? ToFloat(bias[o2]) : 0.0f;
+      RopeEpilogue(p, r, head, pair, ToFloat(ToBf16(acc[r] + ba)), ToFloat(ToBf16(acc_up[r] + bb)));
+    } else if constexpr (GATED) {
       const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
       const float bg = bias != nullptr ? ToFloat(bias[o]) : 0.0f;
       const float bu = bias != nullptr ? ToFloat(bias[p.out + o]) : 0.0f;
@@ -85,16 +128,29 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
 
 template <int ROWS>
 cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
-  const dim3 grid((p.out + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int32_t warps = p.rope_kv ? p.out / 2 : p.out;
+  const dim3 grid((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const dim3 block(kWarpsPerBlock * 32);
-  if (p.gated) {
-    GemvKernel<ROWS, false, true><<<grid, block, 0, stream>>>(p);
+  if (p.rope_kv) {
+    GemvKernel<ROWS, false, kRope><<<grid, block, 0, stream>>>(p);
+  } else if (p.gated) {
+    GemvKernel<ROWS, false, kGated><<<grid, block, 0, stream>>>(p);
   } else if (p.out_f32) {
-    GemvKernel<ROWS, true, false><<<grid, block, 0, stream>>>(p);
+    GemvKernel<ROWS, true, kPlain><<<grid, block, 0, stream>>>(p);
   } else {
-    GemvKernel<ROWS, false, false><<<grid, block, 0, stream>>>(p);
+    GemvKernel<ROWS, false, kPlain><<<grid, block, 0, stream>>>(p);
   }
   return cudaGetLastError();
+}
+
+}  // namespace
+
+namespace {
+
+bool RopeShapeMatches(const GemvParams& p) {
+  const RopeKvParams& r = p.rope;
+  return r.head_dim > 0 && r.head_dim % 2 == 0 && r.qkv == p.y && r.rows == p.rows &&
+         p.out == (r.num_heads + 2 * r.num_kv_heads) * r.head_dim;
 }
 
 }  // namespace
@@ -102,7 +158,8 @@ cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
 bool GemvSupports(const GemvParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return p.rows >= 1 && p.rows <= kGemvMaxRows && p.in > 0 && p.in % 8 == 0 && p.out > 0 &&
-         aligned(p.x) && aligned(p.w) && !(p.gated && p.out_f32);
+         aligned(p.x) && aligned(p.w) && !((p.gated || p.rope_kv) && p.out_f32) &&
+         !(p.gated && p.rope_kv) && (!p.rope_kv || RopeShapeMatches(p));
 }
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {

@@ -8,6 +8,11 @@
 // the gate's then the up's; the warp of output o streams rows o and out + o and writes
 // y[r, o] = bf16(silu(bf16(gate)) * bf16(up)), the bits of the product followed by
 // LaunchSiluMul (activation.h), without the [rows, 2 * out] intermediate or the extra launch.
+//
+// RoPE/KV (the q/k/v product with LaunchRopeKv, rope_kv.h, as its epilogue): a warp computes the
+// pair of outputs (i, i + head_dim / 2) of one head and writes what the product followed by
+// LaunchRopeKv would leave, bit for bit: y holds the product (bf16, bias added) with q rotated
+// in place; k rotated and v go into the layer's paged cache (rows with a slot only).
 #ifndef LLM_KERNELS_GEMV_H_
 #define LLM_KERNELS_GEMV_H_
 
@@ -15,6 +20,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/rope_kv.h"
 
 namespace llm::kernels {
 
@@ -30,10 +37,14 @@ struct GemvParams {
   int32_t out;
   bool out_f32;
   bool gated = false;  // y bf16; bias (if any) has 2 * out entries
+  // RoPE/KV epilogue: y bf16 is `rope.qkv`, out = (num_heads + 2 * num_kv_heads) * head_dim.
+  bool rope_kv = false;
+  RopeKvParams rope{};
 };
 
 // Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, x and w 16-byte
-// aligned, and a bf16 output when gated.
+// aligned, a bf16 output when gated or with RoPE/KV (then out matches rope's shape and y is
+// rope.qkv), not both.
 bool GemvSupports(const GemvParams& p);
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);

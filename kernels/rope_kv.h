@@ -44,6 +44,21 @@ __host__ __device__ inline int32_t RopeKvItems(const RopeKvParams& p) {
   return (p.num_heads + p.num_kv_heads) * (p.head_dim / 2) + p.num_kv_heads * p.head_dim;
 }
 
+// The rotation of pair (a, b) by (cos, sin), each product and sum rounded on its own (no fused
+// multiply-add), so the device, the host and the fused QKV GEMV epilogue (gemv.h) give the
+// same bits.
+__host__ __device__ inline void RotatePair(float a, float b, float c, float s, float* out_a,
+                                           float* out_b) {
+#if defined(__CUDA_ARCH__)
+  *out_a = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  *out_b = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+#else
+  const float ac = a * c, bs = b * s, bc = b * c, as = a * s;
+  *out_a = ac - bs;
+  *out_b = bc + as;
+#endif
+}
+
 // Item `k` of row `r` (whose slot is not padding): rotates pair (i, i + half) of a q head in
 // place or of a k head into the K cache, or copies one v element into the V cache.
 __host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int32_t k) {
@@ -62,8 +77,10 @@ __host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int
     const float s = p.sin_table[static_cast<int64_t>(pos) * half + i];
     const float a = __bfloat162float(h[i]), b = __bfloat162float(h[i + half]);
     __nv_bfloat16* dst = head < p.num_heads ? h : cache_at(p.k_cache, head - p.num_heads);
-    dst[i] = __float2bfloat16_rn(a * c - b * s);
-    dst[i + half] = __float2bfloat16_rn(b * c + a * s);
+    float ra, rb;
+    RotatePair(a, b, c, s, &ra, &rb);
+    dst[i] = __float2bfloat16_rn(ra);
+    dst[i + half] = __float2bfloat16_rn(rb);
   } else {
     const int32_t e = k - rot_heads * half;  // v heads are copied as they are
     cache_at(p.v_cache, e / p.head_dim)[e % p.head_dim] = row[rot_heads * p.head_dim + e];

@@ -110,7 +110,7 @@ TEST(GemmTest, GemvAgreesWithCublasLt) {
 // GEMV product followed by LaunchSiluMul, with and without a bias, at every row count the GEMV
 // takes; and against a double reference (the products in double, rounded to bf16 as the GEMV
 // writes them, then SiLU-and-multiply in double) to bf16 tolerance 1e-2. Gemm routes it only where
-// FusesSiluMul says so.
+// FusesEpilogue says so.
 TEST(GemmTest, GatedGemvIsTheProductThenSiluMul) {
   LLM_REQUIRE_GPU();
   Gemm gemm, cublas_only;
@@ -130,8 +130,8 @@ TEST(GemmTest, GatedGemvIsTheProductThenSiluMul) {
         GemmArgs plain{d_x.get(), d_w.get(), b, gate_up.get(), rows, in, 2 * inter, GemmOut::kBf16};
         GemmArgs gated{d_x.get(), d_w.get(), b, fused.get(), rows, in, inter, GemmOut::kBf16};
         gated.silu_mul = true;
-        ASSERT_TRUE(gemm.FusesSiluMul(gated));
-        ASSERT_FALSE(cublas_only.FusesSiluMul(gated));
+        ASSERT_TRUE(gemm.FusesEpilogue(gated));
+        ASSERT_FALSE(cublas_only.FusesEpilogue(gated));
         EXPECT_NE(cublas_only.Run(gated, 0), 0);  // refused, not silently unfused
         EXPECT_EQ(gemm.Run(plain, 0), 0);
         LLM_CUDA_OK(LaunchSiluMul({gate_up.get(), act.get(), rows, inter}, 0));

@@ -1,9 +1,13 @@
 // RoPE + KV write and paged attention against the CPU reference math, over odd shapes.
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rope_kv.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -185,6 +189,93 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
     EXPECT_LT(RelativeError(got, want), 1e-2)
         << "rows " << c.rows << " D " << D << " H " << H << " KV " << KV << " window " << c.window
         << " splits " << splits << " row " << r << " len " << pos[r] + 1;
+  }
+}
+
+// The q/k/v GEMV with RoPE and the K/V write as its epilogue (gemv.h, RoPE/KV) leaves the bits
+// of the product followed by LaunchRopeKv: the same qkv buffer (q rotated, k and v as the
+// product wrote them) and the same K and V caches, at 1, 3 and 8 rows (the GEMV's most), with a
+// padding row, head dims 64 and 128, groups 1, 4 and 7, with and without a bias.
+TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
+  LLM_REQUIRE_GPU();
+  Gemm gemm;
+  LLM_CUDA_OK(gemm.Init());
+  for (Case c : {Case{1, 64, 4, 4, 0}, Case{3, 128, 8, 2, 0}, Case{8, 64, 14, 2, 0}}) {
+    for (const int rows : {c.rows, kGemvMaxRows}) {
+      for (const bool with_bias : {false, true}) {
+        const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
+        const int in = 264;
+        PagedSetup pg(rows, 300);
+        std::vector<int32_t> pos(rows), slot(rows);
+        for (int r = 0; r < rows; ++r) {
+          pos[r] = (r * 37 + 5) % 290;
+          slot[r] = r;
+        }
+        if (rows > 2) slot[1] = -1;  // padding
+        const int max_pos = 300;
+        std::vector<double> inv_freq(D / 2);
+        for (int i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
+        std::vector<float> cos_t(size_t(max_pos) * D / 2), sin_t(cos_t.size());
+        for (int p = 0; p < max_pos; ++p) {
+          runner::RopeCosSin(inv_freq.data(), D / 2, p, &cos_t[size_t(p) * D / 2],
+                             &sin_t[size_t(p) * D / 2]);
+        }
+        const auto x = RandomFloats(size_t(rows) * in, 50 + rows, -2, 2);
+        const auto w = RandomFloats(size_t(width) * in, 51, -0.2f, 0.2f);
+        const auto bias = RandomFloats(width, 52);
+        DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
+            d_bias(ToBf16Vector(bias));
+        DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
+        DeviceBuffer<float> d_cos(cos_t), d_sin(sin_t);
+        const size_t cache_elems = size_t(pg.num_blocks) * KV * pg.block_tokens * D;
+        // Both paths start from the same poison, so untouched entries compare equal too.
+        DeviceBuffer<__nv_bfloat16> qkv_a(size_t(rows) * width), k_a(cache_elems), v_a(cache_elems),
+            qkv_b(size_t(rows) * width), k_b(cache_elems), v_b(cache_elems);
+        const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
+        RopeKvParams rope_a{qkv_a.get(),
+                            d_pos.get(),
+                            d_slot.get(),
+                            d_tables.get(),
+                            pg.max_blocks,
+                            d_cos.get(),
+                            d_sin.get(),
+                            k_a.get(),
+                            v_a.get(),
+                            rows,
+                            H,
+                            KV,
+                            D,
+                            pg.block_tokens};
+        RopeKvParams rope_b = rope_a;
+        rope_b.qkv = qkv_b.get();
+        rope_b.k_cache = k_b.get();
+        rope_b.v_cache = v_b.get();
+        EXPECT_EQ(
+            gemm.Run({d_x.get(), d_w.get(), b, qkv_a.get(), rows, in, width, GemmOut::kBf16}, 0),
+            0);
+        LLM_CUDA_OK(LaunchRopeKv(rope_a, 0));
+        GemmArgs fused{d_x.get(), d_w.get(), b, qkv_b.get(), rows, in, width, GemmOut::kBf16};
+        fused.rope_kv = &rope_b;
+        ASSERT_TRUE(gemm.FusesEpilogue(fused));
+        EXPECT_EQ(gemm.Run(fused, 0), 0);
+        LLM_CUDA_OK(cudaDeviceSynchronize());
+        auto same_bits = [](const DeviceBuffer<__nv_bfloat16>& a,
+                            const DeviceBuffer<__nv_bfloat16>& b) {
+          const auto x = a.Download(), y = b.Download();
+          int differ = 0;
+          for (size_t k = 0; k < x.size(); ++k) {
+            differ += std::memcmp(&x[k], &y[k], sizeof(x[k])) != 0 ? 1 : 0;
+          }
+          return differ;
+        };
+        const std::string what = std::to_string(rows) + " rows, D " + std::to_string(D) + ", H " +
+                                 std::to_string(H) + ", KV " + std::to_string(KV) +
+                                 (with_bias ? ", bias" : "");
+        EXPECT_EQ(same_bits(qkv_a, qkv_b), 0) << "qkv, " << what;
+        EXPECT_EQ(same_bits(k_a, k_b), 0) << "K cache, " << what;
+        EXPECT_EQ(same_bits(v_a, v_b), 0) << "V cache, " << what;
+      }
+    }
   }
 }
 

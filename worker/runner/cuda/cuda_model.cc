@@ -139,11 +139,6 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
         kernels::LaunchRmsNorm({b.x, pending, L.input_norm, b.xn, nullptr, s.rows, H, eps}, st),
         "rmsnorm");
     mark(KernelClass::kNorms);
-    LLM_RETURN_IF_ERROR(CublasStatus(
-        gemm_.Run({b.xn, L.qkv, L.qkv_bias, b.qkv, s.rows, H, z.qkv_dim, kernels::GemmOut::kBf16},
-                  st),
-        "qkv projection"));
-    mark(KernelClass::kProducts);
     kernels::RopeKvParams rope{};
     rope.qkv = b.qkv;
     rope.row_pos = b.row_pos;
@@ -159,8 +154,20 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     rope.num_kv_heads = c.num_kv_heads;
     rope.head_dim = c.head_dim;
     rope.block_tokens = z.engine.block_tokens;
-    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
-    mark(KernelClass::kRopeKv);
+    kernels::GemmArgs qkv{b.xn,   L.qkv, L.qkv_bias, b.qkv,
+                          s.rows, H,     z.qkv_dim,  kernels::GemmOut::kBf16};
+    qkv.rope_kv = &rope;
+    if (gemm_.FusesEpilogue(qkv)) {
+      // A few rows: RoPE and the K/V write are the GEMV's epilogue.
+      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(qkv, st), "qkv projection"));
+      mark(KernelClass::kProducts);
+    } else {
+      qkv.rope_kv = nullptr;
+      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(qkv, st), "qkv projection"));
+      mark(KernelClass::kProducts);
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
+      mark(KernelClass::kRopeKv);
+    }
     attn.k_cache = kv.k[l];
     attn.v_cache = kv.v[l];
     if (s.prefill_rows > 0 && options_.tiled_prefill) {
@@ -194,7 +201,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, s.rows,
                             H,    I,         kernels::GemmOut::kBf16};
     gated.silu_mul = true;
-    if (gemm_.FusesSiluMul(gated)) {
+    if (gemm_.FusesEpilogue(gated)) {
       // A few rows: SiLU-and-multiply is the GEMV's epilogue (no gate_up intermediate).
       LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(gated, st), "gate/up projection"));
       mark(KernelClass::kProducts);

@@ -69,9 +69,9 @@ class CudaModel {
                                std::span<const int32_t> rows, std::span<const int32_t> sample_rows);
 
   // Enqueues one step on `stream`: step inputs from the slot table and the upload, embedding,
-  // every layer (norm, qkv, RoPE and the K/V write, attention, o, norm, gate/up and SiLU — one
-  // launch for a few rows —, down), then for the sampling rows the final norm, the head and the
-  // sampler.
+  // every layer (norm, qkv with RoPE and the K/V write, attention, o, norm, gate/up with SiLU —
+  // the GEMV's epilogues at a few rows, else launches of their own —, down), then for the
+  // sampling rows the final norm, the head and the sampler.
   // With a `clock` (an eager step only, never under graph capture), marks the end of every
   // kernel with its class.
   absl::Status Forward(const ForwardShape& shape, const StepSizes& sizes, const StepBuffers& b,

@@ -18,7 +18,7 @@ enum class KernelClass : int {
   kAttention,  // prefill and decode attention (with the split-K combine)
   kProducts,   // the matrix products: qkv, o, gate/up, down, the head
   kNorms,      // RMSNorm (residual add included)
-  kRopeKv,     // RoPE and the K/V write
+  kRopeKv,     // RoPE and the K/V write (where not fused into the GEMV)
   kSampler,    // sampling, append and stop checks
   kOther,      // step inputs, embedding, SiLU-mul (where not fused into the GEMV), row gathers
 };
