@@ -19,8 +19,10 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
 
 // One warp per output o: lane l takes the 16-byte vectors l, l + 32, ... of w's row o (read
 // once, not kept in L1: each weight is used by this warp only) and the same vectors of every
-// row of x (read by all warps, so cached), then the warp sums its lanes. GATED: the warp also
-// streams row out + o (the up projection) and writes silu(gate) * up.
+// row of x (read by all warps, so cached), then the warp sums its lanes with xor shuffles
+// (every lane gets the same bits) and lane r writes row r. Gated: the warp also streams row
+// out + o (the up projection) and writes silu(gate) * up. RoPE: the warp streams a head's rows
+// i and i + half and rotates and writes the pair (RopeEpilogue).
 enum Epilogue { kPlain, kGated, kRope };
 
 // RoPE/KV mode's epilogue for row r: the pair (a, b) = outputs (o, o + half) of head `head`,
@@ -31,9 +33,11 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, int r, int32_t
   const int32_t half = rp.head_dim / 2, rot_heads = rp.num_heads + rp.num_kv_heads;
   __nv_bfloat16* row = static_cast<__nv_bfloat16*>(p.y) + static_cast<int64_t>(r) * p.out;
   __nv_bfloat16* h = row + head * rp.head_dim;
-  h[i] = ToBf16(a);
-  h[i + half] = ToBf16(b);
   const int32_t slot = rp.row_slot[r];
+  if (slot < 0 || head >= rp.num_heads) {  // k and v stay as the product wrote them, padding too
+    h[i] = ToBf16(a);
+    h[i + half] = ToBf16(b);
+  }
   if (slot < 0) return;  // padding: LaunchRopeKv skips the row
   const int32_t pos = rp.row_pos[r];
   if (head < rot_heads) {
@@ -98,31 +102,38 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) acc_up[r] = GroupSum(acc_up[r], 32);
   }
-  if (lane != 0) return;
+  // Every lane holds every row's sums (xor shuffles): lane r writes row r.
+  if (lane >= ROWS) return;
+  const int r = lane;
+  float sum = 0.0f, sum_up = 0.0f;
 #pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const int64_t at = static_cast<int64_t>(r) * p.out + o;
-    if constexpr (MODE == kRope) {
-      const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
-      const float ba = bias != nullptr ? ToFloat(bias[o]) : 0.0f;
-      const float bb = bias != nullptr ? ToFloat(bias[o2]) : 0.0f;
-      RopeEpilogue(p, r, head, pair, ToFloat(ToBf16(acc[r] + ba)), ToFloat(ToBf16(acc_up[r] + bb)));
-    } else if constexpr (GATED) {
-      const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
-      const float bg = bias != nullptr ? ToFloat(bias[o]) : 0.0f;
-      const float bu = bias != nullptr ? ToFloat(bias[p.out + o]) : 0.0f;
-      // Rounded to bf16 first, as the product's output that SiluMulKernel would read.
-      const float g = ToFloat(ToBf16(acc[r] + bg));
-      const float u = ToFloat(ToBf16(acc_up[r] + bu));
-      static_cast<__nv_bfloat16*>(p.y)[at] = ToBf16(SiluTimes(g, u));
-    } else if constexpr (F32) {
-      const float b = p.bias != nullptr ? static_cast<const float*>(p.bias)[o] : 0.0f;
-      static_cast<float*>(p.y)[at] = acc[r] + b;
-    } else {
-      const float b =
-          p.bias != nullptr ? ToFloat(static_cast<const __nv_bfloat16*>(p.bias)[o]) : 0.0f;
-      static_cast<__nv_bfloat16*>(p.y)[at] = ToBf16(acc[r] + b);
+  for (int k = 0; k < ROWS; ++k) {
+    if (k == r) {
+      sum = acc[k];
+      if constexpr (TWO) sum_up = acc_up[k];
     }
+  }
+  const int64_t at = static_cast<int64_t>(r) * p.out + o;
+  if constexpr (MODE == kRope) {
+    const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
+    const float ba = bias != nullptr ? ToFloat(bias[o]) : 0.0f;
+    const float bb = bias != nullptr ? ToFloat(bias[o2]) : 0.0f;
+    RopeEpilogue(p, r, head, pair, ToFloat(ToBf16(sum + ba)), ToFloat(ToBf16(sum_up + bb)));
+  } else if constexpr (GATED) {
+    const auto* bias = static_cast<const __nv_bfloat16*>(p.bias);
+    const float bg = bias != nullptr ? ToFloat(bias[o]) : 0.0f;
+    const float bu = bias != nullptr ? ToFloat(bias[p.out + o]) : 0.0f;
+    // Rounded to bf16 first, as the product's output that SiluMulKernel would read.
+    const float g = ToFloat(ToBf16(sum + bg));
+    const float u = ToFloat(ToBf16(sum_up + bu));
+    static_cast<__nv_bfloat16*>(p.y)[at] = ToBf16(SiluTimes(g, u));
+  } else if constexpr (F32) {
+    const float b = p.bias != nullptr ? static_cast<const float*>(p.bias)[o] : 0.0f;
+    static_cast<float*>(p.y)[at] = sum + b;
+  } else {
+    const float b =
+        p.bias != nullptr ? ToFloat(static_cast<const __nv_bfloat16*>(p.bias)[o]) : 0.0f;
+    static_cast<__nv_bfloat16*>(p.y)[at] = ToBf16(sum + b);
   }
 }
 

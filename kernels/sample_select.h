@@ -84,7 +84,8 @@ LLM_SELECT_HD uint64_t FixedMass(float p) {
 }
 
 // Whether a token takes part in the select at `level`: positive, above the floor, and sharing
-// the prefix's digits.
+// the prefix's digits. (The floor narrows top-p's histogram to what top-k kept; the threshold
+// would come out the same without it, since top-k's key always holds enough mass.)
 LLM_SELECT_HD bool InSelect(float p, uint32_t key, const SampleRowState& st) {
   return p > 0.0f && key < (1u << kKeyBits) && key > st.floor &&
          (key >> (kKeyBits - kDigitBits * st.level)) == st.prefix;

@@ -194,14 +194,16 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
 
 // The q/k/v GEMV with RoPE and the K/V write as its epilogue (gemv.h, RoPE/KV) leaves the bits
 // of the product followed by LaunchRopeKv: the same qkv buffer (q rotated, k and v as the
-// product wrote them) and the same K and V caches, at 1, 3 and 8 rows (the GEMV's most), with a
-// padding row, head dims 64 and 128, groups 1, 4 and 7, with and without a bias.
+// product wrote them) and the same K and V caches, at 1, 2, 3 and 8 rows (the GEMV's most),
+// with a padding row, head dims 64 and 128, groups 1, 4 and 7, with and without a bias; a Gemm
+// without the GEMV path refuses it.
 TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
   LLM_REQUIRE_GPU();
-  Gemm gemm;
+  Gemm gemm, cublas_only;
   LLM_CUDA_OK(gemm.Init());
+  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
   for (Case c : {Case{1, 64, 4, 4, 0}, Case{3, 128, 8, 2, 0}, Case{8, 64, 14, 2, 0}}) {
-    for (const int rows : {c.rows, kGemvMaxRows}) {
+    for (const int rows : {c.rows, 2, kGemvMaxRows}) {
       for (const bool with_bias : {false, true}) {
         const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
         const int in = 264;
@@ -257,6 +259,8 @@ TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
         GemmArgs fused{d_x.get(), d_w.get(), b, qkv_b.get(), rows, in, width, GemmOut::kBf16};
         fused.rope_kv = &rope_b;
         ASSERT_TRUE(gemm.FusesEpilogue(fused));
+        EXPECT_FALSE(cublas_only.FusesEpilogue(fused));
+        EXPECT_NE(cublas_only.Run(fused, 0), 0);  // refused, not silently unfused
         EXPECT_EQ(gemm.Run(fused, 0), 0);
         LLM_CUDA_OK(cudaDeviceSynchronize());
         auto same_bits = [](const DeviceBuffer<__nv_bfloat16>& a,
