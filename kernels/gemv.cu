@@ -62,12 +62,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   constexpr bool TWO = MODE != kPlain;  // two weight rows per warp
   const int32_t warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  // Plain and gated: output o = warp (gated: and its up row out + o). RoPE: head warp / half,
-  // pair i = warp % half, outputs o and o + half.
-  const int32_t half = MODE == kRope ? p.rope.head_dim / 2 : 1;
-  const int32_t head = warp / half, pair = warp % half;
-  const int32_t o = MODE == kRope ? head * p.rope.head_dim + pair : warp;
-  const int32_t o2 = MODE == kRope ? o + half : o + p.out;
+  // Plain and gated: output o = warp (gated: and its up row out + o). RoPE: RopePairOfWarp.
+  const GemvRopePair rp = RopePairOfWarp(warp, MODE == kRope ? p.rope.head_dim : 2);
+  const int32_t head = rp.head, pair = rp.pair;
+  const int32_t o = MODE == kRope ? rp.first : warp;
+  const int32_t o2 = MODE == kRope ? rp.second : o + p.out;
   if ((MODE == kRope ? warp * 2 : warp) >= p.out) return;  // the whole warp leaves together
   const int32_t vecs = p.in / 8;
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o) * p.in);

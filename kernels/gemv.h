@@ -42,6 +42,22 @@ struct GemvParams {
   RopeKvParams rope{};
 };
 
+// RoPE/KV mode: warp w computes outputs `first` = head * head_dim + pair and
+// `second` = first + head_dim / 2 of head w / (head_dim / 2), pair w % (head_dim / 2): the
+// pair a RoPE item rotates (RopeKvItem); out / 2 warps cover every output once.
+struct GemvRopePair {
+  int32_t head;
+  int32_t pair;
+  int32_t first;
+  int32_t second;
+};
+
+__host__ __device__ inline GemvRopePair RopePairOfWarp(int32_t warp, int32_t head_dim) {
+  const int32_t half = head_dim / 2;
+  const int32_t head = warp / half, pair = warp % half;
+  return {head, pair, head * head_dim + pair, head * head_dim + pair + half};
+}
+
 // Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, x and w 16-byte
 // aligned, a bf16 output when gated or with RoPE/KV (then out matches rope's shape and y is
 // rope.qkv), not both.

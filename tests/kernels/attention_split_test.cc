@@ -16,6 +16,8 @@
 namespace llm::kernels {
 namespace {
 
+// The chunks below UsedChunks are the non-empty ones: exactly the blocks that arrive on the
+// (row, KV head) counter, whose last arrival combines (AttentionKernel).
 TEST(AttentionSplitTest, ChunksCoverTheLiveContextOnceInTiles) {
   for (const int32_t live : {1, 15, 17, 31, 32, 33, 1000, 4095}) {
     for (const int32_t window : {0, 100}) {

@@ -1,11 +1,13 @@
 // The RoPE/KV kernel's work items, run on the host (no GPU): every item of every row, in any
-// order, gives the CPU reference's rotation (runner::ApplyRope) and the paged K/V write.
+// order, gives the CPU reference's rotation (runner::ApplyRope) and the paged K/V write; and the
+// q/k/v GEMV's RoPE/KV mode maps its warps onto the same pairs.
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/gemv.h"
 #include "kernels/rope_kv.h"
 #include "worker/runner/cpu_ops.h"
 
@@ -94,6 +96,32 @@ TEST(RopeKvItemsTest, EveryItemOnceGivesTheReferenceRotationAndCacheWrite) {
           ASSERT_EQ(__bfloat162float(v_cache[at + d]), row[size_t(H + KV + kh) * D + d]);
         }
       }
+    }
+  }
+}
+
+// The q/k/v GEMV's RoPE/KV mode (gemv.h): its out / 2 warps cover every output of the row once,
+// each warp's two outputs are the pair (i, i + head_dim / 2) of one head that a RoPE item
+// rotates, and a head's pairs are all its warps.
+TEST(RopeKvItemsTest, GemvRopeWarpsCoverEveryOutputOnceInRotatedPairs) {
+  for (const int32_t head_dim : {16, 64, 128}) {
+    for (const int32_t heads : {3, 12, 48}) {  // num_heads + 2 * num_kv_heads
+      const int32_t out = heads * head_dim, half = head_dim / 2;
+      std::vector<int> seen(static_cast<size_t>(out), 0);
+      for (int32_t warp = 0; warp < out / 2; ++warp) {
+        const GemvRopePair p = RopePairOfWarp(warp, head_dim);
+        ASSERT_GE(p.first, 0);
+        ASSERT_LT(p.second, out);
+        EXPECT_EQ(p.second, p.first + half);
+        EXPECT_EQ(p.first / head_dim, p.head);
+        EXPECT_EQ(p.second / head_dim, p.head);
+        EXPECT_EQ(p.first % head_dim, p.pair);
+        EXPECT_LT(p.pair, half);
+        ++seen[p.first];
+        ++seen[p.second];
+      }
+      for (int32_t o = 0; o < out; ++o)
+        EXPECT_EQ(seen[o], 1) << head_dim << " " << heads << " " << o;
     }
   }
 }
