@@ -44,6 +44,18 @@ struct PagedSetup {
   }
 };
 
+// cos/sin tables [max_pos, D / 2] for theta 10000, as the runner computes them.
+void RopeTables(int D, int max_pos, std::vector<float>* cos_t, std::vector<float>* sin_t) {
+  std::vector<double> inv_freq(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
+  cos_t->assign(size_t(max_pos) * D / 2, 0.0f);
+  sin_t->assign(cos_t->size(), 0.0f);
+  for (int p = 0; p < max_pos; ++p) {
+    runner::RopeCosSin(inv_freq.data(), D / 2, p, &(*cos_t)[size_t(p) * D / 2],
+                       &(*sin_t)[size_t(p) * D / 2]);
+  }
+}
+
 TEST(RopeKvKernelTest, RotatesAndWritesThePagedCache) {
   LLM_REQUIRE_GPU();
   for (Case c : {Case{1, 64, 8, 8, 0}, Case{7, 128, 32, 8, 0}, Case{33, 16, 8, 1, 0}}) {
@@ -55,13 +67,8 @@ TEST(RopeKvKernelTest, RotatesAndWritesThePagedCache) {
       slot[r] = r;
     }
     const int max_pos = 300;
-    std::vector<double> inv_freq(D / 2);
-    for (int i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
-    std::vector<float> cos_t(size_t(max_pos) * D / 2), sin_t(cos_t.size());
-    for (int p = 0; p < max_pos; ++p) {
-      runner::RopeCosSin(inv_freq.data(), D / 2, p, &cos_t[size_t(p) * D / 2],
-                         &sin_t[size_t(p) * D / 2]);
-    }
+    std::vector<float> cos_t, sin_t;
+    RopeTables(D, max_pos, &cos_t, &sin_t);
     const auto qkv = RandomFloats(size_t(c.rows) * width, 7);
     DeviceBuffer<__nv_bfloat16> d_qkv(ToBf16Vector(qkv));
     DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
@@ -214,14 +221,8 @@ TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
           slot[r] = r;
         }
         if (rows > 2) slot[1] = -1;  // padding
-        const int max_pos = 300;
-        std::vector<double> inv_freq(D / 2);
-        for (int i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
-        std::vector<float> cos_t(size_t(max_pos) * D / 2), sin_t(cos_t.size());
-        for (int p = 0; p < max_pos; ++p) {
-          runner::RopeCosSin(inv_freq.data(), D / 2, p, &cos_t[size_t(p) * D / 2],
-                             &sin_t[size_t(p) * D / 2]);
-        }
+        std::vector<float> cos_t, sin_t;
+        RopeTables(D, 300, &cos_t, &sin_t);
         const auto x = RandomFloats(size_t(rows) * in, 50 + rows, -2, 2);
         const auto w = RandomFloats(size_t(width) * in, 51, -0.2f, 0.2f);
         const auto bias = RandomFloats(width, 52);
