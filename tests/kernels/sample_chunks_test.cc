@@ -14,7 +14,7 @@
 namespace llm::kernels {
 namespace {
 
-// What PenaltiesArgmaxKernel and SampleKernel compute, in the kernels' order.
+// What ResetPenaltiesArgmaxKernel and RowMax compute, in the kernels' order.
 int32_t ChunkedArgmax(const std::vector<float>& logits) {
   const auto n = static_cast<int32_t>(logits.size());
   const int32_t chunks = SampleChunks(n);
