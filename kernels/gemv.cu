@@ -63,10 +63,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   const int32_t warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   // Plain and gated: output o = warp (gated: and its up row out + o). RoPE: RopePairOfWarp.
-  const GemvRopePair rp = RopePairOfWarp(warp, MODE == kRope ? p.rope.head_dim : 2);
-  const int32_t head = rp.head, pair = rp.pair;
-  const int32_t o = MODE == kRope ? rp.first : warp;
-  const int32_t o2 = MODE == kRope ? rp.second : o + p.out;
+  GemvRopePair rp{0, 0, warp, warp + p.out};
+  if constexpr (MODE == kRope) rp = RopePairOfWarp(warp, p.rope.head_dim);
+  const int32_t head = rp.head, pair = rp.pair, o = rp.first, o2 = rp.second;
   if ((MODE == kRope ? warp * 2 : warp) >= p.out) return;  // the whole warp leaves together
   const int32_t vecs = p.in / 8;
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o) * p.in);

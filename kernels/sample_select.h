@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/fast_exp.h"
+
 #if defined(__CUDACC__)
 #define LLM_SELECT_HD __host__ __device__ __forceinline__
 #else
@@ -68,15 +70,7 @@ LLM_SELECT_HD uint32_t ProbKey(float p) {
 #endif
 }
 
-LLM_SELECT_HD float KeyProb(uint32_t key) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(key);
-#else
-  float p;
-  std::memcpy(&p, &key, sizeof(p));
-  return p;
-#endif
-}
+LLM_SELECT_HD float KeyProb(uint32_t key) { return BitsToFloat(static_cast<int32_t>(key)); }
 
 // p in units of 2^-40, rounded (exact in double: a float times a power of two).
 LLM_SELECT_HD uint64_t FixedMass(float p) {

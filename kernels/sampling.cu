@@ -231,14 +231,20 @@ __device__ void SelectLevel(SampleRowWork* w, const SlotSampling& s, ChunkShared
   }
 }
 
-// Grid (rows, chunks). Rows that sample nothing (padding, or a slot already finished) are
-// skipped here and by every later kernel.
+// The slot row `row` samples for, or -1 for a row that samples nothing (padding, or a slot
+// already finished: the pipeline's extra step); every kernel skips those.
+__device__ __forceinline__ int32_t SamplingSlot(const SampleParams& p, int32_t row) {
+  const int32_t slot = p.row_slot[row];
+  return slot < 0 || p.slots.done[slot] ? -1 : slot;
+}
+
+// Grid (rows, chunks).
 __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(SampleParams p) {
   __shared__ float best_v[kChunkThreads / 32];
   __shared__ int32_t best_i[kChunkThreads / 32];
   const int32_t row = blockIdx.x, chunk = blockIdx.y;
-  const int32_t slot = p.row_slot[row];
-  if (slot < 0 || p.slots.done[slot]) return;
+  const int32_t slot = SamplingSlot(p, row);
+  if (slot < 0) return;
   const SlotSampling& s = p.slots.sampling[slot];
   SampleRowWork* w = p.work + row;
   for (int b = chunk * blockDim.x + threadIdx.x; b < kDigitBuckets; b += gridDim.y * blockDim.x) {
@@ -303,8 +309,8 @@ __device__ __forceinline__ bool NeedsProbs(const SlotSampling& s) {
 __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
   __shared__ ChunkShared sh;
   const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
-  const int32_t slot = p.row_slot[row];
-  if (slot < 0 || p.slots.done[slot]) return;
+  const int32_t slot = SamplingSlot(p, row);
+  if (slot < 0) return;
   const SlotSampling& s = p.slots.sampling[slot];
   if (!NeedsProbs(s)) return;
   SampleRowWork* w = p.work + row;
@@ -342,8 +348,8 @@ __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
 __global__ void __launch_bounds__(kChunkThreads) SelectKernel(SampleParams p, int pass) {
   __shared__ ChunkShared sh;
   const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
-  const int32_t slot = p.row_slot[row];
-  if (slot < 0 || p.slots.done[slot]) return;
+  const int32_t slot = SamplingSlot(p, row);
+  if (slot < 0) return;
   SampleRowWork* w = p.work + row;
   const SampleRowState st = w->state;
   if (st.stage == kStageDone) return;
@@ -358,8 +364,8 @@ __global__ void __launch_bounds__(kChunkThreads) SelectKernel(SampleParams p, in
 __global__ void __launch_bounds__(kChunkThreads) KeptMassKernel(SampleParams p) {
   __shared__ ChunkShared sh;
   const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
-  const int32_t slot = p.row_slot[row];
-  if (slot < 0 || p.slots.done[slot]) return;
+  const int32_t slot = SamplingSlot(p, row);
+  if (slot < 0) return;
   const SlotSampling& s = p.slots.sampling[slot];
   if (s.temperature == 0.0f) return;
   SampleRowWork* w = p.work + row;
