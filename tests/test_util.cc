@@ -146,21 +146,24 @@ std::string ChildProcess::Output() const {
 
 std::string ChildProcess::WaitForLine(const std::string& text, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const std::string out = Output();
+  auto find = [&](const std::string& out) -> std::string {
     const size_t pos = out.find(text);
-    if (pos != std::string::npos) {
-      const size_t begin = out.rfind('\n', pos);
-      const size_t end = out.find('\n', pos);
-      return out.substr(begin == std::string::npos ? 0 : begin + 1,
-                        end == std::string::npos
-                            ? std::string::npos
-                            : end - (begin == std::string::npos ? 0 : begin + 1));
-    }
-    if (!running()) return "";
+    if (pos == std::string::npos) return "";
+    const size_t begin = out.rfind('\n', pos);
+    const size_t end = out.find('\n', pos);
+    return out.substr(begin == std::string::npos ? 0 : begin + 1,
+                      end == std::string::npos
+                          ? std::string::npos
+                          : end - (begin == std::string::npos ? 0 : begin + 1));
+  };
+  for (;;) {
+    // Whether it still runs is read before the output, so a line printed just before the
+    // process exits (or just before the deadline) is still found by this last read.
+    const bool last = !running() || std::chrono::steady_clock::now() >= deadline;
+    std::string line = find(Output());
+    if (!line.empty() || last) return line;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  return "";
 }
 
 void ChildProcess::Signal(int sig) {
