@@ -2,6 +2,8 @@
 #include <cfloat>
 
 #include "kernels/attention.h"
+#include "kernels/attention_mma.h"
+#include "kernels/attention_split.cuh"
 #include "kernels/common.cuh"
 
 namespace llm::kernels {
@@ -194,52 +196,11 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     }
   }
   if (!split) return;
-  // The row's and KV head's last chunk to arrive combines the G heads' chunks.
   __shared__ int last_s;
-  __threadfence();
-  __syncthreads();
-  int32_t* arrivals = p.split_arrivals + static_cast<int64_t>(local_row) * p.num_kv_heads + kv_head;
-  if (tid == 0) {
-    const int32_t used = UsedChunks(pos, p.sliding_window, p.splits);
-    last_s = atomicAdd(arrivals, 1) == used - 1 ? 1 : 0;
-  }
-  __syncthreads();
-  if (last_s == 0) return;
-  __threadfence();
-  if (tid == 0) *arrivals = 0;  // for the next launch
-  // The combine, in chunk order (the bits of the former separate combine kernel): per head the
-  // chunks' maximum and weighted sum (m_s, l_s are free now), then every chunk's scale
-  // (red_s is free too: it holds kThreads * 8 * G_MAX floats, at least G * kMaxAttentionSplits),
-  // then each (head, dim) output. Reads with __ldcg: other blocks wrote the partials.
-  const int32_t parts = UsedChunks(pos, p.sliding_window, p.splits);
-  const int64_t base0 = (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G) * p.splits;
-  if (tid < G) {
-    const int64_t base = base0 + static_cast<int64_t>(tid) * p.splits;
-    float m = -FLT_MAX;
-    for (int c = 0; c < parts; ++c) m = fmaxf(m, __ldcg(p.partial_max + base + c));
-    float total = 0.0f;
-    for (int c = 0; c < parts; ++c)
-      total += __expf(__ldcg(p.partial_max + base + c) - m) * __ldcg(p.partial_sum + base + c);
-    m_s[tid] = m;
-    l_s[tid] = total;
-  }
-  __syncthreads();
-  float* scale = &red_s[0][0][0];  // [G][parts]
-  for (int k = tid; k < G * parts; k += kThreads) {
-    const int g = k / parts, c = k % parts;
-    scale[k] =
-        __expf(__ldcg(p.partial_max + base0 + static_cast<int64_t>(g) * p.splits + c) - m_s[g]);
-  }
-  __syncthreads();
-  for (int k = tid; k < G * D; k += kThreads) {
-    const int g = k / D, d = k % D;
-    const int64_t base = base0 + static_cast<int64_t>(g) * p.splits;
-    float o = 0.0f;
-    for (int c = 0; c < parts; ++c)
-      o = fmaf(scale[g * parts + c], __ldcg(p.partial_out + (base + c) * D + d), o);
-    p.out[row * static_cast<int64_t>(p.num_heads) * D + (kv_head * G + g) * D + d] =
-        ToBf16(o / l_s[g]);
-  }
+  if (!LastChunkToArrive(p, local_row, kv_head, pos, &last_s)) return;
+  // m_s, l_s and red_s are free now: red_s holds kThreads * 8 * G_MAX floats, at least
+  // G * kMaxAttentionSplits.
+  CombineChunks<D>(p, local_row, row, kv_head, G, pos, m_s, l_s, &red_s[0][0][0]);
 }
 
 template <int D>
@@ -272,6 +233,10 @@ bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_head
          num_heads / num_kv_heads <= 8;
 }
 
+bool AttentionUsesTensorCores(const AttentionParams& p) {
+  return p.tensor_cores && (p.head_dim == 64 || p.head_dim == 128);
+}
+
 cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
   if (!AttentionSupported(p.head_dim, p.num_heads, p.num_kv_heads)) return cudaErrorInvalidValue;
@@ -280,6 +245,7 @@ cudaError_t LaunchAttention(const AttentionParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   const dim3 grid(p.rows, p.num_kv_heads, p.splits);
+  if (AttentionUsesTensorCores(p)) return LaunchAttentionMma(p, grid, stream);
   cudaError_t err = cudaSuccess;
   switch (p.head_dim) {
     case 16:

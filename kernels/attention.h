@@ -3,6 +3,12 @@
 // grouped-query heads: a block serves every query head of one key/value head, so K/V is read
 // once per group. Online softmax over tiles of keys: no score matrix is materialised.
 //
+// Two kernels, the same contract: for head_dim 64 and 128 (unless `tensor_cores` is false) the
+// scores and P V run on tensor cores (attention_mma.cu: mma.sync with K, V and Q loaded 16
+// bytes at a time straight into the fragments, each of the block's 4 warps walking its own
+// 16-key tiles with its own softmax, merged at the end); otherwise on CUDA cores (attention.cu:
+// 32-key tiles shared by the block's warps).
+//
 // Decode rows (flash-decoding) cut their *live* context into `splits` chunks, a block each, so a
 // small batch still fills the device; the last chunk to finish (an arrival counter per row and
 // KV head, after a fence) combines them, in chunk order, so no second launch. With splits == 1
@@ -48,6 +54,9 @@ struct AttentionParams {
   int32_t sliding_window;  // 0: none
   int32_t splits;          // chunks per row (grid z); 1: none (always 1 for prefill rows)
   float scale;             // 1 / sqrt(head_dim)
+  // The tensor-core kernel where the head size has one (AttentionUsesTensorCores); false: the
+  // CUDA-core kernel always (engine.cuda_tensor_core_decode).
+  bool tensor_cores = true;
 };
 
 // The most chunks per row LaunchAttention takes (the combine keeps a scale per chunk and head in
@@ -96,6 +105,10 @@ int32_t DecodeSplits(int32_t rows, int32_t num_kv_heads, int32_t sm_count, int32
 
 // False when head_dim or the group size is not supported.
 bool AttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_kv_heads);
+
+// Whether LaunchAttention runs `params` on the tensor-core kernel: head_dim 64 or 128, and
+// params.tensor_cores.
+bool AttentionUsesTensorCores(const AttentionParams& params);
 
 cudaError_t LaunchAttention(const AttentionParams& params, cudaStream_t stream);
 

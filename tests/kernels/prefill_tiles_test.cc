@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/mma_fragment.h"
 #include "kernels/prefill_attention.h"
+#include "tests/kernels/mma_emulator.h"
 #include "tests/kernels/prefill_reference.h"
 #include "worker/model/dtype.h"
 
@@ -25,26 +26,15 @@ namespace {
 
 using mma::Coord;
 using testing::ExpectMatchesReference;
+using testing::Half;
 using testing::Launch;
 using testing::MakeLaunch;
+using testing::Mma;
+using testing::Pack;
+using testing::PtxA;
+using testing::PtxB;
+using testing::PtxC;
 using testing::Seq;
-
-// The PTX ISA's fragment tables for mma.m16n8k16 with .bf16 inputs, element by element (a0-a7,
-// b0-b3, c0-c3), independent of mma_fragment.h.
-Coord PtxA(int lane, int i) {
-  const int group = lane >> 2, tig = lane % 4;
-  const int row = (i < 2 || (i >= 4 && i < 6)) ? group : group + 8;
-  const int col = tig * 2 + (i & 1) + (i >= 4 ? 8 : 0);
-  return {row, col};
-}
-Coord PtxB(int lane, int i) {
-  const int group = lane >> 2, tig = lane % 4;
-  return {tig * 2 + (i & 1) + (i >= 2 ? 8 : 0), group};
-}
-Coord PtxC(int lane, int i) {
-  const int group = lane >> 2, tig = lane % 4;
-  return {i < 2 ? group : group + 8, tig * 2 + (i & 1)};
-}
 
 TEST(MmaFragmentTest, HelpersMatchThePtxTablesAndCoverEachElementOnce) {
   std::vector<int> a(16 * 16, 0), b(16 * 8, 0), c(16 * 8, 0);
@@ -73,11 +63,6 @@ TEST(MmaFragmentTest, HelpersMatchThePtxTablesAndCoverEachElementOnce) {
   for (int n : c) EXPECT_EQ(n, 1);
 }
 
-uint32_t Pack(uint16_t lo, uint16_t hi) { return lo | (uint32_t{hi} << 16); }
-float Half(uint32_t reg, int half) {
-  return model::Bf16ToF32(static_cast<uint16_t>(half == 0 ? reg & 0xffffu : reg >> 16));
-}
-
 using Regs4 = std::array<std::array<uint32_t, 4>, 32>;  // per lane
 
 // ldmatrix.x4 (optionally .trans) from a [rows][stride] bf16 array; rows[lane] is the (row,
@@ -98,30 +83,6 @@ Regs4 Ldmatrix(const std::vector<uint16_t>& smem, int stride, const std::array<C
     }
   }
   return out;
-}
-
-// d += a b for one m16n8k16 tile, from the lanes' fragments (PTX tables).
-void Mma(std::array<std::array<float, 4>, 32>& d, const std::array<std::array<uint32_t, 4>, 32>& a,
-         const std::array<std::array<uint32_t, 2>, 32>& b) {
-  float A[16][16], B[16][8];
-  for (int lane = 0; lane < 32; ++lane) {
-    for (int i = 0; i < 8; ++i) {
-      const Coord at = PtxA(lane, i);
-      A[at.row][at.col] = Half(a[lane][i / 2], i % 2);
-    }
-    for (int i = 0; i < 4; ++i) {
-      const Coord at = PtxB(lane, i);
-      B[at.row][at.col] = Half(b[lane][i / 2], i % 2);
-    }
-  }
-  for (int lane = 0; lane < 32; ++lane) {
-    for (int i = 0; i < 4; ++i) {
-      const Coord at = PtxC(lane, i);
-      float acc = d[lane][i];
-      for (int k = 0; k < 16; ++k) acc += A[at.row][k] * B[k][at.col];
-      d[lane][i] = acc;
-    }
-  }
 }
 
 // The kernel's pattern: one ldmatrix.x4 (rows addressed by `row_of(lane)`) gives the B

@@ -1,4 +1,5 @@
 // RoPE + KV write and paged attention against the CPU reference math, over odd shapes.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -110,7 +111,7 @@ TEST(RopeKvKernelTest, RotatesAndWritesThePagedCache) {
 
 // Attention of one query per row against its paged context, computed in double on the same
 // bf16 inputs. Tolerance: relative error 1e-2 (bf16 output, bf16 inputs are exact).
-void CheckAttention(const Case& c, int splits, uint32_t seed) {
+void CheckAttention(const Case& c, int splits, bool tensor_cores, uint32_t seed) {
   const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
   const int max_len = 700;
   PagedSetup pg(c.rows, max_len);
@@ -152,7 +153,8 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
                     pg.block_tokens,
                     c.window,
                     splits,
-                    1.0f / std::sqrt(static_cast<float>(D))};
+                    1.0f / std::sqrt(static_cast<float>(D)),
+                    tensor_cores};
   LLM_CUDA_OK(LaunchAttention(p, 0));
   LLM_CUDA_OK(cudaDeviceSynchronize());
   const auto out = FromBf16Vector(d_out.Download());
@@ -161,7 +163,8 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
   EXPECT_EQ(arrivals.Download(), std::vector<int32_t>(size_t(c.rows) * KV, 0));
   LLM_CUDA_OK(LaunchAttention(p, 0));
   LLM_CUDA_OK(cudaDeviceSynchronize());
-  EXPECT_EQ(FromBf16Vector(d_out.Download()), out) << "second launch, splits " << splits;
+  EXPECT_EQ(FromBf16Vector(d_out.Download()), out)
+      << "second launch, splits " << splits << ", tensor cores " << AttentionUsesTensorCores(p);
   for (int r = 0; r < c.rows; ++r) {
     if (slot[r] < 0) continue;
     std::vector<float> got;
@@ -195,7 +198,8 @@ void CheckAttention(const Case& c, int splits, uint32_t seed) {
     }
     EXPECT_LT(RelativeError(got, want), 1e-2)
         << "rows " << c.rows << " D " << D << " H " << H << " KV " << KV << " window " << c.window
-        << " splits " << splits << " row " << r << " len " << pos[r] + 1;
+        << " splits " << splits << " row " << r << " len " << pos[r] + 1 << " tensor cores "
+        << AttentionUsesTensorCores(p);
   }
 }
 
@@ -291,8 +295,120 @@ TEST(AttentionKernelTest, DecodeSplitAndPrefillSinglePartition) {
                         {7, 128, 32, 8, 100}};
   uint32_t seed = 10;
   for (const Case& c : cases) {
-    // One block per row; 2 and 7 chunks (some past short rows' context); 64, the most.
-    for (const int splits : {1, 2, 7, 64}) CheckAttention(c, splits, seed++);
+    // One block per row; 2 and 7 chunks (some past short rows' context); 64, the most. Head
+    // dims 64 and 128 on both kernels (16 and 32 have the CUDA-core one only).
+    for (const int splits : {1, 2, 7, 64}) {
+      for (const bool tensor_cores : {true, false}) {
+        if (tensor_cores && c.head_dim < 64) continue;
+        CheckAttention(c, splits, tensor_cores, seed++);
+      }
+    }
+  }
+}
+
+// Decode rows, one query token each, on both kernels at the shapes of issue 12: batches 1, 7 and
+// 33; contexts 1, 15, 17, 1,000 and 4,095; head dims 64 and 128; groups 1, 4, 7 and 8; one
+// block per row, 5 chunks and 64. A decode row is a one-token chunk of the prefill tests'
+// launches, so the same double reference applies (prefill_reference.h): relative L2 error 1e-2
+// per (row, head). A second launch gives the same bits (the split counters were left at zero).
+std::vector<float> RunDecode(const Launch& l, int32_t splits, bool tensor_cores) {
+  std::vector<int32_t> pos(static_cast<size_t>(l.rows), 0), slot(static_cast<size_t>(l.rows), -1);
+  for (const PrefillChunk& c : l.chunks) {
+    pos[c.row_begin] = c.pos_begin;
+    slot[c.row_begin] = c.slot;
+  }
+  DeviceBuffer<uint16_t> d_k(l.k), d_v(l.v), d_qkv(l.qkv);
+  auto bf16 = [](const DeviceBuffer<uint16_t>& b) {
+    return reinterpret_cast<const __nv_bfloat16*>(b.get());
+  };
+  const size_t parts = static_cast<size_t>(l.rows) * l.H() * splits;
+  DeviceBuffer<__nv_bfloat16> d_out(static_cast<size_t>(l.rows) * l.H() * l.D);
+  DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(l.tables);
+  DeviceBuffer<float> p_out(parts * l.D), p_max(parts), p_sum(parts);
+  DeviceBuffer<int32_t> arrivals(std::vector<int32_t>(static_cast<size_t>(l.rows) * l.KV, 0));
+  const PrefillAttentionParams pp = l.Params();
+  AttentionParams p{};
+  p.qkv = bf16(d_qkv);
+  p.k_cache = bf16(d_k);
+  p.v_cache = bf16(d_v);
+  p.row_pos = d_pos.get();
+  p.row_slot = d_slot.get();
+  p.block_tables = d_tables.get();
+  p.max_blocks_per_seq = pp.max_blocks_per_seq;
+  p.out = d_out.get();
+  p.partial_out = p_out.get();
+  p.partial_max = p_max.get();
+  p.partial_sum = p_sum.get();
+  p.split_arrivals = arrivals.get();
+  p.rows = l.rows;
+  p.num_heads = pp.num_heads;
+  p.num_kv_heads = pp.num_kv_heads;
+  p.head_dim = pp.head_dim;
+  p.block_tokens = pp.block_tokens;
+  p.sliding_window = pp.sliding_window;
+  p.splits = splits;
+  p.scale = pp.scale;
+  p.tensor_cores = tensor_cores;
+  EXPECT_EQ(AttentionUsesTensorCores(p), tensor_cores);
+  const std::vector<int32_t> zeros(static_cast<size_t>(l.rows) * l.KV, 0);
+  EXPECT_EQ(LaunchAttention(p, 0), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(arrivals.Download(), zeros) << "the last chunks put their counters back";
+  auto bits = [&] {
+    const std::vector<__nv_bfloat16> v = d_out.Download();
+    std::vector<uint16_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(uint16_t));
+    return b;
+  };
+  const std::vector<uint16_t> first = bits();
+  // Padding rows keep DeviceBuffer's poison (0xCDCD).
+  int64_t touched = 0;
+  for (int32_t r = 0; r < l.rows; ++r) {
+    if (slot[r] >= 0) continue;
+    for (int32_t k = 0; k < l.H() * l.D; ++k) {
+      touched += first[static_cast<size_t>(r) * l.H() * l.D + k] != 0xCDCDu ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(touched, 0) << "outputs written in padding rows";
+  // Poison again: a second launch that combined nothing would leave the first one's output.
+  EXPECT_EQ(cudaMemset(d_out.get(), 0xAB, first.size() * sizeof(uint16_t)), cudaSuccess);
+  EXPECT_EQ(LaunchAttention(p, 0), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(arrivals.Download(), zeros);
+  std::vector<uint16_t> second = bits();
+  for (int32_t r = 0; r < l.rows; ++r) {
+    if (slot[r] >= 0) continue;
+    std::fill_n(second.begin() + static_cast<size_t>(r) * l.H() * l.D, l.H() * l.D,
+                uint16_t{0xCDCD});
+  }
+  EXPECT_EQ(second, first) << "second launch, the same bits";
+  return FromBf16Vector(d_out.Download());
+}
+
+TEST(AttentionKernelTest, DecodeRowsOnTensorCoresAndCudaCores) {
+  LLM_REQUIRE_GPU();
+  const int32_t contexts[] = {1, 15, 17, 1000, 4095};
+  struct Shape {
+    int32_t batch, D, G, KV;
+    int32_t first_context;  // index into contexts of row 0's
+  };
+  uint32_t seed = 40;
+  for (const Shape s : {Shape{1, 128, 4, 8, 4}, Shape{1, 128, 4, 8, 3}, Shape{7, 64, 7, 2, 0},
+                        Shape{33, 128, 8, 1, 0}, Shape{7, 64, 1, 4, 2}, Shape{33, 64, 4, 2, 1},
+                        Shape{1, 64, 8, 1, 1}}) {
+    std::vector<Seq> seqs;
+    for (int32_t r = 0; r < s.batch; ++r) {
+      seqs.push_back({contexts[(r + s.first_context) % 5] - 1, 1});
+    }
+    const Launch l = MakeLaunch(s.D, s.G, s.KV, /*window=*/0, seqs, seed++);
+    for (const bool tensor_cores : {true, false}) {
+      for (const int32_t splits : {1, 5, 64}) {
+        const std::string what = "batch " + std::to_string(s.batch) + ", D " + std::to_string(s.D) +
+                                 ", G " + std::to_string(s.G) + ", splits " +
+                                 std::to_string(splits) + (tensor_cores ? ", tensor cores" : "");
+        ExpectMatchesReference(l, RunDecode(l, splits, tensor_cores), what.c_str());
+      }
+    }
   }
 }
 

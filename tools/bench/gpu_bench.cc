@@ -130,6 +130,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool(
           "no-tiled-prefill",
           "prompt attention one block per token, not the tiled kernel (engine.cuda_tiled_prefill)")
+      .Bool("no-tensor-core-decode",
+            "decode attention on CUDA cores, not tensor cores (engine.cuda_tensor_core_decode)")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count");
@@ -174,6 +176,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.batch_invariant = flags.GetBool("batch-invariant");
   bo.cuda_gemv = !flags.GetBool("no-gemv");
   bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
+  bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -193,6 +196,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["batch_invariant"] = bo.batch_invariant;
   out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
+  out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
 
   Recorder recorder;
   loop::WorkerOptions wo;

@@ -83,6 +83,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.batch_invariant = options.batch_invariant;
   ro.gemv = options.cuda_gemv;
   ro.tiled_prefill = options.cuda_tiled_prefill;
+  ro.tensor_core_decode = options.cuda_tensor_core_decode;
   LLM_ASSIGN_OR_RETURN(b.runner,
                        runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));
   b.backend = "cuda";

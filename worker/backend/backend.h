@@ -39,6 +39,7 @@ struct BackendOptions {
   bool batch_invariant = false;
   bool cuda_gemv = true;
   bool cuda_tiled_prefill = true;
+  bool cuda_tensor_core_decode = true;
 };
 
 struct Backend {

@@ -57,6 +57,9 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.cuda_tiled_prefill", true,
             "cuda: prompt attention through the tiled tensor-core kernel; false: one block per "
             "prompt token (expected slower; kept to compare)")
+      .Bool("engine.cuda_tensor_core_decode", true,
+            "cuda: decode attention on tensor cores for head dims 64 and 128; false: the "
+            "CUDA-core kernel (kept to compare)")
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
       .Int("engine.max_prefill_tokens", 0, 0, 1 << 20,
            "prompt tokens per step, so decoding requests never stall behind a long prompt; 0: "
@@ -122,6 +125,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.batch_invariant = v->Bool("engine.batch_invariant");
   b.cuda_gemv = v->Bool("engine.cuda_gemv");
   b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
+  b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");

@@ -117,6 +117,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   attn.block_tokens = z.engine.block_tokens;
   attn.sliding_window = c.sliding_window;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attn.tensor_cores = options_.tensor_core_decode;
   kernels::PrefillAttentionParams prefill{};
   prefill.qkv = b.qkv;
   prefill.block_tables = b.block_tables;

@@ -50,6 +50,9 @@ struct CudaModelOptions {
   // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h); false:
   // one block per prompt row (the decode kernel of kernels/attention.h).
   bool tiled_prefill = true;
+  // Attention of decode rows (and prompt rows without tiled_prefill) on the tensor-core kernel
+  // where the head size allows (kernels/attention.h); false: the CUDA-core kernel.
+  bool tensor_core_decode = true;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
 };
 

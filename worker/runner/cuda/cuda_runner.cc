@@ -107,8 +107,12 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   if (options_.valid_vocab_size <= 0 || options_.valid_vocab_size > c.vocab_size) {
     options_.valid_vocab_size = c.vocab_size;
   }
-  const CudaModelOptions model_options{options_.batch_invariant, options_.gemv,
-                                       options_.tiled_prefill, options_.valid_vocab_size};
+  CudaModelOptions model_options;
+  model_options.batch_invariant = options_.batch_invariant;
+  model_options.gemv = options_.gemv;
+  model_options.tiled_prefill = options_.tiled_prefill;
+  model_options.tensor_core_decode = options_.tensor_core_decode;
+  model_options.valid_vocab_size = options_.valid_vocab_size;
   LLM_ASSIGN_OR_RETURN(model_, CudaModel::Load(c, store, seed, model_options, stream_.get()));
 
   const int32_t max_context = options_.max_context > 0

@@ -36,6 +36,9 @@ struct CudaRunnerOptions {
   // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h) rather
   // than one block per prompt row.
   bool tiled_prefill = true;
+  // Decode attention on tensor cores where the head size allows (64, 128; kernels/attention.h)
+  // rather than CUDA cores.
+  bool tensor_core_decode = true;
 };
 
 // CUDA devices this process can use; 0 when there is no driver or no device.
