@@ -6,19 +6,9 @@
 # tens of MiB), to carry to the device:
 #
 #   scripts/gpu_bundle.sh
-#   device run: build-gpu-bundle/run.sh kernels_test   # incl. the split sampler, fused GEMV,
-#                 tensor-core decode attention
-#               build-gpu-bundle/run.sh cuda_runner_test
-#               compute-sanitizer --tool racecheck (and memcheck) on both: the sampler's and the
-#                 decode attention's last-block steps have not run on a device yet
-#               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b --kernels
-#               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b --no-tiled-prefill
-#               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3-8b --no-tensor-core-decode
-#               build-gpu-bundle/run.sh llm-bench gpu --model random:qwen2-0.5b   # and with
-#                 --no-tensor-core-decode: head dim 64, 7 query heads per KV head
-#               build-gpu-bundle/run.sh llm-bench gpu --model random:llama-3.1-8b   # 16k TTFT, stall
-#               build-gpu-bundle/run.sh llm-bench prefill --backend cuda --model random:llama-3.1-8b \
-#                 --chunks 512,1024,2048,4096 --ttft-prompts 4096 --stall-prompt 16384
+#   device run: build-gpu-bundle/session.sh check|decode|prefill   (scripts/gpu_session.sh: the
+#                 GPU tests and sanitizers, then the benches, one 10-minute call each)
+#   or one binary: build-gpu-bundle/run.sh kernels_test (cuda_runner_test, llm-bench gpu ...)
 #
 # The CUDA runtime is linked statically; cuBLASLt and NVML come from the device's toolkit and
 # driver (loaded at run time).
@@ -54,4 +44,5 @@ shift
 exec "$here/bin/$name" "$@"
 RUN
 chmod +x "$out/run.sh"
+cp scripts/gpu_session.sh "$out/session.sh"
 du -sh "$out"
