@@ -5,6 +5,7 @@
 #include "kernels/attention_mma.h"
 #include "kernels/attention_split.cuh"
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 
 namespace llm::kernels {
 namespace {
@@ -24,6 +25,7 @@ __device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst)
 // One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX.
 template <int D, int G_MAX>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   // Keys are read with 16-byte loads (LoadBf16x8): 8 elements per lane, D / 8 lanes per key.
   constexpr int kElems = 8;
   constexpr int kLanesPerToken = D / kElems;
@@ -200,22 +202,16 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   if (!LastChunkToArrive(p, local_row, kv_head, pos, &last_s)) return;
   // m_s, l_s and red_s are free now: red_s holds kThreads * 8 * G_MAX floats, at least
   // G * kMaxAttentionSplits.
-  CombineChunks<D>(p, local_row, row, kv_head, G, pos, m_s, l_s, &red_s[0][0][0]);
+  CombineChunks<D, kThreads>(p, local_row, row, kv_head, G, pos, m_s, l_s, &red_s[0][0][0]);
 }
 
 template <int D>
 cudaError_t LaunchForDim(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
   const int32_t g = p.num_heads / p.num_kv_heads;
-  if (g <= 1) {
-    AttentionKernel<D, 1><<<grid, kThreads, 0, stream>>>(p);
-  } else if (g <= 2) {
-    AttentionKernel<D, 2><<<grid, kThreads, 0, stream>>>(p);
-  } else if (g <= 4) {
-    AttentionKernel<D, 4><<<grid, kThreads, 0, stream>>>(p);
-  } else {
-    AttentionKernel<D, 8><<<grid, kThreads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+  if (g <= 1) return Launch(AttentionKernel<D, 1>, grid, kThreads, 0, stream, p);
+  if (g <= 2) return Launch(AttentionKernel<D, 2>, grid, kThreads, 0, stream, p);
+  if (g <= 4) return Launch(AttentionKernel<D, 4>, grid, kThreads, 0, stream, p);
+  return Launch(AttentionKernel<D, 8>, grid, kThreads, 0, stream, p);
 }
 
 }  // namespace

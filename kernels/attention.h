@@ -63,8 +63,11 @@ struct AttentionParams {
 // shared memory).
 inline constexpr int32_t kMaxAttentionSplits = 1024;
 
-// Keys per tile of the kernel; a chunk is a whole number of tiles.
+// Keys per tile of the CUDA-core kernel.
 inline constexpr int32_t kAttentionTile = 32;
+// A chunk is a whole number of this many keys: two tiles of the CUDA-core kernel, and one
+// 16-key tile for each of the tensor-core kernel's 4 warps.
+inline constexpr int32_t kAttentionChunkKeys = 64;
 
 struct KeyRange {
   int32_t begin;
@@ -74,7 +77,7 @@ struct KeyRange {
 // Positions per chunk when a context of `live` positions is cut into `splits` chunks.
 __host__ __device__ inline int32_t ChunkTokens(int32_t live, int32_t splits) {
   const int32_t per = (live + splits - 1) / splits;
-  return (per + kAttentionTile - 1) / kAttentionTile * kAttentionTile;
+  return (per + kAttentionChunkKeys - 1) / kAttentionChunkKeys * kAttentionChunkKeys;
 }
 
 // The positions chunk `part` of the row at `pos` covers (empty when the row's context is

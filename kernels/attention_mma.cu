@@ -4,6 +4,7 @@
 #include "kernels/attention_split.cuh"
 #include "kernels/common.cuh"
 #include "kernels/decode_mma_layout.h"
+#include "kernels/launch.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/mma_fragment.h"
 
@@ -48,6 +49,7 @@ __device__ __forceinline__ void LoadWords(const __nv_bfloat16* src, bool keep, u
 // One block per (row, kv head, chunk); warp w takes the chunk's 16-key tiles w, w + 4, ...
 template <int D>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(AttentionParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   constexpr int kSteps = D / 16;       // k-steps of Q K^T
   constexpr int kKeyLoads = D / 32;    // 16-byte loads of a key (or a query head) per lane
@@ -238,21 +240,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
   }
   if (!LastChunkToArrive(p, local_row, kv_head, pos, &last_s)) return;
   // head_m, head_l and scratch are free now (LastChunkToArrive synchronised the block).
-  CombineChunks<D>(p, local_row, row, kv_head, G, pos, head_m, head_l, scratch);
+  CombineChunks<D, kThreads>(p, local_row, row, kv_head, G, pos, head_m, head_l, scratch);
 }
 
 }  // namespace
 
 cudaError_t LaunchAttentionMma(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
   if (p.num_heads / p.num_kv_heads > kMaxGroup) return cudaErrorInvalidValue;
-  if (p.head_dim == 64) {
-    AttentionMmaKernel<64><<<grid, kThreads, 0, stream>>>(p);
-  } else if (p.head_dim == 128) {
-    AttentionMmaKernel<128><<<grid, kThreads, 0, stream>>>(p);
-  } else {
-    return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  if (p.head_dim == 64) return Launch(AttentionMmaKernel<64>, grid, kThreads, 0, stream, p);
+  if (p.head_dim == 128) return Launch(AttentionMmaKernel<128>, grid, kThreads, 0, stream, p);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace llm::kernels

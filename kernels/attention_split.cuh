@@ -32,42 +32,65 @@ __device__ __forceinline__ bool LastChunkToArrive(const AttentionParams& p, int3
   return true;
 }
 
-// The combine: per head the chunks' maximum and weighted sum (into head_m, head_l: G floats of
-// shared memory each), then every chunk's scale (into `scale`: G * kMaxAttentionSplits floats of
-// shared memory), then each (head, dim) output. Reads with __ldcg: other blocks wrote the
-// partials. Called by every thread of the block.
-template <int D>
+// The combine, for blocks of kThreads threads: a warp per head takes its chunks' maxima and
+// sums, lane c holding chunks c, c + 32, ... (all their loads in flight at once), and reduces
+// them by butterfly into head_m and head_l (G floats of shared memory each), writing every
+// chunk's scale into `scale` (G * kMaxAttentionSplits floats of shared memory); then each
+// thread sums its (head, dim) outputs over the chunks in chunk order, the loads of all its
+// outputs for a chunk issued together. Reads with __ldcg: other blocks wrote the partials.
+// Called by every thread of the block; G <= kMaxGroup.
+template <int D, int kThreads>
 __device__ void CombineChunks(const AttentionParams& p, int32_t local_row, int32_t row,
                               int32_t kv_head, int32_t G, int32_t pos, float* head_m, float* head_l,
                               float* scale) {
-  const int tid = threadIdx.x, threads = blockDim.x;
+  constexpr int kMaxGroup = 8;
+  constexpr int kPerThread = (kMaxGroup * D + kThreads - 1) / kThreads;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int32_t parts = UsedChunks(pos, p.sliding_window, p.splits);
   const int64_t base0 = (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G) * p.splits;
-  if (tid < G) {
-    const int64_t base = base0 + static_cast<int64_t>(tid) * p.splits;
+  for (int g = warp; g < G; g += kThreads / 32) {
+    const float* part_max = p.partial_max + base0 + static_cast<int64_t>(g) * p.splits;
+    const float* part_sum = p.partial_sum + base0 + static_cast<int64_t>(g) * p.splits;
     float m = -FLT_MAX;
-    for (int c = 0; c < parts; ++c) m = fmaxf(m, __ldcg(p.partial_max + base + c));
+    for (int c = lane; c < parts; c += 32) m = fmaxf(m, __ldcg(part_max + c));
+    m = WarpMax(m);
     float total = 0.0f;
-    for (int c = 0; c < parts; ++c)
-      total += __expf(__ldcg(p.partial_max + base + c) - m) * __ldcg(p.partial_sum + base + c);
-    head_m[tid] = m;
-    head_l[tid] = total;
+    for (int c = lane; c < parts; c += 32) {
+      const float f = __expf(__ldcg(part_max + c) - m);
+      scale[g * parts + c] = f;
+      total = fmaf(f, __ldcg(part_sum + c), total);
+    }
+    total = GroupSum(total, 32);
+    if (lane == 0) {
+      head_m[g] = m;
+      head_l[g] = total;
+    }
   }
   __syncthreads();
-  for (int k = tid; k < G * parts; k += threads) {
-    const int g = k / parts, c = k % parts;
-    scale[k] =
-        __expf(__ldcg(p.partial_max + base0 + static_cast<int64_t>(g) * p.splits + c) - head_m[g]);
+  float o[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) o[i] = 0.0f;
+  const float* part_out = p.partial_out + base0 * D;
+#pragma unroll 4
+  for (int c = 0; c < parts; ++c) {
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int k = tid + i * kThreads;
+      if (k < G * D) {
+        const int g = k / D, d = k % D;
+        o[i] = fmaf(scale[g * parts + c],
+                    __ldcg(part_out + (static_cast<int64_t>(g) * p.splits + c) * D + d), o[i]);
+      }
+    }
   }
-  __syncthreads();
-  for (int k = tid; k < G * D; k += threads) {
-    const int g = k / D, d = k % D;
-    const int64_t base = base0 + static_cast<int64_t>(g) * p.splits;
-    float o = 0.0f;
-    for (int c = 0; c < parts; ++c)
-      o = fmaf(scale[g * parts + c], __ldcg(p.partial_out + (base + c) * D + d), o);
-    p.out[row * static_cast<int64_t>(p.num_heads) * D + (kv_head * G + g) * D + d] =
-        ToBf16(o / head_l[g]);
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int k = tid + i * kThreads;
+    if (k < G * D) {
+      const int g = k / D, d = k % D;
+      p.out[row * static_cast<int64_t>(p.num_heads) * D + (kv_head * G + g) * D + d] =
+          ToBf16(o[i] / head_l[g]);
+    }
   }
 }
 

@@ -1,11 +1,13 @@
 #include "kernels/common.cuh"
 #include "kernels/embedding.h"
+#include "kernels/launch.cuh"
 
 namespace llm::kernels {
 namespace {
 
 // One block per row; 16-byte loads (8 bf16) when the row allows it.
 __global__ void EmbeddingKernel(EmbeddingParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   const int32_t r = blockIdx.x;
   const int32_t id = p.ids[r];
   float* out = p.out + static_cast<int64_t>(r) * p.hidden;
@@ -30,8 +32,7 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
 
 cudaError_t LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
-  EmbeddingKernel<<<p.rows, 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return Launch(EmbeddingKernel, p.rows, 128, 0, stream, p);
 }
 
 }  // namespace llm::kernels

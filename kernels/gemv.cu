@@ -1,10 +1,17 @@
 #include "kernels/common.cuh"
 #include "kernels/gemv.h"
+#include "kernels/launch.cuh"
 
 namespace llm::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+// 128-byte lines of each weight row a warp prefetches before waiting for the kernel before it.
+constexpr int kPrefetchLines = 16;
+
+__device__ __forceinline__ void PrefetchL2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
 
 // Eight bf16 (one 16-byte vector) as floats.
 __device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
@@ -70,6 +77,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   const int32_t vecs = p.in / 8;
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o) * p.in);
   const uint4* w_up = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o2) * p.in);
+  // The weights depend on no earlier kernel: with PDL (launch.cuh) the start of this warp's
+  // rows is fetched into L2 while the kernel before still runs.
+  if (lane < kPrefetchLines && lane * 128 < p.in * 2) {
+    PrefetchL2(reinterpret_cast<const char*>(w) + lane * 128);
+    if constexpr (TWO) PrefetchL2(reinterpret_cast<const char*>(w_up) + lane * 128);
+  }
+  AfterPriorGrids();
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
   constexpr int kUpRows = TWO ? ROWS : 1;
   float acc[ROWS], acc_up[kUpRows];
@@ -136,20 +150,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
 }
 
 template <int ROWS>
-cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
+cudaError_t LaunchRows(const GemvParams& p, cudaStream_t stream) {
   const int32_t warps = p.rope_kv ? p.out / 2 : p.out;
   const dim3 grid((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const dim3 block(kWarpsPerBlock * 32);
-  if (p.rope_kv) {
-    GemvKernel<ROWS, false, kRope><<<grid, block, 0, stream>>>(p);
-  } else if (p.gated) {
-    GemvKernel<ROWS, false, kGated><<<grid, block, 0, stream>>>(p);
-  } else if (p.out_f32) {
-    GemvKernel<ROWS, true, kPlain><<<grid, block, 0, stream>>>(p);
-  } else {
-    GemvKernel<ROWS, false, kPlain><<<grid, block, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+  if (p.rope_kv) return Launch(GemvKernel<ROWS, false, kRope>, grid, block, 0, stream, p);
+  if (p.gated) return Launch(GemvKernel<ROWS, false, kGated>, grid, block, 0, stream, p);
+  if (p.out_f32) return Launch(GemvKernel<ROWS, true, kPlain>, grid, block, 0, stream, p);
+  return Launch(GemvKernel<ROWS, false, kPlain>, grid, block, 0, stream, p);
 }
 
 }  // namespace
@@ -175,21 +183,21 @@ cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {
   if (!GemvSupports(p)) return cudaErrorInvalidValue;
   switch (p.rows) {
     case 1:
-      return Launch<1>(p, stream);
+      return LaunchRows<1>(p, stream);
     case 2:
-      return Launch<2>(p, stream);
+      return LaunchRows<2>(p, stream);
     case 3:
-      return Launch<3>(p, stream);
+      return LaunchRows<3>(p, stream);
     case 4:
-      return Launch<4>(p, stream);
+      return LaunchRows<4>(p, stream);
     case 5:
-      return Launch<5>(p, stream);
+      return LaunchRows<5>(p, stream);
     case 6:
-      return Launch<6>(p, stream);
+      return LaunchRows<6>(p, stream);
     case 7:
-      return Launch<7>(p, stream);
+      return LaunchRows<7>(p, stream);
     default:
-      return Launch<8>(p, stream);
+      return LaunchRows<8>(p, stream);
   }
 }
 

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/mma.cuh"
 #include "kernels/mma_fragment.h"
 #include "kernels/prefill_attention.h"
@@ -61,6 +62,7 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* ro
 
 template <int D>
 __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   static_assert(D % 16 == 0 && D <= 128, "head_dim 16, 32, 64 or 128");
   constexpr int kSteps = D / 16;    // k-steps of Q K^T
   constexpr int kDimTiles = D / 8;  // n tiles of O
@@ -277,8 +279,7 @@ cudaError_t AllowSharedMemory() {
 template <int D>
 cudaError_t LaunchForDim(const PrefillAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_tiles, p.num_kv_heads);
-  PrefillAttentionKernel<D><<<grid, kThreads, SharedBytes<D>(), stream>>>(p);
-  return cudaGetLastError();
+  return Launch(PrefillAttentionKernel<D>, grid, kThreads, SharedBytes<D>(), stream, p);
 }
 
 }  // namespace

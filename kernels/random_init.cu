@@ -1,4 +1,5 @@
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/random_init.h"
 #include "worker/model/random_weights.h"
 
@@ -6,6 +7,7 @@ namespace llm::kernels {
 namespace {
 
 __global__ void RandomInitKernel(RandomInitParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float v = model::SyntheticValue(p.stream, static_cast<uint64_t>(i), p.bound, p.constant);
@@ -22,8 +24,8 @@ __global__ void RandomInitKernel(RandomInitParams p) {
 cudaError_t LaunchRandomInit(const RandomInitParams& p, cudaStream_t stream) {
   if (p.count <= 0) return cudaSuccess;
   const int64_t blocks = p.count / 256 + 1;
-  RandomInitKernel<<<static_cast<int>(blocks < 65535 ? blocks : 65535), 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return Launch(RandomInitKernel, static_cast<int>(blocks < 65535 ? blocks : 65535), 256, 0, stream,
+                p);
 }
 
 }  // namespace llm::kernels

@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace llm::kernels {
@@ -13,6 +14,7 @@ constexpr int kVecThreads = 256;
 // one round of stores. dim % 4 == 0 and dim <= 4 * VEC * kVecThreads.
 template <int VEC>
 __global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ float scratch[32];
   const int32_t r = blockIdx.x;
   const int32_t src = p.rows_index != nullptr ? p.rows_index[r] : r;
@@ -69,6 +71,7 @@ __global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p)
 
 // Any dim: one block per output row, two strided passes.
 __global__ void RmsNormKernel(RmsNormParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ float scratch[32];
   const int32_t r = blockIdx.x;
   const int32_t src = p.rows_index != nullptr ? p.rows_index[r] : r;
@@ -102,19 +105,16 @@ cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
                        reinterpret_cast<uintptr_t>(p.weight) % 8 == 0 &&
                        reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
   const int32_t per_thread = (p.dim / 4 + kVecThreads - 1) / kVecThreads;  // float4s
-  if (aligned && per_thread <= 1) {
-    RmsNormVecKernel<1><<<p.rows, kVecThreads, 0, stream>>>(p);
-  } else if (aligned && per_thread <= 2) {
-    RmsNormVecKernel<2><<<p.rows, kVecThreads, 0, stream>>>(p);
-  } else if (aligned && per_thread <= 4) {
-    RmsNormVecKernel<4><<<p.rows, kVecThreads, 0, stream>>>(p);
-  } else if (aligned && per_thread <= 8) {
-    RmsNormVecKernel<8><<<p.rows, kVecThreads, 0, stream>>>(p);
-  } else {
-    const int threads = p.dim >= 1024 ? 1024 : (p.dim >= 256 ? 256 : 128);
-    RmsNormKernel<<<p.rows, threads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+  if (aligned && per_thread <= 1)
+    return Launch(RmsNormVecKernel<1>, p.rows, kVecThreads, 0, stream, p);
+  if (aligned && per_thread <= 2)
+    return Launch(RmsNormVecKernel<2>, p.rows, kVecThreads, 0, stream, p);
+  if (aligned && per_thread <= 4)
+    return Launch(RmsNormVecKernel<4>, p.rows, kVecThreads, 0, stream, p);
+  if (aligned && per_thread <= 8)
+    return Launch(RmsNormVecKernel<8>, p.rows, kVecThreads, 0, stream, p);
+  const int threads = p.dim >= 1024 ? 1024 : (p.dim >= 256 ? 256 : 128);
+  return Launch(RmsNormKernel, p.rows, threads, 0, stream, p);
 }
 
 }  // namespace llm::kernels

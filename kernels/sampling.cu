@@ -18,6 +18,7 @@
 #include "common/fast_exp.h"
 #include "common/philox.h"
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/sampling.h"
 
 namespace llm::kernels {
@@ -240,6 +241,7 @@ __device__ __forceinline__ int32_t SamplingSlot(const SampleParams& p, int32_t r
 
 // Grid (rows, chunks).
 __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(SampleParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ float best_v[kChunkThreads / 32];
   __shared__ int32_t best_i[kChunkThreads / 32];
   const int32_t row = blockIdx.x, chunk = blockIdx.y;
@@ -307,6 +309,7 @@ __device__ __forceinline__ bool NeedsProbs(const SlotSampling& s) {
 }
 
 __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ ChunkShared sh;
   const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
   const int32_t slot = SamplingSlot(p, row);
@@ -346,6 +349,7 @@ __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
 }
 
 __global__ void __launch_bounds__(kChunkThreads) SelectKernel(SampleParams p, int pass) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ ChunkShared sh;
   const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
   const int32_t slot = SamplingSlot(p, row);
@@ -362,6 +366,7 @@ __global__ void __launch_bounds__(kChunkThreads) SelectKernel(SampleParams p, in
 }
 
 __global__ void __launch_bounds__(kChunkThreads) KeptMassKernel(SampleParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ ChunkShared sh;
   const int32_t row = blockIdx.x, chunk = blockIdx.y, chunks = gridDim.y;
   const int32_t slot = SamplingSlot(p, row);
@@ -401,6 +406,7 @@ __global__ void __launch_bounds__(kChunkThreads) KeptMassKernel(SampleParams p) 
 }
 
 __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ DrawShared sh;
   const int32_t row = blockIdx.x;
   SampleOutput& out = p.out[row];
@@ -536,14 +542,14 @@ cudaError_t LaunchSample(const SampleParams& p, cudaStream_t stream) {
   if (p.rows <= 0) return cudaSuccess;
   if (p.work == nullptr) return cudaErrorInvalidValue;
   const dim3 grid(p.rows, SampleChunks(p.valid_vocab));
-  ResetPenaltiesArgmaxKernel<<<grid, kChunkThreads, 0, stream>>>(p);
-  ProbsKernel<<<grid, kChunkThreads, 0, stream>>>(p);
-  for (int pass = 1; pass < kSelectPasses; ++pass) {
-    SelectKernel<<<grid, kChunkThreads, 0, stream>>>(p, pass);
+  cudaError_t err = Launch(ResetPenaltiesArgmaxKernel, grid, kChunkThreads, 0, stream, p);
+  if (err == cudaSuccess) err = Launch(ProbsKernel, grid, kChunkThreads, 0, stream, p);
+  for (int pass = 1; pass < kSelectPasses && err == cudaSuccess; ++pass) {
+    err = Launch(SelectKernel, grid, kChunkThreads, 0, stream, p, pass);
   }
-  KeptMassKernel<<<grid, kChunkThreads, 0, stream>>>(p);
-  DrawKernel<<<p.rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (err == cudaSuccess) err = Launch(KeptMassKernel, grid, kChunkThreads, 0, stream, p);
+  if (err == cudaSuccess) err = Launch(DrawKernel, p.rows, kThreads, 0, stream, p);
+  return err;
 }
 
 }  // namespace llm::kernels

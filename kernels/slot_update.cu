@@ -1,4 +1,5 @@
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/slot_update.h"
 
 namespace llm::kernels {
@@ -6,6 +7,7 @@ namespace {
 
 // Blocks [0, num_admits) each install one admission; the last block applies the row changes.
 __global__ void SlotUpdateKernel(SlotUpdateParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   if (blockIdx.x == p.num_admits) {
     for (int32_t i = threadIdx.x; i < p.num_row_changes; i += blockDim.x) {
       p.decode_list[p.row_changes[2 * i]] = p.row_changes[2 * i + 1];
@@ -38,8 +40,7 @@ __global__ void SlotUpdateKernel(SlotUpdateParams p) {
 
 cudaError_t LaunchSlotUpdate(const SlotUpdateParams& p, cudaStream_t stream) {
   if (p.num_admits == 0 && p.num_row_changes == 0) return cudaSuccess;
-  SlotUpdateKernel<<<p.num_admits + 1, 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return Launch(SlotUpdateKernel, p.num_admits + 1, 256, 0, stream, p);
 }
 
 }  // namespace llm::kernels

@@ -1,10 +1,12 @@
 #include "kernels/common.cuh"
+#include "kernels/launch.cuh"
 #include "kernels/step_inputs.h"
 
 namespace llm::kernels {
 namespace {
 
 __global__ void StepInputsKernel(StepInputsParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= p.num_prefill + p.num_decode) return;
   if (r < p.num_prefill) {
@@ -34,6 +36,7 @@ __global__ void StepInputsKernel(StepInputsParams p) {
 }
 
 __global__ void GatherIntsKernel(const int32_t* src, const int32_t* rows, int32_t* dst, int32_t n) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = rows[i] < 0 ? -1 : src[rows[i]];
 }
@@ -43,15 +46,13 @@ __global__ void GatherIntsKernel(const int32_t* src, const int32_t* rows, int32_
 cudaError_t LaunchStepInputs(const StepInputsParams& p, cudaStream_t stream) {
   const int32_t n = p.num_prefill + p.num_decode;
   if (n <= 0) return cudaSuccess;
-  StepInputsKernel<<<CeilDiv(n, 128), 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return Launch(StepInputsKernel, CeilDiv(n, 128), 128, 0, stream, p);
 }
 
 cudaError_t LaunchGatherInts(const int32_t* src, const int32_t* rows, int32_t* dst, int32_t n,
                              cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  GatherIntsKernel<<<CeilDiv(n, 128), 128, 0, stream>>>(src, rows, dst, n);
-  return cudaGetLastError();
+  return Launch(GatherIntsKernel, CeilDiv(n, 128), 128, 0, stream, src, rows, dst, n);
 }
 
 }  // namespace llm::kernels

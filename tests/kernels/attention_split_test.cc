@@ -36,7 +36,7 @@ TEST(AttentionSplitTest, ChunksCoverTheLiveContextOnceInTiles) {
             EXPECT_EQ(r.begin, next) << live << " " << window << " " << splits << " " << part;
             EXPECT_GT(r.end, r.begin);
             if (part + 1 < used && splits > 1) {
-              EXPECT_EQ((r.end - r.begin) % kAttentionTile, 0);  // whole tiles but the last
+              EXPECT_EQ((r.end - r.begin) % kAttentionChunkKeys, 0);  // whole units but the last
             }
             next = r.end;
           } else {

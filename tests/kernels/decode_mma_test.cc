@@ -305,18 +305,27 @@ std::vector<float> Emulate(const Launch& l, const AttentionParams& p) {
       // CombineChunks (attention_split.cuh), in chunk order.
       const int32_t used = UsedChunks(pos, p.sliding_window, p.splits);
       for (int g = 0; g < G; ++g) {
+        // A warp: lane l takes chunks l, l + 32, ...; the sum by xor butterfly (GroupSum).
         float m = -FLT_MAX;
         for (int c = 0; c < used; ++c) m = std::max(m, part_max[part_index(row, kv_head, g, c)]);
-        float total = 0.0f;
+        std::vector<float> scale(static_cast<size_t>(used));
+        std::array<float, 32> lane_total{};
         for (int c = 0; c < used; ++c) {
-          total += std::exp(part_max[part_index(row, kv_head, g, c)] - m) *
-                   part_sum[part_index(row, kv_head, g, c)];
+          scale[c] = std::exp(part_max[part_index(row, kv_head, g, c)] - m);
+          lane_total[c % 32] =
+              std::fma(scale[c], part_sum[part_index(row, kv_head, g, c)], lane_total[c % 32]);
         }
+        for (int offset = 16; offset > 0; offset /= 2) {
+          std::array<float, 32> next;
+          for (int l = 0; l < 32; ++l) next[l] = lane_total[l] + lane_total[l ^ offset];
+          lane_total = next;
+        }
+        const float total = lane_total[0];
         for (int d = 0; d < D; ++d) {
           float o = 0.0f;
           for (int c = 0; c < used; ++c) {
             const size_t at = part_index(row, kv_head, g, c);
-            o = std::fma(std::exp(part_max[at] - m), part_out[at * D + d], o);
+            o = std::fma(scale[c], part_out[at * D + d], o);
           }
           out[(static_cast<size_t>(row) * H + kv_head * G + g) * D + d] =
               model::Bf16ToF32(model::F32ToBf16(o / total));

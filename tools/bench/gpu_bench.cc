@@ -132,6 +132,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
           "prompt attention one block per token, not the tiled kernel (engine.cuda_tiled_prefill)")
       .Bool("no-tensor-core-decode",
             "decode attention on CUDA cores, not tensor cores (engine.cuda_tensor_core_decode)")
+      .Bool("pdl", "programmatic dependent launch between the kernels (engine.cuda_pdl)")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count");
@@ -177,6 +178,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_gemv = !flags.GetBool("no-gemv");
   bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
   bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
+  bo.cuda_pdl = flags.GetBool("pdl");
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -197,6 +199,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
+  out["pdl"] = bo.cuda_pdl;
 
   Recorder recorder;
   loop::WorkerOptions wo;

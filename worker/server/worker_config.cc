@@ -60,6 +60,9 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.cuda_tensor_core_decode", true,
             "cuda: decode attention on tensor cores for head dims 64 and 128; false: the "
             "CUDA-core kernel (kept to compare)")
+      .Bool("engine.cuda_pdl", false,
+            "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
+            "start while the one before it finishes; off until measured")
       .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
       .Int("engine.max_prefill_tokens", 0, 0, 1 << 20,
            "prompt tokens per step, so decoding requests never stall behind a long prompt; 0: "
@@ -126,6 +129,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_gemv = v->Bool("engine.cuda_gemv");
   b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
   b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
+  b.cuda_pdl = v->Bool("engine.cuda_pdl");
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");

@@ -7,6 +7,7 @@
 #include "kernels/activation.h"
 #include "kernels/attention.h"
 #include "kernels/embedding.h"
+#include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope_kv.h"
@@ -29,6 +30,13 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
                                                            const CudaModelOptions& options,
                                                            cudaStream_t stream) {
   std::unique_ptr<CudaModel> m(new CudaModel(config, options));
+  // Process-wide, and before the first launch and any capture (kernels/launch.h); sm_90 and
+  // newer only (the launch attribute and griddepcontrol are Hopper's).
+  int device = 0, major = 0;
+  LLM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "current device");
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "device");
+  kernels::SetProgrammaticLaunch(options.pdl && major >= 9);
   if (const cudaError_t err =
           m->gemm_.Init(size_t{32} << 20, options.batch_invariant, options.gemv);
       err != cudaSuccess) {

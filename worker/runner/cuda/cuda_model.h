@@ -53,6 +53,9 @@ struct CudaModelOptions {
   // Attention of decode rows (and prompt rows without tiled_prefill) on the tensor-core kernel
   // where the head size allows (kernels/attention.h); false: the CUDA-core kernel.
   bool tensor_core_decode = true;
+  // Kernels launched with programmatic dependent launch (kernels/launch.cuh): each may be
+  // scheduled while the one before it finishes. Process-wide; not yet measured, so off.
+  bool pdl = false;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
 };
 

@@ -99,12 +99,12 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.max_blocks_per_seq = (max_context + sizes.block_tokens - 1) / sizes.block_tokens;
   z.max_rows = RoundUp(max_prefill_tokens + S, kPrefillRowAlign);
   z.max_sample_rows = RoundUp(std::min(2 * S, S + max_prefill_tokens), kSampleRowAlign);
-  // Split-K decode attention: at most 64 chunks of at least one tile; the workspace for the
-  // decode batch size that needs the most (row, chunk) pairs.
+  // Split-K decode attention: at most 64 chunks of at least kAttentionChunkKeys keys; the workspace
+  // for the decode batch size that needs the most (row, chunk) pairs.
   z.sm_count = sm_count;
   z.num_kv_heads = c.num_kv_heads;
   z.max_splits =
-      std::min(64, (max_context + kernels::kAttentionTile - 1) / kernels::kAttentionTile);
+      std::min(64, (max_context + kernels::kAttentionChunkKeys - 1) / kernels::kAttentionChunkKeys);
   z.batch_invariant = batch_invariant;
   for (int32_t rows = 1; rows <= S; ++rows) {
     z.split_parts = std::max<int64_t>(z.split_parts, int64_t{rows} * DecodeSplitsFor(z, rows));

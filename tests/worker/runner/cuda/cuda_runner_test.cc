@@ -54,6 +54,7 @@ struct WorkerSetup {
   bool batch_invariant = false;
   bool prefix_cache = true;
   bool tiled_prefill = true;
+  bool pdl = false;
 };
 
 std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
@@ -66,6 +67,7 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.cuda_graphs = s.graphs;
   o.batch_invariant = s.batch_invariant;
   o.cuda_tiled_prefill = s.tiled_prefill;
+  o.cuda_pdl = s.pdl;
   auto b = backend::CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
@@ -126,6 +128,48 @@ TEST(CudaRunnerTest, GoldenIdsUpToTheClosestCall) {
         EXPECT_GE(common, static_cast<size_t>(golden.closest_call_index)) << model;
       }
     }
+  }
+}
+
+// Programmatic dependent launch (engine.cuda_pdl) changes when a kernel is scheduled, not what it
+// computes: the same ids as without it, from graphs and eagerly — the golden alone (decode
+// steps of one row: the GEMV path with its weight prefetch) and six seeded requests at once
+// with batch_invariant (several rows per step whatever the timing, so the split decode
+// attention's and the sampler's last-block steps run under it). Workers made afterwards turn it
+// off again (CudaModel::Load sets it for the process).
+TEST(CudaRunnerTest, ProgrammaticLaunchGivesTheSameIds) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const Golden golden = LoadGolden();
+  const auto golden_len = static_cast<int32_t>(golden.ids.size());
+  for (bool graphs : {true, false}) {
+    std::vector<std::vector<int32_t>> ids[2];
+    for (bool pdl : {false, true}) {
+      WorkerSetup s;
+      s.graphs = graphs;
+      s.pdl = pdl;
+      auto w = MakeWorker(s);
+      ASSERT_NE(w, nullptr);
+      ids[pdl].push_back(Generate(*w, Spec(golden.prompt, golden_len)));
+      s.batch_invariant = true;
+      w = MakeWorker(s);
+      ASSERT_NE(w, nullptr);
+      std::vector<std::shared_ptr<CollectingSink>> sinks;
+      for (int i = 0; i < 6; ++i) {
+        GenerateSpec spec = Spec(golden.prompt.substr(0, 20 + 7 * i), 24, 0.8f);
+        spec.sampling.seed = 100 + i;
+        sinks.push_back(std::make_shared<CollectingSink>());
+        ASSERT_TRUE(w->Submit(spec, sinks.back()).ok());
+      }
+      for (auto& sink : sinks) {
+        ASSERT_TRUE(sink->Wait());
+        ASSERT_TRUE(sink->error().ok()) << sink->error();
+        ids[pdl].push_back(sink->result().token_ids);
+      }
+    }
+    EXPECT_EQ(ids[1], ids[0]) << "graphs " << graphs;
+    EXPECT_GE(CommonPrefix(ids[1][0], golden.ids), static_cast<size_t>(golden.closest_call_index));
   }
 }
 

@@ -48,7 +48,7 @@ TEST(StepSizesTest, SmallStepsAreNotPaddedBeyondTheirAlignment) {
   EXPECT_EQ(z.max_blocks_per_seq, 7);  // 100 positions in blocks of 16
   EXPECT_EQ(z.max_rows, 128);          // 64 + 2, aligned to 64
   EXPECT_EQ(z.max_sample_rows, 16);    // min(2 * 2, 2 + 64) = 4, aligned to 16
-  EXPECT_EQ(z.max_splits, 4);          // 100 positions: 4 tiles of 32
+  EXPECT_EQ(z.max_splits, 2);          // 100 positions: 2 chunks of 64 keys
 }
 
 }  // namespace
