@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   if (!LastChunkToArrive(p, local_row, kv_head, pos, &last_s)) return;
   // m_s, l_s and red_s are free now: red_s holds kThreads * 8 * G_MAX floats, at least
   // G * kMaxAttentionSplits.
-  CombineChunks<D, kThreads>(p, local_row, row, kv_head, G, pos, m_s, l_s, &red_s[0][0][0]);
+  CombineChunks<D, kThreads, G_MAX>(p, local_row, row, kv_head, G, pos, m_s, l_s, &red_s[0][0][0]);
 }
 
 template <int D>

@@ -240,7 +240,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
   }
   if (!LastChunkToArrive(p, local_row, kv_head, pos, &last_s)) return;
   // head_m, head_l and scratch are free now (LastChunkToArrive synchronised the block).
-  CombineChunks<D, kThreads>(p, local_row, row, kv_head, G, pos, head_m, head_l, scratch);
+  CombineChunks<D, kThreads, kMaxGroup>(p, local_row, row, kv_head, G, pos, head_m, head_l,
+                                        scratch);
 }
 
 }  // namespace

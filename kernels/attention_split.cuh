@@ -38,13 +38,12 @@ __device__ __forceinline__ bool LastChunkToArrive(const AttentionParams& p, int3
 // chunk's scale into `scale` (G * kMaxAttentionSplits floats of shared memory); then each
 // thread sums its (head, dim) outputs over the chunks in chunk order, the loads of all its
 // outputs for a chunk issued together. Reads with __ldcg: other blocks wrote the partials.
-// Called by every thread of the block; G <= kMaxGroup.
-template <int D, int kThreads>
+// Called by every thread of the block; G <= G_MAX.
+template <int D, int kThreads, int G_MAX>
 __device__ void CombineChunks(const AttentionParams& p, int32_t local_row, int32_t row,
                               int32_t kv_head, int32_t G, int32_t pos, float* head_m, float* head_l,
                               float* scale) {
-  constexpr int kMaxGroup = 8;
-  constexpr int kPerThread = (kMaxGroup * D + kThreads - 1) / kThreads;
+  constexpr int kPerThread = (G_MAX * D + kThreads - 1) / kThreads;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int32_t parts = UsedChunks(pos, p.sliding_window, p.splits);
   const int64_t base0 = (static_cast<int64_t>(local_row) * p.num_heads + kv_head * G) * p.splits;

@@ -65,6 +65,9 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, int r, int32_t
 
 template <int ROWS, bool F32, int MODE>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) {
+  // PDL: before the wait (launch.cuh), only the parameters and the weights are read: no earlier
+  // kernel writes them, so the start of this warp's rows is fetched into L2 while the kernel
+  // before still runs.
   constexpr bool GATED = MODE == kGated;
   constexpr bool TWO = MODE != kPlain;  // two weight rows per warp
   const int32_t warp = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
@@ -77,8 +80,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   const int32_t vecs = p.in / 8;
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o) * p.in);
   const uint4* w_up = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(o2) * p.in);
-  // The weights depend on no earlier kernel: with PDL (launch.cuh) the start of this warp's
-  // rows is fetched into L2 while the kernel before still runs.
   if (lane < kPrefetchLines && lane * 128 < p.in * 2) {
     PrefetchL2(reinterpret_cast<const char*>(w) + lane * 128);
     if constexpr (TWO) PrefetchL2(reinterpret_cast<const char*>(w_up) + lane * 128);

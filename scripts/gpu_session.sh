@@ -4,7 +4,8 @@
 # each phase is one call on the device:
 #
 #   build-gpu-bundle/session.sh check     # ~6 min: the GPU tests, then memcheck and racecheck
-#   build-gpu-bundle/session.sh decode    # ~9 min: llm-bench gpu for issue 12's targets
+#   build-gpu-bundle/session.sh decode    # ~9 min: llm-bench attention, then llm-bench gpu
+#                                         #   for issue 12's targets
 #   build-gpu-bundle/session.sh prefill   # ~8 min: TTFT, the prefill stall, chunk sizes (13)
 #
 # Every command runs under its own timeout, its standard output in $OUT/<phase>/<name>.out
@@ -65,6 +66,9 @@ case "$phase" in
     ;;
   decode)
     decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    # The decode attention kernels alone, both of them: time and K/V bandwidth per shape.
+    step attention 90 "${run[@]}" llm-bench attention
+    [[ -f "$out/attention.out" ]] && mv "$out/attention.out" "$out/attention.json"
     bench llama-3-8b 200 --model random:llama-3-8b --kernels "${decode[@]}"
     bench llama-3-8b-pdl 150 --model random:llama-3-8b --pdl "${decode[@]}"
     bench llama-3-8b-cuda-cores 150 --model random:llama-3-8b --no-tensor-core-decode \

@@ -1,8 +1,9 @@
 // The decode attention's split of a row's live context into chunks, its cache indexing and its
 // combine, checked on the host (no GPU): the functions here are the ones the kernels call
 // (kernels/attention.h). The chunks are emulated with the kernel's order of work — tiles of
-// kAttentionTile keys with an online softmax, then the combine of CombineChunks — and compared
-// with the plain softmax attention in double.
+// kAttentionTile keys with an online softmax, then the combine's arithmetic (its normaliser
+// summed in chunk order here; CombineChunks sums it lane-strided, DecodeMmaTest mirrors that
+// exactly) — and compared with the plain softmax attention in double.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>

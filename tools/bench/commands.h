@@ -14,6 +14,7 @@ int RunServeBench(const std::vector<std::string>& args);
 int RunGpuBench(const std::vector<std::string>& args);
 int RunPrefillBench(const std::vector<std::string>& args);
 int RunRouterBench(const std::vector<std::string>& args);
+int RunAttentionBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

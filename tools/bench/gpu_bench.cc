@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device.h"
+#include "tools/bench/device_bandwidth.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 #include "worker/runner/cuda/cuda_runner.h"
@@ -55,39 +56,6 @@ int RunGpuBench(const std::vector<std::string>&) {
 #else
 
 namespace {
-
-// Device-to-device copy: bytes moved (read + written) per second, best of several rounds.
-absl::StatusOr<double> CopyBandwidth(int device) {
-  constexpr size_t kBytes = size_t{1} << 30;
-  if (cudaSetDevice(device) != cudaSuccess) return absl::InternalError("cudaSetDevice");
-  void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, kBytes) != cudaSuccess || cudaMalloc(&b, kBytes) != cudaSuccess) {
-    if (a != nullptr) cudaFree(a);
-    return absl::ResourceExhaustedError("bandwidth test: cannot allocate 2 GiB");
-  }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaMemcpy(b, a, kBytes, cudaMemcpyDeviceToDevice);  // warm-up
-  double best = 0.0;
-  for (int round = 0; round < 5; ++round) {
-    constexpr int kCopies = 10;
-    cudaEventRecord(start);
-    for (int i = 0; i < kCopies; ++i) cudaMemcpyAsync(b, a, kBytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = std::max(best, 2.0 * kBytes * kCopies / (ms * 1e-3));
-  }
-  const cudaError_t err = cudaGetLastError();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(a);
-  cudaFree(b);
-  if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
-  return best;
-}
 
 // Per kernel class: the mean device time per step (ms) and its share of the step.
 nlohmann::json KernelSplit(const runner::cuda::KernelTimes& t) {
@@ -160,7 +128,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
 
   nlohmann::json out = {{"benchmark", "gpu"}, {"model", flags.GetString("model")}};
   out["device"] = kernels::DeviceDescription(static_cast<int>(*device));
-  auto bandwidth = CopyBandwidth(static_cast<int>(*device));
+  auto bandwidth = DeviceCopyBandwidth(static_cast<int>(*device));
   if (!bandwidth.ok()) return Fail(cmd, bandwidth.status());
   out["d2d_bandwidth_gb_per_s"] = *bandwidth / 1e9;
 

@@ -19,6 +19,7 @@ constexpr char kUsage[] =
     "TTFT,\n"
     "             the decode stall during a long prefill\n"
     "  prefill    any backend: TTFT and the decode stall per prompt-chunk size\n"
+    "  attention  CUDA: the decode attention kernels alone, time and K/V bandwidth per shape\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   if (name == "gpu") return llm::bench::RunGpuBench(args);
   if (name == "prefill") return llm::bench::RunPrefillBench(args);
   if (name == "router") return llm::bench::RunRouterBench(args);
+  if (name == "attention") return llm::bench::RunAttentionBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;
 }
