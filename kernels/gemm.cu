@@ -191,6 +191,12 @@ namespace {
 GemvParams GemvFor(const GemmArgs& g) {
   GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
   p.gated = g.silu_mul;
+  p.accumulate = g.accumulate;
+  if (g.norm != nullptr) {
+    p.norm_x = g.norm->x;
+    p.norm_weight = g.norm->weight;
+    p.norm_eps = g.norm->eps;
+  }
   if (g.rope_kv != nullptr) {
     p.rope_kv = true;
     p.rope = *g.rope_kv;
@@ -198,7 +204,9 @@ GemvParams GemvFor(const GemmArgs& g) {
   return p;
 }
 
-bool HasEpilogue(const GemmArgs& g) { return g.silu_mul || g.rope_kv != nullptr; }
+bool HasEpilogue(const GemmArgs& g) {
+  return g.silu_mul || g.rope_kv != nullptr || g.norm != nullptr || g.accumulate;
+}
 
 }  // namespace
 

@@ -30,6 +30,14 @@ namespace llm::kernels {
 
 enum class GemmOut { kBf16, kF32 };
 
+// A product's input made on the fly from the fp32 residual stream: RMSNorm(x) * weight, the
+// bits of LaunchRmsNorm without a delta (rmsnorm.h).
+struct NormInput {
+  const float* x;               // [rows, in]
+  const __nv_bfloat16* weight;  // [in]
+  float eps;
+};
+
 struct GemmArgs {
   const __nv_bfloat16* x;  // [rows, in]
   const __nv_bfloat16* w;  // [out, in]
@@ -39,7 +47,13 @@ struct GemmArgs {
   int32_t in;
   int32_t out;
   GemmOut out_type;
-  // Epilogues (GEMV path only, where FusesEpilogue says so; at most one):
+  // Fused work (GEMV path only, where FusesEpilogue says so). A prologue: x is ignored and
+  // RMSNorm(norm->x) * norm->weight is the input (gemv.h, norm prologue; kF32 output, gated
+  // or RoPE/KV).
+  const NormInput* norm = nullptr;
+  // kF32 output without another epilogue: y += the product (+ bias), the residual add.
+  bool accumulate = false;
+  // Epilogues (at most one):
   // the MLP's gate/up product with SiLU-and-multiply (gemv.h, gated): w has 2 * out rows and
   // y[r, o] = silu(gate) * up, bf16;
   bool silu_mul = false;
@@ -64,9 +78,10 @@ class Gemm {
   // it. cuBLAS status as an int (0 = success), so callers need not include cuBLAS headers.
   int Prepare(const GemmArgs& args);
   int Run(const GemmArgs& args, cudaStream_t stream);
-  // Whether Run takes `args` with its epilogue (silu_mul or rope_kv): the GEMV path (few rows,
-  // not batch-invariant). Otherwise the caller runs the plain product and then LaunchSiluMul or
-  // LaunchRopeKv (the same bits).
+  // Whether Run takes `args` with its fused work (norm, accumulate, silu_mul or rope_kv): the
+  // GEMV path (few rows, not batch-invariant). Otherwise the caller runs LaunchRmsNorm, the plain
+  // product and then the residual add (LaunchRmsNorm's delta), LaunchSiluMul or LaunchRopeKv
+  // (the same bits).
   bool FusesEpilogue(const GemmArgs& args) const;
   bool batch_invariant() const { return batch_invariant_; }
   bool uses_gemv() const { return use_gemv_; }

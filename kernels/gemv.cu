@@ -1,6 +1,7 @@
 #include "kernels/common.cuh"
 #include "kernels/gemv.h"
 #include "kernels/launch.cuh"
+#include "kernels/rmsnorm.cuh"
 
 namespace llm::kernels {
 namespace {
@@ -24,12 +25,23 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
   }
 }
 
+// Eight normed inputs from two float4 of the residual row and eight norm weights: the bits
+// RmsNormVecKernel writes (rmsnorm.cu), back as floats.
+__device__ __forceinline__ void Normed8(const float4& a, const float4& b, const float* g, float inv,
+                                        float* f) {
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int k = 0; k < 8; ++k) f[k] = ToFloat(ToBf16(g[k] * (v[k] * inv)));
+}
+
 // One warp per output o: lane l takes the 16-byte vectors l, l + 32, ... of w's row o (read
 // once, not kept in L1: each weight is used by this warp only) and the same vectors of every
 // row of x (read by all warps, so cached), then the warp sums its lanes with xor shuffles
 // (every lane gets the same bits) and lane r writes row r. Gated: the warp also streams row
 // out + o (the up projection) and writes silu(gate) * up. RoPE: the warp streams a head's rows
-// i and i + half and rotates and writes the pair (RopeEpilogue).
+// i and i + half and rotates and writes the pair (RopeEpilogue). NORM: x's vectors are made
+// from the fp32 residual rows and the norm weights (Normed8) after the warp has summed each
+// row's squares (RmsSumSquaresInWarp).
 enum Epilogue { kPlain, kGated, kRope };
 
 // RoPE/KV mode's epilogue for row r: the pair (a, b) = outputs (o, o + half) of head `head`,
@@ -63,7 +75,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, int r, int32_t
   }
 }
 
-template <int ROWS, bool F32, int MODE>
+template <int ROWS, bool F32, int MODE, bool NORM>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) {
   // PDL: before the wait (launch.cuh), only the parameters and the weights are read: no earlier
   // kernel writes them, so the start of this warp's rows is fetched into L2 while the kernel
@@ -86,6 +98,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   }
   AfterPriorGrids();
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
+  const float4* norm_x = reinterpret_cast<const float4*>(p.norm_x);
+  const uint4* norm_w = reinterpret_cast<const uint4*>(p.norm_weight);
+  const int32_t n4 = p.in / 4;
+  float inv[NORM ? ROWS : 1];
+  if constexpr (NORM) {
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      inv[r] = RmsInverse(RmsSumSquaresInWarp(norm_x + static_cast<int64_t>(r) * n4, n4), p.in,
+                          p.norm_eps);
+    }
+  }
   constexpr int kUpRows = TWO ? ROWS : 1;
   float acc[ROWS], acc_up[kUpRows];
 #pragma unroll
@@ -94,13 +117,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
   for (int r = 0; r < kUpRows; ++r) acc_up[r] = 0.0f;
 #pragma unroll 4
   for (int32_t v = lane; v < vecs; v += 32) {
-    float wf[8], uf[8];
+    float wf[8], uf[8], gf[8];
     Unpack8(__ldcs(w + v), wf);
     if constexpr (TWO) Unpack8(__ldcs(w_up + v), uf);
+    if constexpr (NORM) Unpack8(__ldg(norm_w + v), gf);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       float xf[8];
-      Unpack8(__ldg(x + static_cast<int64_t>(r) * vecs + v), xf);
+      if constexpr (NORM) {
+        const float4* row = norm_x + static_cast<int64_t>(r) * n4 + 2 * v;
+        Normed8(__ldg(row), __ldg(row + 1), gf, inv[r], xf);
+      } else {
+        Unpack8(__ldg(x + static_cast<int64_t>(r) * vecs + v), xf);
+      }
 #pragma unroll
       for (int k = 0; k < 8; ++k) acc[r] = fmaf(xf[k], wf[k], acc[r]);
       if constexpr (TWO) {
@@ -142,7 +171,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
     static_cast<__nv_bfloat16*>(p.y)[at] = ToBf16(SiluTimes(g, u));
   } else if constexpr (F32) {
     const float b = p.bias != nullptr ? static_cast<const float*>(p.bias)[o] : 0.0f;
-    static_cast<float*>(p.y)[at] = sum + b;
+    float* y = static_cast<float*>(p.y);
+    // Accumulate: the residual add as RmsNormVecKernel does it, x + delta with delta = sum + b.
+    y[at] = p.accumulate ? y[at] + (sum + b) : sum + b;
   } else {
     const float b =
         p.bias != nullptr ? ToFloat(static_cast<const __nv_bfloat16*>(p.bias)[o]) : 0.0f;
@@ -155,10 +186,19 @@ cudaError_t LaunchRows(const GemvParams& p, cudaStream_t stream) {
   const int32_t warps = p.rope_kv ? p.out / 2 : p.out;
   const dim3 grid((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const dim3 block(kWarpsPerBlock * 32);
-  if (p.rope_kv) return Launch(GemvKernel<ROWS, false, kRope>, grid, block, 0, stream, p);
-  if (p.gated) return Launch(GemvKernel<ROWS, false, kGated>, grid, block, 0, stream, p);
-  if (p.out_f32) return Launch(GemvKernel<ROWS, true, kPlain>, grid, block, 0, stream, p);
-  return Launch(GemvKernel<ROWS, false, kPlain>, grid, block, 0, stream, p);
+  if (p.norm_x != nullptr) {  // GemvSupports: fp32 plain, gated or RoPE/KV, few rows
+    if constexpr (ROWS <= kGemvNormMaxRows) {
+      if (p.rope_kv) return Launch(GemvKernel<ROWS, false, kRope, true>, grid, block, 0, stream, p);
+      if (p.gated) return Launch(GemvKernel<ROWS, false, kGated, true>, grid, block, 0, stream, p);
+      return Launch(GemvKernel<ROWS, true, kPlain, true>, grid, block, 0, stream, p);
+    } else {
+      return cudaErrorInvalidValue;
+    }
+  }
+  if (p.rope_kv) return Launch(GemvKernel<ROWS, false, kRope, false>, grid, block, 0, stream, p);
+  if (p.gated) return Launch(GemvKernel<ROWS, false, kGated, false>, grid, block, 0, stream, p);
+  if (p.out_f32) return Launch(GemvKernel<ROWS, true, kPlain, false>, grid, block, 0, stream, p);
+  return Launch(GemvKernel<ROWS, false, kPlain, false>, grid, block, 0, stream, p);
 }
 
 }  // namespace
@@ -175,9 +215,17 @@ bool RopeShapeMatches(const GemvParams& p) {
 
 bool GemvSupports(const GemvParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.rows >= 1 && p.rows <= kGemvMaxRows && p.in > 0 && p.in % 8 == 0 && p.out > 0 &&
-         aligned(p.x) && aligned(p.w) && !((p.gated || p.rope_kv) && p.out_f32) &&
-         !(p.gated && p.rope_kv) && (!p.rope_kv || RopeShapeMatches(p));
+  const bool plain = !p.gated && !p.rope_kv;
+  const bool shape_ok = p.rows >= 1 && p.rows <= kGemvMaxRows && p.in > 0 && p.in % 8 == 0 &&
+                        p.out > 0 && aligned(p.w) && !((p.gated || p.rope_kv) && p.out_f32) &&
+                        !(p.gated && p.rope_kv) && (!p.rope_kv || RopeShapeMatches(p));
+  const bool accumulate_ok = !p.accumulate || (plain && p.out_f32 && p.norm_x == nullptr);
+  const bool input_ok = p.norm_x == nullptr
+                            ? p.x != nullptr && aligned(p.x)
+                            : p.rows <= kGemvNormMaxRows && p.in <= kGemvNormMaxIn &&
+                                  aligned(p.norm_x) && p.norm_weight != nullptr &&
+                                  aligned(p.norm_weight) && (!plain || p.out_f32);
+  return shape_ok && accumulate_ok && input_ok;
 }
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream) {

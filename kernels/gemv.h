@@ -13,6 +13,16 @@
 // pair of outputs (i, i + head_dim / 2) of one head and writes what the product followed by
 // LaunchRopeKv would leave, bit for bit: y holds the product (bf16, bias added) with q rotated
 // in place; k rotated and v go into the layer's paged cache (rows with a slot only).
+//
+// Norm prologue (up to kGemvNormMaxRows rows, with the plain fp32, gated or RoPE/KV modes): x is
+// RMSNorm(norm_x) with norm_weight, computed by each warp as it streams, not read: the bits
+// LaunchRmsNorm (rmsnorm.h, no delta) would write to x, so the norm's launch disappears. Each
+// warp first sums its rows' squares in the norm kernel's order (rmsnorm.cuh), then rounds every
+// normed element to bf16 as it goes.
+//
+// Accumulate (plain fp32 mode): y[r, o] += x . w[o] (+ bias[o]): the residual add that
+// LaunchRmsNorm's delta would do next, done where the delta is made (the same bits:
+// y + (sum + bias)).
 #ifndef LLM_KERNELS_GEMV_H_
 #define LLM_KERNELS_GEMV_H_
 
@@ -26,6 +36,11 @@
 namespace llm::kernels {
 
 inline constexpr int32_t kGemvMaxRows = 8;
+// The norm prologue re-reads each row's fp32 residual (4 bytes per input, twice) in every block,
+// so it is kept to the smallest batches, where the norm's own launch costs the most.
+inline constexpr int32_t kGemvNormMaxRows = 2;
+// RmsNormVecKernel's widest row (rmsnorm.cuh): 8 float4 for each of 256 threads.
+inline constexpr int32_t kGemvNormMaxIn = 8192;
 
 struct GemvParams {
   const __nv_bfloat16* x;  // [rows, in]
@@ -40,6 +55,11 @@ struct GemvParams {
   // RoPE/KV epilogue: y bf16 is `rope.qkv`, out = (num_heads + 2 * num_kv_heads) * head_dim.
   bool rope_kv = false;
   RopeKvParams rope{};
+  // Norm prologue: x is ignored and RMSNorm(norm_x) * norm_weight used instead.
+  const float* norm_x = nullptr;               // [rows, in] fp32 residual stream
+  const __nv_bfloat16* norm_weight = nullptr;  // [in]
+  float norm_eps = 0.0f;
+  bool accumulate = false;  // plain fp32 mode: y += product (+ bias)
 };
 
 // RoPE/KV mode: warp w computes outputs `first` = head * head_dim + pair and
@@ -60,7 +80,9 @@ __host__ __device__ inline GemvRopePair RopePairOfWarp(int32_t warp, int32_t hea
 
 // Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, x and w 16-byte
 // aligned, a bf16 output when gated or with RoPE/KV (then out matches rope's shape and y is
-// rope.qkv), not both.
+// rope.qkv), not both; with the norm prologue, rows <= kGemvNormMaxRows, in <=
+// kGemvNormMaxIn, norm_x and norm_weight 16-byte aligned and an fp32 plain, gated or RoPE/KV
+// mode (x may then be null); accumulate only in the plain fp32 mode.
 bool GemvSupports(const GemvParams& p);
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);

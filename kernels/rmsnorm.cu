@@ -2,12 +2,13 @@
 
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/rmsnorm.cuh"
 #include "kernels/rmsnorm.h"
 
 namespace llm::kernels {
 namespace {
 
-constexpr int kVecThreads = 256;
+constexpr int kVecThreads = kRmsNormThreads;  // rmsnorm.cuh: the order of the sum
 
 // One block per output row, the row held in registers: each thread loads VEC float4 of x (and
 // delta) at once, so a small batch's norm costs one round of loads, one block reduction and
@@ -42,15 +43,12 @@ __global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p)
       }
     }
   }
+  // rmsnorm.cuh's order (the GEMV's norm prologue sums the same way); the zeros past the row
+  // add nothing.
   float sum_sq = 0.0f;
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    sum_sq = fmaf(v[k].x, v[k].x, sum_sq);
-    sum_sq = fmaf(v[k].y, v[k].y, sum_sq);
-    sum_sq = fmaf(v[k].z, v[k].z, sum_sq);
-    sum_sq = fmaf(v[k].w, v[k].w, sum_sq);
-  }
-  const float inv = rsqrtf(BlockSum(sum_sq, scratch) / p.dim + p.eps);
+  for (int k = 0; k < VEC; ++k) sum_sq = AddSquares(v[k], sum_sq);
+  const float inv = RmsInverse(BlockSum(sum_sq, scratch), p.dim, p.eps);
   const uint2* w = reinterpret_cast<const uint2*>(p.weight);
   uint2* out = reinterpret_cast<uint2*>(p.out + static_cast<int64_t>(r) * p.dim);
 #pragma unroll

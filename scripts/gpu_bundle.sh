@@ -6,8 +6,9 @@
 # tens of MiB), to carry to the device:
 #
 #   scripts/gpu_bundle.sh
-#   device run: build-gpu-bundle/session.sh check|decode|prefill   (scripts/gpu_session.sh: the
-#                 GPU tests and sanitizers, then the benches, one 10-minute call each)
+#   device run: build-gpu-bundle/session.sh check|decode|compare|prefill
+#                 (scripts/gpu_session.sh: the GPU tests and sanitizers, then the benches, one
+#                 10-minute call each)
 #   or one binary: build-gpu-bundle/run.sh kernels_test (cuda_runner_test, llm-bench gpu ...)
 #
 # The CUDA runtime is linked statically; cuBLASLt and NVML come from the device's toolkit and

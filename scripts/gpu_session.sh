@@ -4,8 +4,10 @@
 # each phase is one call on the device:
 #
 #   build-gpu-bundle/session.sh check     # ~6 min: the GPU tests, then memcheck and racecheck
-#   build-gpu-bundle/session.sh decode    # ~9 min: llm-bench attention, then llm-bench gpu
+#   build-gpu-bundle/session.sh decode    # ~8 min: llm-bench attention, then llm-bench gpu
 #                                         #   for issue 12's targets
+#   build-gpu-bundle/session.sh compare   # ~9 min: the same with PDL, without the fused
+#                                         #   norms, with CUDA-core decode attention
 #   build-gpu-bundle/session.sh prefill   # ~8 min: TTFT, the prefill stall, chunk sizes (13)
 #
 # Every command runs under its own timeout, its standard output in $OUT/<phase>/<name>.out
@@ -15,7 +17,7 @@
 # tail. Uses bash and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh check|decode|prefill}"
+phase="${1:?usage: session.sh check|decode|compare|prefill}"
 out="${OUT:-$PWD/gpu-out}/$phase"
 mkdir -p "$out"
 summary="$out/summary.txt"
@@ -59,6 +61,7 @@ case "$phase" in
     # The kernels whose last block combines or steps a row (decode attention's chunks, the
     # sampler's selects and draw), and the fused GEMV epilogues, under the sanitizers.
     filter='AttentionKernelTest.*:SampleKernelTest.*:RopeKvKernelTest.*:GemmTest.Gated*'
+    filter+=':GemvFusionTest.*'
     step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$filter"
     step racecheck 240 "$sanitizer" --tool racecheck --error-exitcode 9 \
@@ -70,11 +73,16 @@ case "$phase" in
     step attention 90 "${run[@]}" llm-bench attention
     [[ -f "$out/attention.out" ]] && mv "$out/attention.out" "$out/attention.json"
     bench llama-3-8b 200 --model random:llama-3-8b --kernels "${decode[@]}"
-    bench llama-3-8b-pdl 150 --model random:llama-3-8b --pdl "${decode[@]}"
-    bench llama-3-8b-cuda-cores 150 --model random:llama-3-8b --no-tensor-core-decode \
-      "${decode[@]}"
     bench llama-3.2-1b 120 --model random:llama-3.2-1b --kernels "${decode[@]}"
     bench qwen2-0.5b 90 --model random:qwen2-0.5b --kernels "${decode[@]}"
+    ;;
+  compare)
+    # What the defaults were chosen over, each against the decode phase's default runs.
+    decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    bench llama-3-8b-pdl 150 --model random:llama-3-8b --pdl "${decode[@]}"
+    bench llama-3-8b-unfused-norm 150 --model random:llama-3-8b --no-fused-norm "${decode[@]}"
+    bench llama-3-8b-cuda-cores 150 --model random:llama-3-8b --no-tensor-core-decode \
+      "${decode[@]}"
     bench qwen2-0.5b-cuda-cores 90 --model random:qwen2-0.5b --no-tensor-core-decode \
       "${decode[@]}"
     ;;
@@ -92,7 +100,7 @@ case "$phase" in
       --stall-prompt 16384
     ;;
   *)
-    echo "unknown phase $phase (check, decode or prefill)" >&2
+    echo "unknown phase $phase (check, decode, compare or prefill)" >&2
     exit 2
     ;;
 esac

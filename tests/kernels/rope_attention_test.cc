@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemv.h"
 #include "kernels/prefill_attention.h"
+#include "kernels/rmsnorm.h"
 #include "kernels/rope_kv.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/prefill_reference.h"
@@ -283,6 +284,94 @@ TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
         EXPECT_EQ(same_bits(qkv_a, qkv_b), 0) << "qkv, " << what;
         EXPECT_EQ(same_bits(k_a, k_b), 0) << "K cache, " << what;
         EXPECT_EQ(same_bits(v_a, v_b), 0) << "V cache, " << what;
+      }
+    }
+  }
+}
+
+// The q/k/v GEMV with the norm prologue as well as the RoPE/KV epilogue (a batch-1 layer's
+// first product, engine.cuda_fused_norm) leaves the bits of LaunchRmsNorm followed by the
+// RoPE/KV GEMV (itself the product followed by LaunchRopeKv, above): the same qkv buffer and K
+// and V caches, zero tolerance, at 1 and 2 rows (kGemvNormMaxRows; one case with a padding
+// row), head dims 64 and 128, groups 1, 4 and 7, hidden sizes 896 and 4096, with and without a
+// bias.
+TEST(RopeKvKernelTest, QkvGemvWithNormPrologueIsRmsNormThenTheFusedProduct) {
+  LLM_REQUIRE_GPU();
+  Gemm gemm;
+  LLM_CUDA_OK(gemm.Init());
+  for (Case c : {Case{1, 64, 4, 4, 0}, Case{2, 128, 8, 2, 0}, Case{2, 64, 14, 2, 0}}) {
+    for (const int in : {896, 4096}) {
+      for (const bool with_bias : {false, true}) {
+        const int rows = c.rows, D = c.head_dim, H = c.heads, KV = c.kv_heads;
+        const int width = (H + 2 * KV) * D;
+        PagedSetup pg(rows, 300);
+        std::vector<int32_t> pos(rows), slot(rows);
+        for (int r = 0; r < rows; ++r) {
+          pos[r] = (r * 37 + 5) % 290;
+          slot[r] = r;
+        }
+        if (H == 14) slot[1] = -1;  // padding
+        std::vector<float> cos_t, sin_t;
+        RopeTables(D, 300, &cos_t, &sin_t);
+        std::vector<float> x = RandomFloats(size_t(rows) * in, 80 + rows, -3, 3);
+        for (float& v : x) v *= 1.0f + 1e-3f;  // not bf16-representable, as a residual stream
+        const auto gamma = RandomFloats(in, 81, 0.5f, 1.5f);
+        const auto w = RandomFloats(size_t(width) * in, 82, -0.2f, 0.2f);
+        const auto bias = RandomFloats(width, 83);
+        DeviceBuffer<float> d_x(x);
+        DeviceBuffer<__nv_bfloat16> d_gamma(ToBf16Vector(gamma)), d_w(ToBf16Vector(w)),
+            d_bias(ToBf16Vector(bias)), xn(size_t(rows) * in);
+        DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
+        DeviceBuffer<float> d_cos(cos_t), d_sin(sin_t);
+        const size_t cache_elems = size_t(pg.num_blocks) * KV * pg.block_tokens * D;
+        DeviceBuffer<__nv_bfloat16> qkv_a(size_t(rows) * width), k_a(cache_elems), v_a(cache_elems),
+            qkv_b(size_t(rows) * width), k_b(cache_elems), v_b(cache_elems);
+        const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
+        RopeKvParams rope_a{qkv_a.get(),
+                            d_pos.get(),
+                            d_slot.get(),
+                            d_tables.get(),
+                            pg.max_blocks,
+                            d_cos.get(),
+                            d_sin.get(),
+                            k_a.get(),
+                            v_a.get(),
+                            rows,
+                            H,
+                            KV,
+                            D,
+                            pg.block_tokens};
+        RopeKvParams rope_b = rope_a;
+        rope_b.qkv = qkv_b.get();
+        rope_b.k_cache = k_b.get();
+        rope_b.v_cache = v_b.get();
+        const float eps = 1e-6f;
+        LLM_CUDA_OK(LaunchRmsNorm(
+            {d_x.get(), nullptr, d_gamma.get(), xn.get(), nullptr, rows, in, eps}, 0));
+        GemmArgs a{xn.get(), d_w.get(), b, qkv_a.get(), rows, in, width, GemmOut::kBf16};
+        a.rope_kv = &rope_a;
+        const NormInput norm{d_x.get(), d_gamma.get(), eps};
+        GemmArgs fused{nullptr, d_w.get(), b, qkv_b.get(), rows, in, width, GemmOut::kBf16};
+        fused.rope_kv = &rope_b;
+        fused.norm = &norm;
+        const std::string what = std::to_string(rows) + " rows, in " + std::to_string(in) + ", D " +
+                                 std::to_string(D) + ", H " + std::to_string(H) + ", KV " +
+                                 std::to_string(KV) + (with_bias ? ", bias" : "");
+        ASSERT_TRUE(gemm.FusesEpilogue(a)) << what;
+        ASSERT_TRUE(gemm.FusesEpilogue(fused)) << what;
+        EXPECT_EQ(gemm.Run(a, 0), 0) << what;
+        EXPECT_EQ(gemm.Run(fused, 0), 0) << what;
+        LLM_CUDA_OK(cudaDeviceSynchronize());
+        auto differ = [](const DeviceBuffer<__nv_bfloat16>& p,
+                         const DeviceBuffer<__nv_bfloat16>& q) {
+          const auto u = p.Download(), v = q.Download();
+          int n = 0;
+          for (size_t k = 0; k < u.size(); ++k) n += std::memcmp(&u[k], &v[k], sizeof(u[k])) != 0;
+          return n;
+        };
+        EXPECT_EQ(differ(qkv_a, qkv_b), 0) << "qkv, " << what;
+        EXPECT_EQ(differ(k_a, k_b), 0) << "K cache, " << what;
+        EXPECT_EQ(differ(v_a, v_b), 0) << "V cache, " << what;
       }
     }
   }

@@ -100,6 +100,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
           "prompt attention one block per token, not the tiled kernel (engine.cuda_tiled_prefill)")
       .Bool("no-tensor-core-decode",
             "decode attention on CUDA cores, not tensor cores (engine.cuda_tensor_core_decode)")
+      .Bool("no-fused-norm",
+            "RMSNorm as its own kernel at a few rows, not inside the products "
+            "(engine.cuda_fused_norm)")
       .Bool("pdl", "programmatic dependent launch between the kernels (engine.cuda_pdl)")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
@@ -146,6 +149,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_gemv = !flags.GetBool("no-gemv");
   bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
   bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
+  bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
   bo.cuda_pdl = flags.GetBool("pdl");
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
@@ -167,6 +171,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
+  out["fused_norm"] = bo.cuda_fused_norm;
   out["pdl"] = bo.cuda_pdl;
 
   Recorder recorder;

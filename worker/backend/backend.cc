@@ -84,6 +84,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.gemv = options.cuda_gemv;
   ro.tiled_prefill = options.cuda_tiled_prefill;
   ro.tensor_core_decode = options.cuda_tensor_core_decode;
+  ro.fused_norm = options.cuda_fused_norm;
   ro.pdl = options.cuda_pdl;
   LLM_ASSIGN_OR_RETURN(b.runner,
                        runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));

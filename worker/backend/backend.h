@@ -40,6 +40,7 @@ struct BackendOptions {
   bool cuda_gemv = true;
   bool cuda_tiled_prefill = true;
   bool cuda_tensor_core_decode = true;
+  bool cuda_fused_norm = true;
   bool cuda_pdl = false;
 };
 

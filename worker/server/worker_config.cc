@@ -60,6 +60,10 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.cuda_tensor_core_decode", true,
             "cuda: decode attention on tensor cores for head dims 64 and 128; false: the "
             "CUDA-core kernel (kept to compare)")
+      .Bool("engine.cuda_fused_norm", true,
+            "cuda: the residual add inside the o and down products (up to 8 rows) and each "
+            "RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm "
+            "kernels do both")
       .Bool("engine.cuda_pdl", false,
             "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
             "start while the one before it finishes; off until measured")
@@ -129,6 +133,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_gemv = v->Bool("engine.cuda_gemv");
   b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
   b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
+  b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");
   b.cuda_pdl = v->Bool("engine.cuda_pdl");
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;

@@ -141,13 +141,31 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   prefill.sliding_window = c.sliding_window;
   prefill.scale = attn.scale;
 
-  const float* pending = nullptr;  // the last sublayer's output, added by the next norm
+  // The residual stream b.x. A sublayer's output is added to it either by the product that makes
+  // it (accumulate: at a few rows, options_.fused_norm) or by the next norm (`pending` is then
+  // that output, b.delta). A norm is the next product's prologue where that product can take it
+  // (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its input. Same bits.
+  const float* pending = nullptr;
+  const auto fuse_norm = [&](kernels::GemmArgs& args, const kernels::NormInput* norm) {
+    if (!options_.fused_norm || pending != nullptr) return false;
+    args.norm = norm;
+    if (gemm_.FusesEpilogue(args)) return true;
+    args.norm = nullptr;
+    return false;
+  };
+  const auto residual_product = [&](kernels::GemmArgs args, const char* what) -> absl::Status {
+    kernels::GemmArgs into_x = args;
+    into_x.y = b.x;
+    into_x.accumulate = true;
+    const bool fused = options_.fused_norm && gemm_.FusesEpilogue(into_x);
+    LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(fused ? into_x : args, st), what));
+    pending = fused ? nullptr : b.delta;
+    return absl::OkStatus();
+  };
   for (int l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& L = weights_.layers[l];
-    LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm({b.x, pending, L.input_norm, b.xn, nullptr, s.rows, H, eps}, st),
-        "rmsnorm");
-    mark(KernelClass::kNorms);
+    const kernels::NormInput input_norm{b.x, L.input_norm, eps};
+    const kernels::NormInput post_norm{b.x, L.post_norm, eps};
     kernels::RopeKvParams rope{};
     rope.qkv = b.qkv;
     rope.row_pos = b.row_pos;
@@ -166,6 +184,13 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     kernels::GemmArgs qkv{b.xn,   L.qkv, L.qkv_bias, b.qkv,
                           s.rows, H,     z.qkv_dim,  kernels::GemmOut::kBf16};
     qkv.rope_kv = &rope;
+    if (!fuse_norm(qkv, &input_norm)) {
+      LLM_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchRmsNorm({b.x, pending, L.input_norm, b.xn, nullptr, s.rows, H, eps}, st),
+          "rmsnorm");
+      mark(KernelClass::kNorms);
+      pending = nullptr;
+    }
     if (gemm_.FusesEpilogue(qkv)) {
       // A few rows: RoPE and the K/V write are the GEMV's epilogue.
       LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(qkv, st), "qkv projection"));
@@ -198,18 +223,20 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
       mark(KernelClass::kAttention);
     }
-    LLM_RETURN_IF_ERROR(CublasStatus(
-        gemm_.Run({b.attn, L.o, L.o_bias, b.delta, s.rows, c.q_dim(), H, kernels::GemmOut::kF32},
-                  st),
+    LLM_RETURN_IF_ERROR(residual_product(
+        {b.attn, L.o, L.o_bias, b.delta, s.rows, c.q_dim(), H, kernels::GemmOut::kF32},
         "o projection"));
     mark(KernelClass::kProducts);
-    LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm({b.x, b.delta, L.post_norm, b.xn, nullptr, s.rows, H, eps}, st),
-        "rmsnorm");
-    mark(KernelClass::kNorms);
     kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, s.rows,
                             H,    I,         kernels::GemmOut::kBf16};
     gated.silu_mul = true;
+    if (!fuse_norm(gated, &post_norm)) {
+      LLM_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchRmsNorm({b.x, pending, L.post_norm, b.xn, nullptr, s.rows, H, eps}, st),
+          "rmsnorm");
+      mark(KernelClass::kNorms);
+      pending = nullptr;
+    }
     if (gemm_.FusesEpilogue(gated)) {
       // A few rows: SiLU-and-multiply is the GEMV's epilogue (no gate_up intermediate).
       LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(gated, st), "gate/up projection"));
@@ -223,20 +250,24 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, s.rows, I}, st), "silu");
       mark(KernelClass::kOther);
     }
-    LLM_RETURN_IF_ERROR(CublasStatus(
-        gemm_.Run({b.act, L.down, L.down_bias, b.delta, s.rows, I, H, kernels::GemmOut::kF32}, st),
+    LLM_RETURN_IF_ERROR(residual_product(
+        {b.act, L.down, L.down_bias, b.delta, s.rows, I, H, kernels::GemmOut::kF32},
         "down projection"));
     mark(KernelClass::kProducts);
-    pending = b.delta;
   }
 
   if (s.sample_rows == 0) return absl::OkStatus();
   const int32_t* rows_index = s.identity_sampling ? nullptr : s.sample_rows_index;
-  LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRmsNorm(
-          {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
-      "final rmsnorm");
-  mark(KernelClass::kNorms);
+  kernels::GemmArgs head{b.xs,         weights_.head,         nullptr, b.logits, s.sample_rows, H,
+                         c.vocab_size, kernels::GemmOut::kF32};
+  const kernels::NormInput final_norm{b.x, weights_.final_norm, eps};
+  if (rows_index != nullptr || !fuse_norm(head, &final_norm)) {
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRmsNorm(
+            {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
+        "final rmsnorm");
+    mark(KernelClass::kNorms);
+  }
   const int32_t* sample_slot = b.row_slot;
   const int32_t* sample_pos = b.row_pos;
   if (!s.identity_sampling) {
@@ -250,10 +281,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     sample_slot = b.sample_slot;
     sample_pos = b.sample_pos;
   }
-  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
-                                              H, c.vocab_size, kernels::GemmOut::kF32},
-                                             st),
-                                   "lm head"));
+  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(head, st), "lm head"));
   mark(KernelClass::kProducts);
   kernels::SampleParams sp{};
   sp.logits = b.logits;

@@ -39,6 +39,8 @@ struct CudaRunnerOptions {
   // Decode attention on tensor cores where the head size allows (64, 128; kernels/attention.h)
   // rather than CUDA cores.
   bool tensor_core_decode = true;
+  // RMSNorm and the residual add inside the GEMV products at a few rows (kernels/gemv.h).
+  bool fused_norm = true;
   // Programmatic dependent launch between the kernels (kernels/launch.cuh); process-wide.
   bool pdl = false;
 };

@@ -56,6 +56,7 @@ struct WorkerSetup {
   bool prefix_cache = true;
   bool tiled_prefill = true;
   bool pdl = false;
+  bool fused_norm = true;
 };
 
 std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
@@ -69,6 +70,7 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.batch_invariant = s.batch_invariant;
   o.cuda_tiled_prefill = s.tiled_prefill;
   o.cuda_pdl = s.pdl;
+  o.cuda_fused_norm = s.fused_norm;
   auto b = backend::CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
@@ -177,6 +179,33 @@ TEST(CudaRunnerTest, ProgrammaticLaunchGivesTheSameIds) {
     EXPECT_GE(CommonPrefix(ids[1][0], golden.ids), static_cast<size_t>(golden.closest_call_index));
   }
   kernels::SetProgrammaticLaunch(false);  // as the other tests' workers expect
+}
+
+// The norms inside the products (engine.cuda_fused_norm: at one and two rows the residual add
+// is the o and down products' epilogue and each RMSNorm the next product's prologue) leave the
+// same bits, so the same ids: the golden request alone (every decode step one row: the first
+// layer's norm reads the embedding's row, the lm head's the last down product's) from graphs
+// and eagerly, with and without it; and the golden ids to their closest call.
+TEST(CudaRunnerTest, FusedNormGivesTheSameIds) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const Golden golden = LoadGolden();
+  const auto golden_len = static_cast<int32_t>(golden.ids.size());
+  for (bool graphs : {true, false}) {
+    std::vector<int32_t> ids[2];
+    for (bool fused : {false, true}) {
+      WorkerSetup s;
+      s.graphs = graphs;
+      s.fused_norm = fused;
+      auto w = MakeWorker(s);
+      ASSERT_NE(w, nullptr);
+      ids[fused] = Generate(*w, Spec(golden.prompt, golden_len));
+    }
+    EXPECT_EQ(ids[1], ids[0]) << "graphs " << graphs;
+    EXPECT_GE(CommonPrefix(ids[1], golden.ids), static_cast<size_t>(golden.closest_call_index))
+        << "graphs " << graphs;
+  }
 }
 
 // Shared prefix blocks in the CUDA runner: the golden prompt after a long shared prefix gives
