@@ -48,8 +48,8 @@ struct GemmArgs {
   int32_t out;
   GemmOut out_type;
   // Fused work (GEMV path only, where FusesEpilogue says so). A prologue: x is ignored and
-  // RMSNorm(norm->x) * norm->weight is the input (gemv.h, norm prologue; kF32 output, gated
-  // or RoPE/KV).
+  // RMSNorm(norm->x) * norm->weight is the input (gemv.h, norm prologue; with silu_mul or
+  // rope_kv).
   const NormInput* norm = nullptr;
   // kF32 output without another epilogue: y += the product (+ bias), the residual add.
   bool accumulate = false;

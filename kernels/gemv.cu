@@ -186,11 +186,10 @@ cudaError_t LaunchRows(const GemvParams& p, cudaStream_t stream) {
   const int32_t warps = p.rope_kv ? p.out / 2 : p.out;
   const dim3 grid((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const dim3 block(kWarpsPerBlock * 32);
-  if (p.norm_x != nullptr) {  // GemvSupports: fp32 plain, gated or RoPE/KV, few rows
+  if (p.norm_x != nullptr) {  // GemvSupports: gated or RoPE/KV, few rows
     if constexpr (ROWS <= kGemvNormMaxRows) {
       if (p.rope_kv) return Launch(GemvKernel<ROWS, false, kRope, true>, grid, block, 0, stream, p);
-      if (p.gated) return Launch(GemvKernel<ROWS, false, kGated, true>, grid, block, 0, stream, p);
-      return Launch(GemvKernel<ROWS, true, kPlain, true>, grid, block, 0, stream, p);
+      return Launch(GemvKernel<ROWS, false, kGated, true>, grid, block, 0, stream, p);
     } else {
       return cudaErrorInvalidValue;
     }
@@ -224,7 +223,7 @@ bool GemvSupports(const GemvParams& p) {
                             ? p.x != nullptr && aligned(p.x)
                             : p.rows <= kGemvNormMaxRows && p.in <= kGemvNormMaxIn &&
                                   aligned(p.norm_x) && p.norm_weight != nullptr &&
-                                  aligned(p.norm_weight) && (!plain || p.out_f32);
+                                  aligned(p.norm_weight) && !plain;
   return shape_ok && accumulate_ok && input_ok;
 }
 

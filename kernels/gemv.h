@@ -14,11 +14,14 @@
 // LaunchRopeKv would leave, bit for bit: y holds the product (bf16, bias added) with q rotated
 // in place; k rotated and v go into the layer's paged cache (rows with a slot only).
 //
-// Norm prologue (up to kGemvNormMaxRows rows, with the plain fp32, gated or RoPE/KV modes): x is
+// Norm prologue (up to kGemvNormMaxRows rows, with the gated or RoPE/KV modes): x is
 // RMSNorm(norm_x) with norm_weight, computed by each warp as it streams, not read: the bits
-// LaunchRmsNorm (rmsnorm.h, no delta) would write to x, so the norm's launch disappears. Each
+// LaunchRmsNorm (rmsnorm.h, no delta; its RmsNormVecKernel, which it takes for such rows with
+// 8-byte aligned weights and output) would write to x, so the norm's launch disappears. Each
 // warp first sums its rows' squares in the norm kernel's order (rmsnorm.cuh), then rounds every
-// normed element to bf16 as it goes.
+// normed element to bf16 as it goes. That first pass is paid once per wave of blocks, so it
+// pays for the q/k/v and gate/up products (a wave or two) and not for a vocabulary-wide lm head
+// (15 waves at 128k ids on an H100), whose norm stays a kernel; so no plain mode.
 //
 // Accumulate (plain fp32 mode): y[r, o] += x . w[o] (+ bias[o]): the residual add that
 // LaunchRmsNorm's delta would do next, done where the delta is made (the same bits:
@@ -39,7 +42,7 @@ inline constexpr int32_t kGemvMaxRows = 8;
 // The norm prologue re-reads each row's fp32 residual (4 bytes per input, twice) in every block,
 // so it is kept to the smallest batches, where the norm's own launch costs the most.
 inline constexpr int32_t kGemvNormMaxRows = 2;
-// RmsNormVecKernel's widest row (rmsnorm.cuh): 8 float4 for each of 256 threads.
+// RmsNormVecKernel's widest row (rmsnorm.cu's launcher): 8 float4 for each of 256 threads.
 inline constexpr int32_t kGemvNormMaxIn = 8192;
 
 struct GemvParams {
@@ -81,8 +84,8 @@ __host__ __device__ inline GemvRopePair RopePairOfWarp(int32_t warp, int32_t hea
 // Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], in a multiple of 8, x and w 16-byte
 // aligned, a bf16 output when gated or with RoPE/KV (then out matches rope's shape and y is
 // rope.qkv), not both; with the norm prologue, rows <= kGemvNormMaxRows, in <=
-// kGemvNormMaxIn, norm_x and norm_weight 16-byte aligned and an fp32 plain, gated or RoPE/KV
-// mode (x may then be null); accumulate only in the plain fp32 mode.
+// kGemvNormMaxIn, norm_x and norm_weight 16-byte aligned and the gated or RoPE/KV mode (x may
+// then be null); accumulate only in the plain fp32 mode.
 bool GemvSupports(const GemvParams& p);
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);

@@ -86,7 +86,11 @@ TEST_F(WorkerIntegrationTest, ConcurrentStreamsGiveTheGoldenText) {
     EXPECT_EQ(r.last.finish_reason(), llm::v1::FINISH_REASON_LENGTH);
     EXPECT_EQ(r.last.usage().prompt_tokens(), 6u);
     EXPECT_EQ(r.last.usage().completion_tokens(), 59u);
-    EXPECT_GT(r.messages, 10);
+    // Streamed, not sent whole: the first token's update is written at once, and the updates
+    // that arrive while a write is in flight are merged into the next message, so how many
+    // messages a stream gets depends on the machine's load (9 of 59 tokens were seen on a busy
+    // 2-core machine) but never falls below two.
+    EXPECT_GE(r.messages, 2);
   }
 }
 

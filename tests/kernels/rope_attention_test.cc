@@ -204,6 +204,70 @@ void CheckAttention(const Case& c, int splits, bool tensor_cores, uint32_t seed)
   }
 }
 
+// A q/k/v GEMV case with RoPE/KV on the device: rows at scattered positions in a scrambled paged
+// cache (row 1 a padding row when asked), the RoPE tables, and two copies of the outputs (a: the
+// reference path, b: the fused one), poisoned alike so untouched entries compare equal too.
+struct QkvRopeOutputs {
+  QkvRopeOutputs(int rows, int D, int H, int KV, bool padding)
+      : pg(rows, 300),
+        width((H + 2 * KV) * D),
+        pos(Positions(rows)),
+        slot(Slots(rows, padding)),
+        tables(pg.tables),
+        cos_t(Table(D, true)),
+        sin_t(Table(D, false)),
+        qkv_a(size_t(rows) * width),
+        k_a(CacheElems(D, KV)),
+        v_a(CacheElems(D, KV)),
+        qkv_b(size_t(rows) * width),
+        k_b(CacheElems(D, KV)),
+        v_b(CacheElems(D, KV)) {
+    a = {qkv_a.get(), pos.get(),   slot.get(), tables.get(),   pg.max_blocks,
+         cos_t.get(), sin_t.get(), k_a.get(),  v_a.get(),      rows,
+         H,           KV,          D,          pg.block_tokens};
+    b = a;
+    b.qkv = qkv_b.get();
+    b.k_cache = k_b.get();
+    b.v_cache = v_b.get();
+  }
+  static std::vector<int32_t> Positions(int rows) {
+    std::vector<int32_t> v(rows);
+    for (int r = 0; r < rows; ++r) v[r] = (r * 37 + 5) % 290;
+    return v;
+  }
+  static std::vector<int32_t> Slots(int rows, bool padding) {
+    std::vector<int32_t> v(rows);
+    for (int r = 0; r < rows; ++r) v[r] = r;
+    if (padding && rows > 1) v[1] = -1;
+    return v;
+  }
+  static std::vector<float> Table(int D, bool cos) {
+    std::vector<float> c, s;
+    RopeTables(D, 300, &c, &s);
+    return cos ? c : s;
+  }
+  size_t CacheElems(int D, int KV) const {
+    return size_t(pg.num_blocks) * KV * pg.block_tokens * D;
+  }
+  // Elements of qkv, K and V (in that order) whose bits differ between a and b.
+  std::vector<int> Differing() const {
+    auto differ = [](const DeviceBuffer<__nv_bfloat16>& p, const DeviceBuffer<__nv_bfloat16>& q) {
+      const auto u = p.Download(), v = q.Download();
+      int n = 0;
+      for (size_t k = 0; k < u.size(); ++k) n += std::memcmp(&u[k], &v[k], sizeof(u[k])) != 0;
+      return n;
+    };
+    return {differ(qkv_a, qkv_b), differ(k_a, k_b), differ(v_a, v_b)};
+  }
+
+  PagedSetup pg;
+  int width;
+  DeviceBuffer<int32_t> pos, slot, tables;
+  DeviceBuffer<float> cos_t, sin_t;
+  DeviceBuffer<__nv_bfloat16> qkv_a, k_a, v_a, qkv_b, k_b, v_b;
+  RopeKvParams a{}, b{};
+};
+
 // The q/k/v GEMV with RoPE and the K/V write as its epilogue (gemv.h, RoPE/KV) leaves the bits
 // of the product followed by LaunchRopeKv: the same qkv buffer (q rotated, k and v as the
 // product wrote them) and the same K and V caches, at 1, 2, 3 and 8 rows (the GEMV's most),
@@ -217,73 +281,30 @@ TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
   for (Case c : {Case{1, 64, 4, 4, 0}, Case{3, 128, 8, 2, 0}, Case{8, 64, 14, 2, 0}}) {
     for (const int rows : {c.rows, 2, kGemvMaxRows}) {
       for (const bool with_bias : {false, true}) {
-        const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
+        const int D = c.head_dim, H = c.heads, KV = c.kv_heads;
         const int in = 264;
-        PagedSetup pg(rows, 300);
-        std::vector<int32_t> pos(rows), slot(rows);
-        for (int r = 0; r < rows; ++r) {
-          pos[r] = (r * 37 + 5) % 290;
-          slot[r] = r;
-        }
-        if (rows > 2) slot[1] = -1;  // padding
-        std::vector<float> cos_t, sin_t;
-        RopeTables(D, 300, &cos_t, &sin_t);
+        QkvRopeOutputs o(rows, D, H, KV, /*padding=*/rows > 2);
         const auto x = RandomFloats(size_t(rows) * in, 50 + rows, -2, 2);
-        const auto w = RandomFloats(size_t(width) * in, 51, -0.2f, 0.2f);
-        const auto bias = RandomFloats(width, 52);
+        const auto w = RandomFloats(size_t(o.width) * in, 51, -0.2f, 0.2f);
+        const auto bias = RandomFloats(o.width, 52);
         DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
             d_bias(ToBf16Vector(bias));
-        DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
-        DeviceBuffer<float> d_cos(cos_t), d_sin(sin_t);
-        const size_t cache_elems = size_t(pg.num_blocks) * KV * pg.block_tokens * D;
-        // Both paths start from the same poison, so untouched entries compare equal too.
-        DeviceBuffer<__nv_bfloat16> qkv_a(size_t(rows) * width), k_a(cache_elems), v_a(cache_elems),
-            qkv_b(size_t(rows) * width), k_b(cache_elems), v_b(cache_elems);
         const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
-        RopeKvParams rope_a{qkv_a.get(),
-                            d_pos.get(),
-                            d_slot.get(),
-                            d_tables.get(),
-                            pg.max_blocks,
-                            d_cos.get(),
-                            d_sin.get(),
-                            k_a.get(),
-                            v_a.get(),
-                            rows,
-                            H,
-                            KV,
-                            D,
-                            pg.block_tokens};
-        RopeKvParams rope_b = rope_a;
-        rope_b.qkv = qkv_b.get();
-        rope_b.k_cache = k_b.get();
-        rope_b.v_cache = v_b.get();
         EXPECT_EQ(
-            gemm.Run({d_x.get(), d_w.get(), b, qkv_a.get(), rows, in, width, GemmOut::kBf16}, 0),
+            gemm.Run({d_x.get(), d_w.get(), b, o.qkv_a.get(), rows, in, o.width, GemmOut::kBf16},
+                     0),
             0);
-        LLM_CUDA_OK(LaunchRopeKv(rope_a, 0));
-        GemmArgs fused{d_x.get(), d_w.get(), b, qkv_b.get(), rows, in, width, GemmOut::kBf16};
-        fused.rope_kv = &rope_b;
+        LLM_CUDA_OK(LaunchRopeKv(o.a, 0));
+        GemmArgs fused{d_x.get(), d_w.get(), b, o.qkv_b.get(), rows, in, o.width, GemmOut::kBf16};
+        fused.rope_kv = &o.b;
         ASSERT_TRUE(gemm.FusesEpilogue(fused));
         EXPECT_FALSE(cublas_only.FusesEpilogue(fused));
         EXPECT_NE(cublas_only.Run(fused, 0), 0);  // refused, not silently unfused
         EXPECT_EQ(gemm.Run(fused, 0), 0);
         LLM_CUDA_OK(cudaDeviceSynchronize());
-        auto same_bits = [](const DeviceBuffer<__nv_bfloat16>& a,
-                            const DeviceBuffer<__nv_bfloat16>& b) {
-          const auto x = a.Download(), y = b.Download();
-          int differ = 0;
-          for (size_t k = 0; k < x.size(); ++k) {
-            differ += std::memcmp(&x[k], &y[k], sizeof(x[k])) != 0 ? 1 : 0;
-          }
-          return differ;
-        };
-        const std::string what = std::to_string(rows) + " rows, D " + std::to_string(D) + ", H " +
-                                 std::to_string(H) + ", KV " + std::to_string(KV) +
-                                 (with_bias ? ", bias" : "");
-        EXPECT_EQ(same_bits(qkv_a, qkv_b), 0) << "qkv, " << what;
-        EXPECT_EQ(same_bits(k_a, k_b), 0) << "K cache, " << what;
-        EXPECT_EQ(same_bits(v_a, v_b), 0) << "V cache, " << what;
+        EXPECT_EQ(o.Differing(), std::vector<int>({0, 0, 0}))
+            << "qkv, K, V: " << rows << " rows, D " << D << ", H " << H << ", KV " << KV
+            << (with_bias ? ", bias" : "");
       }
     }
   }
@@ -303,56 +324,24 @@ TEST(RopeKvKernelTest, QkvGemvWithNormPrologueIsRmsNormThenTheFusedProduct) {
     for (const int in : {896, 4096}) {
       for (const bool with_bias : {false, true}) {
         const int rows = c.rows, D = c.head_dim, H = c.heads, KV = c.kv_heads;
-        const int width = (H + 2 * KV) * D;
-        PagedSetup pg(rows, 300);
-        std::vector<int32_t> pos(rows), slot(rows);
-        for (int r = 0; r < rows; ++r) {
-          pos[r] = (r * 37 + 5) % 290;
-          slot[r] = r;
-        }
-        if (H == 14) slot[1] = -1;  // padding
-        std::vector<float> cos_t, sin_t;
-        RopeTables(D, 300, &cos_t, &sin_t);
+        QkvRopeOutputs o(rows, D, H, KV, /*padding=*/H == 14);
         std::vector<float> x = RandomFloats(size_t(rows) * in, 80 + rows, -3, 3);
         for (float& v : x) v *= 1.0f + 1e-3f;  // not bf16-representable, as a residual stream
         const auto gamma = RandomFloats(in, 81, 0.5f, 1.5f);
-        const auto w = RandomFloats(size_t(width) * in, 82, -0.2f, 0.2f);
-        const auto bias = RandomFloats(width, 83);
+        const auto w = RandomFloats(size_t(o.width) * in, 82, -0.2f, 0.2f);
+        const auto bias = RandomFloats(o.width, 83);
         DeviceBuffer<float> d_x(x);
         DeviceBuffer<__nv_bfloat16> d_gamma(ToBf16Vector(gamma)), d_w(ToBf16Vector(w)),
             d_bias(ToBf16Vector(bias)), xn(size_t(rows) * in);
-        DeviceBuffer<int32_t> d_pos(pos), d_slot(slot), d_tables(pg.tables);
-        DeviceBuffer<float> d_cos(cos_t), d_sin(sin_t);
-        const size_t cache_elems = size_t(pg.num_blocks) * KV * pg.block_tokens * D;
-        DeviceBuffer<__nv_bfloat16> qkv_a(size_t(rows) * width), k_a(cache_elems), v_a(cache_elems),
-            qkv_b(size_t(rows) * width), k_b(cache_elems), v_b(cache_elems);
         const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
-        RopeKvParams rope_a{qkv_a.get(),
-                            d_pos.get(),
-                            d_slot.get(),
-                            d_tables.get(),
-                            pg.max_blocks,
-                            d_cos.get(),
-                            d_sin.get(),
-                            k_a.get(),
-                            v_a.get(),
-                            rows,
-                            H,
-                            KV,
-                            D,
-                            pg.block_tokens};
-        RopeKvParams rope_b = rope_a;
-        rope_b.qkv = qkv_b.get();
-        rope_b.k_cache = k_b.get();
-        rope_b.v_cache = v_b.get();
         const float eps = 1e-6f;
         LLM_CUDA_OK(LaunchRmsNorm(
             {d_x.get(), nullptr, d_gamma.get(), xn.get(), nullptr, rows, in, eps}, 0));
-        GemmArgs a{xn.get(), d_w.get(), b, qkv_a.get(), rows, in, width, GemmOut::kBf16};
-        a.rope_kv = &rope_a;
+        GemmArgs a{xn.get(), d_w.get(), b, o.qkv_a.get(), rows, in, o.width, GemmOut::kBf16};
+        a.rope_kv = &o.a;
         const NormInput norm{d_x.get(), d_gamma.get(), eps};
-        GemmArgs fused{nullptr, d_w.get(), b, qkv_b.get(), rows, in, width, GemmOut::kBf16};
-        fused.rope_kv = &rope_b;
+        GemmArgs fused{nullptr, d_w.get(), b, o.qkv_b.get(), rows, in, o.width, GemmOut::kBf16};
+        fused.rope_kv = &o.b;
         fused.norm = &norm;
         const std::string what = std::to_string(rows) + " rows, in " + std::to_string(in) + ", D " +
                                  std::to_string(D) + ", H " + std::to_string(H) + ", KV " +
@@ -362,16 +351,7 @@ TEST(RopeKvKernelTest, QkvGemvWithNormPrologueIsRmsNormThenTheFusedProduct) {
         EXPECT_EQ(gemm.Run(a, 0), 0) << what;
         EXPECT_EQ(gemm.Run(fused, 0), 0) << what;
         LLM_CUDA_OK(cudaDeviceSynchronize());
-        auto differ = [](const DeviceBuffer<__nv_bfloat16>& p,
-                         const DeviceBuffer<__nv_bfloat16>& q) {
-          const auto u = p.Download(), v = q.Download();
-          int n = 0;
-          for (size_t k = 0; k < u.size(); ++k) n += std::memcmp(&u[k], &v[k], sizeof(u[k])) != 0;
-          return n;
-        };
-        EXPECT_EQ(differ(qkv_a, qkv_b), 0) << "qkv, " << what;
-        EXPECT_EQ(differ(k_a, k_b), 0) << "K cache, " << what;
-        EXPECT_EQ(differ(v_a, v_b), 0) << "V cache, " << what;
+        EXPECT_EQ(o.Differing(), std::vector<int>({0, 0, 0})) << "qkv, K, V: " << what;
       }
     }
   }

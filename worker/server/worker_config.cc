@@ -62,7 +62,7 @@ config::ConfigSchema WorkerConfigSchema() {
             "CUDA-core kernel (kept to compare)")
       .Bool("engine.cuda_fused_norm", true,
             "cuda: the residual add inside the o and down products (up to 8 rows) and each "
-            "RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm "
+            "layer RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm "
             "kernels do both")
       .Bool("engine.cuda_pdl", false,
             "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "

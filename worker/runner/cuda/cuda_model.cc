@@ -258,16 +258,12 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
 
   if (s.sample_rows == 0) return absl::OkStatus();
   const int32_t* rows_index = s.identity_sampling ? nullptr : s.sample_rows_index;
-  kernels::GemmArgs head{b.xs,         weights_.head,         nullptr, b.logits, s.sample_rows, H,
-                         c.vocab_size, kernels::GemmOut::kF32};
-  const kernels::NormInput final_norm{b.x, weights_.final_norm, eps};
-  if (rows_index != nullptr || !fuse_norm(head, &final_norm)) {
-    LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm(
-            {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
-        "final rmsnorm");
-    mark(KernelClass::kNorms);
-  }
+  // The final norm stays a kernel: the lm head's grid is many waves (gemv.h, norm prologue).
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRmsNorm(
+          {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
+      "final rmsnorm");
+  mark(KernelClass::kNorms);
   const int32_t* sample_slot = b.row_slot;
   const int32_t* sample_pos = b.row_pos;
   if (!s.identity_sampling) {
@@ -281,7 +277,10 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     sample_slot = b.sample_slot;
     sample_pos = b.sample_pos;
   }
-  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(head, st), "lm head"));
+  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
+                                              H, c.vocab_size, kernels::GemmOut::kF32},
+                                             st),
+                                   "lm head"));
   mark(KernelClass::kProducts);
   kernels::SampleParams sp{};
   sp.logits = b.logits;

@@ -54,8 +54,8 @@ struct CudaModelOptions {
   // where the head size allows (kernels/attention.h); false: the CUDA-core kernel.
   bool tensor_core_decode = true;
   // At a few rows (the GEMV path), the residual add in the o and down products' epilogue and
-  // each RMSNorm in the next product's prologue (kernels/gemv.h): no norm launches, the same
-  // bits. False: LaunchRmsNorm with the delta, as larger batches run.
+  // each layer's RMSNorm in the next product's prologue (kernels/gemv.h): at one or two rows no
+  // layer norm launches; the same bits. False: LaunchRmsNorm with the delta, as larger batches run.
   bool fused_norm = true;
   // Kernels launched with programmatic dependent launch (kernels/launch.cuh): each may be
   // scheduled while the one before it finishes. Process-wide; not yet measured, so off.

@@ -182,9 +182,9 @@ TEST(CudaRunnerTest, ProgrammaticLaunchGivesTheSameIds) {
 }
 
 // The norms inside the products (engine.cuda_fused_norm: at one and two rows the residual add
-// is the o and down products' epilogue and each RMSNorm the next product's prologue) leave the
-// same bits, so the same ids: the golden request alone (every decode step one row: the first
-// layer's norm reads the embedding's row, the lm head's the last down product's) from graphs
+// is the o and down products' epilogue and each layer's RMSNorm the next product's prologue) leave
+// the same bits, so the same ids: the golden request alone (every decode step one row: the first
+// layer's norm reads the embedding's row, the final norm the last down product's sum) from graphs
 // and eagerly, with and without it; and the golden ids to their closest call.
 TEST(CudaRunnerTest, FusedNormGivesTheSameIds) {
   LLM_REQUIRE_GPU();
