@@ -3,9 +3,14 @@
 // num_decode) decode one token for each slot of `decode_list` (-1: a padding row), reading the
 // token and position from the device slot table, so decode steps need no host-to-device copy.
 // Prompt tokens of slots using the repetition penalty are marked in the slot's prompt mask.
+// In the same launch, each row's token is embedded into the fp32 residual stream (x[r, :] =
+// float(embedding[token, :]), zeros for an id outside [0, vocab); a padding row embeds id 0):
+// one block per row, its first thread picking the row's inputs, the block gathering the row
+// (embedding.cuh), so a step starts with one launch, not two.
 #ifndef LLM_KERNELS_STEP_INPUTS_H_
 #define LLM_KERNELS_STEP_INPUTS_H_
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -26,6 +31,9 @@ struct StepInputsParams {
   int32_t* row_token;  // [num_prefill + num_decode]
   int32_t* row_pos;
   int32_t* row_slot;
+  const __nv_bfloat16* embedding;  // [vocab, hidden]
+  float* x;                        // [num_prefill + num_decode, hidden]
+  int32_t hidden;
 };
 
 cudaError_t LaunchStepInputs(const StepInputsParams& params, cudaStream_t stream);

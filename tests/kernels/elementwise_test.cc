@@ -1,9 +1,9 @@
-// Embedding, RMSNorm, SiLU-and-multiply, random init and step inputs against the CPU reference.
+// RMSNorm, SiLU-and-multiply, random init and step inputs (with the embedding gather) against the
+// CPU reference.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/activation.h"
-#include "kernels/embedding.h"
 #include "kernels/random_init.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/step_inputs.h"
@@ -15,31 +15,6 @@ namespace llm::kernels {
 namespace {
 
 using namespace llm::kernels::testing;
-
-TEST(EmbeddingKernelTest, GathersRowsExactly) {
-  LLM_REQUIRE_GPU();
-  for (int hidden : {8, 13, 4096}) {
-    for (int rows : {1, 7, 33}) {
-      const int vocab = 101;
-      const auto table = RandomFloats(size_t(vocab) * hidden, 1);
-      std::vector<int32_t> ids(rows);
-      for (int r = 0; r < rows; ++r) ids[r] = (r * 37 + 5) % vocab;
-      ids[0] = vocab + 3;  // out of range: zeros
-      DeviceBuffer<__nv_bfloat16> d_table(ToBf16Vector(table));
-      DeviceBuffer<int32_t> d_ids(ids);
-      DeviceBuffer<float> d_out(size_t(rows) * hidden);
-      LLM_CUDA_OK(
-          LaunchEmbedding({d_ids.get(), d_table.get(), d_out.get(), rows, hidden, vocab}, 0));
-      const auto out = d_out.Download();
-      for (int r = 0; r < rows; ++r) {
-        for (int i = 0; i < hidden; ++i) {
-          const float want = ids[r] >= vocab ? 0.0f : table[size_t(ids[r]) * hidden + i];
-          ASSERT_EQ(out[size_t(r) * hidden + i], want) << "hidden " << hidden << " row " << r;
-        }
-      }
-    }
-  }
-}
 
 // Tolerance: the output is bf16, so 2^-8 relative per element (plus a little for the fp32 sum
 // order) against the fp32 reference. Dims for each path of the launcher: the row in registers
@@ -117,9 +92,11 @@ TEST(RandomInitKernelTest, SameNumbersAsTheHost) {
   for (const auto& v : d.Download()) ASSERT_EQ(HostFromBf16(v), 1.0f);
 }
 
+// Prompt rows' tokens (given) and decode rows' (the slot table's last token; a padding row
+// embeds id 0) picked and embedded exactly.
 TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {
   LLM_REQUIRE_GPU();
-  const int slots = 4, vocab = 16;
+  const int slots = 4, vocab = 16, hidden = 8;
   DeviceBuffer<int32_t> last({11, 12, 13, 14}), pos({5, 6, 7, 8}), generated({1, 1, 1, 1});
   DeviceBuffer<uint8_t> done(std::vector<uint8_t>{0, 0, 1, 0});
   std::vector<SlotSampling> params(slots);
@@ -132,16 +109,59 @@ TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {
                  d_params.get(), counts.get(), mask.get()};
   DeviceBuffer<int32_t> pf_slot({3, 3}), pf_pos({0, 1}), pf_token({9, 10}), list({1, -1, 0, 2});
   DeviceBuffer<int32_t> row_token(6), row_pos(6), row_slot(6);
-  LLM_CUDA_OK(LaunchStepInputs({pf_slot.get(), pf_pos.get(), pf_token.get(), 2, list.get(), 4, ds,
-                                vocab, row_token.get(), row_pos.get(), row_slot.get()},
-                               0));
+  const auto table = RandomFloats(size_t(vocab) * hidden, 5);
+  DeviceBuffer<__nv_bfloat16> d_table(ToBf16Vector(table));
+  DeviceBuffer<float> x(size_t(6) * hidden);
+  LLM_CUDA_OK(LaunchStepInputs(
+      {pf_slot.get(), pf_pos.get(), pf_token.get(), 2, list.get(), 4, ds, vocab, row_token.get(),
+       row_pos.get(), row_slot.get(), d_table.get(), x.get(), hidden},
+      0));
   EXPECT_EQ(row_slot.Download(), (std::vector<int32_t>{3, 3, 1, -1, 0, 2}));
-  EXPECT_EQ(row_token.Download(), (std::vector<int32_t>{9, 10, 12, 0, 11, 13}));
+  const std::vector<int32_t> tokens{9, 10, 12, 0, 11, 13};
+  EXPECT_EQ(row_token.Download(), tokens);
+  const auto got = x.Download();
+  for (int r = 0; r < 6; ++r) {
+    for (int i = 0; i < hidden; ++i) {
+      ASSERT_EQ(got[size_t(r) * hidden + i], table[size_t(tokens[r]) * hidden + i]) << "row " << r;
+    }
+  }
   EXPECT_EQ(row_pos.Download(), (std::vector<int32_t>{0, 1, 6, 0, 5, 7}));
   const auto m = mask.Download();
   EXPECT_EQ(m[3 * vocab + 9], 1);
   EXPECT_EQ(m[3 * vocab + 10], 1);
   EXPECT_EQ(m[3 * vocab + 11], 0);
+}
+
+// The embedding gather in the step-inputs launch: prompt rows (no slot) whose tokens pick table
+// rows, hidden sizes 8 and 4,096 (16-byte loads) and 13 (one element at a time), 1, 7 and 33
+// rows, and an id past the vocabulary giving zeros. Exact: a bf16 row widened to fp32.
+TEST(StepInputsKernelTest, EmbedsEachRowsTokenExactly) {
+  LLM_REQUIRE_GPU();
+  for (int hidden : {8, 13, 4096}) {
+    for (int rows : {1, 7, 33}) {
+      const int vocab = 101;
+      const auto table = RandomFloats(size_t(vocab) * hidden, 1);
+      std::vector<int32_t> ids(rows);
+      for (int r = 0; r < rows; ++r) ids[r] = (r * 37 + 5) % vocab;
+      ids[0] = vocab + 3;  // out of range: zeros
+      DeviceBuffer<__nv_bfloat16> d_table(ToBf16Vector(table));
+      DeviceBuffer<int32_t> d_ids(ids), no_slot(std::vector<int32_t>(rows, -1)),
+          pos(std::vector<int32_t>(rows, 0)), row_token(rows), row_pos(rows), row_slot(rows);
+      DeviceBuffer<float> d_out(size_t(rows) * hidden);
+      LLM_CUDA_OK(LaunchStepInputs(
+          {no_slot.get(), pos.get(), d_ids.get(), rows, nullptr, 0, DeviceSlots{}, vocab,
+           row_token.get(), row_pos.get(), row_slot.get(), d_table.get(), d_out.get(), hidden},
+          0));
+      const auto out = d_out.Download();
+      EXPECT_EQ(row_token.Download(), ids);
+      for (int r = 0; r < rows; ++r) {
+        for (int i = 0; i < hidden; ++i) {
+          const float want = ids[r] >= vocab ? 0.0f : table[size_t(ids[r]) * hidden + i];
+          ASSERT_EQ(out[size_t(r) * hidden + i], want) << "hidden " << hidden << " row " << r;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

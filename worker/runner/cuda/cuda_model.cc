@@ -6,7 +6,6 @@
 #include "common/status_macros.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
-#include "kernels/embedding.h"
 #include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rmsnorm.h"
@@ -101,11 +100,10 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   in.row_token = b.row_token;
   in.row_pos = b.row_pos;
   in.row_slot = b.row_slot;
-  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, st), "step inputs");
-  mark(KernelClass::kOther);
-  LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchEmbedding({b.row_token, weights_.embedding, b.x, s.rows, H, c.vocab_size}, st),
-      "embedding");
+  in.embedding = weights_.embedding;  // and each row's embedding, in the same launch
+  in.x = b.x;
+  in.hidden = H;
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, st), "step inputs and embedding");
   mark(KernelClass::kOther);
 
   kernels::AttentionParams attn{};
