@@ -78,10 +78,11 @@ class CudaModel {
   absl::Status PrepareProducts(const StepSizes& sizes, const StepBuffers& b,
                                std::span<const int32_t> rows, std::span<const int32_t> sample_rows);
 
-  // Enqueues one step on `stream`: step inputs from the slot table and the upload, embedding,
-  // every layer (norm, qkv with RoPE and the K/V write, attention, o, norm, gate/up with SiLU —
-  // the GEMV's epilogues at a few rows, else launches of their own —, down), then for the
-  // sampling rows the final norm, the head and the sampler.
+  // Enqueues one step on `stream`: step inputs from the slot table and the upload with the
+  // embedding (one launch), every layer (norm, qkv with RoPE and the K/V write, attention, o,
+  // norm, gate/up with SiLU, down — at a few rows RoPE/KV, SiLU and the residual adds are the
+  // GEMV's epilogues and at one or two the norms its prologues, else launches of their own),
+  // then for the sampling rows the final norm, the head and the sampler.
   // With a `clock` (an eager step only, never under graph capture), marks the end of every
   // kernel with its class.
   absl::Status Forward(const ForwardShape& shape, const StepSizes& sizes, const StepBuffers& b,
