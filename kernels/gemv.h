@@ -34,6 +34,7 @@
 
 #include <cstdint>
 
+#include "kernels/rmsnorm_order.h"
 #include "kernels/rope_kv.h"
 
 namespace llm::kernels {
@@ -42,8 +43,8 @@ inline constexpr int32_t kGemvMaxRows = 8;
 // The norm prologue re-reads each row's fp32 residual (4 bytes per input, twice) in every block,
 // so it is kept to the smallest batches, where the norm's own launch costs the most.
 inline constexpr int32_t kGemvNormMaxRows = 2;
-// RmsNormVecKernel's widest row (rmsnorm.cu's launcher): 8 float4 for each of 256 threads.
-inline constexpr int32_t kGemvNormMaxIn = 8192;
+// RmsNormVecKernel's widest row (RmsNormVecFloat4s): 8 float4 for each of its threads, 8192.
+inline constexpr int32_t kGemvNormMaxIn = 4 * 8 * kRmsNormThreads;
 
 struct GemvParams {
   const __nv_bfloat16* x;  // [rows, in]

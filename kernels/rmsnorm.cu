@@ -29,13 +29,13 @@ __global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p)
   float4 v[VEC];
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    const int32_t i = threadIdx.x + k * kVecThreads;
+    const int32_t i = RmsNormVector(threadIdx.x, k);  // rmsnorm_order.h
     v[k] = i < n4 ? x[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
   if (d != nullptr) {
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      const int32_t i = threadIdx.x + k * kVecThreads;
+      const int32_t i = RmsNormVector(threadIdx.x, k);
       if (i < n4) {
         const float4 e = d[i];
         v[k] = make_float4(v[k].x + e.x, v[k].y + e.y, v[k].z + e.z, v[k].w + e.w);
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p)
   uint2* out = reinterpret_cast<uint2*>(p.out + static_cast<int64_t>(r) * p.dim);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {
-    const int32_t i = threadIdx.x + k * kVecThreads;
+    const int32_t i = RmsNormVector(threadIdx.x, k);
     if (i >= n4) continue;
     const uint2 wr = w[i];
     const __nv_bfloat16* wh = reinterpret_cast<const __nv_bfloat16*>(&wr);
@@ -102,15 +102,18 @@ cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
                        (p.delta == nullptr || reinterpret_cast<uintptr_t>(p.delta) % 16 == 0) &&
                        reinterpret_cast<uintptr_t>(p.weight) % 8 == 0 &&
                        reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
-  const int32_t per_thread = (p.dim / 4 + kVecThreads - 1) / kVecThreads;  // float4s
-  if (aligned && per_thread <= 1)
-    return Launch(RmsNormVecKernel<1>, p.rows, kVecThreads, 0, stream, p);
-  if (aligned && per_thread <= 2)
-    return Launch(RmsNormVecKernel<2>, p.rows, kVecThreads, 0, stream, p);
-  if (aligned && per_thread <= 4)
-    return Launch(RmsNormVecKernel<4>, p.rows, kVecThreads, 0, stream, p);
-  if (aligned && per_thread <= 8)
-    return Launch(RmsNormVecKernel<8>, p.rows, kVecThreads, 0, stream, p);
+  switch (aligned ? RmsNormVecFloat4s(p.dim / 4) : 0) {
+    case 1:
+      return Launch(RmsNormVecKernel<1>, p.rows, kVecThreads, 0, stream, p);
+    case 2:
+      return Launch(RmsNormVecKernel<2>, p.rows, kVecThreads, 0, stream, p);
+    case 4:
+      return Launch(RmsNormVecKernel<4>, p.rows, kVecThreads, 0, stream, p);
+    case 8:
+      return Launch(RmsNormVecKernel<8>, p.rows, kVecThreads, 0, stream, p);
+    default:
+      break;
+  }
   const int threads = p.dim >= 1024 ? 1024 : (p.dim >= 256 ? 256 : 128);
   return Launch(RmsNormKernel, p.rows, threads, 0, stream, p);
 }

@@ -12,10 +12,9 @@
 #include <cstdint>
 
 #include "kernels/common.cuh"
+#include "kernels/rmsnorm_order.h"
 
 namespace llm::kernels {
-
-inline constexpr int kRmsNormThreads = 256;
 
 // s + v.x² + v.y² + v.z² + v.w², one fmaf at a time.
 __device__ __forceinline__ float AddSquares(const float4& v, float s) {
@@ -30,20 +29,21 @@ __device__ __forceinline__ float RmsInverse(float sum_squares, int32_t dim, floa
   return rsqrtf(sum_squares / dim + eps);
 }
 
-// The block's sum from one warp: lane l plays threads l, l + 32, ..., l + 224, keeping each
-// one's sum apart, then adds them warp by warp as BlockSum does. Every lane gets the result.
+// The block's sum from one warp: lane l plays threads l, l + 32, ..., l + 224
+// (RmsNormThreadOfLane), keeping each one's sum apart, then adds them warp by warp as BlockSum
+// does. Every lane gets the result.
 // `row` is read through the read-only cache (the other warps of a block read it too).
 __device__ __forceinline__ float RmsSumSquaresInWarp(const float4* row, int32_t n4) {
-  constexpr int kWarps = kRmsNormThreads / 32;
+  constexpr int kWarps = kRmsNormWarps;
   const int lane = threadIdx.x % 32;
   float part[kWarps];
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) part[w] = 0.0f;
-  for (int32_t base = 0; base < n4; base += kRmsNormThreads) {
+  for (int32_t round = 0; RmsNormVector(0, round) < n4; ++round) {
     float4 v[kWarps];  // every load of the round in flight before the sums
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const int32_t i = base + w * 32 + lane;
+      const int32_t i = RmsNormVector(RmsNormThreadOfLane(lane, w), round);
       v[w] = i < n4 ? __ldg(row + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
