@@ -8,13 +8,11 @@
 namespace llm::kernels {
 namespace {
 
-constexpr int kVecThreads = kRmsNormThreads;  // rmsnorm.cuh: the order of the sum
-
 // One block per output row, the row held in registers: each thread loads VEC float4 of x (and
 // delta) at once, so a small batch's norm costs one round of loads, one block reduction and
-// one round of stores. dim % 4 == 0 and dim <= 4 * VEC * kVecThreads.
+// one round of stores. dim % 4 == 0 and dim <= 4 * VEC * kRmsNormThreads.
 template <int VEC>
-__global__ void __launch_bounds__(kVecThreads) RmsNormVecKernel(RmsNormParams p) {
+__global__ void __launch_bounds__(kRmsNormThreads) RmsNormVecKernel(RmsNormParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ float scratch[32];
   const int32_t r = blockIdx.x;
@@ -104,13 +102,13 @@ cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
                        reinterpret_cast<uintptr_t>(p.out) % 8 == 0;
   switch (aligned ? RmsNormVecFloat4s(p.dim / 4) : 0) {
     case 1:
-      return Launch(RmsNormVecKernel<1>, p.rows, kVecThreads, 0, stream, p);
+      return Launch(RmsNormVecKernel<1>, p.rows, kRmsNormThreads, 0, stream, p);
     case 2:
-      return Launch(RmsNormVecKernel<2>, p.rows, kVecThreads, 0, stream, p);
+      return Launch(RmsNormVecKernel<2>, p.rows, kRmsNormThreads, 0, stream, p);
     case 4:
-      return Launch(RmsNormVecKernel<4>, p.rows, kVecThreads, 0, stream, p);
+      return Launch(RmsNormVecKernel<4>, p.rows, kRmsNormThreads, 0, stream, p);
     case 8:
-      return Launch(RmsNormVecKernel<8>, p.rows, kVecThreads, 0, stream, p);
+      return Launch(RmsNormVecKernel<8>, p.rows, kRmsNormThreads, 0, stream, p);
     default:
       break;
   }

@@ -28,6 +28,7 @@
 #include "kernels/random_init.h"
 #include "tools/bench/device_bandwidth.h"
 #include "worker/model/shapes.h"
+#include "worker/runner/cuda/cuda_util.h"
 #endif
 
 namespace llm::bench {
@@ -43,38 +44,16 @@ int RunAttentionBench(const std::vector<std::string>&) {
 
 namespace {
 
-// Device allocations freed together at scope exit; failed() once any of them could not be made.
-class DeviceArena {
- public:
-  ~DeviceArena() {
-    for (void* p : owned_) cudaFree(p);
-  }
-  template <typename T>
-  T* Take(size_t count) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, std::max<size_t>(1, count) * sizeof(T)) != cudaSuccess) {
-      failed_ = true;
-      return nullptr;
-    }
-    owned_.push_back(p);
-    return static_cast<T*>(p);
-  }
-  bool failed() const { return failed_; }
-
- private:
-  std::vector<void*> owned_;
-  bool failed_ = false;
-};
-
-absl::Status CudaOk(cudaError_t err, const std::string& what) {
-  if (err == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(err)));
+template <typename T>
+T* As(const runner::cuda::DeviceMemory& m) {
+  return reinterpret_cast<T*>(m.get());
 }
 
 // One model shape's heads at every (rows, context), both kernels.
 absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_counts,
                       const std::vector<int32_t>& contexts, int32_t launches, int32_t sm_count,
                       double copy_bandwidth, nlohmann::json& cases) {
+  using runner::cuda::DeviceMemory;
   auto config = model::ShapeConfig(shape);
   if (!config.ok()) return config.status();
   const int32_t H = config->num_heads, KV = config->num_kv_heads, D = config->head_dim;
@@ -89,29 +68,32 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
   const int64_t cache_elems = blocks * KV * kBlockTokens * D;
   const int64_t qkv_elems = int64_t{max_rows} * (H + 2 * KV) * D;
   const int64_t parts = int64_t{max_rows} * H * kMaxSplits;
+  constexpr size_t kBf16 = sizeof(__nv_bfloat16), kF32 = sizeof(float), kI32 = sizeof(int32_t);
 
-  DeviceArena arena;
-  auto* k = arena.Take<__nv_bfloat16>(cache_elems);
-  auto* v = arena.Take<__nv_bfloat16>(cache_elems);
-  auto* qkv = arena.Take<__nv_bfloat16>(qkv_elems);
-  auto* out = arena.Take<__nv_bfloat16>(int64_t{max_rows} * H * D);
-  auto* part_out = arena.Take<float>(parts * D);
-  auto* part_max = arena.Take<float>(parts);
-  auto* part_sum = arena.Take<float>(parts);
-  auto* arrivals = arena.Take<int32_t>(int64_t{max_rows} * KV);
-  auto* tables = arena.Take<int32_t>(blocks);
-  auto* row_pos = arena.Take<int32_t>(max_rows);
-  auto* row_slot = arena.Take<int32_t>(max_rows);
-  if (arena.failed()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(shape, ": cannot allocate a ", (2 * cache_elems * 2) >> 20, " MiB cache"));
-  }
-  LLM_RETURN_IF_ERROR(CudaOk(
-      kernels::LaunchRandomInit({k, nullptr, cache_elems, 1, 1.0f, 0.0f}, nullptr), "init K"));
-  LLM_RETURN_IF_ERROR(CudaOk(
-      kernels::LaunchRandomInit({v, nullptr, cache_elems, 2, 1.0f, 0.0f}, nullptr), "init V"));
-  LLM_RETURN_IF_ERROR(CudaOk(
-      kernels::LaunchRandomInit({qkv, nullptr, qkv_elems, 3, 1.0f, 0.0f}, nullptr), "init q"));
+  DeviceMemory k, v, qkv, out, part_out, part_max, part_sum, arrivals, tables, row_pos, row_slot;
+  LLM_RETURN_IF_ERROR(k.Allocate(cache_elems * kBf16, "K cache"));
+  LLM_RETURN_IF_ERROR(v.Allocate(cache_elems * kBf16, "V cache"));
+  LLM_RETURN_IF_ERROR(qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
+  LLM_RETURN_IF_ERROR(out.Allocate(int64_t{max_rows} * H * D * kBf16, "output"));
+  LLM_RETURN_IF_ERROR(part_out.Allocate(parts * D * kF32, "partial outputs"));
+  LLM_RETURN_IF_ERROR(part_max.Allocate(parts * kF32, "partial maxima"));
+  LLM_RETURN_IF_ERROR(part_sum.Allocate(parts * kF32, "partial sums"));
+  LLM_RETURN_IF_ERROR(arrivals.Allocate(int64_t{max_rows} * KV * kI32, "arrival counters"));
+  LLM_RETURN_IF_ERROR(tables.Allocate(blocks * kI32, "block tables"));
+  LLM_RETURN_IF_ERROR(row_pos.Allocate(max_rows * kI32, "positions"));
+  LLM_RETURN_IF_ERROR(row_slot.Allocate(max_rows * kI32, "slots"));
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRandomInit({As<__nv_bfloat16>(k), nullptr, cache_elems, 1, 1.0f, 0.0f},
+                                nullptr),
+      "init K");
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRandomInit({As<__nv_bfloat16>(v), nullptr, cache_elems, 2, 1.0f, 0.0f},
+                                nullptr),
+      "init V");
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRandomInit({As<__nv_bfloat16>(qkv), nullptr, qkv_elems, 3, 1.0f, 0.0f},
+                                nullptr),
+      "init q");
   // Block j of row r is block j * max_rows + r: a row's blocks are far apart.
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int32_t r = 0; r < max_rows; ++r) {
@@ -121,39 +103,36 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
   }
   std::vector<int32_t> slots(static_cast<size_t>(max_rows));
   for (int32_t r = 0; r < max_rows; ++r) slots[r] = r;
-  LLM_RETURN_IF_ERROR(CudaOk(
-      cudaMemcpy(tables, table.data(), table.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
-      "block tables"));
-  LLM_RETURN_IF_ERROR(CudaOk(
-      cudaMemcpy(row_slot, slots.data(), slots.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
-      "slots"));
-  LLM_RETURN_IF_ERROR(
-      CudaOk(cudaMemset(arrivals, 0, sizeof(int32_t) * max_rows * KV), "arrival counters"));
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  absl::Status status = absl::OkStatus();
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(tables.get(), table.data(), table.size() * kI32, cudaMemcpyHostToDevice),
+      "block tables");
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(row_slot.get(), slots.data(), slots.size() * kI32, cudaMemcpyHostToDevice),
+      "slots");
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemset(arrivals.get(), 0, arrivals.bytes()), "arrival counters");
+  runner::cuda::Event start, stop;
+  LLM_RETURN_IF_ERROR(start.Create());
+  LLM_RETURN_IF_ERROR(stop.Create());
   for (const int32_t context : contexts) {
     std::vector<int32_t> pos(static_cast<size_t>(max_rows), context - 1);
-    status = CudaOk(
-        cudaMemcpy(row_pos, pos.data(), pos.size() * sizeof(int32_t), cudaMemcpyHostToDevice),
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(row_pos.get(), pos.data(), pos.size() * kI32, cudaMemcpyHostToDevice),
         "positions");
-    if (!status.ok()) break;
     for (const int32_t rows : row_counts) {
       for (const bool tensor_cores : {true, false}) {
         kernels::AttentionParams p{};
-        p.qkv = qkv;
-        p.k_cache = k;
-        p.v_cache = v;
-        p.row_pos = row_pos;
-        p.row_slot = row_slot;
-        p.block_tables = tables;
+        p.qkv = As<__nv_bfloat16>(qkv);
+        p.k_cache = As<__nv_bfloat16>(k);
+        p.v_cache = As<__nv_bfloat16>(v);
+        p.row_pos = As<int32_t>(row_pos);
+        p.row_slot = As<int32_t>(row_slot);
+        p.block_tables = As<int32_t>(tables);
         p.max_blocks_per_seq = max_blocks;
-        p.out = out;
-        p.partial_out = part_out;
-        p.partial_max = part_max;
-        p.partial_sum = part_sum;
-        p.split_arrivals = arrivals;
+        p.out = As<__nv_bfloat16>(out);
+        p.partial_out = As<float>(part_out);
+        p.partial_max = As<float>(part_max);
+        p.partial_sum = As<float>(part_sum);
+        p.split_arrivals = As<int32_t>(arrivals);
         p.rows = rows;
         p.num_heads = H;
         p.num_kv_heads = KV;
@@ -164,20 +143,17 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
         // A head size without the tensor-core kernel ran the CUDA-core one already.
         if (!tensor_cores && !kernels::AttentionUsesTensorCores(p)) continue;
         p.tensor_cores = tensor_cores;
-        for (int i = 0; i < 3 && status.ok(); ++i) {
-          status = CudaOk(kernels::LaunchAttention(p, nullptr), "attention");
+        for (int i = 0; i < 3; ++i) {  // warm-up
+          LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(p, nullptr), "attention");
         }
-        cudaEventRecord(start);
-        for (int i = 0; i < launches && status.ok(); ++i) {
-          status = CudaOk(kernels::LaunchAttention(p, nullptr), "attention");
+        LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get()), "event");
+        for (int i = 0; i < launches; ++i) {
+          LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(p, nullptr), "attention");
         }
-        cudaEventRecord(stop);
-        if (status.ok()) status = CudaOk(cudaEventSynchronize(stop), "attention launches");
-        if (!status.ok()) break;
-        float ms = 0;
-        cudaEventElapsedTime(&ms, start, stop);
-        const double seconds = ms * 1e-3 / launches;
-        const double kv_bytes = 2.0 * rows * context * KV * D * sizeof(__nv_bfloat16);
+        LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get()), "event");
+        LLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()), "attention launches");
+        const double seconds = runner::cuda::ElapsedSeconds(start, stop) / launches;
+        const double kv_bytes = 2.0 * rows * context * KV * D * kBf16;
         cases.push_back(
             {{"shape", shape},
              {"heads", H},
@@ -192,13 +168,9 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
              {"kv_gb_per_s", kv_bytes / seconds / 1e9},
              {"bandwidth_use", kv_bytes / seconds / copy_bandwidth}});
       }
-      if (!status.ok()) break;
     }
-    if (!status.ok()) break;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return status;
+  return absl::OkStatus();
 }
 
 }  // namespace

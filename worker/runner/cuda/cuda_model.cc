@@ -142,14 +142,21 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   // The residual stream b.x. A sublayer's output is added to it either by the product that makes
   // it (accumulate: at a few rows, options_.fused_norm) or by the next norm (`pending` is then
   // that output, b.delta). A norm is the next product's prologue where that product can take it
-  // (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its input. Same bits.
+  // (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its input, b.xn. Same bits.
   const float* pending = nullptr;
-  const auto fuse_norm = [&](kernels::GemmArgs& args, const kernels::NormInput* norm) {
-    if (!options_.fused_norm || pending != nullptr) return false;
-    args.norm = norm;
-    if (gemm_.FusesEpilogue(args)) return true;
-    args.norm = nullptr;
-    return false;
+  const auto norm_before = [&](kernels::GemmArgs& args,
+                               const kernels::NormInput* norm) -> absl::Status {
+    if (options_.fused_norm && pending == nullptr) {
+      args.norm = norm;
+      if (gemm_.FusesEpilogue(args)) return absl::OkStatus();
+      args.norm = nullptr;
+    }
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRmsNorm({b.x, pending, norm->weight, b.xn, nullptr, s.rows, H, eps}, st),
+        "rmsnorm");
+    mark(KernelClass::kNorms);
+    pending = nullptr;
+    return absl::OkStatus();
   };
   const auto residual_product = [&](kernels::GemmArgs args, const char* what) -> absl::Status {
     kernels::GemmArgs into_x = args;
@@ -182,13 +189,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     kernels::GemmArgs qkv{b.xn,   L.qkv, L.qkv_bias, b.qkv,
                           s.rows, H,     z.qkv_dim,  kernels::GemmOut::kBf16};
     qkv.rope_kv = &rope;
-    if (!fuse_norm(qkv, &input_norm)) {
-      LLM_CUDA_RETURN_IF_ERROR(
-          kernels::LaunchRmsNorm({b.x, pending, L.input_norm, b.xn, nullptr, s.rows, H, eps}, st),
-          "rmsnorm");
-      mark(KernelClass::kNorms);
-      pending = nullptr;
-    }
+    LLM_RETURN_IF_ERROR(norm_before(qkv, &input_norm));
     if (gemm_.FusesEpilogue(qkv)) {
       // A few rows: RoPE and the K/V write are the GEMV's epilogue.
       LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(qkv, st), "qkv projection"));
@@ -228,13 +229,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, s.rows,
                             H,    I,         kernels::GemmOut::kBf16};
     gated.silu_mul = true;
-    if (!fuse_norm(gated, &post_norm)) {
-      LLM_CUDA_RETURN_IF_ERROR(
-          kernels::LaunchRmsNorm({b.x, pending, L.post_norm, b.xn, nullptr, s.rows, H, eps}, st),
-          "rmsnorm");
-      mark(KernelClass::kNorms);
-      pending = nullptr;
-    }
+    LLM_RETURN_IF_ERROR(norm_before(gated, &post_norm));
     if (gemm_.FusesEpilogue(gated)) {
       // A few rows: SiLU-and-multiply is the GEMV's epilogue (no gate_up intermediate).
       LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(gated, st), "gate/up projection"));
