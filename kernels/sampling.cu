@@ -9,6 +9,8 @@
 //   4. KeptMassKernel: each chunk's kept mass; the row's last block draws u and picks the chunk.
 //   5. DrawKernel, a block per row: the token inside the chosen chunk (or the argmax), the
 //      logprobs, the append and the stop check.
+// A row that is ArgmaxOnly (sampling.h) returns at once from 2 to 4; a launch whose rows all are
+// (SampleParams::argmax_only) runs only 1 and 5.
 // "The row's last block" is the block whose arrival on the row's counter completes it (after a
 // fence), so it sees every block's histogram and sums; what it reduces is integers or values in
 // chunk order, so which block is last changes nothing.
@@ -304,10 +306,6 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
   }
 }
 
-__device__ __forceinline__ bool NeedsProbs(const SlotSampling& s) {
-  return s.temperature != 0.0f || s.want_logprob || s.num_top_logprobs > 0;
-}
-
 __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   __shared__ ChunkShared sh;
@@ -315,7 +313,7 @@ __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
   const int32_t slot = SamplingSlot(p, row);
   if (slot < 0) return;
   const SlotSampling& s = p.slots.sampling[slot];
-  if (!NeedsProbs(s)) return;
+  if (ArgmaxOnly(s)) return;
   SampleRowWork* w = p.work + row;
   if (threadIdx.x == 0) {
     int32_t unused;
@@ -439,9 +437,10 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
   __syncthreads();
   // Logits that are all NaN or -inf leave no maximum: token 0, as the CPU sampler's Argmax.
   if (argmax >= n) argmax = 0;
-  const bool greedy = s.temperature == 0.0f;
+  // An argmax-only launch ran no other kernel: every row takes its argmax, without logprobs.
+  const bool greedy = p.argmax_only || s.temperature == 0.0f;
   const float inv_t = greedy ? 1.0f : 1.0f / s.temperature;
-  const bool need_probs = NeedsProbs(s);
+  const bool need_probs = !p.argmax_only && !ArgmaxOnly(s);
   const SampleRowState st = w->state;
 
   int32_t token = argmax;
@@ -491,7 +490,7 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
   // Logprobs (of logits / T before filtering, as the CPU sampler reports them).
   const double log_total = need_probs ? log(st.total) : 0.0;
   int32_t num_top = 0;
-  if (s.num_top_logprobs > 0) {
+  if (need_probs && s.num_top_logprobs > 0) {
     for (int k = 0; k < s.num_top_logprobs && k < n; ++k) {
       float v;
       int32_t id;
@@ -543,11 +542,13 @@ cudaError_t LaunchSample(const SampleParams& p, cudaStream_t stream) {
   if (p.work == nullptr) return cudaErrorInvalidValue;
   const dim3 grid(p.rows, SampleChunks(p.valid_vocab));
   cudaError_t err = Launch(ResetPenaltiesArgmaxKernel, grid, kChunkThreads, 0, stream, p);
-  if (err == cudaSuccess) err = Launch(ProbsKernel, grid, kChunkThreads, 0, stream, p);
-  for (int pass = 1; pass < kSelectPasses && err == cudaSuccess; ++pass) {
-    err = Launch(SelectKernel, grid, kChunkThreads, 0, stream, p, pass);
+  if (!p.argmax_only) {
+    if (err == cudaSuccess) err = Launch(ProbsKernel, grid, kChunkThreads, 0, stream, p);
+    for (int pass = 1; pass < kSelectPasses && err == cudaSuccess; ++pass) {
+      err = Launch(SelectKernel, grid, kChunkThreads, 0, stream, p, pass);
+    }
+    if (err == cudaSuccess) err = Launch(KeptMassKernel, grid, kChunkThreads, 0, stream, p);
   }
-  if (err == cudaSuccess) err = Launch(KeptMassKernel, grid, kChunkThreads, 0, stream, p);
   if (err == cudaSuccess) err = Launch(DrawKernel, p.rows, kThreads, 0, stream, p);
   return err;
 }

@@ -7,7 +7,8 @@
 #   build-gpu-bundle/session.sh decode    # ~8 min: llm-bench attention, then llm-bench gpu
 #                                         #   for issue 12's targets
 #   build-gpu-bundle/session.sh compare   # ~9 min: the same with PDL, without the fused
-#                                         #   norms, with CUDA-core decode attention
+#                                         #   norms, with CUDA-core decode attention, and
+#                                         #   with drawn tokens (the full sampler)
 #   build-gpu-bundle/session.sh prefill   # ~8 min: TTFT, the prefill stall, chunk sizes (13)
 #
 # Every command runs under its own timeout, its standard output in $OUT/<phase>/<name>.out
@@ -85,6 +86,8 @@ case "$phase" in
       "${decode[@]}"
     bench qwen2-0.5b-cuda-cores 90 --model random:qwen2-0.5b --no-tensor-core-decode \
       "${decode[@]}"
+    # Drawn tokens take the sampler's nine launches; greedy ones (the default) its two.
+    bench qwen2-0.5b-drawn 90 --model random:qwen2-0.5b --temperature 0.8 --kernels "${decode[@]}"
     ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \

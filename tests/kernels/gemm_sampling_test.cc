@@ -1,4 +1,5 @@
 // cuBLASLt products and the device sampler against the CPU reference.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -302,6 +303,7 @@ struct SamplerRun {
   std::vector<uint8_t> mask;        // [slots, vocab]
   int vocab = 0;
   int valid_vocab = 0;
+  bool argmax_only = false;  // SampleParams::argmax_only
 };
 
 std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleRowWork>& work) {
@@ -320,7 +322,7 @@ std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleR
                  d_table.get(), d_counts.get(), d_mask.get()};
   const cudaError_t launched =
       LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
-                    d_out.get(), rows, run.vocab, run.valid_vocab, work.get()},
+                    d_out.get(), rows, run.vocab, run.valid_vocab, work.get(), run.argmax_only},
                    0);
   EXPECT_EQ(launched, cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -487,6 +489,96 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
     EXPECT_EQ(single[0].logprob, out[r].logprob) << "row " << r;
   }
   EXPECT_GE(agree, slots - 1) << agree << " of " << slots;
+}
+
+// The two-launch path (every row greedy without logprobs) gives every row the full launch's
+// result bit for bit, over a Llama 3 vocabulary with invalid ids, ties within and across chunks,
+// penalties, a stop id, padding rows and a finished slot; a row outside the contract (drawn)
+// gets its argmax and no logprob.
+TEST(SampleKernelTest, ArgmaxOnlyLaunchMatchesTheFullLaunch) {
+  LLM_REQUIRE_GPU();
+  const int vocab = 128256, valid = vocab - 256, slots = 9;
+  SamplerRun run;
+  run.vocab = vocab;
+  run.valid_vocab = valid;
+  run.logits = RandomFloats(size_t(slots) * vocab, 77, -8, 8);
+  run.table.resize(slots);
+  run.generated.assign(slots, 5);
+  run.done.assign(slots, 0);
+  run.counts.assign(size_t(slots) * vocab, 0);
+  run.mask.assign(size_t(slots) * vocab, 0);
+  for (int r = 0; r < slots; ++r) {
+    float* row = run.logits.data() + size_t(r) * vocab;
+    if (r % 3 == 1) {  // equal maxima in different chunks: the lowest id wins
+      for (int k = 0; k < 4; ++k) row[(k * 40009 + r) % valid] = 9.0f;
+    }
+    if (r == 2) row[valid + 3] = 50.0f;  // an invalid id is never chosen
+    sampling::SamplingParams p;
+    p.temperature = 0;
+    if (r % 2 == 1) {
+      p.repetition_penalty = 1.3f;
+      p.presence_penalty = 0.3f;
+      p.frequency_penalty = 0.1f;
+    }
+    run.table[r] = TableEntry(p, 300 + r);
+    run.table[r].has_penalties = p.has_penalties();
+    if (p.has_penalties()) {
+      for (int k = 0; k < 50; ++k) run.mask[size_t(r) * vocab + (k * 31 + r) % valid] = 1;
+      for (int k = 0; k < 20; ++k) run.counts[size_t(r) * vocab + (k * 97 + r) % valid] = 1 + k % 3;
+      // A prompt token above every random logit (< 8) falls below them once penalised (/1.3).
+      run.mask[size_t(r) * vocab + 1234] = 1;
+      row[1234] = 8.5f;
+    }
+  }
+  run.table[4].num_stop_ids = 1;  // slot 4 stops on its argmax
+  run.done[6] = 1;                // slot 6 finished: skipped
+  run.row_slot = {0, 1, -1, 2, 3, 4, 5, 6, 7, 8, -1};
+  std::vector<float> logits;
+  for (int32_t slot : run.row_slot) {
+    const int src = slot < 0 ? 0 : slot;
+    logits.insert(logits.end(), run.logits.begin() + size_t(src) * vocab,
+                  run.logits.begin() + size_t(src + 1) * vocab);
+  }
+  run.logits = logits;
+  {
+    // Slot 4's argmax, found on the host, is its stop id.
+    const float* row = run.logits.data() + size_t(5) * vocab;
+    run.table[4].stop_ids[0] = static_cast<int32_t>(std::max_element(row, row + valid) - row);
+  }
+
+  DeviceBuffer<SampleRowWork> work(run.row_slot.size());
+  const auto full = RunSampler(run, work);
+  run.argmax_only = true;
+  const auto fast = RunSampler(run, work);
+  for (size_t i = 0; i < run.row_slot.size(); ++i) {
+    EXPECT_EQ(fast[i].slot, full[i].slot) << "row " << i;
+    EXPECT_EQ(fast[i].key, full[i].key) << "row " << i;
+    EXPECT_EQ(fast[i].token, full[i].token) << "row " << i;
+    EXPECT_EQ(fast[i].finish, full[i].finish) << "row " << i;
+    EXPECT_EQ(fast[i].num_top, 0) << "row " << i;
+    if (full[i].slot >= 0) {
+      EXPECT_EQ(fast[i].logprob, 0.0f) << "row " << i;
+      EXPECT_LT(full[i].token, valid) << "row " << i;
+    }
+  }
+  EXPECT_EQ(full[7].slot, -1);  // the finished slot
+  EXPECT_EQ(full[5].finish, sampling::FinishReason::kStopToken);
+  EXPECT_EQ(full[2].slot, -1);  // padding
+  for (size_t i = 0; i < run.row_slot.size(); ++i) {
+    if (full[i].slot >= 0 && full[i].slot % 2 == 1) {  // penalised
+      EXPECT_NE(full[i].token, 1234) << "row " << i;
+    }
+  }
+
+  // A drawn row in an argmax-only launch (outside the contract): its argmax, no logprob.
+  SamplerRun drawn = run;
+  drawn.table[0].temperature = 0.8f;
+  drawn.table[0].want_logprob = 1;
+  drawn.table[0].num_top_logprobs = 3;
+  const auto out = RunSampler(drawn, work);
+  EXPECT_EQ(out[0].token, full[0].token);
+  EXPECT_EQ(out[0].logprob, 0.0f);
+  EXPECT_EQ(out[0].num_top, 0);
 }
 
 TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {

@@ -104,6 +104,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
             "RMSNorm as its own kernel at a few rows, not inside the products "
             "(engine.cuda_fused_norm)")
       .Bool("pdl", "programmatic dependent launch between the kernels (engine.cuda_pdl)")
+      .Value("temperature",
+             "sampling temperature of the batch-1, throughput and kernel runs (0: greedy, the "
+             "sampler's two-launch path)",
+             "0")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count");
@@ -122,6 +126,12 @@ int RunGpuBench(const std::vector<std::string>& args) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!fraction.ok()) return Fail(cmd, fraction.status());
+  auto temperature_flag = flags.GetDouble("temperature");
+  if (!temperature_flag.ok()) return Fail(cmd, temperature_flag.status());
+  const float temperature = static_cast<float>(*temperature_flag);
+  if (!(temperature >= 0.0f && temperature <= 100.0f)) {
+    return Fail(cmd, absl::InvalidArgumentError("--temperature: must be in [0, 100]"));
+  }
   const std::vector<int32_t> slot_counts = ParsePositiveInts(flags.GetString("slots"));
   const std::vector<int32_t> ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
   if (slot_counts.empty()) return Fail(cmd, absl::InvalidArgumentError("--slots: no count"));
@@ -173,6 +183,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
   out["fused_norm"] = bo.cuda_fused_norm;
   out["pdl"] = bo.cuda_pdl;
+  out["temperature"] = temperature;
 
   Recorder recorder;
   loop::WorkerOptions wo;
@@ -193,8 +204,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
   // 1. Batch 1.
   {
     const int32_t prompt = 128;
-    if (absl::Status st =
-            RunRequests(**worker, 1, prompt, static_cast<int32_t>(*batch1), id_range, 1);
+    if (absl::Status st = RunRequests(**worker, 1, prompt, static_cast<int32_t>(*batch1), id_range,
+                                      1, temperature);
         !st.ok()) {
       return Fail(cmd, st);
     }
@@ -219,8 +230,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
     const int64_t prefill_steps = (int64_t{n} * *context + *max_prefill - 1) / *max_prefill;
     const int32_t max_tokens = static_cast<int32_t>(prefill_steps + *decode_steps + 8);
     const auto start = Clock::now();
-    if (absl::Status st =
-            RunRequests(**worker, n, static_cast<int32_t>(*context), max_tokens, id_range, 100 + n);
+    if (absl::Status st = RunRequests(**worker, n, static_cast<int32_t>(*context), max_tokens,
+                                      id_range, 100 + n, temperature);
         !st.ok()) {
       return Fail(cmd, st);
     }
@@ -293,7 +304,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
       (void)cuda_runner->TakeKernelTimes();
       if (absl::Status st = RunRequests(**worker, n, prompt,
                                         static_cast<int32_t>(prefill_steps + 4 * kTimedSteps),
-                                        id_range, 2000 + n);
+                                        id_range, 2000 + n, temperature);
           !st.ok()) {
         return Fail(cmd, st);
       }

@@ -85,7 +85,7 @@ absl::Status Countdown::Wait() {
 }
 
 absl::Status SubmitRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int32_t max_tokens,
-                            int32_t id_range, uint64_t seed, Countdown& done) {
+                            int32_t id_range, uint64_t seed, Countdown& done, float temperature) {
   done.Add(n);
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   for (int i = 0; i < n; ++i) {
@@ -98,7 +98,8 @@ absl::Status SubmitRequests(loop::Worker& worker, int n, int32_t prompt_tokens, 
     }
     spec.max_tokens = max_tokens;
     spec.ignore_eos = true;
-    spec.sampling.temperature = 0;
+    spec.sampling.temperature = temperature;
+    spec.sampling.seed = seed + static_cast<uint64_t>(i);
     auto key = worker.Submit(std::move(spec), std::make_shared<CountingSink>(&done));
     if (!key.ok()) {
       for (int j = i; j < n; ++j) done.Done(absl::OkStatus());  // never submitted
@@ -111,9 +112,10 @@ absl::Status SubmitRequests(loop::Worker& worker, int n, int32_t prompt_tokens, 
 }
 
 absl::Status RunRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int32_t max_tokens,
-                         int32_t id_range, uint64_t seed) {
+                         int32_t id_range, uint64_t seed, float temperature) {
   Countdown done;
-  LLM_RETURN_IF_ERROR(SubmitRequests(worker, n, prompt_tokens, max_tokens, id_range, seed, done));
+  LLM_RETURN_IF_ERROR(
+      SubmitRequests(worker, n, prompt_tokens, max_tokens, id_range, seed, done, temperature));
   return done.Wait();
 }
 

@@ -70,13 +70,15 @@ class Countdown {
 };
 
 // Submits `n` requests of `prompt_tokens` random ids in [256, id_range) and `max_tokens` outputs
-// (greedy, EOS ignored); `done` counts them down as they finish. When a Submit fails, waits for
-// the ones already submitted, then returns its error.
+// (EOS ignored; greedy at temperature 0, else drawn with seeds seed, seed + 1, ...); `done`
+// counts them down as they finish. When a Submit fails, waits for the ones already submitted,
+// then returns its error.
 absl::Status SubmitRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int32_t max_tokens,
-                            int32_t id_range, uint64_t seed, Countdown& done);
+                            int32_t id_range, uint64_t seed, Countdown& done,
+                            float temperature = 0.0f);
 // Runs `n` such requests to completion.
 absl::Status RunRequests(loop::Worker& worker, int n, int32_t prompt_tokens, int32_t max_tokens,
-                         int32_t id_range, uint64_t seed);
+                         int32_t id_range, uint64_t seed, float temperature = 0.0f);
 
 // Time to first token of one request on an idle worker, per prompt length (median of `runs`);
 // lengths at or past `max_context` are reported as skipped. A JSON array.

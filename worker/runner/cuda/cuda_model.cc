@@ -286,6 +286,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   sp.vocab = c.vocab_size;
   sp.valid_vocab = options_.valid_vocab_size;
   sp.work = b.sample_work;
+  sp.argmax_only = s.argmax_only;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
   mark(KernelClass::kSampler);
   return absl::OkStatus();

@@ -30,6 +30,7 @@ struct ForwardShape {
   int32_t decode_rows = 0;         // the bucket
   int32_t sample_rows = 0;         // padded
   bool identity_sampling = false;  // decode only: every row samples, in row order
+  bool argmax_only = false;        // every sampling row is kernels::ArgmaxOnly (SampleParams)
   // Device pointers into the upload area (mixed steps).
   const int32_t* prefill_slot = nullptr;
   const int32_t* prefill_pos = nullptr;

@@ -199,22 +199,26 @@ absl::Status CudaRunner::AllocateStaging() {
 }
 
 absl::Status CudaRunner::CaptureGraphs() {
-  // Every decode bucket runs once eagerly first: all rows are padding (the decode list is
+  // Decode-only shape `i`, as graphs_ is indexed: bucket i / 2, with the full sampler (even i)
+  // or its two-launch argmax path (odd i).
+  const auto decode_shape = [&](size_t i) {
+    ForwardShape s;
+    s.rows = s.decode_rows = s.sample_rows = buckets_[i / 2];
+    s.identity_sampling = true;
+    s.argmax_only = i % 2 == 1;
+    return s;
+  };
+  // Every decode shape runs once eagerly first: all rows are padding (the decode list is
   // empty), so nothing in the slot table changes, and every lazily made resource exists
   // before capture.
-  for (int32_t b : buckets_) {
-    ForwardShape s;
-    s.rows = s.decode_rows = s.sample_rows = b;
-    s.identity_sampling = true;
-    LLM_RETURN_IF_ERROR(model_->Forward(s, sizes_, buffers_, kv_, stream_.get()));
+  for (size_t i = 0; i < 2 * buckets_.size(); ++i) {
+    LLM_RETURN_IF_ERROR(model_->Forward(decode_shape(i), sizes_, buffers_, kv_, stream_.get()));
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "warm-up step");
   if (!options_.cuda_graphs) return absl::OkStatus();
-  graphs_.resize(buckets_.size());
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    ForwardShape s;
-    s.rows = s.decode_rows = s.sample_rows = buckets_[i];
-    s.identity_sampling = true;
+  graphs_.resize(2 * buckets_.size());
+  for (size_t i = 0; i < graphs_.size(); ++i) {
+    const ForwardShape s = decode_shape(i);
     LLM_CUDA_RETURN_IF_ERROR(
         cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "graph capture");
     const absl::Status enqueued = model_->Forward(s, sizes_, buffers_, kv_, stream_.get());
@@ -260,6 +264,7 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   shape.decode_rows = l.decode_rows;
   shape.sample_rows = l.num_sample_rows;
   shape.identity_sampling = l.identity_sampling;
+  shape.argmax_only = l.argmax_only;
 
   // 4. Stage the upload.
   RingEntry& ring = ring_[next_ring_];
@@ -323,7 +328,8 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
     LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
   } else if (shape.rows > 0) {
     if (shape.identity_sampling && !graphs_.empty()) {
-      LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[l.bucket].get(), st), "graph launch");
+      const GraphExec& graph = graphs_[2 * l.bucket + (l.argmax_only ? 1 : 0)];
+      LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), st), "graph launch");
     } else {
       LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
     }

@@ -107,7 +107,9 @@ class CudaRunner : public ModelRunner {
   StepLayout layout_;
 
   std::vector<int32_t> buckets_;
-  std::vector<GraphExec> graphs_;  // per bucket; empty without cuda_graphs
+  // Per bucket, twice: graphs_[2 * bucket + argmax_only] (StepLayout::argmax_only picks the
+  // sampler's path). Empty without cuda_graphs.
+  std::vector<GraphExec> graphs_;
   // Kernel timing: one clock per ring entry (made by the first ProfileDecodeSteps).
   std::array<KernelClock, kRing> clocks_;
   std::atomic<bool> clocks_made_{false};

@@ -170,6 +170,7 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
                                           static_cast<int32_t>(l.blocks.size()),
                                           a.request->sampling.has_penalties() ? 1 : 0});
     l.settings.push_back(ToSlotSampling(*a.request));
+    x.argmax_only = kernels::ArgmaxOnly(l.settings.back());
     l.blocks.insert(l.blocks.end(), a.blocks.begin(), a.blocks.end());
   }
 
@@ -239,6 +240,11 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     l.num_sample_rows = RoundUp(static_cast<int32_t>(l.sample_rows.size()), kSampleRowAlign);
     l.sample_rows.resize(l.num_sample_rows, -1);
     l.identity_sampling = false;
+  }
+  l.argmax_only = true;
+  for (int32_t s : plan.decodes) l.argmax_only = l.argmax_only && slots_[s].argmax_only;
+  for (const auto& p : plan.prefills) {
+    if (p.samples) l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;
   }
   // Completed prompts decode from the next step on.
   for (const auto& p : plan.prefills) {

@@ -60,6 +60,8 @@ struct StepLayout {
   int32_t decode_rows = 0;         // the bucket's size
   int32_t num_sample_rows = 0;     // including padding
   bool identity_sampling = false;  // decode only: the decode rows sample, in order
+  // Every slot that samples in this step is kernels::ArgmaxOnly: the sampler's two-launch path.
+  bool argmax_only = false;
 
   // Nothing to upload: a decode step whose decoding slots did not change.
   bool upload_empty() const {
@@ -90,7 +92,8 @@ class SlotMirror {
   struct Slot {
     engine::RequestPtr request;
     int32_t decode_row = -1;
-    bool sampled = false;  // its prompt is complete: it decodes from now on
+    bool sampled = false;      // its prompt is complete: it decodes from now on
+    bool argmax_only = false;  // kernels::ArgmaxOnly of its settings
     // == mark_ when this plan releases, admits, prefills or decodes it.
     uint64_t released = 0, admitted = 0, prefilled = 0, decoded = 0;
   };

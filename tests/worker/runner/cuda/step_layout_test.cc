@@ -2,6 +2,10 @@
 // uploads, and the batch layout.
 #include "worker/runner/cuda/step_layout.h"
 
+#include <functional>
+#include <tuple>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -221,6 +225,73 @@ TEST_F(SlotMirrorTest, ReleaseAndReadmitInOnePlan) {
   EXPECT_FALSE(mirror_.Check(bad).ok());  // the prompt is already complete
   d.step_id = 5;
   EXPECT_TRUE(mirror_.Check(d).ok());
+}
+
+// The sampler's two-launch path is taken only when every slot that samples in the step is
+// greedy without logprobs: a decode, or a prompt completing in a mixed step; a prompt chunk
+// that samples nothing does not count, nor does a slot once released.
+TEST_F(SlotMirrorTest, ArgmaxOnlyWhenEverySamplingSlotIsGreedyWithoutLogprobs) {
+  const auto admit = [&](uint64_t id, int32_t slot, int32_t prompt_len, bool samples,
+                         auto&& settings) {
+    engine::StepPlan p;
+    p.step_id = id;
+    auto r = std::make_shared<engine::EngineRequest>(*Request(100 + slot, prompt_len));
+    settings(*r);
+    p.admissions.push_back({slot, r, {slot * 2, slot * 2 + 1}});
+    p.prefills.push_back({slot, 0, samples ? prompt_len : prompt_len - 1, samples});
+    return p;
+  };
+  const auto greedy = [](engine::EngineRequest& r) { r.sampling.temperature = 0; };
+  const auto drawn = [](engine::EngineRequest& r) { r.sampling.temperature = 0.7f; };
+  const auto logprobs = [](engine::EngineRequest& r) {
+    r.sampling.temperature = 0;
+    r.want_logprobs = true;
+  };
+  const auto top_logprobs = [](engine::EngineRequest& r) {
+    r.sampling.temperature = 0;
+    r.num_top_logprobs = 2;
+  };
+  // Greedy with penalties still only needs the argmax (penalties apply in the first kernel).
+  const auto penalised = [](engine::EngineRequest& r) {
+    r.sampling.temperature = 0;
+    r.sampling.repetition_penalty = 1.2f;
+  };
+
+  EXPECT_TRUE(Step(admit(1, 0, 4, true, greedy)).argmax_only);
+  EXPECT_FALSE(Step(admit(2, 1, 4, true, drawn)).argmax_only);  // completes: samples
+  engine::StepPlan d;
+  d.step_id = 3;
+  d.decodes = {0, 1};
+  EXPECT_FALSE(Step(d).argmax_only);
+  d.step_id = 4;
+  d.decodes = {0};  // slot 1 stops decoding
+  EXPECT_TRUE(Step(d).argmax_only);
+
+  // A drawn prompt whose chunk does not complete it samples nothing.
+  engine::StepPlan p = admit(5, 2, 4, false, drawn);
+  p.decodes = {0};
+  EXPECT_TRUE(Step(p).argmax_only);
+
+  // Logprobs of either kind need the probabilities; penalties do not.
+  for (const auto& [id, settings, want] :
+       std::vector<std::tuple<uint64_t, std::function<void(engine::EngineRequest&)>, bool>>{
+           {6, logprobs, false}, {8, top_logprobs, false}, {10, penalised, true}}) {
+    engine::StepPlan a = admit(id, 3, 4, true, settings);
+    a.releases = id == 6 ? std::vector<int32_t>{} : std::vector<int32_t>{3};
+    a.decodes = {0};
+    EXPECT_EQ(Step(a).argmax_only, want) << "step " << id;
+    engine::StepPlan next;
+    next.step_id = id + 1;
+    next.decodes = {0, 3};
+    EXPECT_EQ(Step(next).argmax_only, want) << "step " << id + 1;
+  }
+
+  // The drawn slot 1, released, no longer counts.
+  engine::StepPlan r;
+  r.step_id = 12;
+  r.releases = {1};
+  r.decodes = {0, 3};
+  EXPECT_TRUE(Step(r).argmax_only);
 }
 
 TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
