@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/device.h"
+#include "kernels/launch.h"
 #include "tools/bench/device_bandwidth.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
@@ -182,7 +183,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
   out["fused_norm"] = bo.cuda_fused_norm;
-  out["pdl"] = bo.cuda_pdl;
+  out["pdl"] = kernels::ProgrammaticLaunch();  // --pdl where the device and build allow it
   out["temperature"] = temperature;
 
   Recorder recorder;

@@ -29,13 +29,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
                                                            const CudaModelOptions& options,
                                                            cudaStream_t stream) {
   std::unique_ptr<CudaModel> m(new CudaModel(config, options));
-  // Process-wide, and before the first launch and any capture (kernels/launch.h); sm_90 and
-  // newer only (the launch attribute and griddepcontrol are Hopper's).
-  int device = 0, major = 0;
-  LLM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "current device");
-  LLM_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "device");
-  kernels::SetProgrammaticLaunch(options.pdl && major >= 9);
+  // Process-wide, and before the first launch and any capture (kernels/launch.h); only where
+  // the kernels the device runs wait for prior grids (sm_90 code on an sm_90 or newer device).
+  kernels::SetProgrammaticLaunch(options.pdl && kernels::ProgrammaticLaunchAvailable());
   if (const cudaError_t err =
           m->gemm_.Init(size_t{32} << 20, options.batch_invariant, options.gemv);
       err != cudaSuccess) {
