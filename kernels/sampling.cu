@@ -107,40 +107,21 @@ __device__ T BlockExclusiveScan(T v, T* scratch, T* total) {
   return scratch[warp] + exclusive;
 }
 
-// Block-wide (value, id) maximum, ties to the lowest id; ids in `exclude` (n of them) skipped.
-__device__ void BlockArgmax(const float* v, int32_t n, const int32_t* exclude, int num_exclude,
-                            DrawShared& sh, float* best_value, int32_t* best_id) {
-  float bv = -FLT_MAX;
-  int32_t bi = INT32_MAX;
-  for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
-    bool skip = false;
-    for (int e = 0; e < num_exclude; ++e) skip = skip || exclude[e] == i;
-    if (skip) continue;
-    if (ArgmaxBetter(v[i], i, bv, bi)) {
-      bv = v[i];
-      bi = i;
-    }
-  }
+// The block's (value, id) maximum under ArgmaxBetter, in every thread, from each thread's own;
+// `sv` and `si` hold one per warp.
+__device__ void BlockArgmaxAll(float& bv, int32_t& bi, float* sv, int32_t* si) {
   WarpArgmax(bv, bi);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x / 32);
+  __syncthreads();  // sv and si may still be read by a previous call
   if (lane == 0) {
-    sh.best_v[warp] = bv;
-    sh.best_i[warp] = bi;
+    sv[warp] = bv;
+    si[warp] = bi;
   }
   __syncthreads();
-  if (warp == 0) {
-    bv = lane < static_cast<int>(blockDim.x / 32) ? sh.best_v[lane] : -FLT_MAX;
-    bi = lane < static_cast<int>(blockDim.x / 32) ? sh.best_i[lane] : INT32_MAX;
-    WarpArgmax(bv, bi);
-    if (lane == 0) {
-      sh.best_v[0] = bv;
-      sh.best_i[0] = bi;
-    }
-  }
-  __syncthreads();
-  *best_value = sh.best_v[0];
-  *best_id = sh.best_i[0];
+  bv = lane < warps ? sv[lane] : -FLT_MAX;
+  bi = lane < warps ? si[lane] : kNoTopId;
+  WarpArgmax(bv, bi);
 }
 
 // The row's maximum logit and its lowest id: the chunks' maxima in chunk order (as one pass).
@@ -303,6 +284,30 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
     }
     w->chunk_max[chunk] = bv;
     w->chunk_arg[chunk] = bi;
+  }
+  // The chunk's top-logprob candidates (of the penalised logits: each thread reads the ids it
+  // wrote): round k takes the block's best logit after round k - 1's.
+  const int top = p.argmax_only ? 0 : s.num_top_logprobs;
+  float prev_v = -FLT_MAX;
+  int32_t prev_i = kNoTopId;
+  for (int k = 0; k < top; ++k) {
+    float v = -FLT_MAX;
+    int32_t id = kNoTopId;
+    for (int32_t i = range.begin + threadIdx.x; i < range.end; i += blockDim.x) {
+      const float l = logits[i];
+      if ((k == 0 || TopLogprobAfter(l, i, prev_v, prev_i)) && ArgmaxBetter(l, i, v, id)) {
+        v = l;
+        id = i;
+      }
+    }
+    BlockArgmaxAll(v, id, best_v, best_i);
+    if (threadIdx.x == 0) {
+      w->top_v[chunk][k] = v;
+      w->top_i[chunk][k] = id;
+    }
+    if (id == kNoTopId) break;  // the chunk has no more (the block agrees)
+    prev_v = v;
+    prev_i = id;
   }
 }
 
@@ -490,14 +495,26 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
   // Logprobs (of logits / T before filtering, as the CPU sampler reports them).
   const double log_total = need_probs ? log(st.total) : 0.0;
   int32_t num_top = 0;
-  if (need_probs && s.num_top_logprobs > 0) {
-    for (int k = 0; k < s.num_top_logprobs && k < n; ++k) {
-      float v;
-      int32_t id;
-      BlockArgmax(logits, n, sh.top_ids, k, sh, &v, &id);
-      if (id >= n) break;  // only NaN left (uniform: id is the block's shared result)
-      if (threadIdx.x == 0) sh.top_ids[k] = id;
-      __syncthreads();
+  if (need_probs && s.num_top_logprobs > 0 && threadIdx.x < 32) {
+    // Warp 0 merges the chunks' lists (ResetPenaltiesArgmaxKernel's): lane c holds chunk c's
+    // next candidate; the warp's best is the row's next, and its lane moves on. Thread 0 keeps
+    // the list and its length.
+    const int lane = static_cast<int>(threadIdx.x);
+    const int top = min(s.num_top_logprobs, n);
+    int head = 0;
+    for (int k = 0; k < top; ++k) {
+      float v = -FLT_MAX;
+      int32_t id = kNoTopId;
+      if (lane < chunks && head < top) {
+        v = w->top_v[lane][head];
+        id = w->top_i[lane][head];
+      }
+      float bv = v;
+      int32_t bi = id;
+      WarpArgmax(bv, bi);
+      if (bi == kNoTopId) break;  // every list is spent (only NaN or -inf left)
+      if (id == bi) ++head;
+      if (lane == 0) sh.top_ids[k] = bi;
       ++num_top;
     }
   }

@@ -90,6 +90,10 @@ struct SampleRowWork {
   int32_t chunk_eq[kMaxSampleChunks];   // tokens at eq_key
   uint64_t count[kDigitBuckets];        // the select level's histogram over the row
   uint64_t mass[kDigitBuckets];
+  // Each chunk's first num_top_logprobs logits in ArgmaxBetter order with their ids (kNoTopId
+  // past the chunk's last; TopLogprobAfter), for DrawKernel to merge into the row's list.
+  float top_v[kMaxSampleChunks][kMaxTopLogprobs];
+  int32_t top_i[kMaxSampleChunks][kMaxTopLogprobs];
 };
 
 struct SampleParams {
@@ -135,6 +139,15 @@ __host__ __device__ inline IdRange SampleChunkRange(int32_t n, int32_t chunks, i
 // The argmax order: a larger value, or an equal one at a lower id (NaN never wins).
 __host__ __device__ inline bool ArgmaxBetter(float v, int32_t id, float best_v, int32_t best_id) {
   return v > best_v || (v == best_v && id < best_id);
+}
+
+// The top logprobs are the logits in ArgmaxBetter order, from the sentinel (-FLT_MAX, kNoTopId):
+// NaN and -inf are never listed. A list is built by repeatedly taking the best (v, id) that
+// comes strictly after the last one taken, so no list of taken ids is searched.
+inline constexpr int32_t kNoTopId = 0x7fffffff;
+__host__ __device__ inline bool TopLogprobAfter(float v, int32_t id, float prev_v,
+                                                int32_t prev_id) {
+  return ArgmaxBetter(prev_v, prev_id, v, id);
 }
 
 cudaError_t LaunchSample(const SampleParams& params, cudaStream_t stream);

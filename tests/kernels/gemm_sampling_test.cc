@@ -332,7 +332,7 @@ std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleR
 // A Llama 3 vocabulary (32 chunks per row) with the last 256 ids invalid, and ties: logits on a
 // coarse grid, all equal, or a few equal maxima in different chunks; top-k, top-p, min-p and
 // their mixes, penalties (0.1 and 0.3: not exact in binary) with and without a draw, top
-// logprobs. Checked:
+// logprobs (3 to 20, over ties too). Checked:
 // - against the CPU sampler on the same row (ids past valid_vocab at -inf, as CpuRunner does):
 //   greedy tokens, top logprob ids and penalised greedy tokens exactly; draws in all but one
 //   row (only summation order differs); logprobs within 1e-4;
@@ -402,6 +402,10 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
         p.frequency_penalty = 0.1f;
         break;
     }
+    // Top logprobs over ties: every logit equal (the lowest ids, all in chunk 0), and equal
+    // maxima in different chunks (the chunks' lists merged in id order).
+    if (r % 4 == 2) top[r] = 20;
+    if (r % 4 == 3) top[r] = 7;
     SlotSampling& t = run.table[r];
     t = TableEntry(p, 900 + r);
     t.has_penalties = p.has_penalties();

@@ -364,6 +364,119 @@ TEST(SampleSelectTest, ChooseChunkSharesTheEqualTokensInOrder) {
   EXPECT_DOUBLE_EQ(st.cum_before, 1.0);
 }
 
+// The top logprobs as the kernels find them: ResetPenaltiesArgmaxKernel's chunk lists (each
+// round the best logit after the last taken, thread by thread over the block's strided ids,
+// then the block's maximum) and DrawKernel's merge (a lane per chunk, the lanes' best taken and
+// its lane moved on).
+std::vector<int32_t> EmulateTopLogprobs(const std::vector<float>& logits, int top) {
+  constexpr int kThreads = 256;  // sampling.cu's kChunkThreads
+  const auto n = static_cast<int32_t>(logits.size());
+  const int32_t chunks = SampleChunks(n);
+  std::vector<std::vector<std::pair<float, int32_t>>> lists(static_cast<size_t>(chunks));
+  for (int32_t c = 0; c < chunks; ++c) {
+    const IdRange r = SampleChunkRange(n, chunks, c);
+    float prev_v = -std::numeric_limits<float>::max();
+    int32_t prev_i = kNoTopId;
+    for (int k = 0; k < top; ++k) {
+      float bv = -std::numeric_limits<float>::max();
+      int32_t bi = kNoTopId;
+      for (int t = 0; t < kThreads; ++t) {
+        float v = -std::numeric_limits<float>::max();
+        int32_t id = kNoTopId;
+        for (int32_t i = r.begin + t; i < r.end; i += kThreads) {
+          const float l = logits[static_cast<size_t>(i)];
+          if ((k == 0 || TopLogprobAfter(l, i, prev_v, prev_i)) && ArgmaxBetter(l, i, v, id)) {
+            v = l;
+            id = i;
+          }
+        }
+        if (ArgmaxBetter(v, id, bv, bi)) {
+          bv = v;
+          bi = id;
+        }
+      }
+      lists[static_cast<size_t>(c)].push_back({bv, bi});
+      if (bi == kNoTopId) break;
+      prev_v = bv;
+      prev_i = bi;
+    }
+  }
+  std::vector<int32_t> out;
+  std::vector<size_t> head(static_cast<size_t>(chunks), 0);
+  for (int k = 0; k < std::min(top, n); ++k) {
+    float bv = -std::numeric_limits<float>::max();
+    int32_t bi = kNoTopId;
+    int lane_of_best = -1;
+    for (int32_t c = 0; c < chunks; ++c) {
+      const auto& list = lists[static_cast<size_t>(c)];
+      if (head[c] >= list.size()) continue;  // a full list (top entries): spent
+      const auto [v, id] = list[head[c]];
+      if (ArgmaxBetter(v, id, bv, bi)) {
+        bv = v;
+        bi = id;
+        lane_of_best = c;
+      }
+    }
+    if (bi == kNoTopId) break;
+    ++head[static_cast<size_t>(lane_of_best)];
+    out.push_back(bi);
+  }
+  return out;
+}
+
+// Over vocabularies of 17 to 151,936 ids (1 to 32 chunks) and rows with ties within and across
+// chunks, NaN, -inf and -FLT_MAX: the merged list is the first `top` logits in (value, lowest id)
+// order, NaN and -inf left out; on finite rows, the CPU sampler's top logprob ids.
+TEST(SampleSelectTest, TopLogprobsMergeTheChunksListsInTheRowsOrder) {
+  std::mt19937 rng(11);
+  int rows = 0;
+  for (const int32_t n : {17, 5003, 128000, 151936}) {
+    for (int kind = 0; kind < 7; ++kind) {
+      std::vector<float> logits = MakeLogits(n, kind % 5, rng);
+      const bool finite = kind < 5;
+      if (kind == 5) {  // NaN and -inf sprinkled, a NaN where the maximum would be
+        for (int j = 0; j < 200; ++j) {
+          logits[rng() % static_cast<uint32_t>(n)] = std::numeric_limits<float>::quiet_NaN();
+          logits[rng() % static_cast<uint32_t>(n)] = -std::numeric_limits<float>::infinity();
+        }
+        logits[static_cast<size_t>(n / 2)] = std::numeric_limits<float>::quiet_NaN();
+      }
+      if (kind == 6) {  // nearly all -inf: fewer listed than asked; -FLT_MAX is listed
+        for (float& x : logits) x = -std::numeric_limits<float>::infinity();
+        logits[static_cast<size_t>(n - 1)] = -std::numeric_limits<float>::max();
+        logits[static_cast<size_t>(n / 3)] = 2.0f;
+        logits[0] = std::numeric_limits<float>::quiet_NaN();
+      }
+      for (const int top : {1, 5, 20}) {
+        std::vector<int32_t> want;
+        for (int32_t i = 0; i < n; ++i) {
+          const float v = logits[static_cast<size_t>(i)];
+          if (!std::isnan(v) && v >= -std::numeric_limits<float>::max()) want.push_back(i);
+        }
+        const size_t k = std::min<size_t>(static_cast<size_t>(top), want.size());
+        std::partial_sort(want.begin(), want.begin() + k, want.end(), [&](int32_t a, int32_t b) {
+          return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+        });
+        want.resize(k);
+        const std::vector<int32_t> got = EmulateTopLogprobs(logits, top);
+        EXPECT_EQ(got, want) << "vocab " << n << " kind " << kind << " top " << top;
+        if (finite) {
+          sampling::SamplingParams params;
+          params.seed = 5;
+          std::vector<float> row = logits;
+          sampling::Sampler cpu;
+          const auto r = cpu.Sample(row, params, sampling::PenaltyState{}, 0, top, true);
+          std::vector<int32_t> cpu_ids;
+          for (const auto& t : r.top) cpu_ids.push_back(t.token_id);
+          EXPECT_EQ(got, cpu_ids) << "vocab " << n << " kind " << kind << " top " << top;
+        }
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 4 * 7 * 3);
+}
+
 TEST(SampleSelectTest, KeysOrderProbabilitiesAndFitThirtyBits) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);
