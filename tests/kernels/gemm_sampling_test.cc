@@ -329,6 +329,25 @@ std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleR
   return d_out.Download();
 }
 
+constexpr int kLlamaVocab = 128256;
+
+// `slots` rows of random logits in [-8, 8] over a Llama 3 vocabulary whose last 256 ids are
+// invalid, a table entry each (the caller fills them in) with `generated` tokens, and
+// `extra_slots` more slots' done flags and penalty arrays (for table entries without a row);
+// nothing done, no penalties.
+SamplerRun LlamaVocabularyRun(int slots, int extra_slots, uint32_t seed, int32_t generated) {
+  SamplerRun run;
+  run.vocab = kLlamaVocab;
+  run.valid_vocab = kLlamaVocab - 256;
+  run.logits = RandomFloats(size_t(slots) * kLlamaVocab, seed, -8, 8);
+  run.table.resize(slots);
+  run.generated.assign(slots, generated);
+  run.done.assign(slots + extra_slots, 0);
+  run.counts.assign(size_t(slots + extra_slots) * kLlamaVocab, 0);
+  run.mask.assign(size_t(slots + extra_slots) * kLlamaVocab, 0);
+  return run;
+}
+
 // A Llama 3 vocabulary (32 chunks per row) with the last 256 ids invalid, and ties: logits on a
 // coarse grid, all equal, or a few equal maxima in different chunks; top-k, top-p, min-p and
 // their mixes, penalties (0.1 and 0.3: not exact in binary) with and without a draw, top
@@ -341,16 +360,8 @@ std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleR
 //   and logprob bits; and each row alone on a fresh workspace does too.
 TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
   LLM_REQUIRE_GPU();
-  const int vocab = 128256, valid = vocab - 256, slots = 33;
-  SamplerRun run;
-  run.vocab = vocab;
-  run.valid_vocab = valid;
-  run.logits = RandomFloats(size_t(slots) * vocab, 31, -8, 8);
-  run.table.resize(slots);
-  run.generated.assign(slots, 3);
-  run.done.assign(slots + 1, 0);
-  run.counts.assign(size_t(slots + 1) * vocab, 0);
-  run.mask.assign(size_t(slots + 1) * vocab, 0);
+  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 33;
+  SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/1, /*seed=*/31, /*generated=*/3);
   std::vector<sampling::SamplingParams> params(slots);
   std::vector<int> top(slots, 0);
   for (int r = 0; r < slots; ++r) {
@@ -501,16 +512,8 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
 // gets its argmax and no logprob.
 TEST(SampleKernelTest, ArgmaxOnlyLaunchMatchesTheFullLaunch) {
   LLM_REQUIRE_GPU();
-  const int vocab = 128256, valid = vocab - 256, slots = 9;
-  SamplerRun run;
-  run.vocab = vocab;
-  run.valid_vocab = valid;
-  run.logits = RandomFloats(size_t(slots) * vocab, 77, -8, 8);
-  run.table.resize(slots);
-  run.generated.assign(slots, 5);
-  run.done.assign(slots, 0);
-  run.counts.assign(size_t(slots) * vocab, 0);
-  run.mask.assign(size_t(slots) * vocab, 0);
+  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 9;
+  SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/77, /*generated=*/5);
   for (int r = 0; r < slots; ++r) {
     float* row = run.logits.data() + size_t(r) * vocab;
     if (r % 3 == 1) {  // equal maxima in different chunks: the lowest id wins
