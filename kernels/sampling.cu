@@ -44,6 +44,9 @@ struct ChunkShared {
 };
 
 struct DrawShared {
+  // The chunks' top-logprob lists (SampleRowWork::top_v, top_i), staged for the merge.
+  float top_v[kMaxSampleChunks][kMaxTopLogprobs];
+  int32_t top_i[kMaxSampleChunks][kMaxTopLogprobs];
   double d[33];
   int32_t i[33];
   float best_v[32];
@@ -495,19 +498,25 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
   // Logprobs (of logits / T before filtering, as the CPU sampler reports them).
   const double log_total = need_probs ? log(st.total) : 0.0;
   int32_t num_top = 0;
-  if (need_probs && s.num_top_logprobs > 0 && threadIdx.x < 32) {
-    // Warp 0 merges the chunks' lists (ResetPenaltiesArgmaxKernel's): lane c holds chunk c's
-    // next candidate; the warp's best is the row's next, and its lane moves on. Thread 0 keeps
-    // the list and its length.
-    const int lane = static_cast<int>(threadIdx.x);
+  if (need_probs && s.num_top_logprobs > 0) {  // the same for the whole block
+    // The chunks' lists (ResetPenaltiesArgmaxKernel's) into shared memory, all loads at once
+    // (entries past a list's end are copied but never used); then warp 0 merges them: lane c
+    // holds chunk c's next candidate, the warp's best is the row's next, and its lane moves on.
+    // Thread 0 keeps the list and its length.
     const int top = min(s.num_top_logprobs, n);
+    for (int e = threadIdx.x; e < chunks * top; e += blockDim.x) {
+      sh.top_v[e / top][e % top] = w->top_v[e / top][e % top];
+      sh.top_i[e / top][e % top] = w->top_i[e / top][e % top];
+    }
+    __syncthreads();
+    const int lane = static_cast<int>(threadIdx.x);
     int head = 0;
-    for (int k = 0; k < top; ++k) {
+    for (int k = 0; k < top && lane < 32; ++k) {  // warp 0 only
       float v = -FLT_MAX;
       int32_t id = kNoTopId;
       if (lane < chunks && head < top) {
-        v = w->top_v[lane][head];
-        id = w->top_i[lane][head];
+        v = sh.top_v[lane][head];
+        id = sh.top_i[lane][head];
       }
       float bv = v;
       int32_t bi = id;

@@ -4,37 +4,38 @@
 
 #include <algorithm>
 
+#include "common/status_macros.h"
+#include "worker/runner/cuda/cuda_util.h"
+
 namespace llm::bench {
 
 absl::StatusOr<double> DeviceCopyBandwidth(int device) {
+  using runner::cuda::DeviceMemory;
+  using runner::cuda::Event;
   constexpr size_t kBytes = size_t{1} << 30;
-  if (cudaSetDevice(device) != cudaSuccess) return absl::InternalError("cudaSetDevice");
-  void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, kBytes) != cudaSuccess || cudaMalloc(&b, kBytes) != cudaSuccess) {
-    if (a != nullptr) cudaFree(a);
-    return absl::ResourceExhaustedError("bandwidth test: cannot allocate 2 GiB");
-  }
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaMemcpy(b, a, kBytes, cudaMemcpyDeviceToDevice);  // warm-up
+  constexpr int kCopies = 10;
+  LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "bandwidth test: cudaSetDevice");
+  DeviceMemory a, b;
+  LLM_RETURN_IF_ERROR(a.Allocate(kBytes, "bandwidth test: 1 GiB source"));
+  LLM_RETURN_IF_ERROR(b.Allocate(kBytes, "bandwidth test: 1 GiB destination"));
+  Event start, stop;
+  LLM_RETURN_IF_ERROR(start.Create());
+  LLM_RETURN_IF_ERROR(stop.Create());
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.get(), a.get(), kBytes, cudaMemcpyDeviceToDevice),
+                           "bandwidth test: warm-up copy");
   double best = 0.0;
   for (int round = 0; round < 5; ++round) {
-    constexpr int kCopies = 10;
-    cudaEventRecord(start);
-    for (int i = 0; i < kCopies; ++i) cudaMemcpyAsync(b, a, kBytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    best = std::max(best, 2.0 * kBytes * kCopies / (ms * 1e-3));
+    LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get()), "bandwidth test: event");
+    for (int i = 0; i < kCopies; ++i) {
+      LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(b.get(), a.get(), kBytes, cudaMemcpyDeviceToDevice),
+                               "bandwidth test: copy");
+    }
+    LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get()), "bandwidth test: event");
+    LLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()), "bandwidth test: copies");
+    const double seconds = runner::cuda::ElapsedSeconds(start, stop);
+    if (seconds > 0.0) best = std::max(best, 2.0 * kBytes * kCopies / seconds);
   }
-  const cudaError_t err = cudaGetLastError();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(a);
-  cudaFree(b);
-  if (err != cudaSuccess) return absl::InternalError(cudaGetErrorString(err));
+  if (best <= 0.0) return absl::InternalError("bandwidth test: the copies were not timed");
   return best;
 }
 

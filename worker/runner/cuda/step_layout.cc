@@ -241,14 +241,14 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     l.sample_rows.resize(l.num_sample_rows, -1);
     l.identity_sampling = false;
   }
+  // The slots that sample: the decodes and the prompts this step completes (which decode from
+  // the next step on).
   l.argmax_only = true;
   for (int32_t s : plan.decodes) l.argmax_only = l.argmax_only && slots_[s].argmax_only;
   for (const auto& p : plan.prefills) {
-    if (p.samples) l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;
-  }
-  // Completed prompts decode from the next step on.
-  for (const auto& p : plan.prefills) {
-    if (p.samples) slots_[p.slot].sampled = true;
+    if (!p.samples) continue;
+    l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;
+    slots_[p.slot].sampled = true;
   }
 }
 
