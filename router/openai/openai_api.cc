@@ -506,6 +506,12 @@ json Bytes(const std::string& s) {
   return b;
 }
 
+// A logprob as a JSON number. JSON has no -inf (nlohmann writes null, which the OpenAI SDKs
+// reject), so a token too unlikely for a float (a tiny temperature) reports -9999.0, the value
+// OpenAI itself uses for that; NaN, from a broken row, does too.
+constexpr float kUnlikelyLogprob = -9999.0f;
+float JsonLogprob(float logprob) { return std::isfinite(logprob) ? logprob : kUnlikelyLogprob; }
+
 std::string Event(const json& j) {
   return absl::StrCat("data: ", j.dump(-1, ' ', false, json::error_handler_t::replace), "\n\n");
 }
@@ -527,11 +533,11 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
       json top = json::array();
       for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
         top.push_back({{"token", lp.top(i).text()},
-                       {"logprob", lp.top(i).logprob()},
+                       {"logprob", JsonLogprob(lp.top(i).logprob())},
                        {"bytes", Bytes(lp.top(i).text())}});
       }
       content.push_back({{"token", lp.sampled().text()},
-                         {"logprob", lp.sampled().logprob()},
+                         {"logprob", JsonLogprob(lp.sampled().logprob())},
                          {"bytes", Bytes(lp.sampled().text())},
                          {"top_logprobs", top}});
     }
@@ -541,10 +547,10 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
   size_t offset = text_.size();
   for (const auto& lp : m.logprobs()) {
     tokens.push_back(lp.sampled().text());
-    lps.push_back(lp.sampled().logprob());
+    lps.push_back(JsonLogprob(lp.sampled().logprob()));
     json alts = json::object();
     for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
-      alts[lp.top(i).text()] = lp.top(i).logprob();
+      alts[lp.top(i).text()] = JsonLogprob(lp.top(i).logprob());
     }
     top.push_back(alts);
     offsets.push_back(offset);

@@ -263,14 +263,19 @@ SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
   if (need_logprobs) {
     result.logprob = logprob_of(result.token_id);
     if (num_top_logprobs > 0) {
-      const int k = std::min<int32_t>(num_top_logprobs, n);
-      order_.resize(n);
-      std::iota(order_.begin(), order_.end(), 0);
-      std::partial_sort(order_.begin(), order_.begin() + k, order_.end(),
-                        [&](int32_t a, int32_t b) {
+      // The best logits in (value, lowest id) order, as the GPU sampler lists them. NaN and
+      // -inf are never listed: their logprob means nothing, and JSON cannot carry -inf. So a
+      // row with fewer listable logits than asked lists fewer (and the order stays strict).
+      order_.clear();
+      for (int32_t i = 0; i < n; ++i) {
+        if (logits[i] >= -std::numeric_limits<float>::max()) order_.push_back(i);
+      }
+      const auto k = std::min<size_t>(static_cast<size_t>(num_top_logprobs), order_.size());
+      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
+                        order_.end(), [&](int32_t a, int32_t b) {
                           return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
                         });
-      for (int i = 0; i < k; ++i) result.top.push_back({order_[i], logprob_of(order_[i])});
+      for (size_t i = 0; i < k; ++i) result.top.push_back({order_[i], logprob_of(order_[i])});
     }
   }
   return result;

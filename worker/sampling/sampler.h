@@ -45,7 +45,8 @@ class PenaltyState {
 class Sampler {
  public:
   // `logits` is modified in place (penalties applied). `counter` is the number of tokens the
-  // request has generated so far. `num_top_logprobs` > 0 fills SampledToken::top.
+  // request has generated so far. `num_top_logprobs` > 0 fills SampledToken::top with up to
+  // that many of the best logits (ties to the lowest id); NaN and -inf are never listed.
   SampledToken Sample(std::span<float> logits, const SamplingParams& params,
                       const PenaltyState& penalties, uint64_t counter, int num_top_logprobs = 0,
                       bool want_logprob = false);

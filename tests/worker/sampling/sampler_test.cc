@@ -150,6 +150,37 @@ TEST(SamplerTest, Logprobs) {
   EXPECT_NEAR(r.top[1].logprob, std::log(0.25), 1e-5);
 }
 
+// NaN and -inf are never listed (JSON cannot carry -inf, and NaN would break the order), so a
+// row with fewer listable logits than asked lists fewer; -FLT_MAX is a logit like any other.
+TEST(SamplerTest, TopLogprobsListOnlyComparableLogits) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kLowest = -std::numeric_limits<float>::max();
+  Sampler s;
+  SamplingParams p;
+  p.temperature = 0;
+  std::vector<float> l = {-kInf, 1.0f, -kInf, kLowest, 3.0f, 1.0f};
+  auto r = s.Sample(l, p, PenaltyState{}, 0, /*num_top_logprobs=*/6, /*want_logprob=*/true);
+  EXPECT_EQ(r.token_id, 4);
+  std::vector<int32_t> ids;
+  for (const auto& t : r.top) {
+    ids.push_back(t.token_id);
+    EXPECT_TRUE(std::isfinite(t.logprob)) << t.token_id;
+  }
+  EXPECT_EQ(ids, (std::vector<int32_t>{4, 1, 5, 3}));
+  EXPECT_EQ(r.top[1].logprob, r.top[2].logprob);
+
+  // NaN anywhere (a broken row: every logprob is NaN then) still leaves a strict order.
+  std::vector<float> with_nan = {kNaN, 1.0f, -kInf, 3.0f, kNaN, 1.0f, kNaN};
+  r = s.Sample(with_nan, p, PenaltyState{}, 0, 5, true);
+  ids.clear();
+  for (const auto& t : r.top) ids.push_back(t.token_id);
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 1, 5}));
+
+  std::vector<float> none = {kNaN, -kInf};
+  EXPECT_TRUE(s.Sample(none, p, PenaltyState{}, 0, 3, true).top.empty());
+}
+
 TEST(SamplerTest, EmptyLogitsGiveTokenZeroWithoutReadingAnything) {
   Sampler s;
   SamplingParams p;

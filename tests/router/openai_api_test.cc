@@ -1,0 +1,80 @@
+// The OpenAI responder's logprobs (pure translation, no socket): every logprob is a JSON number,
+// in the chat and the completion shapes, streamed and not.
+#include "router/openai/openai_api.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace llm::router::openai {
+namespace {
+
+using nlohmann::json;
+
+ParsedRequest Parse(ApiKind kind, const std::string& body) {
+  ApiError error;
+  auto parsed = ParseOpenAiRequest(kind, body, &error);
+  EXPECT_TRUE(parsed.ok()) << error.message;
+  return parsed.ok() ? *parsed : ParsedRequest{};
+}
+
+// One token "a" (logprob -inf: too unlikely for a float) with alternatives "b" (-0.5) and "c"
+// (NaN), ending the request.
+llm::v1::GenerateResponse Message() {
+  llm::v1::GenerateResponse m;
+  m.set_text("a");
+  m.add_token_ids(1);
+  auto* lp = m.add_logprobs();
+  lp->mutable_sampled()->set_text("a");
+  lp->mutable_sampled()->set_logprob(-std::numeric_limits<float>::infinity());
+  auto* b = lp->add_top();
+  b->set_text("b");
+  b->set_logprob(-0.5f);
+  auto* c = lp->add_top();
+  c->set_text("c");
+  c->set_logprob(std::numeric_limits<float>::quiet_NaN());
+  m.set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+  return m;
+}
+
+TEST(OpenAiResponderTest, LogprobsTooSmallForAFloatAreNumbersNotNull) {
+  {
+    OpenAiResponder r(Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user",
+                      "content": "x"}], "logprobs": true, "top_logprobs": 2})"),
+                      "chatcmpl-1", 0);
+    r.Accumulate(Message());
+    const json content = json::parse(r.Body())["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(content.size(), 1u);
+    EXPECT_EQ(content[0]["logprob"], -9999.0);
+    ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(content[0]["top_logprobs"][0]["logprob"], -0.5);
+    EXPECT_EQ(content[0]["top_logprobs"][1]["logprob"], -9999.0);
+  }
+  {
+    OpenAiResponder r(
+        Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "logprobs": 2})"), "cmpl-1",
+        0);
+    r.Accumulate(Message());
+    const json lp = json::parse(r.Body())["choices"][0]["logprobs"];
+    EXPECT_EQ(lp["token_logprobs"], json::array({-9999.0}));
+    EXPECT_EQ(lp["top_logprobs"][0]["b"], -0.5);
+    EXPECT_EQ(lp["top_logprobs"][0]["c"], -9999.0);
+  }
+  {
+    OpenAiResponder r(Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user",
+                      "content": "x"}], "logprobs": true, "top_logprobs": 2, "stream": true})"),
+                      "chatcmpl-2", 0);
+    const std::string events = r.OnStreamMessage(Message());
+    const std::string first = events.substr(6, events.find("\n\n") - 6);
+    const json content = json::parse(first)["choices"][0]["logprobs"]["content"];
+    EXPECT_EQ(content[0]["logprob"], -9999.0);
+    EXPECT_EQ(content[0]["top_logprobs"][1]["logprob"], -9999.0);
+    EXPECT_EQ(events.find("\"logprob\":null"), std::string::npos) << events;
+  }
+}
+
+}  // namespace
+}  // namespace llm::router::openai
