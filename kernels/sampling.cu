@@ -22,6 +22,7 @@
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/sampling.h"
+#include "worker/sampling/inverse_temperature.h"
 
 namespace llm::kernels {
 namespace {
@@ -329,7 +330,7 @@ __global__ void __launch_bounds__(kChunkThreads) ProbsKernel(SampleParams p) {
   }
   __syncthreads();
   const float max_logit = sh.max_logit;
-  const float inv_t = s.temperature == 0.0f ? 1.0f : 1.0f / s.temperature;
+  const float inv_t = sampling::InverseTemperature(s.temperature);
   const IdRange r = SampleChunkRange(p.valid_vocab, chunks, chunk);
   const float* logits = p.logits + static_cast<int64_t>(row) * p.vocab;
   float* probs = p.probs + static_cast<int64_t>(row) * p.vocab;
@@ -447,7 +448,7 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
   if (argmax >= n) argmax = 0;
   // An argmax-only launch ran no other kernel: every row takes its argmax, without logprobs.
   const bool greedy = p.argmax_only || s.temperature == 0.0f;
-  const float inv_t = greedy ? 1.0f : 1.0f / s.temperature;
+  const float inv_t = greedy ? 1.0f : sampling::InverseTemperature(s.temperature);
   const bool need_probs = !p.argmax_only && !ArgmaxOnly(s);
   const SampleRowState st = w->state;
 

@@ -588,6 +588,49 @@ TEST(SampleKernelTest, ArgmaxOnlyLaunchMatchesTheFullLaunch) {
   EXPECT_EQ(out[0].num_top, 0);
 }
 
+// A subnormal temperature (1/T overflows a float: sampling::InverseTemperature clamps it) draws
+// the argmax under every filter, with logprob 0 and the other listed logprobs far below (-inf
+// where the gap exceeds 1), bit for bit the CPU sampler's: with inf as 1/T, every probability and
+// logprob of the row was NaN.
+TEST(SampleKernelTest, SubnormalTemperatureDrawsTheArgmax) {
+  LLM_REQUIRE_GPU();
+  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 4;
+  SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/91, /*generated=*/2);
+  std::vector<sampling::SamplingParams> params(slots);
+  for (int r = 0; r < slots; ++r) {
+    sampling::SamplingParams& p = params[r];
+    p.temperature = r % 2 == 0 ? 1e-40f : 1e-45f;
+    p.seed = 40 + r;
+    if (r == 1) p.top_k = 40;
+    if (r == 2) p.top_p = 0.9f;
+    if (r == 3) p.min_p = 0.05f;
+    run.table[r] = TableEntry(p, 700 + r);
+    run.table[r].want_logprob = 1;
+    run.table[r].num_top_logprobs = 3;
+  }
+  run.row_slot = {0, 1, 2, 3};
+  DeviceBuffer<SampleRowWork> work(slots);
+  const auto out = RunSampler(run, work);
+  for (int r = 0; r < slots; ++r) {
+    std::vector<float> row(run.logits.begin() + size_t(r) * vocab,
+                           run.logits.begin() + size_t(r + 1) * vocab);
+    for (int i = valid; i < vocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+    const int32_t argmax =
+        static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    sampling::Sampler cpu;
+    const auto want = cpu.Sample(row, params[r], sampling::PenaltyState{}, 2, 3, true);
+    EXPECT_EQ(want.token_id, argmax) << "row " << r;
+    EXPECT_EQ(out[r].token, argmax) << "row " << r;
+    EXPECT_EQ(out[r].logprob, 0.0f) << "row " << r;
+    ASSERT_EQ(out[r].num_top, 3) << "row " << r;
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(out[r].top_ids[k], want.top[k].token_id) << "row " << r << " top " << k;
+      EXPECT_EQ(out[r].top_logprobs[k], want.top[k].logprob) << "row " << r << " top " << k;
+    }
+    EXPECT_LT(out[r].top_logprobs[1], -1e30f) << "row " << r;  // the gap times FLT_MAX
+  }
+}
+
 TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {
   LLM_REQUIRE_GPU();
   const int vocab = 64, slots = 3;

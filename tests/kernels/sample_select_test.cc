@@ -18,6 +18,7 @@
 #include "common/philox.h"
 #include "gtest/gtest.h"
 #include "kernels/sampling.h"
+#include "worker/sampling/inverse_temperature.h"
 #include "worker/sampling/sampler.h"
 
 namespace llm::kernels {
@@ -102,7 +103,7 @@ Emulated EmulateSplitSampler(const std::vector<float>& logits, const Settings& s
     return e;
   }
   // ProbsKernel.
-  const float inv_t = 1.0f / s.temperature;
+  const float inv_t = sampling::InverseTemperature(s.temperature);
   std::vector<float> probs(static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) probs[i] = FastExp((logits[i] - max_logit) * inv_t);
   // The select levels (ProbsKernel's and SelectKernel's); chunks add into the row's histogram
@@ -190,7 +191,7 @@ std::vector<uint8_t> ReferenceKept(const std::vector<float>& logits, const Setti
   const auto n = static_cast<int32_t>(logits.size());
   const float max_logit = *std::max_element(logits.begin(), logits.end());
   std::vector<float> p(static_cast<size_t>(n));
-  const float inv_t = 1.0f / s.temperature;
+  const float inv_t = sampling::InverseTemperature(s.temperature);
   for (int32_t i = 0; i < n; ++i) p[i] = FastExp((logits[i] - max_logit) * inv_t);
   std::vector<int32_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
@@ -293,6 +294,42 @@ TEST(SampleSelectTest, KeptSetAndTokenMatchTheRulesAndTheCpuSampler) {
   EXPECT_GE(token_agree * 1000, draws * 995) << token_agree << " of " << draws;
   RecordProperty("draws", draws);
   RecordProperty("agree", token_agree);
+}
+
+// A subnormal temperature (1/T overflows a float; sampling::InverseTemperature) draws the argmax
+// under every filter, as the CPU sampler does: without the clamp every probability is NaN.
+TEST(SampleSelectTest, SubnormalTemperatureDrawsTheArgmax) {
+  std::mt19937 rng(13);
+  int rows = 0;
+  for (const int32_t n : {17, 5003, 128256}) {
+    for (int kind = 0; kind < 5; ++kind) {
+      const std::vector<float> logits = MakeLogits(n, kind, rng);
+      int32_t argmax = 0;
+      for (int32_t i = 1; i < n; ++i) {
+        if (ArgmaxBetter(logits[i], i, logits[argmax], argmax)) argmax = i;
+      }
+      for (const Settings& s : {Settings{1e-40f, 0, 1.0f, 0.0f}, Settings{1e-40f, 40, 0.9f, 0.05f},
+                                Settings{1e-45f, 0, 0.5f, 0.0f}}) {
+        const Emulated e = EmulateSplitSampler(logits, s, 77, static_cast<uint64_t>(kind));
+        sampling::SamplingParams params;
+        params.temperature = s.temperature;
+        params.top_k = s.top_k;
+        params.top_p = s.top_p;
+        params.min_p = s.min_p;
+        params.seed = 77;
+        std::vector<float> row = logits;
+        sampling::Sampler cpu;
+        const auto r =
+            cpu.Sample(row, params, sampling::PenaltyState{}, static_cast<uint64_t>(kind), 0, true);
+        // Rows whose maximum is tied draw among the tied ids.
+        EXPECT_EQ(logits[e.token], logits[argmax]) << Describe(s, n) << " kind " << kind;
+        EXPECT_EQ(logits[r.token_id], logits[argmax]) << Describe(s, n) << " kind " << kind;
+        EXPECT_FALSE(std::isnan(r.logprob)) << Describe(s, n) << " kind " << kind;
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 3 * 5 * 3);
 }
 
 // Top-k alone: exactly k kept, the largest, ties by id (every token equal: the first k ids).

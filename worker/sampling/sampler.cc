@@ -13,6 +13,7 @@
 #include "common/fast_exp.h"
 #include "common/lane_sum.h"
 #include "common/philox.h"
+#include "worker/sampling/inverse_temperature.h"
 
 namespace llm::sampling {
 namespace {
@@ -166,8 +167,7 @@ SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
     result.token_id = Argmax(logits);
     return result;
   }
-  const float temperature = p.greedy() ? 1.0f : p.temperature;
-  const float inv_t = 1.0f / temperature;
+  const float inv_t = InverseTemperature(p.temperature);
   const int32_t num_chunks = (n + kChunk - 1) / kChunk;
 
   // Probabilities of logits / temperature (unnormalised: the most likely token has 1) and

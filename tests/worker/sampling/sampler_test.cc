@@ -181,6 +181,29 @@ TEST(SamplerTest, TopLogprobsListOnlyComparableLogits) {
   EXPECT_TRUE(s.Sample(none, p, PenaltyState{}, 0, 3, true).top.empty());
 }
 
+// A temperature so small that 1/T overflows a float (a subnormal one) or that scaled logit gaps
+// do: sampling is greedy in the limit, never NaN. The top token's logprob is 0 (it has all the
+// mass); the others' are far below, or -inf.
+TEST(SamplerTest, TinyTemperaturesSampleTheArgmax) {
+  Sampler s;
+  for (const float t : {1e-40f, 1e-38f, 1e-30f, 1e-6f}) {
+    SamplingParams p;
+    p.temperature = t;
+    p.seed = 3;
+    for (uint64_t counter = 0; counter < 50; ++counter) {
+      std::vector<float> l = {0.0f, 5.0f, 1.0f, 4.999f};
+      const auto r = s.Sample(l, p, PenaltyState{}, counter, /*num_top_logprobs=*/2,
+                              /*want_logprob=*/true);
+      ASSERT_EQ(r.token_id, 1) << "temperature " << t << " counter " << counter;
+      EXPECT_EQ(r.logprob, 0.0f) << "temperature " << t;
+      ASSERT_EQ(r.top.size(), 2u);
+      EXPECT_EQ(r.top[0].token_id, 1);
+      EXPECT_EQ(r.top[1].token_id, 3);
+      EXPECT_FALSE(std::isnan(r.top[1].logprob)) << "temperature " << t;
+    }
+  }
+}
+
 TEST(SamplerTest, EmptyLogitsGiveTokenZeroWithoutReadingAnything) {
   Sampler s;
   SamplingParams p;
