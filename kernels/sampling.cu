@@ -22,7 +22,7 @@
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/sampling.h"
-#include "worker/sampling/inverse_temperature.h"
+#include "worker/sampling/logit_arithmetic.h"
 
 namespace llm::kernels {
 namespace {
@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
     if (s.has_penalties) {
       const int32_t c = counts[i];
       if (s.repetition_penalty != 1.0f && (mask[i] != 0 || c > 0)) {
-        l = l > 0.0f ? l / s.repetition_penalty : l * s.repetition_penalty;
+        l = sampling::RepetitionPenalised(l, s.repetition_penalty);
       }
       // Rounded as the CPU sampler computes it (no fused multiply-add).
       if (c > 0) {

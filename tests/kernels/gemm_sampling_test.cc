@@ -631,6 +631,53 @@ TEST(SampleKernelTest, SubnormalTemperatureDrawsTheArgmax) {
   }
 }
 
+// A subnormal repetition penalty divides a seen positive logit past FLT_MAX: it becomes FLT_MAX
+// (sampling::RepetitionPenalised), never inf, so the seen tokens share the mass without NaN, as
+// in the CPU sampler (same token, logprob and top ids).
+TEST(SampleKernelTest, SubnormalRepetitionPenaltyKeepsTheRowFinite) {
+  LLM_REQUIRE_GPU();
+  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 3;
+  SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/93, /*generated=*/4);
+  std::vector<sampling::SamplingParams> params(slots);
+  std::vector<sampling::PenaltyState> states(slots);
+  for (int r = 0; r < slots; ++r) {
+    sampling::SamplingParams& p = params[r];
+    p.temperature = r == 0 ? 0.0f : 0.8f;
+    p.repetition_penalty = 1e-40f;
+    p.seed = 60 + r;
+    std::vector<int32_t> prompt;
+    for (int k = 0; k < 5; ++k) {
+      const int32_t id = (k * 20011 + r * 7) % valid;
+      run.logits[size_t(r) * vocab + id] = 0.5f + k;  // positive: divided past FLT_MAX
+      run.mask[size_t(r) * vocab + id] = 1;
+      prompt.push_back(id);
+    }
+    states[r].AddPrompt(prompt);
+    run.table[r] = TableEntry(p, 800 + r);
+    run.table[r].has_penalties = 1;
+    run.table[r].want_logprob = 1;
+    run.table[r].num_top_logprobs = 4;
+  }
+  run.row_slot = {0, 1, 2};
+  DeviceBuffer<SampleRowWork> work(slots);
+  const auto out = RunSampler(run, work);
+  for (int r = 0; r < slots; ++r) {
+    std::vector<float> row(run.logits.begin() + size_t(r) * vocab,
+                           run.logits.begin() + size_t(r + 1) * vocab);
+    for (int i = valid; i < vocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+    sampling::Sampler cpu;
+    const auto want = cpu.Sample(row, params[r], states[r], 4, 4, true);
+    EXPECT_EQ(out[r].token, want.token_id) << "row " << r;
+    EXPECT_EQ(run.mask[size_t(r) * vocab + out[r].token], 1) << "row " << r;
+    EXPECT_FALSE(std::isnan(out[r].logprob)) << "row " << r;
+    EXPECT_NEAR(out[r].logprob, want.logprob, 1e-6) << "row " << r;
+    ASSERT_EQ(out[r].num_top, 4) << "row " << r;
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(out[r].top_ids[k], want.top[k].token_id) << "row " << r << " top " << k;
+    }
+  }
+}
+
 TEST(SampleKernelTest, StopTokensLengthAndFinishedSlots) {
   LLM_REQUIRE_GPU();
   const int vocab = 64, slots = 3;

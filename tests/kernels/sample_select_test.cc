@@ -18,7 +18,7 @@
 #include "common/philox.h"
 #include "gtest/gtest.h"
 #include "kernels/sampling.h"
-#include "worker/sampling/inverse_temperature.h"
+#include "worker/sampling/logit_arithmetic.h"
 #include "worker/sampling/sampler.h"
 
 namespace llm::kernels {

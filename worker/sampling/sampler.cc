@@ -13,7 +13,7 @@
 #include "common/fast_exp.h"
 #include "common/lane_sum.h"
 #include "common/philox.h"
-#include "worker/sampling/inverse_temperature.h"
+#include "worker/sampling/logit_arithmetic.h"
 
 namespace llm::sampling {
 namespace {
@@ -129,7 +129,7 @@ void ApplyPenalties(std::span<float> logits, const SamplingParams& p, const Pena
     auto penalise = [&](int32_t id) {
       if (id < 0 || id >= n) return;
       float& l = logits[id];
-      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+      l = RepetitionPenalised(l, p.repetition_penalty);
     };
     // A token in both the prompt and the output is penalised once.
     for (int32_t id : st.prompt_ids()) penalise(id);

@@ -2,11 +2,11 @@
 // seeded draw. This is also the reference the GPU sampler is checked against.
 //
 // The procedure, in order:
-//   1. penalties: repetition (over prompt and output tokens: positive logits divided, negative
-//      multiplied), then presence and frequency (over output tokens);
+//   1. penalties: repetition (over prompt and output tokens: positive logits divided, at most
+//      FLT_MAX, negative multiplied; RepetitionPenalised), then presence and frequency (over
+//      output tokens);
 //   2. temperature 0: argmax, ties to the lowest id (no randomness consumed);
-//   3. logits * InverseTemperature(temperature) (1/T, at most FLT_MAX for a subnormal T),
-//      softmax;
+//   3. logits * InverseTemperature(temperature) (1/T, at most FLT_MAX), softmax;
 //   4. top-k (ties kept in id order), renormalise; top-p over probabilities sorted descending
 //      (ties by id), keeping the smallest prefix whose mass reaches top_p; min-p against the
 //      most likely remaining token;

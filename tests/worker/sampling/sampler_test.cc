@@ -135,6 +135,36 @@ TEST(SamplerTest, Penalties) {
   EXPECT_FLOAT_EQ(l[3], 1.0f);                  // untouched
 }
 
+// A subnormal repetition penalty (validation allows (0, 10]) divides a positive logit past
+// FLT_MAX: the penalised logit is FLT_MAX, never inf (inf minus the row's maximum of inf would
+// make every probability NaN). Here tokens 1 and 2 both reach FLT_MAX and share the mass.
+TEST(SamplerTest, TinyRepetitionPenaltyNeverMakesNaN) {
+  Sampler s;
+  PenaltyState st;
+  const std::vector<int32_t> prompt{1, 2, 3};
+  st.AddPrompt(prompt);
+  for (const float t : {0.0f, 0.7f}) {
+    SamplingParams p;
+    p.temperature = t;
+    p.repetition_penalty = 1e-40f;
+    p.seed = 9;
+    for (uint64_t counter = 0; counter < 20; ++counter) {
+      std::vector<float> l{1.0f, 3.0f, 2.0f, -1.0f};
+      const auto r = s.Sample(l, p, st, counter, /*num_top_logprobs=*/3, /*want_logprob=*/true);
+      EXPECT_EQ(l[1], std::numeric_limits<float>::max());
+      EXPECT_EQ(l[2], std::numeric_limits<float>::max());
+      EXPECT_TRUE(r.token_id == 1 || r.token_id == 2) << r.token_id;
+      if (t == 0.0f) {
+        EXPECT_EQ(r.token_id, 1);
+      }
+      EXPECT_NEAR(r.logprob, -std::log(2.0f), 1e-6) << "temperature " << t;
+      ASSERT_EQ(r.top.size(), 3u);
+      EXPECT_EQ(r.top[0].token_id, 1);
+      EXPECT_EQ(r.top[1].token_id, 2);
+    }
+  }
+}
+
 TEST(SamplerTest, Logprobs) {
   Sampler s;
   PenaltyState none;
