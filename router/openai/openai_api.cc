@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
 
 namespace llm::router::openai {
 
@@ -98,12 +99,28 @@ absl::StatusOr<bool> Int(const json& body, const char* key, int64_t lo, int64_t 
       !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())) {
     return Bad(e, key, absl::StrCat("'", key, "' must be an integer"));
   }
-  const double d = v.get<double>();
-  if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
+  // Compared exactly: unsigned values past INT64_MAX, and floats at or past +-2^63 (whose cast
+  // to int64 is undefined), are out of any range.
+  constexpr double kTwo63 = 9223372036854775808.0;
+  bool in_range = false;
+  int64_t value = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    value = static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    in_range = true;
+    value = v.get<int64_t>();
+  } else {
+    const double d = v.get<double>();
+    in_range = d >= -kTwo63 && d < kTwo63;
+    value = in_range ? static_cast<int64_t>(d) : 0;
+  }
+  if (!in_range || value < lo || value > hi) {
     return Bad(e, key,
                absl::StrCat("'", key, "' is ", v.dump(), "; it must be in [", lo, ", ", hi, "]"));
   }
-  *out = v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(d);
+  *out = value;
   return true;
 }
 
@@ -225,6 +242,9 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, ApiError
     }
     return absl::OkStatus();
   }
+  if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+    return Bad(e, "prompt", "'prompt' token ids must be non-negative integers");
+  }
   if (prompt.is_array() && prompt.size() > 1) {
     return Bad(e, "prompt", "'prompt' holds several prompts; send one per request");
   }
@@ -247,8 +267,9 @@ absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
       return Bad(e, key, absl::StrCat("'", key, "' is not supported (no tool calling)"));
     }
   }
-  if (Present(body, "response_format") && !(body["response_format"].is_object() &&
-                                            body["response_format"].value("type", "") == "text")) {
+  if (Present(body, "response_format") &&
+      !(body["response_format"].is_object() && body["response_format"].contains("type") &&
+        body["response_format"]["type"] == "text")) {
     return Bad(e, "response_format",
                "'response_format' is not supported (only {\"type\": \"text\"})");
   }
@@ -281,7 +302,9 @@ std::string OpenAiErrorBody(const ApiError& e) {
   return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view text, ApiError* e) {
+namespace {
+
+absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, ApiError* e) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     return Bad(e, "", "the request body is not valid JSON");
@@ -290,6 +313,11 @@ absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   for (const auto& [key, value] : body.items()) {
     if (!Known(kind).count(key)) {
       return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
+    }
+    // Before anything walks it recursively (dump, the worker's template values).
+    if (JsonNestsDeeperThan(value, kMaxJsonNesting - 1)) {
+      return Bad(e, key,
+                 absl::StrCat("'", key, "' nests deeper than ", kMaxJsonNesting, " levels"));
     }
   }
   ParsedRequest p;
@@ -431,6 +459,18 @@ absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
   return p;
 }
 
+}  // namespace
+
+absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view text, ApiError* e) {
+  // Every field is checked before it is read; this catch is the backstop that keeps a check
+  // missed in future from taking the router down with an uncaught exception.
+  try {
+    return ParseBody(kind, text, e);
+  } catch (const json::exception& x) {
+    return Bad(e, "", absl::StrCat("the request body could not be read: ", x.what()));
+  }
+}
+
 ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms) {
   ApiError e;
   e.message = message;
@@ -441,8 +481,10 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       std::string field = colon == std::string::npos ? "" : message.substr(0, colon);
       if (field.find(' ') != std::string::npos) field.clear();
       if (field.rfind("sampling.", 0) == 0) field = field.substr(9);
+      // The API's parameter: the field's first name ("token_ids.ids[1]", "stop[0]").
+      field = field.substr(0, field.find_first_of(".["));
       if (field == "text" || field == "token_ids") field = "prompt";
-      if (field.rfind("chat", 0) == 0) field = "messages";
+      if (field == "chat") field = "messages";
       if (field == "logprobs") field = "top_logprobs";
       e.param = field;
       break;

@@ -130,10 +130,14 @@ void HttpConnection::Respond(int status, std::string_view body,
       absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
                    "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(), "\r\n");
   for (const auto& h : extra) absl::StrAppend(&head, h, "\r\n");
-  if (!keep_alive_) head += "Connection: close\r\n";
+  if (!keep_alive_) {
+    head += "Connection: close\r\n";
+  } else if (!chunked_) {
+    head += "Connection: keep-alive\r\n";  // HTTP/1.0 asked for it
+  }
   head += "\r\n";
   Write(head);
-  Write(body);
+  if (!head_request_) Write(body);  // HEAD: the headers a GET would get, no body
 }
 
 void HttpConnection::RespondError(const ApiError& e) {
@@ -328,11 +332,7 @@ void HttpConnection::RequestDone() {
     return;
   }
   in_request_ = false;
-  if (!pending_in_.empty()) {
-    std::string rest = std::move(pending_in_);
-    pending_in_.clear();
-    Parse(rest.data(), rest.size());
-  }
+  ParsePending();  // the pipelined requests (a no-op inside ParsePending's own loop)
 }
 
 // ---- Input ----
@@ -370,11 +370,11 @@ void HttpConnection::ReadAll() {
 }
 
 void HttpConnection::Received(const char* data, size_t n) {
-  if (in_request_) {
-    pending_in_.append(data, n);  // pipelined: parsed once this answer is out
-  } else {
-    Parse(data, n);
-  }
+  // Once an error answer is on its way, the connection closes when it is written: what the
+  // client still sends is dropped (it would be answered again and again otherwise).
+  if (close_when_written_) return;
+  pending_in_.append(data, n);
+  if (!in_request_) ParsePending();  // else: pipelined, parsed once this answer is out
 }
 
 const http_parser_settings& HttpConnection::Settings() {
@@ -389,6 +389,8 @@ const http_parser_settings& HttpConnection::Settings() {
       c->field_.clear();
       c->value_.clear();
       c->too_large_ = false;
+      c->expect_continue_ = false;
+      c->head_request_ = false;
       return 0;
     };
     s.on_url = [](http_parser* p, const char* at, size_t len) {
@@ -410,6 +412,11 @@ const http_parser_settings& HttpConnection::Settings() {
       if (!c->field_.empty()) c->HeaderDone();
       const auto max = static_cast<uint64_t>(c->ctx_->options->proxy.max_message_bytes);
       if (p->content_length != ULLONG_MAX && p->content_length > max) c->too_large_ = true;
+      // RFC 9110 10.1.1: the client waits for this before sending the body. A body too large
+      // gets the 413 instead (ParsePending), with no 100 before it.
+      const bool http11 = p->http_major > 1 || (p->http_major == 1 && p->http_minor >= 1);
+      if (c->expect_continue_ && http11 && !c->too_large_)
+        c->Write("HTTP/1.1 100 Continue\r\n\r\n");
       return 0;
     };
     s.on_body = [](http_parser* p, const char* at, size_t len) {
@@ -436,16 +443,20 @@ const http_parser_settings& HttpConnection::Settings() {
   return settings;
 }
 
-void HttpConnection::Parse(const char* data, size_t n) {
+void HttpConnection::ParsePending() {
+  if (parsing_) return;  // called back from Handle: the loop below goes on
+  parsing_ = true;
   size_t at = 0;
-  while (at < n && !closed_) {
-    at += http_parser_execute(&parser_, &Settings(), data + at, n - at);
+  // A loop, not a recursion: requests answered at once (health, errors) may be pipelined by the
+  // thousand behind one call.
+  while (at < pending_in_.size() && !in_request_ && !close_when_written_ && !closed_) {
+    at += http_parser_execute(&parser_, &Settings(), pending_in_.data() + at,
+                              pending_in_.size() - at);
     const auto err = HTTP_PARSER_ERRNO(&parser_);
     if (err == HPE_PAUSED) {
       http_parser_pause(&parser_, 0);
-      pending_in_.append(data + at, n - at);  // the next requests wait for this one's answer
-      Handle();
-      return;
+      Handle();  // answered at once (in_request_ false again), or a call started
+      continue;
     }
     if (err != HPE_OK) {
       keep_alive_ = false;
@@ -453,7 +464,7 @@ void HttpConnection::Parse(const char* data, size_t n) {
       e.message = absl::StrCat("malformed HTTP request: ", http_errno_description(err));
       RespondError(e);
       close_when_written_ = true;
-      return;
+      break;
     }
     if (too_large_ && !in_request_) {
       // Answered before reading a body that would not be kept; the connection then closes.
@@ -464,19 +475,31 @@ void HttpConnection::Parse(const char* data, size_t n) {
                                " bytes (proxy.max_message_bytes)");
       RespondError(e);
       close_when_written_ = true;
-      return;
+      break;
     }
   }
+  if (close_when_written_) {
+    pending_in_.clear();
+  } else {
+    pending_in_.erase(0, at);
+  }
+  parsing_ = false;
 }
 
 void HttpConnection::HeaderDone() {
-  if (absl::AsciiStrToLower(field_) == "authorization") authorization_ = value_;
+  const std::string field = absl::AsciiStrToLower(field_);
+  if (field == "authorization") authorization_ = value_;
+  if (field == "expect" &&
+      absl::AsciiStrToLower(absl::StripAsciiWhitespace(value_)) == "100-continue") {
+    expect_continue_ = true;
+  }
   field_.clear();
   value_.clear();
 }
 
 void HttpConnection::Handle() {
   const auto method = static_cast<http_method>(parser_.method);
+  head_request_ = method == HTTP_HEAD;
   if (ctx_->draining) keep_alive_ = false;  // answered, then closed: the client goes elsewhere
   std::string path = url_.substr(0, url_.find('?'));
   if (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -496,7 +519,8 @@ void HttpConnection::Handle() {
     RespondError(e);
     return RequestDone();
   }
-  if ((models_path && method != HTTP_GET) || (!models_path && method != HTTP_POST)) {
+  const bool get = method == HTTP_GET || method == HTTP_HEAD;
+  if ((models_path && !get) || (!models_path && method != HTTP_POST)) {
     e.http_status = 405;
     e.message = absl::StrCat(path, " takes ", models_path ? "GET" : "POST");
     RespondError(e);

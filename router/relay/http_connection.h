@@ -5,13 +5,13 @@
 //   GET  /v1/models                                    the models the healthy workers report
 //   GET  /health                                       200 while serving, 503 while draining
 //
-// Requests are parsed with http-parser (keep-alive, pipelined requests answered in order, a
-// body over the limit answered 413 before it is read). A completion request becomes an
-// llm.v1 GenerateRequest (router/openai) and a ClientCall call whose client side is this
-// connection: the pick, retries before the first token, ejection, deadlines, the bearer token
-// and metrics are the gRPC path's own code. The worker's gRPC response bytes are taken from
-// the call at the end of each loop iteration, parsed and written as JSON or SSE; taking stops
-// while more than 1 MiB waits for a slow client (which slows only its own worker stream). A
+// Requests are parsed with http-parser (keep-alive, pipelined requests answered in order by
+// one loop, a body over the limit answered 413 before it is read, Expect: 100-continue, HEAD). A
+// completion request becomes an llm.v1 GenerateRequest (router/openai) and a ClientCall call whose
+// client side is this connection: the pick, retries before the first token, ejection, deadlines,
+// the bearer token and metrics are the gRPC path's own code. The worker's gRPC response bytes are
+// taken from the call at the end of each loop iteration, parsed and written as JSON or SSE; taking
+// stops while more than 1 MiB waits for a slow client (which slows only its own worker stream). A
 // client that closes its connection cancels its call at the worker.
 #ifndef LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
 #define LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
@@ -54,7 +54,9 @@ class HttpConnection final : public FdHandler, public CallClient {
   void ReadAll();
   // Bytes read from the socket, decrypted when TLS is on.
   void Received(const char* data, size_t n);
-  void Parse(const char* data, size_t n);
+  // Parses pending_in_, answering complete requests in order, until one starts a call (the
+  // rest waits for its answer) or the connection is to close.
+  void ParsePending();
   void HeaderDone();
   void Handle();
   void StartCall(openai::ParsedRequest request);
@@ -77,10 +79,13 @@ class HttpConnection final : public FdHandler, public CallClient {
   // The request being parsed.
   std::string url_, body_, authorization_, field_, value_;
   bool too_large_ = false;
-  bool in_request_ = false;  // a complete request is being answered
+  bool expect_continue_ = false;  // Expect: 100-continue
+  bool head_request_ = false;     // HEAD: answered without a body
+  bool in_request_ = false;       // a complete request is being answered
+  bool parsing_ = false;          // inside ParsePending
   bool keep_alive_ = true;
   bool chunked_ = true;     // HTTP/1.1: streams use chunked transfer encoding
-  std::string pending_in_;  // pipelined bytes, parsed once the current answer is done
+  std::string pending_in_;  // bytes read, not yet parsed (pipelined: once the answer is out)
   // The call in progress.
   ClientCall* call_ = nullptr;
   std::optional<openai::ParsedRequest> request_;

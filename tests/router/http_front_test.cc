@@ -85,6 +85,29 @@ HttpReply ReadReply(int fd, int timeout_ms = 10000) {
   return r;
 }
 
+// Everything `fd` delivers until the peer closes it (or 10 s pass).
+std::string ReadToEnd(int fd) {
+  std::string in;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          end - std::chrono::steady_clock::now())
+                          .count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return in;
+    char buf[65536];
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) return in;
+    in.append(buf, static_cast<size_t>(n));
+  }
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 void Send(int fd, const std::string& bytes) {
   ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(bytes.size()));
@@ -425,6 +448,131 @@ TEST_F(HttpFrontTest, HundredsOfConcurrentStreamsAndKeepAlive) {
     ::close(fd);
   }
   EXPECT_EQ(ok, kStreams);
+}
+
+// Bodies that once crashed the router (an uncaught exception, a recursion over a deep value)
+// are 400s naming the field, and the router goes on serving.
+TEST_F(HttpFrontTest, HostileBodiesAre400sAndTheRouterLives) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  const std::string chat =
+      R"("model": "fake-model", "messages": [{"role": "user", "content": "hi"}])";
+  for (const char* format : {R"({"type": 5})", R"({"type": null})", R"({"type": []})", "{}"}) {
+    ExpectBadParam("/v1/chat/completions",
+                   json::parse("{" + chat + R"(, "response_format": )" + format + "}"),
+                   "response_format");
+  }
+  // 100,000 levels (200 KB): nlohmann's dump and the worker's template values recurse.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string field : {"chat_template_kwargs", "metadata"}) {
+    const std::string value = field == "metadata" ? deep : R"({"x": )" + deep + "}";
+    const HttpReply r = Request(
+        Post("/v1/chat/completions", "{" + chat + R"(, ")" + field + R"(": )" + value + "}"));
+    EXPECT_EQ(r.status, 400) << field;
+    EXPECT_EQ(json::parse(r.body)["error"]["param"], field) << r.body;
+  }
+  const HttpReply calls =
+      Request(Post("/v1/chat/completions",
+                   R"({"model": "fake-model", "messages": [{"role": "assistant", "tool_calls": )" +
+                       deep + "}]}"));
+  EXPECT_EQ(calls.status, 400);
+  EXPECT_EQ(json::parse(calls.body)["error"]["param"], "messages") << calls.body;
+  // 64 levels in all is accepted.
+  const std::string ok_nesting = std::string(61, '[') + std::string(61, ']');
+  EXPECT_EQ(Request(Post("/v1/chat/completions",
+                         "{" + chat + R"(, "chat_template_kwargs": {"x": )" + ok_nesting + "}}"))
+                .status,
+            200);
+  // Integers past int64 (exactly, and as a float whose cast was undefined).
+  for (const char* seed : {"9223372036854775808", "9.223372036854775808e18", "-1e19"}) {
+    ExpectBadParam("/v1/chat/completions", json::parse("{" + chat + R"(, "seed": )" + seed + "}"),
+                   "seed");
+  }
+  // Token ids as floats: named as token ids, not as several prompts.
+  const HttpReply floats =
+      Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": [1.0, 2]})"));
+  EXPECT_EQ(floats.status, 400);
+  EXPECT_NE(floats.body.find("token ids"), std::string::npos) << floats.body;
+  // The worker's field paths map to the API's parameter.
+  for (const auto& [message, param] : std::vector<std::pair<std::string, std::string>>{
+           {"token_ids.ids[1]: 5000 is outside the vocabulary", "prompt"},
+           {"stop[2]: empty", "stop"},
+           {"chat.messages[0].content: invalid UTF-8", "messages"}}) {
+    w->SetBehaviour(
+        {.messages = 0, .fail_code = grpc::StatusCode::INVALID_ARGUMENT, .fail_message = message});
+    ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}}, param);
+  }
+  EXPECT_EQ(Request("GET /health HTTP/1.1\r\nHost: t\r\n\r\n").status, 200);
+}
+
+// HTTP/1.1 details: thousands of requests pipelined behind one call are all answered, in order
+// (they were parsed by a recursion per request, which overflowed the stack); Expect:
+// 100-continue is answered before the body; HEAD gets headers only; HTTP/1.0 keep-alive says so.
+TEST_F(HttpFrontTest, PipeliningExpectContinueHeadAndHttp10KeepAlive) {
+  FakeBehaviour b;
+  b.messages = 4;
+  b.per_message_delay = std::chrono::milliseconds(50);  // the health checks pile up behind it
+  auto w = FakeWorker::Start(b);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  {
+    constexpr int kHealth = 20000;
+    std::string bytes = Post("/v1/completions", R"({"model": "fake-model", "prompt": "x"})");
+    for (int i = 0; i < kHealth; ++i) bytes += "GET /health HTTP/1.1\r\nHost: t\r\n\r\n";
+    bytes += "GET /v1/models HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    const int fd = Connect();
+    Send(fd, bytes);
+    const std::string in = ReadToEnd(fd);
+    ::close(fd);
+    EXPECT_EQ(Count(in, "HTTP/1.1 200 OK\r\n"), size_t{kHealth + 2});
+    EXPECT_EQ(Count(in, R"({"status":"ok"})"), size_t{kHealth});
+    EXPECT_LT(in.find("text_completion"), in.find(R"({"status":"ok"})"));
+    EXPECT_NE(in.find(R"("object":"list")"), std::string::npos);
+  }
+  {
+    const std::string body = R"({"model": "fake-model", "prompt": "x"})";
+    const int fd = Connect();
+    Send(fd,
+         "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+         "Expect: 100-continue\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n");
+    std::string interim;
+    while (interim.find("\r\n\r\n") == std::string::npos) {
+      pollfd p{fd, POLLIN, 0};
+      ASSERT_GT(::poll(&p, 1, 10000), 0) << "no 100 Continue";
+      char c;
+      ASSERT_EQ(::read(fd, &c, 1), 1);
+      interim += c;
+    }
+    EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+    Send(fd, body);
+    EXPECT_EQ(ReadReply(fd).status, 200);
+    ::close(fd);
+  }
+  {
+    const int fd = Connect();
+    Send(fd,
+         "HEAD /health HTTP/1.1\r\nHost: t\r\n\r\nGET /health HTTP/1.1\r\nHost: t\r\n"
+         "Connection: close\r\n\r\n");
+    const std::string in = ReadToEnd(fd);
+    ::close(fd);
+    const size_t head_end = in.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << in;
+    EXPECT_NE(in.substr(0, head_end).find("Content-Length: 15"), std::string::npos) << in;
+    EXPECT_EQ(in.substr(head_end + 4, 9), "HTTP/1.1 ") << in;  // no body between the two
+    EXPECT_EQ(Count(in, R"({"status":"ok"})"), 1u) << in;
+  }
+  {
+    const int fd = Connect();
+    Send(fd, "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    const HttpReply r = ReadReply(fd);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.headers.find("connection: keep-alive"), std::string::npos) << r.headers;
+    Send(fd, "GET /health HTTP/1.0\r\n\r\n");  // the same connection still answers
+    EXPECT_EQ(ReadReply(fd).status, 200);
+    ::close(fd);
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
 #include "worker/server/device_monitor.h"
 
 namespace llm::server {
@@ -18,6 +19,11 @@ absl::StatusOr<nlohmann::ordered_json> ChatJson(const std::string& text, const s
   if (j.is_discarded() || (want_array ? !j.is_array() : !j.is_object())) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": not a JSON ", want_array ? "array" : "object", " ('", text.substr(0, 40), "')"));
+  }
+  // Before the template's values are made from it (a recursion per level).
+  if (JsonNestsDeeperThan(j, kMaxJsonNesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": nests deeper than ", kMaxJsonNesting, " levels"));
   }
   return j;
 }
