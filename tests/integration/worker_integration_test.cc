@@ -204,12 +204,16 @@ TEST_F(WorkerIntegrationTest, BadRequestsGetInvalidArgumentNamingTheField) {
     r.set_logprobs(50);
     cases.push_back({"too many logprobs", r, "logprobs"});
   }
+  const std::string rejected = R"(llm_requests_rejected_total{code="INVALID_ARGUMENT"})";
+  const double rejected_before = std::max(0.0, Metric(rejected));
   auto stub = worker_->generation();
   for (const Case& c : cases) {
     const auto res = Generate(*stub, c.request);
     EXPECT_EQ(res.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
     EXPECT_THAT(res.status.error_message(), HasSubstr(c.field)) << c.name;
   }
+  // Each is counted once, text prompts refused after tokenization too (they were not).
+  EXPECT_EQ(Metric(rejected), rejected_before + static_cast<double>(cases.size()));
   // The process and other streams carry on.
   const auto ok = Generate(*stub, GreedyRequest(golden_.prompt, 59));
   ASSERT_TRUE(ok.status.ok());
@@ -286,6 +290,8 @@ TEST_F(WorkerIntegrationTest, DeadlineEndsTheRequestAndIsCounted) {
 
 TEST_F(WorkerIntegrationTest, ThousandCancelledStreamsLeaveNothingBehind) {
   const double cancelled_before = Metric("llm_requests_cancelled_total");
+  const std::string rejected = R"(llm_requests_rejected_total{code="INVALID_ARGUMENT"})";
+  const double rejected_before = Metric(rejected);
   auto storm = [&](int n, uint32_t seed) {
     std::vector<std::thread> threads;
     std::mt19937 rng(seed);
@@ -323,6 +329,8 @@ TEST_F(WorkerIntegrationTest, ThousandCancelledStreamsLeaveNothingBehind) {
   EXPECT_LT(rss_after - rss_before, 16 * 1024)
       << "RSS " << rss_before << " -> " << rss_after << " KiB";
   EXPECT_GT(Metric("llm_requests_cancelled_total"), cancelled_before + 500);
+  // A call cancelled before its request arrived is a cancel, not a bad (empty) request.
+  EXPECT_EQ(Metric(rejected), rejected_before);
   const auto ok = Generate(*worker_->generation(), GreedyRequest(golden_.prompt, 59));
   EXPECT_EQ(ok.text, golden_.completion);
 }

@@ -75,6 +75,10 @@ class RequestObserver {
   virtual ~RequestObserver() = default;
   virtual void OnRequestFinished(const RequestStats& stats) = 0;  // stop, length or error
   virtual void OnRequestCancelled() = 0;
+  // Refused after Submit returned but before it started: a text prompt that does not tokenize
+  // or render, or whose tokens break a limit, or a worker shutting down. (What Submit itself
+  // refuses, its caller counts.)
+  virtual void OnRequestRejected(absl::StatusCode /*code*/) {}
 };
 
 }  // namespace llm::loop

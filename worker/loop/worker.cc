@@ -159,8 +159,8 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
           std::lock_guard<std::mutex> lock(mu_);
           if (tokenizing_.erase(key) == 0) return;
         }
-        tracked->OnError(
-            absl::InvalidArgumentError(absl::StrCat("chat: ", ids.status().message())));
+        Refuse(*tracked,
+               absl::InvalidArgumentError(absl::StrCat("chat: ", ids.status().message())));
         return;
       }
     } else {
@@ -171,7 +171,7 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
         std::lock_guard<std::mutex> lock(mu_);
         if (tokenizing_.erase(key) == 0) return;
       }
-      tracked->OnError(absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message())));
+      Refuse(*tracked, absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message())));
       return;
     }
     Admit(key, spec, *std::move(ids), tracked, /*from_tokenizer=*/true);
@@ -186,12 +186,12 @@ void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> 
   if (from_tokenizer && tokenizing_.erase(key) == 0) return;  // cancelled meanwhile
   if (stopping_) {
     lock.unlock();
-    sink->OnError(absl::UnavailableError("the worker is shutting down"));
+    Refuse(*sink, absl::UnavailableError("the worker is shutting down"));
     return;
   }
   if (!request.ok()) {
     lock.unlock();
-    sink->OnError(request.status());
+    Refuse(*sink, request.status());
     return;
   }
   request->key = key;
@@ -211,6 +211,11 @@ void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> 
   live_.insert(key);
   output_->Register(key, std::move(ctx));
   engine_->Submit(std::make_shared<engine::EngineRequest>(*std::move(request)));
+}
+
+void Worker::Refuse(StreamSink& sink, const absl::Status& status) {
+  if (request_observer_ != nullptr) request_observer_->OnRequestRejected(status.code());
+  sink.OnError(status);
 }
 
 void Worker::Cancel(uint64_t key) {

@@ -101,6 +101,8 @@ class Worker {
   void Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> prompt_ids,
              std::shared_ptr<StreamSink> sink, bool from_tokenizer);
   void StreamEnded(uint64_t key);
+  // Ends a request refused after Submit returned: counted (RequestObserver), then `sink` told.
+  void Refuse(StreamSink& sink, const absl::Status& status);
 
   WorkerOptions options_;
   ChatRenderer chat_renderer_;

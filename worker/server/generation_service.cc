@@ -44,6 +44,14 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
                   RequestCounters* counters, const grpc::ByteBuffer& raw, size_t max_bytes)
       : worker_(worker) {
     sink_ = std::make_shared<ReactorSink>(this);
+    // A client that cancelled before its request arrived leaves no message (an invalid buffer):
+    // a cancel, not a bad request (it was refused as unreadable and counted INVALID_ARGUMENT).
+    if (context->IsCancelled() || !raw.Valid()) {
+      if (counters != nullptr) counters->OnCancelledBeforeArrival();
+      std::lock_guard<std::mutex> lock(mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled before it arrived"));
+      return;
+    }
     llm::v1::GenerateRequest request;
     if (absl::Status st = ParseChecked(raw, max_bytes, kGenerateStrings, request); !st.ok()) {
       if (counters != nullptr) counters->OnRejected(grpc::StatusCode::INVALID_ARGUMENT);
@@ -78,9 +86,19 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       FinishLocked(status);
       return;
     }
+    // The output stage may already have delivered (Deliver and Fail wait for started_): the
+    // response's request id is settled before anything is written.
+    std::lock_guard<std::mutex> lock(mu_);
     key_ = *key;
     submitted_ = true;
     if (request_id_.empty()) request_id_ = "req-" + std::to_string(key_);
+    started_ = true;
+    if (finishing_ || writing_) return;
+    if (has_pending_) {
+      WriteNextLocked();
+    } else if (has_error_) {
+      FinishLocked(error_);
+    }
   }
 
   // From the output stage.
@@ -93,7 +111,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       pending_ = std::move(update);
       has_pending_ = true;
     }
-    if (!writing_) WriteNextLocked();
+    if (started_ && !writing_) WriteNextLocked();
   }
 
   void Fail(const absl::Status& status) {
@@ -101,7 +119,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (finishing_) return;
     error_ = ToGrpcStatus(status);
     has_error_ = true;
-    if (!writing_) FinishLocked(error_);
+    if (started_ && !writing_) FinishLocked(error_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -157,6 +175,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool submitted_ = false;
 
   std::mutex mu_;
+  bool started_ = false;  // submitted and request_id_ settled: writing may begin
   loop::StreamUpdate pending_;
   bool has_pending_ = false;
   bool writing_ = false;

@@ -48,11 +48,13 @@ class GenerationService final : public GenerationBase {
   size_t max_message_bytes_;
 };
 
-// Counts requests refused before they started, by gRPC status code name.
+// Counts requests that ended before they reached the worker: refused, by gRPC status code name,
+// or cancelled by their client before the request message arrived.
 class RequestCounters {
  public:
   virtual ~RequestCounters() = default;
   virtual void OnRejected(grpc::StatusCode code) = 0;
+  virtual void OnCancelledBeforeArrival() = 0;
 };
 
 }  // namespace llm::server

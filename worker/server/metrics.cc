@@ -225,10 +225,16 @@ void WorkerMetrics::OnRequestFinished(const loop::RequestStats& s) {
 
 void WorkerMetrics::OnRequestCancelled() { cancelled_->Increment(); }
 
+void WorkerMetrics::OnCancelledBeforeArrival() { cancelled_->Increment(); }
+
 void WorkerMetrics::OnStep(double step_seconds, double gap_seconds, int32_t, int32_t, int32_t) {
   steps_->Increment();
   step_->Observe(step_seconds);
   if (gap_seconds >= 0) gap_->Observe(gap_seconds);
+}
+
+void WorkerMetrics::OnRequestRejected(absl::StatusCode code) {
+  OnRejected(static_cast<grpc::StatusCode>(code));
 }
 
 void WorkerMetrics::OnRejected(grpc::StatusCode code) {

@@ -57,9 +57,11 @@ class WorkerMetrics : public loop::RequestObserver,
 
   void OnRequestFinished(const loop::RequestStats& stats) override;
   void OnRequestCancelled() override;
+  void OnRequestRejected(absl::StatusCode code) override;
   void OnStep(double step_seconds, double gap_seconds, int32_t num_tokens, int32_t num_decodes,
               int32_t prompt_tokens) override;
   void OnRejected(grpc::StatusCode code) override;
+  void OnCancelledBeforeArrival() override;
 
  private:
   class ScrapeHook;
