@@ -146,6 +146,13 @@ TEST_F(WorkerIntegrationTest, BadRequestsGetInvalidArgumentNamingTheField) {
     cases.push_back({"invalid UTF-8 stop", r, "stop[1]"});
   }
   {
+    llm::v1::GenerateRequest r;
+    auto* chat = r.mutable_chat();
+    chat->add_messages()->set_content("fine");
+    chat->add_messages()->set_content("hi \xFF there");  // protobuf alone says only "malformed"
+    cases.push_back({"invalid UTF-8 in a chat message", r, "chat.messages[1].content: not valid"});
+  }
+  {
     auto r = base();
     r.mutable_token_ids()->add_ids(1);
     r.mutable_token_ids()->add_ids(4096);

@@ -105,9 +105,12 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
   const std::string prompt_field = s.chat ? "chat" : s.has_text ? "text" : "token_ids";
   const auto prompt = static_cast<int32_t>(prompt_ids.size());
   if (prompt == 0) return Invalid(prompt_field, "the prompt is empty");
-  if (prompt >= l.max_context) {
-    return Invalid(prompt_field, absl::StrCat("the prompt is ", prompt, " tokens; the context is ",
-                                              l.max_context, " (prompt + max_tokens)"));
+  const int32_t context = l.accepted_context();
+  if (prompt >= context) {
+    return Invalid(prompt_field,
+                   absl::StrCat("the prompt is ", prompt, " tokens; the ",
+                                context < l.max_context ? "KV cache holds " : "context is ",
+                                context, " (prompt + max_tokens)"));
   }
   if (l.max_prompt_tokens > 0 && prompt > l.max_prompt_tokens) {
     return Invalid(prompt_field, absl::StrCat("the prompt is ", prompt, " tokens; the limit is ",
@@ -115,8 +118,8 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
   }
   // Validated above: max_tokens < max_context fits an int32.
   int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
-  if (max_tokens == 0) {
-    max_tokens = std::min(l.default_max_tokens, l.max_context - prompt);
+  if (max_tokens == 0) {  // the rest of what the request may hold
+    max_tokens = std::min(l.default_max_tokens, context - prompt);
     if (l.max_tokens_cap > 0) max_tokens = std::min(max_tokens, l.max_tokens_cap);
   } else if (prompt + max_tokens > l.max_context) {
     return Invalid("max_tokens",

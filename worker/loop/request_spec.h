@@ -66,6 +66,13 @@ struct RequestLimits {
   int32_t max_stop_token_ids = 64;
   int32_t max_logprobs = 20;
   std::vector<int32_t> eos_token_ids;
+
+  // The longest prompt + max_tokens a request can have: the model's context, or the whole KV
+  // pool where that is smaller (a long-context model on a small device).
+  int32_t accepted_context() const {
+    return kv_capacity_tokens > 0 && kv_capacity_tokens < max_context ? kv_capacity_tokens
+                                                                      : max_context;
+  }
 };
 
 // Checks everything that does not need the prompt's token count. INVALID_ARGUMENT naming the

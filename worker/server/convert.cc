@@ -188,7 +188,7 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   r.set_prefill_ms_per_token(load.engine.prefill_ms_per_token);
   r.set_busy_ratio(load.engine.busy_ratio);
   r.set_draining(load.draining);
-  r.set_max_context_tokens(worker.limits().max_context);
+  r.set_max_context_tokens(worker.limits().accepted_context());
   r.set_model(facts.model);
   auto* d = r.mutable_device();
   d->set_name(facts.device);

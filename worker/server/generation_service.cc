@@ -15,8 +15,14 @@ grpc::Status NotReady() {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the model is still loading");
 }
 
-// User-supplied string fields of GenerateRequest and TokenizeRequest.
-const StringFields kGenerateStrings = {{1, "request_id"}, {2, "text"}, {7, "stop[]"}};
+// User-supplied string fields of GenerateRequest (with its Chat and ChatMessages) and
+// TokenizeRequest.
+const StringFields kChatMessageStrings = {
+    {1, "role"}, {2, "content"}, {3, "name"}, {4, "tool_call_id"}, {5, "tool_calls_json"}};
+const StringFields kChatStrings = {
+    {1, {"messages[]", &kChatMessageStrings}}, {3, "tools_json"}, {4, "template_kwargs_json"}};
+const StringFields kGenerateStrings = {
+    {1, "request_id"}, {2, "text"}, {7, "stop[]"}, {12, {"chat", &kChatStrings}}};
 const StringFields kTokenizeStrings = {{1, "text"}};
 
 class GenerateReactor;
@@ -224,7 +230,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   if (ids.ok()) {
     llm::v1::TokenizeResponse response;
     response.mutable_token_ids()->Add(ids->begin(), ids->end());
-    response.set_max_context_tokens(worker->limits().max_context);
+    response.set_max_context_tokens(worker->limits().accepted_context());
     SerializeTo(response, *raw_response);
   }
   reactor->Finish(ToGrpcStatus(ids.status()));

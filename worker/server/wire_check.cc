@@ -12,19 +12,20 @@ namespace llm::server {
 
 using google::protobuf::internal::WireFormatLite;
 
-absl::Status ParseChecked(const grpc::ByteBuffer& buffer, size_t max_bytes,
-                          const StringFields& fields, google::protobuf::Message& message) {
-  if (buffer.Length() > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("request: ", buffer.Length(),
-                                                   " bytes is more than the limit of ", max_bytes,
-                                                   " (server.max_message_bytes)"));
-  }
-  std::vector<grpc::Slice> slices;
-  if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable");
-  std::string bytes;
-  bytes.reserve(buffer.Length());
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+namespace {
 
+// The name a field's occurrence `index` has in errors, under `prefix`.
+std::string FieldName(const std::string& prefix, const std::string& name, int index) {
+  if (name.size() > 2 && name.substr(name.size() - 2) == "[]") {
+    return absl::StrCat(prefix, name.substr(0, name.size() - 2), "[", index, "]");
+  }
+  return prefix + name;
+}
+
+// Checks the listed string fields of the message in `bytes` (recursing into the listed nested
+// messages: a depth the schema fixes), then that the rest is well formed.
+absl::Status CheckStrings(const std::string& bytes, const StringFields& fields,
+                          const std::string& prefix) {
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
   std::map<int, int> seen;  // occurrences of each checked field, for repeated ones
@@ -38,12 +39,12 @@ absl::Status ParseChecked(const grpc::ByteBuffer& buffer, size_t max_bytes,
       if (!in.ReadVarint32(&length) || !in.ReadString(&value, static_cast<int>(length))) {
         return absl::InvalidArgumentError("request: malformed message");
       }
-      const int index = seen[number]++;
-      if (!IsValidUtf8(value)) {
-        const std::string name =
-            it->second.size() > 2 && it->second.substr(it->second.size() - 2) == "[]"
-                ? absl::StrCat(it->second.substr(0, it->second.size() - 2), "[", index, "]")
-                : it->second;
+      const std::string name = FieldName(prefix, it->second.name, seen[number]++);
+      if (it->second.nested != nullptr) {
+        if (absl::Status st = CheckStrings(value, *it->second.nested, name + "."); !st.ok()) {
+          return st;
+        }
+      } else if (!IsValidUtf8(value)) {
         return absl::InvalidArgumentError(
             absl::StrCat(name, ": not valid UTF-8 (byte ", FirstInvalidUtf8(value), ")"));
       }
@@ -53,7 +54,26 @@ absl::Status ParseChecked(const grpc::ByteBuffer& buffer, size_t max_bytes,
       return absl::InvalidArgumentError("request: malformed message");
     }
   }
-  if (!in.ConsumedEntireMessage() || !message.ParseFromString(bytes)) {
+  if (!in.ConsumedEntireMessage()) return absl::InvalidArgumentError("request: malformed message");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseChecked(const grpc::ByteBuffer& buffer, size_t max_bytes,
+                          const StringFields& fields, google::protobuf::Message& message) {
+  if (buffer.Length() > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request: ", buffer.Length(),
+                                                   " bytes is more than the limit of ", max_bytes,
+                                                   " (server.max_message_bytes)"));
+  }
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return absl::InvalidArgumentError("request: unreadable");
+  std::string bytes;
+  bytes.reserve(buffer.Length());
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  if (absl::Status st = CheckStrings(bytes, fields, ""); !st.ok()) return st;
+  if (!message.ParseFromString(bytes)) {
     return absl::InvalidArgumentError("request: malformed message");
   }
   return absl::OkStatus();

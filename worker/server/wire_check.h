@@ -16,13 +16,21 @@
 
 namespace llm::server {
 
-// Top-level string fields to check: field number -> name used in errors. Repeated fields get
-// an index ("stop[2]").
-using StringFields = std::map<int, std::string>;
+// String fields to check: field number -> name used in errors. A name ending in "[]" is a
+// repeated field and gets an index ("stop[2]"). A field with `nested` is a message whose own
+// string fields are checked ("chat.messages[1].content").
+struct StringField;
+using StringFields = std::map<int, StringField>;
+struct StringField {
+  StringField(const char* name, const StringFields* nested = nullptr)  // NOLINT: implicit
+      : name(name), nested(nested) {}
+  std::string name;
+  const StringFields* nested;
+};
 
 // Parses `buffer` into `message`. INVALID_ARGUMENT when the message is larger than `max_bytes`
-// ("request: ..."), a listed field is not valid UTF-8 ("text: not valid UTF-8"), or the bytes
-// are not a valid message.
+// ("request: ..."), a listed field is not valid UTF-8 ("text: not valid UTF-8 (byte 3)"), or
+// the bytes are not a valid message.
 absl::Status ParseChecked(const grpc::ByteBuffer& buffer, size_t max_bytes,
                           const StringFields& fields, google::protobuf::Message& message);
 

@@ -114,6 +114,17 @@ TEST(RequestSpecTest, BuildChecksTheContextAndAddsEos) {
   s.max_tokens = 40;
   r = BuildEngineRequest(s, {1, 2}, small);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("KV cache"));
+  // A KV pool smaller than the context: max_tokens 0 means the rest of the pool (it was the
+  // rest of the context, then refused as a max_tokens the client never sent), and a prompt
+  // that fills the pool is refused naming the prompt.
+  EXPECT_EQ(small.accepted_context(), 32);
+  EXPECT_EQ(Limits().accepted_context(), 64);
+  r = BuildEngineRequest(Text("x"), std::vector<int32_t>(6, 1), small);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_tokens, 26);
+  r = BuildEngineRequest(Text("x"), std::vector<int32_t>(32, 1), small);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("text: the prompt is 32 tokens; the KV cache holds 32"));
 }
 
 }  // namespace
