@@ -542,7 +542,9 @@ std::string FinishReason(llm::v1::FinishReason r) {
   }
 }
 
-json Bytes(const std::string& s) {
+// A token's bytes (the worker's; from its text for a worker that sends none).
+json Bytes(const llm::v1::TokenLogprob& t) {
+  const std::string& s = t.bytes().empty() ? t.text() : t.bytes();
   json b = json::array();
   for (const unsigned char c : s) b.push_back(static_cast<int>(c));
   return b;
@@ -576,11 +578,11 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
       for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
         top.push_back({{"token", lp.top(i).text()},
                        {"logprob", JsonLogprob(lp.top(i).logprob())},
-                       {"bytes", Bytes(lp.top(i).text())}});
+                       {"bytes", Bytes(lp.top(i))}});
       }
       content.push_back({{"token", lp.sampled().text()},
                          {"logprob", JsonLogprob(lp.sampled().logprob())},
-                         {"bytes", Bytes(lp.sampled().text())},
+                         {"bytes", Bytes(lp.sampled())},
                          {"top_logprobs", top}});
     }
     return json{{"content", content}};

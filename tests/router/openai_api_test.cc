@@ -76,5 +76,29 @@ TEST(OpenAiResponderTest, LogprobsTooSmallForAFloatAreNumbersNotNull) {
   }
 }
 
+// A token holding part of a character reports its own bytes (the worker's `bytes`), not the
+// bytes of the U+FFFD its text shows; a worker that sends none gets its text's bytes.
+TEST(OpenAiResponderTest, BytesAreTheTokensOwn) {
+  OpenAiResponder r(Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user",
+                    "content": "x"}], "logprobs": true, "top_logprobs": 1})"),
+                    "chatcmpl-3", 0);
+  llm::v1::GenerateResponse m;
+  m.set_text("\u4f60");
+  for (const char* bytes : {"\xE4\xBD", "\xA0"}) {
+    auto* lp = m.add_logprobs();
+    lp->mutable_sampled()->set_text("\uFFFD");
+    lp->mutable_sampled()->set_bytes(bytes);
+    auto* alt = lp->add_top();
+    alt->set_text(" a");  // no bytes: from the text
+  }
+  m.set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+  r.Accumulate(m);
+  const json content = json::parse(r.Body())["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 2u);
+  EXPECT_EQ(content[0]["bytes"], json::array({0xE4, 0xBD}));
+  EXPECT_EQ(content[1]["bytes"], json::array({0xA0}));
+  EXPECT_EQ(content[0]["top_logprobs"][0]["bytes"], json::array({0x20, 0x61}));
+}
+
 }  // namespace
 }  // namespace llm::router::openai

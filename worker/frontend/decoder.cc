@@ -12,10 +12,11 @@ namespace {
 using nlohmann::json;
 
 // Joins all tokens, maps each token's characters back to bytes (a token with a character
-// outside the table keeps its own UTF-8 bytes), then repairs invalid UTF-8 lossily.
+// outside the table keeps its own UTF-8 bytes), then repairs invalid UTF-8 lossily (unless raw
+// bytes are asked for).
 class ByteLevelDecoder : public Decoder {
  public:
-  void DecodeChain(std::vector<std::string>& tokens) const override {
+  void DecodeChain(std::vector<std::string>& tokens, bool raw_bytes) const override {
     std::string bytes;
     std::string token_bytes;
     for (const std::string& t : tokens) {
@@ -32,7 +33,7 @@ class ByteLevelDecoder : public Decoder {
       }
       bytes += all_mapped ? token_bytes : t;
     }
-    tokens.assign(1, Utf8Lossy(bytes));
+    tokens.assign(1, raw_bytes ? std::move(bytes) : Utf8Lossy(bytes));
   }
 };
 
@@ -40,7 +41,7 @@ class ReplaceDecoder : public Decoder {
  public:
   ReplaceDecoder(std::string pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  void DecodeChain(std::vector<std::string>& tokens) const override {
+  void DecodeChain(std::vector<std::string>& tokens, bool /*raw_bytes*/) const override {
     for (std::string& t : tokens) {
       if (pattern_.empty() || t.find(pattern_) == std::string::npos) continue;
       std::string out;
@@ -59,17 +60,17 @@ class ReplaceDecoder : public Decoder {
   std::string pattern_, content_;
 };
 
-// Runs of <0xNN> tokens become their bytes when those form valid UTF-8, else one U+FFFD per
-// byte.
+// Runs of <0xNN> tokens become their bytes when those form valid UTF-8 (or raw bytes are
+// asked for), else one U+FFFD per byte.
 class ByteFallbackDecoder : public Decoder {
  public:
-  void DecodeChain(std::vector<std::string>& tokens) const override {
+  void DecodeChain(std::vector<std::string>& tokens, bool raw_bytes) const override {
     std::vector<std::string> out;
     out.reserve(tokens.size());
     std::string run;
     auto flush = [&] {
       if (run.empty()) return;
-      if (IsValidUtf8(run)) {
+      if (raw_bytes || IsValidUtf8(run)) {
         out.push_back(run);
       } else {
         for (size_t i = 0; i < run.size(); ++i) out.emplace_back(kReplacementChar);
@@ -100,7 +101,7 @@ class ByteFallbackDecoder : public Decoder {
 
 class FuseDecoder : public Decoder {
  public:
-  void DecodeChain(std::vector<std::string>& tokens) const override {
+  void DecodeChain(std::vector<std::string>& tokens, bool /*raw_bytes*/) const override {
     std::string all;
     for (const auto& t : tokens) all += t;
     tokens.assign(1, std::move(all));
@@ -112,7 +113,7 @@ class StripDecoder : public Decoder {
  public:
   StripDecoder(std::string content, int start, int stop)
       : content_(std::move(content)), start_(start), stop_(stop) {}
-  void DecodeChain(std::vector<std::string>& tokens) const override {
+  void DecodeChain(std::vector<std::string>& tokens, bool /*raw_bytes*/) const override {
     for (std::string& t : tokens) {
       size_t begin = 0;
       for (int i = 0; i < start_ && t.compare(begin, content_.size(), content_) == 0; ++i) {
@@ -137,7 +138,7 @@ class MetaspaceDecoder : public Decoder {
  public:
   MetaspaceDecoder(std::string replacement, bool strip_first)
       : replacement_(std::move(replacement)), strip_first_(strip_first) {}
-  void DecodeChain(std::vector<std::string>& tokens) const override {
+  void DecodeChain(std::vector<std::string>& tokens, bool /*raw_bytes*/) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string out;
       const std::string& t = tokens[i];
@@ -162,8 +163,8 @@ class SequenceDecoder : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps)
       : steps_(std::move(steps)) {}
-  void DecodeChain(std::vector<std::string>& tokens) const override {
-    for (const auto& s : steps_) s->DecodeChain(tokens);
+  void DecodeChain(std::vector<std::string>& tokens, bool raw_bytes) const override {
+    for (const auto& s : steps_) s->DecodeChain(tokens, raw_bytes);
   }
 
  private:

@@ -18,8 +18,9 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   // Transforms the token strings (the reference's decode_chain). The final text is the
-  // concatenation of the result.
-  virtual void DecodeChain(std::vector<std::string>& tokens) const = 0;
+  // concatenation of the result. With `raw_bytes`, bytes that do not form valid UTF-8 are kept
+  // as they are (ByteLevel and ByteFallback repair them otherwise, as the reference does).
+  virtual void DecodeChain(std::vector<std::string>& tokens, bool raw_bytes) const = 0;
 };
 
 // Builds the decoder a tokenizer.json "decoder" value describes; nullptr for null. An

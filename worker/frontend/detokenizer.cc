@@ -62,6 +62,26 @@ std::string IncrementalDetokenizer::Add(int32_t token_id) {
   return new_text.substr(common);
 }
 
+std::string IncrementalDetokenizer::BytesOf(int32_t token_id) const {
+  if (token_id < 0 || token_id >= tokenizer_.vocab_size()) return {};
+  std::vector<int32_t> window;
+  window.reserve(ids_.size() - prefix_offset_ + 1);
+  for (size_t i = prefix_offset_; i < ids_.size(); ++i) {
+    if (ids_[i] >= 0 && ids_[i] < tokenizer_.vocab_size()) window.push_back(ids_[i]);
+  }
+  const auto before = tokenizer_.DecodeBytes(window);
+  window.push_back(token_id);
+  const auto after = tokenizer_.DecodeBytes(window);
+  if (before.ok() && after.ok() && after->compare(0, before->size(), *before) == 0) {
+    return after->substr(before->size());
+  }
+  // A decoder that rewrote the context (none of the supported ones does on raw bytes): the
+  // token alone.
+  const int32_t alone[1] = {token_id};
+  auto bytes = tokenizer_.DecodeBytes(alone);
+  return bytes.ok() ? *std::move(bytes) : std::string();
+}
+
 std::string IncrementalDetokenizer::Flush() {
   if (read_offset_ == ids_.size()) return {};
   const std::string prefix_text = DecodeRange(prefix_offset_, read_offset_);

@@ -232,6 +232,15 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
 
 absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
                                               bool skip_special_tokens) const {
+  return DecodeChain(ids, skip_special_tokens, /*raw_bytes=*/false);
+}
+
+absl::StatusOr<std::string> Tokenizer::DecodeBytes(std::span<const int32_t> ids) const {
+  return DecodeChain(ids, /*skip_special_tokens=*/false, /*raw_bytes=*/true);
+}
+
+absl::StatusOr<std::string> Tokenizer::DecodeChain(std::span<const int32_t> ids,
+                                                   bool skip_special_tokens, bool raw_bytes) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   const auto& vocab = model_->id_to_token();
@@ -255,7 +264,7 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
     }
     return out;
   }
-  decoder_->DecodeChain(tokens);
+  decoder_->DecodeChain(tokens, raw_bytes);
   std::string out;
   for (const auto& t : tokens) out += t;
   return out;

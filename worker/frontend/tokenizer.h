@@ -42,6 +42,10 @@ class Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens) const;
   // INVALID_ARGUMENT naming the first id outside [0, vocab_size()).
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
+  // The bytes `ids` stand for, special tokens included, before invalid UTF-8 is repaired: a
+  // character split over tokens gives each token its own bytes. Decode(ids, false) repairs
+  // them (U+FFFD), so this is what a token's logprob entry reports as its bytes.
+  absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids) const;
 
   // Largest token id + 1, over the model vocabulary and the added tokens.
   int32_t vocab_size() const { return vocab_size_; }
@@ -55,6 +59,8 @@ class Tokenizer {
   Tokenizer() = default;
   absl::Status LoadPostProcessor(const nlohmann::json& j, const nlohmann::json& config);
   void EncodePiece(Piece piece, std::vector<int32_t>& out) const;
+  absl::StatusOr<std::string> DecodeChain(std::span<const int32_t> ids, bool skip_special_tokens,
+                                          bool raw_bytes) const;
 
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<Normalizer> normalizer_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/thread_name.h"
+#include "common/utf8.h"
 
 namespace llm::loop {
 namespace {
@@ -132,10 +133,12 @@ void OutputStage::Handle(Shard& shard, Item& item) {
   }
 }
 
-LogprobEntry OutputStage::Entry(int32_t id, float logprob) const {
-  const int32_t ids[1] = {id};
-  auto text = tokenizer_.Decode(ids, /*skip_special_tokens=*/false);
-  return LogprobEntry{id, logprob, text.ok() ? *text : std::string()};
+LogprobEntry OutputStage::Entry(const RequestState& st, int32_t id, float logprob) {
+  // In context: decoded alone, a word's token lost its leading space (decoders strip it at the
+  // start of a text), and part of a character was only U+FFFD's bytes.
+  std::string bytes = st.detok.BytesOf(id);
+  std::string text = Utf8Lossy(bytes);
+  return LogprobEntry{id, logprob, std::move(text), std::move(bytes)};
 }
 
 void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when) {
@@ -149,8 +152,8 @@ void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::
   const int32_t token = e.sampled.token_id;
   u.token_ids.push_back(token);
   if (st.ctx.want_logprobs) {
-    TokenLogprobs lp{Entry(token, e.sampled.logprob), {}};
-    for (const auto& t : e.sampled.top) lp.top.push_back(Entry(t.token_id, t.logprob));
+    TokenLogprobs lp{Entry(st, token, e.sampled.logprob), {}};
+    for (const auto& t : e.sampled.top) lp.top.push_back(Entry(st, t.token_id, t.logprob));
     u.logprobs.push_back(std::move(lp));
   }
   if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;

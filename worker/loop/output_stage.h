@@ -107,7 +107,8 @@ class OutputStage : public EngineEvents {
   void HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when);
   void Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& update,
               sampling::FinishReason reason, Clock::time_point when);
-  LogprobEntry Entry(int32_t id, float logprob) const;
+  // `id` as the next token of `st`'s output (before it is added).
+  static LogprobEntry Entry(const RequestState& st, int32_t id, float logprob);
 
   const frontend::Tokenizer& tokenizer_;
   std::function<void(uint64_t)> abort_;

@@ -12,10 +12,13 @@
 
 namespace llm::loop {
 
+// A token of a logprob report, as it reads where it stands in the output: `bytes` its share of
+// the output's UTF-8 (possibly part of a character), `text` those bytes repaired (U+FFFD).
 struct LogprobEntry {
   int32_t token_id;
   float logprob;
   std::string text;
+  std::string bytes;
 };
 
 struct TokenLogprobs {

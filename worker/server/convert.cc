@@ -121,6 +121,7 @@ void ToProto(const loop::LogprobEntry& e, llm::v1::TokenLogprob& out) {
   out.set_token_id(e.token_id);
   out.set_logprob(e.logprob);
   out.set_text(e.text);
+  out.set_bytes(e.bytes);
 }
 
 }  // namespace

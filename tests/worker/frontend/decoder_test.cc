@@ -5,10 +5,10 @@
 namespace llm::frontend {
 namespace {
 
-std::string DecodeWith(const char* spec, std::vector<std::string> tokens) {
+std::string DecodeWith(const char* spec, std::vector<std::string> tokens, bool raw = false) {
   auto d = MakeDecoder(nlohmann::json::parse(spec));
   EXPECT_TRUE(d.ok()) << d.status();
-  (*d)->DecodeChain(tokens);
+  (*d)->DecodeChain(tokens, raw);
   std::string out;
   for (const auto& t : tokens) out += t;
   return out;
@@ -19,6 +19,9 @@ TEST(DecoderTest, ByteFallback) {
   EXPECT_EQ(DecodeWith(bf, {"<0x61>"}), "a");
   EXPECT_EQ(DecodeWith(bf, {"<0xE5>", "<0x8f>", "<0xab>", "a"}), "叫a");
   EXPECT_EQ(DecodeWith(bf, {"<0xE5>", "<0x8f>", "a"}), "\uFFFD\uFFFDa");  // one U+FFFD per byte
+  EXPECT_EQ(DecodeWith(bf, {"<0xE5>", "<0x8f>", "a"}, /*raw=*/true),
+            "\xE5\x8F"
+            "a");
   EXPECT_EQ(DecodeWith(bf, {"Hey", "<0xZZ>"}), "Hey<0xZZ>");
 }
 

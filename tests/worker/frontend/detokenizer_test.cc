@@ -51,6 +51,49 @@ TEST_P(DetokenizerTest, DeltasConcatenateToTheFullDecode) {
   }
 }
 
+// A logprob entry's bytes (BytesOf, before Add): token by token they join into exactly the
+// bytes the output adds after the prompt (so a character split over tokens is each token's own
+// bytes, never U+FFFD's), and a word's token keeps its leading space (decoded alone, a
+// sentencepiece token loses it).
+TEST_P(DetokenizerTest, LogprobBytesJoinIntoTheOutput) {
+  LLM_REQUIRE_SHARED(GetParam());
+  auto tok = Tokenizer::Load(llm::testing::SharedPath(GetParam()));
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<int32_t> prompt = *(*tok)->Encode("Story:", true);
+  const std::string prompt_bytes = *(*tok)->DecodeBytes(prompt);
+  int split_characters = 0, spaced_words = 0;
+  for (const std::string& text : Corpus()) {
+    const std::vector<int32_t> output = *(*tok)->Encode(" " + text, false);
+    IncrementalDetokenizer detok(**tok, prompt, /*skip_special_tokens=*/false);
+    std::string joined;
+    for (int32_t id : output) {
+      const std::string bytes = detok.BytesOf(id);
+      split_characters += IsValidUtf8(bytes) ? 0 : 1;
+      const int32_t alone[1] = {id};
+      const std::string text_alone = *(*tok)->Decode(alone, false);
+      spaced_words += bytes.size() > 1 && bytes[0] == ' ' && text_alone[0] != ' ' ? 1 : 0;
+      joined += bytes;
+      detok.Add(id);
+    }
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), output.begin(), output.end());
+    const std::string full = *(*tok)->DecodeBytes(all);
+    ASSERT_EQ(full.compare(0, prompt_bytes.size(), prompt_bytes), 0);
+    EXPECT_EQ(joined, full.substr(prompt_bytes.size())) << "text: " << text;
+    EXPECT_EQ(Utf8Lossy(joined), (*(*tok)->Decode(all, false)).substr(prompt_bytes.size()));
+  }
+  // The corpus has characters split over tokens (CJK, emoji) for the real tokenizers (the
+  // TinyStories one has no byte tokens), and the sentencepiece ones strip a lone token's space.
+  if (GetParam() != "models/tinystories-656k") {
+    EXPECT_GT(split_characters, 0);
+  }
+  if (GetParam() == "tokenizers/mistral" || GetParam() == "models/tinystories-656k") {
+    EXPECT_GT(spaced_words, 0);
+  }
+  RecordProperty("split_characters", split_characters);
+  RecordProperty("spaced_words", spaced_words);
+}
+
 // Arbitrary id sequences (partial characters, specials, byte-fallback runs) never produce a
 // broken UTF-8 delta.
 TEST_P(DetokenizerTest, RandomIdsGiveValidUtf8) {

@@ -217,6 +217,7 @@ TEST_F(WorkerTest, LogprobsOfGreedyTokensAreTheTopOnes) {
   ASSERT_TRUE(sink->Wait());
   const StreamUpdate r = sink->result();
   ASSERT_EQ(r.logprobs.size(), 8u);
+  std::string joined;
   for (size_t i = 0; i < 8; ++i) {
     const auto& lp = r.logprobs[i];
     EXPECT_EQ(lp.sampled.token_id, r.token_ids[i]);
@@ -226,7 +227,11 @@ TEST_F(WorkerTest, LogprobsOfGreedyTokensAreTheTopOnes) {
     EXPECT_LE(lp.sampled.logprob, 0.0f);
     EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
     EXPECT_FALSE(lp.sampled.text.empty());
+    EXPECT_EQ(lp.top[0].bytes, lp.sampled.bytes);
+    joined += lp.sampled.bytes;
   }
+  // Each token as it reads in the output: decoded alone, a word's token lost its leading space.
+  EXPECT_EQ(joined, r.text);
 }
 
 TEST_F(WorkerTest, CancelStormLeavesNothingBehind) {
