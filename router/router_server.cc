@@ -51,6 +51,11 @@ absl::Status RouterServer::Start() {
   grpc::ServerBuilder builder;
   int internal_port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &internal_port);
+  // The relay pings its connections to this server (proxy.keepalive_ms) while a stream such as
+  // a health Watch sits idle; gRPC's default ping policy answered with GOAWAY "too many pings"
+  // after a minute, ending every pass-through stream. Its only client is this process.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(&generation_placeholder_);
   internal_ = builder.BuildAndStart();
   if (internal_ == nullptr || internal_port == 0) {

@@ -40,6 +40,7 @@ class RouterServer {
 
   int port() const { return port_; }
   int metrics_port() const { return metrics_port_; }
+  const RouterMetrics& metrics() const { return metrics_; }
   int health_port() const { return health_port_; }
   int http_port() const { return http_port_; }  // 0: router.http_listen is empty
   WorkerPool& pool() { return *pool_; }

@@ -12,38 +12,60 @@ namespace {
 
 constexpr double kUnknownWait = std::numeric_limits<double>::infinity();
 
-// Candidates (not excluded, not tried) in snapshot order. When there is none, the reason:
-// `any_healthy` when some worker could have served but was saturated or draining, and
-// `least_wait_ms` the shortest estimated wait among those (infinity when unknown).
+// Draining, or saturated by its last report.
+bool Busy(const WorkerView& w, const PolicyOptions& o) {
+  return (w.fresh && w.report.draining) || Saturated(w, o);
+}
+
+// Why there is no candidate.
+struct NoneReason {
+  bool any_healthy = false;             // some untried worker could have served but was busy
+  double least_wait_ms = kUnknownWait;  // the shortest estimated wait among those
+  bool tried_healthy = false;           // some healthy worker was tried already
+};
+
+// Candidates (healthy, not busy, not tried) in snapshot order, leaving out ejected workers
+// unless every other candidate is gone: ejection steers traffic away from a failing worker, it
+// must not turn a burst of errors into an outage (Envoy's panic mode does the same). When
+// there is none, `why` says why.
 std::vector<size_t> Candidates(const std::vector<WorkerView>& workers,
                                const std::vector<size_t>& exclude, const PolicyOptions& options,
-                               bool* any_healthy, double* least_wait_ms) {
+                               NoneReason* why) {
   std::vector<size_t> out;
-  *any_healthy = false;
-  *least_wait_ms = kUnknownWait;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    if (std::find(exclude.begin(), exclude.end(), i) != exclude.end()) continue;
-    const WorkerView& w = workers[i];
-    if (!w.healthy || w.ejected) continue;
-    *any_healthy = true;
-    if (Excluded(w, options)) {
-      if (w.fresh && !w.report.draining) {
-        *least_wait_ms = std::min(*least_wait_ms, EstimateWaitMs(w, options));
+  *why = NoneReason{};
+  for (const bool allow_ejected : {false, true}) {
+    for (size_t i = 0; i < workers.size(); ++i) {
+      const WorkerView& w = workers[i];
+      if (!w.healthy || (w.ejected && !allow_ejected)) continue;
+      if (std::find(exclude.begin(), exclude.end(), i) != exclude.end()) {
+        why->tried_healthy = true;
+        continue;
       }
-      continue;
+      why->any_healthy = true;
+      if (Busy(w, options)) {
+        if (w.fresh && !w.report.draining) {
+          why->least_wait_ms = std::min(why->least_wait_ms, EstimateWaitMs(w, options));
+        }
+        continue;
+      }
+      out.push_back(i);
     }
-    out.push_back(i);
+    if (!out.empty()) break;
   }
   return out;
 }
 
-absl::Status NoCandidate(bool any_healthy, double least_wait_ms) {
-  if (any_healthy) {
+absl::Status NoCandidate(const NoneReason& why) {
+  if (why.any_healthy) {
     absl::Status st =
         absl::ResourceExhaustedError("every worker is saturated or draining; try again later");
     // Retry when the least loaded worker should have room (a second when none says).
-    SetRetryAfterMs(st, least_wait_ms < kUnknownWait ? static_cast<int64_t>(least_wait_ms) : 1000);
+    SetRetryAfterMs(
+        st, why.least_wait_ms < kUnknownWait ? static_cast<int64_t>(why.least_wait_ms) : 1000);
     return st;
+  }
+  if (why.tried_healthy) {
+    return absl::UnavailableError("every healthy worker has been tried for this request");
   }
   return absl::UnavailableError("no healthy worker to serve the request");
 }
@@ -100,16 +122,14 @@ bool Saturated(const WorkerView& w, const PolicyOptions& o) {
 }
 
 bool Excluded(const WorkerView& w, const PolicyOptions& o) {
-  return !w.healthy || w.ejected || (w.fresh && w.report.draining) || Saturated(w, o);
+  return !w.healthy || w.ejected || Busy(w, o);
 }
 
 PickResult PowerOfTwoChoices::Pick(const std::vector<WorkerView>& workers,
                                    const std::vector<size_t>& exclude, uint64_t random) const {
-  bool any_healthy = false;
-  double least_wait_ms = 0.0;
-  const std::vector<size_t> c =
-      Candidates(workers, exclude, options_, &any_healthy, &least_wait_ms);
-  if (c.empty()) return NoCandidate(any_healthy, least_wait_ms);
+  NoneReason why;
+  const std::vector<size_t> c = Candidates(workers, exclude, options_, &why);
+  if (c.empty()) return NoCandidate(why);
   if (c.size() == 1) return c[0];
   // Two distinct candidates from one random number.
   const size_t n = c.size();
@@ -122,11 +142,9 @@ PickResult PowerOfTwoChoices::Pick(const std::vector<WorkerView>& workers,
 
 PickResult LeastInFlight::Pick(const std::vector<WorkerView>& workers,
                                const std::vector<size_t>& exclude, uint64_t random) const {
-  bool any_healthy = false;
-  double least_wait_ms = 0.0;
-  const std::vector<size_t> c =
-      Candidates(workers, exclude, options_, &any_healthy, &least_wait_ms);
-  if (c.empty()) return NoCandidate(any_healthy, least_wait_ms);
+  NoneReason why;
+  const std::vector<size_t> c = Candidates(workers, exclude, options_, &why);
+  if (c.empty()) return NoCandidate(why);
   // Start the scan at a random candidate, so ties spread.
   const size_t start = static_cast<size_t>(random % c.size());
   size_t best = c[start];
@@ -150,10 +168,8 @@ PickResult CacheAware::PickFor(const std::vector<WorkerView>& workers,
     if (base.ok()) index_.Record(workers[*base].id, prefix);
     return base;
   }
-  bool any_healthy = false;
-  double least_wait_ms = 0.0;
-  const std::vector<size_t> c =
-      Candidates(workers, exclude, options_, &any_healthy, &least_wait_ms);
+  NoneReason why;
+  const std::vector<size_t> c = Candidates(workers, exclude, options_, &why);
   size_t best = *base;
   size_t best_match = index_.Match(workers[best].id, prefix);
   for (const size_t i : c) {

@@ -54,7 +54,13 @@ ClientCall::ClientCall(LoopContext* ctx, CallClient* client)
 
 ClientCall::~ClientCall() {
   if (deadline_timer_ != 0) ctx_->loop.CancelTimer(deadline_timer_);
-  if (entered_) ctx_->in_flight->fetch_sub(1);
+  LeaveInFlight();
+}
+
+void ClientCall::LeaveInFlight() {
+  if (!entered_) return;
+  entered_ = false;
+  ctx_->in_flight->fetch_sub(1);
 }
 
 void ClientCall::AddHeader(std::string_view name, std::string_view value) {
@@ -201,6 +207,9 @@ void ClientCall::StartAttempt() {
       }
       return;
     }
+    // A retry is counted when it has somewhere to go (llm_router_retries_total: calls moved to
+    // another worker).
+    if (attempts_ > 0 && ctx_->observer != nullptr) ctx_->observer->OnRetry();
     worker_ = *std::move(picked);
     tried_.push_back(worker_.get());
     tried_handles_.push_back(worker_);
@@ -270,7 +279,6 @@ void ClientCall::AttemptEnded(int code, const std::string& message, const Header
     }
     if (worker_failed && phase_ == Phase::kOpen && !client_closed_ &&
         attempts_ < ctx_->options->proxy.max_attempts) {
-      if (ctx_->observer != nullptr) ctx_->observer->OnRetry();
       last_failure_ = message;
       // On the next turn of the loop, outside the worker session's callbacks.
       retry_pending_ = true;
@@ -320,6 +328,9 @@ void ClientCall::Finish(int code, const std::string& message, const Headers& tra
     deadline_timer_ = 0;
   }
   CallDone(code);
+  // Answered: no longer in flight (proxy.max_in_flight, the drain), whenever the client's side
+  // of the stream closes.
+  LeaveInFlight();
   if (client_closed_) return;
   bool has_status = false;
   for (const auto& [n, v] : trailers) has_status |= n == "grpc-status";
@@ -480,7 +491,8 @@ ClientConnection::ClientConnection(LoopContext* ctx, int fd, SSL* ssl)
                      .header = &OnHeader,
                      .frame_recv = &OnFrameRecv,
                      .data_chunk = &OnDataChunk,
-                     .stream_close = &OnStreamClose});
+                     .stream_close = &OnStreamClose,
+                     .frame_send = &OnFrameSend});
   nghttp2_session* session;
   nghttp2_session_server_new(&session, callbacks, this);
   const nghttp2_settings_entry settings[] = {
@@ -554,6 +566,14 @@ int ClientConnection::OnDataChunk(nghttp2_session* session, uint8_t, int32_t str
                                   const uint8_t* data, size_t len, void*) {
   auto* s = static_cast<ClientCall*>(nghttp2_session_get_stream_user_data(session, stream_id));
   if (s != nullptr) s->OnRequestData(data, len);
+  return 0;
+}
+
+int ClientConnection::OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame, void*) {
+  if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+      nghttp2_session_get_stream_remote_close(session, frame->hd.stream_id) == 0) {
+    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+  }
   return 0;
 }
 

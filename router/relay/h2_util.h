@@ -23,6 +23,7 @@ struct SessionCallbacks {
   nghttp2_on_frame_recv_callback frame_recv = nullptr;
   nghttp2_on_data_chunk_recv_callback data_chunk = nullptr;
   nghttp2_on_stream_close_callback stream_close = nullptr;
+  nghttp2_on_frame_send_callback frame_send = nullptr;
 };
 
 // A new nghttp2_session_callbacks holding `c`; the caller keeps it for the process's life.
@@ -35,6 +36,7 @@ inline nghttp2_session_callbacks* MakeCallbacks(const SessionCallbacks& c) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, c.frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, c.data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, c.stream_close);
+  if (c.frame_send) nghttp2_session_callbacks_set_on_frame_send_callback(cbs, c.frame_send);
   return cbs;
 }
 

@@ -149,6 +149,8 @@ class ClientCall {
   void OnDeadline();
   void MaybeDelete();
   void CallDone(int code);
+  // Takes the call out of the in-flight count (once): when it is answered, or deleted.
+  void LeaveInFlight();
   ~ClientCall();
 
   // Where the call stands with its client; it only moves forward.
@@ -227,6 +229,9 @@ class ClientConnection final : public H2Connection {
   static int OnFrameRecv(nghttp2_session*, const nghttp2_frame*, void*);
   static int OnDataChunk(nghttp2_session*, uint8_t, int32_t, const uint8_t*, size_t, void*);
   static int OnStreamClose(nghttp2_session*, int32_t, uint32_t, void*);
+  // After the final HEADERS (the status) of a stream whose request is still open: RST_STREAM
+  // NO_ERROR (RFC 9113 8.1), so a client that never half-closes does not hold the stream.
+  static int OnFrameSend(nghttp2_session*, const nghttp2_frame*, void*);
 
   LoopContext* ctx_;
   uint32_t lane_;

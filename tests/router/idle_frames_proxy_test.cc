@@ -102,6 +102,11 @@ class RawH2Client {
     const std::string msg = req.SerializeAsString();
     for (int i = 0; i < 4; ++i) body[1 + i] = static_cast<char>(msg.size() >> (24 - 8 * i));
     body += msg;
+    return Submit(body, /*end_stream=*/true);
+  }
+  // Submits a Generate call whose request is `body` and, without `end_stream`, never ends (the
+  // client's side of the stream stays open).
+  int32_t Submit(const std::string& body, bool end_stream) {
     bodies_.push_back(body);
     std::string* held = &bodies_.back();
     static const std::pair<std::string, std::string> kHeaders[] = {
@@ -118,14 +123,15 @@ class RawH2Client {
                      NGHTTP2_NV_FLAG_NONE});
     }
     nghttp2_data_provider prd;
-    prd.source.ptr = new BodySource{held, 0};
+    prd.source.ptr = new BodySource{held, 0, end_stream};
     prd.read_callback = [](nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
                            nghttp2_data_source* source, void*) -> ssize_t {
       auto* b = static_cast<BodySource*>(source->ptr);
       const size_t n = std::min(length, b->body->size() - b->offset);
+      if (n == 0 && !b->end) return NGHTTP2_ERR_DEFERRED;  // an open request (leaks b: a test)
       std::memcpy(buf, b->body->data() + b->offset, n);
       b->offset += n;
-      if (b->offset == b->body->size()) {
+      if (b->offset == b->body->size() && b->end) {
         *flags |= NGHTTP2_DATA_FLAG_EOF;
         delete b;
       }
@@ -181,6 +187,7 @@ class RawH2Client {
   struct BodySource {
     const std::string* body;
     size_t offset;
+    bool end;
   };
   void WriteAll(const char* data, size_t n) {
     while (n > 0) {
@@ -302,6 +309,38 @@ TEST_F(IdleFramesTest, AFloodOfSuchFramesEndsTheConnectionCalmly) {
       client.PumpUntil([&] { return client.goaway_code().has_value(); }, std::chrono::seconds(10)));
   EXPECT_EQ(*client.goaway_code(), static_cast<uint32_t>(NGHTTP2_ENHANCE_YOUR_CALM));
   (void)live;
+}
+
+// A call answered early with its final status (a request over proxy.max_message_bytes) whose
+// client never half-closes: the router resets the stream (RST_STREAM NO_ERROR, RFC 9113 8.1)
+// after the status, and the call leaves the in-flight count at once, so a drain does not wait
+// out its grace period for it (it waited the whole grace, 12 s at a 10 s grace).
+TEST(EarlyStatusTest, AnAnsweredCallWhoseClientKeepsSendingNeitherHangsNorHoldsTheDrain) {
+  auto worker = FakeWorker::Start(FakeBehaviour{});
+  RouterConfig c;
+  c.listen = "127.0.0.1:0";
+  c.metrics_listen = "";
+  c.workers = {worker->address()};
+  c.threads = 1;
+  c.proxy.max_message_bytes = 1024;
+  c.drain_grace_seconds = 10;
+  RouterServer router(c);
+  ASSERT_TRUE(router.Start().ok());
+  RawH2Client client(router.port());
+  std::string body(5, '\0');
+  body[3] = 0x10;  // a 4 KiB message, over the limit, of which 2 KiB are sent
+  body += std::string(2048, 'x');
+  const int32_t id = client.Submit(body, /*end_stream=*/false);
+  client.Flush();
+  ASSERT_TRUE(
+      client.PumpUntil([&] { return client.streams().at(id).closed; }, std::chrono::seconds(10)))
+      << "the stream was never closed";
+  EXPECT_EQ(client.streams().at(id).grpc_status, "3");
+  EXPECT_EQ(client.streams().at(id).error_code, uint32_t{NGHTTP2_NO_ERROR});
+  const auto start = std::chrono::steady_clock::now();
+  router.BeginDrain();
+  EXPECT_TRUE(router.FinishDrain()) << "a call was left in flight";
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
 }  // namespace

@@ -114,15 +114,43 @@ TEST(PolicyTest, OneWorkerAndNone) {
   EXPECT_EQ(p.Pick({}, {}, 1).status().code(), absl::StatusCode::kUnavailable);
   WorkerView down = Fresh("down", 0, 0, 8);
   down.healthy = false;
-  WorkerView ejected = Fresh("ejected", 0, 0, 8);
-  ejected.ejected = true;
-  EXPECT_EQ(p.Pick({down, ejected}, {}, 1).status().code(), absl::StatusCode::kUnavailable);
-  // Already tried: skipped; nothing else left is UNAVAILABLE.
-  EXPECT_EQ(p.Pick({Fresh("only", 0, 0, 8)}, {0}, 1).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(p.Pick({down}, {}, 1).status().code(), absl::StatusCode::kUnavailable);
+  // Already tried: skipped; nothing else left is UNAVAILABLE, saying so.
+  const auto tried = p.Pick({Fresh("only", 0, 0, 8), down}, {0}, 1);
+  EXPECT_EQ(tried.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(tried.status().message().find("every healthy worker has been tried"), std::string::npos)
+      << tried.status();
   auto other = p.Pick({Fresh("tried", 0, 0, 8), Fresh("other", 5, 8, 0)}, {0}, 1);
   ASSERT_TRUE(other.ok());
   EXPECT_EQ(*other, 1u);
+}
+
+// Ejected workers serve only when no other healthy worker can: ejection steers traffic away
+// from a failing worker, it must not turn a burst of errors into an outage (the sole worker,
+// ejected after three errors and healthy again, refused everything for its back-off).
+TEST(PolicyTest, EjectedWorkersServeOnlyWhenNoOtherCan) {
+  WorkerView ejected = Fresh("ejected", 0, 0, 8);
+  ejected.ejected = true;
+  WorkerView down = Fresh("down", 0, 0, 8);
+  down.healthy = false;
+  const WorkerView full = Fresh("full", 40, 8, 0);  // saturated
+  for (const char* name : {"p2c", "least_in_flight", "cache_aware"}) {
+    auto p = *MakePolicy(name, {});
+    for (uint64_t r = 0; r < 20; ++r) {
+      auto pick = p->Pick({ejected, Fresh("ok", 5, 8, 0)}, {}, r);
+      ASSERT_TRUE(pick.ok()) << name;
+      EXPECT_EQ(*pick, 1u) << name;
+      pick = p->Pick({down, ejected}, {}, r);
+      ASSERT_TRUE(pick.ok()) << name << ": " << pick.status();
+      EXPECT_EQ(*pick, 1u) << name;
+      // A saturated worker is busy, not gone: the ejected one serves rather than refuse.
+      pick = p->Pick({full, ejected}, {}, r);
+      ASSERT_TRUE(pick.ok()) << name;
+      EXPECT_EQ(*pick, 1u) << name;
+      // Tried already: not picked again.
+      EXPECT_FALSE(p->Pick({ejected}, {0}, r).ok()) << name;
+    }
+  }
 }
 
 TEST(PolicyTest, TiesGoToFewerInFlight) {

@@ -1,6 +1,7 @@
 // The router in process against scripted fake workers: relaying, retries only before the first
 // message and only for worker failures, ejection, mid-stream failures, deadlines and cancels
 // reaching the worker, fast failure with no worker, overload.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -99,6 +100,12 @@ class ProxyTest : public ::testing::Test {
     }
     FAIL() << "the pool never matched the resolver; it holds " << now.size() << " workers";
   }
+  // A counter or gauge of the router's /metrics text (-1: absent).
+  double Metric(const std::string& name) {
+    const std::string text = router_->metrics().Render();
+    const size_t pos = text.find("\n" + name + " ");
+    return pos == std::string::npos ? -1 : std::atof(text.c_str() + pos + name.size() + 2);
+  }
   WorkerView View(const FakeWorker& w) {
     for (const auto& v : router_->pool().Snapshot()) {
       if (v.id == w.address()) return v;
@@ -147,6 +154,33 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerOnlyBeforeTheFirstMessageAndEjects) {
   EXPECT_TRUE(View(*bad).ejected);
   EXPECT_FALSE(View(*good).ejected);
   EXPECT_EQ(good->generate_calls(), 30);
+  EXPECT_EQ(Metric("llm_router_retries_total"), 3);  // each failure moved to the good worker
+}
+
+// A worker failure with nowhere else to go is not a retry (it was counted as one); and the sole
+// worker, ejected after three failures, serves again as soon as it can (ejection never leaves
+// no worker at all).
+TEST_F(ProxyTest, ASoleFailingWorkerIsNotRetriedElsewhereNorLockedOut) {
+  FakeBehaviour failing;
+  failing.messages = 0;
+  failing.fail_code = grpc::StatusCode::UNAVAILABLE;
+  failing.fail_message = "draining";
+  auto w = FakeWorker::Start(failing);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  for (int i = 0; i < 3; ++i) {
+    const Result r = Call(*stub_);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_NE(r.status.error_message().find("every healthy worker has been tried"),
+              std::string::npos)
+        << r.status.error_message();
+  }
+  EXPECT_EQ(Metric("llm_router_retries_total"), 0);
+  EXPECT_TRUE(View(*w).ejected);
+  w->SetBehaviour(FakeBehaviour{});  // recovered
+  const Result r = Call(*stub_);
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.messages, 8);
 }
 
 TEST_F(ProxyTest, ClientErrorsAreNotRetriedAndNeverEject) {
@@ -389,6 +423,51 @@ TEST_F(ProxyTest, AWorkerGoneSilentIsFoundByKeepalivePings) {
   EXPECT_NE(st.error_message().find(link.address()), std::string::npos) << st.error_message();
   EXPECT_NE(st.error_message().find("keepalive"), std::string::npos) << st.error_message();
   EXPECT_LT(seconds, 2.0);  // keepalive + timeout is 0.5 s
+}
+
+// A health Watch through the router sits idle while the relay pings its connection to the
+// in-process server (proxy.keepalive_ms): that server must not answer GOAWAY "too many pings"
+// (gRPC's default policy did after three pings, ending every pass-through stream).
+TEST_F(ProxyTest, AnIdleHealthWatchOutlivesManyKeepalivePings) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  configure_ = [](RouterConfig* c) {
+    c->proxy.keepalive = std::chrono::milliseconds(100);  // a ping about every 200 ms
+    c->proxy.keepalive_timeout = std::chrono::milliseconds(100);
+  };
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext ctx;
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&ctx, "/grpc.health.v1.Health/Watch", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  const auto next = [&](int timeout_ms) {
+    return cq.AsyncNext(&tag, &ok,
+                        std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_EQ(next(5000), grpc::CompletionQueue::GOT_EVENT);
+  ASSERT_TRUE(ok);
+  grpc::Slice empty;
+  const grpc::ByteBuffer request(&empty, 1);  // HealthCheckRequest{}: the whole server
+  call->WriteLast(request, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+  ASSERT_EQ(next(5000), grpc::CompletionQueue::GOT_EVENT);
+  ASSERT_TRUE(ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_EQ(next(5000), grpc::CompletionQueue::GOT_EVENT);
+  ASSERT_TRUE(ok) << "no first status";
+  // Several pings' worth of silence: the stream stays open (no status change to report).
+  call->Read(&response, reinterpret_cast<void*>(4));
+  EXPECT_EQ(next(1500), grpc::CompletionQueue::TIMEOUT) << "the watch ended (ok " << ok << ")";
+  ctx.TryCancel();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  for (int i = 0; i < 2; ++i) next(5000);  // the read, then the finish
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 TEST_F(ProxyTest, AConnectThatHangsTimesOut) {
