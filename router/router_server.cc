@@ -41,7 +41,18 @@ absl::Status RouterServer::Start() {
   LLM_ASSIGN_OR_RETURN(security_, RelaySecurity::Create(config_.security));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
                        MakePolicy(config_.policy, config_.policy_options));
-  pool_ = std::make_unique<WorkerPool>(config_.pool, std::move(policy), &metrics_);
+  PoolOptions pool_options = config_.pool;
+  if (!pool_options.upstream_tls.ca_file.empty()) {
+    // The load watches' gRPC channels watch checked copies (verified_tls_files.h).
+    LLM_ASSIGN_OR_RETURN(upstream_tls_files_, tls::VerifiedTlsFiles::Start(
+                                                  pool_options.upstream_tls, "upstream_tls",
+                                                  [](const tls::TlsFiles& f) {
+                                                    return tls::CheckClientFiles(f, "upstream_tls");
+                                                  },
+                                                  "llm-router"));
+    pool_options.upstream_tls = upstream_tls_files_->copies();
+  }
+  pool_ = std::make_unique<WorkerPool>(pool_options, std::move(policy), &metrics_);
   if (!config_.metrics_listen.empty()) {
     LLM_ASSIGN_OR_RETURN(metrics_port_, metrics_.Serve(config_.metrics_listen));
   }

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "common/tls/verified_tls_files.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "router/pool/discovery.h"
 #include "router/pool/worker_pool.h"
@@ -53,6 +54,7 @@ class RouterServer {
   RouterConfig config_;
   DnsDiscovery::Resolve resolve_;
   RouterMetrics metrics_;
+  std::unique_ptr<tls::VerifiedTlsFiles> upstream_tls_files_;  // outlives pool_'s channels
   std::unique_ptr<WorkerPool> pool_;
   // Registered on the internal server so health and reflection list the service; its calls
   // never reach it (the relay sends them to the workers).

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -112,7 +113,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
 
 std::unique_ptr<ChildProcess> ChildProcess::Start(const std::vector<std::string>& argv) {
   auto child = std::unique_ptr<ChildProcess>(new ChildProcess());
-  child->log_ = MakeTempDir("child") + "/output.log";
+  // A directory per child: a second child of the same test once took (removed and replaced)
+  // the first one's log, so the first one's later output was lost.
+  static std::atomic<int> next_child{0};
+  child->log_ = MakeTempDir("child" + std::to_string(next_child++)) + "/output.log";
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int fd = ::open(child->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -1,7 +1,8 @@
 // gRPC credentials from TlsFiles, reloading the files when they change (gRPC's file-watcher
 // certificate provider, checked every TlsFiles::reload_seconds): a rotated certificate (a
-// cert-manager Secret update) needs no restart. Run the Check*Files of tls_files.h first: gRPC
-// only logs a file it cannot read.
+// cert-manager Secret update) needs no restart. Give it the checked copies of
+// verified_tls_files.h, never the operator's files: gRPC aborts the process on an empty
+// certificate and refuses every handshake on a bad one.
 #ifndef LLM_COMMON_TLS_GRPC_TLS_H_
 #define LLM_COMMON_TLS_GRPC_TLS_H_
 

@@ -320,6 +320,44 @@ TEST_F(SecurityTest, RotatedCertificatesAndTokensApplyWithoutARestart) {
   EXPECT_EQ(router->process().Output().find("rotated-token"), std::string::npos);
 }
 
+// A certificate caught half-written (truncated by a `cp` or a shell redirect) or replaced by
+// something that is not a certificate: gRPC aborted the process on an empty file (an assertion)
+// and refused every new handshake on a bad one. The checked copies (verified_tls_files.h) keep
+// the old set, the reason is logged naming the key, and a good file is taken afterwards.
+TEST_F(SecurityTest, ABadOrTruncatedCertificateKeepsTheOldOneAndTheProcessAlive) {
+  auto worker = WorkerProcess::Start(kModel, WorkerTls());
+  auto router = RouterProcess::Start(worker->target(), RouterTls());
+  ASSERT_TRUE(router->WaitReady(1)) << router->process().Output();
+  ASSERT_TRUE(Call(Channel(router->target(), *pki_, "ca", "client"), prompt_, kToken).status.ok());
+
+  std::ofstream(pki_->Path("worker.crt"), std::ios::trunc).close();         // empty
+  std::ofstream(pki_->Path("router-client.crt")) << "not a certificate\n";  // garbage
+  EXPECT_NE(worker->process().WaitForLine("keeping the old TLS files: tls.cert_file", 10000), "")
+      << worker->process().Output();
+  EXPECT_NE(
+      router->process().WaitForLine("keeping the old TLS files: upstream_tls.cert_file", 10000), "")
+      << router->process().Output();
+  // Both live, and new connections (a fresh channel straight to the worker) still handshake.
+  EXPECT_TRUE(worker->process().running()) << worker->process().Output();
+  EXPECT_TRUE(router->process().running()) << router->process().Output();
+  const Outcome direct = Call(Channel(worker->target(), *pki_, "ca", "client"), prompt_, "");
+  EXPECT_TRUE(direct.status.ok()) << direct.status.error_message();
+  EXPECT_TRUE(Call(Channel(router->target(), *pki_, "ca", "client"), prompt_, kToken).status.ok());
+
+  // A good certificate again (another leaf of the same CA) is taken.
+  pki_->MakeLeaf("worker2", "ca");
+  std::filesystem::rename(pki_->Path("worker2.key"), pki_->Path("worker.key"));
+  std::filesystem::rename(pki_->Path("worker2.crt"), pki_->Path("worker.crt"));
+  grpc::Status last;
+  for (int i = 0; i < 50; ++i) {
+    last = Call(Channel(worker->target(), *pki_, "ca", "client"), prompt_, "").status;
+    if (last.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(last.ok()) << last.error_message() << "\n" << worker->process().Output();
+  EXPECT_TRUE(worker->process().running());
+}
+
 TEST(SecurityConfigTest, BadTlsFilesAreNamedAtStart) {
   const std::string dir = llm::testing::MakeTempDir("badtls");
   std::ofstream(dir + "/junk.pem") << "not a certificate\n";

@@ -91,7 +91,17 @@ absl::Status WorkerServer::Start() {
   // Routers find a vanished worker by keepalive pings (every 20 s): accept them.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddListeningPort(config_.listen, tls::ServerCredentials(config_.tls), &port_);
+  tls::TlsFiles server_tls = config_.tls;
+  if (!server_tls.cert_file.empty()) {
+    // gRPC watches checked copies, never the operator's files (verified_tls_files.h).
+    LLM_ASSIGN_OR_RETURN(
+        tls_files_,
+        tls::VerifiedTlsFiles::Start(
+            server_tls, "tls",
+            [](const tls::TlsFiles& f) { return tls::CheckServerFiles(f, "tls"); }, "llm-worker"));
+    server_tls = tls_files_->copies();
+  }
+  builder.AddListeningPort(config_.listen, tls::ServerCredentials(server_tls), &port_);
   // The transport takes messages up to 4x the configured limit, so that a request over the
   // limit gets INVALID_ARGUMENT from the service (wire_check.h) rather than a bare transport
   // error; beyond that gRPC refuses it with RESOURCE_EXHAUSTED.

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "common/thread_pool.h"
+#include "common/tls/verified_tls_files.h"
 #include "worker/loop/worker.h"
 #include "worker/server/device_monitor.h"
 #include "worker/server/generation_service.h"
@@ -57,6 +58,7 @@ class WorkerServer {
   std::unique_ptr<ThreadPool> pool_;  // the CPU backend's; outlives the worker's runner
   std::unique_ptr<DeviceMonitor> device_monitor_;
   std::unique_ptr<loop::Worker> worker_;
+  std::unique_ptr<tls::VerifiedTlsFiles> tls_files_;  // outlives server_, which reads them
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Server> health_server_;  // server.health_listen
   int port_ = 0;
