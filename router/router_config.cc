@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "router/pool/discovery.h"
 
@@ -96,6 +98,13 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   c.metrics_listen = v->String("router.metrics_listen");
   c.health_listen = v->String("router.health_listen");
   c.http_listen = v->String("router.http_listen");
+  for (const auto& [key, value, may_be_empty] :
+       {std::tuple<const char*, const std::string&, bool>{"router.listen", c.listen, false},
+        {"router.metrics_listen", c.metrics_listen, true},
+        {"router.http_listen", c.http_listen, true},
+        {"router.health_listen", c.health_listen, true}}) {
+    if (absl::Status st = config::CheckHostPort(key, value, may_be_empty, 0); !st.ok()) return st;
+  }
   auto& sec = c.security;
   sec.server.cert_file = v->String("tls.cert_file");
   sec.server.key_file = v->String("tls.key_file");
@@ -121,6 +130,8 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
     return absl::InvalidArgumentError(
         "discovery.workers, discovery.dns: give exactly one (a static list or a DNS name)");
   }
+  // A name without a port was accepted, then resolved to nothing forever while /health said ok.
+  if (absl::Status st = config::CheckHostPort("discovery.dns", c.dns, true, 1); !st.ok()) return st;
   if (!workers.empty()) {
     auto list = ParseWorkerList(workers);
     if (!list.ok()) {

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -96,14 +99,46 @@ absl::Status ConfigSchema::Set(std::map<std::string, std::string>& values, const
   return absl::OkStatus();
 }
 
+absl::Status CheckHostPort(const std::string& key, const std::string& value, bool allow_empty,
+                           int min_port) {
+  if (value.empty()) {
+    if (allow_empty) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(key, ": required (host:port)"));
+  }
+  size_t colon = value.rfind(':');
+  if (value[0] == '[') {
+    const size_t close = value.find(']');
+    colon = close != std::string::npos && close + 1 < value.size() && value[close + 1] == ':'
+                ? close + 1
+                : std::string::npos;
+  }
+  const std::string port = colon == std::string::npos ? "" : value.substr(colon + 1);
+  int64_t number = -1;
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos &&
+                      absl::SimpleAtoi(port, &number);
+  if (!digits || number < min_port || number > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, ": '", value, "' is not host:port with a port in [", min_port, ", 65535]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ConfigValues> ConfigSchema::Load(const std::vector<std::string>& args) const {
   std::string path;
   for (size_t i = 0; i < args.size(); ++i) {
+    const bool flag = args[i] == "--config" || args[i].rfind("--config=", 0) == 0;
     if (args[i] == "--config" && i + 1 < args.size()) path = args[i + 1];
     if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9);
+    if (flag && path.empty()) return absl::InvalidArgumentError("--config: needs a file");
   }
   std::string text;
   if (!path.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--config: ", path, ": is a directory (give the YAML file in it)"));
+    }
     auto read = ReadFileToString(path);
     if (!read.ok()) return read.status();
     text = *std::move(read);
@@ -129,17 +164,34 @@ absl::StatusOr<ConfigValues> ConfigSchema::LoadText(const std::string& yaml,
     if (!root.IsNull() && !root.IsMap()) {
       return absl::InvalidArgumentError(source + ": the top level must be a mapping");
     }
-    // Flatten nested mappings into dotted keys.
-    std::vector<std::pair<std::string, YAML::Node>> stack;
-    if (root.IsMap()) stack.emplace_back("", root);
-    while (!stack.empty()) {
-      auto [prefix, node] = stack.back();
-      stack.pop_back();
+    // Flatten nested mappings into dotted keys, in file order (a queue), each key once.
+    std::deque<std::pair<std::string, YAML::Node>> queue;
+    std::map<std::string, std::string> given;  // key (or section) -> where
+    if (root.IsMap()) queue.emplace_back("", root);
+    while (!queue.empty()) {
+      auto [prefix, node] = queue.front();
+      queue.pop_front();
       for (const auto& kv : node) {
-        const std::string key = prefix + kv.first.as<std::string>();
-        const std::string where = absl::StrCat(source, ":", kv.second.Mark().line + 1);
+        const std::string where = absl::StrCat(source, ":", kv.first.Mark().line + 1);
+        if (!kv.first.IsScalar()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": keys must be plain names (an unfilled template?)"));
+        }
+        const std::string key = prefix + kv.first.Scalar();
+        if (const auto [it, fresh] = given.emplace(key, where); !fresh) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": '", key, "' is given twice (first at ", it->second, ")"));
+        }
         if (kv.second.IsMap()) {
-          stack.emplace_back(key + ".", kv.second);
+          // A section: some key must live under it, and it must not be a key itself.
+          if (keys_.count(key)) {
+            return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, ": expected a value"));
+          }
+          const auto under = keys_.lower_bound(key + ".");
+          if (under == keys_.end() || under->first.rfind(key + ".", 0) != 0) {
+            return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key '", key, "'"));
+          }
+          queue.emplace_back(key + ".", kv.second);
         } else if (kv.second.IsScalar()) {
           if (absl::Status st = Set(out.values_, key, kv.second.Scalar(), where); !st.ok()) {
             return st;

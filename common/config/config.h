@@ -85,6 +85,13 @@ std::optional<int> HandleInfoFlags(const ConfigSchema& schema, const std::string
                                    const std::vector<std::string>& args,
                                    const std::string& placeholder);
 
+// An address key's value: "host:port", "[v6]:port" or (a listener on every address) ":port",
+// with a decimal port in [min_port, 65535]; empty when `allow_empty` (the key turns something
+// off). INVALID_ARGUMENT naming `key` otherwise: getaddrinfo and gRPC wrapped a port past
+// 65535 (99999 listened on 34463) instead of refusing it.
+absl::Status CheckHostPort(const std::string& key, const std::string& value, bool allow_empty,
+                           int min_port);
+
 }  // namespace llm::config
 
 #endif  // LLM_COMMON_CONFIG_CONFIG_H_

@@ -49,7 +49,7 @@ absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list
     std::string host, port;
     if (!SplitHostPort(entry, &host, &port)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("router.workers: '", entry, "' is not host:port"));
+          absl::StrCat("discovery.workers: '", entry, "' is not host:port"));
     }
     if (std::find(out.begin(), out.end(), entry) == out.end()) out.push_back(entry);
   }

@@ -52,6 +52,47 @@ TEST(ConfigTest, ErrorsNameTheKeyAndWhere) {
   EXPECT_THAT(Error("model:\n  path: [1, 2]\n", {}), HasSubstr("model.path: expected a value"));
 }
 
+// Mistakes that once crashed the process (a key that is not plain text) or were silently
+// ignored (a section or key given twice, an empty mapping under an unknown name or under a
+// key, --config naming a directory or nothing).
+TEST(ConfigTest, MalformedFilesAreErrorsNotCrashesOrSilence) {
+  EXPECT_THAT(Error("model:\n  path: {{ MODEL_PATH }}\n", {}),
+              HasSubstr("w.yaml:2: model.path: expected a value"));
+  EXPECT_THAT(Error("{{ MODEL_PATH }}: 1\n", {}), HasSubstr("w.yaml:1: keys must be plain names"));
+  EXPECT_THAT(Error("? [a, b]\n: 1\n", {}), HasSubstr("w.yaml:1: keys must be plain names"));
+  EXPECT_THAT(Error("engine:\n  max_slots: 8\nengine:\n  max_slots: 9\n", {}),
+              HasSubstr("w.yaml:3: 'engine' is given twice (first at w.yaml:1)"));
+  EXPECT_THAT(Error("engine:\n  max_slots: 8\n  max_slots: 9\n", {}),
+              HasSubstr("'engine.max_slots' is given twice"));
+  EXPECT_THAT(Error("not_a_section: {}\n", {}), HasSubstr("unknown key 'not_a_section'"));
+  EXPECT_THAT(Error("engine:\n  not_a_key: {}\n", {}), HasSubstr("unknown key 'engine.not_a_key'"));
+  EXPECT_THAT(Error("engine:\n  max_slots: {}\n", {}),
+              HasSubstr("engine.max_slots: expected a value"));
+  EXPECT_EQ(Error("engine: {}\nmodel:\n  path: /m\n", {}), "");  // an empty known section
+  const std::string dir = ::testing::TempDir();
+  auto v = Schema().Load({"--config", dir});
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("is a directory"));
+  v = Schema().Load({"--config="});
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("--config: needs a file"));
+}
+
+TEST(ConfigTest, AddressesNeedAPortInRange) {
+  for (const char* ok : {"0.0.0.0:50051", ":8000", "[::1]:0", "localhost:65535", "h:1"}) {
+    EXPECT_TRUE(CheckHostPort("k", ok, false, 0).ok()) << ok;
+  }
+  EXPECT_TRUE(CheckHostPort("k", "", true, 0).ok());
+  for (const char* bad : {"127.0.0.1:99999", ":65536", "host", "host:", "h:abc", "[::1]", "h:-1",
+                          "h:0x10", "h:123456"}) {
+    const absl::Status st = CheckHostPort("server.listen", bad, true, 0);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_THAT(std::string(st.message()), HasSubstr("server.listen")) << bad;
+  }
+  EXPECT_FALSE(CheckHostPort("discovery.dns", "workers:0", true, 1).ok());
+  EXPECT_FALSE(CheckHostPort("router.listen", "", false, 0).ok());
+}
+
 TEST(ConfigTest, DefaultsYamlLoadsBackToTheDefaults) {
   const std::string yaml = Schema().DefaultsYaml("/models/x");
   auto v = Schema().LoadText(yaml, "defaults", {});

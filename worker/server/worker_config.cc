@@ -1,5 +1,7 @@
 #include "worker/server/worker_config.h"
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "common/tls/tls_files.h"
 #include "worker/model/synthetic.h"
@@ -140,6 +142,12 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   c.listen = v->String("server.listen");
   c.metrics_listen = v->String("server.metrics_listen");
   c.health_listen = v->String("server.health_listen");
+  for (const auto& [key, value, may_be_empty] :
+       {std::tuple<const char*, const std::string&, bool>{"server.listen", c.listen, false},
+        {"server.metrics_listen", c.metrics_listen, true},
+        {"server.health_listen", c.health_listen, true}}) {
+    if (absl::Status st = config::CheckHostPort(key, value, may_be_empty, 0); !st.ok()) return st;
+  }
   c.watchdog_seconds = v->Double("engine.watchdog_seconds");
   c.tls.cert_file = v->String("tls.cert_file");
   c.tls.key_file = v->String("tls.key_file");
