@@ -4,7 +4,10 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <future>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "worker/server/worker_config.h"
@@ -16,7 +19,7 @@ int main(int argc, char** argv) {
                                              "/models/MODEL")) {
     return *rc;
   }
-  // Signals are taken by sigwait below; every thread started later inherits the mask.
+  // Signals are taken by sigwait (a thread below); every thread started later inherits the mask.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -28,10 +31,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "llm-worker: %s\n", std::string(config.status().message()).c_str());
     return 2;
   }
+  // Signals are waited for from the start: a model can take minutes to load, and a pod deleted
+  // (or a Ctrl-C) meanwhile must not wait for it (it waited out the whole load, then drained).
+  // Before serving nothing is in flight, so the process just ends.
+  std::mutex mu;
+  bool serving = false;
+  std::promise<int> signalled;
+  std::thread([&signals, &mu, &serving, &signalled] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::lock_guard<std::mutex> lock(mu);
+    if (!serving) {
+      std::fprintf(stderr, "llm-worker: %s before serving: exiting\n", strsignal(sig));
+      std::_Exit(0);
+    }
+    signalled.set_value(sig);
+  }).detach();
+
   llm::server::WorkerServer server(*config);
   if (absl::Status st = server.Start(); !st.ok()) {
     std::fprintf(stderr, "llm-worker: %s\n", std::string(st.message()).c_str());
     return 1;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    serving = true;
   }
   if (server.health_port() != 0) {
     std::fprintf(stderr, "llm-worker: health (plaintext) on port %d\n", server.health_port());
@@ -39,8 +63,7 @@ int main(int argc, char** argv) {
   // Tests and scripts read this line to find the ports.
   std::fprintf(stderr, "llm-worker: serving %s on port %d, metrics on port %d\n",
                config->model_name.c_str(), server.port(), server.metrics_port());
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = signalled.get_future().get();
   std::fprintf(stderr, "llm-worker: %s: draining (grace %.0f s)\n", strsignal(sig),
                config->drain_grace_seconds);
   const bool clean = server.Drain();

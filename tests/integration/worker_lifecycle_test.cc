@@ -137,6 +137,32 @@ TEST(WorkerLifecycleTest, SigtermDrainsInFlightStreamsThenExitsZero) {
   EXPECT_THAT(w->process().Output(), HasSubstr("drained"));
 }
 
+// SIGTERM while the model loads ends the process at once (nothing is in flight): it waited for
+// the whole load (about 13 s here, minutes for a large model on a GPU) before draining.
+TEST(WorkerLifecycleTest, SigtermWhileLoadingExitsAtOnce) {
+  auto w = llm::testing::ChildProcess::Start(
+      {BinPath("llm-worker"), "--model.path", "random:qwen2-0.5b", "--engine.cpu_threads", "1",
+       "--server.listen", "127.0.0.1:0", "--server.metrics_listen", ""});
+  // Loading: the signal thread is up (it is started before the model is loaded), so the
+  // process has more than one thread and still has not printed its serving line.
+  const std::string status = "/proc/" + std::to_string(w->pid()) + "/status";
+  bool loading = false;
+  for (int i = 0; i < 1000 && !loading; ++i) {
+    std::ifstream f(status);
+    for (std::string line; std::getline(f, line);) {
+      if (line.rfind("Threads:", 0) == 0 && std::atoi(line.c_str() + 8) > 1) loading = true;
+    }
+    if (!loading) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(loading) << w->Output();
+  ASSERT_EQ(w->Output().find("serving"), std::string::npos) << "loaded too fast to test";
+  const auto start = std::chrono::steady_clock::now();
+  w->Signal(SIGTERM);
+  EXPECT_EQ(w->WaitExit(5000), 0) << w->Output();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 5.0);
+  EXPECT_THAT(w->Output(), HasSubstr("before serving: exiting"));
+}
+
 TEST(WorkerLifecycleTest, StreamsStillOpenAfterTheGracePeriodAreEnded) {
   LLM_REQUIRE_SHARED(kModel);
   auto w = WorkerProcess::Start(
