@@ -218,6 +218,10 @@ absl::StatusOr<ConfigValues> ConfigSchema::LoadText(const std::string& yaml,
       key = key.substr(0, eq);
     } else {
       const auto it = keys_.find(key);
+      if (it == keys_.end() && key != "config") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag --", key, ": unknown key '", key, "'"));
+      }
       const bool is_bool = it != keys_.end() && it->second.type == Type::kBool;
       if (is_bool && (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)) {
         value = "true";

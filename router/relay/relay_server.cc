@@ -103,7 +103,7 @@ absl::StatusOr<int> ListenTcp(const std::string& address, int* port, const std::
   if (const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), p.c_str(), &hints, &res);
       rc != 0) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, ": ", gai_strerror(rc)));
+        absl::StrCat(key, ": cannot listen on ", address, ": ", gai_strerror(rc)));
   }
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
@@ -112,7 +112,7 @@ absl::StatusOr<int> ListenTcp(const std::string& address, int* port, const std::
     const std::string err = std::strerror(errno);
     freeaddrinfo(res);
     if (fd >= 0) ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", err));
+    return absl::UnavailableError(absl::StrCat(key, ": cannot listen on ", address, ": ", err));
   }
   freeaddrinfo(res);
   sockaddr_storage bound{};

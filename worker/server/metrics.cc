@@ -154,7 +154,8 @@ absl::StatusOr<int> WorkerMetrics::Serve(const std::string& listen) {
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("metrics listen address ", listen, ": ", e.what()));
+    return absl::UnavailableError(absl::StrCat("server.metrics_listen: cannot listen on ", listen,
+                                               " (in use, or not an address of this host)"));
   }
   exposer_->RegisterCollectable(hook_);
   const auto ports = exposer_->GetListeningPorts();

@@ -112,7 +112,8 @@ absl::Status WorkerServer::Start() {
   builder.RegisterService(load_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", config_.listen));
+    return absl::UnavailableError(absl::StrCat("server.listen: cannot listen on ", config_.listen,
+                                               " (in use, or not an address of this host)"));
   }
   if (!config_.health_listen.empty()) {
     grpc::ServerBuilder hb;
