@@ -335,6 +335,16 @@ constexpr int kLlamaVocab = 128256;
 // invalid, a table entry each (the caller fills them in) with `generated` tokens, and
 // `extra_slots` more slots' done flags and penalty arrays (for table entries without a row);
 // nothing done, no penalties.
+// Row `r` of `run`'s logits as CpuRunner gives them to the CPU sampler: ids past valid_vocab
+// at -inf.
+std::vector<float> CpuRow(const SamplerRun& run, int r) {
+  std::vector<float> row(run.logits.begin() + size_t(r) * run.vocab,
+                         run.logits.begin() + size_t(r + 1) * run.vocab);
+  for (int i = run.valid_vocab; i < run.vocab; ++i)
+    row[i] = -std::numeric_limits<float>::infinity();
+  return row;
+}
+
 SamplerRun LlamaVocabularyRun(int slots, int extra_slots, uint32_t seed, int32_t generated) {
   SamplerRun run;
   run.vocab = kLlamaVocab;
@@ -463,9 +473,7 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
 
   int agree = 0;
   for (int r = 0; r < slots; ++r) {
-    std::vector<float> row(run.logits.begin() + size_t(r) * vocab,
-                           run.logits.begin() + size_t(r + 1) * vocab);
-    for (int i = valid; i < vocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+    std::vector<float> row = CpuRow(run, r);
     sampling::PenaltyState st;
     if (params[r].has_penalties()) {
       std::vector<int32_t> prompt;
@@ -594,7 +602,7 @@ TEST(SampleKernelTest, ArgmaxOnlyLaunchMatchesTheFullLaunch) {
 // logprob of the row was NaN.
 TEST(SampleKernelTest, SubnormalTemperatureDrawsTheArgmax) {
   LLM_REQUIRE_GPU();
-  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 4;
+  const int slots = 4;
   SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/91, /*generated=*/2);
   std::vector<sampling::SamplingParams> params(slots);
   for (int r = 0; r < slots; ++r) {
@@ -612,9 +620,7 @@ TEST(SampleKernelTest, SubnormalTemperatureDrawsTheArgmax) {
   DeviceBuffer<SampleRowWork> work(slots);
   const auto out = RunSampler(run, work);
   for (int r = 0; r < slots; ++r) {
-    std::vector<float> row(run.logits.begin() + size_t(r) * vocab,
-                           run.logits.begin() + size_t(r + 1) * vocab);
-    for (int i = valid; i < vocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+    std::vector<float> row = CpuRow(run, r);
     const int32_t argmax =
         static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
     sampling::Sampler cpu;
@@ -662,9 +668,7 @@ TEST(SampleKernelTest, SubnormalRepetitionPenaltyKeepsTheRowFinite) {
   DeviceBuffer<SampleRowWork> work(slots);
   const auto out = RunSampler(run, work);
   for (int r = 0; r < slots; ++r) {
-    std::vector<float> row(run.logits.begin() + size_t(r) * vocab,
-                           run.logits.begin() + size_t(r + 1) * vocab);
-    for (int i = valid; i < vocab; ++i) row[i] = -std::numeric_limits<float>::infinity();
+    std::vector<float> row = CpuRow(run, r);
     sampling::Sampler cpu;
     const auto want = cpu.Sample(row, params[r], states[r], 4, 4, true);
     EXPECT_EQ(out[r].token, want.token_id) << "row " << r;

@@ -51,6 +51,15 @@ Result Call(llm::v1::Generation::Stub& stub, int deadline_ms = 10000) {
   return r;
 }
 
+// A worker that answers every call UNAVAILABLE "draining" before any message.
+FakeBehaviour Draining() {
+  FakeBehaviour b;
+  b.messages = 0;
+  b.fail_code = grpc::StatusCode::UNAVAILABLE;
+  b.fail_message = "draining";
+  return b;
+}
+
 class ProxyTest : public ::testing::Test {
  protected:
   // A static list, or (with `resolve`) discovery.dns "workers.test:1" re-resolved every 50 ms.
@@ -136,10 +145,7 @@ TEST_F(ProxyTest, RelaysEveryMessage) {
 }
 
 TEST_F(ProxyTest, RetriesOnAnotherWorkerOnlyBeforeTheFirstMessageAndEjects) {
-  FakeBehaviour failing;
-  failing.messages = 0;
-  failing.fail_code = grpc::StatusCode::UNAVAILABLE;
-  failing.fail_message = "draining";
+  const FakeBehaviour failing = Draining();
   auto bad = FakeWorker::Start(failing);
   auto good = FakeWorker::Start(FakeBehaviour{});
   StartRouter({bad->address(), good->address()});
@@ -161,10 +167,7 @@ TEST_F(ProxyTest, RetriesOnAnotherWorkerOnlyBeforeTheFirstMessageAndEjects) {
 // worker, ejected after three failures, serves again as soon as it can (ejection never leaves
 // no worker at all).
 TEST_F(ProxyTest, ASoleFailingWorkerIsNotRetriedElsewhereNorLockedOut) {
-  FakeBehaviour failing;
-  failing.messages = 0;
-  failing.fail_code = grpc::StatusCode::UNAVAILABLE;
-  failing.fail_message = "draining";
+  const FakeBehaviour failing = Draining();
   auto w = FakeWorker::Start(failing);
   StartRouter({w->address()});
   WaitHealthy(1);
