@@ -33,29 +33,37 @@ int main(int argc, char** argv) {
   }
   // Signals are waited for from the start: a model can take minutes to load, and a pod deleted
   // (or a Ctrl-C) meanwhile must not wait for it (it waited out the whole load, then drained).
-  // Before serving nothing is in flight, so the process just ends.
-  std::mutex mu;
-  bool serving = false;
-  std::promise<int> signalled;
-  std::thread([&signals, &mu, &serving, &signalled] {
+  // Before serving nothing is in flight, so the process just ends. The thread outlives main's
+  // scope (it is detached), so what it shares has static storage.
+  enum class Phase { kLoading, kServing, kFailed };
+  static std::mutex mu;
+  static Phase phase = Phase::kLoading;
+  static std::promise<int> signalled;
+  static sigset_t waited;
+  waited = signals;
+  std::thread([] {
     int sig = 0;
-    sigwait(&signals, &sig);
+    sigwait(&waited, &sig);
     std::lock_guard<std::mutex> lock(mu);
-    if (!serving) {
+    if (phase == Phase::kLoading) {
       std::fprintf(stderr, "llm-worker: %s before serving: exiting\n", strsignal(sig));
       std::_Exit(0);
     }
-    signalled.set_value(sig);
+    if (phase == Phase::kServing) signalled.set_value(sig);
   }).detach();
 
   llm::server::WorkerServer server(*config);
   if (absl::Status st = server.Start(); !st.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      phase = Phase::kFailed;  // a signal now must not turn the failure into exit 0
+    }
     std::fprintf(stderr, "llm-worker: %s\n", std::string(st.message()).c_str());
     return 1;
   }
   {
     std::lock_guard<std::mutex> lock(mu);
-    serving = true;
+    phase = Phase::kServing;
   }
   if (server.health_port() != 0) {
     std::fprintf(stderr, "llm-worker: health (plaintext) on port %d\n", server.health_port());

@@ -114,7 +114,8 @@ absl::Status VerifiedTlsFiles::Refresh() {
     contents.push_back(std::move(bytes));
   }
   if (all == seen_) return absl::OkStatus();
-  seen_ = all;
+  // `seen_` moves on once the set is installed or refused by its check; an I/O failure here (a
+  // full TMPDIR) leaves it, so the next period tries again.
   // The candidate in its own directory, checked where gRPC will read it.
   const fs::path version = fs::path(dir_) / absl::StrCat("v", version_ + 1);
   std::error_code ec;
@@ -125,11 +126,15 @@ absl::Status VerifiedTlsFiles::Refresh() {
     const Member& m = kMembers[i];
     if ((files_.*m.path).empty()) continue;
     const fs::path path = version / m.name;
-    if (absl::Status st = WriteFile(path, contents[i]); !st.ok()) return st;
+    if (absl::Status st = WriteFile(path, contents[i]); !st.ok()) {
+      fs::remove_all(version, ec);
+      return st;
+    }
     candidate.*m.path = path.string();
   }
   absl::Status st = check_(candidate);
   if (!st.ok()) {
+    seen_ = all;  // said once per change
     fs::remove_all(version, ec);
     // Name the operator's files, not the candidate's copies.
     std::string message(st.message());
@@ -154,6 +159,7 @@ absl::Status VerifiedTlsFiles::Refresh() {
   }
   if (version_ > 0) fs::remove_all(fs::path(dir_) / absl::StrCat("v", version_), ec);
   ++version_;
+  seen_ = all;
   return absl::OkStatus();
 }
 

@@ -588,7 +588,6 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
     return json{{"content", content}};
   }
   json tokens = json::array(), lps = json::array(), top = json::array(), offsets = json::array();
-  size_t offset = text_.size();
   for (const auto& lp : m.logprobs()) {
     tokens.push_back(lp.sampled().text());
     lps.push_back(JsonLogprob(lp.sampled().logprob()));
@@ -597,8 +596,11 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
       alts[lp.top(i).text()] = JsonLogprob(lp.top(i).logprob());
     }
     top.push_back(alts);
-    offsets.push_back(offset);
-    offset += lp.sampled().text().size();
+    // In bytes of the output, token by token (the text a message carries lags what a partial
+    // character holds back, and U+FFFD is 3 bytes where a token may hold 1).
+    offsets.push_back(text_offset_);
+    text_offset_ +=
+        lp.sampled().bytes().empty() ? lp.sampled().text().size() : lp.sampled().bytes().size();
   }
   return json{
       {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}, {"text_offset", offsets}};

@@ -83,6 +83,7 @@ class OpenAiResponder {
   std::string id_;
   int64_t created_;
   bool role_sent_ = false;
+  mutable size_t text_offset_ = 0;  // completions' text_offset of the next logprob entry
   // Accumulated.
   std::string text_;
   nlohmann::ordered_json logprob_entries_ =

@@ -25,9 +25,11 @@ struct NoneReason {
 };
 
 // Candidates (healthy, not busy, not tried) in snapshot order, leaving out ejected workers
-// unless every other candidate is gone: ejection steers traffic away from a failing worker, it
-// must not turn a burst of errors into an outage (Envoy's panic mode does the same). When
-// there is none, `why` says why.
+// unless no other healthy worker is left to try: ejection steers traffic away from a failing
+// worker, it must not turn a burst of errors into an outage (Envoy's panic mode). Busy
+// (saturated, draining) workers that are not ejected still count: overload is answered
+// RESOURCE_EXHAUSTED, not sent to a worker that was failing. When there is none, `why` says
+// why.
 std::vector<size_t> Candidates(const std::vector<WorkerView>& workers,
                                const std::vector<size_t>& exclude, const PolicyOptions& options,
                                NoneReason* why) {
@@ -50,7 +52,7 @@ std::vector<size_t> Candidates(const std::vector<WorkerView>& workers,
       }
       out.push_back(i);
     }
-    if (!out.empty()) break;
+    if (!out.empty() || why->any_healthy) break;
   }
   return out;
 }

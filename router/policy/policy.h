@@ -84,8 +84,8 @@ bool Saturated(const WorkerView& w, const PolicyOptions& options);
 // The outcome of a pick: the index of the chosen worker in the snapshot, or an error:
 // UNAVAILABLE when no worker is healthy (or none is known, or every healthy one was tried),
 // RESOURCE_EXHAUSTED when every healthy worker is saturated or draining. Ejected workers are
-// picked only when no other healthy worker can take the request (ejection steers traffic
-// away; it never makes an outage).
+// picked only when no other healthy worker is left to try (ejection steers traffic away; it
+// never makes an outage).
 using PickResult = absl::StatusOr<size_t>;
 
 // A routing policy. Pick may be called from many threads at once.

@@ -328,9 +328,6 @@ void ClientCall::Finish(int code, const std::string& message, const Headers& tra
     deadline_timer_ = 0;
   }
   CallDone(code);
-  // Answered: no longer in flight (proxy.max_in_flight, the drain), whenever the client's side
-  // of the stream closes.
-  LeaveInFlight();
   if (client_closed_) return;
   bool has_status = false;
   for (const auto& [n, v] : trailers) has_status |= n == "grpc-status";

@@ -326,6 +326,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
 void HttpConnection::RequestDone() {
   request_.reset();
   responder_.reset();
+  head_request_ = false;  // an error before the next request's first byte has a body
   if (!keep_alive_) {
     close_when_written_ = true;
     ctx_->loop.MarkDirty(this);
@@ -453,12 +454,14 @@ void HttpConnection::ParsePending() {
     at += http_parser_execute(&parser_, &Settings(), pending_in_.data() + at,
                               pending_in_.size() - at);
     const auto err = HTTP_PARSER_ERRNO(&parser_);
-    if (err == HPE_PAUSED) {
-      http_parser_pause(&parser_, 0);
+    if (err == HPE_PAUSED) http_parser_pause(&parser_, 0);
+    // A complete request is answered, unless its body was too large (all of it may have come in
+    // one read): the 413 below.
+    if (err == HPE_PAUSED && !too_large_) {
       Handle();  // answered at once (in_request_ false again), or a call started
       continue;
     }
-    if (err != HPE_OK) {
+    if (err != HPE_OK && err != HPE_PAUSED) {
       keep_alive_ = false;
       ApiError e;
       e.message = absl::StrCat("malformed HTTP request: ", http_errno_description(err));
@@ -466,7 +469,7 @@ void HttpConnection::ParsePending() {
       close_when_written_ = true;
       break;
     }
-    if (too_large_ && !in_request_) {
+    if (too_large_) {
       // Answered before reading a body that would not be kept; the connection then closes.
       keep_alive_ = false;
       ApiError e;
@@ -540,7 +543,8 @@ void HttpConnection::Handle() {
   std::set<std::string> models;
   bool any_worker = false;
   for (const WorkerView& v : ctx_->pool->Snapshot()) {
-    if (!v.healthy || v.ejected || v.report.draining) continue;
+    // Ejected workers count: the pick falls back to them when no other can serve.
+    if (!v.healthy || v.report.draining) continue;
     any_worker = true;
     if (!v.report.model.empty()) models.insert(v.report.model);
   }

@@ -149,7 +149,8 @@ class ClientCall {
   void OnDeadline();
   void MaybeDelete();
   void CallDone(int code);
-  // Takes the call out of the in-flight count (once): when it is answered, or deleted.
+  // Takes the call out of the in-flight count (once), when it is deleted: its answer is out and
+  // its stream closed (an early status resets a stream the client keeps open: OnFrameSend).
   void LeaveInFlight();
   ~ClientCall();
 

@@ -142,8 +142,10 @@ std::vector<json> Events(const std::string& body, bool* done) {
 
 class HttpFrontTest : public ::testing::Test {
  protected:
-  void StartRouter(const std::vector<std::string>& workers, const std::string& token_file = "") {
+  void StartRouter(const std::vector<std::string>& workers, const std::string& token_file = "",
+                   int64_t max_message_bytes = 0) {
     RouterConfig c;
+    if (max_message_bytes > 0) c.proxy.max_message_bytes = max_message_bytes;
     c.security.token_file = token_file;
     c.listen = "127.0.0.1:0";
     c.metrics_listen = "";
@@ -504,6 +506,24 @@ TEST_F(HttpFrontTest, HostileBodiesAre400sAndTheRouterLives) {
     ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}}, param);
   }
   EXPECT_EQ(Request("GET /health HTTP/1.1\r\nHost: t\r\n\r\n").status, 200);
+}
+
+// A body over the limit that arrives whole in one read is a 413 (it was parsed, and refused as
+// "not valid JSON"), and an error after a HEAD still carries its body (HEAD's no-body flag
+// outlived its request).
+TEST_F(HttpFrontTest, OneReadOversizedBodyIs413AndHeadDoesNotLinger) {
+  auto w = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({w->address()}, "", /*max_message_bytes=*/1024);
+  WaitHealthy(1);
+  const HttpReply big = Request(Post("/v1/completions", std::string(2048, ' ') + "{}"));
+  EXPECT_EQ(big.status, 413) << big.body;
+  const int fd = Connect();
+  Send(fd, "HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n\x01garbage");
+  const std::string in = ReadToEnd(fd);
+  ::close(fd);
+  const size_t second = in.find("HTTP/1.1 400");
+  ASSERT_NE(second, std::string::npos) << in;
+  EXPECT_NE(in.find("malformed HTTP request", second), std::string::npos) << in;
 }
 
 // HTTP/1.1 details: thousands of requests pipelined behind one call are all answered, in order

@@ -64,21 +64,26 @@ std::string IncrementalDetokenizer::Add(int32_t token_id) {
 
 std::string IncrementalDetokenizer::BytesOf(int32_t token_id) const {
   if (token_id < 0 || token_id >= tokenizer_.vocab_size()) return {};
+  const int32_t alone[1] = {token_id};
+  if (tokenizer_.IsSpecial(token_id)) {  // its own text ("</s>"), which the output may skip
+    auto bytes = tokenizer_.DecodeBytes(alone, /*skip_special_tokens=*/false);
+    return bytes.ok() ? *std::move(bytes) : std::string();
+  }
+  // The context as the output decodes it (special tokens skipped or not, as there).
   std::vector<int32_t> window;
   window.reserve(ids_.size() - prefix_offset_ + 1);
   for (size_t i = prefix_offset_; i < ids_.size(); ++i) {
     if (ids_[i] >= 0 && ids_[i] < tokenizer_.vocab_size()) window.push_back(ids_[i]);
   }
-  const auto before = tokenizer_.DecodeBytes(window);
+  const auto before = tokenizer_.DecodeBytes(window, skip_special_);
   window.push_back(token_id);
-  const auto after = tokenizer_.DecodeBytes(window);
+  const auto after = tokenizer_.DecodeBytes(window, skip_special_);
   if (before.ok() && after.ok() && after->compare(0, before->size(), *before) == 0) {
     return after->substr(before->size());
   }
   // A decoder that rewrote the context (none of the supported ones does on raw bytes): the
   // token alone.
-  const int32_t alone[1] = {token_id};
-  auto bytes = tokenizer_.DecodeBytes(alone);
+  auto bytes = tokenizer_.DecodeBytes(alone, skip_special_);
   return bytes.ok() ? *std::move(bytes) : std::string();
 }
 

@@ -33,10 +33,11 @@ class IncrementalDetokenizer {
   std::string Flush();
 
   // The bytes `token_id` would add after the tokens added so far (Tokenizer::DecodeBytes, in
-  // the same context window): what a logprob entry for it reports, the sampled token's before
-  // Add. In context, a word's leading space is kept (decoders strip it only at the start of a
-  // text) and a character split over tokens gives each token its own bytes. Empty for an id
-  // outside the vocabulary.
+  // the same context window, special tokens skipped or kept as in the output; a special token
+  // gives its own text): what a logprob entry for it reports, the sampled token's before Add. In
+  // context, a word's leading space is kept (decoders strip it only at the start of a text) and a
+  // character split over tokens gives each token its own bytes. Empty for an id outside the
+  // vocabulary.
   std::string BytesOf(int32_t token_id) const;
 
  private:

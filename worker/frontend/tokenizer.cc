@@ -235,8 +235,9 @@ absl::StatusOr<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
   return DecodeChain(ids, skip_special_tokens, /*raw_bytes=*/false);
 }
 
-absl::StatusOr<std::string> Tokenizer::DecodeBytes(std::span<const int32_t> ids) const {
-  return DecodeChain(ids, /*skip_special_tokens=*/false, /*raw_bytes=*/true);
+absl::StatusOr<std::string> Tokenizer::DecodeBytes(std::span<const int32_t> ids,
+                                                   bool skip_special_tokens) const {
+  return DecodeChain(ids, skip_special_tokens, /*raw_bytes=*/true);
 }
 
 absl::StatusOr<std::string> Tokenizer::DecodeChain(std::span<const int32_t> ids,

@@ -42,10 +42,11 @@ class Tokenizer {
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens) const;
   // INVALID_ARGUMENT naming the first id outside [0, vocab_size()).
   absl::StatusOr<std::string> Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
-  // The bytes `ids` stand for, special tokens included, before invalid UTF-8 is repaired: a
-  // character split over tokens gives each token its own bytes. Decode(ids, false) repairs
-  // them (U+FFFD), so this is what a token's logprob entry reports as its bytes.
-  absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids) const;
+  // The bytes `ids` stand for, before invalid UTF-8 is repaired: a character split over tokens
+  // gives each token its own bytes. Decode repairs them (U+FFFD), so this is what a token's
+  // logprob entry reports as its bytes.
+  absl::StatusOr<std::string> DecodeBytes(std::span<const int32_t> ids,
+                                          bool skip_special_tokens) const;
 
   // Largest token id + 1, over the model vocabulary and the added tokens.
   int32_t vocab_size() const { return vocab_size_; }

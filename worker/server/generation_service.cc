@@ -76,7 +76,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     request_id_ = spec.request_id;
     if (worker_ == nullptr) {
       if (counters != nullptr) counters->OnRejected(grpc::StatusCode::UNAVAILABLE);
-      Finish(NotReady());
+      std::lock_guard<std::mutex> lock(mu_);
+      FinishLocked(NotReady());
       return;
     }
     // Not under mu_: the sink may be called before Submit returns.

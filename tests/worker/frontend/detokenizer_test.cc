@@ -60,7 +60,7 @@ TEST_P(DetokenizerTest, LogprobBytesJoinIntoTheOutput) {
   auto tok = Tokenizer::Load(llm::testing::SharedPath(GetParam()));
   ASSERT_TRUE(tok.ok()) << tok.status();
   const std::vector<int32_t> prompt = *(*tok)->Encode("Story:", true);
-  const std::string prompt_bytes = *(*tok)->DecodeBytes(prompt);
+  const std::string prompt_bytes = *(*tok)->DecodeBytes(prompt, false);
   int split_characters = 0, spaced_words = 0;
   for (const std::string& text : Corpus()) {
     const std::vector<int32_t> output = *(*tok)->Encode(" " + text, false);
@@ -77,7 +77,7 @@ TEST_P(DetokenizerTest, LogprobBytesJoinIntoTheOutput) {
     }
     std::vector<int32_t> all = prompt;
     all.insert(all.end(), output.begin(), output.end());
-    const std::string full = *(*tok)->DecodeBytes(all);
+    const std::string full = *(*tok)->DecodeBytes(all, false);
     ASSERT_EQ(full.compare(0, prompt_bytes.size(), prompt_bytes), 0);
     EXPECT_EQ(joined, full.substr(prompt_bytes.size())) << "text: " << text;
     EXPECT_EQ(Utf8Lossy(joined), (*(*tok)->Decode(all, false)).substr(prompt_bytes.size()));
