@@ -36,13 +36,17 @@ IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
   read_offset_ = ids_.size();
 }
 
-std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
+std::vector<int32_t> IncrementalDetokenizer::Window(size_t begin, size_t end) const {
   std::vector<int32_t> window;
-  window.reserve(end - begin);
+  window.reserve(end - begin + 1);
   for (size_t i = begin; i < end; ++i) {
     if (ids_[i] >= 0 && ids_[i] < tokenizer_.vocab_size()) window.push_back(ids_[i]);
   }
-  auto text = tokenizer_.Decode(window, skip_special_);
+  return window;
+}
+
+std::string IncrementalDetokenizer::DecodeRange(size_t begin, size_t end) const {
+  auto text = tokenizer_.Decode(Window(begin, end), skip_special_);
   return text.ok() ? *std::move(text) : std::string();
 }
 
@@ -62,29 +66,34 @@ std::string IncrementalDetokenizer::Add(int32_t token_id) {
   return new_text.substr(common);
 }
 
-std::string IncrementalDetokenizer::BytesOf(int32_t token_id) const {
-  if (token_id < 0 || token_id >= tokenizer_.vocab_size()) return {};
-  const int32_t alone[1] = {token_id};
-  if (tokenizer_.IsSpecial(token_id)) {  // its own text ("</s>"), which the output may skip
-    auto bytes = tokenizer_.DecodeBytes(alone, /*skip_special_tokens=*/false);
-    return bytes.ok() ? *std::move(bytes) : std::string();
-  }
-  // The context as the output decodes it (special tokens skipped or not, as there).
-  std::vector<int32_t> window;
-  window.reserve(ids_.size() - prefix_offset_ + 1);
-  for (size_t i = prefix_offset_; i < ids_.size(); ++i) {
-    if (ids_[i] >= 0 && ids_[i] < tokenizer_.vocab_size()) window.push_back(ids_[i]);
-  }
+std::vector<std::string> IncrementalDetokenizer::BytesOf(std::span<const int32_t> token_ids) const {
+  std::vector<std::string> out;
+  out.reserve(token_ids.size());
+  // The context as the output decodes it (special tokens skipped or not, as there), decoded
+  // once for all the candidates.
+  std::vector<int32_t> window = Window(prefix_offset_, ids_.size());
   const auto before = tokenizer_.DecodeBytes(window, skip_special_);
-  window.push_back(token_id);
-  const auto after = tokenizer_.DecodeBytes(window, skip_special_);
-  if (before.ok() && after.ok() && after->compare(0, before->size(), *before) == 0) {
-    return after->substr(before->size());
+  for (const int32_t id : token_ids) {
+    std::string bytes;
+    const int32_t alone[1] = {id};
+    if (id < 0 || id >= tokenizer_.vocab_size()) {
+      // nothing
+    } else if (tokenizer_.IsSpecial(id)) {  // its own text ("</s>"), which the output may skip
+      auto b = tokenizer_.DecodeBytes(alone, /*skip_special_tokens=*/false);
+      if (b.ok()) bytes = *std::move(b);
+    } else {
+      window.push_back(id);
+      const auto after = tokenizer_.DecodeBytes(window, skip_special_);
+      window.pop_back();
+      if (before.ok() && after.ok() && after->compare(0, before->size(), *before) == 0) {
+        bytes = after->substr(before->size());
+      } else if (auto b = tokenizer_.DecodeBytes(alone, skip_special_); b.ok()) {
+        bytes = *std::move(b);  // a decoder that rewrote the context (none on raw bytes)
+      }
+    }
+    out.push_back(std::move(bytes));
   }
-  // A decoder that rewrote the context (none of the supported ones does on raw bytes): the
-  // token alone.
-  auto bytes = tokenizer_.DecodeBytes(alone, skip_special_);
-  return bytes.ok() ? *std::move(bytes) : std::string();
+  return out;
 }
 
 std::string IncrementalDetokenizer::Flush() {

@@ -32,15 +32,18 @@ class IncrementalDetokenizer {
   // U+FFFD as a full decode would).
   std::string Flush();
 
-  // The bytes `token_id` would add after the tokens added so far (Tokenizer::DecodeBytes, in
-  // the same context window, special tokens skipped or kept as in the output; a special token
-  // gives its own text): what a logprob entry for it reports, the sampled token's before Add. In
+  // For each of `token_ids`, the bytes it would add after the tokens added so far
+  // (Tokenizer::DecodeBytes, in the same context window, special tokens skipped or kept as in
+  // the output; a special token gives its own text): what a logprob entry for it reports, the
+  // sampled token's before Add. The context is decoded once for all of them. In
   // context, a word's leading space is kept (decoders strip it only at the start of a text) and a
   // character split over tokens gives each token its own bytes. Empty for an id outside the
   // vocabulary.
-  std::string BytesOf(int32_t token_id) const;
+  std::vector<std::string> BytesOf(std::span<const int32_t> token_ids) const;
 
  private:
+  // ids_[begin, end) without ids outside the vocabulary.
+  std::vector<int32_t> Window(size_t begin, size_t end) const;
   std::string DecodeRange(size_t begin, size_t end) const;
 
   const Tokenizer& tokenizer_;

@@ -133,12 +133,19 @@ void OutputStage::Handle(Shard& shard, Item& item) {
   }
 }
 
-LogprobEntry OutputStage::Entry(const RequestState& st, int32_t id, float logprob) {
+TokenLogprobs OutputStage::Logprobs(const RequestState& st, const sampling::SampledToken& s) {
   // In context: decoded alone, a word's token lost its leading space (decoders strip it at the
   // start of a text), and part of a character was only U+FFFD's bytes.
-  std::string bytes = st.detok.BytesOf(id);
-  std::string text = Utf8Lossy(bytes);
-  return LogprobEntry{id, logprob, std::move(text), std::move(bytes)};
+  std::vector<int32_t> ids = {s.token_id};
+  for (const auto& t : s.top) ids.push_back(t.token_id);
+  std::vector<std::string> bytes = st.detok.BytesOf(ids);
+  const auto entry = [&](size_t i, float logprob) {
+    std::string text = Utf8Lossy(bytes[i]);
+    return LogprobEntry{ids[i], logprob, std::move(text), std::move(bytes[i])};
+  };
+  TokenLogprobs lp{entry(0, s.logprob), {}};
+  for (size_t i = 0; i < s.top.size(); ++i) lp.top.push_back(entry(i + 1, s.top[i].logprob));
+  return lp;
 }
 
 void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when) {
@@ -152,9 +159,7 @@ void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::
   const int32_t token = e.sampled.token_id;
   u.token_ids.push_back(token);
   if (st.ctx.want_logprobs) {
-    TokenLogprobs lp{Entry(st, token, e.sampled.logprob), {}};
-    for (const auto& t : e.sampled.top) lp.top.push_back(Entry(st, t.token_id, t.logprob));
-    u.logprobs.push_back(std::move(lp));
+    u.logprobs.push_back(Logprobs(st, e.sampled));
   }
   if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;
   st.sent_first = true;

@@ -107,8 +107,9 @@ class OutputStage : public EngineEvents {
   void HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when);
   void Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& update,
               sampling::FinishReason reason, Clock::time_point when);
-  // `id` as the next token of `st`'s output (before it is added).
-  static LogprobEntry Entry(const RequestState& st, int32_t id, float logprob);
+  // The sampled token's and its alternatives' entries, as the next token of `st`'s output
+  // (before it is added).
+  static TokenLogprobs Logprobs(const RequestState& st, const sampling::SampledToken& sampled);
 
   const frontend::Tokenizer& tokenizer_;
   std::function<void(uint64_t)> abort_;

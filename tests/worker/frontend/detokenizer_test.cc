@@ -67,7 +67,8 @@ TEST_P(DetokenizerTest, LogprobBytesJoinIntoTheOutput) {
     IncrementalDetokenizer detok(**tok, prompt, /*skip_special_tokens=*/false);
     std::string joined;
     for (int32_t id : output) {
-      const std::string bytes = detok.BytesOf(id);
+      const int32_t one[1] = {id};
+      const std::string bytes = detok.BytesOf(one)[0];
       split_characters += IsValidUtf8(bytes) ? 0 : 1;
       const int32_t alone[1] = {id};
       const std::string text_alone = *(*tok)->Decode(alone, false);
