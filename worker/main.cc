@@ -1,15 +1,15 @@
 // llm-worker: serves one model over gRPC (see worker/server). Configuration: --config FILE
 // and/or --key value flags (`llm-worker --help` lists them; --print-config prints them as
-// YAML with their defaults). SIGTERM or SIGINT drains.
-#include <csignal>
+// YAML with their defaults). SIGTERM, SIGINT or SIGHUP drains; a second one ends it at once.
 #include <cstdio>
 #include <cstring>
 #include <future>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "common/shutdown_signals.h"
+#include "common/tls/verified_tls_files.h"
 #include "worker/server/worker_config.h"
 #include "worker/server/worker_server.h"
 
@@ -19,12 +19,7 @@ int main(int argc, char** argv) {
                                              "/models/MODEL")) {
     return *rc;
   }
-  // Signals are taken by sigwait (a thread below); every thread started later inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  llm::BlockShutdownSignals();  // taken by the thread below (shutdown_signals.h)
 
   auto config = llm::server::LoadWorkerConfig(args);
   if (!config.ok()) {
@@ -33,24 +28,26 @@ int main(int argc, char** argv) {
   }
   // Signals are waited for from the start: a model can take minutes to load, and a pod deleted
   // (or a Ctrl-C) meanwhile must not wait for it (it waited out the whole load, then drained).
-  // Before serving nothing is in flight, so the process just ends. The thread outlives main's
-  // scope (it is detached), so what it shares has static storage.
+  // Before serving nothing is in flight, so the process just ends. The watcher outlives main's
+  // scope, so what it shares has static storage.
   enum class Phase { kLoading, kServing, kFailed };
   static std::mutex mu;
   static Phase phase = Phase::kLoading;
   static std::promise<int> signalled;
-  static sigset_t waited;
-  waited = signals;
-  std::thread([] {
-    int sig = 0;
-    sigwait(&waited, &sig);
-    std::lock_guard<std::mutex> lock(mu);
-    if (phase == Phase::kLoading) {
-      std::fprintf(stderr, "llm-worker: %s before serving: exiting\n", strsignal(sig));
-      std::_Exit(0);
-    }
-    if (phase == Phase::kServing) signalled.set_value(sig);
-  }).detach();
+  llm::WatchShutdownSignals(
+      [](int sig) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (phase == Phase::kLoading) {
+          std::fprintf(stderr, "llm-worker: %s before serving: exiting\n", strsignal(sig));
+          llm::tls::VerifiedTlsFiles::ExitRemovingCopies(0);
+        }
+        if (phase == Phase::kServing) signalled.set_value(sig);
+      },
+      [](int sig) {
+        std::fprintf(stderr, "llm-worker: %s again: exiting now, open streams cut\n",
+                     strsignal(sig));
+        llm::tls::VerifiedTlsFiles::ExitRemovingCopies(1);
+      });
 
   llm::server::WorkerServer server(*config);
   if (absl::Status st = server.Start(); !st.ok()) {

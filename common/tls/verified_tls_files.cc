@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,17 +37,41 @@ absl::Status WriteFile(const fs::path& path, const std::string& bytes) {
   return absl::OkStatus();
 }
 
+// Every live set's directory, for ExitRemovingCopies. A directory is added when it is made and
+// leaves when it is removed, both under the lock, so an exit never misses one being made.
+std::mutex& LiveMutex() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::set<std::string>& LiveDirectories() {
+  static auto* dirs = new std::set<std::string>;
+  return *dirs;
+}
+
 }  // namespace
+
+void VerifiedTlsFiles::ExitRemovingCopies(int code) {
+  LiveMutex().lock();  // never released: no set is made or removed after this
+  for (const std::string& dir : LiveDirectories()) {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+  std::_Exit(code);
+}
 
 absl::StatusOr<std::unique_ptr<VerifiedTlsFiles>> VerifiedTlsFiles::Start(
     const TlsFiles& files, const std::string& key_prefix, Check check, std::string program) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern =
       absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/llm-tls-XXXXXX");
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot make a private directory for the TLS files under ",
-        pattern.substr(0, pattern.size() - 15), " (set TMPDIR to a writable directory)"));
+  {
+    std::lock_guard<std::mutex> lock(LiveMutex());
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot make a private directory for the TLS files under ",
+          pattern.substr(0, pattern.size() - 15), " (set TMPDIR to a writable directory)"));
+    }
+    LiveDirectories().insert(pattern);
   }
   std::unique_ptr<VerifiedTlsFiles> v(
       new VerifiedTlsFiles(files, key_prefix, std::move(check), std::move(program), pattern));
@@ -78,8 +103,10 @@ VerifiedTlsFiles::~VerifiedTlsFiles() {
   }
   cv_.notify_all();
   if (watcher_.joinable()) watcher_.join();
+  std::lock_guard<std::mutex> lock(LiveMutex());
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
+  LiveDirectories().erase(dir_);
 }
 
 void VerifiedTlsFiles::Watch() {

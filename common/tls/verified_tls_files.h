@@ -40,6 +40,11 @@ class VerifiedTlsFiles {
   // Stops watching and removes the copies.
   ~VerifiedTlsFiles();
 
+  // Ends the process at once (std::_Exit(code): no destructor runs), first removing every live
+  // set's copies, which the destructor would have removed. For a process that must not wait:
+  // a signal while the model loads, or a second signal during a drain.
+  [[noreturn]] static void ExitRemovingCopies(int code);
+
   // `files` with each path replaced by its copy's: what gRPC is given.
   const TlsFiles& copies() const { return copies_; }
   // Reads the operator's files now and installs them when they changed and pass (the watcher

@@ -302,6 +302,36 @@ TEST_F(RouterIntegrationTest, SigtermDrainsCallsInProgressThenExitsZero) {
   EXPECT_NE(router->process().Output().find("drained, exiting"), std::string::npos);
 }
 
+// SIGHUP drains as SIGTERM does (it killed the router, cutting every call), and a second
+// signal during the drain ends the router at once (it was ignored until the grace ran out).
+TEST_F(RouterIntegrationTest, SighupDrainsAndASecondSignalEndsTheDrainAtOnce) {
+  auto workers = StartWorkers(1, {"--engine.cpu_threads", "1", "--engine.extra_step_ms", "20"});
+  auto router = RouterProcess::Start(Join(workers), {"--router.drain_grace_seconds", "300"});
+  ASSERT_TRUE(router->WaitReady(1));
+  llm::v1::GenerateRequest long_req = GreedyRequest(golden_.prompt, 400);  // ~8 s of steps
+  long_req.set_ignore_eos(true);
+  auto stub = router->generation();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = stub->Generate(&ctx, long_req);
+  llm::v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp)) << reader->Finish().error_message();  // under way
+  router->process().Signal(SIGHUP);
+  ASSERT_NE(router->process().WaitForLine("Hangup: draining", 30000), "")
+      << router->process().Output();
+  EXPECT_TRUE(router->process().running()) << "SIGHUP must drain, not kill";
+  const auto start = Clock::now();
+  router->process().Signal(SIGTERM);
+  EXPECT_EQ(router->process().WaitExit(10000), 1) << router->process().Output();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+  EXPECT_NE(router->process().Output().find("Terminated again: exiting now"), std::string::npos)
+      << router->process().Output();
+  size_t tokens = 0;
+  while (reader->Read(&resp)) tokens += resp.token_ids_size();
+  EXPECT_FALSE(reader->Finish().ok());
+  EXPECT_LT(tokens, 400u);
+}
+
 TEST(RouterLifecycleTest, ExampleConfigIsCurrentAndBadKeysAreNamed) {
   // deploy/config/router.yaml is `llm-router --print-config`; regenerate it when keys change.
   auto r = llm::testing::RunCommand({llm::testing::BinPath("llm-router"), "--print-config"});

@@ -358,6 +358,43 @@ TEST_F(SecurityTest, ABadOrTruncatedCertificateKeepsTheOldOneAndTheProcessAlive)
   EXPECT_TRUE(worker->process().running());
 }
 
+// The worker's private copies of its TLS files (verified_tls_files.h) go with it when a
+// signal ends it before it serves: it ended with std::_Exit, which left them in $TMPDIR.
+TEST_F(SecurityTest, TlsCopiesAreRemovedWhenASignalEndsTheLoad) {
+  const std::string tmp = llm::testing::MakeTempDir("tmpdir");
+  std::vector<std::string> argv = {"/usr/bin/env",
+                                   "TMPDIR=" + tmp,
+                                   llm::testing::BinPath("llm-worker"),
+                                   "--model.path",
+                                   "random:qwen2-0.5b",
+                                   "--engine.cpu_threads",
+                                   "1",
+                                   "--server.listen",
+                                   "127.0.0.1:0",
+                                   "--server.metrics_listen",
+                                   ""};
+  const std::vector<std::string> tls = WorkerTls();
+  argv.insert(argv.end(), tls.begin(), tls.end());
+  auto w = llm::testing::ChildProcess::Start(argv);
+  // Loading: the copies are made before the model is (the listening port needs them).
+  auto copies = [&] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+      n += e.path().filename().string().rfind("llm-tls-", 0) == 0;
+    }
+    return n;
+  };
+  for (int i = 0; i < 1000 && copies() == 0 && w->running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(copies(), 1) << w->Output();
+  ASSERT_EQ(w->Output().find("serving"), std::string::npos) << "loaded too fast to test";
+  w->Signal(SIGTERM);
+  EXPECT_EQ(w->WaitExit(5000), 0) << w->Output();
+  EXPECT_NE(w->Output().find("before serving: exiting"), std::string::npos) << w->Output();
+  EXPECT_EQ(copies(), 0);
+}
+
 TEST(SecurityConfigTest, BadTlsFilesAreNamedAtStart) {
   const std::string dir = llm::testing::MakeTempDir("badtls");
   std::ofstream(dir + "/junk.pem") << "not a certificate\n";

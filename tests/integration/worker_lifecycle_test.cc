@@ -163,6 +163,31 @@ TEST(WorkerLifecycleTest, SigtermWhileLoadingExitsAtOnce) {
   EXPECT_THAT(w->Output(), HasSubstr("before serving: exiting"));
 }
 
+// SIGHUP drains as SIGTERM does (it killed the process, cutting every stream), and a second
+// signal during the drain ends the process at once (it was ignored until the grace ran out).
+TEST(WorkerLifecycleTest, SighupDrainsAndASecondSignalEndsTheDrainAtOnce) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto w = WorkerProcess::Start(
+      kModel, {"--engine.extra_step_ms", "20", "--server.drain_grace_seconds", "60"});
+  ASSERT_GT(w->port(), 0) << w->process().Output();
+  grpc::ClientContext ctx;
+  auto reader = w->generation()->Generate(&ctx, Long(400));  // ~8 s of steps
+  llm::v1::GenerateResponse resp;
+  ASSERT_TRUE(reader->Read(&resp)) << reader->Finish().error_message();  // streaming now
+  w->process().Signal(SIGHUP);
+  ASSERT_FALSE(w->process().WaitForLine("Hangup: draining", 5000).empty()) << w->process().Output();
+  EXPECT_TRUE(w->process().running()) << "SIGHUP must drain, not kill";
+  const auto start = std::chrono::steady_clock::now();
+  w->process().Signal(SIGINT);
+  EXPECT_EQ(w->process().WaitExit(3000), 1) << w->process().Output();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 3.0);
+  EXPECT_THAT(w->process().Output(), HasSubstr("Interrupt again: exiting now"));
+  int tokens = 0;
+  while (reader->Read(&resp)) tokens += resp.token_ids_size();
+  EXPECT_FALSE(reader->Finish().ok());
+  EXPECT_LT(tokens, 400);
+}
+
 TEST(WorkerLifecycleTest, StreamsStillOpenAfterTheGracePeriodAreEnded) {
   LLM_REQUIRE_SHARED(kModel);
   auto w = WorkerProcess::Start(
