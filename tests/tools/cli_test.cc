@@ -81,6 +81,9 @@ TEST_F(CliTest, BadFlagsFailWithAMessageNamingThem) {
   r = RunCommand(Generate("models/tinystories-656k", {"--max-tokens", "1000"}));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("max_tokens"));
+  r = RunCommand(Generate("models/tinystories-656k", {"--max-context", "513"}));  // model: 512
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--max-context: 513 is more than the model's 512 positions"));
   r = RunCommand(Generate("models/tinystories-656k", {"--temperature", "-1"}));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("sampling.temperature"));

@@ -1,17 +1,20 @@
 // llm-cli generate: runs a model (a Hugging Face checkpoint or random:<shape>) through the
 // in-process engine (loop::Worker), on the CPU reference backend unless told otherwise, and
 // prints the completion as it streams.
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/commands.h"
 #include "tools/common/tool_util.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
+#include "worker/model/synthetic.h"
 
 namespace llm::cli {
 
@@ -74,7 +77,8 @@ int RunGenerate(const std::vector<std::string>& args) {
   flags.Value("model", "Hugging Face checkpoint directory, or random:<shape>[:<seed>]")
       .Value("tokenizer", "tokenizer.json (or its directory) instead of the model's")
       .Value("backend", "cpu (the fp32 reference), cuda or auto", "cpu")
-      .Value("max-context", "positions per sequence (prompt + output)", "4096")
+      .Value("max-context",
+             "positions per sequence (prompt + output); 0: the model's, at most 4096", "0")
       .Value("prompt", "prompt text")
       .Value("max-tokens", "tokens to generate at most", "64")
       .Value("stop", "stop string (repeatable)")
@@ -99,9 +103,19 @@ int RunGenerate(const std::vector<std::string>& args) {
 
   auto max_context = flags.GetInt("max-context");
   if (!max_context.ok()) return Fail(cmd, max_context.status());
-  if (*max_context < 1 || *max_context > (1 << 24)) {
-    return Fail(cmd, absl::InvalidArgumentError("--max-context: must be in [1, 16777216]"));
+  if (*max_context < 0 || *max_context > (1 << 24)) {
+    return Fail(cmd, absl::InvalidArgumentError("--max-context: must be in [0, 16777216]"));
   }
+  auto source = model::ParseModelSource(flags.GetString("model"));
+  if (!source.ok()) return Fail(cmd, source.status());
+  auto config = model::LoadSourceConfig(*source);
+  if (!config.ok()) return Fail(cmd, config.status());
+  if (*max_context > config->max_position_embeddings) {
+    return Fail(cmd, absl::InvalidArgumentError(
+                         absl::StrCat("--max-context: ", *max_context, " is more than the model's ",
+                                      config->max_position_embeddings, " positions")));
+  }
+  if (*max_context == 0) *max_context = std::min<int64_t>(4096, config->max_position_embeddings);
 
   // The in-process engine with one slot: the same path a worker serves requests on.
   backend::BackendOptions bo;

@@ -108,6 +108,13 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   LLM_ASSIGN_OR_RETURN(b.source, model::ParseModelSource(options.model));
   LLM_ASSIGN_OR_RETURN(b.config, model::LoadSourceConfig(b.source));
   LLM_ASSIGN_OR_RETURN(b.tokenizer, LoadTokenizer(options, b.source, b.config));
+  if (options.max_context > b.config.max_position_embeddings) {
+    // Positions past it were never trained (RoPE): answers there would be silently bad.
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.max_context: ", options.max_context, " is more than the model's ",
+                     b.config.max_position_embeddings, " positions (max_position_embeddings of ",
+                     options.model, "); set it to at most that, or 0 for the model's own"));
+  }
   std::string kind = options.backend;
   if (kind == "auto") {
     kind = "cpu";

@@ -29,7 +29,7 @@ struct BackendOptions {
   int32_t kv_cache_mb = 256;
   double kv_memory_fraction = 0.9;
   int32_t max_prefill_tokens = 0;  // 0: the backend's default (RunnerInfo)
-  int32_t max_context = 0;         // 0: the model's
+  int32_t max_context = 0;         // 0: the model's; more than the model's is an error
   // CPU backend.
   int cpu_threads = 0;  // 0: all cores
   double extra_step_seconds = 0.0;

@@ -41,7 +41,8 @@ config::ConfigSchema WorkerConfigSchema() {
       .Int("engine.device", 0, 0, 1024, "CUDA device index")
       .Int("engine.max_slots", 32, 1, 4096, "requests computed together (slot table size)")
       .Int("engine.max_context", 0, 0, 1 << 24,
-           "positions per sequence (prompt + output); 0: the model's max_position_embeddings")
+           "positions per sequence (prompt + output), at most the model's "
+           "max_position_embeddings; 0: that")
       .Int("engine.kv_blocks", 0, 0, 1 << 24,
            "KV-cache blocks (16 tokens each); 0 sizes the cache from engine.kv_cache_mb (cpu) "
            "or engine.kv_memory_fraction (cuda)")

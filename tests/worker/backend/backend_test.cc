@@ -51,6 +51,14 @@ TEST(BackendTest, ErrorsNameTheOption) {
   EXPECT_NE(b.status().message().find("engine.backend: 'tpu'"), std::string::npos) << b.status();
 
   o.backend = "cpu";
+  o.max_context = 1 << 24;  // clamped to the model's limit without a word
+  b = CreateBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("engine.max_context: 16777216 is more than the model's"),
+            std::string::npos)
+      << b.status();
+
+  o.max_context = 0;
   o.kv_cache_mb = 0;
   o.sizes.kv_blocks = 0;
   b = CreateBackend(o);
