@@ -4,6 +4,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace llm::router {
 
@@ -123,15 +124,9 @@ RouterMetrics::RouterMetrics(const PolicyOptions& policy_options)
 }
 
 absl::StatusOr<int> RouterMetrics::Serve(const std::string& listen) {
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(listen);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("router.metrics_listen: cannot listen on ", listen,
-                                               " (in use, or not an address of this host)"));
-  }
-  exposer_->RegisterCollectable(hook_);
-  const auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+  LLM_ASSIGN_OR_RETURN(http_,
+                       llm::MetricsHttpServer::Start(listen, "router.metrics_listen", hook_));
+  return http_->port();
 }
 
 void RouterMetrics::SetSources(const WorkerPool* pool, const RelayServer* relay) {

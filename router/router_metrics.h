@@ -15,7 +15,6 @@
 
 #include <grpcpp/support/status.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -27,6 +26,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/metrics_http/metrics_http_server.h"
 #include "router/pool/worker_pool.h"
 #include "router/relay/relay_server.h"
 
@@ -58,7 +58,7 @@ class RouterMetrics : public PoolObserver, public ProxyObserver {
 
   const PolicyOptions policy_options_;
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<llm::MetricsHttpServer> http_;
   std::shared_ptr<ScrapeHook> hook_;
   std::atomic<const WorkerPool*> pool_{nullptr};
   std::atomic<const RelayServer*> relay_{nullptr};

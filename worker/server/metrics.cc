@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace llm::server {
 
@@ -151,15 +152,9 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
 }
 
 absl::StatusOr<int> WorkerMetrics::Serve(const std::string& listen) {
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(listen);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("server.metrics_listen: cannot listen on ", listen,
-                                               " (in use, or not an address of this host)"));
-  }
-  exposer_->RegisterCollectable(hook_);
-  const auto ports = exposer_->GetListeningPorts();
-  return ports.empty() ? 0 : ports.front();
+  LLM_ASSIGN_OR_RETURN(http_,
+                       llm::MetricsHttpServer::Start(listen, "server.metrics_listen", hook_));
+  return http_->port();
 }
 
 void WorkerMetrics::RefreshGauges() const {

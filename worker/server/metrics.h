@@ -20,7 +20,6 @@
 #define LLM_WORKER_SERVER_METRICS_H_
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -31,6 +30,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/metrics_http/metrics_http_server.h"
 #include "worker/loop/engine_loop.h"
 #include "worker/loop/stream.h"
 #include "worker/loop/worker.h"
@@ -69,7 +69,7 @@ class WorkerMetrics : public loop::RequestObserver,
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<ScrapeHook> hook_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<llm::MetricsHttpServer> http_;
   std::atomic<const loop::Worker*> worker_{nullptr};
 
   prometheus::Gauge* waiting_;
