@@ -27,16 +27,6 @@ void RouterServer::SetServing(bool serving) {
   }
 }
 
-void RouterServer::ReloadLoop() {
-  const auto interval = std::chrono::seconds(config_.security.server.reload_seconds);
-  std::unique_lock<std::mutex> lock(reload_mu_);
-  while (!reload_cv_.wait_for(lock, interval, [&] { return reload_stop_; })) {
-    lock.unlock();
-    security_->Reload();
-    lock.lock();
-  }
-}
-
 absl::Status RouterServer::Start() {
   LLM_ASSIGN_OR_RETURN(security_, RelaySecurity::Create(config_.security));
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
@@ -101,7 +91,9 @@ absl::Status RouterServer::Start() {
   } else {
     pool_->SetWorkers(config_.workers);
   }
-  reloader_ = std::thread([this] { ReloadLoop(); });
+  reloader_ = std::make_unique<PeriodicThread>(
+      "tls-reload", std::chrono::seconds(config_.security.server.reload_seconds),
+      [this] { security_->Reload(); });
   SetServing(true);
   return absl::OkStatus();
 }
@@ -124,12 +116,7 @@ bool RouterServer::FinishDrain() {
 }
 
 void RouterServer::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(reload_mu_);
-    reload_stop_ = true;
-  }
-  reload_cv_.notify_all();
-  if (reloader_.joinable()) reloader_.join();
+  if (reloader_) reloader_->Stop();
   discovery_.reset();
   metrics_.SetSources(nullptr, nullptr);  // the pool goes before the metrics
   if (relay_) relay_->Stop();

@@ -7,12 +7,10 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "absl/status/status.h"
+#include "common/periodic_thread.h"
 #include "common/tls/verified_tls_files.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "router/pool/discovery.h"
@@ -49,7 +47,6 @@ class RouterServer {
  private:
   void SetServing(bool serving);
   void Stop();
-  void ReloadLoop();
 
   RouterConfig config_;
   DnsDiscovery::Resolve resolve_;
@@ -62,10 +59,7 @@ class RouterServer {
   std::unique_ptr<grpc::Server> internal_;
   std::unique_ptr<grpc::Server> health_;  // router.health_listen
   std::unique_ptr<RelaySecurity> security_;
-  std::mutex reload_mu_;
-  std::condition_variable reload_cv_;
-  bool reload_stop_ = false;
-  std::thread reloader_;
+  std::unique_ptr<PeriodicThread> reloader_;  // security_->Reload() every reload_seconds
   std::unique_ptr<RelayServer> relay_;
   std::unique_ptr<DnsDiscovery> discovery_;
   int port_ = 0;

@@ -6,12 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/thread_name.h"
 
 namespace llm::tls {
 
@@ -76,10 +76,9 @@ absl::StatusOr<std::unique_ptr<VerifiedTlsFiles>> VerifiedTlsFiles::Start(
   std::unique_ptr<VerifiedTlsFiles> v(
       new VerifiedTlsFiles(files, key_prefix, std::move(check), std::move(program), pattern));
   if (absl::Status st = v->Refresh(); !st.ok()) return st;  // the first set must pass
-  v->watcher_ = std::thread([raw = v.get()] {
-    SetCurrentThreadName("tls-reload");
-    raw->Watch();
-  });
+  v->watcher_ = std::make_unique<PeriodicThread>(
+      "tls-reload", std::chrono::seconds(files.reload_seconds > 0 ? files.reload_seconds : 1),
+      [raw = v.get()] { raw->WatchTick(); });
   return v;
 }
 
@@ -97,28 +96,17 @@ VerifiedTlsFiles::VerifiedTlsFiles(TlsFiles files, std::string key_prefix, Check
 }
 
 VerifiedTlsFiles::~VerifiedTlsFiles() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (watcher_.joinable()) watcher_.join();
+  if (watcher_) watcher_->Stop();
   std::lock_guard<std::mutex> lock(LiveMutex());
   std::error_code ignored;
   fs::remove_all(dir_, ignored);
   LiveDirectories().erase(dir_);
 }
 
-void VerifiedTlsFiles::Watch() {
-  const auto interval = std::chrono::seconds(files_.reload_seconds > 0 ? files_.reload_seconds : 1);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, interval, [&] { return stop_; })) {
-    lock.unlock();
-    if (absl::Status st = Refresh(); !st.ok()) {
-      std::fprintf(stderr, "%s: keeping the old TLS files: %s\n", program_.c_str(),
-                   std::string(st.message()).c_str());
-    }
-    lock.lock();
+void VerifiedTlsFiles::WatchTick() {
+  if (absl::Status st = Refresh(); !st.ok()) {
+    std::fprintf(stderr, "%s: keeping the old TLS files: %s\n", program_.c_str(),
+                 std::string(st.message()).c_str());
   }
 }
 

@@ -13,15 +13,13 @@
 #ifndef LLM_COMMON_TLS_VERIFIED_TLS_FILES_H_
 #define LLM_COMMON_TLS_VERIFIED_TLS_FILES_H_
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/periodic_thread.h"
 #include "common/tls/tls_files.h"
 
 namespace llm::tls {
@@ -55,7 +53,8 @@ class VerifiedTlsFiles {
  private:
   VerifiedTlsFiles(TlsFiles files, std::string key_prefix, Check check, std::string program,
                    std::string dir);
-  void Watch();
+  // Every reload_seconds: Refresh(), logging why a changed set was not installed.
+  void WatchTick();
 
   const TlsFiles files_;
   const std::string key_prefix_;
@@ -66,10 +65,7 @@ class VerifiedTlsFiles {
   std::string seen_;  // the contents last read (installed or refused)
   int version_ = 0;   // of the installed set
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread watcher_;
+  std::unique_ptr<PeriodicThread> watcher_;
 };
 
 }  // namespace llm::tls

@@ -29,7 +29,7 @@ WorkerServer::WorkerServer(WorkerConfig config)
       generation_(&metrics_, static_cast<size_t>(config_.max_message_bytes)) {}
 
 WorkerServer::~WorkerServer() {
-  StopWatchdog();
+  if (watchdog_) watchdog_->Stop();
   if (load_) load_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
   if (health_server_) health_server_->Shutdown(std::chrono::system_clock::now());
@@ -48,34 +48,21 @@ void WorkerServer::SetServing(bool serving) {
   }
 }
 
-void WorkerServer::WatchdogLoop() {
+void WorkerServer::WatchdogTick() {
   const auto limit = std::chrono::duration_cast<loop::Clock::duration>(
       std::chrono::duration<double>(config_.watchdog_seconds));
-  bool live = true;
-  std::unique_lock<std::mutex> lock(watchdog_mu_);
-  while (!watchdog_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return watchdog_stop_; })) {
-    const loop::Clock::duration age = worker_->EngineIterationAge(loop::Clock::now());
-    const bool now_live = age < limit;
-    if (now_live == live) continue;
-    live = now_live;
-    SetHealth("liveness", live);
-    std::fprintf(
-        stderr, "llm-worker: engine watchdog: %s\n",
-        live ? "the engine is stepping again; live"
-             : absl::StrCat("one engine iteration has run for ",
-                            std::chrono::duration_cast<std::chrono::seconds>(age).count(),
-                            " s (engine.watchdog_seconds ", config_.watchdog_seconds, "); not live")
-                   .c_str());
-  }
-}
-
-void WorkerServer::StopWatchdog() {
-  {
-    std::lock_guard<std::mutex> lock(watchdog_mu_);
-    watchdog_stop_ = true;
-  }
-  watchdog_cv_.notify_all();
-  if (watchdog_.joinable()) watchdog_.join();
+  const loop::Clock::duration age = worker_->EngineIterationAge(loop::Clock::now());
+  const bool live = age < limit;
+  if (live == live_) return;
+  live_ = live;
+  SetHealth("liveness", live);
+  std::fprintf(
+      stderr, "llm-worker: engine watchdog: %s\n",
+      live ? "the engine is stepping again; live"
+           : absl::StrCat("one engine iteration has run for ",
+                          std::chrono::duration_cast<std::chrono::seconds>(age).count(),
+                          " s (engine.watchdog_seconds ", config_.watchdog_seconds, "); not live")
+                 .c_str());
 }
 
 absl::Status WorkerServer::Start() {
@@ -156,7 +143,8 @@ absl::Status WorkerServer::Start() {
   metrics_.SetDeviceMonitor(device_monitor_.get());
   metrics_.SetWorker(worker_.get());
   generation_.SetWorker(worker_.get());
-  watchdog_ = std::thread([this] { WatchdogLoop(); });
+  watchdog_ = std::make_unique<PeriodicThread>("watchdog", std::chrono::seconds(1),
+                                               [this] { WatchdogTick(); });
   SetServing(true);
   return absl::OkStatus();
 }
@@ -170,7 +158,7 @@ bool WorkerServer::Drain() {
     worker_->BeginDrain();
     finished = worker_->WaitIdle(loop::Clock::now() + grace);
   }
-  StopWatchdog();
+  if (watchdog_) watchdog_->Stop();
   if (load_) load_->Stop();
   // Streams still open after the grace period are cancelled.
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

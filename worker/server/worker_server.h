@@ -9,13 +9,11 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
+#include "common/periodic_thread.h"
 #include "common/thread_pool.h"
 #include "common/tls/verified_tls_files.h"
 #include "worker/loop/worker.h"
@@ -48,8 +46,8 @@ class WorkerServer {
   absl::Status SetUpChat();
   void SetServing(bool serving);
   void SetHealth(const std::string& service, bool serving);
-  void WatchdogLoop();
-  void StopWatchdog();
+  // Every second: liveness follows the engine iteration's age (engine.watchdog_seconds).
+  void WatchdogTick();
 
   WorkerConfig config_;
   WorkerMetrics metrics_;
@@ -64,11 +62,8 @@ class WorkerServer {
   int port_ = 0;
   int metrics_port_ = 0;
   int health_port_ = 0;
-
-  std::mutex watchdog_mu_;
-  std::condition_variable watchdog_cv_;
-  bool watchdog_stop_ = false;
-  std::thread watchdog_;
+  bool live_ = true;  // the watchdog's last verdict (its thread only)
+  std::unique_ptr<PeriodicThread> watchdog_;
 };
 
 }  // namespace llm::server
