@@ -126,8 +126,8 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
                        options_.scheduler.sizes.max_slots, " slots + ",
                        options_.max_queued_requests, " queued); retry later"));
       // Retry once room is likely: the requests beyond capacity, each about one mean interval
-      // between stream ends (a second when nothing has ended yet).
-      const double interval_s = end_interval_s_ > 0.0 ? end_interval_s_ : 1.0;
+      // between stream ends while busy (a second until one has been seen).
+      const double interval_s = end_interval_.seconds(1.0);
       SetRetryAfterMs(
           full, static_cast<int64_t>(std::ceil(1000.0 * interval_s * (in_flight_ - capacity + 1))));
       return full;
@@ -229,7 +229,7 @@ void Worker::Cancel(uint64_t key) {
       engine_->Abort(key);
       return;
     }
-    --in_flight_;
+    if (--in_flight_ == 0) end_interval_.OnIdle();
     idle_cv_.notify_all();
     if (request_observer_ != nullptr) request_observer_->OnRequestCancelled();
   }
@@ -240,13 +240,9 @@ void Worker::StreamEnded(uint64_t key) {
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (last_end_ != std::chrono::steady_clock::time_point{}) {
-      const double gap = std::chrono::duration<double>(now - last_end_).count();
-      end_interval_s_ = end_interval_s_ == 0.0 ? gap : 0.9 * end_interval_s_ + 0.1 * gap;
-    }
-    last_end_ = now;
+    end_interval_.OnEnd(now);
     live_.erase(key);
-    --in_flight_;
+    if (--in_flight_ == 0) end_interval_.OnIdle();
     idle_cv_.notify_all();
   }
   engine_->Touch();  // the in-flight count that load reports carry changed

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/frontend/tokenizer.h"
+#include "worker/loop/end_interval.h"
 #include "worker/loop/engine_loop.h"
 #include "worker/loop/output_stage.h"
 #include "worker/loop/request_spec.h"
@@ -122,10 +123,7 @@ class Worker {
   std::unordered_set<uint64_t> live_;        // registered with the output stage
   int64_t in_flight_ = 0;
   bool stopping_ = false;
-  // When streams end, for the retry hint of a refusal: the last end, and the mean time between
-  // ends (exponentially weighted; 0 until two have ended).
-  std::chrono::steady_clock::time_point last_end_;
-  double end_interval_s_ = 0.0;
+  EndInterval end_interval_;  // for the retry hint of a refusal
 };
 
 }  // namespace llm::loop
