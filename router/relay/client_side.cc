@@ -192,7 +192,10 @@ void ClientCall::StartAttempt() {
     auto picked = ctx_->pool->Pick(tried_, prefix_);
     if (!picked.ok()) {
       const int code = static_cast<int>(picked.status().code());
-      if (attempts_ == 0) {
+      if (refusal_) {
+        // Sent on by a full worker, and no other could take it: that worker's answer.
+        Finish(refusal_->code, refusal_->message, refusal_->trailers);
+      } else if (attempts_ == 0) {
         Headers hint;  // every worker saturated: when the least loaded one should have room
         if (const auto ms = RetryAfterMs(picked.status())) {
           hint.emplace_back("grpc-retry-pushback-ms", std::to_string(*ms));
@@ -277,9 +280,21 @@ void ClientCall::AttemptEnded(int code, const std::string& message, const Header
       if (worker_failed) worker_->OnFailure();
       if (ctx_->observer != nullptr) ctx_->observer->OnUpstreamError(worker_->address(), code);
     }
-    if (worker_failed && phase_ == Phase::kOpen && !client_closed_ &&
+    // A worker that is full refuses before doing anything (RESOURCE_EXHAUSTED with a retry
+    // hint, no message sent): another worker may have room, though the pool's view, made from
+    // load reports a moment old, had this one as the best. Not a failure of the worker.
+    const bool full = !client_caused && code == kGrpcResourceExhausted && !got_data_ &&
+                      std::any_of(trailers.begin(), trailers.end(), [](const auto& h) {
+                        return h.first == "grpc-retry-pushback-ms";
+                      });
+    if ((worker_failed || full) && phase_ == Phase::kOpen && !client_closed_ &&
         attempts_ < ctx_->options->proxy.max_attempts) {
       last_failure_ = message;
+      if (full) {
+        refusal_ = Refusal{code, message, trailers};
+      } else {
+        refusal_.reset();
+      }
       // On the next turn of the loop, outside the worker session's callbacks.
       retry_pending_ = true;
       ctx_->loop.AddTimer(Clock::now(), [this] {

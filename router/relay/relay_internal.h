@@ -196,6 +196,14 @@ class ClientCall {
   std::vector<std::shared_ptr<WorkerHandle>> tried_handles_;
   int attempts_ = 0;
   std::string last_failure_;
+  // A full worker's refusal (RESOURCE_EXHAUSTED with its retry hint) that sent the call to
+  // another worker: what the client gets when no other worker can take it.
+  struct Refusal {
+    int code;
+    std::string message;
+    Headers trailers;
+  };
+  std::optional<Refusal> refusal_;
   bool got_data_ = false;       // the current attempt sent response bytes
   bool retry_pending_ = false;  // a timer will start the next attempt (keeps the call alive)
   Headers worker_headers_;

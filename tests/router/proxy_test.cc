@@ -224,6 +224,50 @@ TEST_F(ProxyTest, FailureAfterTheFirstMessageEndsTheStreamNamingTheWorker) {
   EXPECT_EQ(b->generate_calls(), 0);
 }
 
+// A worker that is full refuses before doing anything (RESOURCE_EXHAUSTED with a retry hint):
+// the call goes to another worker with room (the pool's view is a load report old, so a burst
+// can fill the pick); the full worker is not held to account. Where none has room, the client
+// gets the refusal as the worker gave it. (Each got a 429 while the cluster had room.)
+TEST_F(ProxyTest, AFullWorkersRefusalGoesToAnotherWorker) {
+  FakeBehaviour full;
+  full.messages = 0;
+  full.fail_code = grpc::StatusCode::RESOURCE_EXHAUSTED;
+  full.fail_message = "the worker is full: 2 requests in flight (1 slots + 1 queued); retry later";
+  full.fail_trailers = {{"grpc-retry-pushback-ms", "700"}};
+  auto a = FakeWorker::Start(full);
+  auto b = FakeWorker::Start(FakeBehaviour{});
+  StartRouter({a->address(), b->address()});
+  WaitHealthy(2);
+  for (int i = 0; i < 10; ++i) {
+    const Result r = Call(*stub_);
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    EXPECT_EQ(r.messages, 8);
+  }
+  EXPECT_GT(a->generate_calls(), 0) << "the full worker was never picked: nothing tested";
+  EXPECT_EQ(b->generate_calls(), 10);
+  EXPECT_FALSE(View(*a).ejected);
+
+  b->SetBehaviour(full);  // both full: the client gets the last refusal, hint included
+  const Result r = Call(*stub_);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(r.status.error_message(), full.fail_message);
+  EXPECT_EQ(r.trailers.at("grpc-retry-pushback-ms"), "700");
+  EXPECT_FALSE(View(*a).ejected);
+  EXPECT_FALSE(View(*b).ejected);
+
+  // A sole full worker: its refusal, once (nowhere else to go).
+  a->SetBehaviour(FakeBehaviour{});
+  const int64_t before = b->generate_calls();
+  router_.reset();
+  StartRouter({b->address()});
+  WaitHealthy(1);
+  const Result sole = Call(*stub_);
+  EXPECT_EQ(sole.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(sole.status.error_message(), full.fail_message);
+  EXPECT_EQ(sole.trailers.at("grpc-retry-pushback-ms"), "700");
+  EXPECT_EQ(b->generate_calls(), before + 1);
+}
+
 TEST_F(ProxyTest, AWorkersOwnErrorAfterSomeMessagesReachesTheClientUnchanged) {
   FakeBehaviour mid;
   mid.messages = 3;

@@ -44,7 +44,9 @@ class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     r.mutable_usage()->set_completion_tokens(static_cast<uint32_t>(b_.messages));
     last_ = Serialize(r);
     ++*open_;
-    (void)context;
+    if (b_.fail_code != grpc::StatusCode::OK) {
+      for (const auto& [key, value] : b_.fail_trailers) context->AddTrailingMetadata(key, value);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     NextLocked();
   }

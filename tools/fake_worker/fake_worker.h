@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,7 @@ struct FakeBehaviour {
   // Status to end Generate with after `messages` messages; OK streams normally.
   grpc::StatusCode fail_code = grpc::StatusCode::OK;
   std::string fail_message = "scripted failure";
+  std::map<std::string, std::string> fail_trailers;  // trailing metadata of that status
   bool hold = false;  // after the messages, keep the stream open until cancelled
   std::chrono::microseconds per_message_delay{0};
 };
