@@ -117,8 +117,12 @@ absl::StatusOr<bool> Int(const json& body, const char* key, int64_t lo, int64_t 
     value = in_range ? static_cast<int64_t>(d) : 0;
   }
   if (!in_range || value < lo || value > hi) {
-    return Bad(e, key,
-               absl::StrCat("'", key, "' is ", v.dump(), "; it must be in [", lo, ", ", hi, "]"));
+    // Below a count's range, its upper bound (2^32 - 1) says nothing: leave it out.
+    const bool below = in_range ? value < lo : v.is_number_float() && v.get<double>() < 0;
+    const std::string range = below && hi >= std::numeric_limits<uint32_t>::max()
+                                  ? absl::StrCat("at least ", lo)
+                                  : absl::StrCat("in [", lo, ", ", hi, "]");
+    return Bad(e, key, absl::StrCat("'", key, "' is ", v.dump(), "; it must be ", range));
   }
   *out = value;
   return true;
@@ -247,6 +251,9 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, ApiError
   }
   if (prompt.is_array() && prompt.size() > 1) {
     return Bad(e, "prompt", "'prompt' holds several prompts; send one per request");
+  }
+  if (prompt.is_array() && prompt.empty()) {
+    return Bad(e, "prompt", "'prompt' is an empty array: give a string or at least one token id");
   }
   return Bad(e, "prompt", "'prompt' must be a string or an array of token ids");
 }

@@ -1,5 +1,5 @@
-// The OpenAI responder's logprobs (pure translation, no socket): every logprob is a JSON number,
-// in the chat and the completion shapes, streamed and not.
+// The OpenAI translation (pure, no socket): parse errors, and the responder's logprobs (every
+// logprob is a JSON number, in the chat and the completion shapes, streamed and not).
 #include "router/openai/openai_api.h"
 
 #include <cmath>
@@ -19,6 +19,23 @@ ParsedRequest Parse(ApiKind kind, const std::string& body) {
   auto parsed = ParseOpenAiRequest(kind, body, &error);
   EXPECT_TRUE(parsed.ok()) << error.message;
   return parsed.ok() ? *parsed : ParsedRequest{};
+}
+
+// What a bad request is told: the field, and what is wrong with it in words that fit.
+TEST(OpenAiParseTest, ErrorsSayWhatIsWrong) {
+  auto error_of = [](ApiKind kind, const std::string& body) {
+    ApiError error;
+    EXPECT_FALSE(ParseOpenAiRequest(kind, body, &error).ok()) << body;
+    return error;
+  };
+  ApiError e = error_of(ApiKind::kCompletion, R"({"model": "m", "prompt": []})");
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_EQ(e.message, "'prompt' is an empty array: give a string or at least one token id");
+  e = error_of(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "max_tokens": 0})");
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_EQ(e.message, "'max_tokens' is 0; it must be at least 1");
+  e = error_of(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "max_tokens": 5e9})");
+  EXPECT_EQ(e.message, "'max_tokens' is 5000000000.0; it must be in [1, 4294967295]");
 }
 
 // One token "a" (logprob -inf: too unlikely for a float) with alternatives "b" (-0.5) and "c"
