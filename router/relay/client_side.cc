@@ -391,9 +391,18 @@ void ClientCall::OnDeadline() {
 void ClientCall::OnClientClosed(uint32_t) {
   client_closed_ = true;
   if (!finished()) {
-    end_cause_ = EndCause::kClientCancelled;
+    // A client whose deadline passes resets the stream itself, at about the moment our timer
+    // for the same deadline (its grpc-timeout, less the transit) fires: whichever came first,
+    // that call ended by its deadline, not by a cancel (the metrics counted most as CANCELLED).
+    constexpr auto kDeadlineSlack = std::chrono::milliseconds(50);
+    const bool deadline = deadline_ && Clock::now() + kDeadlineSlack >= *deadline_;
+    end_cause_ = deadline ? EndCause::kDeadline : EndCause::kClientCancelled;
     if (attempt_ != nullptr) attempt_->Cancel();
-    Finish(kGrpcCancelled, "cancelled by the client", {});
+    if (deadline) {
+      Finish(kGrpcDeadlineExceeded, "deadline exceeded", {});
+    } else {
+      Finish(kGrpcCancelled, "cancelled by the client", {});
+    }
   }
   CallClient* client = client_;
   client_ = nullptr;

@@ -343,6 +343,18 @@ TEST_F(ProxyTest, DeadlinesAndCancelsReachTheWorker) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(w->open_calls(), 0);
+  // The router counts them as DEADLINE_EXCEEDED, though the client's own reset at its deadline
+  // usually reaches it before its timer fires (it counted most as CANCELLED).
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(Call(*stub_, /*deadline_ms=*/150).status.error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  const std::string deadline = "llm_router_requests_total{code=\"DEADLINE_EXCEEDED\"}";
+  for (int i = 0; i < 100 && Metric(deadline) < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(Metric(deadline), 5);
+  EXPECT_EQ(Metric("llm_router_requests_total{code=\"CANCELLED\"}"), -1);  // none
   // Cancel after the first message: the worker's stream is cancelled too.
   {
     grpc::ClientContext ctx;
