@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "common/json_depth.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli/commands.h"
 #include "tools/common/tool_util.h"
@@ -60,8 +61,13 @@ int RunChatTemplate(const std::vector<std::string>& args) {
     if (line.empty()) continue;
     Json out;
     const Json in = Json::parse(line, nullptr, false);
+    const std::string where = "line " + std::to_string(line_number) + ": ";
     if (in.is_discarded() || !in.is_object() || !in.contains("messages")) {
-      out["error"] = "line " + std::to_string(line_number) + ": not a JSON object with messages";
+      out["error"] = where + "not a JSON object with messages";
+    } else if (JsonNestsDeeperThan(in, kMaxJsonNesting)) {  // before anything copies it
+      out["error"] = where + "nested more than " + std::to_string(kMaxJsonNesting) + " deep";
+    } else if (in.contains("add_generation_prompt") && !in["add_generation_prompt"].is_boolean()) {
+      out["error"] = where + "add_generation_prompt must be true or false";
     } else {
       auto text = tmpl->Apply(in["messages"], in.value("tools", Json(nullptr)),
                               in.value("add_generation_prompt", false),

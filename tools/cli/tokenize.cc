@@ -86,8 +86,10 @@ int RunDetokenize(const std::vector<std::string>& args) {
     }
     std::vector<int32_t> ids;
     for (const json& id : in["ids"]) {
-      if (!id.is_number_integer() || id.get<int64_t>() < INT32_MIN ||
-          id.get<int64_t>() > INT32_MAX) {
+      // An unsigned past INT64_MAX read as int64 is negative (2^64 - 1 passed as -1).
+      if (!id.is_number_integer() ||
+          (id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT32_MAX}) ||
+          id.get<int64_t>() < INT32_MIN || id.get<int64_t>() > INT32_MAX) {
         return absl::InvalidArgumentError("ids: every element must be a 32-bit integer");
       }
       ids.push_back(id.get<int32_t>());

@@ -213,5 +213,24 @@ TEST(ChatTemplateTest, FindsTheTemplateLikeTransformers) {
   EXPECT_THAT(st.message(), HasSubstr("line 2"));
 }
 
+// Values nested deeper than any chat needs are refused before anything recurses over them (the
+// copy into the template's context overflowed the stack at 20,000 levels).
+TEST(ChatTemplateTest, DeepNestingIsRefusedNotACrash) {
+  const std::string dir = llm::testing::MakeTempDir("chat-template-deep");
+  std::ofstream(dir + "/t.jinja") << "{{ messages|length }}";
+  auto c = ChatTemplate::Load(dir, dir + "/t.jinja");
+  ASSERT_TRUE(c.ok()) << c.status();
+  Json deep = "x";
+  for (int i = 0; i < 20000; ++i) deep = Json::array({std::move(deep)});
+  const Json msgs = Json::array({{{"role", "user"}, {"content", std::move(deep)}}});
+  auto r = c->Apply(msgs, nullptr, true, Json::object());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("messages: nested more than 64 deep"));
+  Json tools = Json::array();
+  for (int i = 0; i < 100; ++i) tools = Json::array({std::move(tools)});
+  r = c->Apply(Json::array(), tools, true, Json::object());
+  EXPECT_THAT(r.status().message(), HasSubstr("tools: nested more than 64 deep"));
+}
+
 }  // namespace
 }  // namespace llm::frontend

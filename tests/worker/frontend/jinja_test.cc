@@ -98,6 +98,17 @@ TEST(JinjaTest, ForLoops) {
   EXPECT_EQ(Render("{% for x in [1,2,3] %}{{ loop.cycle('a', 'b') }}{% endfor %}|{% for x in "
                    "range(3) %}{{ x }}{% endfor %}|{{ range(5, 0, -2)|list }}"),
             "aba|012|[5, 3, 1]");
+  // Each iteration starts from the enclosing scope: a `set` in one is gone in the next (it was
+  // carried over, so a value set under an `if` in one iteration showed in the later ones).
+  EXPECT_EQ(Render("{% set x = 1 %}{% for i in [1,2] %}{{ x }}{% set x = 10 %}{{ x }}{% endfor "
+                   "%}{{ x }}"),
+            "1101101");
+  EXPECT_EQ(Render("{% for i in [1,2,3] %}{% if i == 1 %}{% set x = 'first' %}{% endif %}{{ x "
+                   "}};{% endfor %}"),
+            "first;;;");
+  EXPECT_EQ(Render("{% for i in [1,2] %}{% for j in [1,2] %}{% if j == 1 %}{% set y = i %}{% "
+                   "endif %}[{{ y }}]{% endfor %}{% endfor %}"),
+            "[1][][2][]");
 }
 
 // set (tuple, block form), namespace, macros with defaults, keyword arguments, varargs and
@@ -155,6 +166,19 @@ TEST(JinjaTest, ExpressionsAndPythonValues) {
 }
 
 // the str and dict methods templates call.
+// A list or dict is printed with Python's repr, which escapes what is not printable: a template
+// that prints a content list showed U+00A0 or U+200B raw where jinja2 shows \xa0, \u200b.
+TEST(JinjaTest, ReprEscapesWhatPythonDoesNotPrint) {
+  const Json x = {{"x",
+                   {"a\u00a0b", "\u200b", "c\u2028d", "\u0085", "\U000e0001", "\ue000", "e\u0301",
+                    "it's", "q\"'", "\x7f\x01"}}};
+  EXPECT_EQ(Render("{{ x }}", x),
+            R"(['a\xa0b', '\u200b', 'c\u2028d', '\x85', '\U000e0001', '\ue000', 'e)"
+            "\u0301"
+            R"(', "it's", 'q"\'', '\x7f\x01'])");
+  EXPECT_EQ(Render("{{ d }}", {{"d", {{"k\u3000", "v\u00ad"}}}}), R"({'k\u3000': 'v\xad'})");
+}
+
 TEST(JinjaTest, StringAndDictMethods) {
   EXPECT_EQ(Render("{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'a b c'.split(' ', 1) "
                    "}}|{{ 'a b c'.rsplit(' ', 1) }}"),
@@ -336,6 +360,74 @@ TEST(JinjaTest, LimitsEndRunawayTemplates) {
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(Error("{{ 'x' * 100000 }}", Json::object(), small).code(),
             absl::StatusCode::kResourceExhausted);
+  // Values built by joining are bounded like the output (doubling a string or a list 40 times
+  // took gigabytes; the output bound only saw the end).
+  st = Error(
+      "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s "
+      "%}{% endfor %}",
+      Json::object(), small);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(st.message(), HasSubstr("a string exceeds 4096 bytes"));
+  st = Error(
+      "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l "
+      "%}{% endfor %}",
+      Json::object(), small);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(st.message(), HasSubstr("a list exceeds 256 items"));
+}
+
+// Inside brackets, '}}' closes dicts, not the tag (as jinja2's lexer balances them): a dict
+// ending in a dict failed to parse.
+TEST(JinjaTest, ClosingBracesInsideBracketsAreNotTheEndOfTheTag) {
+  EXPECT_EQ(Render(R"({{ {"a":{}} }}|{{ {"a":{"b":[1,{}]}} }}|{% set x = {"k":{}} %}{{ x }})"),
+            "{'a': {}}|{'a': {'b': [1, {}]}}|{'k': {}}");
+}
+
+// Integers are 64 bits here (Python's have no bound): past them is an error, never a wrapped
+// number (2 ** 64 gave 0, 10 ** 20 7766279631452241920).
+TEST(JinjaTest, IntegerOverflowIsAnError) {
+  EXPECT_EQ(Render("{{ 2 ** 62 }} {{ (-1) ** 5 }} {{ (-1) ** 4 }} {{ 0 ** 0 }} {{ 1 ** 100 }} {{ "
+                   "3 ** 3 }} {{ -2 ** 2 }} {{ 9223372036854775807 - 1 }} {{ 7 // -2 }} {{ -7 % 3 "
+                   "}}"),
+            "4611686018427387904 -1 1 1 1 27 4 9223372036854775806 -4 2");
+  for (const char* overflow :
+       {"{{ 2 ** 64 }}", "{{ 10 ** 20 }}", "{{ 9223372036854775807 + 1 }}",
+        "{{ -9223372036854775807 - 2 }}", "{{ 4611686018427387904 * 2 }}",
+        "{{ (-9223372036854775807 - 1) // -1 }}", "{{ (-1) ** 1000000000000 + 2 ** 63 }}"}) {
+    const absl::Status st = Error(overflow);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << overflow;
+    EXPECT_THAT(st.message(), HasSubstr("integer overflow")) << overflow;
+  }
+}
+
+// Parsing and rendering recurse over a template's nesting: it is bounded far above what jinja2
+// itself parses (its recursion limit stops near 100 brackets), and a template past the bound is
+// an error naming the line (100,000 nested '(' or '{% if %}' overflowed the stack).
+TEST(JinjaTest, NestingIsBoundedNotAStackOverflow) {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += s;
+    return out;
+  };
+  EXPECT_EQ(Render("{{ " + repeat("(", 100) + "1" + repeat(")", 100) + " }}"), "1");
+  for (const std::string& deep :
+       {"{{ " + repeat("(", 100000) + "1" + repeat(")", 100000) + " }}",
+        repeat("{% if true %}", 30000) + "x" + repeat("{% endif %}", 30000),
+        "{{ " + repeat("[", 100000) + repeat("]", 100000) + " }}",
+        "{{ " + repeat("not ", 100000) + "1 }}", "{{ " + repeat("-", 100000) + "1 }}"}) {
+    const absl::Status st = Error(deep);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << deep.substr(0, 20);
+    EXPECT_THAT(st.message(), HasSubstr("nested more than 1024 levels deep")) << deep.substr(0, 20);
+  }
+  for (const std::string& chain :
+       {"{{ 1" + repeat(" + 1", 100000) + " }}", "{{ 'x'" + repeat(" | string", 100000) + " }}",
+        "{{ x" + repeat(".a", 100000) + " }}"}) {
+    const absl::Status st = Error(chain);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << chain.substr(0, 20);
+    EXPECT_THAT(st.message(), HasSubstr("expression nested more than 1024 levels deep"))
+        << chain.substr(0, 20);
+  }
+  EXPECT_EQ(Render("{{ 1" + repeat(" + 1", 1000) + " }}"), "1001");
 }
 
 }  // namespace

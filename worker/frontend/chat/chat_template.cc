@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
 
 namespace llm::frontend {
 
@@ -116,6 +117,17 @@ absl::StatusOr<std::string> ChatTemplate::Apply(const nlohmann::ordered_json& me
                                                 bool add_generation_prompt,
                                                 const nlohmann::ordered_json& kwargs,
                                                 const jinja::RenderOptions& options) const {
+  // Copying and converting a value recurse over it: a value nested deeper than anything a chat
+  // needs is refused first (20,000 levels overflowed the stack).
+  for (const auto& [name, value] :
+       {std::pair<const char*, const nlohmann::ordered_json*>{"messages", &messages},
+        {"tools", &tools},
+        {"kwargs", &kwargs}}) {
+    if (JsonNestsDeeperThan(*value, kMaxJsonNesting)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": nested more than ", kMaxJsonNesting, " deep"));
+    }
+  }
   const bool has_tools = tools.is_array();  // transformers: any list, even an empty one
   auto which = templates_.end();
   if (has_tools) which = templates_.find("tool_use");

@@ -154,18 +154,19 @@ class Lexer {
   // Tokens inside {{ }} or {% %}, through the closing delimiter.
   absl::StatusOr<bool> Expression(bool block) {
     const char closer = block ? '%' : '}';
+    int open = 0;  // brackets open: as in jinja2, '}}' inside them closes a dict, not the tag
     for (;;) {
       while (pos_ < src_.size() && Space(src_[pos_])) ++pos_;
       if (pos_ >= src_.size()) return Error(block ? "unterminated '{%'" : "unterminated '{{'");
       const char c = src_[pos_];
       // The closing delimiter, with its whitespace control.
-      if ((c == '-' || (c == '+' && block)) && pos_ + 2 < src_.size() && src_[pos_ + 1] == closer &&
-          src_[pos_ + 2] == '}') {
+      if (open == 0 && (c == '-' || (c == '+' && block)) && pos_ + 2 < src_.size() &&
+          src_[pos_ + 1] == closer && src_[pos_ + 2] == '}') {
         pos_ += 3;
         Emit(block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, "");
         return AfterTag(c == '-', false);
       }
-      if (c == closer && pos_ + 1 < src_.size() && src_[pos_ + 1] == '}') {
+      if (open == 0 && c == closer && pos_ + 1 < src_.size() && src_[pos_ + 1] == '}') {
         pos_ += 2;
         Emit(block ? Token::Type::kBlockEnd : Token::Type::kVarEnd, "");
         return AfterTag(false, block);
@@ -220,6 +221,8 @@ class Lexer {
       for (const char* op : kOps) {
         const std::string_view o(op);
         if (src_.substr(pos_, o.size()) == o) {
+          if (o == "(" || o == "[" || o == "{") ++open;
+          if ((o == ")" || o == "]" || o == "}") && open > 0) --open;
           Emit(Token::Type::kOp, std::string(o));
           pos_ += o.size();
           matched = true;

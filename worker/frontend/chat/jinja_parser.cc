@@ -87,6 +87,40 @@ class Parser {
     return e;
   }
 
+  // Rendering and destroying a template recurse over its expressions and blocks, so both are
+  // bounded here, far above anything jinja2 itself can parse (Python's recursion limit stops it
+  // near 100 nested parentheses): 100,000 nested '(' or '{% if %}' overflowed the stack.
+  static constexpr int kMaxNesting = 1024;     // parser recursion: brackets, blocks, unary ops
+  static constexpr int kMaxExprHeight = 1024;  // an expression tree's levels, chains included
+
+  // Makes `child` (may be null: an absent part) the last of parent's items.
+  void Adopt(Expr* parent, ExprPtr child) {
+    Grow(parent, child.get());
+    parent->items.push_back(std::move(child));
+  }
+  void Grow(Expr* parent, const Expr* child) {
+    if (child == nullptr) return;
+    parent->height = std::max(parent->height, child->height + 1);
+    if (parent->height > kMaxExprHeight) {
+      Fail(absl::StrCat("expression nested more than ", kMaxExprHeight, " levels deep"));
+    }
+  }
+
+  // One level of parser recursion for the scope it lives in; past kMaxNesting, the parse fails.
+  class Nest {
+   public:
+    explicit Nest(Parser* p) : p_(p) {
+      if (++p_->nesting_ > kMaxNesting) {
+        p_->Fail(absl::StrCat("nested more than ", kMaxNesting, " levels deep"));
+      }
+    }
+    ~Nest() { --p_->nesting_; }
+    bool too_deep() const { return p_->nesting_ > kMaxNesting; }
+
+   private:
+    Parser* p_;
+  };
+
   // ---- Statements ----
 
   // Statements until a block tag named in `ends` (left unconsumed; its name in *end) or the
@@ -142,6 +176,8 @@ class Parser {
   }
 
   StmtPtr ParseStatement() {
+    const Nest nest(this);
+    if (nest.too_deep()) return nullptr;
     const int line = Cur().line;
     const std::string tag = ExpectName();
     if (!error_.ok()) return nullptr;
@@ -282,15 +318,17 @@ class Parser {
     if (!IsOp(",")) return first;
     auto tuple = Make(Expr::Kind::kList);
     tuple->name = "tuple";
-    tuple->items.push_back(std::move(first));
+    Adopt(tuple.get(), std::move(first));
     while (SkipOp(",")) {
       if (Cur().type == T::kBlockEnd || Cur().type == T::kVarEnd || IsOp(")")) break;
-      tuple->items.push_back(with_condexpr ? ParseExpression() : ParseOr());
+      Adopt(tuple.get(), with_condexpr ? ParseExpression() : ParseOr());
     }
     return tuple;
   }
 
   ExprPtr ParseExpression() {
+    const Nest nest(this);
+    if (nest.too_deep()) return nullptr;
     ExprPtr e = ParseOr();
     while (error_.ok() && IsName("if")) {
       ++i_;
@@ -298,9 +336,9 @@ class Parser {
       ExprPtr cond = ParseOr();
       ExprPtr other;
       if (SkipName("else")) other = ParseExpression();
-      c->items.push_back(std::move(cond));
-      c->items.push_back(std::move(e));
-      c->items.push_back(std::move(other));
+      Adopt(c.get(), std::move(cond));
+      Adopt(c.get(), std::move(e));
+      Adopt(c.get(), std::move(other));
       e = std::move(c);
     }
     return e;
@@ -309,8 +347,8 @@ class Parser {
   ExprPtr Binary(const std::string& op, ExprPtr l, ExprPtr r) {
     auto b = Make(Expr::Kind::kBinary);
     b->name = op;
-    b->items.push_back(std::move(l));
-    b->items.push_back(std::move(r));
+    Adopt(b.get(), std::move(l));
+    Adopt(b.get(), std::move(r));
     return b;
   }
 
@@ -325,10 +363,12 @@ class Parser {
     return l;
   }
   ExprPtr ParseNot() {
+    const Nest nest(this);
+    if (nest.too_deep()) return nullptr;
     if (SkipName("not")) {
       auto u = Make(Expr::Kind::kUnary);
       u->name = "not";
-      u->items.push_back(ParseNot());
+      Adopt(u.get(), ParseNot());
       return u;
     }
     return ParseCompare();
@@ -398,11 +438,13 @@ class Parser {
     return l;
   }
   ExprPtr ParseUnary(bool with_filter) {
+    const Nest nest(this);
+    if (nest.too_deep()) return nullptr;
     ExprPtr e;
     if (IsOp("-") || IsOp("+")) {
       auto u = Make(Expr::Kind::kUnary);
       u->name = t_[i_++].value;
-      u->items.push_back(ParseUnary(false));
+      Adopt(u.get(), ParseUnary(false));
       e = std::move(u);
     } else {
       e = ParsePrimary();
@@ -458,10 +500,10 @@ class Parser {
       if (IsOp(",")) {
         auto t = Make(Expr::Kind::kList);
         t->name = "tuple";
-        t->items.push_back(std::move(inner));
+        Adopt(t.get(), std::move(inner));
         while (SkipOp(",")) {
           if (IsOp(")")) break;
-          t->items.push_back(ParseExpression());
+          Adopt(t.get(), ParseExpression());
         }
         inner = std::move(t);
       }
@@ -471,7 +513,7 @@ class Parser {
     if (SkipOp("[")) {
       auto l = Make(Expr::Kind::kList);
       while (error_.ok() && !IsOp("]")) {
-        l->items.push_back(ParseExpression());
+        Adopt(l.get(), ParseExpression());
         if (!SkipOp(",")) break;
       }
       ExpectOp("]");
@@ -480,9 +522,9 @@ class Parser {
     if (SkipOp("{")) {
       auto d = Make(Expr::Kind::kDict);
       while (error_.ok() && !IsOp("}")) {
-        d->items.push_back(ParseExpression());
+        Adopt(d.get(), ParseExpression());
         ExpectOp(":");
-        d->items.push_back(ParseExpression());
+        Adopt(d.get(), ParseExpression());
         if (!SkipOp(",")) break;
       }
       ExpectOp("}");
@@ -500,14 +542,14 @@ class Parser {
           auto idx = Make(Expr::Kind::kIndex);
           auto lit = Make(Expr::Kind::kLiteral);
           lit->value = Value::Int(std::strtoll(t_[i_++].value.c_str(), nullptr, 10));
-          idx->items.push_back(std::move(e));
-          idx->items.push_back(std::move(lit));
+          Adopt(idx.get(), std::move(e));
+          Adopt(idx.get(), std::move(lit));
           e = std::move(idx);
           continue;
         }
         auto a = Make(Expr::Kind::kAttr);
         a->name = ExpectName();
-        a->items.push_back(std::move(e));
+        Adopt(a.get(), std::move(e));
         e = std::move(a);
       } else if (SkipOp("[")) {
         e = ParseSubscript(std::move(e));
@@ -531,11 +573,11 @@ class Parser {
     }
     ExpectOp("]");
     auto e = Make(slice ? Expr::Kind::kSlice : Expr::Kind::kIndex);
-    e->items.push_back(std::move(target));
-    e->items.push_back(std::move(parts[0]));
+    Adopt(e.get(), std::move(target));
+    Adopt(e.get(), std::move(parts[0]));
     if (slice) {
-      e->items.push_back(std::move(parts[1]));
-      e->items.push_back(std::move(parts[2]));
+      Adopt(e.get(), std::move(parts[1]));
+      Adopt(e.get(), std::move(parts[2]));
     }
     return e;
   }
@@ -547,9 +589,11 @@ class Parser {
       if (Cur().type == T::kName && Peek().type == T::kOp && Peek().value == "=") {
         std::string k = t_[i_].value;
         i_ += 2;
-        e->kwargs.emplace_back(std::move(k), ParseExpression());
+        ExprPtr v = ParseExpression();
+        Grow(e, v.get());
+        e->kwargs.emplace_back(std::move(k), std::move(v));
       } else {
-        e->items.push_back(ParseExpression());
+        Adopt(e, ParseExpression());
       }
       if (!SkipOp(",")) break;
     }
@@ -558,7 +602,7 @@ class Parser {
 
   ExprPtr ParseCall(ExprPtr fn) {
     auto c = Make(Expr::Kind::kCall);
-    c->items.push_back(std::move(fn));
+    Adopt(c.get(), std::move(fn));
     ParseArgs(c.get());
     return c;
   }
@@ -569,21 +613,21 @@ class Parser {
         auto f = Make(Expr::Kind::kFilter);
         f->name = ExpectName();
         while (SkipOp(".")) f->name += "." + ExpectName();
-        f->items.push_back(std::move(e));
+        Adopt(f.get(), std::move(e));
         if (IsOp("(")) ParseArgs(f.get());
         e = std::move(f);
       } else if (SkipName("is")) {
         auto t = Make(Expr::Kind::kTest);
         t->negated = SkipName("not");
         t->name = ExpectName();
-        t->items.push_back(std::move(e));
+        Adopt(t.get(), std::move(e));
         if (IsOp("(")) {
           ParseArgs(t.get());
         } else if ((Cur().type == T::kName && Cur().value != "else" && Cur().value != "or" &&
                     Cur().value != "and" && Cur().value != "if") ||
                    Cur().type == T::kString || Cur().type == T::kInt || Cur().type == T::kFloat ||
                    IsOp("[") || IsOp("{")) {
-          t->items.push_back(ParsePostfix(ParsePrimary()));
+          Adopt(t.get(), ParsePostfix(ParsePrimary()));
         }
         e = std::move(t);
       } else if (IsOp("(")) {
@@ -597,6 +641,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int nesting_ = 0;  // Nest levels open
   absl::Status error_;
 };
 

@@ -39,6 +39,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int height = 1;  // levels of expressions at and below this one (the parser bounds it)
   Value value;
   std::string name;
   bool negated = false;  // kTest: `is not`

@@ -1,6 +1,8 @@
 #include "worker/frontend/chat/jinja_template.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -255,6 +257,8 @@ class Renderer {
                          options_.max_loop_iterations, " loop iterations"));
         break;
       }
+      // Each iteration starts from the enclosing scope: what the last one set is gone (jinja2).
+      scope.vars.clear();
       Assign(s.targets, items[static_cast<size_t>(i)], &scope, s.line);
       Dict loop = {{"index", Value::Int(i + 1)},
                    {"index0", Value::Int(i)},
@@ -489,7 +493,11 @@ class Renderer {
     if (op == "or") return Truthy(a) ? a : Eval(*e.items[1], chain);
     const Value b = Eval(*e.items[1], chain);
     if (Failed()) return Value();
-    if (op == "~") return Value::Str(ToStr(a) + ToStr(b));
+    if (op == "~") {
+      std::string l = ToStr(a), r = ToStr(b);
+      if (!FitsOutput(l.size() + r.size(), e.line)) return Value();
+      return Value::Str(std::move(l) + r);
+    }
     if (op == "==") return Value::Bool(Equal(a, b));
     if (op == "!=") return Value::Bool(!Equal(a, b));
     if (op == "in" || op == "not in") {
@@ -532,19 +540,25 @@ class Renderer {
     const bool nums =
         (a.is_number() || a.kind == K::kBool) && (b.is_number() || b.kind == K::kBool);
     const int64_t ai = a.kind == K::kBool ? a.b : a.i, bi = b.kind == K::kBool ? b.b : b.i;
+    int64_t r = 0;
     if (op == "+") {
-      if (ints) return Value::Int(ai + bi);
+      if (ints) return __builtin_add_overflow(ai, bi, &r) ? Overflow(e.line) : Value::Int(r);
       if (nums) return Value::Float(a.number() + b.number());
-      if (a.is_string() && b.is_string()) return Value::Str(a.s + b.s);
+      if (a.is_string() && b.is_string()) {
+        if (!FitsOutput(a.s.size() + b.s.size(), e.line)) return Value();
+        return Value::Str(a.s + b.s);
+      }
       if (a.kind == K::kList && b.kind == K::kList) {
+        if (!FitsItems(a.list->size() + b.list->size(), e.line)) return Value();
         List l = *a.list;
         l.insert(l.end(), b.list->begin(), b.list->end());
         return Value::MakeList(std::move(l));
       }
     } else if (op == "-" && nums) {
-      return ints ? Value::Int(ai - bi) : Value::Float(a.number() - b.number());
+      if (ints) return __builtin_sub_overflow(ai, bi, &r) ? Overflow(e.line) : Value::Int(r);
+      return Value::Float(a.number() - b.number());
     } else if (op == "*") {
-      if (ints) return Value::Int(ai * bi);
+      if (ints) return __builtin_mul_overflow(ai, bi, &r) ? Overflow(e.line) : Value::Int(r);
       if (nums) return Value::Float(a.number() * b.number());
       const Value* seq = a.kind == K::kInt ? &b : &a;
       const Value* count = a.kind == K::kInt ? &a : &b;
@@ -571,6 +585,7 @@ class Renderer {
         return Value();
       }
       if (op == "/") return Value::Float(a.number() / b.number());
+      if (ints && ai == std::numeric_limits<int64_t>::min() && bi == -1) return Overflow(e.line);
       if (ints) {
         int64_t q = ai / bi, r = ai % bi;
         if (r != 0 && ((r < 0) != (bi < 0))) {
@@ -583,8 +598,11 @@ class Renderer {
       return Value::Float(op == "//" ? q : a.number() - q * b.number());
     } else if (op == "**" && nums) {
       if (ints && bi >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < bi && i < 64; ++i) r *= ai;
+        if (ai >= -1 && ai <= 1) return Value::Int(bi == 0 ? 1 : ai == -1 && bi % 2 == 0 ? 1 : ai);
+        r = 1;  // |ai| >= 2: past 64 bits within 63 factors
+        for (int64_t i = 0; i < bi; ++i) {
+          if (__builtin_mul_overflow(r, ai, &r)) return Overflow(e.line);
+        }
         return Value::Int(r);
       }
       return Value::Float(std::pow(a.number(), b.number()));
@@ -592,6 +610,32 @@ class Renderer {
     Fail(e.line, absl::StrCat("unsupported operand type(s) for ", op, ": '", TypeName(a), "' and '",
                               TypeName(b), "'"));
     return Value();
+  }
+
+  // Python's integers have no bound; this engine's are 64 bits: past them is an error, never a
+  // wrapped number (2 ** 64 gave 0).
+  Value Overflow(int line) {
+    Fail(line, "integer overflow: the result does not fit in 64 bits");
+    return Value();
+  }
+  // Values built by joining (~, +) are bounded like the output: doubling a string or a list 40
+  // times in a loop took gigabytes before the output bound was ever reached.
+  bool FitsOutput(size_t bytes, int line) {
+    if (bytes <= options_.max_output_bytes) return true;
+    if (error_.ok()) {
+      error_ = absl::ResourceExhaustedError(absl::StrCat(
+          "chat template line ", line, ": a string exceeds ", options_.max_output_bytes, " bytes"));
+    }
+    return false;
+  }
+  bool FitsItems(size_t items, int line) {
+    if (items <= options_.max_output_bytes / 16) return true;
+    if (error_.ok()) {
+      error_ = absl::ResourceExhaustedError(absl::StrCat("chat template line ", line,
+                                                         ": a list exceeds ",
+                                                         options_.max_output_bytes / 16, " items"));
+    }
+    return false;
   }
 
   const RenderOptions& options_;

@@ -1,11 +1,16 @@
 #include "worker/frontend/chat/jinja_value.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace llm::frontend::jinja {
 
@@ -36,8 +41,15 @@ Value FromJson(const nlohmann::ordered_json& j) {
       return Value::Bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
       return Value::Int(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned:
-      return Value::Int(static_cast<int64_t>(j.get<uint64_t>()));
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      // Past int64 (Python keeps the exact integer; this engine has no big integers): the
+      // nearest float, never a wrapped negative.
+      const uint64_t u = j.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        return Value::Float(static_cast<double>(u));
+      }
+      return Value::Int(static_cast<int64_t>(u));
+    }
     case nlohmann::ordered_json::value_t::number_float:
       return Value::Float(j.get<double>());
     case nlohmann::ordered_json::value_t::string:
@@ -227,29 +239,63 @@ std::vector<std::string> CodePoints(const std::string& s) {
 
 namespace {
 
+// Python's str.isprintable() for one code point: false for control, format, surrogate,
+// private-use and unassigned characters and for separators other than the ASCII space.
+bool PyPrintable(char32_t cp) {
+  if (cp == ' ') return true;
+  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// Python's repr() of a str: quoted, backslash escapes for what is not printable (\xhh below
+// U+0100, \uhhhh below U+10000, else \Uhhhhhhhh), so that a list or dict printed by a
+// template shows U+00A0 or U+200B as jinja2 shows them.
 std::string ReprString(const std::string& s) {
   const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
   const char q = dq ? '"' : '\'';
   std::string out(1, q);
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (ch == '\\') {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = Utf8SequenceLength(c);
+    if (c >= 0x80 &&
+        (n == 0 || i + n > s.size() || !IsValidUtf8(std::string_view(s).substr(i, n)))) {
+      out += s[i++];  // not UTF-8 (never from a request: those are checked); kept as it is
+      continue;
+    }
+    const size_t start = i;
+    const char32_t cp = DecodeUtf8(s, i);
+    char b[16];
+    if (cp == '\\') {
       out += "\\\\";
-    } else if (ch == q) {
+    } else if (cp == static_cast<char32_t>(q)) {
       out += '\\';
-      out += ch;
-    } else if (ch == '\n') {
+      out += q;
+    } else if (cp == '\n') {
       out += "\\n";
-    } else if (ch == '\r') {
+    } else if (cp == '\r') {
       out += "\\r";
-    } else if (ch == '\t') {
+    } else if (cp == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char b[8];
-      std::snprintf(b, sizeof(b), "\\x%02x", c);
-      out += b;
+    } else if (PyPrintable(cp)) {
+      out.append(s, start, i - start);
     } else {
-      out += ch;
+      std::snprintf(b, sizeof(b),
+                    cp < 0x100     ? "\\x%02x"
+                    : cp < 0x10000 ? "\\u%04x"
+                                   : "\\U%08x",
+                    static_cast<unsigned>(cp));
+      out += b;
     }
   }
   out += q;
