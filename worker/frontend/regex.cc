@@ -21,13 +21,38 @@ pcre2_match_data* ThreadMatchData() {
   return md.data;
 }
 
+// `pattern` with \s and \S spelled as the Unicode White_Space property, which is what the
+// tokenizers' regex engine means by them. PCRE2's \s also takes U+180E (a format character
+// since Unicode 6.3), so "x\u180e<s" split differently from Hugging Face.
+std::string WhiteSpaceAsUnicode(const std::string& pattern) {
+  std::string out;
+  out.reserve(pattern.size());
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    const char next = pattern[++i];  // an escape: \s, \S, or any other (\\ included) as it is
+    if (next == 's') {
+      out += "\\p{White_Space}";
+    } else if (next == 'S') {
+      out += "\\P{White_Space}";
+    } else {
+      out += '\\';
+      out += next;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(const std::string& pattern) {
   int error = 0;
   PCRE2_SIZE offset = 0;
+  const std::string translated = WhiteSpaceAsUnicode(pattern);
   pcre2_code* code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
                     PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error, &offset, nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
