@@ -1,13 +1,18 @@
 #include "worker/frontend/chat/jinja_builtins.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <ctime>
+#include <iterator>
 #include <set>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "worker/frontend/chat/jinja_format.h"
+#include "worker/frontend/chat/python_str.h"
 
 namespace llm::frontend::jinja {
 
@@ -22,318 +27,282 @@ absl::Status UndefinedError(const Value& v) {
   return Error(v.s.empty() ? "a value is undefined" : v.s);
 }
 
-bool PySpace(unsigned char c) {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+// Python's ints have no bound; ours are 64 bits: past them is an error, never a wrapped number
+// (as for the operators).
+absl::Status IntOverflowError(const std::string& what) {
+  return Error(absl::StrCat("integer overflow in ", what, ": the result does not fit in 64 bits"));
 }
 
-// Python str.strip/lstrip/rstrip with `chars` (null: whitespace), by code point.
-std::string Strip(const std::string& s, const Value* chars, bool left, bool right) {
-  const std::vector<std::string> cps = CodePoints(s);
-  std::set<std::string> set;
-  const bool ws = chars == nullptr || chars->none();
-  if (!ws) {
-    for (auto& c : CodePoints(chars->s)) set.insert(c);
-  }
-  const auto strip = [&](const std::string& c) {
-    if (!ws) return set.count(c) > 0;
-    if (c.size() == 1) return PySpace(static_cast<unsigned char>(c[0]));
-    return c == "\xc2\x85" || c == "\xc2\xa0" || c == "\xe2\x80\xa8" || c == "\xe2\x80\xa9" ||
-           c == "\xe3\x80\x80" ||
-           (c.size() == 3 && c[0] == '\xe2' && c[1] == '\x80' &&
-            static_cast<unsigned char>(c[2]) <= 0x8a);
-  };
-  size_t b = 0, e = cps.size();
-  if (left) {
-    while (b < e && strip(cps[b])) ++b;
-  }
-  if (right) {
-    while (e > b && strip(cps[e - 1])) --e;
-  }
-  std::string out;
-  for (size_t i = b; i < e; ++i) out += cps[i];
-  return out;
+// An int argument: Python takes a bool as an int too.
+std::optional<int64_t> AsInt(const Value& v) {
+  if (v.kind == K::kInt) return v.i;
+  if (v.kind == K::kBool) return v.b ? 1 : 0;
+  return std::nullopt;
 }
 
-std::vector<std::string> Split(const std::string& s, const Value* sep, int64_t maxsplit) {
-  std::vector<std::string> out;
-  if (sep == nullptr || sep->none()) {
-    // Runs of whitespace; no empty strings.
-    size_t i = 0;
-    while (i < s.size()) {
-      while (i < s.size() && PySpace(static_cast<unsigned char>(s[i]))) ++i;
-      if (i >= s.size()) break;
-      if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) {
-        std::string rest = s.substr(i);
-        while (!rest.empty() && PySpace(static_cast<unsigned char>(rest.back()))) rest.pop_back();
-        out.push_back(rest);
-        return out;
-      }
-      size_t j = i;
-      while (j < s.size() && !PySpace(static_cast<unsigned char>(s[j]))) ++j;
-      out.push_back(s.substr(i, j - i));
-      i = j;
-    }
-    return out;
-  }
-  const std::string& d = sep->s;
-  size_t start = 0;
-  for (;;) {
-    if (maxsplit >= 0 && static_cast<int64_t>(out.size()) == maxsplit) break;
-    const size_t at = s.find(d, start);
-    if (at == std::string::npos) break;
-    out.push_back(s.substr(start, at - start));
-    start = at + d.size();
-  }
-  out.push_back(s.substr(start));
-  return out;
-}
-
-std::string Replace(const std::string& s, const std::string& old, const std::string& with,
-                    int64_t count) {
-  if (old.empty()) {
-    // Python inserts `with` between every character (and at both ends).
-    std::string out = with;
-    int64_t n = 1;
-    for (const auto& c : CodePoints(s)) {
-      out += c;
-      if (count < 0 || n < count) {
-        out += with;
-        ++n;
-      }
-    }
-    return out;
-  }
-  std::string out;
-  size_t start = 0;
-  int64_t n = 0;
-  for (;;) {
-    const size_t at = s.find(old, start);
-    if (at == std::string::npos || (count >= 0 && n >= count)) break;
-    out += s.substr(start, at - start) + with;
-    start = at + old.size();
-    ++n;
-  }
-  return out + s.substr(start);
-}
-
-Value StrList(const std::vector<std::string>& v) {
+Value StrList(const Parts& parts) {
   List l;
-  for (const auto& s : v) l.push_back(Value::Str(s));
+  for (const auto& p : parts) l.push_back(Value::Str(Encode(p)));
   return Value::MakeList(std::move(l));
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string Upper(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-std::string Title(const std::string& s) {
-  std::string out = s;
-  bool prev_alpha = false;
-  for (char& c : out) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool alpha = std::isalpha(u) != 0;
-    if (alpha) c = static_cast<char>(prev_alpha ? std::tolower(u) : std::toupper(u));
-    prev_alpha = alpha;
+// jinja2's indent(s, width=4, first=False, blank=False): the lines of s + "\n" (as
+// str.splitlines cuts them) joined by "\n"; each line after the first indented unless it is
+// empty (`blank`: empty ones too), and the first one with `first`.
+std::string Indent(const std::string& s, const std::string& indent, bool first, bool blank) {
+  const Parts lines = SplitLines(Decode(s + "\n"), /*keepends=*/false);
+  std::string out = Encode(lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    out += "\n";
+    if (blank || !lines[i].empty()) out += indent;
+    out += Encode(lines[i]);
   }
-  return out;
-}
-std::string Capitalize(const std::string& s) {
-  std::string out = Lower(s);
-  if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-  return out;
+  return first ? indent + out : out;
 }
 
-// Python's int(s) for a string: optional whitespace and sign, digits (and '_' between them).
-std::optional<int64_t> ParseInt(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && PySpace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && PySpace(static_cast<unsigned char>(s[e - 1]))) --e;
-  std::string digits;
-  size_t i = b;
-  if (i < e && (s[i] == '+' || s[i] == '-')) digits += s[i++];
-  if (i >= e) return std::nullopt;
-  for (; i < e; ++i) {
-    if (std::isdigit(static_cast<unsigned char>(s[i]))) {
-      digits += s[i];
-    } else if (s[i] != '_' || i + 1 >= e || !std::isdigit(static_cast<unsigned char>(s[i + 1])) ||
-               !std::isdigit(static_cast<unsigned char>(s[i - 1]))) {
-      return std::nullopt;
+// int(x) of a finite float: toward zero.
+absl::StatusOr<Value> FloatToInt(double x) {
+  if (!(x >= -0x1p63 && x < 0x1p63)) {
+    return IntOverflowError("int");
+  }
+  return Value::Int(static_cast<int64_t>(std::trunc(x)));
+}
+
+// jinja2's int(value, default=0, base=10): int(value) (a string read in `base`), else
+// int(float(value)), else the default; an error for undefined values and for infinity (whose
+// OverflowError jinja2 lets through).
+absl::StatusOr<Value> IntFilter(const Value& v, Args& args) {
+  auto def = args.Take(0, "default");
+  auto base = args.Take(1, "base");
+  const Value fallback = def ? *def : Value::Int(0);
+  switch (v.kind) {
+    case K::kUndefined:
+      return UndefinedError(v);
+    case K::kInt:
+      return v;
+    case K::kBool:
+      return Value::Int(v.b);
+    case K::kFloat:
+      if (std::isnan(v.f)) return fallback;
+      if (std::isinf(v.f)) return Error("cannot convert float infinity to integer");
+      return FloatToInt(v.f);
+    case K::kString: {
+      const std::optional<std::string> text = NumericText(v.s);
+      if (!text) return fallback;
+      // A base that is not an int is Python's TypeError: the same fallback as a bad literal.
+      if (const std::optional<int64_t> b = base ? AsInt(*base) : 10) {
+        absl::StatusOr<int64_t> i = ParseInt(*text, *b);
+        if (i.ok()) return Value::Int(*i);
+        if (absl::IsOutOfRange(i.status())) return IntOverflowError("int");
+      }
+      const std::optional<double> f = ParseFloat(*text);
+      if (!f || !std::isfinite(*f)) return fallback;
+      return FloatToInt(*f);
+    }
+    default:
+      return fallback;
+  }
+}
+
+// jinja2's float(value, default=0.0).
+absl::StatusOr<Value> FloatFilter(const Value& v, Args& args) {
+  auto def = args.Take(0, "default");
+  if (v.undefined()) return UndefinedError(v);
+  if (v.is_number() || v.kind == K::kBool) return Value::Float(v.number());
+  if (v.is_string()) {
+    if (const std::optional<std::string> text = NumericText(v.s)) {
+      if (const std::optional<double> f = ParseFloat(*text)) return Value::Float(*f);
     }
   }
-  errno = 0;
-  const long long x = std::strtoll(digits.c_str(), nullptr, 10);
-  if (errno == ERANGE) return std::nullopt;
-  return x;
+  return def ? *def : Value::Float(0);
 }
 
-// Python's float(s) for a string: surrounding whitespace allowed, the whole rest a number
-// (including "inf" and "nan").
-std::optional<double> ParseFloat(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && PySpace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && PySpace(static_cast<unsigned char>(s[e - 1]))) --e;
-  const std::string t = s.substr(b, e - b);
-  if (t.empty() || t.find_first_of("xXpP") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  const double x = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size()) return std::nullopt;
-  return x;
+// ---- String methods ----
+
+// The start and end arguments of find, count, startswith...: as in s[start:end], negative ones
+// count from the end and both are clamped to [0, len], except that a start past the end stays
+// (Python then finds nothing, not even "").
+struct Window {
+  int64_t start, end;
+};
+absl::StatusOr<Window> WindowArgs(Args& a, size_t first_index, int64_t len,
+                                  const std::string& method) {
+  Window w = {0, len};
+  int64_t* bounds[] = {&w.start, &w.end};
+  for (size_t k = 0; k < 2; ++k) {
+    const std::optional<Value> arg = a.Take(first_index + k, k == 0 ? "start" : "end");
+    if (!arg || arg->none()) continue;
+    const std::optional<int64_t> x = AsInt(*arg);
+    if (!x) {
+      return Error(
+          absl::StrCat(method, "(): slice indices must be integers or None, not ", TypeName(*arg)));
+    }
+    *bounds[k] = *x < 0 ? std::max<int64_t>(0, *x + len) : *x;
+  }
+  w.end = std::min(w.end, len);
+  return w;
+}
+
+// The str argument of a method, decoded (Python raises TypeError for anything else).
+absl::StatusOr<std::u32string> StrArg(const std::optional<Value>& arg, const std::string& method) {
+  if (!arg) return Error(absl::StrCat(method, "() takes at least 1 argument"));
+  if (!arg->is_string()) {
+    return Error(absl::StrCat(method, "(): must be str, not ", TypeName(*arg)));
+  }
+  return Decode(arg->s);
+}
+
+// str.startswith / str.endswith(affix, start=None, end=None): `affix` is a str or a tuple of str,
+// tried in order (an item that is not a str is an error only if no earlier one matched).
+absl::StatusOr<Value> AffixMethod(const std::string& s, const std::string& name, Args& a) {
+  const std::optional<Value> arg = a.Take(0, "prefix");
+  if (!arg) return Error(name + "() takes at least 1 argument");
+  const std::u32string text = Decode(s);
+  absl::StatusOr<Window> w = WindowArgs(a, 1, static_cast<int64_t>(text.size()), name);
+  if (!w.ok()) return w.status();
+  const bool tuple = arg->kind == K::kList && arg->tuple;
+  for (const Value& x : tuple ? *arg->list : List{*arg}) {
+    if (!x.is_string()) {
+      return Error(
+          tuple ? absl::StrCat("tuple for ", name, "() must only contain str, not ", TypeName(x))
+                : absl::StrCat(name, "() first arg must be str or a tuple of str, not ",
+                               TypeName(x)));
+    }
+    const std::u32string affix = Decode(x.s);
+    const auto n = static_cast<int64_t>(affix.size());
+    if (w->end - w->start < n) continue;
+    const int64_t at = name == "startswith" ? w->start : w->end - n;
+    if (text.compare(static_cast<size_t>(at), affix.size(), affix) == 0) return Value::Bool(true);
+  }
+  return Value::Bool(false);
+}
+
+// str.find / rfind / index / rindex / count(sub, start=None, end=None), in code points.
+absl::StatusOr<Value> SearchMethod(const std::string& s, const std::string& name, Args& a) {
+  absl::StatusOr<std::u32string> sub = StrArg(a.Take(0, "sub"), name);
+  if (!sub.ok()) return sub.status();
+  const std::u32string text = Decode(s);
+  absl::StatusOr<Window> w = WindowArgs(a, 1, static_cast<int64_t>(text.size()), name);
+  if (!w.ok()) return w.status();
+  const bool fits = w->end - w->start >= static_cast<int64_t>(sub->size());
+  const std::u32string_view window =
+      fits ? std::u32string_view(text).substr(static_cast<size_t>(w->start),
+                                              static_cast<size_t>(w->end - w->start))
+           : std::u32string_view();
+  if (name == "count") {
+    if (!fits) return Value::Int(0);
+    if (sub->empty()) return Value::Int(static_cast<int64_t>(window.size()) + 1);
+    int64_t n = 0;
+    for (size_t at = window.find(*sub); at != window.npos;
+         at = window.find(*sub, at + sub->size())) {
+      ++n;
+    }
+    return Value::Int(n);
+  }
+  size_t at = window.npos;
+  if (fits) at = name == "find" || name == "index" ? window.find(*sub) : window.rfind(*sub);
+  if (at != window.npos) return Value::Int(w->start + static_cast<int64_t>(at));
+  if (name == "index" || name == "rindex") return Error(name + "(): substring not found");
+  return Value::Int(-1);
+}
+
+// str.split / str.rsplit(sep=None, maxsplit=-1).
+absl::StatusOr<Value> SplitMethod(const std::string& s, const std::string& name, Args& a) {
+  const std::optional<Value> sep = a.Take(0, "sep");
+  const std::optional<Value> max = a.Take(1, "maxsplit");
+  const std::optional<int64_t> maxsplit = max ? AsInt(*max) : -1;
+  if (!maxsplit) {
+    return Error(absl::StrCat(name, "(): maxsplit must be an integer, not ", TypeName(*max)));
+  }
+  const std::u32string text = Decode(s);
+  const bool right = name == "rsplit";
+  if (!sep || sep->none()) {
+    return StrList(right ? RSplitWhitespace(text, *maxsplit) : SplitWhitespace(text, *maxsplit));
+  }
+  if (!sep->is_string()) {
+    return Error(absl::StrCat(name, "(): the separator must be str or None, not ", TypeName(*sep)));
+  }
+  if (sep->s.empty()) return Error(name + "(): empty separator");
+  const std::u32string d = Decode(sep->s);
+  return StrList(right ? RSplitOn(text, d, *maxsplit) : SplitOn(text, d, *maxsplit));
+}
+
+// str.strip / lstrip / rstrip(chars=None).
+absl::StatusOr<Value> StripMethod(const std::string& s, const std::string& name, Args& a) {
+  const std::optional<Value> chars = a.Take(0, "chars");
+  std::optional<std::u32string> set;
+  if (chars && !chars->none()) {
+    if (!chars->is_string()) {
+      return Error(absl::StrCat(name, "() arg must be None or str, not ", TypeName(*chars)));
+    }
+    set = Decode(chars->s);
+  }
+  return Value::Str(Strip(s, set, name != "rstrip", name != "lstrip"));
+}
+
+// str.isalpha, isdigit, ... by name; null for another name.
+bool (*ClassOf(const std::string& name))(char32_t) {
+  if (name == "isalpha") return IsAlpha;
+  if (name == "isalnum") return IsAlnum;
+  if (name == "isdigit") return IsDigit;
+  if (name == "isdecimal") return IsDecimal;
+  if (name == "isspace") return IsSpace;
+  return nullptr;
+}
+
+// A string's method `name` (one IsStringMethod lists) called with `a`.
+absl::StatusOr<Value> StrMethod(const std::string& s, const std::string& name, Args& a) {
+  if (name == "strip" || name == "lstrip" || name == "rstrip") return StripMethod(s, name, a);
+  if (name == "split" || name == "rsplit") return SplitMethod(s, name, a);
+  if (name == "startswith" || name == "endswith") return AffixMethod(s, name, a);
+  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+    return SearchMethod(s, name, a);
+  }
+  if (name == "lower") return Value::Str(Lower(s));
+  if (name == "upper") return Value::Str(Upper(s));
+  if (name == "title") return Value::Str(Title(s));
+  if (name == "capitalize") return Value::Str(Capitalize(s));
+  if (auto in_class = ClassOf(name)) return Value::Bool(AllIn(s, in_class));
+  if (name == "isupper" || name == "islower") return Value::Bool(HasOnlyCase(s, name == "isupper"));
+  if (name == "splitlines") {
+    const std::optional<Value> keepends = a.Take(0, "keepends");
+    return StrList(SplitLines(Decode(s), keepends && Truthy(*keepends)));
+  }
+  if (name == "replace") {
+    auto o = a.Take(0, "old"), w = a.Take(1, "new"), c = a.Take(2, "count");
+    if (!o || !w) return Error("replace() takes at least 2 arguments");
+    return Value::Str(Replace(s, o->s, w->s, c ? c->i : -1));
+  }
+  if (name == "format") {
+    auto r = StrFormat(s, a);
+    if (!r.ok()) return r.status();
+    return Value::Str(*std::move(r));
+  }
+  if (name == "join") {
+    auto items = a.Take(0, "iterable");
+    if (!items || items->kind != K::kList) return Error("join() takes a list");
+    std::string out;
+    for (size_t i = 0; i < items->list->size(); ++i) {
+      if (i > 0) out += s;
+      out += ToStr((*items->list)[i]);
+    }
+    return Value::Str(out);
+  }
+  if (name == "zfill") {
+    auto width = a.Take(0, "width");
+    const auto n = static_cast<int64_t>(CodePoints(s).size());
+    if (!width || width->i <= n) return Value::Str(s);
+    const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
+    return Value::Str(s.substr(0, sign) + std::string(static_cast<size_t>(width->i - n), '0') +
+                      s.substr(sign));
+  }
+  return Error(absl::StrCat("'str' object has no method '", name, "'"));
 }
 
 // A bound method of a string or dict.
 Value Method(const Value& self, const std::string& name) {
   return Value::MakeFunction([self, name](Args& a) -> absl::StatusOr<Value> {
-    if (self.is_string()) {
-      const std::string& s = self.s;
-      if (name == "strip" || name == "lstrip" || name == "rstrip") {
-        auto chars = a.Take(0, "chars");
-        return Value::Str(Strip(s, chars ? &*chars : nullptr, name != "rstrip", name != "lstrip"));
-      }
-      if (name == "split") {
-        auto sep = a.Take(0, "sep");
-        auto max = a.Take(1, "maxsplit");
-        return StrList(Split(s, sep ? &*sep : nullptr, max ? max->i : -1));
-      }
-      if (name == "startswith" || name == "endswith") {
-        auto arg = a.Take(0, "prefix");
-        if (!arg) return Error(name + "() takes at least 1 argument");
-        auto start = a.Take(1, "start"), end = a.Take(2, "end");
-        if ((start && !start->none()) || (end && !end->none())) {
-          // s[start:end], by code point
-          const auto cps = CodePoints(self.s);
-          const auto n = static_cast<int64_t>(cps.size());
-          const auto index = [n](const std::optional<Value>& x, int64_t def) {
-            if (!x || x->none()) return def;
-            const int64_t i = x->i < 0 ? x->i + n : x->i;
-            return std::clamp<int64_t>(i, 0, n);
-          };
-          std::string sub;
-          for (int64_t i = index(start, 0); i < index(end, n); ++i) {
-            sub += cps[static_cast<size_t>(i)];
-          }
-          Args rest;
-          rest.pos.push_back(*arg);
-          return (*Method(Value::Str(sub), name).fn)(rest);
-        }
-        std::vector<std::string> opts;
-        if (arg->kind == K::kList) {
-          for (const Value& x : *arg->list) opts.push_back(x.s);
-        } else {
-          opts.push_back(arg->s);
-        }
-        for (const auto& o : opts) {
-          const bool hit =
-              name == "startswith"
-                  ? s.compare(0, o.size(), o) == 0
-                  : s.size() >= o.size() && s.compare(s.size() - o.size(), o.size(), o) == 0;
-          if (hit) return Value::Bool(true);
-        }
-        return Value::Bool(false);
-      }
-      if (name == "lower") return Value::Str(Lower(s));
-      if (name == "upper") return Value::Str(Upper(s));
-      if (name == "title") return Value::Str(Title(s));
-      if (name == "capitalize") return Value::Str(Capitalize(s));
-      if (name == "replace") {
-        auto o = a.Take(0, "old"), w = a.Take(1, "new"), c = a.Take(2, "count");
-        if (!o || !w) return Error("replace() takes at least 2 arguments");
-        return Value::Str(Replace(s, o->s, w->s, c ? c->i : -1));
-      }
-      if (name == "format") {
-        auto r = StrFormat(s, a);
-        if (!r.ok()) return r.status();
-        return Value::Str(*std::move(r));
-      }
-      if (name == "join") {
-        auto items = a.Take(0, "iterable");
-        if (!items || items->kind != K::kList) return Error("join() takes a list");
-        std::string out;
-        for (size_t i = 0; i < items->list->size(); ++i) {
-          if (i > 0) out += s;
-          out += ToStr((*items->list)[i]);
-        }
-        return Value::Str(out);
-      }
-      if (name == "count" || name == "find" || name == "rfind" || name == "index") {
-        auto sub = a.Take(0, "sub");
-        if (!sub) return Error(name + "() takes 1 argument");
-        if (name == "count") {
-          int64_t n = 0;
-          for (size_t at = s.find(sub->s); at != std::string::npos && !sub->s.empty();
-               at = s.find(sub->s, at + sub->s.size())) {
-            ++n;
-          }
-          return Value::Int(n);
-        }
-        const size_t at = name == "rfind" ? s.rfind(sub->s) : s.find(sub->s);
-        if (at == std::string::npos) {
-          if (name == "index") return Error("substring not found");
-          return Value::Int(-1);
-        }
-        return Value::Int(static_cast<int64_t>(CodePoints(s.substr(0, at)).size()));
-      }
-      if (name == "isdigit" || name == "isalpha" || name == "isspace" || name == "isalnum") {
-        if (s.empty()) return Value::Bool(false);
-        for (const char ch : s) {
-          const auto u = static_cast<unsigned char>(ch);
-          const bool ok = name == "isdigit"   ? std::isdigit(u) != 0
-                          : name == "isalpha" ? std::isalpha(u) != 0
-                          : name == "isspace" ? PySpace(u)
-                                              : std::isalnum(u) != 0;
-          if (!ok) return Value::Bool(false);
-        }
-        return Value::Bool(true);
-      }
-      if (name == "rsplit") {
-        auto sep = a.Take(0, "sep");
-        auto max = a.Take(1, "maxsplit");
-        const int64_t maxsplit = max ? max->i : -1;
-        std::vector<std::string> parts = Split(s, sep ? &*sep : nullptr, -1);
-        if (maxsplit < 0 || parts.size() <= static_cast<size_t>(maxsplit) + 1) {
-          return StrList(parts);
-        }
-        // The leftmost parts stay joined: by the separator, or as the text before the rest.
-        const size_t keep = parts.size() - static_cast<size_t>(maxsplit);
-        std::string head;
-        if (sep && !sep->none()) {
-          for (size_t i = 0; i < keep; ++i) head += (i > 0 ? sep->s : "") + parts[i];
-        } else {
-          size_t at = s.size();
-          for (size_t i = parts.size(); i-- > keep;) at = s.rfind(parts[i], at - 1);
-          head = Strip(s.substr(0, at), nullptr, /*left=*/false, /*right=*/true);
-        }
-        std::vector<std::string> out = {head};
-        out.insert(out.end(), parts.begin() + static_cast<long>(keep), parts.end());
-        return StrList(out);
-      }
-      if (name == "zfill") {
-        auto width = a.Take(0, "width");
-        const auto n = static_cast<int64_t>(CodePoints(s).size());
-        if (!width || width->i <= n) return Value::Str(s);
-        const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
-        return Value::Str(s.substr(0, sign) + std::string(static_cast<size_t>(width->i - n), '0') +
-                          s.substr(sign));
-      }
-      if (name == "splitlines") {
-        std::vector<std::string> lines;
-        std::string cur;
-        for (size_t i = 0; i < s.size(); ++i) {
-          if (s[i] == '\n' || s[i] == '\r') {
-            lines.push_back(cur);
-            cur.clear();
-            if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-          } else {
-            cur += s[i];
-          }
-        }
-        if (!cur.empty()) lines.push_back(cur);
-        return StrList(lines);
-      }
-    }
+    if (self.is_string()) return StrMethod(self.s, name, a);
     if (self.kind == K::kDict) {
       const Dict& d = *self.dict;
       if (name == "items") {
@@ -367,9 +336,10 @@ Value Method(const Value& self, const std::string& name) {
 
 bool IsStringMethod(const std::string& n) {
   static const std::set<std::string> kNames = {
-      "strip", "lstrip",     "rstrip",  "split",   "startswith", "endswith",   "lower",  "upper",
-      "title", "capitalize", "replace", "format",  "join",       "count",      "find",   "rfind",
-      "index", "isdigit",    "isalpha", "isspace", "isalnum",    "splitlines", "rsplit", "zfill"};
+      "strip",     "lstrip",  "rstrip",  "split",   "rsplit",     "splitlines", "startswith",
+      "endswith",  "lower",   "upper",   "title",   "capitalize", "replace",    "format",
+      "join",      "count",   "find",    "rfind",   "index",      "rindex",     "isdigit",
+      "isdecimal", "isalpha", "isalnum", "isspace", "isupper",    "islower",    "zfill"};
   return kNames.count(n) > 0;
 }
 
@@ -481,8 +451,8 @@ absl::StatusOr<bool> ApplyTest(const std::string& n, const Value& v, Args& args)
   if (n == "true") return v.kind == K::kBool && v.b;
   if (n == "false") return v.kind == K::kBool && !v.b;
   if (n == "callable") return v.kind == K::kFunction;
-  if (n == "lower") return v.is_string() && Lower(v.s) == v.s;
-  if (n == "upper") return v.is_string() && Upper(v.s) == v.s;
+  // jinja2: str(value).islower() / .isupper(), which need a cased character ("123" is neither).
+  if (n == "lower" || n == "upper") return HasOnlyCase(ToStr(v), n == "upper");
   auto other = args.Take(0, "other");
   if (n == "odd" || n == "even") {
     if (v.kind != K::kInt) return Error("odd/even: not an integer");
@@ -580,36 +550,123 @@ absl::StatusOr<Value> SelectItems(const Value& v, Args& args, bool by_attr, bool
   return Value::MakeList(std::move(out));
 }
 
-std::string Indent(const std::string& s0, const Value* width, bool first, bool blank) {
-  const std::string ind =
-      width == nullptr
-          ? "    "
-          : (width->is_string() ? width->s : std::string(static_cast<size_t>(width->i), ' '));
-  std::string s = s0 + "\n";
-  std::vector<std::string> lines;
-  std::string cur;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\n' || s[i] == '\r') {
-      lines.push_back(cur);
-      cur.clear();
-      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-    } else {
-      cur += s[i];
+// jinja2's ignore_case: a string sort key is lowercased unless the sort is case-sensitive.
+Value SortKey(Value key, bool case_sensitive) {
+  if (key.is_string() && !case_sensitive) key.s = Lower(key.s);
+  return key;
+}
+
+// Orders `items` by `keys` (one each) as Python's sorted(): stably, with `reverse` too; an error
+// for keys Python cannot order. `keys_are_lists`: each key is a list, compared as Python compares
+// lists: at the first items that differ by ==, so items equal but without an order (None,
+// undefined) still sort.
+absl::Status SortByKeys(const List& keys, bool reverse, bool keys_are_lists, List* items) {
+  const auto compare = [keys_are_lists](const Value& a, const Value& b) -> absl::StatusOr<int> {
+    if (!keys_are_lists) return Compare(a, b);
+    const List &x = *a.list, &y = *b.list;
+    size_t i = 0;
+    while (i < x.size() && i < y.size() && Equal(x[i], y[i])) ++i;
+    if (i < x.size() && i < y.size()) return Compare(x[i], y[i]);
+    return x.size() < y.size() ? -1 : (x.size() > y.size() ? 1 : 0);
+  };
+  std::vector<size_t> order(items->size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  absl::Status st;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (!st.ok()) return false;
+    absl::StatusOr<int> c = compare(keys[a], keys[b]);
+    if (!c.ok()) {
+      st = c.status();
+      return false;
     }
-  }
-  if (!cur.empty()) lines.push_back(cur);
-  std::string rv;
-  if (blank) {
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (i > 0) rv += "\n" + ind;
-      rv += lines[i];
+    return reverse ? *c > 0 : *c < 0;
+  });
+  if (!st.ok()) return st;
+  List sorted;
+  for (const size_t i : order) sorted.push_back((*items)[i]);
+  *items = std::move(sorted);
+  return absl::OkStatus();
+}
+
+// jinja2's attribute paths of sort: comma-separated, each dot-separated, its all-digit parts
+// indices ("name", "a.b,c", "items.0"); an attribute that is not a string is one index.
+absl::StatusOr<std::vector<std::vector<Value>>> AttributePaths(const std::optional<Value>& attr) {
+  std::vector<std::vector<Value>> paths;
+  if (!attr || attr->none()) return paths;
+  if (!attr->is_string()) return std::vector<std::vector<Value>>{{*attr}};
+  for (const std::u32string& path : SplitOn(Decode(attr->s), U",", -1)) {
+    std::vector<Value> parts;
+    for (const std::u32string& part : SplitOn(path, U".", -1)) {
+      const std::string text = Encode(part);
+      if (!AllIn(text, IsDigit)) {
+        parts.push_back(Value::Str(text));
+        continue;
+      }
+      absl::StatusOr<int64_t> index = ParseInt(NumericText(text).value_or(""), 10);
+      if (!index.ok()) return Error(absl::StrCat("sort: bad attribute index '", text, "'"));
+      parts.push_back(Value::Int(*index));
     }
-  } else {
-    rv = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i) rv += "\n" + (lines[i].empty() ? "" : ind + lines[i]);
+    paths.push_back(std::move(parts));
   }
-  if (first) rv = ind + rv;
-  return rv;
+  return paths;
+}
+
+// jinja2's sort(value, reverse=False, case_sensitive=False, attribute=None): sorted by the list
+// of the values at the attribute paths (the item itself without any), strings lowercased unless
+// case_sensitive.
+absl::StatusOr<Value> SortFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  auto reverse = args.Take(0, "reverse");
+  auto case_sensitive = args.Take(1, "case_sensitive");
+  auto paths = AttributePaths(args.Take(2, "attribute"));
+  if (!paths.ok()) return paths.status();
+  const bool cs = case_sensitive && Truthy(*case_sensitive);
+  List keys;
+  for (const Value& x : *items) {
+    List key;
+    for (const std::vector<Value>& path : *paths) {
+      Value at = x;
+      for (const Value& part : path) {
+        auto next = GetItem(at, part);
+        if (!next.ok()) return next.status();
+        at = *std::move(next);
+      }
+      key.push_back(SortKey(std::move(at), cs));
+    }
+    if (paths->empty()) key.push_back(SortKey(x, cs));
+    keys.push_back(Value::MakeList(std::move(key)));
+  }
+  if (absl::Status st = SortByKeys(keys, reverse && Truthy(*reverse), true, &*items); !st.ok()) {
+    return st;
+  }
+  return Value::MakeList(*std::move(items));
+}
+
+// jinja2's dictsort(value, case_sensitive=False, by="key", reverse=False): the (key, value)
+// pairs of a dict, sorted by key or by value.
+absl::StatusOr<Value> DictSortFilter(const Value& v, Args& args) {
+  if (v.undefined()) return UndefinedError(v);
+  if (v.kind != K::kDict) {
+    return Error(absl::StrCat("dictsort: expected a mapping, got ", TypeName(v)));
+  }
+  auto case_sensitive = args.Take(0, "case_sensitive");
+  auto by = args.Take(1, "by");
+  auto reverse = args.Take(2, "reverse");
+  const std::string by_what = by ? ToStr(*by) : "key";
+  if (by_what != "key" && by_what != "value") {
+    return Error("dictsort: you can only sort by either \"key\" or \"value\"");
+  }
+  List pairs, keys;
+  for (const auto& [k, x] : *v.dict) {
+    pairs.push_back(Value::MakeList({Value::Str(k), x}, /*tuple=*/true));
+    keys.push_back(
+        SortKey(by_what == "key" ? Value::Str(k) : x, case_sensitive && Truthy(*case_sensitive)));
+  }
+  if (absl::Status st = SortByKeys(keys, reverse && Truthy(*reverse), false, &pairs); !st.ok()) {
+    return st;
+  }
+  return Value::MakeList(std::move(pairs));
 }
 
 std::string Escape(const std::string& s) {
@@ -773,34 +830,8 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     }
     return Value::MakeList(std::move(out));
   }
-  if (n == "sort" || n == "dictsort") {
-    auto items = n == "dictsort" ? ApplyFilter("items", v, args) : absl::StatusOr<Value>(v);
-    if (!items.ok()) return items.status();
-    auto list = Iterate(*items);
-    if (!list.ok()) return list.status();
-    auto reverse = args.Take(0, "reverse");
-    auto attr = args.Take(2, "attribute");
-    absl::Status st;
-    std::stable_sort(list->begin(), list->end(), [&](const Value& a, const Value& b) {
-      Value x = a, y = b;
-      if (attr) {
-        x = GetAttr(a, ToStr(*attr)).value_or(Value());
-        y = GetAttr(b, ToStr(*attr)).value_or(Value());
-      }
-      if (x.is_string() && y.is_string()) {
-        x = Value::Str(Lower(x.s));
-        y = Value::Str(Lower(y.s));
-      }
-      auto c = Compare(x, y);
-      if (!c.ok()) {
-        st = c.status();
-        return false;
-      }
-      return (reverse && Truthy(*reverse)) ? *c > 0 : *c < 0;
-    });
-    if (!st.ok()) return st;
-    return Value::MakeList(*std::move(list));
-  }
+  if (n == "sort") return SortFilter(v, args);
+  if (n == "dictsort") return DictSortFilter(v, args);
   if (n == "sum" || n == "min" || n == "max") {
     auto items = Iterate(v);
     if (!items.ok()) return items.status();
@@ -817,8 +848,11 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
                                     "' and '", TypeName(y), "'"));
         }
         if (total.kind != K::kFloat && y.kind != K::kFloat) {
-          total = Value::Int((total.kind == K::kBool ? total.b : total.i) +
-                             (y.kind == K::kBool ? y.b : y.i));
+          int64_t sum = 0;
+          if (__builtin_add_overflow(*AsInt(total), *AsInt(y), &sum)) {
+            return IntOverflowError("sum");
+          }
+          total = Value::Int(sum);
         } else {
           total = Value::Float(total.number() + y.number());
         }
@@ -842,53 +876,48 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     }
     return (*items)[best];
   }
-  if (v.undefined() && n != "trim" && n != "lower" && n != "upper") return UndefinedError(v);
+  // jinja2 prints an undefined value as "" where a filter only reads its text.
   if (n == "trim") {
-    auto chars = args.Take(0, "chars");
-    return Value::Str(Strip(ToStr(v), chars ? &*chars : nullptr, true, true));
+    Args strip_args;
+    if (auto chars = args.Take(0, "chars")) strip_args.pos.push_back(*chars);
+    return StripMethod(ToStr(v), "strip", strip_args);
   }
   if (n == "lower") return Value::Str(Lower(ToStr(v)));
   if (n == "upper") return Value::Str(Upper(ToStr(v)));
   if (n == "capitalize") return Value::Str(Capitalize(ToStr(v)));
-  if (n == "title") return Value::Str(Title(ToStr(v)));
+  if (n == "title") return Value::Str(TitleFilter(ToStr(v)));
+  if (n == "wordcount") return Value::Int(WordCount(ToStr(v)));
   if (n == "e" || n == "escape") return Value::Str(Escape(ToStr(v)));
+  if (n == "int") return IntFilter(v, args);
+  if (n == "float") return FloatFilter(v, args);
+  if (v.undefined() && n != "replace") return UndefinedError(v);
   if (n == "indent") {
     auto width = args.Take(0, "width");
     auto first = args.Take(1, "first");
     auto blank = args.Take(2, "blank");
-    return Value::Str(Indent(ToStr(v), width ? &*width : nullptr, first && Truthy(*first),
-                             blank && Truthy(*blank)));
+    std::string indent = "    ";
+    if (width && width->is_string()) {
+      indent = width->s;
+    } else if (width) {
+      const std::optional<int64_t> w = AsInt(*width);
+      if (!w)
+        return Error(
+            absl::StrCat("indent: width must be a string or an int, not ", TypeName(*width)));
+      indent = std::string(static_cast<size_t>(std::max<int64_t>(0, *w)), ' ');
+    }
+    return Value::Str(Indent(ToStr(v), indent, first && Truthy(*first), blank && Truthy(*blank)));
   }
   if (n == "replace") {
     auto o = args.Take(0, "old"), w = args.Take(1, "new"), c = args.Take(2, "count");
     if (!o || !w) return Error("replace: takes old and new");
     return Value::Str(Replace(ToStr(v), ToStr(*o), ToStr(*w), c && !c->none() ? c->i : -1));
   }
-  if (n == "int") {
-    // jinja2: int(value), else int(float(value)), else the default (0).
-    auto def = args.Take(0, "default");
-    if (v.kind == K::kInt) return v;
-    if (v.kind == K::kBool) return Value::Int(v.b);
-    if (v.kind == K::kFloat) {
-      if (std::isfinite(v.f)) return Value::Int(static_cast<int64_t>(std::trunc(v.f)));
-    } else if (v.is_string()) {
-      if (auto i = ParseInt(v.s)) return Value::Int(*i);
-      if (auto f = ParseFloat(v.s); f && std::isfinite(*f)) {
-        return Value::Int(static_cast<int64_t>(std::trunc(*f)));
-      }
-    }
-    return def ? *def : Value::Int(0);
-  }
-  if (n == "float") {
-    auto def = args.Take(0, "default");
-    if (v.is_number() || v.kind == K::kBool) return Value::Float(v.number());
-    if (v.is_string()) {
-      if (auto f = ParseFloat(v.s)) return Value::Float(*f);
-    }
-    return def ? *def : Value::Float(0);
-  }
   if (n == "abs") {
-    if (v.kind == K::kInt) return Value::Int(v.i < 0 ? -v.i : v.i);
+    if (v.kind == K::kInt || v.kind == K::kBool) {
+      const int64_t i = *AsInt(v);
+      if (i == INT64_MIN) return IntOverflowError("abs");
+      return Value::Int(i < 0 ? -i : i);
+    }
     return Value::Float(std::fabs(v.number()));
   }
   if (n == "round") {
@@ -918,7 +947,9 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
           r += m;
         }
         if (2 * r > m || (2 * r == m && q % 2 != 0)) ++q;
-        return Value::Int(q * m);
+        int64_t rounded = 0;
+        if (__builtin_mul_overflow(q, m, &rounded)) return IntOverflowError("round");
+        return Value::Int(rounded);
       }
       char buf[512];
       if (p >= 0 && p < 300) {
@@ -932,8 +963,6 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     const double x = v.number() * m;
     return Value::Float((how == "ceil" ? std::ceil(x) : std::floor(x)) / m);
   }
-  if (n == "wordcount")
-    return Value::Int(static_cast<int64_t>(Split(ToStr(v), nullptr, -1).size()));
   return Error(absl::StrCat("the filter '", n, "' is not supported"));
 }
 
@@ -942,20 +971,28 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
 Dict Globals(const std::string& today) {
   Dict g;
   g.emplace_back("range", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {
-                   int64_t start = 0, stop = 0, step = 1;
-                   if (a.pos.size() == 1) {
-                     stop = a.pos[0].i;
-                   } else if (a.pos.size() >= 2) {
-                     start = a.pos[0].i;
-                     stop = a.pos[1].i;
-                     if (a.pos.size() > 2) step = a.pos[2].i;
+                   std::vector<int64_t> ints;  // range(stop) or range(start, stop[, step])
+                   for (const Value& x : a.pos) {
+                     const std::optional<int64_t> i = AsInt(x);
+                     if (!i) {
+                       return Error(absl::StrCat("'", TypeName(x),
+                                                 "' object cannot be interpreted as an integer"));
+                     }
+                     ints.push_back(*i);
                    }
+                   if (ints.empty() || ints.size() > 3) {
+                     return Error("range() takes 1 to 3 arguments");
+                   }
+                   const int64_t start = ints.size() == 1 ? 0 : ints[0];
+                   const int64_t stop = ints.size() == 1 ? ints[0] : ints[1];
+                   const int64_t step = ints.size() == 3 ? ints[2] : 1;
                    if (step == 0) return Error("range() arg 3 must not be zero");
                    List l;
-                   for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+                   for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
                      if (l.size() >= 100000)
                        return absl::ResourceExhaustedError("range(): too long");
                      l.push_back(Value::Int(i));
+                     if (__builtin_add_overflow(i, step, &i)) break;  // past any stop
                    }
                    return Value::MakeList(std::move(l));
                  }));

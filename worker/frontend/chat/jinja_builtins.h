@@ -1,6 +1,15 @@
 // What chat templates can call: jinja2's filters and tests that real templates use, the safe
 // methods of strings and dicts, attribute and item access with jinja2's rules, and the globals
 // (range, namespace, dict, raise_exception, strftime_now).
+//
+// Strings are UTF-8 and behave as Python 3.11's str: methods and filters count, slice, classify
+// and case-map code points with Python's rules (its whitespace and line boundaries, full case
+// mappings such as ß → SS, final sigma), from utf8proc's Unicode data (Unicode 15; Python 3.11
+// has 14, so characters new in 15 may differ). Malformed UTF-8 bytes pass through unchanged.
+// Integers are 64-bit: a result Python would print beyond that (int("1" * 20), sum, abs, round)
+// is an INVALID_ARGUMENT "integer overflow" error, never a wrapped number. Python's exceptions
+// (ValueError, TypeError...) are INVALID_ARGUMENT errors that name the method and what Python
+// complains of.
 #ifndef LLM_WORKER_FRONTEND_CHAT_JINJA_BUILTINS_H_
 #define LLM_WORKER_FRONTEND_CHAT_JINJA_BUILTINS_H_
 
