@@ -225,7 +225,7 @@ TEST(ChatTemplateTest, DeepNestingIsRefusedNotACrash) {
   const Json msgs = Json::array({{{"role", "user"}, {"content", std::move(deep)}}});
   auto r = c->Apply(msgs, nullptr, true, Json::object());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(r.status().message(), HasSubstr("messages: nested more than 64 deep"));
+  EXPECT_THAT(r.status().message(), HasSubstr("messages: nested more than 66 deep"));
   Json tools = Json::array();
   for (int i = 0; i < 100; ++i) tools = Json::array({std::move(tools)});
   r = c->Apply(Json::array(), tools, true, Json::object());

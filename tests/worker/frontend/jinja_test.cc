@@ -417,17 +417,62 @@ TEST(JinjaTest, NestingIsBoundedNotAStackOverflow) {
         "{{ " + repeat("not ", 100000) + "1 }}", "{{ " + repeat("-", 100000) + "1 }}"}) {
     const absl::Status st = Error(deep);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << deep.substr(0, 20);
-    EXPECT_THAT(st.message(), HasSubstr("nested more than 1024 levels deep")) << deep.substr(0, 20);
+    EXPECT_THAT(st.message(), HasSubstr("nested more than 512 levels deep")) << deep.substr(0, 20);
   }
   for (const std::string& chain :
        {"{{ 1" + repeat(" + 1", 100000) + " }}", "{{ 'x'" + repeat(" | string", 100000) + " }}",
         "{{ x" + repeat(".a", 100000) + " }}"}) {
     const absl::Status st = Error(chain);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << chain.substr(0, 20);
-    EXPECT_THAT(st.message(), HasSubstr("expression nested more than 1024 levels deep"))
+    EXPECT_THAT(st.message(), HasSubstr("expression nested more than 512 levels deep"))
         << chain.substr(0, 20);
   }
-  EXPECT_EQ(Render("{{ 1" + repeat(" + 1", 1000) + " }}"), "1001");
+  EXPECT_EQ(Render("{{ 1" + repeat(" + 1", 500) + " }}"), "501");
+  // Comparison chains hold each operand once (the middle ones were parsed twice, so nested
+  // chains took exponential time: 20 levels, 4 s and 1.5 GB).
+  EXPECT_EQ(Render("{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 < 2 in [2] }} {{ 1 == 1 != 2 == 2 }} {{ "
+                   "(1 < 2) < 3 }}"),
+            "True False True True True");
+  std::string chain = "a";
+  for (int i = 0; i < 40; ++i) chain = "a < (" + chain + ") < a";
+  EXPECT_EQ(Render("{{ " + chain + " }}", {{"a", 1}}), "False");
+  // Rendering recursion is bounded where the parser's bounds multiply with macro calls (a 4-deep
+  // macro of 500 nested loops and 1,000 filters overflowed the stack)...
+  const std::string macro = "{% macro m(n) %}" + repeat("{% for i in [1] %}", 400) + "{{ 'x'" +
+                            repeat(" | string", 400) +
+                            " }}{% if n > 0 %}{{ m(n - 1) }}{% endif %}" +
+                            repeat("{% endfor %}", 400) + "{% endmacro %}{{ m(4) }}";
+  absl::Status st = Error(macro);
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(st.message(), HasSubstr("rendering nests more than 1024 levels deep"));
+  // ...and so is how deep the values a template builds nest (freeing a list wrapped 900,000
+  // times overflowed the stack).
+  st = Error(
+      "{% set ns = namespace(x=1) %}{% for i in range(300) %}{% set ns.x = [ns.x] %}{% "
+      "endfor %}");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(st.message(), HasSubstr("a value nests more than 256 lists or dicts deep"));
+}
+
+// What builtins build is bounded before it is built: a huge width or count was an allocation
+// that aborted the process ('x'.zfill(10**15), [1, 2] * 2**62, whose size check wrapped).
+TEST(JinjaTest, BuiltValuesAreBoundedBeforeTheyAreBuilt) {
+  for (const char* huge :
+       {"{{ 'x'.zfill(1000000000000000) }}", "{{ [1, 2] * 4611686018427387904 }}",
+        "{{ 'abcd' * 4611686018427387904 }}", "{{ 'ab'.replace('', 'x' * 10000000) }}",
+        "{{ 'a\nb' | indent(1000000000000) }}", "{{ '%1000000000000d' % 1 }}",
+        "{{ '{:>1000000000000}'.format(1) }}",
+        "{% set ns = namespace(s='x' * 1000000) %}{% for i in range(40) %}{% set ns.s = [ns.s, "
+        "ns.s] | join %}{% endfor %}",
+        "{% set ns = namespace(s='x' * 1000000) %}{% for i in range(40) %}{% set ns.s = ''.join"
+        "([ns.s, ns.s]) %}{% endfor %}"}) {
+    const absl::Status st = Error(huge);
+    EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << huge << ": " << st;
+  }
+  // Integers past 64 bits: a literal, and negating the least.
+  EXPECT_THAT(Error("{{ 9223372036854775808 }}").message(), HasSubstr("does not fit in 64 bits"));
+  EXPECT_THAT(Error("{{ -(-9223372036854775807 - 1) }}").message(), HasSubstr("integer overflow"));
+  EXPECT_EQ(Render("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
 }
 
 }  // namespace

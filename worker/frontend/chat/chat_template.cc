@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
@@ -119,13 +120,15 @@ absl::StatusOr<std::string> ChatTemplate::Apply(const nlohmann::ordered_json& me
                                                 const jinja::RenderOptions& options) const {
   // Copying and converting a value recurse over it: a value nested deeper than anything a chat
   // needs is refused first (20,000 levels overflowed the stack).
-  for (const auto& [name, value] :
-       {std::pair<const char*, const nlohmann::ordered_json*>{"messages", &messages},
-        {"tools", &tools},
-        {"kwargs", &kwargs}}) {
-    if (JsonNestsDeeperThan(*value, kMaxJsonNesting)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": nested more than ", kMaxJsonNesting, " deep"));
+  // Messages get two more levels: the list and each message object wrap the fields that the
+  // worker checks one by one (a tool call's arguments may nest kMaxJsonNesting deep).
+  for (const auto& [name, value, limit] :
+       {std::tuple<const char*, const nlohmann::ordered_json*, int>{"messages", &messages,
+                                                                    kMaxJsonNesting + 2},
+        {"tools", &tools, kMaxJsonNesting},
+        {"kwargs", &kwargs, kMaxJsonNesting}}) {
+    if (JsonNestsDeeperThan(*value, limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": nested more than ", limit, " deep"));
     }
   }
   const bool has_tools = tools.is_array();  // transformers: any list, even an empty one

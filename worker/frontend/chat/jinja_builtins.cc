@@ -20,6 +20,18 @@ namespace {
 
 using K = Value::Kind;
 
+// Whether s.replace(old, with) stays within kMaxBuiltBytes with every occurrence replaced.
+bool ReplaceFits(const std::string& s, const std::string& old, const std::string& with) {
+  if (with.size() <= old.size()) return true;
+  size_t n = 0;
+  if (old.empty()) {
+    n = CodePoints(s).size() + 1;
+  } else {
+    for (size_t at = s.find(old); at != std::string::npos; at = s.find(old, at + old.size())) ++n;
+  }
+  return s.size() + n * (with.size() - old.size()) <= kMaxBuiltBytes;
+}
+
 absl::Status Error(const std::string& what) { return absl::InvalidArgumentError(what); }
 
 // The undefined value's own message when an operation needs a defined one.
@@ -271,6 +283,7 @@ absl::StatusOr<Value> StrMethod(const std::string& s, const std::string& name, A
   if (name == "replace") {
     auto o = a.Take(0, "old"), w = a.Take(1, "new"), c = a.Take(2, "count");
     if (!o || !w) return Error("replace() takes at least 2 arguments");
+    if (!ReplaceFits(s, o->s, w->s)) return TooLong("replace()");
     return Value::Str(Replace(s, o->s, w->s, c ? c->i : -1));
   }
   if (name == "format") {
@@ -285,6 +298,7 @@ absl::StatusOr<Value> StrMethod(const std::string& s, const std::string& name, A
     for (size_t i = 0; i < items->list->size(); ++i) {
       if (i > 0) out += s;
       out += ToStr((*items->list)[i]);
+      if (out.size() > kMaxBuiltBytes) return TooLong("join()");
     }
     return Value::Str(out);
   }
@@ -292,6 +306,7 @@ absl::StatusOr<Value> StrMethod(const std::string& s, const std::string& name, A
     auto width = a.Take(0, "width");
     const auto n = static_cast<int64_t>(CodePoints(s).size());
     if (!width || width->i <= n) return Value::Str(s);
+    if (width->i > static_cast<int64_t>(kMaxBuiltBytes)) return TooLong("zfill()");
     const size_t sign = !s.empty() && (s[0] == '-' || s[0] == '+') ? 1 : 0;
     return Value::Str(s.substr(0, sign) + std::string(static_cast<size_t>(width->i - n), '0') +
                       s.substr(sign));
@@ -788,6 +803,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
         x = *a;
       }
       out += ToStr(x);
+      if (out.size() > kMaxBuiltBytes) return TooLong("join");
     }
     return Value::Str(out);
   }
@@ -903,14 +919,21 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
       if (!w)
         return Error(
             absl::StrCat("indent: width must be a string or an int, not ", TypeName(*width)));
+      if (*w > static_cast<int64_t>(kMaxBuiltBytes)) return TooLong("indent");
       indent = std::string(static_cast<size_t>(std::max<int64_t>(0, *w)), ' ');
     }
-    return Value::Str(Indent(ToStr(v), indent, first && Truthy(*first), blank && Truthy(*blank)));
+    const std::string text = ToStr(v);
+    // One indent per line at most.
+    const size_t lines = SplitLines(Decode(text + "\n"), /*keepends=*/false).size();
+    if (text.size() + lines * indent.size() > kMaxBuiltBytes) return TooLong("indent");
+    return Value::Str(Indent(text, indent, first && Truthy(*first), blank && Truthy(*blank)));
   }
   if (n == "replace") {
     auto o = args.Take(0, "old"), w = args.Take(1, "new"), c = args.Take(2, "count");
     if (!o || !w) return Error("replace: takes old and new");
-    return Value::Str(Replace(ToStr(v), ToStr(*o), ToStr(*w), c && !c->none() ? c->i : -1));
+    const std::string text = ToStr(v), old = ToStr(*o), with = ToStr(*w);
+    if (!ReplaceFits(text, old, with)) return TooLong("replace");
+    return Value::Str(Replace(text, old, with, c && !c->none() ? c->i : -1));
   }
   if (n == "abs") {
     if (v.kind == K::kInt || v.kind == K::kBool) {

@@ -130,12 +130,14 @@ absl::StatusOr<std::string> PercentFormat(const std::string& format, const Value
     int width = 0, precision = -1;
     while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) {
       width = width * 10 + (format[i++] - '0');
+      if (width > static_cast<int>(kMaxBuiltBytes)) return TooLong("a format width");
     }
     if (i < format.size() && format[i] == '.') {
       precision = 0;
       ++i;
       while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]))) {
         precision = precision * 10 + (format[i++] - '0');
+        if (precision > static_cast<int>(kMaxBuiltBytes)) return TooLong("a format precision");
       }
     }
     if (i >= format.size()) return Error("incomplete format");
@@ -225,12 +227,14 @@ absl::StatusOr<std::string> StrFormat(const std::string& f, const Args& args) {
     int width = 0, precision = -1;
     while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
       width = width * 10 + (spec[p++] - '0');
+      if (width > static_cast<int>(kMaxBuiltBytes)) return TooLong("a format width");
     }
     if (p < spec.size() && spec[p] == '.') {
       precision = 0;
       ++p;
       while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
         precision = precision * 10 + (spec[p++] - '0');
+        if (precision > static_cast<int>(kMaxBuiltBytes)) return TooLong("a format precision");
       }
     }
     char type = p < spec.size() ? spec[p++] : 0;

@@ -1,6 +1,7 @@
 #include "worker/frontend/chat/jinja_parser.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <initializer_list>
 
@@ -90,8 +91,8 @@ class Parser {
   // Rendering and destroying a template recurse over its expressions and blocks, so both are
   // bounded here, far above anything jinja2 itself can parse (Python's recursion limit stops it
   // near 100 nested parentheses): 100,000 nested '(' or '{% if %}' overflowed the stack.
-  static constexpr int kMaxNesting = 1024;     // parser recursion: brackets, blocks, unary ops
-  static constexpr int kMaxExprHeight = 1024;  // an expression tree's levels, chains included
+  static constexpr int kMaxNesting = 512;     // parser recursion: brackets, blocks, unary ops
+  static constexpr int kMaxExprHeight = 512;  // an expression tree's levels, chains included
 
   // Makes `child` (may be null: an absent part) the last of parent's items.
   void Adopt(Expr* parent, ExprPtr child) {
@@ -374,11 +375,11 @@ class Parser {
     return ParseCompare();
   }
   ExprPtr ParseCompare() {
-    // a < b < c is (a < b) and (b < c); chains are rare in templates, so b is parsed (and
-    // evaluated) twice.
-    size_t left_mark = i_;
-    ExprPtr l = ParseMath1();
-    ExprPtr result;
+    // One comparison is a binary node; a chain (a < b < c) is one node holding every operand
+    // once (parsing the middle ones twice made nested chains exponential).
+    ExprPtr first = ParseMath1();
+    std::vector<std::string> ops;
+    std::vector<ExprPtr> operands;
     for (;;) {
       std::string op;
       if (Cur().type == T::kOp &&
@@ -395,21 +396,17 @@ class Parser {
       } else {
         break;
       }
-      if (l == nullptr) {  // the previous link's right operand, again
-        const size_t end = i_;
-        i_ = left_mark;
-        l = ParseMath1();
-        i_ = end;
-      }
-      const size_t right_mark = i_;
-      ExprPtr r = ParseMath1();
+      ops.push_back(op);
+      operands.push_back(ParseMath1());
       if (!error_.ok()) return nullptr;
-      ExprPtr link = Binary(op, std::move(l), std::move(r));
-      result =
-          result == nullptr ? std::move(link) : Binary("and", std::move(result), std::move(link));
-      left_mark = right_mark;
     }
-    return result != nullptr ? std::move(result) : std::move(l);
+    if (ops.empty()) return first;
+    if (ops.size() == 1) return Binary(ops[0], std::move(first), std::move(operands[0]));
+    auto c = Make(Expr::Kind::kCompareChain);
+    Adopt(c.get(), std::move(first));
+    for (ExprPtr& operand : operands) Adopt(c.get(), std::move(operand));
+    c->ops = std::move(ops);
+    return c;
   }
   ExprPtr ParseMath1() {
     ExprPtr l = ParseConcat();
@@ -481,7 +478,11 @@ class Parser {
       }
       case T::kInt:
         ++i_;
+        errno = 0;
         e->value = Value::Int(std::strtoll(tok.value.c_str(), nullptr, 10));
+        if (errno == ERANGE) {  // strtoll saturates: 9223372036854775808 read as 2^63 - 1
+          Fail(absl::StrCat("integer ", tok.value, " does not fit in 64 bits"));
+        }
         return e;
       case T::kFloat:
         ++i_;

@@ -23,19 +23,20 @@ using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
   enum class Kind {
-    kLiteral,  // value
-    kName,     // name
-    kList,     // items; name "tuple" for a tuple
-    kDict,     // items: key, value, key, value, ...
-    kAttr,     // items[0].name
-    kIndex,    // items[0][items[1]]
-    kSlice,    // items[0][items[1]:items[2]:items[3]] (null parts absent)
-    kCall,     // items[0](items[1..], kwargs)
-    kFilter,   // items[0] | name(items[1..], kwargs)
-    kTest,     // items[0] is [not] name(items[1..])
-    kUnary,    // name: "-", "+", "not"
-    kBinary,   // name: an operator, "and", "or", "in", "not in", or a comparison
-    kCond,     // items[1] if items[0] else items[2] (items[2] may be null)
+    kLiteral,       // value
+    kName,          // name
+    kList,          // items; name "tuple" for a tuple
+    kDict,          // items: key, value, key, value, ...
+    kAttr,          // items[0].name
+    kIndex,         // items[0][items[1]]
+    kSlice,         // items[0][items[1]:items[2]:items[3]] (null parts absent)
+    kCall,          // items[0](items[1..], kwargs)
+    kFilter,        // items[0] | name(items[1..], kwargs)
+    kTest,          // items[0] is [not] name(items[1..])
+    kUnary,         // name: "-", "+", "not"
+    kBinary,        // name: an operator, "and", "or", "in", "not in", or a comparison
+    kCond,          // items[1] if items[0] else items[2] (items[2] may be null)
+    kCompareChain,  // items[0] ops[0] items[1] ops[1] items[2] ...: two or more comparisons
   };
   Kind kind;
   int line = 0;
@@ -44,6 +45,7 @@ struct Expr {
   std::string name;
   bool negated = false;  // kTest: `is not`
   std::vector<ExprPtr> items;
+  std::vector<std::string> ops;  // kCompareChain
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
 };
 

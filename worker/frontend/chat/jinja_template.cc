@@ -160,6 +160,8 @@ class Renderer {
   }
 
   Flow Exec(const Stmt& s, std::vector<Scope*>& chain, std::string* out) {
+    const Deeper deeper(this, s.line);
+    if (Failed()) return Flow::kNormal;
     switch (s.kind) {
       case Stmt::Kind::kText:
         Append(out, s.text);
@@ -345,6 +347,18 @@ class Renderer {
 
   Value Eval(const Expr& e, std::vector<Scope*>& chain) {
     if (Failed()) return Value();
+    const Deeper deeper(this, e.line);
+    if (Failed()) return Value();
+    Value v = EvalNode(e, chain);
+    if (v.depth > kMaxValueDepth) {
+      Fail(e.line,
+           absl::StrCat("a value nests more than ", kMaxValueDepth, " lists or dicts deep"));
+      return Value();
+    }
+    return v;
+  }
+
+  Value EvalNode(const Expr& e, std::vector<Scope*>& chain) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.value;
@@ -397,7 +411,10 @@ class Renderer {
       case Expr::Kind::kUnary: {
         const Value v = Eval(*e.items[0], chain);
         if (e.name == "not") return Value::Bool(!Truthy(v));
-        if (v.kind == K::kInt) return Value::Int(e.name == "-" ? -v.i : v.i);
+        if (v.kind == K::kInt) {
+          if (e.name != "-") return v;
+          return v.i == std::numeric_limits<int64_t>::min() ? Overflow(e.line) : Value::Int(-v.i);
+        }
         if (v.kind == K::kFloat) return Value::Float(e.name == "-" ? -v.f : v.f);
         if (v.kind == K::kBool) return Value::Int(e.name == "-" ? -int64_t{v.b} : v.b);
         Fail(e.line, absl::StrCat("bad operand type for unary ", e.name, ": '", TypeName(v), "'"));
@@ -405,6 +422,8 @@ class Renderer {
       }
       case Expr::Kind::kBinary:
         return Binary(e, chain);
+      case Expr::Kind::kCompareChain:
+        return CompareChain(e, chain);
       case Expr::Kind::kCond: {
         if (Truthy(Eval(*e.items[0], chain))) return Eval(*e.items[1], chain);
         if (e.items[2] == nullptr) return Value::Undefined("the condition was false");
@@ -493,9 +512,28 @@ class Renderer {
     if (op == "or") return Truthy(a) ? a : Eval(*e.items[1], chain);
     const Value b = Eval(*e.items[1], chain);
     if (Failed()) return Value();
+    return Apply(op, a, b, e.line);
+  }
+
+  // a < b < c: each operand evaluated once, left to right, stopping at the first false link (as
+  // Python does).
+  Value CompareChain(const Expr& e, std::vector<Scope*>& chain) {
+    Value left = Eval(*e.items[0], chain);
+    for (size_t i = 0; i < e.ops.size() && !Failed(); ++i) {
+      Value right = Eval(*e.items[i + 1], chain);
+      if (Failed()) break;
+      Value link = Apply(e.ops[i], left, right, e.line);
+      if (Failed() || !Truthy(link)) return link;
+      left = std::move(right);
+    }
+    return Failed() ? Value() : Value::Bool(true);
+  }
+
+  // The binary operator `op` (not and/or) on values.
+  Value Apply(const std::string& op, const Value& a, const Value& b, int line) {
     if (op == "~") {
       std::string l = ToStr(a), r = ToStr(b);
-      if (!FitsOutput(l.size() + r.size(), e.line)) return Value();
+      if (!FitsOutput(l.size() + r.size(), line)) return Value();
       return Value::Str(std::move(l) + r);
     }
     if (op == "==") return Value::Bool(Equal(a, b));
@@ -504,21 +542,21 @@ class Renderer {
       Args args;
       args.pos.push_back(b);
       if (!(b.kind == K::kList || b.kind == K::kDict || b.is_string() || b.undefined())) {
-        Fail(e.line, absl::StrCat("argument of type '", TypeName(b), "' is not iterable"));
+        Fail(line, absl::StrCat("argument of type '", TypeName(b), "' is not iterable"));
         return Value();
       }
       if (b.is_string() && !a.is_string()) {
-        Fail(e.line,
+        Fail(line,
              absl::StrCat("'in <string>' requires string as left operand, not ", TypeName(a)));
         return Value();
       }
       auto r = ApplyTest("in", a, args);
-      if (!r.ok()) return Fail(e.line, r.status()), Value();
+      if (!r.ok()) return Fail(line, r.status()), Value();
       return Value::Bool(*r == (op == "in"));
     }
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       auto c = Compare(a, b);
-      if (!c.ok()) return Fail(e.line, c.status()), Value();
+      if (!c.ok()) return Fail(line, c.status()), Value();
       if (op == "<") return Value::Bool(*c < 0);
       if (op == ">") return Value::Bool(*c > 0);
       if (op == "<=") return Value::Bool(*c <= 0);
@@ -526,12 +564,12 @@ class Renderer {
     }
     if (op == "%" && a.is_string()) {
       auto r = PercentFormat(a.s, b);
-      if (!r.ok()) return Fail(e.line, r.status()), Value();
+      if (!r.ok()) return Fail(line, r.status()), Value();
       return Value::Str(*std::move(r));
     }
     for (const Value* x : {&a, &b}) {
       if (x->undefined()) {
-        Fail(e.line, x->s.empty() ? "an operand is undefined" : x->s);
+        Fail(line, x->s.empty() ? "an operand is undefined" : x->s);
         return Value();
       }
     }
@@ -542,30 +580,32 @@ class Renderer {
     const int64_t ai = a.kind == K::kBool ? a.b : a.i, bi = b.kind == K::kBool ? b.b : b.i;
     int64_t r = 0;
     if (op == "+") {
-      if (ints) return __builtin_add_overflow(ai, bi, &r) ? Overflow(e.line) : Value::Int(r);
+      if (ints) return __builtin_add_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
       if (nums) return Value::Float(a.number() + b.number());
       if (a.is_string() && b.is_string()) {
-        if (!FitsOutput(a.s.size() + b.s.size(), e.line)) return Value();
+        if (!FitsOutput(a.s.size() + b.s.size(), line)) return Value();
         return Value::Str(a.s + b.s);
       }
       if (a.kind == K::kList && b.kind == K::kList) {
-        if (!FitsItems(a.list->size() + b.list->size(), e.line)) return Value();
+        if (!FitsItems(a.list->size() + b.list->size(), line)) return Value();
         List l = *a.list;
         l.insert(l.end(), b.list->begin(), b.list->end());
         return Value::MakeList(std::move(l));
       }
     } else if (op == "-" && nums) {
-      if (ints) return __builtin_sub_overflow(ai, bi, &r) ? Overflow(e.line) : Value::Int(r);
+      if (ints) return __builtin_sub_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
       return Value::Float(a.number() - b.number());
     } else if (op == "*") {
-      if (ints) return __builtin_mul_overflow(ai, bi, &r) ? Overflow(e.line) : Value::Int(r);
+      if (ints) return __builtin_mul_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
       if (nums) return Value::Float(a.number() * b.number());
       const Value* seq = a.kind == K::kInt ? &b : &a;
       const Value* count = a.kind == K::kInt ? &a : &b;
       if (count->kind == K::kInt && (seq->is_string() || seq->kind == K::kList)) {
-        if (count->i > 0 &&
-            count->i * static_cast<int64_t>(seq->is_string() ? seq->s.size() : seq->list->size()) >
-                static_cast<int64_t>(options_.max_output_bytes)) {
+        const auto size =
+            static_cast<int64_t>(seq->is_string() ? seq->s.size() : seq->list->size());
+        int64_t total = 0;  // the product could wrap past the bound ([1] * 2**62)
+        if (count->i > 0 && (__builtin_mul_overflow(count->i, size, &total) ||
+                             total > static_cast<int64_t>(options_.max_output_bytes))) {
           error_ = absl::ResourceExhaustedError("chat template: a repetition is too large");
           return Value();
         }
@@ -581,11 +621,13 @@ class Renderer {
       }
     } else if ((op == "/" || op == "//" || op == "%") && nums) {
       if (b.number() == 0) {
-        Fail(e.line, "division by zero");
+        Fail(line, "division by zero");
         return Value();
       }
       if (op == "/") return Value::Float(a.number() / b.number());
-      if (ints && ai == std::numeric_limits<int64_t>::min() && bi == -1) return Overflow(e.line);
+      if (ints && ai == std::numeric_limits<int64_t>::min() && bi == -1) {
+        return op == "%" ? Value::Int(0) : Overflow(line);  // the quotient is 2^63
+      }
       if (ints) {
         int64_t q = ai / bi, r = ai % bi;
         if (r != 0 && ((r < 0) != (bi < 0))) {
@@ -601,16 +643,38 @@ class Renderer {
         if (ai >= -1 && ai <= 1) return Value::Int(bi == 0 ? 1 : ai == -1 && bi % 2 == 0 ? 1 : ai);
         r = 1;  // |ai| >= 2: past 64 bits within 63 factors
         for (int64_t i = 0; i < bi; ++i) {
-          if (__builtin_mul_overflow(r, ai, &r)) return Overflow(e.line);
+          if (__builtin_mul_overflow(r, ai, &r)) return Overflow(line);
         }
         return Value::Int(r);
       }
       return Value::Float(std::pow(a.number(), b.number()));
     }
-    Fail(e.line, absl::StrCat("unsupported operand type(s) for ", op, ": '", TypeName(a), "' and '",
-                              TypeName(b), "'"));
+    Fail(line, absl::StrCat("unsupported operand type(s) for ", op, ": '", TypeName(a), "' and '",
+                            TypeName(b), "'"));
     return Value();
   }
+
+  // Rendering recurses (statements in statements, expressions in expressions, macro calls), and
+  // the parser's bounds multiply with macro recursion: past kMaxRenderDepth levels the render
+  // fails rather than overflow the stack (a 4-deep macro of 500 nested loops and a chain of
+  // 1,000 filters did). Values a template builds are bounded too: a list wrapped in a list
+  // 900,000 times overflowed the stack when it was freed.
+  static constexpr int kMaxRenderDepth = 1024;
+  static constexpr int kMaxValueDepth = 256;
+  class Deeper {
+   public:
+    Deeper(Renderer* r, int line) : r_(r) {
+      if (++r_->render_depth_ > kMaxRenderDepth && r_->error_.ok()) {
+        r_->error_ = absl::ResourceExhaustedError(absl::StrCat("chat template line ", line,
+                                                               ": rendering nests more than ",
+                                                               kMaxRenderDepth, " levels deep"));
+      }
+    }
+    ~Deeper() { --r_->render_depth_; }
+
+   private:
+    Renderer* r_;
+  };
 
   // Python's integers have no bound; this engine's are 64 bits: past them is an error, never a
   // wrapped number (2 ** 64 gave 0).
@@ -639,6 +703,7 @@ class Renderer {
   }
 
   const RenderOptions& options_;
+  int render_depth_ = 0;  // Deeper levels open
   Scope globals_, top_;
   absl::Status error_;
   int64_t iterations_ = 0;

@@ -6,10 +6,12 @@
 // Sandboxed: templates see only the context's values, a few safe methods of strings and dicts,
 // and the builtins below; lists and dicts cannot be mutated (namespaces can, as in jinja2).
 // Bounded: total loop iterations, macro recursion and output size have limits
-// (RenderOptions), strings and lists built by joining are bounded like the output, and the
-// parser bounds nesting (1,024 levels), so a hostile template ends with an error instead of
-// running away or overflowing the stack. Integers are 64 bits (Python's are unbounded):
-// overflow is an error, and a JSON integer past int64 becomes the nearest float.
+// (RenderOptions), strings and lists built by joining, repeating or padding are bounded like
+// the output, the parser bounds nesting (512 levels), rendering bounds its recursion (1,024
+// levels, macro calls included) and values nest at most 256 lists or dicts deep, so a hostile
+// template ends with an error instead of running away or overflowing the stack. Integers are 64
+// bits (Python's are unbounded): overflow is an error, and a JSON integer past int64 becomes the
+// nearest float.
 //
 // Supported: text, {{ }}, {# #}, if/elif/else, for (tuple targets, `if` filter, else,
 // loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem), break/continue,

@@ -33,6 +33,11 @@ const Value* Find(const Dict& d, const std::string& key) {
   return nullptr;
 }
 
+absl::Status TooLong(const std::string& what) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("chat template: ", what, " would exceed ", kMaxBuiltBytes, " bytes"));
+}
+
 Value FromJson(const nlohmann::ordered_json& j) {
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:

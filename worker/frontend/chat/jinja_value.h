@@ -7,6 +7,7 @@
 #ifndef LLM_WORKER_FRONTEND_CHAT_JINJA_VALUE_H_
 #define LLM_WORKER_FRONTEND_CHAT_JINJA_VALUE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,6 +54,9 @@ struct Value {
   std::shared_ptr<const Function> fn;  // kFunction
   bool macro = false;                  // kFunction: a template macro (returns its output)
   bool tuple = false;                  // kList: a tuple (prints as `(a, b)`)
+  // Lists and dicts: how deep they nest (1 + the deepest item's), so that the renderer can bound
+  // values a template builds in a loop (printing and freeing them recurse).
+  int32_t depth = 0;
 
   static Value Undefined(std::string name = "") {
     Value v;
@@ -82,12 +86,16 @@ struct Value {
   }
   static Value MakeList(List x, bool tuple = false) {
     Value v = Of(Kind::kList);
+    for (const Value& item : x) v.depth = std::max(v.depth, item.depth);
+    ++v.depth;
     v.list = std::make_shared<const List>(std::move(x));
     v.tuple = tuple;
     return v;
   }
   static Value MakeDict(Dict x) {
     Value v = Of(Kind::kDict);
+    for (const auto& [key, item] : x) v.depth = std::max(v.depth, item.depth);
+    ++v.depth;
     v.dict = std::make_shared<const Dict>(std::move(x));
     return v;
   }
@@ -113,6 +121,12 @@ struct Value {
     return v;
   }
 };
+
+// The longest string a builtin builds (zfill, replace, join, indent, format widths): the default
+// bound of a render's whole output. Longer is RESOURCE_EXHAUSTED, not an allocation that aborts
+// the process ('x'.zfill(10**15)).
+inline constexpr size_t kMaxBuiltBytes = 16 << 20;
+absl::Status TooLong(const std::string& what);
 
 // Arguments of a call: positional, then keyword.
 struct Args {
