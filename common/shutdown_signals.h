@@ -14,7 +14,8 @@ namespace llm {
 
 // Blocks the shutdown signals in the calling thread; every thread it starts later inherits the
 // mask. Call it first in main, before any thread is started (else a thread that does not block
-// them could take one and die of it).
+// them could take one and die of it). A signal ignored when the process started (SIGHUP under
+// nohup) stays ignored.
 void BlockShutdownSignals();
 
 // Starts a detached thread that waits for the shutdown signals: the first calls `first(sig)`,

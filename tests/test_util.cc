@@ -124,6 +124,10 @@ std::unique_ptr<ChildProcess> ChildProcess::Start(const std::vector<std::string>
     ::dup2(null_in, 0);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    // The child starts with the shutdown signals at their defaults, whatever the test runner
+    // ignores (a background or nohup'd ctest ignores SIGINT or SIGHUP, and the servers leave
+    // an ignored signal ignored): the lifecycle tests send them.
+    for (const int sig : {SIGTERM, SIGINT, SIGHUP}) std::signal(sig, SIG_DFL);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);

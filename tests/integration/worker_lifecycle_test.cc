@@ -188,6 +188,28 @@ TEST(WorkerLifecycleTest, SighupDrainsAndASecondSignalEndsTheDrainAtOnce) {
   EXPECT_LT(tokens, 400);
 }
 
+// Under nohup (SIGHUP ignored when it starts) SIGHUP stays ignored: a signal blocked for
+// sigwait is taken even when ignored, so the worker drained when its terminal closed.
+TEST(WorkerLifecycleTest, SighupStaysIgnoredUnderNohup) {
+  LLM_REQUIRE_SHARED(kModel);
+  auto w = llm::testing::ChildProcess::Start({"/usr/bin/nohup", BinPath("llm-worker"),
+                                              "--model.path", SharedPath(kModel),
+                                              "--engine.cpu_threads", "1", "--server.listen",
+                                              "127.0.0.1:0", "--server.metrics_listen", ""});
+  const std::string line = w->WaitForLine("serving", 30000);
+  ASSERT_FALSE(line.empty()) << w->Output();
+  const int port = std::atoi(line.c_str() + line.find("on port") + 8);
+  auto stub = llm::v1::Generation::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  w->Signal(SIGHUP);
+  const auto r = Generate(*stub, GreedyRequest(kPrompt, 5), 30000);
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  w->Signal(SIGTERM);
+  EXPECT_EQ(w->WaitExit(20000), 0) << w->Output();
+  EXPECT_THAT(w->Output(), ::testing::Not(HasSubstr("Hangup")));
+  EXPECT_THAT(w->Output(), HasSubstr("Terminated: draining"));
+}
+
 TEST(WorkerLifecycleTest, StreamsStillOpenAfterTheGracePeriodAreEnded) {
   LLM_REQUIRE_SHARED(kModel);
   auto w = WorkerProcess::Start(
