@@ -1,10 +1,12 @@
 #include "common/metrics_http/metrics_http_server.h"
 
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <exception>
 #include <thread>
@@ -20,7 +22,8 @@ namespace {
 // The host part of "host:port" or "[v6]:port", and the address a local connection to a socket
 // bound there uses: a wildcard is reached on loopback.
 std::string WakeHost(const std::string& listen) {
-  std::string host = listen.substr(0, listen.rfind(':'));
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? "" : listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
@@ -29,7 +32,8 @@ std::string WakeHost(const std::string& listen) {
   return host;
 }
 
-// Opens and closes one TCP connection to host:port (blocking; a refused one is fine).
+// Opens and closes one TCP connection to host:port, waiting at most 50 ms for it (a refused or
+// dropped one is fine: the caller knocks again).
 void Knock(const std::string& host, int port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -38,9 +42,16 @@ void Knock(const std::string& host, int port) {
   addrinfo* res = nullptr;
   if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return;
   for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
-    const bool connected = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    bool connected = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    if (!connected && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int err = 0;
+      socklen_t len = sizeof(err);
+      connected = ::poll(&p, 1, 50) == 1 &&
+                  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+    }
     ::close(fd);
     if (connected) break;
   }

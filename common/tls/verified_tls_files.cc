@@ -132,6 +132,9 @@ absl::Status VerifiedTlsFiles::Refresh() {
   // `seen_` moves on once the set is installed or refused by its check; an I/O failure here (a
   // full TMPDIR) leaves it, so the next period tries again.
   // The candidate in its own directory, checked where gRPC will read it.
+  // Writing into dir_ excludes ExitRemovingCopies (which removes it and never lets go), so an
+  // exit during a refresh leaves no half-written set behind.
+  std::lock_guard<std::mutex> live(LiveMutex());
   const fs::path version = fs::path(dir_) / absl::StrCat("v", version_ + 1);
   std::error_code ec;
   fs::create_directory(version, ec);
