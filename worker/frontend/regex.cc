@@ -33,7 +33,12 @@ std::string WhiteSpaceAsUnicode(const std::string& pattern) {
       continue;
     }
     const char next = pattern[++i];  // an escape: \s, \S, or any other (\\ included) as it is
-    if (next == 's') {
+    if (next == 'Q') {               // \Q...\E quotes: copied as they are
+      const size_t end = pattern.find("\\E", i + 1);
+      const size_t stop = end == std::string::npos ? pattern.size() : end + 2;
+      out.append(pattern, i - 1, stop - (i - 1));
+      i = stop - 1;
+    } else if (next == 's') {
       out += "\\p{White_Space}";
     } else if (next == 'S') {
       out += "\\P{White_Space}";

@@ -1,6 +1,7 @@
 #include "worker/frontend/pre_tokenizer.h"
 
 #include "gtest/gtest.h"
+#include "worker/frontend/regex.h"
 
 namespace llm::frontend {
 namespace {
@@ -18,6 +19,26 @@ std::vector<std::string> Cut(const std::string& text, SplitBehavior behavior, bo
 }
 
 // The examples of the reference library's SplitDelimiterBehavior documentation.
+// \s and \S mean Unicode White_Space, as in the tokenizers' regex engine (PCRE2's own \s also
+// takes U+180E); escaped backslashes and \Q...\E quotes are left alone.
+TEST(RegexTest, WhiteSpaceIsUnicodeWhiteSpace) {
+  auto matches = [](const std::string& pattern, const std::string& text) {
+    auto re = Regex::Compile(pattern);
+    EXPECT_TRUE(re.ok()) << re.status();
+    std::vector<std::pair<size_t, size_t>> m;
+    (*re)->FindAll(text, m);
+    std::vector<std::string> out;
+    for (const auto& [b, e] : m) out.push_back(text.substr(b, e - b));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(matches("\\s+", "a \u3000\u0085b\u180ec"), (V{" \u3000\u0085"}));
+  EXPECT_EQ(matches("\\S+", "a\u180eb c"), (V{"a\u180eb", "c"}));
+  EXPECT_EQ(matches("[^\\s\\p{L}]+", "a\u180e1 b"), (V{"\u180e1"}));
+  EXPECT_EQ(matches("\\\\s", "\\s s"), (V{"\\s"}));       // an escaped backslash, then 's'
+  EXPECT_EQ(matches("\\Q\\s\\E", "x\\sy "), (V{"\\s"}));  // quoted: the two characters
+}
+
 TEST(PreTokenizerTest, SplitBehaviors) {
   const std::string t = "the-final--countdown";
   using V = std::vector<std::string>;
