@@ -126,13 +126,15 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
                        options_.scheduler.sizes.max_slots, " slots + ",
                        options_.max_queued_requests, " queued); retry later"));
       // Retry once room is likely: the requests beyond capacity, each about one mean interval
-      // between stream ends while busy (a second until one has been seen).
+      // between stream ends while every slot was taken (a second until one has been seen).
       const double interval_s = end_interval_.seconds(1.0);
       SetRetryAfterMs(
           full, static_cast<int64_t>(std::ceil(1000.0 * interval_s * (in_flight_ - capacity + 1))));
       return full;
     }
-    ++in_flight_;
+    if (++in_flight_ >= options_.scheduler.sizes.max_slots) {
+      end_interval_.OnSaturated(std::chrono::steady_clock::now());
+    }
     if (spec.has_text) tokenizing_.insert(key);
   }
   engine_->Touch();  // a new request in flight (tokenizing counts as queued in load reports)
@@ -229,7 +231,7 @@ void Worker::Cancel(uint64_t key) {
       engine_->Abort(key);
       return;
     }
-    if (--in_flight_ == 0) end_interval_.OnIdle();
+    if (--in_flight_ < options_.scheduler.sizes.max_slots) end_interval_.OnUnsaturated();
     idle_cv_.notify_all();
     if (request_observer_ != nullptr) request_observer_->OnRequestCancelled();
   }
@@ -242,7 +244,7 @@ void Worker::StreamEnded(uint64_t key) {
     std::lock_guard<std::mutex> lock(mu_);
     end_interval_.OnEnd(now);
     live_.erase(key);
-    if (--in_flight_ == 0) end_interval_.OnIdle();
+    if (--in_flight_ < options_.scheduler.sizes.max_slots) end_interval_.OnUnsaturated();
     idle_cv_.notify_all();
   }
   engine_->Touch();  // the in-flight count that load reports carry changed

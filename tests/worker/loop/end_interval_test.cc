@@ -8,29 +8,32 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-TEST(EndIntervalTest, FallbackUntilAGapWithinABusyPeriod) {
+TEST(EndIntervalTest, GapsCountWhileEverySlotIsTaken) {
   EndInterval e;
   EXPECT_EQ(e.seconds(1.0), 1.0);
   const auto t0 = EndInterval::Clock::time_point{} + seconds(100);
-  e.OnEnd(t0);
-  EXPECT_EQ(e.seconds(1.0), 1.0);  // one end is no gap
-  e.OnEnd(t0 + milliseconds(200));
+  e.OnEnd(t0);  // not saturated: nothing counts
+  EXPECT_EQ(e.seconds(1.0), 1.0);
+  e.OnSaturated(t0 + milliseconds(100));
+  e.OnEnd(t0 + milliseconds(300));  // 200 ms since every slot was taken
   EXPECT_DOUBLE_EQ(e.seconds(1.0), 0.2);
-  e.OnEnd(t0 + milliseconds(300));
+  e.OnSaturated(t0 + milliseconds(350));  // still saturated: no new start
+  e.OnEnd(t0 + milliseconds(400));
   EXPECT_DOUBLE_EQ(e.seconds(1.0), 0.9 * 0.2 + 0.1 * 0.1);
 }
 
-// A quiet hour between two bursts leaves the mean as the bursts made it: it was averaged in,
-// and a full worker then told clients to retry in minutes.
-TEST(EndIntervalTest, IdleTimeIsNotAGap) {
+// A quiet hour, or one long stream alone, between two bursts leaves the mean as the bursts made
+// it: such gaps were averaged in, and a full worker then told clients to retry in minutes.
+TEST(EndIntervalTest, GapsWithASlotFreeDoNotCount) {
   EndInterval e;
   auto t = EndInterval::Clock::time_point{} + seconds(100);
+  e.OnSaturated(t);
   for (int i = 0; i < 20; ++i) e.OnEnd(t += milliseconds(50));
   EXPECT_NEAR(e.seconds(1.0), 0.05, 1e-9);
-  e.OnIdle();
-  t += std::chrono::hours(1);
-  e.OnEnd(t);  // the first end of the next burst
+  e.OnUnsaturated();
+  e.OnEnd(t += std::chrono::hours(1));  // the long stream ends, a slot free all along
   EXPECT_NEAR(e.seconds(1.0), 0.05, 1e-9);
+  e.OnSaturated(t += seconds(5));  // the next burst fills the slots
   e.OnEnd(t += milliseconds(50));
   EXPECT_NEAR(e.seconds(1.0), 0.05, 1e-9);
 }
