@@ -245,7 +245,27 @@ TEST_F(ProxyTest, AFullWorkersRefusalGoesToAnotherWorker) {
   }
   EXPECT_GT(a->generate_calls(), 0) << "the full worker was never picked: nothing tested";
   EXPECT_EQ(b->generate_calls(), 10);
+  EXPECT_EQ(Metric("llm_router_retries_total"), a->generate_calls());  // each moved once
   EXPECT_FALSE(View(*a).ejected);
+
+  // RESOURCE_EXHAUSTED without a retry hint, or after messages, is the worker's own answer:
+  // unchanged, not retried.
+  FakeBehaviour no_hint = full;
+  no_hint.fail_trailers.clear();
+  no_hint.fail_message = "kv cache full";
+  FakeBehaviour late = full;
+  late.messages = 2;
+  for (const FakeBehaviour& own : {no_hint, late}) {
+    a->SetBehaviour(own);
+    b->SetBehaviour(own);
+    const int64_t calls = a->generate_calls() + b->generate_calls();
+    const Result r = Call(*stub_);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_EQ(r.status.error_message(), own.fail_message);
+    EXPECT_EQ(r.messages, own.messages);
+    EXPECT_EQ(a->generate_calls() + b->generate_calls(), calls + 1) << "retried";
+  }
+  a->SetBehaviour(full);
 
   b->SetBehaviour(full);  // both full: the client gets the last refusal, hint included
   const Result r = Call(*stub_);
