@@ -473,6 +473,9 @@ TEST(JinjaTest, BuiltValuesAreBoundedBeforeTheyAreBuilt) {
   EXPECT_THAT(Error("{{ 9223372036854775808 }}").message(), HasSubstr("does not fit in 64 bits"));
   EXPECT_THAT(Error("{{ -(-9223372036854775807 - 1) }}").message(), HasSubstr("integer overflow"));
   EXPECT_EQ(Render("{{ (-9223372036854775807 - 1) % -1 }}"), "0");
+  // A namespace that holds itself prints as Python prints it (printing it overflowed the stack).
+  EXPECT_EQ(Render("{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns.x }}|{{ ns }}"),
+            "[<Namespace {'x': [...]}>]|<Namespace {'x': [<Namespace {...}>]}>");
 }
 
 }  // namespace

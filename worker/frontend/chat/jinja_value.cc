@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
@@ -446,12 +447,36 @@ absl::Status Json(const Value& v, const JsonOptions& o, int depth, std::string* 
 
 }  // namespace
 
+namespace {
+
+// The containers being printed on this thread, innermost last: a namespace can hold itself
+// ({% set ns.x = [ns] %}), and Python prints the repeat as [...], {...} (printing it recursed
+// until the stack overflowed).
+thread_local std::vector<const void*> printing;
+
+class Printing {
+ public:
+  explicit Printing(const void* container)
+      : repeat_(std::find(printing.begin(), printing.end(), container) != printing.end()) {
+    printing.push_back(container);
+  }
+  ~Printing() { printing.pop_back(); }
+  bool repeat() const { return repeat_; }
+
+ private:
+  bool repeat_;
+};
+
+}  // namespace
+
 std::string Repr(const Value& v) {
   using K = Value::Kind;
   switch (v.kind) {
     case K::kString:
       return ReprString(v.s);
     case K::kList: {
+      const Printing guard(v.list.get());
+      if (guard.repeat()) return v.tuple ? "(...)" : "[...]";
       std::string out = v.tuple ? "(" : "[";
       for (size_t i = 0; i < v.list->size(); ++i) {
         if (i > 0) out += ", ";
@@ -463,6 +488,8 @@ std::string Repr(const Value& v) {
     case K::kUndefined:
       return "Undefined";
     case K::kDict: {
+      const Printing guard(v.dict.get());
+      if (guard.repeat()) return "{...}";
       std::string out = "{";
       bool first = true;
       for (const auto& [k, x] : *v.dict) {
@@ -496,6 +523,8 @@ std::string ToStr(const Value& v) {
     case K::kDict:
       return Repr(v);
     case K::kNamespace: {
+      const Printing guard(v.ns.get());
+      if (guard.repeat()) return "<Namespace {...}>";
       Value attrs = Value::MakeDict(v.ns->attrs);
       return "<Namespace " + Repr(attrs) + ">";
     }
