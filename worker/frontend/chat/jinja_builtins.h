@@ -1,6 +1,7 @@
 // What chat templates can call: jinja2's filters and tests that real templates use, the safe
 // methods of strings and dicts, attribute and item access with jinja2's rules, and the globals
-// (range, namespace, dict, raise_exception, strftime_now).
+// (range, namespace, dict, raise_exception, strftime_now). The filters are in jinja_filters.cc,
+// the rest in jinja_builtins.cc.
 //
 // Strings are UTF-8 and behave as Python 3.11's str: methods and filters count, slice, classify
 // and case-map code points with Python's rules (its whitespace and line boundaries, full case

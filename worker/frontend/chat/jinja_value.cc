@@ -1,7 +1,5 @@
 #include "worker/frontend/chat/jinja_value.h"
 
-#include <utf8proc.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
+#include "worker/frontend/chat/python_str.h"
 
 namespace llm::frontend::jinja {
 
@@ -37,6 +36,32 @@ const Value* Find(const Dict& d, const std::string& key) {
 absl::Status TooLong(const std::string& what) {
   return absl::ResourceExhaustedError(
       absl::StrCat("chat template: ", what, " would exceed ", kMaxBuiltBytes, " bytes"));
+}
+
+bool ReplaceFits(const std::string& s, const std::string& old, const std::string& with) {
+  if (with.size() <= old.size()) return true;
+  size_t n = 0;
+  if (old.empty()) {
+    n = CodePoints(s).size() + 1;
+  } else {
+    for (size_t at = s.find(old); at != std::string::npos; at = s.find(old, at + old.size())) ++n;
+  }
+  return s.size() + n * (with.size() - old.size()) <= kMaxBuiltBytes;
+}
+
+absl::Status UndefinedError(const Value& v) {
+  return absl::InvalidArgumentError(v.s.empty() ? "a value is undefined" : v.s);
+}
+
+absl::Status IntOverflowError(const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("integer overflow in ", what, ": the result does not fit in 64 bits"));
+}
+
+std::optional<int64_t> AsInt(const Value& v) {
+  if (v.kind == Value::Kind::kInt) return v.i;
+  if (v.kind == Value::Kind::kBool) return v.b ? 1 : 0;
+  return std::nullopt;
 }
 
 Value FromJson(const nlohmann::ordered_json& j) {
@@ -245,25 +270,6 @@ std::vector<std::string> CodePoints(const std::string& s) {
 
 namespace {
 
-// Python's str.isprintable() for one code point: false for control, format, surrogate,
-// private-use and unassigned characters and for separators other than the ASCII space.
-bool PyPrintable(char32_t cp) {
-  if (cp == ' ') return true;
-  switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
-    case UTF8PROC_CATEGORY_CC:
-    case UTF8PROC_CATEGORY_CF:
-    case UTF8PROC_CATEGORY_CS:
-    case UTF8PROC_CATEGORY_CO:
-    case UTF8PROC_CATEGORY_CN:
-    case UTF8PROC_CATEGORY_ZL:
-    case UTF8PROC_CATEGORY_ZP:
-    case UTF8PROC_CATEGORY_ZS:
-      return false;
-    default:
-      return true;
-  }
-}
-
 // Python's repr() of a str: quoted, backslash escapes for what is not printable (\xhh below
 // U+0100, \uhhhh below U+10000, else \Uhhhhhhhh), so that a list or dict printed by a
 // template shows U+00A0 or U+200B as jinja2 shows them.
@@ -293,7 +299,7 @@ std::string ReprString(const std::string& s) {
       out += "\\r";
     } else if (cp == '\t') {
       out += "\\t";
-    } else if (PyPrintable(cp)) {
+    } else if (IsPrintable(cp)) {
       out.append(s, start, i - start);
     } else {
       std::snprintf(b, sizeof(b),

@@ -127,6 +127,16 @@ struct Value {
 // the process ('x'.zfill(10**15)).
 inline constexpr size_t kMaxBuiltBytes = 16 << 20;
 absl::Status TooLong(const std::string& what);
+// Whether s.replace(old, with) stays within kMaxBuiltBytes with every occurrence replaced.
+bool ReplaceFits(const std::string& s, const std::string& old, const std::string& with);
+
+// The undefined value's own message when an operation needs a defined one.
+absl::Status UndefinedError(const Value& v);
+// Python's ints have no bound; ours are 64 bits: past them is an error, never a wrapped number
+// (as for the operators). `what` names the operation.
+absl::Status IntOverflowError(const std::string& what);
+// An int argument: Python takes a bool as an int too.
+std::optional<int64_t> AsInt(const Value& v);
 
 // Arguments of a call: positional, then keyword.
 struct Args {

@@ -111,6 +111,24 @@ bool IsLineBreak(char32_t c) {
          c == 0x2029;
 }
 }  // namespace
+// str.isprintable.
+bool IsPrintable(char32_t c) {
+  if (c == ' ') return true;
+  switch (Category(c)) {
+    case UTF8PROC_CATEGORY_CC:
+    case UTF8PROC_CATEGORY_CF:
+    case UTF8PROC_CATEGORY_CS:
+    case UTF8PROC_CATEGORY_CO:
+    case UTF8PROC_CATEGORY_CN:
+    case UTF8PROC_CATEGORY_ZL:
+    case UTF8PROC_CATEGORY_ZP:
+    case UTF8PROC_CATEGORY_ZS:
+      return false;
+    default:
+      return true;
+  }
+}
+
 // str.isalpha: the letter categories.
 bool IsAlpha(char32_t c) {
   const utf8proc_category_t k = Category(c);

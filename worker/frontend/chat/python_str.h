@@ -27,6 +27,10 @@ std::string Encode(std::u32string_view s);
 // str.isspace: Python's whitespace (category Zs and the bidirectional classes WS, B and S).
 bool IsSpace(char32_t c);
 
+// str.isprintable: false for control, format, surrogate, private-use and unassigned characters
+// and for separators other than the ASCII space (repr escapes them).
+bool IsPrintable(char32_t c);
+
 // str.isalpha: the letter categories.
 bool IsAlpha(char32_t c);
 
