@@ -289,8 +289,13 @@ TEST_F(RouterIntegrationTest, SigtermDrainsCallsInProgressThenExitsZero) {
   EXPECT_NE(router->process().WaitForLine("draining", 60000), "");
   // New calls are turned away at once (the port is closed), on a fresh connection; the deadline
   // only bounds a hang (connecting and being refused can take a while on a starved machine).
+  // A local subchannel pool makes the connection fresh: a channel to the same target otherwise
+  // shares the long call's connection, where a call can race the router's GOAWAY (seen once in
+  // CI: the call was served).
+  grpc::ChannelArguments fresh_args;
+  fresh_args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto fresh = llm::v1::Generation::NewStub(
-      grpc::CreateChannel(router->target(), grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(router->target(), grpc::InsecureChannelCredentials(), fresh_args));
   const auto refused = llm::testing::Generate(*fresh, GreedyRequest(golden_.prompt, 5), 30000);
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE)
       << refused.status.error_message();
