@@ -599,13 +599,16 @@ TEST(SampleKernelTest, ArgmaxOnlyLaunchMatchesTheFullLaunch) {
 // A subnormal temperature (1/T overflows a float: sampling::InverseTemperature clamps it) draws
 // the argmax under every filter, with logprob 0 and the other listed logprobs far below (-inf
 // where the gap exceeds 1), bit for bit the CPU sampler's: with inf as 1/T, every probability and
-// logprob of the row was NaN.
+// logprob of the row was NaN. Each row's maximum is made unique (9 above logits in [-8, 8] on
+// the bf16 grid, where about a hundred ids share the top value: the draw then picks among them,
+// each with logprob -log(ties), on both samplers, as the first run on a GPU showed).
 TEST(SampleKernelTest, SubnormalTemperatureDrawsTheArgmax) {
   LLM_REQUIRE_GPU();
   const int slots = 4;
   SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/91, /*generated=*/2);
   std::vector<sampling::SamplingParams> params(slots);
   for (int r = 0; r < slots; ++r) {
+    run.logits[size_t(r) * run.vocab + 1000 + 37 * r] = 9.0f;
     sampling::SamplingParams& p = params[r];
     p.temperature = r % 2 == 0 ? 1e-40f : 1e-45f;
     p.seed = 40 + r;
@@ -623,6 +626,7 @@ TEST(SampleKernelTest, SubnormalTemperatureDrawsTheArgmax) {
     std::vector<float> row = CpuRow(run, r);
     const int32_t argmax =
         static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+    ASSERT_EQ(argmax, 1000 + 37 * r);
     sampling::Sampler cpu;
     const auto want = cpu.Sample(row, params[r], sampling::PenaltyState{}, 2, 3, true);
     EXPECT_EQ(want.token_id, argmax) << "row " << r;
