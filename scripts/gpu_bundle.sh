@@ -2,13 +2,15 @@
 # Packs what a lent GPU machine (which has the CUDA toolkit and driver but none of our Debian
 # packages) needs to run the GPU tests and `llm-bench gpu`: the binaries built here, the shared
 # libraries they load from Debian's packages, the test model and golden outputs, and run.sh,
-# which points the loader and the tests at them. Output: build-gpu-bundle/ (git-ignored, a few
-# tens of MiB), to carry to the device:
+# which points the loader and the tests at them. Output: build-gpu-bundle/ (git-ignored, about
+# 110 MiB; the device tool carries 64 MiB a call, so carry it compressed: `tar cf -
+# build-gpu-bundle | xz -9 > build-gpu-carry/bundle.tar.xz` is about 12 MiB, since -9's window
+# spans the five binaries' shared kernels), to run on the device:
 #
 #   scripts/gpu_bundle.sh
-#   device run: build-gpu-bundle/session.sh check|decode|compare|prefill
-#                 (scripts/gpu_session.sh: the GPU tests and sanitizers, then the benches, one
-#                 10-minute call each)
+#   device run: tar xJf build-gpu-carry/bundle.tar.xz &&
+#               build-gpu-bundle/session.sh lease|targets|check|decode|compare|prefill
+#                 (scripts/gpu_session.sh: the GPU tests and sanitizers, then the benches)
 #   or one binary: build-gpu-bundle/run.sh kernels_test (cuda_runner_test, llm-bench gpu ...)
 #
 # The CUDA runtime is linked statically; cuBLASLt and NVML come from the device's toolkit and

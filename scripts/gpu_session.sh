@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
 # A lent GPU session's runs, in the order they matter, for the device tool's limits (10 minutes
-# a call, about 30 a session): `scripts/gpu_bundle.sh` copies this script into the bundle, and
-# each phase is one call on the device:
+# a call; 15 minutes of device time a session at present, starts included):
+# `scripts/gpu_bundle.sh` copies this script into the bundle, and each phase is one call on the
+# device:
 #
-#   build-gpu-bundle/session.sh check     # ~6 min: the GPU tests, then memcheck and racecheck
-#   build-gpu-bundle/session.sh decode    # ~8 min: llm-bench attention, then llm-bench gpu
-#                                         #   for issue 12's targets
-#   build-gpu-bundle/session.sh compare   # ~9 min: the same with PDL, without the fused
+#   build-gpu-bundle/session.sh lease     # ~2 min on an H200: the GPU tests, the decode
+#                                         #   targets of issue 12, TTFT (13), the attention
+#                                         #   kernels alone, batch-1 kernels under ncu
+#   build-gpu-bundle/session.sh targets   # ~1 min: only issue 12's and 13's llm-bench runs
+#   build-gpu-bundle/session.sh check     # ~2 min: the GPU tests, then memcheck and racecheck
+#   build-gpu-bundle/session.sh decode    # ~2 min: llm-bench attention, then llm-bench gpu
+#                                         #   for issue 12's targets with --kernels
+#   build-gpu-bundle/session.sh compare   # ~2 min: the same with PDL, without the fused
 #                                         #   norms, with CUDA-core decode attention, and
 #                                         #   with drawn tokens (the full sampler)
-#   build-gpu-bundle/session.sh prefill   # ~8 min: TTFT, the prefill stall, chunk sizes (13)
+#   build-gpu-bundle/session.sh prefill   # ~1 min: TTFT, the prefill stall, chunk sizes (13)
 #
-# Every command runs under its own timeout, its standard output in $OUT/<phase>/<name>.out
-# (llm-bench's JSON: <name>.json) and its standard error in <name>.err — $OUT is the device
-# tool's output folder, ./gpu-out elsewhere; a failure is recorded and the phase goes on. The phase ends with a summary (name, exit status,
-# seconds) in $OUT/<phase>/summary.txt, also printed, since the tool shows only the output's
-# tail. Uses bash and coreutils only (the device image has none of our packages).
+# (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
+# two.)
+#
+# Every command runs under its own timeout, its standard output in <phase>/<name>.out
+# (llm-bench's JSON: <name>.json) and its standard error in <name>.err, packed at the end into
+# $OUT/<phase>.tgz — $OUT is the device tool's output folder, ./gpu-out elsewhere; a failure is
+# recorded and the phase goes on. The phase ends with a summary (name, exit status, seconds) in
+# $OUT/<phase>-summary.txt, also printed, since the tool shows only the output's tail. Uses bash
+# and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh check|decode|compare|prefill}"
-out="${OUT:-$PWD/gpu-out}/$phase"
-mkdir -p "$out"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill}"
+# The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
+# leaves in $OUT one archive of them (<phase>.tgz) and its summary.
+results="${OUT:-$PWD/gpu-out}"
+out="$(mktemp -d)/$phase"
+mkdir -p "$out" "$results"
 summary="$out/summary.txt"
 : > "$summary"
 
@@ -42,6 +54,10 @@ step() {
   timeout --kill-after=10 "$limit" "$@" > "$out/$name.out" 2> "$out/$name.err"
   local rc=$?
   printf '%-40s rc=%-4s %4ss\n' "$name" "$rc" "$((SECONDS - start))" | tee -a "$summary"
+  if ((rc != 0)); then
+    { echo "-- $name (rc=$rc), the end of its standard error:"; tail -n 4 "$out/$name.err"; } \
+      >> "$out/errors.txt"
+  fi
   return 0
 }
 run=("$here/run.sh")
@@ -52,21 +68,37 @@ bench() {  # bench NAME SECONDS ARGS...: llm-bench gpu, its JSON (standard outpu
   [[ -f "$out/$name.out" ]] && mv "$out/$name.out" "$out/$name.json"
 }
 sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)"
+ncu="${ncu:-/usr/local/cuda/bin/ncu}"
 
 nvidia-smi -L > "$out/device.txt" 2>&1 || true
 cat "$out/device.txt"
 case "$phase" in
+  targets)
+    # Only issue 12's and 13's llm-bench runs (about a minute on an H200): for a short lease,
+    # or a second kind of device.
+    decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
+    bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
+    bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
+    bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
+      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    bench llama-3.2-1b-ttft 30 --model random:llama-3.2-1b --slots 1 --ttft-prompts 4096 \
+      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    ;;
   check)
     step kernels_test 240 "${run[@]}" kernels_test
     step cuda_runner_test 240 "${run[@]}" cuda_runner_test
     # The kernels whose last block combines or steps a row (decode attention's chunks, the
-    # sampler's selects and draw), and the fused GEMV epilogues, under the sanitizers.
+    # sampler's selects and draw), the fused GEMV epilogues and the tiled prefill attention
+    # (cp.async into shared memory), under the sanitizers.
     filter='AttentionKernelTest.*:SampleKernelTest.*:RopeKvKernelTest.*:GemmTest.Gated*'
-    filter+=':GemvFusionTest.*'
+    filter+=':GemvFusionTest.*:PrefillAttentionKernelTest.*'
     step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$filter"
     step racecheck 240 "$sanitizer" --tool racecheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter="AttentionKernelTest.*:SampleKernelTest.*"
+      "$here/bin/kernels_test" \
+      --gtest_filter="AttentionKernelTest.*:SampleKernelTest.*:PrefillAttentionKernelTest.*"
     ;;
   decode)
     decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
@@ -89,6 +121,27 @@ case "$phase" in
     # Drawn tokens take the sampler's nine launches; greedy ones (the default) its two.
     bench qwen2-0.5b-drawn 90 --model random:qwen2-0.5b --temperature 0.8 --kernels "${decode[@]}"
     ;;
+  lease)
+    # Everything above that matters most, for a 15-minute lease (one call of about 7 minutes,
+    # leaving time to start a second machine for a rerun): the GPU tests, then issue 12's
+    # decode targets, then issue 13's TTFT, then the attention kernels alone.
+    decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    step kernels_test 120 "${run[@]}" kernels_test
+    step cuda_runner_test 100 "${run[@]}" cuda_runner_test
+    bench llama-3-8b 130 --model random:llama-3-8b --kernels "${decode[@]}"
+    bench llama-3.2-1b 70 --model random:llama-3.2-1b --kernels "${decode[@]}"
+    bench qwen2-0.5b 60 --model random:qwen2-0.5b --kernels "${decode[@]}"
+    bench llama-3-8b-ttft 90 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
+      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    step attention 60 "${run[@]}" llm-bench attention
+    [[ -f "$out/attention.out" ]] && mv "$out/attention.out" "$out/attention.json"
+    # Per-kernel device time of llama-3-8b batch-1 decode steps (graph nodes, about 165 a step;
+    # the window is well past the load and the warm-up): about 12 s.
+    step ncu-llama-3-8b-batch1 60 "$ncu" --clock-control none --graph-profiling node \
+      --metrics gpu__time_duration.sum --csv --launch-skip 3000 --launch-count 400 \
+      "${run[@]}" llm-bench gpu --model random:llama-3-8b --slots 1 --ttft-prompts 16 \
+      --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -103,9 +156,25 @@ case "$phase" in
       --stall-prompt 16384
     ;;
   *)
-    echo "unknown phase $phase (check, decode, compare or prefill)" >&2
+    echo "unknown phase $phase (lease, targets, check, decode, compare or prefill)" >&2
     exit 2
     ;;
 esac
+# The failed tests' names, the failed steps' errors and the figures that the issues track are
+# printed with the summary, since the tool shows only the output's tail.
+cp "$summary" "$results/$phase-summary.txt"
+tar czf "$results/$phase.tgz" -C "$(dirname "$out")" "$phase"
+echo "== errors"
+cat "$out/errors.txt" 2>/dev/null
+echo "== failed tests"
+grep -h '^\[  FAILED  \]' "$out"/*.out 2>/dev/null | sort -u | head -40
+echo "== figures"
+for j in "$out"/*.json; do
+  [[ -f $j ]] || continue
+  printf '%s: ' "$(basename "$j" .json)"
+  grep -Eo '"(decode_step_ms_median|bandwidth_utilization|decode_tokens_per_s|ttft_ms_median)": ?[0-9.e+-]+' \
+    "$j" | tr '\n' ' '
+  echo
+done
 echo "== $phase summary ($out)"
 cat "$summary"
