@@ -111,7 +111,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
              "0")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
-            "each slot count");
+            "each slot count, and the steps of a 4k-token prompt");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto context = flags.GetInt("context");
@@ -290,7 +290,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
     }
   }
 
-  // 5. Where a decode step's time goes (eager steps, so a little slower than graph replays).
+  // 5. Where a decode step's time goes (eager steps, so a little slower than graph replays),
+  // then a prompt's.
   if (flags.GetBool("kernels")) {
     constexpr int kTimedSteps = 8;
     nlohmann::json split = nlohmann::json::array();
@@ -299,7 +300,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
     for (int32_t n : counts) {
       const int32_t prompt = n == 1 ? 128 : static_cast<int32_t>(*context);
       const int64_t prefill_steps = (int64_t{n} * prompt + *max_prefill - 1) / *max_prefill;
-      if (absl::Status st = cuda_runner->ProfileDecodeSteps(kTimedSteps); !st.ok()) {
+      if (absl::Status st = cuda_runner->ProfileSteps(
+              kTimedSteps, runner::cuda::CudaRunner::ProfiledSteps::kDecodeOnly);
+          !st.ok()) {
         return Fail(cmd, st);
       }
       (void)cuda_runner->TakeKernelTimes();
@@ -317,6 +320,27 @@ int RunGpuBench(const std::vector<std::string>& args) {
       recorder.TakeRequests();
     }
     out["kernels"] = split;
+
+    // And the steps of one prompt on an idle worker (TTFT's steps): 4k tokens, or what the
+    // context allows, in chunks of --max-prefill-tokens.
+    const int32_t prompt = std::min<int32_t>(4096, info.max_context - 1);
+    const int32_t prompt_steps = static_cast<int32_t>((prompt + *max_prefill - 1) / *max_prefill);
+    if (absl::Status st = cuda_runner->ProfileSteps(
+            prompt_steps, runner::cuda::CudaRunner::ProfiledSteps::kWithPrompt);
+        !st.ok()) {
+      return Fail(cmd, st);
+    }
+    (void)cuda_runner->TakeKernelTimes();
+    if (absl::Status st = RunRequests(**worker, 1, prompt, 1, id_range, 3000, temperature);
+        !st.ok()) {
+      return Fail(cmd, st);
+    }
+    nlohmann::json prefill = KernelSplit(cuda_runner->TakeKernelTimes());
+    prefill["prompt_tokens"] = prompt;
+    prefill["max_prefill_tokens"] = *max_prefill;
+    out["kernels_prefill"] = prefill;
+    recorder.TakeSteps();
+    recorder.TakeRequests();
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

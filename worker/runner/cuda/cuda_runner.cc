@@ -315,10 +315,12 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.decode_list = buffers_.decode_list;
   up.vocab = config_.vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
-  // Timed steps: decode-only ones, while ProfileDecodeSteps asks, eagerly.
+  // Timed steps: those of the kind ProfileSteps asks for, while it asks, eagerly.
   bool profiled = false;
-  if (shape.identity_sampling && shape.prefill_rows == 0 &&
-      clocks_made_.load(std::memory_order_acquire) &&
+  const bool kind_asked = profile_prompt_steps_.load(std::memory_order_relaxed)
+                              ? shape.prefill_rows > 0
+                              : shape.identity_sampling && shape.prefill_rows == 0;
+  if (kind_asked && clocks_made_.load(std::memory_order_acquire) &&
       profile_steps_.load(std::memory_order_relaxed) > 0) {
     profiled = profile_steps_.fetch_sub(1, std::memory_order_relaxed) > 0;
   }
@@ -389,7 +391,7 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
   return result;
 }
 
-absl::Status CudaRunner::ProfileDecodeSteps(int steps) {
+absl::Status CudaRunner::ProfileSteps(int steps, ProfiledSteps which) {
   if (!clocks_made_.load(std::memory_order_acquire)) {
     // Before clocks_made_ is set the engine thread never touches the clocks.
     std::lock_guard<std::mutex> lock(profile_mu_);
@@ -401,6 +403,8 @@ absl::Status CudaRunner::ProfileDecodeSteps(int steps) {
       clocks_made_.store(true, std::memory_order_release);
     }
   }
+  profile_steps_.store(0, std::memory_order_relaxed);  // no step counts under the old kind
+  profile_prompt_steps_.store(which == ProfiledSteps::kWithPrompt, std::memory_order_relaxed);
   profile_steps_.store(steps, std::memory_order_relaxed);
   return absl::OkStatus();
 }

@@ -53,9 +53,12 @@ class CudaRunner : public ModelRunner {
   absl::StatusOr<engine::StepResult> Collect() override;
   int in_flight() const override { return static_cast<int>(in_flight_.size()); }
 
-  // Kernel timing (llm-bench gpu --kernels), callable from any thread: the next `steps`
-  // decode-only steps run eagerly with a KernelClock; their times add up until taken.
-  absl::Status ProfileDecodeSteps(int steps);
+  // Kernel timing (llm-bench gpu --kernels), callable from any thread: the next `steps` steps
+  // of the kind asked run with a KernelClock (decode-only ones eagerly instead of from their
+  // graph; steps with prompt tokens are eager anyway); their times add up until taken. Asking
+  // again replaces what is left of the last request.
+  enum class ProfiledSteps { kDecodeOnly, kWithPrompt };
+  absl::Status ProfileSteps(int steps, ProfiledSteps which);
   KernelTimes TakeKernelTimes();
 
   // Decode batch-size buckets (each with a graph when cuda_graphs is on).
@@ -110,10 +113,11 @@ class CudaRunner : public ModelRunner {
   // Per bucket, twice: graphs_[2 * bucket + argmax_only] (StepLayout::argmax_only picks the
   // sampler's path). Empty without cuda_graphs.
   std::vector<GraphExec> graphs_;
-  // Kernel timing: one clock per ring entry (made by the first ProfileDecodeSteps).
+  // Kernel timing: one clock per ring entry (made by the first ProfileSteps).
   std::array<KernelClock, kRing> clocks_;
   std::atomic<bool> clocks_made_{false};
   std::atomic<int> profile_steps_{0};
+  std::atomic<bool> profile_prompt_steps_{false};  // which ProfiledSteps profile_steps_ counts
   std::mutex profile_mu_;
   KernelTimes kernel_times_;  // guarded by profile_mu_
 

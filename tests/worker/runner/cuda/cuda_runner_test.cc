@@ -420,7 +420,7 @@ TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
   auto runner = TinyRunner(2, 16, 64);
   ASSERT_TRUE(runner.ok()) << runner.status();
   CudaRunner& r = **runner;
-  ASSERT_TRUE(r.ProfileDecodeSteps(2).ok());
+  ASSERT_TRUE(r.ProfileSteps(2, CudaRunner::ProfiledSteps::kDecodeOnly).ok());
   engine::StepPlan p;
   p.step_id = 1;
   p.admissions = {{0, Request(7, 6), {0}}};
@@ -445,6 +445,32 @@ TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
   EXPECT_EQ(t.ms[static_cast<size_t>(KernelClass::kRopeKv)], 0.0);
   EXPECT_EQ(r.TakeKernelTimes().steps, 0);  // taken
   EXPECT_EQ(tokens.size(), 4u);             // timed steps still sample
+
+  // Steps with prompt tokens, when asked for: a second request's 5-token prompt in two chunks,
+  // with slot 0's last decode between them (decode-only: not timed). Prompt rows are padded to
+  // 64, so RoPE/KV runs as its own kernel there.
+  ASSERT_TRUE(r.ProfileSteps(2, CudaRunner::ProfiledSteps::kWithPrompt).ok());
+  engine::StepPlan chunk1;
+  chunk1.step_id = 6;
+  chunk1.admissions = {{1, Request(8, 4), {1}}};
+  chunk1.prefills = {{1, 0, 3, false}};
+  ASSERT_TRUE(r.Launch(chunk1).ok());
+  ASSERT_TRUE(r.Collect().ok());
+  ASSERT_TRUE(r.Launch(DecodeSlot0(7)).ok());
+  ASSERT_TRUE(r.Collect().ok());
+  engine::StepPlan chunk2;
+  chunk2.step_id = 8;
+  chunk2.prefills = {{1, 3, 2, true}};
+  ASSERT_TRUE(r.Launch(chunk2).ok());
+  auto last = r.Collect();
+  ASSERT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(last->outputs.size(), 1u);  // the prompt's first token
+  const KernelTimes prompt = r.TakeKernelTimes();
+  EXPECT_EQ(prompt.steps, 2);
+  for (KernelClass k : {KernelClass::kAttention, KernelClass::kProducts, KernelClass::kNorms,
+                        KernelClass::kRopeKv, KernelClass::kOther}) {
+    EXPECT_GT(prompt.ms[static_cast<size_t>(k)], 0.0) << KernelClassName(k) << " (prompt steps)";
+  }
 }
 
 TEST(CudaRunnerTest, DeviceCountersFromTheDriver) {
