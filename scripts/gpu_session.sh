@@ -141,6 +141,15 @@ case "$phase" in
       --metrics gpu__time_duration.sum --csv --launch-skip 3000 --launch-count 400 \
       "${run[@]}" llm-bench gpu --model random:llama-3-8b --slots 1 --ttft-prompts 16 \
       --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
+    # Five consecutive kernels (one of each of a layer's, unless the window takes a step's end)
+    # in depth (memory throughput, occupancy, warp stall reasons):
+    # why the products of one wave of blocks stay at 0.6-0.7 of the bandwidth.
+    step ncu-llama-3-8b-layer 60 "$ncu" --clock-control none --graph-profiling node \
+      --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats --section MemoryWorkloadAnalysis --csv \
+      --launch-skip 3000 --launch-count 5 \
+      "${run[@]}" llm-bench gpu --model random:llama-3-8b --slots 1 --ttft-prompts 16 \
+      --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
     ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
