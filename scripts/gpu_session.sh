@@ -122,9 +122,10 @@ case "$phase" in
     bench qwen2-0.5b-drawn 90 --model random:qwen2-0.5b --temperature 0.8 --kernels "${decode[@]}"
     ;;
   lease)
-    # Everything above that matters most, for a 15-minute lease (one call of about 7 minutes,
-    # leaving time to start a second machine for a rerun): the GPU tests, then issue 12's
-    # decode targets, then issue 13's TTFT, then the attention kernels alone.
+    # What matters most of the phases above, in one call for a 15-minute lease (about two
+    # minutes on an H200, leaving time for a second machine and a rerun): the GPU tests, issue
+    # 12's decode targets with the kernel split (--kernels: decode steps and a 4k prompt's
+    # steps), issue 13's TTFT, the attention kernels alone, then Nsight Compute windows.
     decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
     step kernels_test 120 "${run[@]}" kernels_test
     step cuda_runner_test 100 "${run[@]}" cuda_runner_test
@@ -142,8 +143,8 @@ case "$phase" in
       "${run[@]}" llm-bench gpu --model random:llama-3-8b --slots 1 --ttft-prompts 16 \
       --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
     # Five consecutive kernels (one of each of a layer's, unless the window takes a step's end)
-    # in depth (memory throughput, occupancy, warp stall reasons):
-    # why the products of one wave of blocks stay at 0.6-0.7 of the bandwidth.
+    # in depth (memory throughput, occupancy, warp stall reasons): why the q/k/v and o
+    # products (one wave of blocks) stay at 0.6-0.7 of the bandwidth.
     step ncu-llama-3-8b-layer 60 "$ncu" --clock-control none --graph-profiling node \
       --section SpeedOfLight --section Occupancy --section LaunchStats \
       --section WarpStateStats --section MemoryWorkloadAnalysis --csv \
