@@ -230,6 +230,15 @@ TEST(JinjaTest, Filters) {
              "xs|sort(attribute='n')|map(attribute='n')|list }} {{ ['a','A','b']|unique|list }}",
              Json::parse(R"json({"xs": [{"n": 2}, {"n": 1}]})json")),
       "['A', 'b', 'c'] [3, 2, 1] [1, 2] ['a', 'b']");
+  // unique, min and max take the same key: the attribute (or the item), case-insensitive unless
+  // case_sensitive.
+  EXPECT_EQ(Render("{{ ['a','A','b']|unique(case_sensitive=true)|list }} {{ "
+                   "xs|unique(attribute='r')|map(attribute='n')|list }} {{ ['B','a','c']|min }} {{ "
+                   "['B','a','c']|min(case_sensitive=true) }} {{ ['B','a','c']|max }} {{ "
+                   "(xs|max(attribute='n')).r }} {{ (xs|min(attribute='r')).n }}",
+                   Json::parse(R"json({"xs": [{"r": "U", "n": 1}, {"r": "u", "n": 2},
+                                         {"r": "s", "n": 3}]})json")),
+            "['a', 'A', 'b'] [1, 3] a B c s 3");
   EXPECT_EQ(Render("{{ 'abc'|list }} {{ [1,2,3]|first }} {{ [1,2,3]|last }} {{ 'abc'|reverse }} {{ "
                    "[1,2]|reverse|list }} {{ d|items|list }} {{ d|length }} {{ 'é😀'|count }}",
                    Json::parse(R"json({"d": {"a": 1, "b": 2}})json")),

@@ -161,6 +161,20 @@ Value SortKey(Value key, bool case_sensitive) {
   return key;
 }
 
+// The key of unique, min and max (case_sensitive=False, attribute=None): an item's attribute
+// (or the item), as SortKey has it.
+struct ItemKey {
+  std::optional<Value> attribute;
+  bool case_sensitive;
+  Value operator()(const Value& x) const {
+    return SortKey(attribute ? GetAttr(x, ToStr(*attribute)).value_or(Value()) : x, case_sensitive);
+  }
+};
+ItemKey TakeItemKey(Args& args) {
+  auto case_sensitive = args.Take(0, "case_sensitive");
+  return {args.Take(1, "attribute"), case_sensitive && Truthy(*case_sensitive)};
+}
+
 // Orders `items` by `keys` (one each) as Python's sorted(): stably, with `reverse` too; an error
 // for keys Python cannot order. `keys_are_lists`: each key is a list, compared as Python compares
 // lists: at the first items that differ by ==, so items equal but without an order (None,
@@ -419,13 +433,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     auto items = Iterate(v);
     if (!items.ok()) return items.status();
     // jinja2's unique(case_sensitive=False, attribute=None): the first of each.
-    auto case_sensitive = args.Take(0, "case_sensitive");
-    auto attr = args.Take(1, "attribute");
-    const auto key = [&](const Value& x) {
-      Value k = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
-      if (k.is_string() && !(case_sensitive && Truthy(*case_sensitive))) k.s = Lower(k.s);
-      return k;
-    };
+    const ItemKey key = TakeItemKey(args);
     List out, seen;
     for (const Value& x : *items) {
       const Value k = key(x);
@@ -466,13 +474,7 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
       return total;
     }
     // min/max(value, case_sensitive=False, attribute=None): the first extreme item.
-    auto case_sensitive = args.Take(0, "case_sensitive");
-    auto attr = args.Take(1, "attribute");
-    const auto key = [&](const Value& x) {
-      Value k = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
-      if (k.is_string() && !(case_sensitive && Truthy(*case_sensitive))) k.s = Lower(k.s);
-      return k;
-    };
+    const ItemKey key = TakeItemKey(args);
     if (items->empty()) return Value::Undefined("No aggregated item, sequence was empty.");
     size_t best = 0;
     for (size_t i = 1; i < items->size(); ++i) {
