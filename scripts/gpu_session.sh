@@ -81,10 +81,15 @@ case "$phase" in
     bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
     bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
     bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
+    # engine.cuda_pdl's auto turns it on for qwen2-0.5b alone: the same run without it.
+    bench qwen2-0.5b-no-pdl 30 --model random:qwen2-0.5b --pdl false "${decode[@]}"
     bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
     bench llama-3.2-1b-ttft 30 --model random:llama-3.2-1b --slots 1 --ttft-prompts 4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    # A lone prompt in the decode chunk (2,048) rather than the default 4,096, side by side.
+    bench llama-3-8b-ttft-chunk2048 30 --model random:llama-3-8b --slots 1 --ttft-prompts 4096 \
+      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
     ;;
   check)
     step kernels_test 240 "${run[@]}" kernels_test
@@ -112,7 +117,7 @@ case "$phase" in
   compare)
     # What the defaults were chosen over, each against the decode phase's default runs.
     decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    bench llama-3-8b-pdl 150 --model random:llama-3-8b --pdl "${decode[@]}"
+    bench llama-3-8b-pdl 150 --model random:llama-3-8b --pdl true "${decode[@]}"
     bench llama-3-8b-unfused-norm 150 --model random:llama-3-8b --no-fused-norm "${decode[@]}"
     bench llama-3-8b-cuda-cores 150 --model random:llama-3-8b --no-tensor-core-decode \
       "${decode[@]}"

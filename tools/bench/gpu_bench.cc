@@ -9,7 +9,8 @@
 //     the steps where every slot decodes, with the device busy ratio and the distribution of
 //     the idle gap between consecutive steps (from the engine's CUDA events);
 //   - time to first token of one request with 1k, 4k and 16k-token prompts on an idle worker
-//     (lengths past the runner's context are reported as skipped);
+//     (lengths past the runner's context are reported as skipped), in chunks of
+//     --max-prefill-tokens-alone, since nothing else decodes;
 //   - the stall a long prompt causes: --stall-decodes requests decode while one request's
 //     --stall-prompt-token prompt prefills in chunks of --max-prefill-tokens; the device time of
 //     the steps that carry both (each is one token of every decoding request) against the steps
@@ -90,7 +91,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
              "16384")
       .Value("stall-decodes", "requests decoding during the stall run", "8")
       .Value("ttft-runs", "runs per TTFT prompt length; the median is reported", "3")
-      .Value("max-prefill-tokens", "prompt tokens per step", "2048")
+      .Value("max-prefill-tokens", "prompt tokens per step while other requests decode", "2048")
+      .Value("max-prefill-tokens-alone",
+             "prompt tokens of a step with no decode in it (0: the backend's default, 4096)", "0")
       .Value("kv-memory-fraction", "of the free device memory, for the KV cache", "0.9")
       .Bool("no-graphs", "run decode steps eagerly instead of from CUDA graphs")
       .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)")
@@ -104,7 +107,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("no-fused-norm",
             "RMSNorm as its own kernel at a few rows, not inside the products "
             "(engine.cuda_fused_norm)")
-      .Bool("pdl", "programmatic dependent launch between the kernels (engine.cuda_pdl)")
+      .Value("pdl",
+             "programmatic dependent launch between the kernels (engine.cuda_pdl): auto (where "
+             "it pays for the model), true or false",
+             "auto")
       .Value("temperature",
              "sampling temperature of the batch-1, throughput and kernel runs (0: greedy, the "
              "sampler's two-launch path)",
@@ -121,9 +127,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
   auto stall_prompt = flags.GetInt("stall-prompt");
   auto stall_decodes = flags.GetInt("stall-decodes");
   auto max_prefill = flags.GetInt("max-prefill-tokens");
+  auto max_prefill_alone = flags.GetInt("max-prefill-tokens-alone");
   auto fraction = flags.GetDouble("kv-memory-fraction");
   for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
-                        &stall_prompt, &stall_decodes}) {
+                        &max_prefill_alone, &stall_prompt, &stall_decodes}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!fraction.ok()) return Fail(cmd, fraction.status());
@@ -154,6 +161,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.device = static_cast<int>(*device);
   bo.sizes.max_slots = max_slots;
   bo.max_prefill_tokens = static_cast<int32_t>(*max_prefill);
+  bo.max_prefill_tokens_alone = static_cast<int32_t>(*max_prefill_alone);
   bo.kv_memory_fraction = *fraction;
   bo.cuda_graphs = !flags.GetBool("no-graphs");
   bo.batch_invariant = flags.GetBool("batch-invariant");
@@ -161,7 +169,11 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
   bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
   bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
-  bo.cuda_pdl = flags.GetBool("pdl");
+  if (const std::string pdl = flags.GetString("pdl"); pdl == "true" || pdl == "false") {
+    bo.cuda_pdl = pdl == "true";
+  } else if (pdl != "auto") {
+    return Fail(cmd, absl::InvalidArgumentError("--pdl: auto, true or false"));
+  }
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -183,13 +195,22 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
   out["fused_norm"] = bo.cuda_fused_norm;
-  out["pdl"] = kernels::ProgrammaticLaunch();  // --pdl where the device and build allow it
+  out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it
   out["temperature"] = temperature;
 
   Recorder recorder;
   loop::WorkerOptions wo;
   wo.scheduler.max_prefill_tokens = bo.max_prefill_tokens;
-  wo.scheduler.max_batch_tokens = bo.max_prefill_tokens + max_slots;
+  wo.scheduler.max_prefill_tokens_alone = bo.max_prefill_tokens_alone;  // 0: the runner's
+  wo.scheduler.max_batch_tokens = 0;  // the slots and the prompt budgets bound a step
+  // The chunk of a prompt with nothing decoding, as the worker settles it.
+  const int32_t prompt_chunk_alone =
+      std::min(info.max_prefill_tokens,
+               std::max(bo.max_prefill_tokens, bo.max_prefill_tokens_alone > 0
+                                                   ? bo.max_prefill_tokens_alone
+                                                   : info.default_prefill_tokens_alone));
+  out["max_prefill_tokens"] = bo.max_prefill_tokens;
+  out["max_prefill_tokens_alone"] = prompt_chunk_alone;
   wo.max_queued_requests = 4 * max_slots;
   wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
   auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
@@ -322,9 +343,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
     out["kernels"] = split;
 
     // And the steps of one prompt on an idle worker (TTFT's steps): 4k tokens, or what the
-    // context allows, in chunks of --max-prefill-tokens.
+    // context allows, in chunks of --max-prefill-tokens-alone.
     const int32_t prompt = std::min<int32_t>(4096, info.max_context - 1);
-    const int32_t prompt_steps = static_cast<int32_t>((prompt + *max_prefill - 1) / *max_prefill);
+    const int32_t prompt_steps = (prompt + prompt_chunk_alone - 1) / prompt_chunk_alone;
     if (absl::Status st = cuda_runner->ProfileSteps(
             prompt_steps, runner::cuda::CudaRunner::ProfiledSteps::kWithPrompt);
         !st.ok()) {
@@ -337,7 +358,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
     }
     nlohmann::json prefill = KernelSplit(cuda_runner->TakeKernelTimes());
     prefill["prompt_tokens"] = prompt;
-    prefill["max_prefill_tokens"] = *max_prefill;
+    prefill["max_prefill_tokens_alone"] = prompt_chunk_alone;
     out["kernels_prefill"] = prefill;
     recorder.TakeSteps();
     recorder.TakeRequests();

@@ -3,7 +3,9 @@
 // each --chunks value a fresh backend and worker take prompts in chunks of that many tokens, and
 // report time to first token at --ttft-prompts on an idle worker and the stall of
 // MeasureStall (--stall-decodes requests decoding while a --stall-prompt-token prompt
-// prefills). The per-backend default of engine.max_prefill_tokens comes from this (docs/engine.md).
+// prefills). A run's chunk is the same with and without decodes (engine.max_prefill_tokens and
+// engine.max_prefill_tokens_alone both set to it), so the idle TTFT shows what the chunk costs.
+// The per-backend defaults of both come from this (docs/engine.md).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -58,6 +60,7 @@ int RunPrefillBench(const std::vector<std::string>& args) {
     bo.backend = flags.GetString("backend");
     bo.sizes.max_slots = static_cast<int32_t>(*slots);
     bo.max_prefill_tokens = chunk;
+    bo.max_prefill_tokens_alone = chunk;
     bo.max_context = static_cast<int32_t>(*max_context);
     bo.cpu_threads = static_cast<int>(*threads);
     auto b = backend::CreateBackend(bo);
@@ -69,7 +72,8 @@ int RunPrefillBench(const std::vector<std::string>& args) {
     Recorder recorder;
     loop::WorkerOptions wo;
     wo.scheduler.max_prefill_tokens = chunk;
-    wo.scheduler.max_batch_tokens = chunk + static_cast<int32_t>(*slots);
+    wo.scheduler.max_prefill_tokens_alone = chunk;
+    wo.scheduler.max_batch_tokens = 0;  // the slots and the chunk bound a step
     wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
     auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
                                        b->config.eos_token_ids, &recorder, &recorder);

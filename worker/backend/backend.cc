@@ -77,6 +77,9 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.sizes = options.sizes;
   ro.kv_memory_fraction = options.kv_memory_fraction;
   if (options.max_prefill_tokens > 0) ro.max_prefill_tokens = options.max_prefill_tokens;
+  if (options.max_prefill_tokens_alone > 0) {
+    ro.max_prefill_tokens_alone = options.max_prefill_tokens_alone;
+  }
   ro.max_context = options.max_context;
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.cuda_graphs = options.cuda_graphs;

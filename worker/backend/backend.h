@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,8 +29,9 @@ struct BackendOptions {
   engine::EngineSizes sizes;
   int32_t kv_cache_mb = 256;
   double kv_memory_fraction = 0.9;
-  int32_t max_prefill_tokens = 0;  // 0: the backend's default (RunnerInfo)
-  int32_t max_context = 0;         // 0: the model's; more than the model's is an error
+  int32_t max_prefill_tokens = 0;        // 0: the backend's default (RunnerInfo)
+  int32_t max_prefill_tokens_alone = 0;  // with nothing decoding; 0: the backend's default
+  int32_t max_context = 0;               // 0: the model's; more than the model's is an error
   // CPU backend.
   int cpu_threads = 0;  // 0: all cores
   double extra_step_seconds = 0.0;
@@ -41,7 +43,7 @@ struct BackendOptions {
   bool cuda_tiled_prefill = true;
   bool cuda_tensor_core_decode = true;
   bool cuda_fused_norm = true;
-  bool cuda_pdl = false;
+  std::optional<bool> cuda_pdl;  // unset: where it pays for the model (engine.cuda_pdl: auto)
 };
 
 struct Backend {

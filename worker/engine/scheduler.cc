@@ -14,11 +14,18 @@ absl::Status SchedulerConfig::Validate() const {
   for (const absl::Status& st :
        {positive("max_slots", sizes.max_slots), positive("kv_blocks", sizes.kv_blocks),
         positive("block_tokens", sizes.block_tokens),
-        positive("max_batch_tokens", max_batch_tokens),
         positive("max_prefill_tokens", max_prefill_tokens)}) {
     if (!st.ok()) return st;
   }
-  if (max_batch_tokens < sizes.max_slots + 1) {
+  if (max_prefill_tokens_alone < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_prefill_tokens_alone: must be >= 0, got ", max_prefill_tokens_alone));
+  }
+  if (max_batch_tokens < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_batch_tokens: must be >= 0 (0: no cap), got ", max_batch_tokens));
+  }
+  if (max_batch_tokens > 0 && max_batch_tokens < sizes.max_slots + 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_tokens: ", max_batch_tokens, " leaves no room for prefill beside ",
                      sizes.max_slots, " decode tokens (max_slots); use at least max_slots + 1"));
@@ -164,9 +171,14 @@ StepPlan Scheduler::Schedule() {
     }
   }
 
-  // 3. Continue prompts, oldest admission first, within the prefill budget.
-  int32_t budget = std::min(config_.max_prefill_tokens,
-                            config_.max_batch_tokens - static_cast<int32_t>(plan.decodes.size()));
+  // 3. Continue prompts, oldest admission first, within the prefill budget: the longer one
+  // when nothing decodes in this step (no stream waits on it).
+  int32_t budget = plan.decodes.empty()
+                       ? std::max(config_.max_prefill_tokens, config_.max_prefill_tokens_alone)
+                       : config_.max_prefill_tokens;
+  if (config_.max_batch_tokens > 0) {
+    budget = std::min(budget, config_.max_batch_tokens - static_cast<int32_t>(plan.decodes.size()));
+  }
   for (int32_t s : prefill_order_) {
     if (budget <= 0) break;
     if (slots_[s].phase == Phase::kPrefill) budget -= PlanPrefill(s, budget, plan);

@@ -44,10 +44,15 @@ namespace llm::engine {
 
 struct SchedulerConfig {
   EngineSizes sizes{.max_slots = 64, .kv_blocks = 1024, .block_tokens = 16};  // the runner's
-  int32_t max_batch_tokens = 2048;   // decode + prefill tokens per step
+  // Decode + prefill tokens per step; 0: no cap beyond the slots and the prefill budgets.
+  int32_t max_batch_tokens = 2048;
   int32_t max_prefill_tokens = 512;  // prefill tokens per step, so decode never stalls
-  bool prefix_cache = true;          // reuse the KV of cached prompt prefixes
-  uint64_t cache_salt = 0;           // mixed into every block hash (the model's identity)
+  // Prefill tokens of a step in which no slot decodes, when more than max_prefill_tokens: with
+  // no stream's time per output token to protect, a longer chunk only shortens the prompt's
+  // time to first token (fewer steps, larger products). 0: max_prefill_tokens.
+  int32_t max_prefill_tokens_alone = 0;
+  bool prefix_cache = true;  // reuse the KV of cached prompt prefixes
+  uint64_t cache_salt = 0;   // mixed into every block hash (the model's identity)
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;

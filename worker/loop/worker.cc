@@ -47,10 +47,15 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
                                                ? info.default_prefill_tokens
                                                : engine::SchedulerConfig{}.max_prefill_tokens;
   }
+  if (options.scheduler.max_prefill_tokens_alone <= 0) {
+    options.scheduler.max_prefill_tokens_alone = info.default_prefill_tokens_alone;
+  }
   if (info.max_prefill_tokens > 0) {
     // The runner's buffers bound a step's prompt tokens.
     options.scheduler.max_prefill_tokens =
         std::min(options.scheduler.max_prefill_tokens, info.max_prefill_tokens);
+    options.scheduler.max_prefill_tokens_alone =
+        std::min(options.scheduler.max_prefill_tokens_alone, info.max_prefill_tokens);
   }
   if (absl::Status st = options.scheduler.Validate(); !st.ok()) return st;
   RequestLimits& l = options.limits;

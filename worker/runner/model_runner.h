@@ -33,6 +33,9 @@ struct RunnerInfo {
   // time to first token and the stall of running decodes (how each was chosen: docs/engine.md);
   // 0: none.
   int32_t default_prefill_tokens = 0;
+  // Prompt tokens of a step with no decode in it when engine.max_prefill_tokens_alone is 0
+  // (SchedulerConfig::max_prefill_tokens_alone); 0: the same as the other.
+  int32_t default_prefill_tokens_alone = 0;
   int32_t max_stop_ids = 0;  // stop ids (EOS included) a request may have; 0: any
   std::string device;        // "cpu (2 threads)", "NVIDIA H100 ..."
   std::string pci_bus_id;    // a GPU's, for the driver's counters (NVML); empty on the CPU

@@ -67,14 +67,21 @@ config::ConfigSchema WorkerConfigSchema() {
             "cuda: the residual add inside the o and down products (up to 8 rows) and each "
             "layer RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm "
             "kernels do both")
-      .Bool("engine.cuda_pdl", false,
-            "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
-            "start while the one before it finishes: a small model's batch-1 step about 10% faster "
-            "(qwen2-0.5b), larger models' 1-5% slower (docs/cuda-measurements.md)")
-      .Int("engine.max_batch_tokens", 2048, 2, 1 << 20, "tokens per step (decode + prefill)")
+      .String("engine.cuda_pdl", "auto",
+              "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
+              "start while the one before it finishes: a small model's batch-1 step about 10% "
+              "faster (qwen2-0.5b), larger models' 1-5% slower (docs/cuda-measurements.md); "
+              "auto: on where a layer's weights are under 64 MiB, true or false")
+      .Int("engine.max_batch_tokens", 0, 0, 1 << 20,
+           "tokens per step (decode + prefill); 0: no cap beyond engine.max_slots and the two "
+           "prompt budgets below")
       .Int("engine.max_prefill_tokens", 0, 0, 1 << 20,
            "prompt tokens per step, so decoding requests never stall behind a long prompt; 0: "
            "the backend's default (cpu 128, cuda 2048: docs/engine.md)")
+      .Int("engine.max_prefill_tokens_alone", 0, 0, 1 << 20,
+           "prompt tokens of a step in which no request decodes, when above "
+           "engine.max_prefill_tokens (no stream to stall, so only time to first token counts); "
+           "0: the backend's default (cpu: engine.max_prefill_tokens, cuda 4096: docs/engine.md)")
       .Bool("engine.prefix_cache", true,
             "keep the KV of finished prompts' full blocks and reuse it for requests that start "
             "with the same tokens (evicted least recently used when room is needed)")
@@ -138,7 +145,12 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
   b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
   b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");
-  b.cuda_pdl = v->Bool("engine.cuda_pdl");
+  if (const std::string& pdl = v->String("engine.cuda_pdl"); pdl == "true" || pdl == "false") {
+    b.cuda_pdl = pdl == "true";
+  } else if (pdl != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine.cuda_pdl: '", pdl, "' is not one of auto, true, false"));
+  }
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");
@@ -166,7 +178,10 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   w.scheduler.prefix_cache = v->Bool("engine.prefix_cache");
   // Cached KV belongs to one model: its name (and the checkpoint's path) salt the block hashes.
   w.scheduler.cache_salt = std::hash<std::string>{}(c.model_name + "\n" + b.model);
+  w.scheduler.max_prefill_tokens_alone =
+      static_cast<int32_t>(v->Int("engine.max_prefill_tokens_alone"));
   b.max_prefill_tokens = w.scheduler.max_prefill_tokens;
+  b.max_prefill_tokens_alone = w.scheduler.max_prefill_tokens_alone;
   w.max_queued_requests = static_cast<int32_t>(v->Int("engine.max_queued_requests"));
   w.tokenizer_threads = static_cast<int>(v->Int("engine.tokenizer_threads"));
   w.output_threads = static_cast<int>(v->Int("engine.output_threads"));
@@ -180,7 +195,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   l.max_stop_string_bytes = static_cast<size_t>(v->Int("limits.max_stop_string_bytes"));
   l.max_stop_token_ids = static_cast<int32_t>(v->Int("limits.max_stop_token_ids"));
   l.max_logprobs = static_cast<int32_t>(v->Int("limits.max_logprobs"));
-  if (w.scheduler.max_batch_tokens < b.sizes.max_slots + 1) {
+  if (w.scheduler.max_batch_tokens > 0 && w.scheduler.max_batch_tokens < b.sizes.max_slots + 1) {
     return absl::InvalidArgumentError(
         "engine.max_batch_tokens: must be at least engine.max_slots + 1, so a step can hold "
         "every slot's decode token and some prefill");

@@ -76,7 +76,9 @@ std::map<uint64_t, std::vector<int32_t>> RunAll(Scheduler& s, FakeRunner& runner
   std::vector<TokenEvent> events;
   for (int i = 0; i < max_steps && !s.idle(); ++i) {
     const StepPlan plan = s.Schedule();
-    EXPECT_LE(plan.num_tokens(), s.config().max_batch_tokens);
+    if (s.config().max_batch_tokens > 0) {
+      EXPECT_LE(plan.num_tokens(), s.config().max_batch_tokens);
+    }
     events.clear();
     s.Update(runner.Run(plan), events);
     for (const auto& e : events) out[e.request_key].push_back(e.sampled.token_id);
@@ -91,6 +93,10 @@ TEST(SchedulerTest, ConfigValidationNamesTheField) {
   EXPECT_NE(c.Validate().message().find("max_slots"), std::string::npos);
   c = Config(64, 10, 32);
   EXPECT_NE(c.Validate().message().find("max_batch_tokens"), std::string::npos);
+  c = Config(64, 10, 0);  // no cap
+  EXPECT_TRUE(c.Validate().ok());
+  c.max_prefill_tokens_alone = -1;
+  EXPECT_NE(c.Validate().message().find("max_prefill_tokens_alone"), std::string::npos);
   EXPECT_TRUE(Config(4, 10).Validate().ok());
 }
 
@@ -153,6 +159,43 @@ TEST(SchedulerTest, LongPromptsArePrefilledInChunksAndDecodeNeverStalls) {
   EXPECT_THAT(chunk_sizes, ElementsAre(32, 32, 32, 4));
   // The step after the last chunk already decodes request 2.
   EXPECT_THAT(s.Schedule().decodes, ElementsAre(0, 1));
+}
+
+// With nobody decoding, a prompt takes max_prefill_tokens_alone per step; while another
+// request decodes, max_prefill_tokens.
+TEST(SchedulerTest, APromptAloneTakesTheLongerChunk) {
+  SchedulerConfig c = Config(4, 100, /*batch=*/0, /*prefill=*/32);
+  c.max_prefill_tokens_alone = 80;
+  c.prefix_cache = false;  // request 2's prompt would start with request 1's cached blocks
+  Scheduler s(c);
+  FakeRunner runner;
+  std::vector<TokenEvent> ev;
+  const auto chunks = [&] {
+    std::vector<int32_t> sizes;
+    while (true) {
+      const StepPlan p = s.Schedule();
+      s.Update(runner.Run(p), ev);
+      if (p.prefills.empty()) break;
+      sizes.push_back(p.prefills[0].num_tokens);
+    }
+    return sizes;
+  };
+  s.Add(Req(1, 200, 50));
+  EXPECT_THAT(chunks(), ElementsAre(80, 80, 40));  // request 1 alone
+  s.Add(Req(2, 100, 5));
+  EXPECT_THAT(chunks(), ElementsAre(32, 32, 32, 4));  // request 1 decodes meanwhile
+  EXPECT_EQ(RunAll(s, runner).size(), 2u);
+
+  // Not above max_batch_tokens, and never below max_prefill_tokens.
+  c.max_batch_tokens = 50;
+  Scheduler capped(c);
+  capped.Add(Req(1, 200, 3));
+  EXPECT_EQ(capped.Schedule().prefills[0].num_tokens, 50);
+  c.max_batch_tokens = 0;
+  c.max_prefill_tokens_alone = 8;
+  Scheduler shorter(c);
+  shorter.Add(Req(1, 200, 3));
+  EXPECT_EQ(shorter.Schedule().prefills[0].num_tokens, 32);
 }
 
 TEST(SchedulerTest, BatchTokenBudgetIsRespected) {

@@ -556,6 +556,69 @@ TEST_F(WorkerTest, ZeroMaxPrefillTokensTakesTheBackendsDefault) {
   EXPECT_EQ(steps.chunks, want);
 }
 
+// engine.max_prefill_tokens_alone 0 takes the backend's default
+// (RunnerInfo::default_prefill_tokens_alone), capped by the runner's max_prefill_tokens: a lone
+// 400-token prompt goes in chunks of that size. The CPU runner has none, so a wrapper states one.
+TEST_F(WorkerTest, ALonePromptTakesTheBackendsLongerChunk) {
+  class LongerAlone : public runner::ModelRunner {
+   public:
+    LongerAlone(std::unique_ptr<runner::ModelRunner> inner, int32_t alone, int32_t cap)
+        : inner_(std::move(inner)), info_(inner_->info()) {
+      info_.default_prefill_tokens_alone = alone;
+      info_.max_prefill_tokens = cap;
+    }
+    const runner::RunnerInfo& info() const override { return info_; }
+    absl::Status Launch(engine::StepPlan plan) override { return inner_->Launch(std::move(plan)); }
+    absl::StatusOr<engine::StepResult> Collect() override { return inner_->Collect(); }
+    int in_flight() const override { return inner_->in_flight(); }
+
+   private:
+    std::unique_ptr<runner::ModelRunner> inner_;
+    runner::RunnerInfo info_;
+  };
+  struct PromptSteps : StepObserver {
+    std::mutex mu;
+    std::vector<int32_t> chunks;
+    void OnStep(double, double, int32_t, int32_t, int32_t prompt_tokens) override {
+      std::lock_guard<std::mutex> lock(mu);
+      if (prompt_tokens > 0) chunks.push_back(prompt_tokens);
+    }
+  };
+  std::vector<int32_t> prompt(400);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i % 200);
+  // {the runner's default, its cap, engine.max_prefill_tokens_alone} -> the chunks.
+  const struct {
+    int32_t alone, cap, setting;
+    std::vector<int32_t> want;
+  } cases[] = {{256, 1024, 0, {256, 144}},
+               {256, 200, 0, {200, 200}},
+               {256, 1024, 300, {300, 100}},
+               {0, 1024, 0, {128, 128, 128, 16}}};
+  for (const auto& c : cases) {
+    PromptSteps steps;
+    auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    runner::CpuRunnerOptions ro;
+    ro.sizes = {.max_slots = 2, .kv_blocks = 64, .block_tokens = 16};
+    auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
+    ASSERT_TRUE(tok.ok());
+    WorkerOptions wo;
+    wo.scheduler.max_prefill_tokens = 128;
+    wo.scheduler.max_prefill_tokens_alone = c.setting;
+    wo.scheduler.max_batch_tokens = 0;
+    auto w = Worker::Create(
+        wo,
+        std::make_unique<LongerAlone>(std::make_unique<runner::CpuRunner>(*std::move(model), ro),
+                                      c.alone, c.cap),
+        *std::move(tok), {2}, nullptr, &steps);
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(RunIds(**w, prompt, 2).token_ids.size(), 2u);
+    std::lock_guard<std::mutex> lock(steps.mu);
+    EXPECT_EQ(steps.chunks, c.want)
+        << "default " << c.alone << ", cap " << c.cap << ", setting " << c.setting;
+  }
+}
+
 TEST_F(WorkerTest, InFlightChangesWakeLoadWatchers) {
   auto w = MakeWorker(2);
   const uint64_t before = w->Load().engine.version;

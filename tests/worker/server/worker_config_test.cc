@@ -6,11 +6,26 @@ namespace llm::server {
 namespace {
 
 TEST(WorkerConfigTest, BackendKeysReachTheBackendOptions) {
-  auto c = LoadWorkerConfig({"--model.path", "random:llama-3-8b:4", "--engine.backend", "cuda",
-                             "--engine.device", "1", "--engine.kv_memory_fraction", "0.5",
-                             "--engine.cuda_graphs", "false", "--engine.batch_invariant", "true",
-                             "--engine.max_context", "4096", "--engine.max_slots", "256",
-                             "--engine.max_batch_tokens", "4096"});
+  auto c = LoadWorkerConfig({"--model.path",
+                             "random:llama-3-8b:4",
+                             "--engine.backend",
+                             "cuda",
+                             "--engine.device",
+                             "1",
+                             "--engine.kv_memory_fraction",
+                             "0.5",
+                             "--engine.cuda_graphs",
+                             "false",
+                             "--engine.batch_invariant",
+                             "true",
+                             "--engine.max_context",
+                             "4096",
+                             "--engine.max_slots",
+                             "256",
+                             "--engine.max_batch_tokens",
+                             "4096",
+                             "--engine.max_prefill_tokens_alone",
+                             "8192"});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_name, "random:llama-3-8b");
   const backend::BackendOptions& b = c->backend;
@@ -23,6 +38,30 @@ TEST(WorkerConfigTest, BackendKeysReachTheBackendOptions) {
   EXPECT_EQ(b.max_context, 4096);
   EXPECT_EQ(b.sizes.max_slots, 256);
   EXPECT_EQ(b.max_prefill_tokens, c->worker.scheduler.max_prefill_tokens);
+  EXPECT_EQ(b.max_prefill_tokens_alone, 8192);
+  EXPECT_EQ(c->worker.scheduler.max_prefill_tokens_alone, 8192);
+  EXPECT_EQ(c->worker.scheduler.max_batch_tokens, 4096);
+  // By default a step's tokens are capped only by the slots and the prompt budgets.
+  auto d = LoadWorkerConfig({"--model.path", "random:tiny"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->worker.scheduler.max_batch_tokens, 0);
+  EXPECT_EQ(d->worker.scheduler.max_prefill_tokens_alone, 0);  // the backend's
+}
+
+// engine.cuda_pdl: auto leaves the choice to the runner (by the model); true and false force it.
+TEST(WorkerConfigTest, CudaPdlIsAutoTrueOrFalse) {
+  auto c = LoadWorkerConfig({"--model.path", "random:tiny"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->backend.cuda_pdl.has_value());
+  for (const bool on : {true, false}) {
+    c = LoadWorkerConfig(
+        {"--model.path", "random:tiny", "--engine.cuda_pdl", on ? "true" : "false"});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->backend.cuda_pdl, on);
+  }
+  c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.cuda_pdl", "sometimes"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("engine.cuda_pdl"), std::string::npos) << c.status();
 }
 
 TEST(WorkerConfigTest, BadValuesNameTheKey) {

@@ -23,6 +23,16 @@ absl::Status CublasStatus(int status, const char* what) {
 
 }  // namespace
 
+int64_t LayerWeightBytes(const model::ModelConfig& c) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  const int64_t qkv = int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()};
+  return 2 * (h * qkv + int64_t{c.q_dim()} * h + 3 * h * i + 2 * h);
+}
+
+bool ProgrammaticLaunchPays(const model::ModelConfig& config) {
+  return LayerWeightBytes(config) < kPdlLayerBytes;
+}
+
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelConfig& config,
                                                            const model::TensorStore* store,
                                                            uint64_t seed,

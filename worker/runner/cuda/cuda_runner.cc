@@ -73,9 +73,10 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                                                                uint64_t seed,
                                                                const CudaRunnerOptions& options) {
   if (options.sizes.max_slots < 1 || options.sizes.block_tokens < 1 ||
-      options.max_prefill_tokens < 1) {
+      options.max_prefill_tokens < 1 || options.max_prefill_tokens_alone < 0) {
     return absl::InvalidArgumentError(
-        "CUDA runner: max_slots, block_tokens and max_prefill_tokens must be positive");
+        "CUDA runner: max_slots, block_tokens and max_prefill_tokens must be positive, "
+        "max_prefill_tokens_alone not negative");
   }
   if (!(options.kv_memory_fraction > 0.0 && options.kv_memory_fraction <= 1.0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -113,7 +114,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   model_options.tiled_prefill = options_.tiled_prefill;
   model_options.tensor_core_decode = options_.tensor_core_decode;
   model_options.fused_norm = options_.fused_norm;
-  model_options.pdl = options_.pdl;
+  model_options.pdl = options_.pdl.value_or(ProgrammaticLaunchPays(c));
   model_options.valid_vocab_size = options_.valid_vocab_size;
   LLM_ASSIGN_OR_RETURN(model_, CudaModel::Load(c, store, seed, model_options, stream_.get()));
 
@@ -123,8 +124,13 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   info_.sizes = options_.sizes;  // kv_blocks settled by AllocateKvCache below
   info_.vocab_size = c.vocab_size;
   info_.max_context = max_context;
-  info_.max_prefill_tokens = options_.max_prefill_tokens;
+  // A step holds up to the larger of the two prompt budgets (the longer one comes with no
+  // decode rows, but the buffers need not rely on it).
+  const int32_t prompt_rows =
+      std::max(options_.max_prefill_tokens, options_.max_prefill_tokens_alone);
+  info_.max_prefill_tokens = prompt_rows;
   info_.default_prefill_tokens = options_.max_prefill_tokens;
+  info_.default_prefill_tokens_alone = std::max(0, options_.max_prefill_tokens_alone);
   info_.max_stop_ids = kernels::kMaxStopIds;
   info_.device = kernels::DeviceDescription(options_.device);
   char bus_id[32] = {0};
@@ -137,7 +143,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   LLM_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options_.device),
       "device attributes");
-  sizes_ = PlanStepSizes(c, options_.sizes, max_context, options_.max_prefill_tokens, sm_count,
+  sizes_ = PlanStepSizes(c, options_.sizes, max_context, prompt_rows, sm_count,
                          options_.batch_invariant);
   buckets_ = MakeBuckets(options_.sizes.max_slots);
   LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
@@ -165,7 +171,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   limits.max_blocks_per_seq = sizes_.max_blocks_per_seq;
   limits.max_context = info_.max_context;
   limits.vocab_size = c.vocab_size;
-  limits.max_prefill_tokens = options_.max_prefill_tokens;
+  limits.max_prefill_tokens = prompt_rows;
   limits.attention_group = c.num_heads / c.num_kv_heads;
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
   LLM_RETURN_IF_ERROR(CaptureGraphs());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "worker/engine/engine_sizes.h"
@@ -24,6 +25,10 @@ struct CudaRunnerOptions {
   // Prompt tokens one step may hold (the scheduler's max_prefill_tokens is capped here, and
   // takes this when engine.max_prefill_tokens is 0); decode rows come on top, up to max_slots.
   int32_t max_prefill_tokens = 2048;
+  // Prompt tokens of a step in which nothing decodes (engine.max_prefill_tokens_alone; the
+  // scheduler takes this when it is 0): a lone prompt's time to first token, with no stall to
+  // weigh. The buffers hold max(this, max_prefill_tokens) prompt rows plus max_slots decode rows.
+  int32_t max_prefill_tokens_alone = 4096;
   int32_t max_context = 0;       // 0: the model's max_position_embeddings
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled; 0: the model's vocabulary
   bool cuda_graphs = true;       // decode steps replay captured graphs
@@ -42,7 +47,8 @@ struct CudaRunnerOptions {
   // RMSNorm and the residual add inside the GEMV products at a few rows (kernels/gemv.h).
   bool fused_norm = true;
   // Programmatic dependent launch between the kernels (kernels/launch.cuh); process-wide.
-  bool pdl = false;
+  // Unset: where it pays for the model (ProgrammaticLaunchPays, cuda_model.h).
+  std::optional<bool> pdl;
 };
 
 // CUDA devices this process can use; 0 when there is no driver or no device.

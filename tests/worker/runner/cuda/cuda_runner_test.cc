@@ -51,6 +51,7 @@ struct WorkerSetup {
   std::string model = "models/tinystories-656k";
   int32_t slots = 8;
   int32_t prefill_tokens = 64;
+  int32_t prefill_tokens_alone = 0;  // with nothing decoding; 0: prefill_tokens
   bool graphs = true;
   bool batch_invariant = false;
   bool prefix_cache = true;
@@ -65,6 +66,8 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.backend = "cuda";
   o.sizes.max_slots = s.slots;
   o.max_prefill_tokens = s.prefill_tokens;
+  o.max_prefill_tokens_alone =
+      s.prefill_tokens_alone > 0 ? s.prefill_tokens_alone : s.prefill_tokens;
   o.sizes.kv_blocks = 1024;
   o.cuda_graphs = s.graphs;
   o.batch_invariant = s.batch_invariant;
@@ -75,8 +78,9 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
   loop::WorkerOptions wo;
-  wo.scheduler.max_batch_tokens = s.slots + s.prefill_tokens;
+  wo.scheduler.max_batch_tokens = 0;  // no cap beyond the slots and the prompt budgets
   wo.scheduler.max_prefill_tokens = s.prefill_tokens;
+  wo.scheduler.max_prefill_tokens_alone = o.max_prefill_tokens_alone;
   wo.scheduler.prefix_cache = s.prefix_cache;
   auto w =
       Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
@@ -365,6 +369,7 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> TinyRunner(int32_t slots, int32_t kv
   o.sizes.max_slots = slots;
   o.sizes.kv_blocks = kv_blocks;
   o.max_prefill_tokens = max_prefill_tokens;
+  o.max_prefill_tokens_alone = max_prefill_tokens;
   return CudaRunner::Create(*config, nullptr, 1, o);
 }
 
