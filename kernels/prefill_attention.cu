@@ -306,6 +306,19 @@ void PlanPrefillTiles(const std::vector<PrefillChunk>& chunks, int32_t group,
   });
 }
 
+void SelectLastTokenTiles(const std::vector<PrefillChunk>& chunks,
+                          const std::vector<uint8_t>& samples, int32_t group,
+                          const std::vector<PrefillTile>& tiles, std::vector<PrefillTile>& out) {
+  out.clear();
+  for (const PrefillTile& t : tiles) {
+    if (samples[t.chunk] == 0) continue;
+    const int32_t last_end = chunks[t.chunk].tokens * group;  // the last token's rows end here
+    if (t.row_begin < last_end && t.row_begin + kPrefillTileRows > last_end - group) {
+      out.push_back(t);
+    }
+  }
+}
+
 int32_t MaxPrefillTiles(int32_t tokens, int32_t max_chunks, int32_t group) {
   // Each chunk adds at most one partial tile.
   const int64_t rows = int64_t{tokens} * group;

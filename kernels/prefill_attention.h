@@ -68,6 +68,14 @@ struct PrefillAttentionParams {
 void PlanPrefillTiles(const std::vector<PrefillChunk>& chunks, int32_t group,
                       std::vector<PrefillTile>& tiles);
 
+// The tiles of `tiles` (PlanPrefillTiles' of `chunks`) holding a row of the last token of a chunk
+// c with samples[c] != 0, in `tiles`' order: all a step's last layer needs, since only those
+// rows go on to be sampled. At most two a chunk (a token's `group` rows, at most 8, may straddle
+// two tiles).
+void SelectLastTokenTiles(const std::vector<PrefillChunk>& chunks,
+                          const std::vector<uint8_t>& samples, int32_t group,
+                          const std::vector<PrefillTile>& tiles, std::vector<PrefillTile>& out);
+
 // The most tiles `tokens` prompt tokens in at most `max_chunks` chunks can need.
 int32_t MaxPrefillTiles(int32_t tokens, int32_t max_chunks, int32_t group);
 

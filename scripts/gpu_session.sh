@@ -98,7 +98,7 @@ case "$phase" in
     # sampler's selects and draw), the fused GEMV epilogues and the tiled prefill attention
     # (cp.async into shared memory), under the sanitizers.
     filter='AttentionKernelTest.*:SampleKernelTest.*:RopeKvKernelTest.*:GemmTest.Gated*'
-    filter+=':GemvFusionTest.*:PrefillAttentionKernelTest.*'
+    filter+=':GemvFusionTest.*:PrefillAttentionKernelTest.*:GatherRowsKernelTest.*'
     step memcheck 240 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$filter"
     step racecheck 240 "$sanitizer" --tool racecheck --error-exitcode 9 \

@@ -1,9 +1,11 @@
-// RMSNorm, SiLU-and-multiply, random init and step inputs (with the embedding gather) against the
-// CPU reference.
+// RMSNorm, SiLU-and-multiply, random init, step inputs (with the embedding gather) and the row
+// gather against the CPU reference.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "kernels/activation.h"
+#include "kernels/gather_rows.h"
 #include "kernels/random_init.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/step_inputs.h"
@@ -53,6 +55,62 @@ TEST(RmsNormKernelTest, FusedResidualAndRowIndexMatchReference) {
       }
     }
   }
+}
+
+// Two tables gathered in one launch (the last layer's x and attention output: fp32 896 wide
+// and bf16 rows of 1,792 bytes), with repeated, out-of-order and padding (-1) rows; exact.
+TEST(GatherRowsKernelTest, MatchesTheHostReference) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSrcRows = 37, kWidth = 896;
+  for (const int32_t n : {1, 7, 33}) {
+    std::vector<int32_t> rows(n);
+    for (int32_t i = 0; i < n; ++i) rows[i] = i % 5 == 4 ? -1 : (i * 11) % kSrcRows;
+    const auto x = RandomFloats(size_t(kSrcRows) * kWidth, 5);
+    const auto attn = ToBf16Vector(RandomFloats(size_t(kSrcRows) * kWidth, 6));
+    DeviceBuffer<float> d_x(x), d_x_out(size_t(n) * kWidth);
+    DeviceBuffer<__nv_bfloat16> d_attn(attn), d_attn_out(size_t(n) * kWidth);
+    DeviceBuffer<int32_t> d_rows(rows);
+    GatherRowsParams p{};
+    p.rows = d_rows.get();
+    p.n = n;
+    p.tables = 2;
+    p.src[0] = d_x.get();
+    p.dst[0] = d_x_out.get();
+    p.row_bytes[0] = kWidth * 4;
+    p.src[1] = d_attn.get();
+    p.dst[1] = d_attn_out.get();
+    p.row_bytes[1] = kWidth * 2;
+    LLM_CUDA_OK(LaunchGatherRows(p, 0));
+    std::vector<float> want_x(size_t(n) * kWidth);
+    std::vector<__nv_bfloat16> want_attn(size_t(n) * kWidth);
+    GatherRowsParams h = p;
+    h.rows = rows.data();
+    h.src[0] = x.data();
+    h.dst[0] = want_x.data();
+    h.src[1] = attn.data();
+    h.dst[1] = want_attn.data();
+    GatherRowsOnHost(h);
+    const auto got_x = d_x_out.Download();
+    const auto got_attn = d_attn_out.Download();
+    ASSERT_EQ(std::memcmp(got_x.data(), want_x.data(), want_x.size() * 4), 0) << "n " << n;
+    ASSERT_EQ(std::memcmp(got_attn.data(), want_attn.data(), want_attn.size() * 2), 0) << "n " << n;
+  }
+}
+
+// Refused before any launch, so this runs without a device too.
+TEST(GatherRowsKernelTest, BadTablesAndRowSizesAreRefused) {
+  GatherRowsParams p{};
+  p.n = 4;
+  p.tables = 3;
+  EXPECT_EQ(LaunchGatherRows(p, 0), cudaErrorInvalidValue);
+  p.tables = 1;
+  p.row_bytes[0] = 20;
+  EXPECT_EQ(LaunchGatherRows(p, 0), cudaErrorInvalidValue);
+  p.row_bytes[0] = 0;
+  EXPECT_EQ(LaunchGatherRows(p, 0), cudaErrorInvalidValue);
+  p.row_bytes[0] = 32;
+  p.n = 0;
+  EXPECT_EQ(LaunchGatherRows(p, 0), cudaSuccess);  // nothing to gather
 }
 
 TEST(SiluMulKernelTest, MatchesReference) {

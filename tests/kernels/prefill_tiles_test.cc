@@ -328,6 +328,48 @@ TEST(PrefillTilesTest, TilesCoverEveryChunkRowOnceLongestFirst) {
   }
 }
 
+// The last layer's tiles: every row of a sampling chunk's last token is in exactly one of them,
+// each of them holds such a row, and chunks that do not sample have none.
+TEST(PrefillTilesTest, LastTokenTilesHoldTheSampledRowsAlone) {
+  const std::vector<PrefillChunk> chunks = {
+      {0, 1, 0, 0},     {1, 15, 1, 0},     {16, 17, 2, 40}, {33, 1000, 3, 3000},
+      {1033, 64, 4, 7}, {1097, 10, 5, 100}};  // the last: at group 7, rows 63-69 (two tiles)
+  const std::vector<uint8_t> samples = {1, 0, 1, 1, 0, 1};
+  for (const int32_t group : {1, 4, 7, 8}) {
+    std::vector<PrefillTile> tiles, last;
+    PlanPrefillTiles(chunks, group, tiles);
+    SelectLastTokenTiles(chunks, samples, group, tiles, last);
+    EXPECT_LE(last.size(), 2u * 4u);
+    if (group == 7) {
+      EXPECT_EQ(last.size(), 5u);  // chunk 5's token straddles two tiles
+    }
+    std::vector<int> seen(chunks.size() * 8, 0);  // [chunk][row of the last token]
+    size_t at = 0;
+    for (const PrefillTile& t : last) {
+      // In the order of `tiles`.
+      while (at < tiles.size() &&
+             (tiles[at].chunk != t.chunk || tiles[at].row_begin != t.row_begin)) {
+        ++at;
+      }
+      ASSERT_LT(at, tiles.size()) << "group " << group;
+      ASSERT_TRUE(samples[t.chunk]) << "group " << group << " chunk " << t.chunk;
+      const int32_t first_row = (chunks[t.chunk].tokens - 1) * group;
+      const int32_t m_end =
+          std::min(t.row_begin + kPrefillTileRows, chunks[t.chunk].tokens * group);
+      int held = 0;
+      for (int32_t m = std::max(t.row_begin, first_row); m < m_end; ++m, ++held) {
+        ++seen[t.chunk * 8 + (m - first_row)];
+      }
+      EXPECT_GT(held, 0) << "group " << group << " tile " << t.chunk << "/" << t.row_begin;
+    }
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      for (int32_t g = 0; g < group; ++g) {
+        EXPECT_EQ(seen[c * 8 + g], samples[c] ? 1 : 0) << "group " << group << " chunk " << c;
+      }
+    }
+  }
+}
+
 TEST(PrefillTilesTest, TileCoverIsExact) {
   // kSkip: no row of [lo, hi] sees a key of the tile; kFull: every row sees every key.
   std::mt19937 rng(3);

@@ -101,7 +101,16 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
                 h * sizeof(float));
   }
 
+  // The tokens whose logits are wanted: each chunk's last with need_logits.
+  all_tokens_.resize(n);
+  for (size_t t = 0; t < n; ++t) all_tokens_[t] = static_cast<int32_t>(t);
+  out_tokens_.clear();
+  for (const SeqChunk& s : batch.seqs) {
+    if (s.need_logits) out_tokens_.push_back(s.token_begin + s.num_tokens - 1);
+  }
+
   std::vector<float> cos(half), sin(half);
+  size_t rows = n;  // the rows of x_ still computed: all of them, until the last layer's attention
   for (int l = 0; l < c.num_layers; ++l) {
     const CpuLayerWeights& w = weights_.layers[l];
     RmsNorm(x_.data(), w.input_norm.data(), xn_.data(), n, h, eps);
@@ -129,34 +138,45 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
         }
       }
     }
-    Attention(batch, l, kv);
-    MatMulPacked(attn_.data(), w.o, w.o_bias.empty() ? nullptr : w.o_bias.data(), tmp_.data(), n,
+    if (l + 1 < c.num_layers || out_tokens_.size() == n) {
+      Attention(batch, l, kv, all_tokens_);
+    } else {
+      // The last layer: every token's K and V are in the cache; only the tokens whose logits are
+      // wanted go on, their rows of x_ moved to the front (a row only ever moves up).
+      rows = out_tokens_.size();
+      if (rows == 0) break;
+      Attention(batch, l, kv, out_tokens_);
+      for (size_t j = 0; j < rows; ++j) {
+        std::memmove(&x_[j * h], &x_[static_cast<size_t>(out_tokens_[j]) * h], h * sizeof(float));
+      }
+    }
+    MatMulPacked(attn_.data(), w.o, w.o_bias.empty() ? nullptr : w.o_bias.data(), tmp_.data(), rows,
                  pool_);
-    for (size_t i = 0; i < n * h; ++i) x_[i] += tmp_[i];
+    for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
 
-    RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), n, h, eps);
+    RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), rows, h, eps);
     MatMulPacked(xn_.data(), w.gate_up, w.gate_up_bias.empty() ? nullptr : w.gate_up_bias.data(),
-                 gate_up_.data(), n, pool_);
-    SiluMul(gate_up_.data(), act_.data(), n, inter);
+                 gate_up_.data(), rows, pool_);
+    SiluMul(gate_up_.data(), act_.data(), rows, inter);
     MatMulPacked(act_.data(), w.down, w.down_bias.empty() ? nullptr : w.down_bias.data(),
-                 tmp_.data(), n, pool_);
-    for (size_t i = 0; i < n * h; ++i) x_[i] += tmp_[i];
+                 tmp_.data(), rows, pool_);
+    for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
   }
 
-  // Final norm and the head, only for the rows that need logits.
-  size_t num_out = 0;
-  for (const SeqChunk& s : batch.seqs) {
-    if (!s.need_logits) continue;
-    const size_t last = s.token_begin + s.num_tokens - 1;
-    RmsNorm(&x_[last * h], weights_.final_norm.data(), &xn_[num_out * h], 1, h, eps);
-    ++num_out;
+  // Final norm and the head, for the rows that need logits (the first `rows` of x_ now, in
+  // chunk order, unless the batch had only such rows).
+  const size_t num_out = out_tokens_.size();
+  for (size_t j = 0; j < num_out; ++j) {
+    const size_t row = rows == num_out ? j : static_cast<size_t>(out_tokens_[j]);
+    RmsNorm(&x_[row * h], weights_.final_norm.data(), &xn_[j * h], 1, h, eps);
   }
   logits.resize(num_out * c.vocab_size);
   MatMulPacked(xn_.data(), weights_.head, nullptr, logits.data(), num_out, pool_);
   return absl::OkStatus();
 }
 
-void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
+void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv,
+                         std::span<const int32_t> tokens) {
   const model::ModelConfig& c = config_;
   const size_t q_dim = c.q_dim(), qkv_dim = q_dim + 2 * c.kv_dim();
   const int group = c.num_heads / c.num_kv_heads;
@@ -166,7 +186,7 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
   // keys and values are found (and cached) once per group; when that leaves fewer items than
   // threads (a few sequences, few KV heads), an item is (token, query head). Either way every
   // score and output element is the same chain of operations.
-  const size_t n = batch.token_ids.size();
+  const size_t n = tokens.size();
   const int per_item =
       pool_ != nullptr && n * c.num_kv_heads < static_cast<size_t>(2 * pool_->num_threads())
           ? 1
@@ -175,7 +195,8 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
   auto work = [&](size_t begin, size_t end) {
     std::vector<float> scores;  // [per_item][span]: positions from the first block's start
     for (size_t item = begin; item < end; ++item) {
-      const size_t t = item / items_per_token;
+      const size_t row = item / items_per_token;
+      const size_t t = static_cast<size_t>(tokens[row]);
       const int head0 = static_cast<int>(item % items_per_token) * per_item;
       const int kv_head = head0 / group;
       const SeqChunk& s = batch.seqs[chunk_of_[t]];
@@ -195,7 +216,7 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
       }
       const size_t lo0 = first - b0 * bt, len = pos - first + 1;
       for (int g = 0; g < per_item; ++g) SoftmaxInPlace(&scores[g * span + lo0], len);
-      float* out = &attn_[t * q_dim + static_cast<size_t>(head0) * c.head_dim];
+      float* out = &attn_[row * q_dim + static_cast<size_t>(head0) * c.head_dim];
       std::fill(out, out + per_item * c.head_dim, 0.0f);
       for (int32_t b = b0; b <= b1; ++b) {
         const int32_t lo = std::max(first, b * bt), hi = std::min(pos + 1, (b + 1) * bt);
@@ -211,7 +232,7 @@ void CpuModel::Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv) {
   const size_t items = n * items_per_token;
   // Split only when there is enough work to pay for waking the threads.
   size_t context_tokens = 0;
-  for (size_t t = 0; t < n; ++t) context_tokens += positions_[t] + 1;
+  for (const int32_t t : tokens) context_tokens += positions_[t] + 1;
   const size_t work_per_item = std::max<size_t>(1, context_tokens * c.head_dim * 2 * per_item / n);
   const size_t min_chunk = std::max<size_t>(1, 256 * 1024 / work_per_item);
   if (pool_ == nullptr || items <= min_chunk) {

@@ -3,6 +3,7 @@
 #define LLM_WORKER_RUNNER_CPU_MODEL_H_
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,7 +46,9 @@ class CpuModel {
 
  private:
   absl::Status Validate(const ForwardBatch& batch, const CpuKvCache& kv) const;
-  void Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv);
+  // The attention of `tokens` (indices into the batch, ascending), row j of attn_ for tokens[j].
+  void Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv,
+                 std::span<const int32_t> tokens);
 
   model::ModelConfig config_;
   CpuWeights weights_;
@@ -54,8 +57,10 @@ class CpuModel {
 
   // Scratch, sized per call.
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, tmp_;
-  std::vector<int32_t> positions_;  // [num_tokens]
-  std::vector<int32_t> chunk_of_;   // [num_tokens] index of the token's chunk
+  std::vector<int32_t> positions_;   // [num_tokens]
+  std::vector<int32_t> chunk_of_;    // [num_tokens] index of the token's chunk
+  std::vector<int32_t> all_tokens_;  // 0 .. num_tokens - 1
+  std::vector<int32_t> out_tokens_;  // the tokens whose logits are wanted
 };
 
 }  // namespace llm::runner

@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "kernels/activation.h"
 #include "kernels/attention.h"
+#include "kernels/gather_rows.h"
 #include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rmsnorm.h"
@@ -78,9 +79,18 @@ absl::Status CudaModel::PrepareProducts(const StepSizes& z, const StepBuffers& b
     for (const auto& g : shapes) LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(g), "GEMM plan"));
   }
   for (const int32_t r : sample_rows) {
-    const kernels::GemmArgs head{b.xs, weights_.head, nullptr,      b.logits,
-                                 r,    c.hidden_size, c.vocab_size, kernels::GemmOut::kF32};
-    LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(head), "GEMM plan"));
+    // The head, and the last layer's o and MLP products on the sampling rows alone (Forward).
+    const kernels::GemmArgs shapes[] = {
+        {b.xs, weights_.head, nullptr, b.logits, r, c.hidden_size, c.vocab_size,
+         kernels::GemmOut::kF32},
+        {b.attn_sampled, L.o, L.o_bias, b.delta, r, c.q_dim(), c.hidden_size,
+         kernels::GemmOut::kF32},
+        {b.xn, L.gate_up, L.gate_up_bias, b.gate_up, r, c.hidden_size, 2 * c.intermediate_size,
+         kernels::GemmOut::kBf16},
+        {b.act, L.down, L.down_bias, b.delta, r, c.intermediate_size, c.hidden_size,
+         kernels::GemmOut::kF32},
+    };
+    for (const auto& g : shapes) LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(g), "GEMM plan"));
   }
   return absl::OkStatus();
 }
@@ -145,10 +155,21 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   prefill.sliding_window = c.sliding_window;
   prefill.scale = attn.scale;
 
-  // The residual stream b.x. A sublayer's output is added to it either by the product that makes
-  // it (accumulate: at a few rows, options_.fused_norm) or by the next norm (`pending` is then
-  // that output, b.delta). A norm is the next product's prologue where that product can take it
-  // (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its input, b.xn. Same bits.
+  // The residual stream x (b.x, `rows` rows). A sublayer's output is added to it either by the
+  // product that makes it (accumulate: at a few rows, options_.fused_norm) or by the next norm
+  // (`pending` is then that output, b.delta). A norm is the next product's prologue where that
+  // product can take it (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its
+  // input, b.xn. Same bits.
+  //
+  // In a step with prompt rows the last layer writes every row's K and V, but only the sampling
+  // rows go on: their attention (the prefill tiles that hold them, and the decode rows), then
+  // x and the attention output gathered to the front of x_sampled and attn_sampled, so the o and
+  // MLP products and the final norm run on s.sample_rows rows (none when nothing samples). A
+  // decode-only step's rows all sample, in order, so it runs whole.
+  float* x = b.x;
+  int32_t rows = s.rows;
+  const bf16* attn_in = b.attn;
+  const bool sampled_rows_only = s.prefill_rows > 0 && !s.identity_sampling;
   const float* pending = nullptr;
   const auto norm_before = [&](kernels::GemmArgs& args,
                                const kernels::NormInput* norm) -> absl::Status {
@@ -158,7 +179,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       args.norm = nullptr;
     }
     LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm({b.x, pending, norm->weight, b.xn, nullptr, s.rows, H, eps}, st),
+        kernels::LaunchRmsNorm({x, pending, norm->weight, b.xn, nullptr, rows, H, eps}, st),
         "rmsnorm");
     mark(KernelClass::kNorms);
     pending = nullptr;
@@ -166,7 +187,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   };
   const auto residual_product = [&](kernels::GemmArgs args, const char* what) -> absl::Status {
     kernels::GemmArgs into_x = args;
-    into_x.y = b.x;
+    into_x.y = x;
     into_x.accumulate = true;
     const bool fused = options_.fused_norm && gemm_.FusesEpilogue(into_x);
     LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(fused ? into_x : args, st), what));
@@ -175,8 +196,8 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   };
   for (int l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& L = weights_.layers[l];
-    const kernels::NormInput input_norm{b.x, L.input_norm, eps};
-    const kernels::NormInput post_norm{b.x, L.post_norm, eps};
+    const bool last_sampled_only = sampled_rows_only && l + 1 == c.num_layers;
+    const kernels::NormInput input_norm{x, L.input_norm, eps};
     kernels::RopeKvParams rope{};
     rope.qkv = b.qkv;
     rope.row_pos = b.row_pos;
@@ -207,11 +228,16 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
       mark(KernelClass::kRopeKv);
     }
+    if (last_sampled_only && s.sample_rows == 0) break;  // K and V written; nothing samples
     attn.k_cache = kv.k[l];
     attn.v_cache = kv.v[l];
     if (s.prefill_rows > 0 && options_.tiled_prefill) {
       prefill.k_cache = kv.k[l];
       prefill.v_cache = kv.v[l];
+      if (last_sampled_only) {
+        prefill.tiles = s.last_token_tiles;
+        prefill.num_tiles = s.num_last_token_tiles;
+      }
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefillAttention(prefill, st), "prefill attention");
       mark(KernelClass::kAttention);
     } else if (s.prefill_rows > 0) {
@@ -228,11 +254,30 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
       mark(KernelClass::kAttention);
     }
+    if (last_sampled_only) {
+      // Nothing is pending here: the input norm took the last delta into b.x.
+      kernels::GatherRowsParams g{};
+      g.rows = s.sample_rows_index;
+      g.n = s.sample_rows;
+      g.tables = 2;
+      g.src[0] = b.x;
+      g.dst[0] = b.x_sampled;
+      g.row_bytes[0] = H * static_cast<int32_t>(sizeof(float));
+      g.src[1] = b.attn;
+      g.dst[1] = b.attn_sampled;
+      g.row_bytes[1] = c.q_dim() * static_cast<int32_t>(sizeof(bf16));
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(g, st), "sampling rows");
+      mark(KernelClass::kOther);
+      x = b.x_sampled;
+      rows = s.sample_rows;
+      attn_in = b.attn_sampled;
+    }
     LLM_RETURN_IF_ERROR(residual_product(
-        {b.attn, L.o, L.o_bias, b.delta, s.rows, c.q_dim(), H, kernels::GemmOut::kF32},
+        {attn_in, L.o, L.o_bias, b.delta, rows, c.q_dim(), H, kernels::GemmOut::kF32},
         "o projection"));
     mark(KernelClass::kProducts);
-    kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, s.rows,
+    const kernels::NormInput post_norm{x, L.post_norm, eps};
+    kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, rows,
                             H,    I,         kernels::GemmOut::kBf16};
     gated.silu_mul = true;
     LLM_RETURN_IF_ERROR(norm_before(gated, &post_norm));
@@ -241,26 +286,28 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
       LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(gated, st), "gate/up projection"));
       mark(KernelClass::kProducts);
     } else {
-      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up,
-                                                  s.rows, H, 2 * I, kernels::GemmOut::kBf16},
+      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up, rows,
+                                                  H, 2 * I, kernels::GemmOut::kBf16},
                                                  st),
                                        "gate/up projection"));
       mark(KernelClass::kProducts);
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, s.rows, I}, st), "silu");
+      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, rows, I}, st), "silu");
       mark(KernelClass::kOther);
     }
-    LLM_RETURN_IF_ERROR(residual_product(
-        {b.act, L.down, L.down_bias, b.delta, s.rows, I, H, kernels::GemmOut::kF32},
-        "down projection"));
+    LLM_RETURN_IF_ERROR(
+        residual_product({b.act, L.down, L.down_bias, b.delta, rows, I, H, kernels::GemmOut::kF32},
+                         "down projection"));
     mark(KernelClass::kProducts);
   }
 
   if (s.sample_rows == 0) return absl::OkStatus();
   const int32_t* rows_index = s.identity_sampling ? nullptr : s.sample_rows_index;
   // The final norm stays a kernel: the lm head's grid is many waves (gemv.h, norm prologue).
+  // After a last layer on the sampling rows alone, they are x's first rows already.
   LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRmsNorm(
-          {b.x, pending, weights_.final_norm, b.xs, rows_index, s.sample_rows, H, eps}, st),
+      kernels::LaunchRmsNorm({x, pending, weights_.final_norm, b.xs,
+                              sampled_rows_only ? nullptr : rows_index, s.sample_rows, H, eps},
+                             st),
       "final rmsnorm");
   mark(KernelClass::kNorms);
   const int32_t* sample_slot = b.row_slot;

@@ -40,6 +40,9 @@ struct ForwardShape {
   const kernels::PrefillChunk* prefill_chunks = nullptr;
   const kernels::PrefillTile* prefill_tiles = nullptr;
   int32_t num_prefill_tiles = 0;
+  // The last layer's tiles: those holding the rows that are sampled (StepLayout).
+  const kernels::PrefillTile* last_token_tiles = nullptr;
+  int32_t num_last_token_tiles = 0;
 };
 
 struct CudaModelOptions {
@@ -91,7 +94,8 @@ class CudaModel {
   // embedding (one launch), every layer (norm, qkv with RoPE and the K/V write, attention, o,
   // norm, gate/up with SiLU, down — at a few rows RoPE/KV, SiLU and the residual adds are the
   // GEMV's epilogues and at one or two the norms its prologues, else launches of their own),
-  // then for the sampling rows the final norm, the head and the sampler.
+  // then for the sampling rows the final norm, the head and the sampler. In a step with prompt
+  // rows, the last layer goes past the K/V write only for the sampling rows (as CpuModel does).
   // With a `clock` (an eager step only, never under graph capture), marks the end of every
   // kernel with its class.
   absl::Status Forward(const ForwardShape& shape, const StepSizes& sizes, const StepBuffers& b,

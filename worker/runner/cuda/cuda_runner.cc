@@ -200,6 +200,8 @@ absl::Status CudaRunner::AllocateStaging() {
   layout_.prefill_token.reserve(R);
   layout_.prefill_chunks.reserve(S);
   layout_.prefill_tiles.reserve(static_cast<size_t>(sizes_.max_prefill_tiles));
+  layout_.last_token_tiles.reserve(2 * S);
+  layout_.chunk_samples.reserve(S);
   layout_.sample_rows.reserve(SR);
   return absl::OkStatus();
 }
@@ -284,9 +286,10 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   const int64_t off_ptoken = staging.Put(l.prefill_token);
   const int64_t off_chunks = staging.Put(l.prefill_chunks);
   const int64_t off_tiles = staging.Put(l.prefill_tiles);
+  const int64_t off_last_tiles = staging.Put(l.last_token_tiles);
   const int64_t off_samples = staging.Put(l.sample_rows);
   for (int64_t off : {off_admits, off_settings, off_blocks, off_rows, off_pslot, off_ppos,
-                      off_ptoken, off_chunks, off_tiles, off_samples}) {
+                      off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples}) {
     if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
   }
   auto dev = [&](int64_t off) { return buffers_.upload + off; };
@@ -296,6 +299,8 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   shape.prefill_chunks = reinterpret_cast<const kernels::PrefillChunk*>(dev(off_chunks));
   shape.prefill_tiles = reinterpret_cast<const kernels::PrefillTile*>(dev(off_tiles));
   shape.num_prefill_tiles = static_cast<int32_t>(l.prefill_tiles.size());
+  shape.last_token_tiles = reinterpret_cast<const kernels::PrefillTile*>(dev(off_last_tiles));
+  shape.num_last_token_tiles = static_cast<int32_t>(l.last_token_tiles.size());
   shape.sample_rows_index = reinterpret_cast<const int32_t*>(dev(off_samples));
 
   // 5. Enqueue: upload (only when something changed), slot updates, the forward pass and

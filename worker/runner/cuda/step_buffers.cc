@@ -68,6 +68,8 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.row_slot = k.Take<int32_t>(R);
   b.sample_slot = k.Take<int32_t>(SR);
   b.sample_pos = k.Take<int32_t>(SR);
+  b.x_sampled = k.Take<float>(SR * H);
+  b.attn_sampled = k.Take<bf16>(SR * c.q_dim());
   b.xs = k.Take<bf16>(SR * H);
   b.logits = k.Take<float>(SR * V);
   b.probs = k.Take<float>(SR * V);
@@ -113,13 +115,15 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
       kernels::MaxPrefillTiles(max_prefill_tokens, S, c.num_heads / std::max(1, c.num_kv_heads));
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   // Admissions, their block lists, decode row changes, prefill rows, prompt chunks and their
-  // attention tiles, and sampling rows of one step, each array 16-byte aligned.
+  // attention tiles (all, and the last layer's: at most two a chunk), and sampling rows of one
+  // step, each array 16-byte aligned.
   const size_t s = static_cast<size_t>(S), r = static_cast<size_t>(z.max_rows);
-  z.upload_bytes = s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling)) +
-                   s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
-                   s * sizeof(kernels::PrefillChunk) +
-                   static_cast<size_t>(z.max_prefill_tiles) * sizeof(kernels::PrefillTile) +
-                   static_cast<size_t>(z.max_sample_rows) * 4 + 16 * 16;
+  z.upload_bytes =
+      s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling)) +
+      s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
+      s * sizeof(kernels::PrefillChunk) +
+      (static_cast<size_t>(z.max_prefill_tiles) + 2 * s) * sizeof(kernels::PrefillTile) +
+      static_cast<size_t>(z.max_sample_rows) * 4 + 16 * 16;
   return z;
 }
 

@@ -73,9 +73,12 @@ struct StepBuffers {
   int32_t* row_slot = nullptr;
   int32_t* sample_slot = nullptr;
   int32_t* sample_pos = nullptr;
-  bf16* xs = nullptr;       // [sample rows, hidden]
-  float* logits = nullptr;  // [sample rows, vocab]
-  float* probs = nullptr;   // [sample rows, vocab]
+  // The last layer of a step with prompt rows runs on the sampling rows alone, gathered here.
+  float* x_sampled = nullptr;    // [sample rows, hidden]
+  bf16* attn_sampled = nullptr;  // [sample rows, q_dim]
+  bf16* xs = nullptr;            // [sample rows, hidden]
+  float* logits = nullptr;       // [sample rows, vocab]
+  float* probs = nullptr;        // [sample rows, vocab]
   kernels::SampleOutput* out = nullptr;
   kernels::SampleRowWork* sample_work = nullptr;  // [sample rows] the sampler's workspace
   float* part_out = nullptr;                      // split-K attention partials

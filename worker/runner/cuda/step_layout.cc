@@ -142,6 +142,8 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   l.prefill_token.clear();
   l.prefill_chunks.clear();
   l.prefill_tiles.clear();
+  l.last_token_tiles.clear();
+  l.chunk_samples.clear();
   l.sample_rows.clear();
   changed_rows_.clear();
   auto change_row = [&](int32_t row) {
@@ -229,8 +231,11 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
         l.prefill_token.push_back(r.prompt_ids[p.start + i]);
       }
       if (p.samples) l.sample_rows.push_back(static_cast<int32_t>(l.prefill_slot.size()) - 1);
+      l.chunk_samples.push_back(p.samples ? 1 : 0);
     }
     kernels::PlanPrefillTiles(l.prefill_chunks, limits_.attention_group, l.prefill_tiles);
+    kernels::SelectLastTokenTiles(l.prefill_chunks, l.chunk_samples, limits_.attention_group,
+                                  l.prefill_tiles, l.last_token_tiles);
     l.rows = RoundUp(checked_prefill_tokens_ + B, kPrefillRowAlign);
     l.prefill_rows = l.rows - B;
     l.prefill_slot.resize(l.prefill_rows, -1);  // padding rows

@@ -52,7 +52,11 @@ struct StepLayout {
   // The prompt chunks (their rows back to back from row 0) and the prefill attention's tiles.
   std::vector<kernels::PrefillChunk> prefill_chunks;
   std::vector<kernels::PrefillTile> prefill_tiles;
-  std::vector<int32_t> sample_rows;  // batch row of each sampling row, -1 pads (mixed steps)
+  // The tiles of the last layer, which computes only the rows that are sampled: those holding
+  // the last token of a chunk that completes its prompt (kernels::SelectLastTokenTiles).
+  std::vector<kernels::PrefillTile> last_token_tiles;
+  std::vector<uint8_t> chunk_samples;  // [prefill_chunks] whether the chunk completes a prompt
+  std::vector<int32_t> sample_rows;    // batch row of each sampling row, -1 pads (mixed steps)
 
   int32_t bucket = -1;             // index into the buckets; -1: no decode rows
   int32_t rows = 0;                // prefill_rows + decode_rows

@@ -87,6 +87,13 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
   };
   EXPECT_THAT(tiles(),
               ElementsAre(std::pair(0, 128), std::pair(0, 64), std::pair(0, 0), std::pair(1, 0)));
+  // The last layer needs only slot 1's tile: slot 0's chunk does not complete its prompt.
+  const auto last_tiles = [&] {
+    std::vector<std::pair<int32_t, int32_t>> t;
+    for (const auto& x : l.last_token_tiles) t.emplace_back(x.chunk, x.row_begin);
+    return t;
+  };
+  EXPECT_THAT(last_tiles(), ElementsAre(std::pair(1, 0)));
 
   // The rest of slot 0's prompt continues at position 40 while slot 1 decodes.
   engine::StepPlan p2;
@@ -98,6 +105,7 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
   ASSERT_EQ(l.prefill_chunks.size(), 1u);
   EXPECT_THAT(chunk(l.prefill_chunks[0]), ElementsAre(0, 30, 0, 40));
   EXPECT_THAT(tiles(), ElementsAre(std::pair(0, 64), std::pair(0, 0)));
+  EXPECT_THAT(last_tiles(), ElementsAre(std::pair(0, 64)));  // rows 116-119: token 29
 
   // A decode-only step has none.
   engine::StepPlan p3;
@@ -107,6 +115,7 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
   mirror.Apply(p3, l);
   EXPECT_TRUE(l.prefill_chunks.empty());
   EXPECT_TRUE(l.prefill_tiles.empty());
+  EXPECT_TRUE(l.last_token_tiles.empty());
 }
 
 TEST(MakeBucketsTest, CoverEverySizeUpToMaxSlots) {
