@@ -22,11 +22,13 @@ struct GatherRowsParams {
   int32_t tables;  // 1 .. kGatherMaxTables
   const void* src[kGatherMaxTables];
   void* dst[kGatherMaxTables];
-  int32_t row_bytes[kGatherMaxTables];  // multiples of 16
+  // Multiples of 4 (fp32 rows of any width); copied 16 bytes at a time where a multiple of 16.
+  // Tables 16-byte aligned.
+  int32_t row_bytes[kGatherMaxTables];
 };
 
 // cudaErrorInvalidValue for a table count outside [1, kGatherMaxTables] or a row size that is
-// not a positive multiple of 16 bytes.
+// not a positive multiple of 4 bytes.
 cudaError_t LaunchGatherRows(const GatherRowsParams& params, cudaStream_t stream);
 
 // The CPU reference, on host pointers (`rows` a host array too).

@@ -57,18 +57,20 @@ TEST(RmsNormKernelTest, FusedResidualAndRowIndexMatchReference) {
   }
 }
 
-// Two tables gathered in one launch (the last layer's x and attention output: fp32 896 wide
-// and bf16 rows of 1,792 bytes), with repeated, out-of-order and padding (-1) rows; exact.
+// Two tables gathered in one launch (the last layer's x and attention output: fp32 and bf16
+// rows, 896 wide, and 130 wide, whose fp32 rows of 520 bytes go 4 bytes at a time), with
+// repeated, out-of-order and padding (-1) rows; exact.
 TEST(GatherRowsKernelTest, MatchesTheHostReference) {
   LLM_REQUIRE_GPU();
-  constexpr int32_t kSrcRows = 37, kWidth = 896;
-  for (const int32_t n : {1, 7, 33}) {
+  constexpr int32_t kSrcRows = 37;
+  for (const auto& [n, width] :
+       {std::pair(1, 896), std::pair(7, 896), std::pair(33, 896), std::pair(33, 130)}) {
     std::vector<int32_t> rows(n);
     for (int32_t i = 0; i < n; ++i) rows[i] = i % 5 == 4 ? -1 : (i * 11) % kSrcRows;
-    const auto x = RandomFloats(size_t(kSrcRows) * kWidth, 5);
-    const auto attn = ToBf16Vector(RandomFloats(size_t(kSrcRows) * kWidth, 6));
-    DeviceBuffer<float> d_x(x), d_x_out(size_t(n) * kWidth);
-    DeviceBuffer<__nv_bfloat16> d_attn(attn), d_attn_out(size_t(n) * kWidth);
+    const auto x = RandomFloats(size_t(kSrcRows) * width, 5);
+    const auto attn = ToBf16Vector(RandomFloats(size_t(kSrcRows) * width, 6));
+    DeviceBuffer<float> d_x(x), d_x_out(size_t(n) * width);
+    DeviceBuffer<__nv_bfloat16> d_attn(attn), d_attn_out(size_t(n) * width);
     DeviceBuffer<int32_t> d_rows(rows);
     GatherRowsParams p{};
     p.rows = d_rows.get();
@@ -76,13 +78,13 @@ TEST(GatherRowsKernelTest, MatchesTheHostReference) {
     p.tables = 2;
     p.src[0] = d_x.get();
     p.dst[0] = d_x_out.get();
-    p.row_bytes[0] = kWidth * 4;
+    p.row_bytes[0] = width * 4;
     p.src[1] = d_attn.get();
     p.dst[1] = d_attn_out.get();
-    p.row_bytes[1] = kWidth * 2;
+    p.row_bytes[1] = width * 2;
     LLM_CUDA_OK(LaunchGatherRows(p, 0));
-    std::vector<float> want_x(size_t(n) * kWidth);
-    std::vector<__nv_bfloat16> want_attn(size_t(n) * kWidth);
+    std::vector<float> want_x(size_t(n) * width);
+    std::vector<__nv_bfloat16> want_attn(size_t(n) * width);
     GatherRowsParams h = p;
     h.rows = rows.data();
     h.src[0] = x.data();
@@ -92,8 +94,10 @@ TEST(GatherRowsKernelTest, MatchesTheHostReference) {
     GatherRowsOnHost(h);
     const auto got_x = d_x_out.Download();
     const auto got_attn = d_attn_out.Download();
-    ASSERT_EQ(std::memcmp(got_x.data(), want_x.data(), want_x.size() * 4), 0) << "n " << n;
-    ASSERT_EQ(std::memcmp(got_attn.data(), want_attn.data(), want_attn.size() * 2), 0) << "n " << n;
+    ASSERT_EQ(std::memcmp(got_x.data(), want_x.data(), want_x.size() * 4), 0)
+        << "n " << n << " width " << width;
+    ASSERT_EQ(std::memcmp(got_attn.data(), want_attn.data(), want_attn.size() * 2), 0)
+        << "n " << n << " width " << width;
   }
 }
 
@@ -104,7 +108,7 @@ TEST(GatherRowsKernelTest, BadTablesAndRowSizesAreRefused) {
   p.tables = 3;
   EXPECT_EQ(LaunchGatherRows(p, 0), cudaErrorInvalidValue);
   p.tables = 1;
-  p.row_bytes[0] = 20;
+  p.row_bytes[0] = 18;
   EXPECT_EQ(LaunchGatherRows(p, 0), cudaErrorInvalidValue);
   p.row_bytes[0] = 0;
   EXPECT_EQ(LaunchGatherRows(p, 0), cudaErrorInvalidValue);

@@ -94,6 +94,8 @@ class Worker {
   }
   const runner::RunnerInfo& runner_info() const { return engine_->runner_info(); }
   const RequestLimits& limits() const { return options_.limits; }
+  // As settled by Create: the prompt budgets resolved from the runner's defaults and limits.
+  const engine::SchedulerConfig& scheduler_config() const { return options_.scheduler; }
 
  private:
   class TrackedSink;

@@ -4,6 +4,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -130,6 +131,14 @@ absl::Status WorkerServer::Start() {
   LLM_ASSIGN_OR_RETURN(
       worker_, loop::Worker::Create(config_.worker, std::move(b.runner), std::move(b.tokenizer),
                                     b.config.eos_token_ids, &metrics_, &metrics_));
+  const engine::SchedulerConfig& sc = worker_->scheduler_config();
+  const int32_t alone = std::max(sc.max_prefill_tokens, sc.max_prefill_tokens_alone);
+  std::fprintf(
+      stderr, "llm-worker: prompt tokens per step: %d while requests decode, %d with none%s\n",
+      sc.max_prefill_tokens, sc.max_batch_tokens > 0 ? std::min(alone, sc.max_batch_tokens) : alone,
+      sc.max_batch_tokens > 0 && sc.max_batch_tokens < alone
+          ? " (capped by engine.max_batch_tokens)"
+          : "");
   LLM_RETURN_IF_ERROR(SetUpChat());
   LoadFacts facts;
   facts.worker_id =
