@@ -87,9 +87,12 @@ case "$phase" in
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
     bench llama-3.2-1b-ttft 30 --model random:llama-3.2-1b --slots 1 --ttft-prompts 4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
-    # A lone prompt in the decode chunk (2,048) rather than the default 4,096, side by side.
+    # A lone prompt in the decode chunk (2,048) rather than the default 4,096, and with the
+    # last layer computing every row, side by side.
     bench llama-3-8b-ttft-chunk2048 30 --model random:llama-3-8b --slots 1 --ttft-prompts 4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
+    bench llama-3-8b-ttft-full-last-layer 30 --model random:llama-3-8b --slots 1 \
+      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --full-last-layer
     ;;
   check)
     step kernels_test 240 "${run[@]}" kernels_test

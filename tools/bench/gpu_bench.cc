@@ -107,6 +107,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("no-fused-norm",
             "RMSNorm as its own kernel at a few rows, not inside the products "
             "(engine.cuda_fused_norm)")
+      .Bool("full-last-layer",
+            "the last layer of a prompt step computes every row, not just the sampled ones "
+            "(engine.cuda_last_layer_sampled_rows)")
       .Value("pdl",
              "programmatic dependent launch between the kernels (engine.cuda_pdl): auto (where "
              "it pays for the model), true or false",
@@ -169,6 +172,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
   bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
   bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
+  bo.cuda_last_layer_sampled_rows = !flags.GetBool("full-last-layer");
   if (const std::string pdl = flags.GetString("pdl"); pdl == "true" || pdl == "false") {
     bo.cuda_pdl = pdl == "true";
   } else if (pdl != "auto") {
@@ -195,6 +199,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
   out["fused_norm"] = bo.cuda_fused_norm;
+  out["last_layer_sampled_rows"] = bo.cuda_last_layer_sampled_rows;
   out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it
   out["temperature"] = temperature;
 

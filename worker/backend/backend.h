@@ -43,6 +43,7 @@ struct BackendOptions {
   bool cuda_tiled_prefill = true;
   bool cuda_tensor_core_decode = true;
   bool cuda_fused_norm = true;
+  bool cuda_last_layer_sampled_rows = true;
   std::optional<bool> cuda_pdl;  // unset: where it pays for the model (engine.cuda_pdl: auto)
 };
 

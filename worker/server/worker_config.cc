@@ -67,6 +67,10 @@ config::ConfigSchema WorkerConfigSchema() {
             "cuda: the residual add inside the o and down products (up to 8 rows) and each "
             "layer RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm "
             "kernels do both")
+      .Bool("engine.cuda_last_layer_sampled_rows", true,
+            "cuda: in a step with prompt tokens, the last layer computes past its K/V write only "
+            "the rows that are sampled (about 1/layers of a prompt's work); false: every row (kept "
+            "to compare)")
       .String("engine.cuda_pdl", "auto",
               "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
               "start while the one before it finishes: a small model's batch-1 step about 10% "
@@ -145,6 +149,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
   b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
   b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");
+  b.cuda_last_layer_sampled_rows = v->Bool("engine.cuda_last_layer_sampled_rows");
   if (const std::string& pdl = v->String("engine.cuda_pdl"); pdl == "true" || pdl == "false") {
     b.cuda_pdl = pdl == "true";
   } else if (pdl != "auto") {

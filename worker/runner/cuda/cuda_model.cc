@@ -169,7 +169,8 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   float* x = b.x;
   int32_t rows = s.rows;
   const bf16* attn_in = b.attn;
-  const bool sampled_rows_only = s.prefill_rows > 0 && !s.identity_sampling;
+  const bool sampled_rows_only =
+      options_.last_layer_sampled_rows && s.prefill_rows > 0 && !s.identity_sampling;
   const float* pending = nullptr;
   const auto norm_before = [&](kernels::GemmArgs& args,
                                const kernels::NormInput* norm) -> absl::Status {

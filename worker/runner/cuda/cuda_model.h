@@ -64,6 +64,9 @@ struct CudaModelOptions {
   // Kernels launched with programmatic dependent launch (kernels/launch.cuh): each may be
   // scheduled while the one before it finishes. Process-wide.
   bool pdl = false;
+  // In a step with prompt rows, the last layer past its K/V write for the sampling rows alone
+  // (Forward); false: for every row, as the other layers (kept to compare).
+  bool last_layer_sampled_rows = true;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
 };
 

@@ -46,6 +46,9 @@ struct CudaRunnerOptions {
   bool tensor_core_decode = true;
   // RMSNorm and the residual add inside the GEMV products at a few rows (kernels/gemv.h).
   bool fused_norm = true;
+  // The last layer of a step with prompt rows computes only the rows that are sampled past its
+  // K/V write (CudaModel::Forward).
+  bool last_layer_sampled_rows = true;
   // Programmatic dependent launch between the kernels (kernels/launch.cuh); process-wide.
   // Unset: where it pays for the model (ProgrammaticLaunchPays, cuda_model.h).
   std::optional<bool> pdl;

@@ -58,6 +58,7 @@ struct WorkerSetup {
   bool tiled_prefill = true;
   bool pdl = false;
   bool fused_norm = true;
+  bool last_layer_sampled_rows = true;
 };
 
 std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
@@ -74,6 +75,7 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.cuda_tiled_prefill = s.tiled_prefill;
   o.cuda_pdl = s.pdl;
   o.cuda_fused_norm = s.fused_norm;
+  o.cuda_last_layer_sampled_rows = s.last_layer_sampled_rows;
   auto b = backend::CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
@@ -246,9 +248,8 @@ TEST(CudaRunnerTest, PrefixCacheHitsMatchComputingThePrompt) {
 
 // With batch_invariant on, every request's tokens are what it gives alone, whatever else shares
 // its steps (greedy, seeded sampling and penalties alike); graph replay and eager steps agree.
-TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
-  LLM_REQUIRE_GPU();
-  LLM_REQUIRE_SHARED("models/tinystories-656k");
+// 33 requests of 8 prompts, greedy and drawn, some with penalties, each run to max_tokens.
+std::vector<GenerateSpec> CrowdSpecs() {
   const std::vector<std::string> prompts = {
       "Once upon a time",
       "The little dog",
@@ -275,6 +276,30 @@ TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
     s.ignore_eos = true;
     specs.push_back(s);
   }
+  return specs;
+}
+
+// Submits every request at once (a short pause after every 11th, so later ones join running
+// steps) and returns each one's ids.
+std::vector<std::vector<int32_t>> RunCrowd(Worker& w, const std::vector<GenerateSpec>& specs) {
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    sinks.push_back(std::make_shared<CollectingSink>());
+    EXPECT_TRUE(w.Submit(specs[i], sinks.back()).ok()) << "request " << i;
+    if (i % 11 == 10) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  for (auto& s : sinks) {
+    EXPECT_TRUE(s->Wait());
+    ids.push_back(s->result().token_ids);
+  }
+  return ids;
+}
+
+TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<GenerateSpec> specs = CrowdSpecs();
   WorkerSetup setup;
   setup.slots = 8;
   setup.prefill_tokens = 24;
@@ -284,16 +309,8 @@ TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
     setup.graphs = graphs == 1;
     auto w = MakeWorker(setup);
     ASSERT_NE(w, nullptr);
-    std::vector<std::shared_ptr<CollectingSink>> sinks;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      sinks.push_back(std::make_shared<CollectingSink>());
-      ASSERT_TRUE(w->Submit(specs[i], sinks.back()).ok());
-      if (i % 11 == 10) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    }
-    for (auto& s : sinks) {
-      ASSERT_TRUE(s->Wait());
-      crowd_results[graphs].push_back(s->result().token_ids);
-    }
+    crowd_results[graphs] = RunCrowd(*w, specs);
+    ASSERT_EQ(crowd_results[graphs].size(), specs.size());
     if (graphs == 1) {
       for (size_t i = 0; i < specs.size(); ++i) {
         EXPECT_EQ(crowd_results[1][i], Generate(*w, specs[i])) << "request " << i << " alone";
@@ -304,6 +321,37 @@ TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
     EXPECT_EQ(crowd_results[0][i], crowd_results[1][i]) << "request " << i << ": eager vs graphs";
     EXPECT_EQ(crowd_results[0][i].size(), static_cast<size_t>(specs[i].max_tokens))
         << "request " << i;
+  }
+}
+
+// The last layer on the sampling rows alone (engine.cuda_last_layer_sampled_rows) leaves every
+// sampled row's bits: with batch_invariant, a row's products do not depend on how many rows
+// share them, and its prompt attention tile is the same tile. A crowd whose prompts go in
+// 24-token chunks beside running decodes (mixed steps, chunks that do not complete a prompt,
+// several that do) gives the same ids with it and without; group 1 (tinystories) and group 7
+// (random:qwen2-0.5b's 14 query heads over 2, so a token's rows may straddle two tiles).
+TEST(CudaRunnerTest, LastLayerOnSampledRowsGivesTheSameIds) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<GenerateSpec> specs = CrowdSpecs();
+  for (const char* model : {"models/tinystories-656k", "random:qwen2-0.5b"}) {
+    std::vector<std::vector<int32_t>> ids[2];
+    for (const bool sampled_only : {false, true}) {
+      WorkerSetup setup;
+      setup.model = model;
+      setup.slots = 8;
+      setup.prefill_tokens = 24;
+      setup.batch_invariant = true;
+      setup.last_layer_sampled_rows = sampled_only;
+      auto w = MakeWorker(setup);
+      ASSERT_NE(w, nullptr) << model;
+      ids[sampled_only] = RunCrowd(*w, specs);
+    }
+    ASSERT_EQ(ids[0].size(), specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      EXPECT_EQ(ids[1][i], ids[0][i]) << model << " request " << i;
+      EXPECT_EQ(ids[1][i].size(), static_cast<size_t>(specs[i].max_tokens)) << model;
+    }
   }
 }
 
