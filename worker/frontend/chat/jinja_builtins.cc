@@ -274,6 +274,11 @@ absl::StatusOr<Value> GetAttr(const Value& v, const std::string& name) {
     case K::kNamespace:
       if (const Value* x = Find(v.ns->attrs, name)) return *x;
       break;
+    case K::kList:
+      if (v.group && (name == "grouper" || name == "list")) {
+        return (*v.list)[name == "grouper" ? 0 : 1];
+      }
+      break;
     default:
       break;
   }
@@ -338,14 +343,83 @@ absl::StatusOr<List> Iterate(const Value& v) {
 
 bool HasTest(const std::string& n) {
   static const std::set<std::string> kNames = {
-      "defined",  "undefined", "none",    "string", "mapping",     "iterable",
-      "sequence", "number",    "integer", "float",  "boolean",     "true",
-      "false",    "equalto",   "eq",      "==",     "ne",          "!=",
-      "lt",       "<",         "gt",      ">",      "le",          "<=",
-      "ge",       ">=",        "in",      "odd",    "even",        "divisibleby",
-      "callable", "lower",     "upper",   "sameas", "greaterthan", "lessthan"};
+      "!=",       "<",        "<=",          "==",       ">",           ">=",       "boolean",
+      "callable", "defined",  "divisibleby", "eq",       "equalto",     "escaped",  "even",
+      "false",    "filter",   "float",       "ge",       "greaterthan", "gt",       "in",
+      "integer",  "iterable", "le",          "lessthan", "lower",       "lt",       "mapping",
+      "ne",       "none",     "number",      "odd",      "sameas",      "sequence", "string",
+      "test",     "true",     "undefined",   "upper"};
   return kNames.count(n) > 0;
 }
+
+namespace {
+
+// Python's `value % divisor` for the odd, even and divisibleby tests (numbers only).
+absl::StatusOr<double> Modulo(const std::string& test, const Value& v, const Value& divisor) {
+  if (v.undefined()) return UndefinedError(v);
+  const auto number = [](const Value& x) { return x.is_number() || x.kind == K::kBool; };
+  if (!number(v) || !number(divisor)) {
+    return Error(absl::StrCat(test, ": unsupported operand type(s) for %: '", TypeName(v),
+                              "' and '", TypeName(divisor), "'"));
+  }
+  if (v.kind != K::kFloat && divisor.kind != K::kFloat) {
+    const int64_t a = *AsInt(v), b = *AsInt(divisor);
+    if (b == 0) return Error(absl::StrCat(test, ": integer modulo by zero"));
+    if (b == -1) return 0;  // INT64_MIN % -1 traps in C++
+    const int64_t r = a % b;
+    return static_cast<double>(r != 0 && (r < 0) != (b < 0) ? r + b : r);
+  }
+  const double a = v.number(), b = divisor.number();
+  if (b == 0) return Error(absl::StrCat(test, ": float modulo"));
+  const double r = std::fmod(a, b);
+  return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
+// jinja2's `value is in seq`: Python's `value in seq`.
+absl::StatusOr<bool> In(const Value& v, const Value& seq) {
+  switch (seq.kind) {
+    case K::kList:
+      return std::any_of(seq.list->begin(), seq.list->end(),
+                         [&v](const Value& x) { return Equal(v, x); });
+    case K::kString:
+      if (!v.is_string()) {
+        return Error(
+            absl::StrCat("'in <string>' requires string as left operand, not ", TypeName(v)));
+      }
+      return seq.s.find(v.s) != std::string::npos;
+    case K::kDict:
+      if (v.kind == K::kList || v.kind == K::kDict) {
+        return Error(absl::StrCat("unhashable type: '", TypeName(v), "'"));
+      }
+      return v.is_string() && Find(*seq.dict, v.s) != nullptr;
+    case K::kUndefined:
+      return false;
+    default:
+      return Error(absl::StrCat("argument of type '", TypeName(seq), "' is not iterable"));
+  }
+}
+
+// jinja2's `value is sameas other`: Python's `is`. Lists, dicts, namespaces and functions are the
+// same object when they share their storage; an undefined value is no other; scalars are the
+// same when equal and of one type (Python shares small ints, None, booleans and a template's
+// equal constants).
+bool SameAs(const Value& a, const Value& b) {
+  if (a.kind != b.kind || a.undefined()) return false;
+  switch (a.kind) {
+    case K::kList:
+      return a.list == b.list;
+    case K::kDict:
+      return a.dict == b.dict;
+    case K::kNamespace:
+      return a.ns == b.ns;
+    case K::kFunction:
+      return a.fn == b.fn;
+    default:
+      return Equal(a, b);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<bool> ApplyTest(const std::string& n, const Value& v, Args& args) {
   if (n == "defined") return !v.undefined();
@@ -364,29 +438,29 @@ absl::StatusOr<bool> ApplyTest(const std::string& n, const Value& v, Args& args)
   if (n == "true") return v.kind == K::kBool && v.b;
   if (n == "false") return v.kind == K::kBool && !v.b;
   if (n == "callable") return v.kind == K::kFunction;
+  // hasattr(value, "__html__"): a Markup string.
+  if (n == "escaped") return v.is_string() && v.markup;
+  // The name of a filter or test of the environment.
+  if (n == "filter") return v.is_string() && HasFilter(v.s);
+  if (n == "test") return v.is_string() && HasTest(v.s);
   // jinja2: str(value).islower() / .isupper(), which need a cased character ("123" is neither).
   if (n == "lower" || n == "upper") return HasOnlyCase(ToStr(v), n == "upper");
-  auto other = args.Take(0, "other");
   if (n == "odd" || n == "even") {
-    if (v.kind != K::kInt) return Error("odd/even: not an integer");
-    return (((v.i % 2) + 2) % 2 == 1) == (n == "odd");
+    absl::StatusOr<double> r = Modulo(n, v, Value::Int(2));
+    if (!r.ok()) return r.status();
+    return *r == (n == "odd" ? 1 : 0);
   }
+  auto other = args.Take(0, "other");
   if (!other) return Error(absl::StrCat("test '", n, "' takes an argument"));
   if (n == "equalto" || n == "eq" || n == "==") return Equal(v, *other);
   if (n == "ne" || n == "!=") return !Equal(v, *other);
-  if (n == "sameas") return Equal(v, *other) && v.kind == other->kind;
-  if (n == "divisibleby") return other->i != 0 && v.i % other->i == 0;
-  if (n == "in") {
-    if (other->kind == K::kList) {
-      for (const Value& x : *other->list) {
-        if (Equal(v, x)) return true;
-      }
-      return false;
-    }
-    if (other->is_string()) return other->s.find(ToStr(v)) != std::string::npos;
-    if (other->kind == K::kDict) return Find(*other->dict, ToStr(v)) != nullptr;
-    return false;
+  if (n == "sameas") return SameAs(v, *other);
+  if (n == "divisibleby") {
+    absl::StatusOr<double> r = Modulo(n, v, *other);
+    if (!r.ok()) return r.status();
+    return *r == 0;
   }
+  if (n == "in") return In(v, *other);
   auto c = Compare(v, *other);
   if (!c.ok()) return c.status();
   if (n == "lt" || n == "<" || n == "lessthan") return *c < 0;

@@ -1,7 +1,13 @@
-// What chat templates can call: jinja2's filters and tests that real templates use, the safe
-// methods of strings and dicts, attribute and item access with jinja2's rules, and the globals
-// (range, namespace, dict, raise_exception, strftime_now). The filters are in jinja_filters.cc,
-// the rest in jinja_builtins.cc.
+// What chat templates can call: all of jinja2 3.1's builtin filters and tests, the safe methods
+// of strings and dicts, attribute and item access with jinja2's rules, and the globals (range,
+// namespace, dict, raise_exception, strftime_now). The filters are in jinja_filters.cc (their
+// text algorithms in jinja_text_filters.cc), the rest in jinja_builtins.cc. Two filters exist
+// without working, so that `'random' is filter` holds as in jinja2: random (not deterministic)
+// and urlize (not implemented); applying one is an INVALID_ARGUMENT error naming it. pprint is an
+// error where pformat would break its output across lines.
+//
+// There is no autoescaping; escape, forceescape and safe give a Markup string as in jinja2
+// (Value::markup), which escape leaves as it is and the `escaped` test recognises.
 //
 // Strings are UTF-8 and behave as Python 3.11's str: methods and filters count, slice, classify
 // and case-map code points with Python's rules (its whitespace and line boundaries, full case

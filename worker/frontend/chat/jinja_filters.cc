@@ -1,5 +1,7 @@
-// jinja2's filters as chat templates use them (`x | name(args)`), with jinja2's semantics on
-// Python values; HasFilter and ApplyFilter (jinja_builtins.h).
+// jinja2 3.1's builtin filters (`x | name(args)`), with jinja2's semantics on Python values;
+// HasFilter and ApplyFilter (jinja_builtins.h). Those that lay out or encode text hold their
+// algorithms in jinja_text_filters.h. Filters that return a generator in jinja2 (map, select,
+// batch, slice...) return a list.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -10,24 +12,37 @@
 #include "absl/strings/str_cat.h"
 #include "worker/frontend/chat/jinja_builtins.h"
 #include "worker/frontend/chat/jinja_format.h"
+#include "worker/frontend/chat/jinja_text_filters.h"
 #include "worker/frontend/chat/python_str.h"
 
 namespace llm::frontend::jinja {
 
 bool HasFilter(const std::string& n) {
   static const std::set<std::string> kNames = {
-      "tojson",     "trim",       "length", "count",  "items",      "indent",   "string",
-      "selectattr", "rejectattr", "select", "reject", "list",       "join",     "map",
-      "default",    "d",          "lower",  "upper",  "capitalize", "title",    "first",
-      "last",       "replace",    "int",    "float",  "abs",        "round",    "unique",
-      "sort",       "reverse",    "safe",   "e",      "escape",     "dictsort", "wordcount",
-      "center",     "truncate",   "min",    "max",    "sum",        "batch"};
+      "abs",    "attr",       "batch",       "capitalize", "center",   "count",
+      "d",      "default",    "dictsort",    "e",          "escape",   "filesizeformat",
+      "first",  "float",      "forceescape", "format",     "groupby",  "indent",
+      "int",    "items",      "join",        "last",       "length",   "list",
+      "lower",  "map",        "max",         "min",        "pprint",   "random",
+      "reject", "rejectattr", "replace",     "reverse",    "round",    "safe",
+      "select", "selectattr", "slice",       "sort",       "string",   "striptags",
+      "sum",    "title",      "tojson",      "trim",       "truncate", "unique",
+      "upper",  "urlencode",  "urlize",      "wordcount",  "wordwrap", "xmlattr"};
   return kNames.count(n) > 0;
 }
 
 namespace {
 
 using K = Value::Kind;
+
+// jinja2's filters without a meaning here: random (not deterministic) and urlize (HTML links
+// by a large set of URL and e-mail rules). They exist, so that `'random' is filter` holds and a
+// template that never applies them renders, but applying one is an error naming it.
+const char* UnsupportedFilterReason(const std::string& n) {
+  if (n == "random") return "its choice is not deterministic";
+  if (n == "urlize") return "its URL and e-mail rules are not implemented";
+  return nullptr;
+}
 
 absl::Status Error(const std::string& what) { return absl::InvalidArgumentError(what); }
 
@@ -207,22 +222,25 @@ absl::Status SortByKeys(const List& keys, bool reverse, bool keys_are_lists, Lis
   return absl::OkStatus();
 }
 
-// jinja2's attribute paths of sort: comma-separated, each dot-separated, its all-digit parts
-// indices ("name", "a.b,c", "items.0"); an attribute that is not a string is one index.
-absl::StatusOr<std::vector<std::vector<Value>>> AttributePaths(const std::optional<Value>& attr) {
+// jinja2's attribute paths of sort: comma-separated (if `several`, as sort takes them), each
+// dot-separated, its all-digit parts indices ("name", "a.b,c", "items.0"); an attribute that is
+// not a string is one index.
+absl::StatusOr<std::vector<std::vector<Value>>> AttributePaths(const std::optional<Value>& attr,
+                                                               bool several = true) {
   std::vector<std::vector<Value>> paths;
   if (!attr || attr->none()) return paths;
   if (!attr->is_string()) return std::vector<std::vector<Value>>{{*attr}};
-  for (const std::u32string& path : SplitOn(Decode(attr->s), U",", -1)) {
+  const std::u32string text = Decode(attr->s);
+  for (const std::u32string& path : several ? SplitOn(text, U",", -1) : Parts{text}) {
     std::vector<Value> parts;
     for (const std::u32string& part : SplitOn(path, U".", -1)) {
-      const std::string text = Encode(part);
-      if (!AllIn(text, IsDigit)) {
-        parts.push_back(Value::Str(text));
+      const std::string name = Encode(part);
+      if (!AllIn(name, IsDigit)) {
+        parts.push_back(Value::Str(name));
         continue;
       }
-      absl::StatusOr<int64_t> index = ParseInt(NumericText(text).value_or(""), 10);
-      if (!index.ok()) return Error(absl::StrCat("sort: bad attribute index '", text, "'"));
+      absl::StatusOr<int64_t> index = ParseInt(NumericText(name).value_or(""), 10);
+      if (!index.ok()) return Error(absl::StrCat("bad attribute index '", name, "'"));
       parts.push_back(Value::Int(*index));
     }
     paths.push_back(std::move(parts));
@@ -288,30 +306,203 @@ absl::StatusOr<Value> DictSortFilter(const Value& v, Args& args) {
   return Value::MakeList(std::move(pairs));
 }
 
-std::string Escape(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
+// jinja2's groupby(value, attribute, default=None, case_sensitive=False): the items sorted by
+// the value at the attribute path (`default` where it is undefined; strings lowercased unless
+// case_sensitive), then (grouper, list) tuples of the runs of equal keys; the grouper is the
+// first item's own value.
+absl::StatusOr<Value> GroupByFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  auto attribute = args.Take(0, "attribute");
+  auto def = args.Take(1, "default");
+  auto case_sensitive = args.Take(2, "case_sensitive");
+  if (!attribute) return Error("groupby: missing the attribute argument");
+  auto paths = AttributePaths(attribute, /*several=*/false);
+  if (!paths.ok()) return paths.status();
+  const std::vector<Value> path = paths->empty() ? std::vector<Value>{} : paths->front();
+  const bool cs = case_sensitive && Truthy(*case_sensitive);
+  List values, keys;
+  for (const Value& x : *items) {
+    Value at = x;
+    for (const Value& part : path) {
+      auto next = GetItem(at, part);
+      if (!next.ok()) return next.status();
+      at = next->undefined() && def && !def->none() ? *def : *std::move(next);
     }
+    values.push_back(at);
+    keys.push_back(SortKey(std::move(at), cs));
   }
-  return out;
+  // Python's sort compares every key when there are two or more; an undefined one raises.
+  for (const Value& k : keys) {
+    if (k.undefined() && keys.size() > 1) return UndefinedError(k);
+  }
+  List order;  // the indices, sorted by key
+  for (size_t i = 0; i < items->size(); ++i) order.push_back(Value::Int(static_cast<int64_t>(i)));
+  if (absl::Status st = SortByKeys(keys, false, false, &order); !st.ok()) return st;
+  List groups;
+  for (size_t i = 0; i < order.size();) {
+    const auto first = static_cast<size_t>(order[i].i);
+    List members;
+    for (; i < order.size() && Equal(keys[static_cast<size_t>(order[i].i)], keys[first]); ++i) {
+      members.push_back((*items)[static_cast<size_t>(order[i].i)]);
+    }
+    Value group = Value::MakeList({values[first], Value::MakeList(std::move(members))},
+                                  /*tuple=*/true);
+    group.group = true;
+    groups.push_back(std::move(group));
+  }
+  return Value::MakeList(std::move(groups));
+}
+
+// The most lists slice makes and items batch pads to (range() has the same bound).
+constexpr int64_t kMaxSlices = 100000;
+
+// jinja2's slice(value, slices, fill_with=None): `slices` lists of consecutive items, the first
+// len % slices of them one longer; `fill_with` pads the others.
+absl::StatusOr<Value> SliceFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  auto slices_arg = args.Take(0, "slices");
+  auto fill = args.Take(1, "fill_with");
+  const std::optional<int64_t> slices = slices_arg ? AsInt(*slices_arg) : std::nullopt;
+  if (!slices) {
+    return Error(absl::StrCat("slice: unsupported operand type(s) for //: 'int' and '",
+                              slices_arg ? TypeName(*slices_arg) : "NoneType", "'"));
+  }
+  if (*slices == 0) return Error("slice: integer division or modulo by zero");
+  if (*slices > kMaxSlices) return absl::ResourceExhaustedError("slice: too many slices");
+  const auto length = static_cast<int64_t>(items->size());
+  // Python's // and % round toward negative infinity.
+  int64_t per_slice = length / *slices, extra = length % *slices;
+  if (extra != 0 && (extra < 0) != (*slices < 0)) {
+    --per_slice;
+    extra += *slices;
+  }
+  const auto clamp = [length](int64_t i) { return std::clamp<int64_t>(i, 0, length); };
+  List out;
+  int64_t offset = 0;
+  for (int64_t n = 0; n < *slices; ++n) {
+    const int64_t start = clamp(offset + n * per_slice);
+    if (n < extra) ++offset;
+    const int64_t end = clamp(offset + (n + 1) * per_slice);
+    List slice(items->begin() + start, items->begin() + std::max(start, end));
+    if (fill && !fill->none() && n >= extra) slice.push_back(*fill);
+    out.push_back(Value::MakeList(std::move(slice)));
+  }
+  return Value::MakeList(std::move(out));
+}
+
+// jinja2's batch(value, linecount, fill_with=None): lists of `linecount` items, the last one
+// padded with `fill_with` if given.
+absl::StatusOr<Value> BatchFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  auto count_arg = args.Take(0, "linecount");
+  auto fill = args.Take(1, "fill_with");
+  const std::optional<int64_t> count = count_arg ? AsInt(*count_arg) : std::nullopt;
+  if (!count) return Error("batch: linecount must be an integer");
+  List out, batch;
+  for (const Value& x : *items) {
+    if (static_cast<int64_t>(batch.size()) == *count) {
+      out.push_back(Value::MakeList(std::move(batch)));
+      batch.clear();
+    }
+    batch.push_back(x);
+  }
+  if (!batch.empty()) {
+    if (fill && !fill->none() && static_cast<int64_t>(batch.size()) < *count) {
+      if (*count > kMaxSlices) return absl::ResourceExhaustedError("batch: linecount too large");
+      batch.resize(static_cast<size_t>(*count), *fill);
+    }
+    out.push_back(Value::MakeList(std::move(batch)));
+  }
+  return Value::MakeList(std::move(out));
+}
+
+// jinja2's attr(obj, name): the attribute only, never the item ({'a': 1}|attr('a') is
+// undefined); a dict's attributes are its safe methods.
+absl::StatusOr<Value> AttrFilter(const Value& v, Args& args) {
+  auto name = args.Take(0, "name");
+  if (!name) return Error("attr: missing the name argument");
+  const std::string n = ToStr(*name);
+  if (v.kind == K::kDict && n != "items" && n != "keys" && n != "values" && n != "get") {
+    return Value::Undefined(absl::StrCat("'dict object' has no attribute '", n, "'"));
+  }
+  return GetAttr(v, n);
+}
+
+// jinja2's format(value, *args, **kwargs): str(value) % args (a tuple) or % kwargs (a dict).
+absl::StatusOr<Value> FormatFilter(const Value& v, Args& args) {
+  if (!args.pos.empty() && !args.kw.empty()) {
+    return Error("format: can't handle positional and keyword arguments at the same time");
+  }
+  const Value operand =
+      args.kw.empty() ? Value::MakeList(args.pos, /*tuple=*/true) : Value::MakeDict(args.kw);
+  auto r = PercentFormat(ToStr(v), operand);
+  if (!r.ok()) return r.status();
+  return Value::Str(*std::move(r));
+}
+
+// An optional int argument of a text filter, or an error naming the filter.
+absl::StatusOr<int64_t> IntArg(const std::optional<Value>& arg, int64_t fallback,
+                               const std::string& filter, const std::string& name) {
+  if (!arg) return fallback;
+  if (const std::optional<int64_t> i = AsInt(*arg)) return *i;
+  return Error(absl::StrCat(filter, ": ", name, " must be an integer, not ", TypeName(*arg)));
+}
+
+// The filters of jinja_text_filters.h, with their arguments; none for another name.
+std::optional<absl::StatusOr<Value>> TextFilter(const std::string& n, const Value& v, Args& args) {
+  const auto str = [](absl::StatusOr<std::string> s) -> absl::StatusOr<Value> {
+    if (!s.ok()) return s.status();
+    return Value::Str(*std::move(s));
+  };
+  if (n == "e" || n == "escape") {
+    return v.is_string() && v.markup ? v : Value::Markup(HtmlEscape(ToStr(v)));
+  }
+  if (n == "forceescape") return Value::Markup(HtmlEscape(ToStr(v)));
+  if (n == "safe") return v.is_string() && v.markup ? v : Value::Markup(ToStr(v));
+  if (n == "striptags") return Value::Str(StripTags(ToStr(v)));
+  if (n == "urlencode") return str(UrlEncode(v));
+  if (n == "xmlattr") {
+    auto autospace = args.Take(0, "autospace");
+    return str(XmlAttr(v, !autospace || Truthy(*autospace)));
+  }
+  if (n == "filesizeformat") {
+    auto binary = args.Take(0, "binary");
+    return str(FileSizeFormat(v, binary && Truthy(*binary)));
+  }
+  if (n == "pprint") return str(PrettyPrint(v));
+  if (v.undefined() && n == "wordwrap") return UndefinedError(v);
+  if (n == "center") {
+    absl::StatusOr<int64_t> width = IntArg(args.Take(0, "width"), 80, n, "width");
+    if (!width.ok()) return width.status();
+    if (*width > static_cast<int64_t>(kMaxBuiltBytes)) return TooLong("center");
+    return Value::Str(Center(ToStr(v), *width));
+  }
+  if (n == "truncate") {
+    absl::StatusOr<int64_t> length = IntArg(args.Take(0, "length"), 255, n, "length");
+    auto killwords = args.Take(1, "killwords");
+    auto end = args.Take(2, "end");
+    auto leeway_arg = args.Take(3, "leeway");
+    absl::StatusOr<int64_t> leeway =
+        IntArg(leeway_arg && leeway_arg->none() ? std::nullopt : leeway_arg, 5, n, "leeway");
+    if (!length.ok()) return length.status();
+    if (!leeway.ok()) return leeway.status();
+    return str(Truncate(ToStr(v), *length, killwords && Truthy(*killwords),
+                        end ? ToStr(*end) : "...", *leeway));
+  }
+  if (n == "wordwrap") {
+    WrapOptions o;
+    absl::StatusOr<int64_t> width = IntArg(args.Take(0, "width"), 79, n, "width");
+    if (!width.ok()) return width.status();
+    o.width = *width;
+    if (auto b = args.Take(1, "break_long_words")) o.break_long_words = Truthy(*b);
+    if (auto w = args.Take(2, "wrapstring"); w && !w->none()) o.wrapstring = ToStr(*w);
+    if (auto b = args.Take(3, "break_on_hyphens")) o.break_on_hyphens = Truthy(*b);
+    return str(WordWrap(ToStr(v), o));
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -323,9 +514,18 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     const bool use_default = v.undefined() || (boolean && Truthy(*boolean) && !Truthy(v));
     return use_default ? (def ? *def : Value::Str("")) : v;
   }
+  if (const char* reason = UnsupportedFilterReason(n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the filter '", n, "' is not supported: ", reason));
+  }
+  if (auto r = TextFilter(n, v, args)) return *std::move(r);
   if (n == "length" || n == "count") return Value::Int(Length(v));
-  if (n == "string") return Value::Str(ToStr(v));
-  if (n == "safe") return v;
+  if (n == "string") return v.is_string() ? v : Value::Str(ToStr(v));
+  if (n == "groupby") return GroupByFilter(v, args);
+  if (n == "slice") return SliceFilter(v, args);
+  if (n == "batch") return BatchFilter(v, args);
+  if (n == "attr") return AttrFilter(v, args);
+  if (n == "format") return FormatFilter(v, args);
   if (n == "list") {
     auto items = Iterate(v);
     if (!items.ok()) return items.status();
@@ -497,7 +697,6 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
   if (n == "capitalize") return Value::Str(Capitalize(ToStr(v)));
   if (n == "title") return Value::Str(TitleFilter(ToStr(v)));
   if (n == "wordcount") return Value::Int(WordCount(ToStr(v)));
-  if (n == "e" || n == "escape") return Value::Str(Escape(ToStr(v)));
   if (n == "int") return IntFilter(v, args);
   if (n == "float") return FloatFilter(v, args);
   if (v.undefined() && n != "replace") return UndefinedError(v);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/frontend/chat/jinja_builtins.h"
 #include "worker/frontend/chat/jinja_format.h"
+#include "worker/frontend/chat/jinja_text_filters.h"
 
 namespace llm::frontend::jinja {
 
@@ -582,6 +583,12 @@ class Renderer {
     if (op == "+") {
       if (ints) return __builtin_add_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
       if (nums) return Value::Float(a.number() + b.number());
+      if (a.is_string() && b.is_string() && (a.markup || b.markup)) {
+        // Markup + str escapes the str (either way round), and stays Markup.
+        std::string l = a.markup ? a.s : HtmlEscape(a.s), r = b.markup ? b.s : HtmlEscape(b.s);
+        if (!FitsOutput(l.size() + r.size(), line)) return Value();
+        return Value::Markup(std::move(l) + r);
+      }
       if (a.is_string() && b.is_string()) {
         if (!FitsOutput(a.s.size() + b.s.size(), line)) return Value();
         return Value::Str(a.s + b.s);

@@ -17,8 +17,8 @@
 // loop.index/index0/revindex/revindex0/first/last/length/previtem/nextitem), break/continue,
 // set (names, tuples, ns.attr, block form), macros (defaults, keyword arguments, recursion);
 // literals (strings, numbers, lists, dicts, tuples), arithmetic, comparisons, in/not in, ~,
-// and/or/not, `a if c else b`, attribute and item access, slices; the filters and tests listed
-// in jinja_builtins.cc. Errors name the template line.
+// and/or/not, `a if c else b`, attribute and item access, slices; jinja2 3.1's builtin filters
+// and tests (jinja_builtins.h says which fail). Errors name the template line.
 #ifndef LLM_WORKER_FRONTEND_CHAT_JINJA_TEMPLATE_H_
 #define LLM_WORKER_FRONTEND_CHAT_JINJA_TEMPLATE_H_
 

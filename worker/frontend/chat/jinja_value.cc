@@ -479,7 +479,7 @@ std::string Repr(const Value& v) {
   using K = Value::Kind;
   switch (v.kind) {
     case K::kString:
-      return ReprString(v.s);
+      return v.markup ? "Markup(" + ReprString(v.s) + ")" : ReprString(v.s);
     case K::kList: {
       const Printing guard(v.list.get());
       if (guard.repeat()) return v.tuple ? "(...)" : "[...]";

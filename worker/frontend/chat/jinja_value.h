@@ -54,6 +54,13 @@ struct Value {
   std::shared_ptr<const Function> fn;  // kFunction
   bool macro = false;                  // kFunction: a template macro (returns its output)
   bool tuple = false;                  // kList: a tuple (prints as `(a, b)`)
+  // kList tuple made by groupby: a (grouper, list) named tuple, whose items are also the
+  // attributes `grouper` and `list`.
+  bool group = false;
+  // kString: markupsafe's Markup (from escape, forceescape, safe): escape leaves it as it is, `+`
+  // escapes a plain string joined to it and repr prints Markup('...'). Only those filters make
+  // one; other operations on it give a plain str (markupsafe's own methods keep Markup).
+  bool markup = false;
   // Lists and dicts: how deep they nest (1 + the deepest item's), so that the renderer can bound
   // values a template builds in a loop (printing and freeing them recurse).
   int32_t depth = 0;
@@ -82,6 +89,11 @@ struct Value {
   static Value Str(std::string x) {
     Value v = Of(Kind::kString);
     v.s = std::move(x);
+    return v;
+  }
+  static Value Markup(std::string x) {
+    Value v = Str(std::move(x));
+    v.markup = true;
     return v;
   }
   static Value MakeList(List x, bool tuple = false) {

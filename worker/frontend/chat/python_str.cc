@@ -144,9 +144,9 @@ bool IsAlnum(char32_t c) {
   return IsAlpha(c) || (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO);
 }
 
-namespace {
-// A regex \w in Python: str.isalnum or '_'.
 bool IsWordChar(char32_t c) { return c == '_' || IsAlnum(c); }
+
+namespace {
 // Python's Lowercase, Uppercase and Titlecase classes (str.islower, isupper, istitle).
 bool IsLowercase(char32_t c) {
   return Category(c) == UTF8PROC_CATEGORY_LL || InRanges(c, kOtherLowercase);

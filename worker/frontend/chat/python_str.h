@@ -43,6 +43,9 @@ bool IsDigit(char32_t c);
 // str.isalnum: letters and numbers (Nd, Nl, No).
 bool IsAlnum(char32_t c);
 
+// A regex \w in Python (Unicode patterns): str.isalnum or '_'.
+bool IsWordChar(char32_t c);
+
 // str.lower / str.upper (full mappings: ß upper is SS; Σ ending a word lowers to ς).
 std::string Lower(const std::string& s);
 std::string Upper(const std::string& s);
