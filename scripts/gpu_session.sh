@@ -131,9 +131,10 @@ case "$phase" in
     ;;
   lease)
     # What matters most of the phases above, in one call for a 15-minute lease (about two
-    # minutes on an H200, leaving time for a second machine and a rerun): the GPU tests, issue
-    # 12's decode targets with the kernel split (--kernels: decode steps and a 4k prompt's
-    # steps), issue 13's TTFT, the attention kernels alone, then Nsight Compute windows.
+    # minutes on an H200 before the three comparison runs were added, leaving time for a second
+    # machine and a rerun): the GPU tests, issue 12's decode targets with the kernel split
+    # (--kernels: decode steps and a 4k prompt's steps), issue 13's TTFT, the newest defaults
+    # against the former settings, the attention kernels alone, then Nsight Compute windows.
     decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
     step kernels_test 120 "${run[@]}" kernels_test
     step cuda_runner_test 100 "${run[@]}" cuda_runner_test
@@ -142,6 +143,13 @@ case "$phase" in
     bench qwen2-0.5b 60 --model random:qwen2-0.5b --kernels "${decode[@]}"
     bench llama-3-8b-ttft 90 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    # The defaults of 2026-11-26 (PDL auto, the 4,096 chunk alone, the last layer on the sampled
+    # rows), each against the former setting; none of them has run on a GPU yet.
+    bench qwen2-0.5b-no-pdl 40 --model random:qwen2-0.5b --pdl false "${decode[@]}"
+    bench llama-3-8b-ttft-chunk2048 40 --model random:llama-3-8b --slots 1 --ttft-prompts 4096 \
+      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
+    bench llama-3-8b-ttft-full-last-layer 40 --model random:llama-3-8b --slots 1 \
+      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --full-last-layer
     step attention 60 "${run[@]}" llm-bench attention
     [[ -f "$out/attention.out" ]] && mv "$out/attention.out" "$out/attention.json"
     # Per-kernel device time of llama-3-8b batch-1 decode steps (graph nodes, about 165 a step;
