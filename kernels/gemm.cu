@@ -1,3 +1,5 @@
+#include <cmath>
+
 #include "kernels/cublaslt_loader.h"
 #include "kernels/gemm.h"
 #include "kernels/gemv.h"
@@ -66,12 +68,13 @@ Gemm::~Gemm() {
   if (handle_) Lt().Destroy(handle_);
 }
 
-cudaError_t Gemm::Init(size_t workspace_bytes, bool batch_invariant, bool use_gemv) {
+cudaError_t Gemm::Init(size_t workspace_bytes, bool batch_invariant, bool use_gemv, bool tune) {
   if (LoadCublasLt(&load_error_) == nullptr) return cudaErrorSharedObjectInitFailed;
   if (Lt().Create(&handle_) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
   workspace_bytes_ = workspace_bytes;
   batch_invariant_ = batch_invariant;
   use_gemv_ = use_gemv && !batch_invariant;
+  tune_ = tune && !batch_invariant;
   return cudaMalloc(&workspace_, workspace_bytes);
 }
 
@@ -128,7 +131,7 @@ int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_
   return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
-Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status) {
+Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status, bool tune) {
   const Shape shape{g.rows, g.in, g.out, static_cast<int>(g.out_type), g.bias != nullptr};
   if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
@@ -159,19 +162,26 @@ Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status) {
       st = Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &workspace_bytes_, sizeof(workspace_bytes_));
     }
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
     int found = 0;
     if (st == CUBLAS_STATUS_SUCCESS) {
       st = Lt().MatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                       pref, 1, &result, &found);
+                                       pref, tune ? kTuneCandidates : 1, results, &found);
     }
     if (pref) Lt().MatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS) {
       *status = static_cast<int>(st);
       return nullptr;
     }
+    int keep = 0;
+    if (tune) {
+      if (found > 1) keep = FastestCandidate(g, *plan, results, found, status);
+      if (keep < 0) return nullptr;
+      ++tuned_;
+      if (keep != 0) ++tuned_changed_;
+    }
     if (found > 0) {
-      plan->algo = result.algo;
+      plan->algo = results[keep].algo;
       plan->has_algo = true;
     }
   }
@@ -182,8 +192,65 @@ Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status) {
 int Gemm::Prepare(const GemmArgs& g) {
   if (g.rows <= 0) return 0;
   int status = 0;
-  GetPlan(g, &status);
+  GetPlan(g, &status, tune_ && g.rows >= kTuneMinRows);
   return status;
+}
+
+int Gemm::RunPlan(const GemmArgs& g, Plan& plan, const cublasLtMatmulAlgo_t* algo,
+                  cudaStream_t stream) {
+  if (g.bias != nullptr) {
+    const void* bias = g.bias;
+    const cublasStatus_t st = Lt().MatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+    if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  return static_cast<int>(Lt().Matmul(handle_, plan.desc, &alpha, g.w, plan.a, g.x, plan.b, &beta,
+                                      g.y, plan.c, g.y, plan.c, algo, workspace_, workspace_bytes_,
+                                      stream));
+}
+
+int Gemm::FastestCandidate(const GemmArgs& g, Plan& plan,
+                           const cublasLtMatmulHeuristicResult_t* candidates, int count,
+                           int* status) {
+  constexpr int kWarmUp = 2, kTimed = 3;
+  constexpr float kMargin = 0.97f;  // another algorithm must beat the first by over 3%
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, end = nullptr;
+  cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err == cudaSuccess) err = cudaEventCreate(&start);
+  if (err == cudaSuccess) err = cudaEventCreate(&end);
+  int best = 0;
+  float best_ms = INFINITY, first_ms = INFINITY;
+  for (int i = 0; i < count && err == cudaSuccess; ++i) {
+    if (candidates[i].workspaceSize > workspace_bytes_) continue;
+    const cublasLtMatmulAlgo_t* algo = &candidates[i].algo;
+    bool ok = true;
+    for (int r = 0; r < kWarmUp && ok; ++r) ok = RunPlan(g, plan, algo, stream) == 0;
+    if (ok) err = cudaEventRecord(start, stream);
+    for (int r = 0; r < kTimed && ok && err == cudaSuccess; ++r) {
+      ok = RunPlan(g, plan, algo, stream) == 0;
+    }
+    if (err == cudaSuccess) err = cudaEventRecord(end, stream);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+    float ms = 0.0f;
+    if (err == cudaSuccess && ok) err = cudaEventElapsedTime(&ms, start, end);
+    if (err != cudaSuccess || !ok) continue;  // a candidate cuBLASLt refuses is skipped
+    ms /= kTimed;
+    if (i == 0) first_ms = ms;
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  if (start != nullptr) cudaEventDestroy(start);
+  if (end != nullptr) cudaEventDestroy(end);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (err != cudaSuccess) {
+    *status = static_cast<int>(CUBLAS_STATUS_EXECUTION_FAILED);
+    return -1;
+  }
+  return best != 0 && best_ms < kMargin * first_ms ? best : 0;
 }
 
 namespace {
@@ -228,16 +295,7 @@ int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   int status = 0;
   Plan* plan = GetPlan(g, &status);
   if (plan == nullptr) return status;
-  if (g.bias != nullptr) {
-    const void* bias = g.bias;
-    const cublasStatus_t st = Lt().MatmulDescSetAttribute(
-        plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
-    if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  return static_cast<int>(Lt().Matmul(
-      handle_, plan->desc, &alpha, g.w, plan->a, g.x, plan->b, &beta, g.y, plan->c, g.y, plan->c,
-      plan->has_algo ? &plan->algo : nullptr, workspace_, workspace_bytes_, stream));
+  return RunPlan(g, *plan, plan->has_algo ? &plan->algo : nullptr, stream);
 }
 
 }  // namespace llm::kernels

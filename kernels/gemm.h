@@ -11,6 +11,13 @@
 //
 // Otherwise (unless Init was told not to) products of up to kGemvMaxRows rows, the decode
 // steps of a few sequences, run on the GEMV kernel of gemv.h, which reads each weight once.
+//
+// Tuning (Init's `tune`, not in batch-invariant mode): Prepare of a shape of at least
+// kTuneMinRows rows times cuBLASLt's first kTuneCandidates algorithms on the arguments' own
+// buffers (which it overwrites: y, and x must be readable) and keeps the fastest, where it beats
+// the heuristic's first by more than 3%. It synchronises the device, so it belongs to start-up,
+// before any graph capture; Run never tunes (a shape first met there takes the heuristic's
+// choice).
 #ifndef LLM_KERNELS_GEMM_H_
 #define LLM_KERNELS_GEMM_H_
 
@@ -61,6 +68,9 @@ struct GemmArgs {
   const RopeKvParams* rope_kv = nullptr;
 };
 
+inline constexpr int32_t kTuneMinRows = 512;
+inline constexpr int kTuneCandidates = 8;
+
 class Gemm {
  public:
   Gemm();
@@ -72,11 +82,15 @@ class Gemm {
   // `workspace_bytes` on the current device. cudaErrorSharedObjectInitFailed when the library
   // cannot be loaded (load_error() says why).
   cudaError_t Init(size_t workspace_bytes = size_t{32} << 20, bool batch_invariant = false,
-                   bool use_gemv = true);
+                   bool use_gemv = true, bool tune = false);
   const std::string& load_error() const { return load_error_; }
   // Builds the plan of args' shape (rows, in, out, output type, bias or not) without running
-  // it. cuBLAS status as an int (0 = success), so callers need not include cuBLAS headers.
+  // it, unless it is tuned (above). cuBLAS status as an int (0 = success), so callers need not
+  // include cuBLAS headers; a CUDA error while tuning is CUBLAS_STATUS_EXECUTION_FAILED.
   int Prepare(const GemmArgs& args);
+  // Plans whose algorithm tuning changed from the heuristic's first, and plans tuned.
+  int tuned_changed() const { return tuned_changed_; }
+  int tuned() const { return tuned_; }
   int Run(const GemmArgs& args, cudaStream_t stream);
   // Whether Run takes `args` with its fused work (norm, accumulate, silu_mul or rope_kv): the
   // GEMV path (few rows, not batch-invariant). Otherwise the caller runs LaunchRmsNorm, the plain
@@ -89,8 +103,16 @@ class Gemm {
  private:
   struct Plan;
   using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool>;
-  // The plan for `args`' shape, created on first use; null with `*status` set on failure.
-  Plan* GetPlan(const GemmArgs& args, int* status);
+  // The plan for `args`' shape, created on first use (tuned when `tune`); null with `*status`
+  // set on failure.
+  Plan* GetPlan(const GemmArgs& args, int* status, bool tune = false);
+  // Times `candidates` on args' buffers; returns the index of the one to keep, or -1 with
+  // `*status` set when the device failed.
+  int FastestCandidate(const GemmArgs& args, Plan& plan,
+                       const cublasLtMatmulHeuristicResult_t* candidates, int count, int* status);
+  // The product on `plan` with `algo` (null: cuBLASLt's own choice), as Run does.
+  int RunPlan(const GemmArgs& args, Plan& plan, const cublasLtMatmulAlgo_t* algo,
+              cudaStream_t stream);
   // Batch-invariant mode: the algorithm for (in, out, type, bias), chosen at a reference row
   // count.
   int InvariantAlgo(const GemmArgs& args, const Plan& plan, cublasLtMatmulAlgo_t* algo);
@@ -100,6 +122,8 @@ class Gemm {
   size_t workspace_bytes_ = 0;
   bool batch_invariant_ = false;
   bool use_gemv_ = false;
+  bool tune_ = false;
+  int tuned_ = 0, tuned_changed_ = 0;
   std::string load_error_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
   std::map<Shape, cublasLtMatmulAlgo_t> invariant_algos_;  // rows = 0 in the key

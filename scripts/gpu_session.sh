@@ -93,6 +93,9 @@ case "$phase" in
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
     bench llama-3-8b-ttft-full-last-layer 30 --model random:llama-3-8b --slots 1 \
       --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --full-last-layer
+    # And with the prompt-sized products' algorithms timed at start (off by default).
+    bench llama-3-8b-ttft-gemm-tuning 45 --model random:llama-3-8b --slots 1 \
+      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --gemm-tuning
     ;;
   check)
     step kernels_test 240 "${run[@]}" kernels_test
@@ -150,6 +153,8 @@ case "$phase" in
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
     bench llama-3-8b-ttft-full-last-layer 40 --model random:llama-3-8b --slots 1 \
       --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --full-last-layer
+    bench llama-3-8b-ttft-gemm-tuning 50 --model random:llama-3-8b --slots 1 \
+      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --gemm-tuning
     step attention 60 "${run[@]}" llm-bench attention
     [[ -f "$out/attention.out" ]] && mv "$out/attention.out" "$out/attention.json"
     # Per-kernel device time of llama-3-8b batch-1 decode steps (graph nodes, about 165 a step;

@@ -60,6 +60,44 @@ TEST(GemmTest, MatchesDoubleReference) {
   }
 }
 
+// Tuning (engine.cuda_gemm_tuning): Prepare of a prompt-sized shape times cuBLASLt's candidates
+// and keeps one of them; the product still matches the double-precision reference (tolerance as
+// above), with a bias and without, and a shape below kTuneMinRows is not tuned.
+TEST(GemmTest, TunedProductsMatchTheReference) {
+  LLM_REQUIRE_GPU();
+  Gemm gemm;
+  LLM_CUDA_OK(gemm.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/true,
+                        /*tune=*/true));
+  const int in = 256, out = 384;
+  for (const int rows : {kTuneMinRows - 64, kTuneMinRows, kTuneMinRows + 64}) {
+    for (const bool with_bias : {false, true}) {
+      const auto x = RandomFloats(size_t(rows) * in, 30);
+      const auto w = RandomFloats(size_t(out) * in, 31);
+      const auto bias = RandomFloats(out, 32);
+      DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w));
+      DeviceBuffer<float> d_bias(bias), y(size_t(rows) * out);
+      const GemmArgs args{d_x.get(), d_w.get(),    with_bias ? d_bias.get() : nullptr,
+                          y.get(),   rows,         in,
+                          out,       GemmOut::kF32};
+      const int tuned_before = gemm.tuned();
+      ASSERT_EQ(gemm.Prepare(args), 0);
+      EXPECT_EQ(gemm.tuned() - tuned_before, rows >= kTuneMinRows ? 1 : 0) << rows;
+      ASSERT_EQ(gemm.Run(args, 0), 0);
+      LLM_CUDA_OK(cudaDeviceSynchronize());
+      std::vector<double> want(size_t(rows) * out);
+      for (int r = 0; r < rows; ++r) {
+        for (int o = 0; o < out; ++o) {
+          double acc = with_bias ? bias[o] : 0.0;
+          for (int i = 0; i < in; ++i) acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+          want[size_t(r) * out + o] = acc;
+        }
+      }
+      EXPECT_LT(RelativeError(y.Download(), want), 1e-4) << rows << " bias " << with_bias;
+    }
+  }
+  EXPECT_LE(gemm.tuned_changed(), gemm.tuned());
+}
+
 // The GEMV path (rows <= kGemvMaxRows) against cuBLASLt (the same Gemm with the GEMV kernel
 // off) and the double-precision product, over every row count it takes and odd output counts.
 // Tolerance as above; the two paths sum in different orders, so they agree to the same bound.

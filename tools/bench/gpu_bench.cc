@@ -107,6 +107,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("no-fused-norm",
             "RMSNorm as its own kernel at a few rows, not inside the products "
             "(engine.cuda_fused_norm)")
+      .Bool("gemm-tuning",
+            "time cuBLASLt's candidates for the prompt-sized products at start and keep the "
+            "fastest (engine.cuda_gemm_tuning)")
       .Bool("full-last-layer",
             "the last layer of a prompt step computes every row, not just the sampled ones "
             "(engine.cuda_last_layer_sampled_rows)")
@@ -173,6 +176,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
   bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
   bo.cuda_last_layer_sampled_rows = !flags.GetBool("full-last-layer");
+  bo.cuda_gemm_tuning = flags.GetBool("gemm-tuning");
   if (const std::string pdl = flags.GetString("pdl"); pdl == "true" || pdl == "false") {
     bo.cuda_pdl = pdl == "true";
   } else if (pdl != "auto") {
@@ -200,6 +204,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
   out["fused_norm"] = bo.cuda_fused_norm;
   out["last_layer_sampled_rows"] = bo.cuda_last_layer_sampled_rows;
+  out["gemm_tuning"] = {{"on", bo.cuda_gemm_tuning},
+                        {"products_tuned", cuda_runner->gemms_tuned()},
+                        {"algorithm_changed", cuda_runner->gemms_tuned_changed()}};
   out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it
   out["temperature"] = temperature;
 

@@ -89,6 +89,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.tensor_core_decode = options.cuda_tensor_core_decode;
   ro.fused_norm = options.cuda_fused_norm;
   ro.last_layer_sampled_rows = options.cuda_last_layer_sampled_rows;
+  ro.gemm_tuning = options.cuda_gemm_tuning;
   ro.pdl = options.cuda_pdl;
   LLM_ASSIGN_OR_RETURN(b.runner,
                        runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));

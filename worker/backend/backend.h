@@ -44,6 +44,7 @@ struct BackendOptions {
   bool cuda_tensor_core_decode = true;
   bool cuda_fused_norm = true;
   bool cuda_last_layer_sampled_rows = true;
+  bool cuda_gemm_tuning = false;
   std::optional<bool> cuda_pdl;  // unset: where it pays for the model (engine.cuda_pdl: auto)
 };
 

@@ -71,6 +71,10 @@ config::ConfigSchema WorkerConfigSchema() {
             "cuda: in a step with prompt tokens, the last layer computes past its K/V write only "
             "the rows that are sampled (about 1/layers of a prompt's work); false: every row (kept "
             "to compare)")
+      .Bool("engine.cuda_gemm_tuning", false,
+            "cuda: at start, time cuBLASLt's first 8 algorithms for each prompt-sized product "
+            "(512 rows and more) on the device and keep the fastest; a few seconds more start-up "
+            "(not yet measured on a GPU, so off)")
       .String("engine.cuda_pdl", "auto",
               "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
               "start while the one before it finishes: a small model's batch-1 step about 10% "
@@ -150,6 +154,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
   b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");
   b.cuda_last_layer_sampled_rows = v->Bool("engine.cuda_last_layer_sampled_rows");
+  b.cuda_gemm_tuning = v->Bool("engine.cuda_gemm_tuning");
   if (const std::string& pdl = v->String("engine.cuda_pdl"); pdl == "true" || pdl == "false") {
     b.cuda_pdl = pdl == "true";
   } else if (pdl != "auto") {

@@ -43,8 +43,8 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
   // Process-wide, and before the first launch and any capture (kernels/launch.h); only where
   // the kernels the device runs wait for prior grids (sm_90 code on an sm_90 or newer device).
   kernels::SetProgrammaticLaunch(options.pdl && kernels::ProgrammaticLaunchAvailable());
-  if (const cudaError_t err =
-          m->gemm_.Init(size_t{32} << 20, options.batch_invariant, options.gemv);
+  if (const cudaError_t err = m->gemm_.Init(size_t{32} << 20, options.batch_invariant, options.gemv,
+                                            options.gemm_tuning);
       err != cudaSuccess) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA runner: ", m->gemm_.load_error().empty() ? cudaGetErrorString(err)

@@ -67,6 +67,9 @@ struct CudaModelOptions {
   // In a step with prompt rows, the last layer past its K/V write for the sampling rows alone
   // (Forward); false: for every row, as the other layers (kept to compare).
   bool last_layer_sampled_rows = true;
+  // Prompt-sized products (kernels::kTuneMinRows rows and more) timed over cuBLASLt's first
+  // candidates at start, the fastest kept (kernels/gemm.h); false: the heuristic's first.
+  bool gemm_tuning = false;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
 };
 
@@ -109,6 +112,7 @@ class CudaModel {
 
   const model::ModelConfig& config() const { return config_; }
   const CudaWeights& weights() const { return weights_; }
+  const kernels::Gemm& gemm() const { return gemm_; }
 
  private:
   CudaModel(const model::ModelConfig& config, const CudaModelOptions& options)

@@ -115,6 +115,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   model_options.tensor_core_decode = options_.tensor_core_decode;
   model_options.fused_norm = options_.fused_norm;
   model_options.last_layer_sampled_rows = options_.last_layer_sampled_rows;
+  model_options.gemm_tuning = options_.gemm_tuning;
   model_options.pdl = options_.pdl.value_or(ProgrammaticLaunchPays(c));
   model_options.valid_vocab_size = options_.valid_vocab_size;
   LLM_ASSIGN_OR_RETURN(model_, CudaModel::Load(c, store, seed, model_options, stream_.get()));

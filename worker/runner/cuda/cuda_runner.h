@@ -64,6 +64,9 @@ class CudaRunner : public ModelRunner {
   // Decode batch-size buckets (each with a graph when cuda_graphs is on).
   const std::vector<int32_t>& buckets() const { return buckets_; }
   uint64_t weight_bytes() const { return model_->weights().bytes(); }
+  // engine.cuda_gemm_tuning: the products tuned at start, and those whose algorithm changed.
+  int gemms_tuned() const { return model_->gemm().tuned(); }
+  int gemms_tuned_changed() const { return model_->gemm().tuned_changed(); }
 
  private:
   // A staging ring entry per step in flight, plus one so the previous step's end event is

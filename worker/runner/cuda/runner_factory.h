@@ -49,6 +49,9 @@ struct CudaRunnerOptions {
   // The last layer of a step with prompt rows computes only the rows that are sampled past its
   // K/V write (CudaModel::Forward).
   bool last_layer_sampled_rows = true;
+  // Time cuBLASLt's candidate algorithms for the prompt-sized products at start and keep the
+  // fastest (kernels/gemm.h, tuning); not measured on a GPU yet, so off.
+  bool gemm_tuning = false;
   // Programmatic dependent launch between the kernels (kernels/launch.cuh); process-wide.
   // Unset: where it pays for the model (ProgrammaticLaunchPays, cuda_model.h).
   std::optional<bool> pdl;
