@@ -71,6 +71,18 @@ sanitizer="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sa
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)"
 ncu="${ncu:-/usr/local/cuda/bin/ncu}"
 
+# The defaults of 2026-11-26 (PDL auto, the 4,096-token chunk with nothing decoding, the last
+# layer on the sampled rows) each against the former setting, and the opt-in GEMM tuning: none
+# of them had run on a GPU when they were made. ARGS: the decode runs' flags.
+compare_new_defaults() {
+  local ttft=(--model random:llama-3-8b --slots 1 --ttft-prompts 4096 --stall-prompt 0
+    --ttft-runs 2 --batch1-tokens 16)
+  bench qwen2-0.5b-no-pdl 40 --model random:qwen2-0.5b --pdl false "$@"
+  bench llama-3-8b-ttft-chunk2048 40 "${ttft[@]}" --max-prefill-tokens-alone 2048
+  bench llama-3-8b-ttft-full-last-layer 40 "${ttft[@]}" --full-last-layer
+  bench llama-3-8b-ttft-gemm-tuning 50 "${ttft[@]}" --gemm-tuning
+}
+
 nvidia-smi -L > "$out/device.txt" 2>&1 || true
 cat "$out/device.txt"
 case "$phase" in
@@ -81,21 +93,11 @@ case "$phase" in
     bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
     bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
     bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
-    # engine.cuda_pdl's auto turns it on for qwen2-0.5b alone: the same run without it.
-    bench qwen2-0.5b-no-pdl 30 --model random:qwen2-0.5b --pdl false "${decode[@]}"
     bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
     bench llama-3.2-1b-ttft 30 --model random:llama-3.2-1b --slots 1 --ttft-prompts 4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
-    # A lone prompt in the decode chunk (2,048) rather than the default 4,096, and with the
-    # last layer computing every row, side by side.
-    bench llama-3-8b-ttft-chunk2048 30 --model random:llama-3-8b --slots 1 --ttft-prompts 4096 \
-      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
-    bench llama-3-8b-ttft-full-last-layer 30 --model random:llama-3-8b --slots 1 \
-      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --full-last-layer
-    # And with the prompt-sized products' algorithms timed at start (off by default).
-    bench llama-3-8b-ttft-gemm-tuning 45 --model random:llama-3-8b --slots 1 \
-      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --gemm-tuning
+    compare_new_defaults "${decode[@]}"
     ;;
   check)
     step kernels_test 240 "${run[@]}" kernels_test
@@ -146,15 +148,7 @@ case "$phase" in
     bench qwen2-0.5b 60 --model random:qwen2-0.5b --kernels "${decode[@]}"
     bench llama-3-8b-ttft 90 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
-    # The defaults of 2026-11-26 (PDL auto, the 4,096 chunk alone, the last layer on the sampled
-    # rows), each against the former setting; none of them has run on a GPU yet.
-    bench qwen2-0.5b-no-pdl 40 --model random:qwen2-0.5b --pdl false "${decode[@]}"
-    bench llama-3-8b-ttft-chunk2048 40 --model random:llama-3-8b --slots 1 --ttft-prompts 4096 \
-      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --max-prefill-tokens-alone 2048
-    bench llama-3-8b-ttft-full-last-layer 40 --model random:llama-3-8b --slots 1 \
-      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --full-last-layer
-    bench llama-3-8b-ttft-gemm-tuning 50 --model random:llama-3-8b --slots 1 \
-      --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16 --gemm-tuning
+    compare_new_defaults "${decode[@]}"
     step attention 60 "${run[@]}" llm-bench attention
     [[ -f "$out/attention.out" ]] && mv "$out/attention.out" "$out/attention.json"
     # Per-kernel device time of llama-3-8b batch-1 decode steps (graph nodes, about 165 a step;

@@ -177,11 +177,11 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
   bo.cuda_last_layer_sampled_rows = !flags.GetBool("full-last-layer");
   bo.cuda_gemm_tuning = flags.GetBool("gemm-tuning");
-  if (const std::string pdl = flags.GetString("pdl"); pdl == "true" || pdl == "false") {
-    bo.cuda_pdl = pdl == "true";
-  } else if (pdl != "auto") {
-    return Fail(cmd, absl::InvalidArgumentError("--pdl: auto, true or false"));
+  auto pdl = backend::ParseCudaPdl(flags.GetString("pdl"));
+  if (!pdl.ok()) {
+    return Fail(cmd, absl::InvalidArgumentError(absl::StrCat("--pdl: ", pdl.status().message())));
   }
+  bo.cuda_pdl = *pdl;
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -215,19 +215,15 @@ int RunGpuBench(const std::vector<std::string>& args) {
   wo.scheduler.max_prefill_tokens = bo.max_prefill_tokens;
   wo.scheduler.max_prefill_tokens_alone = bo.max_prefill_tokens_alone;  // 0: the runner's
   wo.scheduler.max_batch_tokens = 0;  // the slots and the prompt budgets bound a step
-  // The chunk of a prompt with nothing decoding, as the worker settles it.
-  const int32_t prompt_chunk_alone =
-      std::min(info.max_prefill_tokens,
-               std::max(bo.max_prefill_tokens, bo.max_prefill_tokens_alone > 0
-                                                   ? bo.max_prefill_tokens_alone
-                                                   : info.default_prefill_tokens_alone));
-  out["max_prefill_tokens"] = bo.max_prefill_tokens;
-  out["max_prefill_tokens_alone"] = prompt_chunk_alone;
   wo.max_queued_requests = 4 * max_slots;
   wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
   auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
                                      config.eos_token_ids, &recorder, &recorder);
   if (!worker.ok()) return Fail(cmd, worker.status());
+  // The chunk of a prompt with nothing decoding, as the worker settled it.
+  const int32_t prompt_chunk_alone = (*worker)->scheduler_config().PrefillBudget(0);
+  out["max_prefill_tokens"] = bo.max_prefill_tokens;
+  out["max_prefill_tokens_alone"] = prompt_chunk_alone;
 
   // Bytes one decode step must read: every weight but the embedding table (only a row of it is
   // read; a tied head is read whole as the head), plus the sequence's K and V.

@@ -100,6 +100,12 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
 
 }  // namespace
 
+absl::StatusOr<std::optional<bool>> ParseCudaPdl(const std::string& value) {
+  if (value == "auto") return std::nullopt;
+  if (value == "true" || value == "false") return value == "true";
+  return absl::InvalidArgumentError(absl::StrCat("'", value, "' is not one of auto, true, false"));
+}
+
 bool CudaBuilt() {
 #ifdef LLM_HAVE_CUDA
   return true;

@@ -61,6 +61,10 @@ struct Backend {
 // True when this build has the CUDA backend.
 bool CudaBuilt();
 
+// A setting of engine.cuda_pdl's form: "auto" (unset: the runner decides by the model), "true"
+// or "false"; INVALID_ARGUMENT otherwise (the caller names the key or flag).
+absl::StatusOr<std::optional<bool>> ParseCudaPdl(const std::string& value);
+
 // Loads the model and tokenizer and starts the runner. Errors name the option ("engine.backend",
 // "model", ...) or the file.
 absl::StatusOr<Backend> CreateBackend(const BackendOptions& options);

@@ -33,6 +33,12 @@ absl::Status SchedulerConfig::Validate() const {
   return absl::OkStatus();
 }
 
+int32_t SchedulerConfig::PrefillBudget(int32_t decodes) const {
+  const int32_t budget =
+      decodes == 0 ? std::max(max_prefill_tokens, max_prefill_tokens_alone) : max_prefill_tokens;
+  return max_batch_tokens > 0 ? std::min(budget, max_batch_tokens - decodes) : budget;
+}
+
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
       cache_(config.sizes.kv_blocks, config.sizes.block_tokens, config.prefix_cache,
@@ -173,12 +179,7 @@ StepPlan Scheduler::Schedule() {
 
   // 3. Continue prompts, oldest admission first, within the prefill budget: the longer one
   // when nothing decodes in this step (no stream waits on it).
-  int32_t budget = plan.decodes.empty()
-                       ? std::max(config_.max_prefill_tokens, config_.max_prefill_tokens_alone)
-                       : config_.max_prefill_tokens;
-  if (config_.max_batch_tokens > 0) {
-    budget = std::min(budget, config_.max_batch_tokens - static_cast<int32_t>(plan.decodes.size()));
-  }
+  int32_t budget = config_.PrefillBudget(static_cast<int32_t>(plan.decodes.size()));
   for (int32_t s : prefill_order_) {
     if (budget <= 0) break;
     if (slots_[s].phase == Phase::kPrefill) budget -= PlanPrefill(s, budget, plan);

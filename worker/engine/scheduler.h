@@ -56,6 +56,9 @@ struct SchedulerConfig {
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
+  // Prompt tokens a step with `decodes` decode tokens may take: max_prefill_tokens, or with none
+  // the larger max_prefill_tokens_alone, within max_batch_tokens when that is set.
+  int32_t PrefillBudget(int32_t decodes) const;
 };
 
 // A sampled token of a live request, in the order the step produced it.

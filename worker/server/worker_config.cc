@@ -155,12 +155,11 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");
   b.cuda_last_layer_sampled_rows = v->Bool("engine.cuda_last_layer_sampled_rows");
   b.cuda_gemm_tuning = v->Bool("engine.cuda_gemm_tuning");
-  if (const std::string& pdl = v->String("engine.cuda_pdl"); pdl == "true" || pdl == "false") {
-    b.cuda_pdl = pdl == "true";
-  } else if (pdl != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("engine.cuda_pdl: '", pdl, "' is not one of auto, true, false"));
+  auto pdl = backend::ParseCudaPdl(v->String("engine.cuda_pdl"));
+  if (!pdl.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("engine.cuda_pdl: ", pdl.status().message()));
   }
+  b.cuda_pdl = *pdl;
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");

@@ -132,13 +132,13 @@ absl::Status WorkerServer::Start() {
       worker_, loop::Worker::Create(config_.worker, std::move(b.runner), std::move(b.tokenizer),
                                     b.config.eos_token_ids, &metrics_, &metrics_));
   const engine::SchedulerConfig& sc = worker_->scheduler_config();
-  const int32_t alone = std::max(sc.max_prefill_tokens, sc.max_prefill_tokens_alone);
-  std::fprintf(
-      stderr, "llm-worker: prompt tokens per step: %d while requests decode, %d with none%s\n",
-      sc.max_prefill_tokens, sc.max_batch_tokens > 0 ? std::min(alone, sc.max_batch_tokens) : alone,
-      sc.max_batch_tokens > 0 && sc.max_batch_tokens < alone
-          ? " (capped by engine.max_batch_tokens)"
-          : "");
+  const int32_t decoding = sc.PrefillBudget(1), alone = sc.PrefillBudget(0);
+  const bool capped = decoding < sc.max_prefill_tokens ||
+                      alone < std::max(sc.max_prefill_tokens, sc.max_prefill_tokens_alone);
+  std::fprintf(stderr,
+               "llm-worker: prompt tokens per step: up to %d while requests decode, %d with "
+               "none%s\n",
+               decoding, alone, capped ? " (capped by engine.max_batch_tokens)" : "");
   LLM_RETURN_IF_ERROR(SetUpChat());
   LoadFacts facts;
   facts.worker_id =

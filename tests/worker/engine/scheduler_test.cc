@@ -167,6 +167,8 @@ TEST(SchedulerTest, APromptAloneTakesTheLongerChunk) {
   SchedulerConfig c = Config(4, 100, /*batch=*/0, /*prefill=*/32);
   c.max_prefill_tokens_alone = 80;
   c.prefix_cache = false;  // request 2's prompt would start with request 1's cached blocks
+  EXPECT_EQ(c.PrefillBudget(0), 80);
+  EXPECT_EQ(c.PrefillBudget(3), 32);
   Scheduler s(c);
   FakeRunner runner;
   std::vector<TokenEvent> ev;

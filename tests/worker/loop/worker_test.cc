@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -64,6 +65,44 @@ class WorkerTest : public ::testing::Test {
     auto w = Worker::Create(wo, std::move(run), *std::move(tok), {2});
     EXPECT_TRUE(w.ok()) << w.status();
     return *std::move(w);
+  }
+
+  // Records the prompt tokens of each step that has some.
+  struct PromptChunks : StepObserver {
+    std::mutex mu;
+    std::vector<int32_t> chunks;
+    void OnStep(double, double, int32_t, int32_t, int32_t prompt_tokens) override {
+      std::lock_guard<std::mutex> lock(mu);
+      if (prompt_tokens > 0) chunks.push_back(prompt_tokens);
+    }
+  };
+
+  // A worker with `wo` over a 2-slot CPU runner (passed through `wrap` when given), its steps
+  // reported to `steps`; null (with a failed expectation) when it cannot be made.
+  using WrapRunner =
+      std::function<std::unique_ptr<runner::ModelRunner>(std::unique_ptr<runner::ModelRunner>)>;
+  std::unique_ptr<Worker> ChunkingWorker(const WorkerOptions& wo, PromptChunks* steps,
+                                         const WrapRunner& wrap = nullptr) {
+    auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+    EXPECT_TRUE(model.ok()) << model.status();
+    auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
+    EXPECT_TRUE(tok.ok());
+    if (!model.ok() || !tok.ok()) return nullptr;
+    runner::CpuRunnerOptions ro;
+    ro.sizes = {.max_slots = 2, .kv_blocks = 64, .block_tokens = 16};
+    std::unique_ptr<runner::ModelRunner> run =
+        std::make_unique<runner::CpuRunner>(*std::move(model), ro);
+    if (wrap) run = wrap(std::move(run));
+    auto w = Worker::Create(wo, std::move(run), *std::move(tok), {2}, nullptr, steps);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? *std::move(w) : nullptr;
+  }
+
+  // A 400-token prompt of ids 100..299.
+  static std::vector<int32_t> LongPrompt() {
+    std::vector<int32_t> prompt(400);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i % 200);
+    return prompt;
   }
 
   // Runs a greedy request for `prompt` (token ids) to its end on `w`.
@@ -523,29 +562,13 @@ TEST_F(WorkerTest, BusyRatioFallsToZeroWhenIdle) {
 // a 400-token prompt on the CPU runner is computed in chunks of kCpuDefaultPrefillTokens, the
 // last one holding the rest.
 TEST_F(WorkerTest, ZeroMaxPrefillTokensTakesTheBackendsDefault) {
-  struct PromptSteps : StepObserver {
-    std::mutex mu;
-    std::vector<int32_t> chunks;
-    void OnStep(double, double, int32_t, int32_t, int32_t prompt_tokens) override {
-      std::lock_guard<std::mutex> lock(mu);
-      if (prompt_tokens > 0) chunks.push_back(prompt_tokens);
-    }
-  } steps;
-  auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
-  ASSERT_TRUE(model.ok()) << model.status();
-  runner::CpuRunnerOptions ro;
-  ro.sizes = {.max_slots = 2, .kv_blocks = 64, .block_tokens = 16};
-  auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
-  ASSERT_TRUE(tok.ok());
+  PromptChunks steps;
   WorkerOptions wo;
   wo.scheduler.max_prefill_tokens = 0;
   wo.scheduler.max_batch_tokens = 4096;
-  auto w = Worker::Create(wo, std::make_unique<runner::CpuRunner>(*std::move(model), ro),
-                          *std::move(tok), {2}, nullptr, &steps);
-  ASSERT_TRUE(w.ok()) << w.status();
-  std::vector<int32_t> prompt(400);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i % 200);
-  const StreamUpdate r = RunIds(**w, prompt, 2);
+  auto w = ChunkingWorker(wo, &steps);
+  ASSERT_NE(w, nullptr);
+  const StreamUpdate r = RunIds(*w, LongPrompt(), 2);
   EXPECT_EQ(r.token_ids.size(), 2u);
   std::lock_guard<std::mutex> lock(steps.mu);
   std::vector<int32_t> want;
@@ -576,16 +599,6 @@ TEST_F(WorkerTest, ALonePromptTakesTheBackendsLongerChunk) {
     std::unique_ptr<runner::ModelRunner> inner_;
     runner::RunnerInfo info_;
   };
-  struct PromptSteps : StepObserver {
-    std::mutex mu;
-    std::vector<int32_t> chunks;
-    void OnStep(double, double, int32_t, int32_t, int32_t prompt_tokens) override {
-      std::lock_guard<std::mutex> lock(mu);
-      if (prompt_tokens > 0) chunks.push_back(prompt_tokens);
-    }
-  };
-  std::vector<int32_t> prompt(400);
-  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = 100 + static_cast<int32_t>(i % 200);
   // {the runner's default, its cap, engine.max_prefill_tokens_alone} -> the chunks.
   const struct {
     int32_t alone, cap, setting;
@@ -595,24 +608,16 @@ TEST_F(WorkerTest, ALonePromptTakesTheBackendsLongerChunk) {
                {256, 1024, 300, {300, 100}},
                {0, 1024, 0, {128, 128, 128, 16}}};
   for (const auto& c : cases) {
-    PromptSteps steps;
-    auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
-    ASSERT_TRUE(model.ok()) << model.status();
-    runner::CpuRunnerOptions ro;
-    ro.sizes = {.max_slots = 2, .kv_blocks = 64, .block_tokens = 16};
-    auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
-    ASSERT_TRUE(tok.ok());
+    PromptChunks steps;
     WorkerOptions wo;
     wo.scheduler.max_prefill_tokens = 128;
     wo.scheduler.max_prefill_tokens_alone = c.setting;
     wo.scheduler.max_batch_tokens = 0;
-    auto w = Worker::Create(
-        wo,
-        std::make_unique<LongerAlone>(std::make_unique<runner::CpuRunner>(*std::move(model), ro),
-                                      c.alone, c.cap),
-        *std::move(tok), {2}, nullptr, &steps);
-    ASSERT_TRUE(w.ok()) << w.status();
-    EXPECT_EQ(RunIds(**w, prompt, 2).token_ids.size(), 2u);
+    auto w = ChunkingWorker(wo, &steps, [&](std::unique_ptr<runner::ModelRunner> run) {
+      return std::make_unique<LongerAlone>(std::move(run), c.alone, c.cap);
+    });
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(RunIds(*w, LongPrompt(), 2).token_ids.size(), 2u);
     std::lock_guard<std::mutex> lock(steps.mu);
     EXPECT_EQ(steps.chunks, c.want)
         << "default " << c.alone << ", cap " << c.cap << ", setting " << c.setting;
