@@ -120,11 +120,15 @@ class ConcurrentCall : public grpc::ClientReadReactor<llm::v1::GenerateResponse>
   void OnDone(const grpc::Status& status) override {
     result_->status = status;
     result_->end = std::chrono::steady_clock::now();
-    {
-      std::lock_guard<std::mutex> lock(*mu_);
-      if (--*remaining_ == 0) cv_->notify_all();
-    }
+    // The call (its ClientContext) is gone before the waiter can wake: once the last one counts
+    // down, the caller may destroy the stub and its channel, and a context still being
+    // destroyed on a gRPC thread then would race with that.
+    std::mutex* mu = mu_;
+    std::condition_variable* cv = cv_;
+    int* remaining = remaining_;
     delete this;
+    std::lock_guard<std::mutex> lock(*mu);
+    if (--*remaining == 0) cv->notify_all();
   }
 
  private:
