@@ -166,6 +166,12 @@ case "$phase" in
       --launch-skip 3000 --launch-count 5 \
       "${run[@]}" llm-bench gpu --model random:llama-3-8b --slots 1 --ttft-prompts 16 \
       --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
+    # The same per-node times for qwen2-0.5b (about 120 nodes a step, PDL on by default): issue
+    # 12's last batch-1 target.
+    step ncu-qwen2-0.5b-batch1 60 "$ncu" --clock-control none --graph-profiling node \
+      --metrics gpu__time_duration.sum --csv --launch-skip 3000 --launch-count 300 \
+      "${run[@]}" llm-bench gpu --model random:qwen2-0.5b --slots 1 --ttft-prompts 16 \
+      --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
     ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
