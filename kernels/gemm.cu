@@ -68,14 +68,26 @@ Gemm::~Gemm() {
   if (handle_) Lt().Destroy(handle_);
 }
 
-cudaError_t Gemm::Init(size_t workspace_bytes, bool batch_invariant, bool use_gemv, bool tune) {
+cudaError_t Gemm::Init(const GemmOptions& options) {
   if (LoadCublasLt(&load_error_) == nullptr) return cudaErrorSharedObjectInitFailed;
   if (Lt().Create(&handle_) != CUBLAS_STATUS_SUCCESS) return cudaErrorInitializationError;
-  workspace_bytes_ = workspace_bytes;
-  batch_invariant_ = batch_invariant;
-  use_gemv_ = use_gemv && !batch_invariant;
-  tune_ = tune && !batch_invariant;
-  return cudaMalloc(&workspace_, workspace_bytes);
+  workspace_bytes_ = options.workspace_bytes;
+  batch_invariant_ = options.batch_invariant;
+  use_gemv_ = options.use_gemv && !options.batch_invariant;
+  tune_ = options.tune && !options.batch_invariant;
+  split_rows_per_sm_ = options.gemv_split_rows_per_sm;
+  int device = 0;
+  if (const cudaError_t err = cudaGetDevice(&device); err != cudaSuccess) return err;
+  if (const cudaError_t err = cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device);
+      err != cudaSuccess) {
+    return err;
+  }
+  return cudaMalloc(&workspace_, workspace_bytes_);
+}
+
+int32_t Gemm::GemvSplitsFor(const GemmArgs& g) const {
+  const int64_t weight_rows = g.silu_mul ? int64_t{2} * g.out : int64_t{g.out};
+  return GemvSplits(weight_rows, g.in, sms_, split_rows_per_sm_);
 }
 
 int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
@@ -255,8 +267,9 @@ int Gemm::FastestCandidate(const GemmArgs& g, Plan& plan,
 
 namespace {
 
-GemvParams GemvFor(const GemmArgs& g) {
+GemvParams GemvFor(const GemmArgs& g, int32_t splits) {
   GemvParams p{g.x, g.w, g.bias, g.y, g.rows, g.in, g.out, g.out_type == GemmOut::kF32};
+  p.splits = splits;
   p.gated = g.silu_mul;
   p.accumulate = g.accumulate;
   if (g.norm != nullptr) {
@@ -278,14 +291,14 @@ bool HasEpilogue(const GemmArgs& g) {
 }  // namespace
 
 bool Gemm::FusesEpilogue(const GemmArgs& g) const {
-  return HasEpilogue(g) && use_gemv_ && GemvSupports(GemvFor(g));
+  return HasEpilogue(g) && use_gemv_ && GemvSupports(GemvFor(g, GemvSplitsFor(g)));
 }
 
 int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (g.rows <= 0) return 0;
   if (HasEpilogue(g) && !FusesEpilogue(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
   if (use_gemv_) {
-    const GemvParams p = GemvFor(g);
+    const GemvParams p = GemvFor(g, GemvSplitsFor(g));
     if (GemvSupports(p)) {
       return LaunchGemv(p, stream) == cudaSuccess
                  ? 0

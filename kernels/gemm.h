@@ -10,7 +10,9 @@
 // rows. It costs some speed on shapes where cuBLASLt's per-shape choice would differ.
 //
 // Otherwise (unless Init was told not to) products of up to kGemvMaxRows rows, the decode
-// steps of a few sequences, run on the GEMV kernel of gemv.h, which reads each weight once.
+// steps of a few sequences, run on the GEMV kernel of gemv.h, which reads each weight once; a
+// product of few weight rows for the device spreads each output over several warps (GemvSplits,
+// from the weight matrix, the device's multiprocessors and `gemv_split_rows_per_sm`).
 //
 // Tuning (Init's `tune`, not in batch-invariant mode): Prepare of a shape of at least
 // kTuneMinRows rows times cuBLASLt's first kTuneCandidates algorithms on the arguments' own
@@ -31,6 +33,7 @@
 #include <string>
 #include <tuple>
 
+#include "kernels/gemv.h"
 #include "kernels/rope_kv.h"
 
 namespace llm::kernels {
@@ -71,6 +74,16 @@ struct GemmArgs {
 inline constexpr int32_t kTuneMinRows = 512;
 inline constexpr int kTuneCandidates = 8;
 
+struct GemmOptions {
+  size_t workspace_bytes = size_t{32} << 20;
+  bool batch_invariant = false;
+  bool use_gemv = true;  // ignored when batch_invariant
+  bool tune = false;     // ignored when batch_invariant
+  // GemvSplits' rows_per_sm: a product with fewer weight rows than this per multiprocessor
+  // splits; 0: one warp an output.
+  int32_t gemv_split_rows_per_sm = kGemvRowsPerSm;
+};
+
 class Gemm {
  public:
   Gemm();
@@ -79,10 +92,10 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // Loads cuBLASLt (cublaslt_loader.h) and creates the handle and a workspace of
-  // `workspace_bytes` on the current device. cudaErrorSharedObjectInitFailed when the library
-  // cannot be loaded (load_error() says why).
-  cudaError_t Init(size_t workspace_bytes = size_t{32} << 20, bool batch_invariant = false,
-                   bool use_gemv = true, bool tune = false);
+  // `options.workspace_bytes` on the current device, whose multiprocessors it counts for the
+  // GEMV's split. cudaErrorSharedObjectInitFailed when the library cannot be loaded
+  // (load_error() says why).
+  cudaError_t Init(const GemmOptions& options = {});
   const std::string& load_error() const { return load_error_; }
   // Builds the plan of args' shape (rows, in, out, output type, bias or not) without running
   // it, unless it is tuned (above). cuBLAS status as an int (0 = success), so callers need not
@@ -99,6 +112,8 @@ class Gemm {
   bool FusesEpilogue(const GemmArgs& args) const;
   bool batch_invariant() const { return batch_invariant_; }
   bool uses_gemv() const { return use_gemv_; }
+  // The warps per output the GEMV takes for `args`' weight matrix.
+  int32_t GemvSplitsFor(const GemmArgs& args) const;
 
  private:
   struct Plan;
@@ -123,6 +138,8 @@ class Gemm {
   bool batch_invariant_ = false;
   bool use_gemv_ = false;
   bool tune_ = false;
+  int32_t split_rows_per_sm_ = 0;
+  int32_t sms_ = 1;
   int tuned_ = 0, tuned_changed_ = 0;
   std::string load_error_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;

@@ -15,6 +15,8 @@
 #                                         #   norms, with CUDA-core decode attention, and
 #                                         #   with drawn tokens (the full sampler)
 #   build-gpu-bundle/session.sh prefill   # ~1 min: TTFT, the prefill stall, chunk sizes (13)
+#   build-gpu-bundle/session.sh gemv      # the GEMV's split: its tests under racecheck and
+#                                         #   memcheck, batch-1 steps at four settings, targets
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -27,7 +29,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -173,6 +175,33 @@ case "$phase" in
       "${run[@]}" llm-bench gpu --model random:qwen2-0.5b --slots 1 --ttft-prompts 16 \
       --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64
     ;;
+  gemv)
+    # The GEMV's split (engine.cuda_gemv_split_rows_per_sm, default 128; 0: none): the GPU
+    # tests and the sanitizers over the GEMV tests (racecheck over those that launch no
+    # cuBLASLt product: its split-K kernels report hazards of their own), then each model's
+    # batch-1 step at 0 (one warp an output) and 128, then the issue 12 and 13 targets.
+    step kernels_test 120 "${run[@]}" kernels_test
+    step cuda_runner_test 100 "${run[@]}" cuda_runner_test
+    gemv_tests='GemmTest.Gemv*:GemmTest.Gated*:GemvFusionTest.*:RopeKvKernelTest.QkvGemv*'
+    step racecheck-gemv 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='GemmTest.GemvSplits*:GemvFusionTest.*'
+
+    batch1=(--slots 1 --ttft-prompts 16 --stall-prompt 0 --ttft-runs 1 --batch1-tokens 128)
+    for rows in 0 128; do
+      for model in qwen2-0.5b llama-3.2-1b llama-3-8b; do
+        bench "$model-split$rows" 40 --model "random:$model" --gemv-split-rows-per-sm "$rows" \
+          "${batch1[@]}"
+      done
+    done
+    decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
+    bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
+    bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
+    bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
+      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    step memcheck-gemv 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter="$gemv_tests"
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -187,7 +216,7 @@ case "$phase" in
       --stall-prompt 16384
     ;;
   *)
-    echo "unknown phase $phase (lease, targets, check, decode, compare or prefill)" >&2
+    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill or gemv)" >&2
     exit 2
     ;;
 esac

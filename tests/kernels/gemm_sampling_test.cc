@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/activation.h"
@@ -66,8 +68,7 @@ TEST(GemmTest, MatchesDoubleReference) {
 TEST(GemmTest, TunedProductsMatchTheReference) {
   LLM_REQUIRE_GPU();
   Gemm gemm;
-  LLM_CUDA_OK(gemm.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/true,
-                        /*tune=*/true));
+  LLM_CUDA_OK(gemm.Init({.tune = true}));
   const int in = 256, out = 384;
   for (const int rows : {kTuneMinRows - 64, kTuneMinRows, kTuneMinRows + 64}) {
     for (const bool with_bias : {false, true}) {
@@ -105,7 +106,7 @@ TEST(GemmTest, GemvAgreesWithCublasLt) {
   LLM_REQUIRE_GPU();
   Gemm with_gemv, cublas_only;
   LLM_CUDA_OK(with_gemv.Init());
-  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
+  LLM_CUDA_OK(cublas_only.Init({.use_gemv = false}));
   ASSERT_TRUE(with_gemv.uses_gemv());
   ASSERT_FALSE(cublas_only.uses_gemv());
   for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
@@ -145,6 +146,63 @@ TEST(GemmTest, GemvAgreesWithCublasLt) {
   }
 }
 
+// The GEMV with each output over 1, 2 and 4 warps (GemvParams::splits, as Gemm picks it from
+// gemv_split_rows_per_sm: 0 never splits, a huge value splits as far as the input allows) against
+// the double-precision product, at every row count the GEMV takes, bf16 and fp32 outputs, with
+// a bias, and inputs of 8 (never split), 264 (two warps at most), 896 and 14,336 inputs
+// (qwen2-0.5b's o, llama-3-8b's down). Tolerance as above; the splits sum in different orders,
+// so they agree with each other to twice it.
+TEST(GemmTest, GemvSplitsMatchTheReference) {
+  LLM_REQUIRE_GPU();
+  Gemm one_warp, split;
+  LLM_CUDA_OK(one_warp.Init({.gemv_split_rows_per_sm = 0}));
+  LLM_CUDA_OK(split.Init({.gemv_split_rows_per_sm = 1 << 20}));
+  for (auto [in, out, splits] : {std::tuple{8, 3, 1}, std::tuple{264, 33, 2},
+                                 std::tuple{896, 1152, 4}, std::tuple{14336, 96, 4}}) {
+    for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
+      for (GemmOut type : {GemmOut::kBf16, GemmOut::kF32}) {
+        const auto x = RandomFloats(size_t(rows) * in, 50 + rows);
+        const auto w = RandomFloats(size_t(out) * in, 51, -0.2f, 0.2f);
+        const auto bias = RandomFloats(out, 52);
+        DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
+            d_bias16(ToBf16Vector(bias));
+        DeviceBuffer<float> d_bias32(bias);
+        const void* b = type == GemmOut::kF32 ? static_cast<const void*>(d_bias32.get())
+                                              : static_cast<const void*>(d_bias16.get());
+        const GemmArgs probe{d_x.get(), d_w.get(), b, nullptr, rows, in, out, type};
+        ASSERT_EQ(one_warp.GemvSplitsFor(probe), 1);
+        ASSERT_EQ(split.GemvSplitsFor(probe), splits) << in;
+        auto run = [&](Gemm& gemm) {
+          DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
+          DeviceBuffer<float> y32(size_t(rows) * out);
+          void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
+          EXPECT_EQ(gemm.Run({d_x.get(), d_w.get(), b, y, rows, in, out, type}, 0), 0);
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          return type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
+        };
+        const std::vector<float> got_one = run(one_warp), got_split = run(split);
+        std::vector<double> want(size_t(rows) * out);
+        for (int r = 0; r < rows; ++r) {
+          for (int o = 0; o < out; ++o) {
+            double acc = bias[o];
+            for (int i = 0; i < in; ++i)
+              acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+            want[size_t(r) * out + o] = acc;
+          }
+        }
+        const double tol = type == GemmOut::kF32 ? 1e-4 : 1e-2;
+        const std::string what = std::to_string(rows) + "x" + std::to_string(in) + "x" +
+                                 std::to_string(out) + ", splits " + std::to_string(splits);
+        EXPECT_LT(RelativeError(got_one, want), tol) << what;
+        EXPECT_LT(RelativeError(got_split, want), tol) << what;
+        EXPECT_LT(RelativeError(got_split, std::vector<double>(got_one.begin(), got_one.end())),
+                  2 * tol)
+            << what;
+      }
+    }
+  }
+}
+
 // The gate/up product with SiLU-and-multiply fused (gemv.h, gated) gives the bits of the plain
 // GEMV product followed by LaunchSiluMul, with and without a bias, at every row count the GEMV
 // takes; and against a double reference (the products in double, rounded to bf16 as the GEMV
@@ -154,7 +212,7 @@ TEST(GemmTest, GatedGemvIsTheProductThenSiluMul) {
   LLM_REQUIRE_GPU();
   Gemm gemm, cublas_only;
   LLM_CUDA_OK(gemm.Init());
-  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
+  LLM_CUDA_OK(cublas_only.Init({.use_gemv = false}));
   for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
     for (auto [in, inter] : {std::pair{8, 3}, std::pair{264, 37}, std::pair{2048, 1000}}) {
       for (const bool with_bias : {false, true}) {

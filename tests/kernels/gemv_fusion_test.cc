@@ -46,7 +46,7 @@ TEST(GemvFusionTest, NormPrologueIsRmsNormThenTheProduct) {
   LLM_REQUIRE_GPU();
   Gemm gemm, cublas_only;
   LLM_CUDA_OK(gemm.Init());
-  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
+  LLM_CUDA_OK(cublas_only.Init({.use_gemv = false}));
   const float eps = 1e-5f;
   for (int in : {8, 264, 896, 1000, 2048, 3072, 4096, 8192}) {
     for (int rows = 1; rows <= kGemvNormMaxRows; ++rows) {
@@ -137,7 +137,7 @@ TEST(GemvFusionTest, NormPrologueRefusedOutsideItsShapes) {
   LLM_REQUIRE_GPU();
   Gemm gemm, invariant;
   LLM_CUDA_OK(gemm.Init());
-  LLM_CUDA_OK(invariant.Init(size_t{32} << 20, /*batch_invariant=*/true));
+  LLM_CUDA_OK(invariant.Init({.batch_invariant = true}));
   const int wide = kGemvNormMaxIn + 8;
   DeviceBuffer<float> x(size_t(kGemvMaxRows) * wide + 4), y32(size_t(kGemvMaxRows) * 4);
   DeviceBuffer<__nv_bfloat16> gamma(wide), w(size_t(8) * wide), y16(size_t(kGemvMaxRows) * 4);

@@ -277,7 +277,7 @@ TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
   LLM_REQUIRE_GPU();
   Gemm gemm, cublas_only;
   LLM_CUDA_OK(gemm.Init());
-  LLM_CUDA_OK(cublas_only.Init(size_t{32} << 20, /*batch_invariant=*/false, /*use_gemv=*/false));
+  LLM_CUDA_OK(cublas_only.Init({.use_gemv = false}));
   for (Case c : {Case{1, 64, 4, 4, 0}, Case{3, 128, 8, 2, 0}, Case{8, 64, 14, 2, 0}}) {
     for (const int rows : {c.rows, 2, kGemvMaxRows}) {
       for (const bool with_bias : {false, true}) {

@@ -99,6 +99,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)")
       .Bool("no-gemv",
             "small decode steps through cuBLASLt, not the GEMV kernel (engine.cuda_gemv)")
+      .Value("gemv-split-rows-per-sm",
+             "the GEMV's products with fewer weight rows than this per multiprocessor take 4 "
+             "warps an output; 0: one warp (engine.cuda_gemv_split_rows_per_sm)",
+             "24")
       .Bool(
           "no-tiled-prefill",
           "prompt attention one block per token, not the tiled kernel (engine.cuda_tiled_prefill)")
@@ -134,9 +138,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
   auto stall_decodes = flags.GetInt("stall-decodes");
   auto max_prefill = flags.GetInt("max-prefill-tokens");
   auto max_prefill_alone = flags.GetInt("max-prefill-tokens-alone");
+  auto split_rows = flags.GetInt("gemv-split-rows-per-sm");
   auto fraction = flags.GetDouble("kv-memory-fraction");
   for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
-                        &max_prefill_alone, &stall_prompt, &stall_decodes}) {
+                        &max_prefill_alone, &stall_prompt, &stall_decodes, &split_rows}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!fraction.ok()) return Fail(cmd, fraction.status());
@@ -172,6 +177,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.cuda_graphs = !flags.GetBool("no-graphs");
   bo.batch_invariant = flags.GetBool("batch-invariant");
   bo.cuda_gemv = !flags.GetBool("no-gemv");
+  bo.cuda_gemv_split_rows_per_sm = static_cast<int32_t>(*split_rows);
   bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
   bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
   bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
@@ -200,6 +206,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["cuda_graphs"] = bo.cuda_graphs;
   out["batch_invariant"] = bo.batch_invariant;
   out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
+  out["gemv_split_rows_per_sm"] = bo.cuda_gemv_split_rows_per_sm;
   out["tiled_prefill"] = bo.cuda_tiled_prefill;
   out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
   out["fused_norm"] = bo.cuda_fused_norm;

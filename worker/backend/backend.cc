@@ -85,6 +85,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.cuda_graphs = options.cuda_graphs;
   ro.batch_invariant = options.batch_invariant;
   ro.gemv = options.cuda_gemv;
+  ro.gemv_split_rows_per_sm = options.cuda_gemv_split_rows_per_sm;
   ro.tiled_prefill = options.cuda_tiled_prefill;
   ro.tensor_core_decode = options.cuda_tensor_core_decode;
   ro.fused_norm = options.cuda_fused_norm;

@@ -40,6 +40,7 @@ struct BackendOptions {
   bool cuda_graphs = true;
   bool batch_invariant = false;
   bool cuda_gemv = true;
+  int32_t cuda_gemv_split_rows_per_sm = 24;  // 0: no split (kernels/gemv.h, GemvSplits)
   bool cuda_tiled_prefill = true;
   bool cuda_tensor_core_decode = true;
   bool cuda_fused_norm = true;

@@ -57,6 +57,11 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.cuda_gemv", true,
             "cuda: products of decode steps of up to 8 rows through our GEMV kernel rather than "
             "cuBLASLt (ignored with engine.batch_invariant)")
+      .Int("engine.cuda_gemv_split_rows_per_sm", 24, 0, 1 << 20,
+           "cuda: the GEMV's products with fewer weight rows than this per multiprocessor (at "
+           "batch 1 a wave of few warps: qwen2-0.5b's and llama-3.2-1b's q/k/v, o and down) "
+           "spread each output over 4 warps, so more loads are in flight; 0: one warp an "
+           "output (kept to compare)")
       .Bool("engine.cuda_tiled_prefill", true,
             "cuda: prompt attention through the tiled tensor-core kernel; false: one block per "
             "prompt token (expected slower; kept to compare)")
@@ -74,7 +79,7 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.cuda_gemm_tuning", false,
             "cuda: at start, time cuBLASLt's first 8 algorithms for each prompt-sized product "
             "(512 rows and more) on the device and keep the fastest; a few seconds more start-up "
-            "(not yet measured on a GPU, so off)")
+            "(on an H100 no faster for llama-3-8b's 4k prompt, so off)")
       .String("engine.cuda_pdl", "auto",
               "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
               "start while the one before it finishes: a small model's batch-1 step about 10% "
@@ -150,6 +155,8 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.cuda_graphs = v->Bool("engine.cuda_graphs");
   b.batch_invariant = v->Bool("engine.batch_invariant");
   b.cuda_gemv = v->Bool("engine.cuda_gemv");
+  b.cuda_gemv_split_rows_per_sm =
+      static_cast<int32_t>(v->Int("engine.cuda_gemv_split_rows_per_sm"));
   b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
   b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
   b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");

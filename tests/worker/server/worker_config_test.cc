@@ -64,6 +64,23 @@ TEST(WorkerConfigTest, CudaPdlIsAutoTrueOrFalse) {
   EXPECT_NE(c.status().message().find("engine.cuda_pdl"), std::string::npos) << c.status();
 }
 
+// engine.cuda_gemv_split_rows_per_sm reaches the backend's options (default 24, 0 turns the
+// split off); a negative count is refused with the key named.
+TEST(WorkerConfigTest, GemvSplitRowsPerMultiprocessor) {
+  auto c = LoadWorkerConfig({"--model.path", "random:tiny"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backend.cuda_gemv_split_rows_per_sm, 24);
+  c = LoadWorkerConfig(
+      {"--model.path", "random:tiny", "--engine.cuda_gemv_split_rows_per_sm", "0"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backend.cuda_gemv_split_rows_per_sm, 0);
+  c = LoadWorkerConfig(
+      {"--model.path", "random:tiny", "--engine.cuda_gemv_split_rows_per_sm", "-1"});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("engine.cuda_gemv_split_rows_per_sm"), std::string::npos)
+      << c.status();
+}
+
 TEST(WorkerConfigTest, BadValuesNameTheKey) {
   auto c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.backend", "tpu"});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);

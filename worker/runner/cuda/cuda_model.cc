@@ -43,9 +43,12 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
   // Process-wide, and before the first launch and any capture (kernels/launch.h); only where
   // the kernels the device runs wait for prior grids (sm_90 code on an sm_90 or newer device).
   kernels::SetProgrammaticLaunch(options.pdl && kernels::ProgrammaticLaunchAvailable());
-  if (const cudaError_t err = m->gemm_.Init(size_t{32} << 20, options.batch_invariant, options.gemv,
-                                            options.gemm_tuning);
-      err != cudaSuccess) {
+  kernels::GemmOptions gemm_options;
+  gemm_options.batch_invariant = options.batch_invariant;
+  gemm_options.use_gemv = options.gemv;
+  gemm_options.tune = options.gemm_tuning;
+  gemm_options.gemv_split_rows_per_sm = options.gemv_split_rows_per_sm;
+  if (const cudaError_t err = m->gemm_.Init(gemm_options); err != cudaSuccess) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA runner: ", m->gemm_.load_error().empty() ? cudaGetErrorString(err)
                                                                     : m->gemm_.load_error()));

@@ -51,6 +51,9 @@ struct CudaModelOptions {
   bool batch_invariant = false;
   // Small products through the GEMV kernel instead of cuBLASLt (ignored when batch_invariant).
   bool gemv = true;
+  // The GEMV's products of fewer weight rows than this per multiprocessor spread each output
+  // over 4 warps (kernels/gemv.h, GemvSplits); 0: one warp an output.
+  int32_t gemv_split_rows_per_sm = kernels::kGemvRowsPerSm;
   // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h); false:
   // one block per prompt row (the decode kernel of kernels/attention.h).
   bool tiled_prefill = true;

@@ -111,6 +111,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   CudaModelOptions model_options;
   model_options.batch_invariant = options_.batch_invariant;
   model_options.gemv = options_.gemv;
+  model_options.gemv_split_rows_per_sm = options_.gemv_split_rows_per_sm;
   model_options.tiled_prefill = options_.tiled_prefill;
   model_options.tensor_core_decode = options_.tensor_core_decode;
   model_options.fused_norm = options_.fused_norm;

@@ -38,6 +38,9 @@ struct CudaRunnerOptions {
   // Products of up to kernels::kGemvMaxRows rows (small decode steps) through the GEMV kernel
   // (kernels/gemv.h) instead of cuBLASLt. Ignored when batch_invariant.
   bool gemv = true;
+  // The GEMV's products of fewer weight rows than this per multiprocessor take 4 warps an output
+  // (kernels/gemv.h, GemvSplits; its default kGemvRowsPerSm); 0: one warp an output.
+  int32_t gemv_split_rows_per_sm = 24;
   // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h) rather
   // than one block per prompt row.
   bool tiled_prefill = true;
@@ -50,7 +53,7 @@ struct CudaRunnerOptions {
   // K/V write (CudaModel::Forward).
   bool last_layer_sampled_rows = true;
   // Time cuBLASLt's candidate algorithms for the prompt-sized products at start and keep the
-  // fastest (kernels/gemm.h, tuning); not measured on a GPU yet, so off.
+  // fastest (kernels/gemm.h, tuning); no faster on an H100 (llama-3-8b, 4k prompt), so off.
   bool gemm_tuning = false;
   // Programmatic dependent launch between the kernels (kernels/launch.cuh); process-wide.
   // Unset: where it pays for the model (ProgrammaticLaunchPays, cuda_model.h).
