@@ -85,21 +85,26 @@ compare_new_defaults() {
   bench llama-3-8b-ttft-gemm-tuning 50 "${ttft[@]}" --gemm-tuning
 }
 
+# Issue 12's decode targets and issue 13's llama-3-8b TTFT at 1k and 4k, default settings.
+issue_targets() {
+  local decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+  bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
+  bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
+  bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
+  bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
+    --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+}
+
 nvidia-smi -L > "$out/device.txt" 2>&1 || true
 cat "$out/device.txt"
 case "$phase" in
   targets)
     # Only issue 12's and 13's llm-bench runs (about a minute on an H200): for a short lease,
     # or a second kind of device.
-    decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
-    bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
-    bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
-    bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
-      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    issue_targets
     bench llama-3.2-1b-ttft 30 --model random:llama-3.2-1b --slots 1 --ttft-prompts 4096 \
       --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
-    compare_new_defaults "${decode[@]}"
+    compare_new_defaults --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1
     ;;
   check)
     step kernels_test 240 "${run[@]}" kernels_test
@@ -193,12 +198,7 @@ case "$phase" in
           "${batch1[@]}"
       done
     done
-    decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    bench llama-3-8b 60 --model random:llama-3-8b "${decode[@]}"
-    bench llama-3.2-1b 30 --model random:llama-3.2-1b "${decode[@]}"
-    bench qwen2-0.5b 30 --model random:qwen2-0.5b "${decode[@]}"
-    bench llama-3-8b-ttft 30 --model random:llama-3-8b --slots 1 --ttft-prompts 1024,4096 \
-      --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
+    issue_targets
     step memcheck-gemv 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$gemv_tests"
     ;;

@@ -19,6 +19,31 @@ namespace {
 
 using namespace llm::kernels::testing;
 
+// x . w^T (+ bias, where not null) in double: the reference of the products here.
+std::vector<double> DoubleProduct(const std::vector<float>& x, const std::vector<float>& w,
+                                  const float* bias, int rows, int in, int out) {
+  std::vector<double> want(size_t(rows) * out);
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < out; ++o) {
+      double acc = bias != nullptr ? bias[o] : 0.0;
+      for (int i = 0; i < in; ++i) acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+      want[size_t(r) * out + o] = acc;
+    }
+  }
+  return want;
+}
+
+// One product through `gemm` into a fresh output of `type`, back as floats.
+std::vector<float> RunProduct(Gemm& gemm, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                              const void* bias, int rows, int in, int out, GemmOut type) {
+  DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
+  DeviceBuffer<float> y32(size_t(rows) * out);
+  void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
+  EXPECT_EQ(gemm.Run({x, w, bias, y, rows, in, out, type}, 0), 0);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
+}
+
 // Tolerance: relative error 1e-2 for bf16 outputs, 1e-4 for fp32 outputs (bf16 inputs are
 // exact; the accumulation is fp32 over up to 4096 terms).
 TEST(GemmTest, MatchesDoubleReference) {
@@ -35,25 +60,13 @@ TEST(GemmTest, MatchesDoubleReference) {
           DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w));
           DeviceBuffer<__nv_bfloat16> d_bias16(ToBf16Vector(bias));
           DeviceBuffer<float> d_bias32(bias);
-          DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
-          DeviceBuffer<float> y32(size_t(rows) * out);
           const void* b = !with_bias              ? nullptr
                           : type == GemmOut::kF32 ? static_cast<const void*>(d_bias32.get())
                                                   : static_cast<const void*>(d_bias16.get());
-          void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
-          ASSERT_EQ(gemm.Run({d_x.get(), d_w.get(), b, y, rows, in, out, type}, 0), 0);
-          LLM_CUDA_OK(cudaDeviceSynchronize());
           const std::vector<float> got =
-              type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
-          std::vector<double> want(size_t(rows) * out);
-          for (int r = 0; r < rows; ++r) {
-            for (int o = 0; o < out; ++o) {
-              double acc = with_bias ? bias[o] : 0.0;
-              for (int i = 0; i < in; ++i)
-                acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
-              want[size_t(r) * out + o] = acc;
-            }
-          }
+              RunProduct(gemm, d_x.get(), d_w.get(), b, rows, in, out, type);
+          const std::vector<double> want =
+              DoubleProduct(x, w, with_bias ? bias.data() : nullptr, rows, in, out);
           EXPECT_LT(RelativeError(got, want), type == GemmOut::kF32 ? 1e-4 : 1e-2)
               << rows << "x" << in << "x" << out << " bias " << with_bias;
         }
@@ -120,24 +133,12 @@ TEST(GemmTest, GemvAgreesWithCublasLt) {
         DeviceBuffer<float> d_bias32(bias);
         const void* b = type == GemmOut::kF32 ? static_cast<const void*>(d_bias32.get())
                                               : static_cast<const void*>(d_bias16.get());
-        auto run = [&](Gemm& gemm) {
-          DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
-          DeviceBuffer<float> y32(size_t(rows) * out);
-          void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
-          EXPECT_EQ(gemm.Run({d_x.get(), d_w.get(), b, y, rows, in, out, type}, 0), 0);
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
-        };
-        const std::vector<float> gemv = run(with_gemv), lt = run(cublas_only);
-        std::vector<double> want(size_t(rows) * out), lt_d(lt.begin(), lt.end());
-        for (int r = 0; r < rows; ++r) {
-          for (int o = 0; o < out; ++o) {
-            double acc = bias[o];
-            for (int i = 0; i < in; ++i)
-              acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
-            want[size_t(r) * out + o] = acc;
-          }
-        }
+        const std::vector<float> gemv =
+            RunProduct(with_gemv, d_x.get(), d_w.get(), b, rows, in, out, type);
+        const std::vector<float> lt =
+            RunProduct(cublas_only, d_x.get(), d_w.get(), b, rows, in, out, type);
+        const std::vector<double> want = DoubleProduct(x, w, bias.data(), rows, in, out),
+                                  lt_d(lt.begin(), lt.end());
         const double tol = type == GemmOut::kF32 ? 1e-4 : 1e-2;
         EXPECT_LT(RelativeError(gemv, want), tol) << rows << "x" << in << "x" << out;
         EXPECT_LT(RelativeError(gemv, lt_d), 2 * tol) << rows << "x" << in << "x" << out;
@@ -172,24 +173,11 @@ TEST(GemmTest, GemvSplitsMatchTheReference) {
         const GemmArgs probe{d_x.get(), d_w.get(), b, nullptr, rows, in, out, type};
         ASSERT_EQ(one_warp.GemvSplitsFor(probe), 1);
         ASSERT_EQ(split.GemvSplitsFor(probe), splits) << in;
-        auto run = [&](Gemm& gemm) {
-          DeviceBuffer<__nv_bfloat16> y16(size_t(rows) * out);
-          DeviceBuffer<float> y32(size_t(rows) * out);
-          void* y = type == GemmOut::kF32 ? static_cast<void*>(y32.get()) : y16.get();
-          EXPECT_EQ(gemm.Run({d_x.get(), d_w.get(), b, y, rows, in, out, type}, 0), 0);
-          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-          return type == GemmOut::kF32 ? y32.Download() : FromBf16Vector(y16.Download());
-        };
-        const std::vector<float> got_one = run(one_warp), got_split = run(split);
-        std::vector<double> want(size_t(rows) * out);
-        for (int r = 0; r < rows; ++r) {
-          for (int o = 0; o < out; ++o) {
-            double acc = bias[o];
-            for (int i = 0; i < in; ++i)
-              acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
-            want[size_t(r) * out + o] = acc;
-          }
-        }
+        const std::vector<float> got_one =
+            RunProduct(one_warp, d_x.get(), d_w.get(), b, rows, in, out, type);
+        const std::vector<float> got_split =
+            RunProduct(split, d_x.get(), d_w.get(), b, rows, in, out, type);
+        const std::vector<double> want = DoubleProduct(x, w, bias.data(), rows, in, out);
         const double tol = type == GemmOut::kF32 ? 1e-4 : 1e-2;
         const std::string what = std::to_string(rows) + "x" + std::to_string(in) + "x" +
                                  std::to_string(out) + ", splits " + std::to_string(splits);
