@@ -26,7 +26,8 @@ config::ConfigSchema RouterConfigSchema() {
       .String("discovery.dns", "",
               "host:port re-resolved periodically, one worker per address (a Kubernetes "
               "headless Service)")
-      .Int("discovery.dns_refresh_ms", 5000, 100, 3600000, "how often discovery.dns is resolved")
+      .Int("discovery.dns_refresh_ms", 5000, 100, 3600000,
+           "how often discovery.dns, and the host names in discovery.workers, are resolved")
       .String("policy.name", "cache_aware",
               "p2c (power of two choices on estimated wait), least_in_flight, or cache_aware "
               "(the worker that was sent the longest part of the prompt's prefix, unless its wait "

@@ -6,7 +6,9 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <sys/socket.h>
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -79,6 +81,20 @@ absl::Status RouterServer::Start() {
   ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
   ro.security = security_.get();
   ro.http_listen = config_.http_listen;
+  ro.addresses = &worker_addresses_;
+  // Static workers named by host name are resolved here, before the first call, and then on
+  // their own threads; a name that does not resolve yet is tried again there (its calls fail
+  // over to other workers meanwhile).
+  for (const std::string& name : config_.workers) {
+    if (IsNumericAddress(name)) continue;
+    const auto apply = [this, name](const std::vector<std::string>& addresses) {
+      worker_addresses_.Set(name, addresses);
+    };
+    // The refresher logs a failure (its first lookup is at once).
+    if (auto first = resolve_(name); first.ok()) apply(*first);
+    name_refreshers_.push_back(std::make_unique<DnsDiscovery>(name, config_.dns_refresh, apply,
+                                                              resolve_, "discovery.workers"));
+  }
   relay_ = std::make_unique<RelayServer>(pool_.get(), ro, &metrics_);
   LLM_RETURN_IF_ERROR(relay_->Start());
   port_ = relay_->port();
@@ -118,6 +134,7 @@ bool RouterServer::FinishDrain() {
 void RouterServer::Stop() {
   if (reloader_) reloader_->Stop();
   discovery_.reset();
+  name_refreshers_.clear();
   metrics_.SetSources(nullptr, nullptr);  // the pool goes before the metrics
   if (relay_) relay_->Stop();
   if (internal_) internal_->Shutdown(std::chrono::system_clock::now());

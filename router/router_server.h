@@ -8,12 +8,15 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "common/periodic_thread.h"
 #include "common/tls/verified_tls_files.h"
 #include "llm/v1/generation.grpc.pb.h"
 #include "router/pool/discovery.h"
+#include "router/pool/worker_addresses.h"
 #include "router/pool/worker_pool.h"
 #include "router/relay/relay_server.h"
 #include "router/relay/security.h"
@@ -24,7 +27,8 @@ namespace llm::router {
 
 class RouterServer {
  public:
-  // `resolve` turns config.dns into addresses (tests inject one; ResolveAll otherwise).
+  // `resolve` turns config.dns, and static workers named by host name, into addresses (tests
+  // inject one; ResolveAll otherwise).
   explicit RouterServer(RouterConfig config, DnsDiscovery::Resolve resolve = ResolveAll);
   ~RouterServer();
 
@@ -62,6 +66,10 @@ class RouterServer {
   std::unique_ptr<PeriodicThread> reloader_;  // security_->Reload() every reload_seconds
   std::unique_ptr<RelayServer> relay_;
   std::unique_ptr<DnsDiscovery> discovery_;
+  // Static workers named by host name: their addresses, and a resolver thread per name that
+  // refreshes them every dns_refresh (the relay's loops never look a name up).
+  WorkerAddresses worker_addresses_;
+  std::vector<std::unique_ptr<DnsDiscovery>> name_refreshers_;
   int port_ = 0;
   int metrics_port_ = 0;
   int health_port_ = 0;

@@ -14,9 +14,6 @@
 
 namespace llm::router {
 
-namespace {
-
-// Splits "host:port" / "[v6]:port"; false when malformed.
 bool SplitHostPort(const std::string& address, std::string* host, std::string* port) {
   size_t colon;
   if (!address.empty() && address[0] == '[') {
@@ -40,8 +37,6 @@ bool SplitHostPort(const std::string& address, std::string* host, std::string* p
   return p > 0 && p < 65536;
 }
 
-}  // namespace
-
 absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list) {
   std::vector<std::string> out;
   for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
@@ -59,7 +54,7 @@ absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list
 absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name) {
   std::string host, port;
   if (!SplitHostPort(name, &host, &port)) {
-    return absl::InvalidArgumentError(absl::StrCat("discovery.dns: '", name, "' is not host:port"));
+    return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not host:port"));
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -67,8 +62,7 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name) {
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &result);
   if (rc != 0) {
-    const std::string msg =
-        absl::StrCat("discovery.dns: cannot resolve ", name, ": ", gai_strerror(rc));
+    const std::string msg = absl::StrCat("cannot resolve ", name, ": ", gai_strerror(rc));
     return rc == EAI_NONAME ? absl::NotFoundError(msg) : absl::UnavailableError(msg);
   }
   std::vector<std::string> out;
@@ -89,8 +83,9 @@ absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name) {
 }
 
 DnsDiscovery::DnsDiscovery(std::string name, std::chrono::milliseconds interval, Apply apply,
-                           Resolve resolve)
-    : name_(std::move(name)),
+                           Resolve resolve, std::string key)
+    : key_(std::move(key)),
+      name_(std::move(name)),
       interval_(interval),
       apply_(std::move(apply)),
       resolve_(std::move(resolve)) {
@@ -121,7 +116,7 @@ void DnsDiscovery::Loop() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return;
       if (!addresses.ok()) {
-        const std::string err(addresses.status().message());
+        const std::string err = absl::StrCat(key_, ": ", addresses.status().message());
         if (err != last_error_) std::fprintf(stderr, "llm-router: %s\n", err.c_str());
         last_error_ = err;
       } else {

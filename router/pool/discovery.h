@@ -25,24 +25,30 @@ absl::StatusOr<std::vector<std::string>> ParseWorkerList(const std::string& list
 // without duplicates. NOT_FOUND / UNAVAILABLE with the resolver's message on failure.
 absl::StatusOr<std::vector<std::string>> ResolveAll(const std::string& name);
 
+// Splits "host:port" or "[v6]:port" (the brackets dropped); false when malformed: no host, or a
+// port that is not a number in 1..65535.
+bool SplitHostPort(const std::string& address, std::string* host, std::string* port);
+
 // Re-resolves a DNS name every `interval` on its own thread and hands each successful result
-// to `apply` (also on that thread). `resolve` is ResolveAll unless a test injects another.
+// to `apply` (also on that thread). `resolve` is ResolveAll unless a test injects another. A
+// failure is logged once per new message, after `key` (the setting the name came from).
 class DnsDiscovery {
  public:
   using Apply = std::function<void(const std::vector<std::string>&)>;
   using Resolve = std::function<absl::StatusOr<std::vector<std::string>>(const std::string&)>;
   DnsDiscovery(std::string name, std::chrono::milliseconds interval, Apply apply,
-               Resolve resolve = ResolveAll);
+               Resolve resolve = ResolveAll, std::string key = "discovery.dns");
   ~DnsDiscovery();
   DnsDiscovery(const DnsDiscovery&) = delete;
   DnsDiscovery& operator=(const DnsDiscovery&) = delete;
 
-  // The last resolution's error (empty when it succeeded).
+  // The last resolution's error, after the key (empty when it succeeded).
   std::string last_error() const;
 
  private:
   void Loop();
 
+  const std::string key_;
   const std::string name_;
   const std::chrono::milliseconds interval_;
   const Apply apply_;

@@ -25,6 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "router/pool/worker_addresses.h"
 #include "router/pool/worker_pool.h"
 
 namespace llm::router {
@@ -94,6 +95,9 @@ class RelayServer {
     std::string http_listen;
     // TLS on both legs and the bearer token; null: plaintext, no token. Not owned.
     const RelaySecurity* security = nullptr;
+    // Where workers named by host name are connected to (resolved off the loops); null: only
+    // numeric worker addresses can be reached. Not owned.
+    WorkerAddresses* addresses = nullptr;
   };
   RelayServer(WorkerPool* pool, const Options& options, ProxyObserver* observer);
   ~RelayServer();

@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "router/pool/discovery.h"
+#include "router/pool/worker_addresses.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/h2_util.h"
 #include "router/relay/relay_internal.h"
@@ -151,29 +153,25 @@ void WorkerConnection::OnKeepalive() {
 
 WorkerConnection* WorkerConnection::Connect(LoopContext* ctx, const std::string& address,
                                             const std::string& key) {
-  // host:port or [v6]:port.
   std::string host, port;
-  if (!address.empty() && address[0] == '[') {
-    const size_t close = address.find(']');
-    if (close == std::string::npos || close + 2 > address.size() || address[close + 1] != ':') {
-      return nullptr;
-    }
-    host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    if (colon == std::string::npos) return nullptr;
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
+  if (!SplitHostPort(address, &host, &port)) return nullptr;
+  // A numeric address is connected to as it is. A host name is connected to at the address
+  // discovery resolved it to (WorkerAddresses, kept fresh off the loops), the next of them each
+  // time; it is never looked up here, where a slow DNS server would stall the loop's streams.
+  std::string ip = host, ip_port = port;
+  if (!IsNumericAddress(address)) {
+    const std::optional<std::string> resolved =
+        ctx->options->addresses != nullptr ? ctx->options->addresses->Next(address) : std::nullopt;
+    if (!resolved || !SplitHostPort(*resolved, &ip, &ip_port)) return nullptr;
   }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
+  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;  // no lookup: never blocks
   addrinfo* res = nullptr;
-  // NOTE: workers found by discovery.dns are IP addresses; a host name in a static list is
-  // resolved here, on the loop, once per new connection (connections are long-lived).
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || res == nullptr) return nullptr;
+  if (getaddrinfo(ip.c_str(), ip_port.c_str(), &hints, &res) != 0 || res == nullptr) {
+    return nullptr;
+  }
   const int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     freeaddrinfo(res);

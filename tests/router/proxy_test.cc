@@ -62,15 +62,16 @@ FakeBehaviour Draining() {
 
 class ProxyTest : public ::testing::Test {
  protected:
-  // A static list, or (with `resolve`) discovery.dns "workers.test:1" re-resolved every 50 ms.
+  // A static list, or (with `resolve`) discovery.dns "workers.test:1" re-resolved every 50 ms;
+  // with `static_names`, the static list's host names are what `resolve` resolves.
   void StartRouter(const std::vector<std::string>& workers, int max_attempts = 3,
-                   DnsDiscovery::Resolve resolve = nullptr) {
+                   DnsDiscovery::Resolve resolve = nullptr, bool static_names = false) {
     RouterConfig c;
     c.listen = "127.0.0.1:0";
     c.metrics_listen = "";
-    if (resolve) {
+    c.dns_refresh = std::chrono::milliseconds(50);
+    if (resolve && !static_names) {
       c.dns = "workers.test:1";
-      c.dns_refresh = std::chrono::milliseconds(50);
     } else {
       c.workers = workers;
     }
@@ -477,6 +478,48 @@ TEST_F(ProxyTest, DiscoveryPicksUpWorkersThatAppearAndVanish) {
   const Result r = Call(*stub_);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_LT(r.seconds, 0.1);
+}
+
+// A static worker named by host name is connected to where discovery resolved the name (on its
+// own thread, at start and every discovery.dns_refresh_ms), never looked up on the relay's
+// loops. To see which address the relay used, the name's load watch and its calls go to
+// different fake workers: the name is "ipv4:127.0.0.1:<a's port>", which gRPC's load watch
+// reaches without any lookup (a fresh root has no /etc/hosts and CI may have no DNS) and which
+// the relay takes for a host name, and the injected resolver answers b's address for it. A name
+// that does not resolve yet fails its calls at once, and serves once it does.
+TEST_F(ProxyTest, AWorkerNamedByHostNameIsConnectedWhereDiscoveryResolvedIt) {
+  auto a = FakeWorker::Start(FakeBehaviour{});
+  auto b = FakeWorker::Start(FakeBehaviour{});
+  const std::string name = "ipv4:" + a->address();
+  std::mutex mu;
+  absl::StatusOr<std::vector<std::string>> answer =
+      absl::UnavailableError("cannot resolve " + name + ": temporary failure");
+  auto set = [&](absl::StatusOr<std::vector<std::string>> v) {
+    std::lock_guard<std::mutex> lock(mu);
+    answer = std::move(v);
+  };
+  StartRouter(
+      {name}, 3,
+      [&](const std::string& n) -> absl::StatusOr<std::vector<std::string>> {
+        EXPECT_EQ(n, name);
+        std::lock_guard<std::mutex> lock(mu);
+        return answer;
+      },
+      /*static_names=*/true);
+  WaitHealthy(1);  // its load watch, through gRPC's own resolver
+  const Result early = Call(*stub_);
+  EXPECT_EQ(early.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_LT(early.seconds, 1.0);
+  set(std::vector<std::string>{b->address()});
+  bool served = false;
+  for (int i = 0; i < 200 && !served; ++i) {  // the next refresh, within 50 ms
+    served = Call(*stub_).status.ok();
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(served);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(Call(*stub_).status.ok());
+  EXPECT_EQ(b->generate_calls(), 6);
+  EXPECT_EQ(a->generate_calls(), 0);
 }
 
 TEST_F(ProxyTest, AWorkerGoneSilentIsFoundByKeepalivePings) {
