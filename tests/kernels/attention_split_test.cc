@@ -1,7 +1,7 @@
 // The decode attention's split of a row's live context into chunks, its cache indexing and its
 // combine, checked on the host (no GPU): the functions here are the ones the kernels call
-// (kernels/attention.h). The chunks are emulated with the kernel's order of work — tiles of
-// kAttentionTile keys with an online softmax, then the combine's arithmetic (its normaliser
+// (kernels/attention/attention.h). The chunks are emulated with the kernel's order of work — tiles
+// of kAttentionTile keys with an online softmax, then the combine's arithmetic (its normaliser
 // summed in chunk order here; CombineChunks sums it lane-strided, DecodeMmaTest mirrors that
 // exactly) — and compared with the plain softmax attention in double.
 #include <algorithm>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 
 namespace llm::kernels {
 namespace {

@@ -1,10 +1,10 @@
-// The tensor-core decode attention (kernels/attention_mma.cu) checked on the host, without a
-// GPU: the kernel's order of work emulated block by block, warp by warp and lane by lane with
-// the index functions it calls (decode_mma_layout.h, attention.h, paged_cache.h, mma_fragment.h),
-// mma.sync from the PTX ISA's tables (mma_emulator.h, written independently of the kernel's
-// helpers), so a wrong register in the loads, the P fragments or the output's dim permutation
-// shows up as a wrong attention output. Decode rows are one-token chunks of the prefill tests'
-// launches (prefill_reference.h), compared with the same double reference. What this cannot
+// The tensor-core decode attention (kernels/attention/attention_mma.cu) checked on the host,
+// without a GPU: the kernel's order of work emulated block by block, warp by warp and lane by lane
+// with the index functions it calls (decode_mma_layout.h, attention.h, paged_cache.h,
+// mma_fragment.h), mma.sync from the PTX ISA's tables (mma_emulator.h, written independently of the
+// kernel's helpers), so a wrong register in the loads, the P fragments or the output's dim
+// permutation shows up as a wrong attention output. Decode rows are one-token chunks of the prefill
+// tests' launches (prefill_reference.h), compared with the same double reference. What this cannot
 // check: the device code's own statements (a typo in attention_mma.cu) and races; the GPU test
 // (rope_attention_test.cc) and compute-sanitizer do.
 #include <algorithm>
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/attention.h"
-#include "kernels/decode_mma_layout.h"
-#include "kernels/mma_fragment.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/decode_mma_layout.h"
+#include "kernels/attention/mma_fragment.h"
 #include "tests/kernels/mma_emulator.h"
 #include "tests/kernels/prefill_reference.h"
 #include "worker/model/dtype.h"

@@ -4,13 +4,13 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/activation.h"
-#include "kernels/gather_rows.h"
-#include "kernels/random_init.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/step_inputs.h"
+#include "common/random_weights.h"
+#include "kernels/elementwise/activation.h"
+#include "kernels/elementwise/gather_rows.h"
+#include "kernels/elementwise/rmsnorm.h"
+#include "kernels/step/step_inputs.h"
+#include "kernels/weights/random_init.h"
 #include "tests/kernels/gpu_test_util.h"
-#include "worker/model/random_weights.h"
 #include "worker/runner/cpu_ops.h"
 
 namespace llm::kernels {

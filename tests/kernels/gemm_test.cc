@@ -1,6 +1,6 @@
-// cuBLASLt products and the GEMV kernel (kernels/gemm.h, kernels/gemv.h) against a
+// cuBLASLt products and the GEMV kernel (kernels/gemm/gemm.h, kernels/gemm/gemv.h) against a
 // double-precision reference.
-#include "kernels/gemm.h"
+#include "kernels/gemm/gemm.h"
 
 #include <cmath>
 #include <cstring>
@@ -8,8 +8,8 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/activation.h"
-#include "kernels/gemv.h"
+#include "kernels/elementwise/activation.h"
+#include "kernels/gemm/gemv.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace llm::kernels {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/gemm.h"
-#include "kernels/gemv.h"
-#include "kernels/rmsnorm.h"
+#include "kernels/elementwise/rmsnorm.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemv.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace llm::kernels {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/gemv.h"
+#include "kernels/gemm/gemv.h"
 
 namespace llm::kernels {
 namespace {

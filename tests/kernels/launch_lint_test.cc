@@ -41,7 +41,7 @@ TEST(LaunchLintTest, EveryKernelWaitsForPriorGridsAndLaunchesThroughLaunch) {
   const std::filesystem::path dir = std::filesystem::path(LLM_SOURCE_DIR) / "kernels";
   ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   int kernels = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     const std::string ext = entry.path().extension().string();
     if (ext != ".cu" && ext != ".cuh") continue;
     const std::string text = Read(entry.path());

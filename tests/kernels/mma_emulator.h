@@ -1,5 +1,5 @@
 // mma.sync.m16n8k16 (bf16 in, fp32 accumulate) emulated on the host from the PTX ISA's fragment
-// tables, written out independently of kernels/mma_fragment.h, for the tests that run the
+// tables, written out independently of kernels/attention/mma_fragment.h, for the tests that run the
 // tensor-core kernels lane by lane (prefill_tiles_test.cc, decode_mma_test.cc): a wrong fragment
 // index in a kernel's helpers shows up as a wrong result.
 #ifndef LLM_TESTS_KERNELS_MMA_EMULATOR_H_
@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include "kernels/mma_fragment.h"
+#include "kernels/attention/mma_fragment.h"
 #include "worker/model/dtype.h"
 
 namespace llm::kernels::testing {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/prefill_attention.h"
+#include "kernels/attention/prefill_attention.h"
 #include "worker/model/dtype.h"
 
 namespace llm::kernels::testing {

@@ -1,11 +1,11 @@
-// The tiled prefill attention (kernels/prefill_attention.cu) checked on the host, without a GPU:
-// the tile plan, the masking decisions, the tensor-core fragment layouts and the whole kernel's
-// order of work, emulated warp by warp and lane by lane with the index functions the kernel
-// calls (mma_fragment.h, prefill_attention.h, paged_cache.h). ldmatrix and mma.sync are emulated
-// here from the PTX ISA's description, written out independently of mma_fragment.h, so a wrong
-// fragment index in the kernel's helpers shows up as a wrong attention output. What this cannot
-// check: the device code's own statements (a typo in prefill_attention.cu), cp.async timing and
-// shared-memory races; the GPU test (rope_attention_test.cc) and compute-sanitizer do.
+// The tiled prefill attention (kernels/attention/prefill_attention.cu) checked on the host, without
+// a GPU: the tile plan, the masking decisions, the tensor-core fragment layouts and the whole
+// kernel's order of work, emulated warp by warp and lane by lane with the index functions the
+// kernel calls (mma_fragment.h, prefill_attention.h, paged_cache.h). ldmatrix and mma.sync are
+// emulated here from the PTX ISA's description, written out independently of mma_fragment.h, so a
+// wrong fragment index in the kernel's helpers shows up as a wrong attention output. What this
+// cannot check: the device code's own statements (a typo in prefill_attention.cu), cp.async timing
+// and shared-memory races; the GPU test (rope_attention_test.cc) and compute-sanitizer do.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/mma_fragment.h"
-#include "kernels/prefill_attention.h"
+#include "kernels/attention/mma_fragment.h"
+#include "kernels/attention/prefill_attention.h"
 #include "tests/kernels/mma_emulator.h"
 #include "tests/kernels/prefill_reference.h"
 #include "worker/model/dtype.h"

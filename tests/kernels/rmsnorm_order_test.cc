@@ -1,8 +1,9 @@
 // The GEMV's norm prologue claims the norm kernel's bits (gemv.h): its warps sum a row's squares
 // in the order of RmsNormVecKernel's block. Both reductions emulated on the host, lane by lane
-// and thread by thread, through the index maps the kernels use (kernels/rmsnorm_order.h), with
-// the shuffles' xor butterfly (GroupSum) and fmaf as the device computes them.
-#include "kernels/rmsnorm_order.h"
+// and thread by thread, through the index maps the kernels use
+// (kernels/elementwise/rmsnorm_order.h), with the shuffles' xor butterfly (GroupSum) and fmaf as
+// the device computes them.
+#include "kernels/elementwise/rmsnorm_order.h"
 
 #include <array>
 #include <cmath>

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/gemm.h"
-#include "kernels/gemv.h"
-#include "kernels/prefill_attention.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/rope_kv.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/prefill_attention.h"
+#include "kernels/elementwise/rmsnorm.h"
+#include "kernels/elementwise/rope_kv.h"
+#include "kernels/gemm/gemm.h"
+#include "kernels/gemm/gemv.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/prefill_reference.h"
 #include "worker/runner/cpu_ops.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/gemv.h"
-#include "kernels/rope_kv.h"
+#include "kernels/elementwise/rope_kv.h"
+#include "kernels/gemm/gemv.h"
 #include "worker/runner/cpu_ops.h"
 
 namespace llm::kernels {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling/sampling.h"
 #include "worker/sampling/sampler.h"
 
 namespace llm::kernels {

@@ -1,9 +1,9 @@
 // The split sampler run on the host (no GPU): its kernels emulated chunk by chunk and, where a
 // block splits work across threads (the select's bucket scan, the draw inside the chosen
-// chunk), thread by thread, with the functions of kernels/sample_select.h that the kernels
+// chunk), thread by thread, with the functions of kernels/sampling/sample_select.h that the kernels
 // call. Checked against an independent kept set (sorts in double, as the CPU sampler's rules
 // say) and against the CPU sampler's token for the same seed.
-#include "kernels/sample_select.h"
+#include "kernels/sampling/sample_select.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "common/fast_exp.h"
+#include "common/logit_arithmetic.h"
 #include "common/philox.h"
 #include "gtest/gtest.h"
-#include "kernels/sampling.h"
-#include "worker/sampling/logit_arithmetic.h"
+#include "kernels/sampling/sampling.h"
 #include "worker/sampling/sampler.h"
 
 namespace llm::kernels {

@@ -1,11 +1,12 @@
-// The device sampler (kernels/sampling.h) against the CPU sampler (worker/sampling/sampler.h).
+// The device sampler (kernels/sampling/sampling.h) against the CPU sampler
+// (worker/sampling/sampler.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
-#include "kernels/sampling.h"
+#include "kernels/sampling/sampling.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "worker/sampling/sampler.h"
 

@@ -1,7 +1,7 @@
-// llm-bench attention: the decode attention kernels alone (kernels/attention.h) on one device,
-// without a model or a runner: for each model shape's heads, each batch and each context, both
-// kernels (tensor cores and CUDA cores) on a paged cache of random bf16 with the chunk split the
-// runner would use (DecodeSplits), the device time per launch (mean of --launches, after a
+// llm-bench attention: the decode attention kernels alone (kernels/attention/attention.h) on one
+// device, without a model or a runner: for each model shape's heads, each batch and each context,
+// both kernels (tensor cores and CUDA cores) on a paged cache of random bf16 with the chunk split
+// the runner would use (DecodeSplits), the device time per launch (mean of --launches, after a
 // warm-up) and the K/V bandwidth it reaches — K and V bytes read per second, and that over the
 // device-to-device copy bandwidth — the figure issue 12 starts from ("decode attention reads
 // K/V at about a third of the bandwidth"). Blocks of a row are scattered over the cache as a
@@ -23,9 +23,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/device.h"
-#include "kernels/random_init.h"
+#include "kernels/weights/random_init.h"
 #include "tools/bench/device_bandwidth.h"
 #include "worker/model/shapes.h"
 #include "worker/runner/cuda/cuda_util.h"

@@ -74,6 +74,61 @@ nlohmann::json KernelSplit(const runner::cuda::KernelTimes& t) {
   return j;
 }
 
+// One flag per switch of runner::CudaSwitchSpecs: a bare flag that turns a boolean switch away
+// from its default, or a value.
+void AddCudaSwitchFlags(FlagSet& flags) {
+  const runner::CudaSwitches defaults;
+  for (const runner::CudaSwitchSpec& spec : runner::CudaSwitchSpecs()) {
+    const std::string help = absl::StrCat(spec.help, " (", spec.key, ")");
+    if (spec.flag != nullptr) {
+      flags.Bool(spec.bench_flag, help);
+    } else if (spec.number != nullptr) {
+      flags.Value(spec.bench_flag, help, std::to_string(defaults.*spec.number));
+    } else {
+      flags.Value(spec.bench_flag, help, runner::TristateName(defaults.*spec.tristate));
+    }
+  }
+}
+
+absl::Status CudaSwitchesFromFlags(const FlagSet& flags, runner::CudaSwitches& out) {
+  for (const runner::CudaSwitchSpec& spec : runner::CudaSwitchSpecs()) {
+    const std::string flag = spec.bench_flag;
+    if (spec.flag != nullptr) {
+      if (flags.GetBool(flag)) out.*spec.flag = !(out.*spec.flag);
+    } else if (spec.number != nullptr) {
+      auto v = flags.GetInt(flag);
+      if (!v.ok()) return v.status();
+      if (*v < spec.min || *v > spec.max) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag, ": ", *v, " is outside [", spec.min, ", ", spec.max, "]"));
+      }
+      out.*spec.number = static_cast<int32_t>(*v);
+    } else {
+      auto v = runner::ParseTristate(flags.GetString(flag));
+      if (!v.ok())
+        return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", v.status().message()));
+      out.*spec.tristate = *v;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The switches as set, keyed by their configuration key's last part ("cuda_fused_norm").
+nlohmann::json CudaSwitchesJson(const runner::CudaSwitches& s) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const runner::CudaSwitchSpec& spec : runner::CudaSwitchSpecs()) {
+    const std::string key = std::string(spec.key).substr(std::string("engine.").size());
+    if (spec.flag != nullptr) {
+      j[key] = s.*spec.flag;
+    } else if (spec.number != nullptr) {
+      j[key] = s.*spec.number;
+    } else {
+      j[key] = runner::TristateName(s.*spec.tristate);
+    }
+  }
+  return j;
+}
+
 }  // namespace
 
 int RunGpuBench(const std::vector<std::string>& args) {
@@ -95,32 +150,6 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Value("max-prefill-tokens-alone",
              "prompt tokens of a step with no decode in it (0: the backend's default, 4096)", "0")
       .Value("kv-memory-fraction", "of the free device memory, for the KV cache", "0.9")
-      .Bool("no-graphs", "run decode steps eagerly instead of from CUDA graphs")
-      .Bool("batch-invariant", "fixed GEMM algorithms (engine.batch_invariant)")
-      .Bool("no-gemv",
-            "small decode steps through cuBLASLt, not the GEMV kernel (engine.cuda_gemv)")
-      .Value("gemv-split-rows-per-sm",
-             "the GEMV's products with fewer weight rows than this per multiprocessor take 4 "
-             "warps an output; 0: one warp (engine.cuda_gemv_split_rows_per_sm)",
-             "24")
-      .Bool(
-          "no-tiled-prefill",
-          "prompt attention one block per token, not the tiled kernel (engine.cuda_tiled_prefill)")
-      .Bool("no-tensor-core-decode",
-            "decode attention on CUDA cores, not tensor cores (engine.cuda_tensor_core_decode)")
-      .Bool("no-fused-norm",
-            "RMSNorm as its own kernel at a few rows, not inside the products "
-            "(engine.cuda_fused_norm)")
-      .Bool("gemm-tuning",
-            "time cuBLASLt's candidates for the prompt-sized products at start and keep the "
-            "fastest (engine.cuda_gemm_tuning)")
-      .Bool("full-last-layer",
-            "the last layer of a prompt step computes every row, not just the sampled ones "
-            "(engine.cuda_last_layer_sampled_rows)")
-      .Value("pdl",
-             "programmatic dependent launch between the kernels (engine.cuda_pdl): auto (where "
-             "it pays for the model), true or false",
-             "auto")
       .Value("temperature",
              "sampling temperature of the batch-1, throughput and kernel runs (0: greedy, the "
              "sampler's two-launch path)",
@@ -128,6 +157,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count, and the steps of a 4k-token prompt");
+  AddCudaSwitchFlags(flags);
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto context = flags.GetInt("context");
@@ -138,10 +168,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
   auto stall_decodes = flags.GetInt("stall-decodes");
   auto max_prefill = flags.GetInt("max-prefill-tokens");
   auto max_prefill_alone = flags.GetInt("max-prefill-tokens-alone");
-  auto split_rows = flags.GetInt("gemv-split-rows-per-sm");
   auto fraction = flags.GetDouble("kv-memory-fraction");
   for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
-                        &max_prefill_alone, &stall_prompt, &stall_decodes, &split_rows}) {
+                        &max_prefill_alone, &stall_prompt, &stall_decodes}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!fraction.ok()) return Fail(cmd, fraction.status());
@@ -174,20 +203,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.max_prefill_tokens = static_cast<int32_t>(*max_prefill);
   bo.max_prefill_tokens_alone = static_cast<int32_t>(*max_prefill_alone);
   bo.kv_memory_fraction = *fraction;
-  bo.cuda_graphs = !flags.GetBool("no-graphs");
-  bo.batch_invariant = flags.GetBool("batch-invariant");
-  bo.cuda_gemv = !flags.GetBool("no-gemv");
-  bo.cuda_gemv_split_rows_per_sm = static_cast<int32_t>(*split_rows);
-  bo.cuda_tiled_prefill = !flags.GetBool("no-tiled-prefill");
-  bo.cuda_tensor_core_decode = !flags.GetBool("no-tensor-core-decode");
-  bo.cuda_fused_norm = !flags.GetBool("no-fused-norm");
-  bo.cuda_last_layer_sampled_rows = !flags.GetBool("full-last-layer");
-  bo.cuda_gemm_tuning = flags.GetBool("gemm-tuning");
-  auto pdl = backend::ParseCudaPdl(flags.GetString("pdl"));
-  if (!pdl.ok()) {
-    return Fail(cmd, absl::InvalidArgumentError(absl::StrCat("--pdl: ", pdl.status().message())));
-  }
-  bo.cuda_pdl = *pdl;
+  if (absl::Status st = CudaSwitchesFromFlags(flags, bo.cuda); !st.ok()) return Fail(cmd, st);
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
   if (!b.ok()) return Fail(cmd, b.status());
@@ -203,15 +219,9 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["weights_gib"] = static_cast<double>(info.weight_bytes) / (1ull << 30);
   out["kv_cache_gib"] = static_cast<double>(info.kv_cache_bytes) / (1ull << 30);
   out["kv_blocks"] = info.sizes.kv_blocks;
-  out["cuda_graphs"] = bo.cuda_graphs;
-  out["batch_invariant"] = bo.batch_invariant;
-  out["gemv"] = bo.cuda_gemv && !bo.batch_invariant;
-  out["gemv_split_rows_per_sm"] = bo.cuda_gemv_split_rows_per_sm;
-  out["tiled_prefill"] = bo.cuda_tiled_prefill;
-  out["tensor_core_decode"] = bo.cuda_tensor_core_decode;
-  out["fused_norm"] = bo.cuda_fused_norm;
-  out["last_layer_sampled_rows"] = bo.cuda_last_layer_sampled_rows;
-  out["gemm_tuning"] = {{"on", bo.cuda_gemm_tuning},
+  out["switches"] = CudaSwitchesJson(bo.cuda);
+  out["gemv"] = bo.cuda.gemv && !bo.cuda.batch_invariant;  // as it ran
+  out["gemm_tuning"] = {{"on", bo.cuda.gemm_tuning},
                         {"products_tuned", cuda_runner->gemms_tuned()},
                         {"algorithm_changed", cuda_runner->gemms_tuned_changed()}};
   out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it

@@ -82,16 +82,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   }
   ro.max_context = options.max_context;
   ro.valid_vocab_size = b.tokenizer->vocab_size();
-  ro.cuda_graphs = options.cuda_graphs;
-  ro.batch_invariant = options.batch_invariant;
-  ro.gemv = options.cuda_gemv;
-  ro.gemv_split_rows_per_sm = options.cuda_gemv_split_rows_per_sm;
-  ro.tiled_prefill = options.cuda_tiled_prefill;
-  ro.tensor_core_decode = options.cuda_tensor_core_decode;
-  ro.fused_norm = options.cuda_fused_norm;
-  ro.last_layer_sampled_rows = options.cuda_last_layer_sampled_rows;
-  ro.gemm_tuning = options.cuda_gemm_tuning;
-  ro.pdl = options.cuda_pdl;
+  ro.switches = options.cuda;
   LLM_ASSIGN_OR_RETURN(b.runner,
                        runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));
   b.backend = "cuda";
@@ -100,12 +91,6 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
 #endif
 
 }  // namespace
-
-absl::StatusOr<std::optional<bool>> ParseCudaPdl(const std::string& value) {
-  if (value == "auto") return std::nullopt;
-  if (value == "true" || value == "false") return value == "true";
-  return absl::InvalidArgumentError(absl::StrCat("'", value, "' is not one of auto, true, false"));
-}
 
 bool CudaBuilt() {
 #ifdef LLM_HAVE_CUDA

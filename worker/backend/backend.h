@@ -16,6 +16,7 @@
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/config.h"
 #include "worker/model/synthetic.h"
+#include "worker/runner/cuda_switches.h"
 #include "worker/runner/model_runner.h"
 
 namespace llm::backend {
@@ -37,16 +38,7 @@ struct BackendOptions {
   double extra_step_seconds = 0.0;
   // CUDA backend.
   int device = 0;
-  bool cuda_graphs = true;
-  bool batch_invariant = false;
-  bool cuda_gemv = true;
-  int32_t cuda_gemv_split_rows_per_sm = 24;  // 0: no split (kernels/gemv.h, GemvSplits)
-  bool cuda_tiled_prefill = true;
-  bool cuda_tensor_core_decode = true;
-  bool cuda_fused_norm = true;
-  bool cuda_last_layer_sampled_rows = true;
-  bool cuda_gemm_tuning = false;
-  std::optional<bool> cuda_pdl;  // unset: where it pays for the model (engine.cuda_pdl: auto)
+  runner::CudaSwitches cuda;  // engine.cuda_* and engine.batch_invariant
 };
 
 struct Backend {
@@ -61,10 +53,6 @@ struct Backend {
 
 // True when this build has the CUDA backend.
 bool CudaBuilt();
-
-// A setting of engine.cuda_pdl's form: "auto" (unset: the runner decides by the model), "true"
-// or "false"; INVALID_ARGUMENT otherwise (the caller names the key or flag).
-absl::StatusOr<std::optional<bool>> ParseCudaPdl(const std::string& value);
 
 // Loads the model and tokenizer and starts the runner. Errors name the option ("engine.backend",
 // "model", ...) or the file.

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/finish_reason.h"
 #include "worker/engine/request.h"
-#include "worker/sampling/finish_reason.h"
 #include "worker/sampling/sampled_token.h"
 
 namespace llm::engine {

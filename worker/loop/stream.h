@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/sampling/finish_reason.h"
+#include "common/finish_reason.h"
 
 namespace llm::loop {
 

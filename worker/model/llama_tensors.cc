@@ -3,7 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "worker/model/random_weights.h"
+#include "common/random_weights.h"
 
 namespace llm::model {
 

@@ -5,9 +5,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/random_weights.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
-#include "worker/model/random_weights.h"
 #include "worker/model/shapes.h"
 
 namespace llm::model {

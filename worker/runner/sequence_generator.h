@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/finish_reason.h"
 #include "worker/runner/cpu_model.h"
-#include "worker/sampling/finish_reason.h"
 #include "worker/sampling/sampling_params.h"
 
 namespace llm::runner {

@@ -12,8 +12,8 @@
 #include "common/cpu_features.h"
 #include "common/fast_exp.h"
 #include "common/lane_sum.h"
+#include "common/logit_arithmetic.h"
 #include "common/philox.h"
-#include "worker/sampling/logit_arithmetic.h"
 
 namespace llm::sampling {
 namespace {

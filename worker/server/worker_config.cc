@@ -8,6 +8,41 @@
 
 namespace llm::server {
 
+namespace {
+
+// The keys of runner::CudaSwitchSpecs, each with its switch's default.
+void AddCudaSwitches(config::ConfigSchema& s) {
+  const runner::CudaSwitches defaults;
+  for (const runner::CudaSwitchSpec& spec : runner::CudaSwitchSpecs()) {
+    if (spec.flag != nullptr) {
+      s.Bool(spec.key, defaults.*spec.flag, spec.help);
+    } else if (spec.number != nullptr) {
+      s.Int(spec.key, defaults.*spec.number, spec.min, spec.max, spec.help);
+    } else {
+      s.String(spec.key, runner::TristateName(defaults.*spec.tristate), spec.help);
+    }
+  }
+}
+
+absl::Status LoadCudaSwitches(const config::ConfigValues& v, runner::CudaSwitches& out) {
+  for (const runner::CudaSwitchSpec& spec : runner::CudaSwitchSpecs()) {
+    if (spec.flag != nullptr) {
+      out.*spec.flag = v.Bool(spec.key);
+    } else if (spec.number != nullptr) {
+      out.*spec.number = static_cast<int32_t>(v.Int(spec.key));
+    } else {
+      auto value = runner::ParseTristate(v.String(spec.key));
+      if (!value.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(spec.key, ": ", value.status().message()));
+      }
+      out.*spec.tristate = *value;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 config::ConfigSchema WorkerConfigSchema() {
   config::ConfigSchema s;
   s.RequiredString(
@@ -49,45 +84,11 @@ config::ConfigSchema WorkerConfigSchema() {
       .Int("engine.kv_cache_mb", 256, 1, 1 << 20, "cpu: KV-cache memory when engine.kv_blocks is 0")
       .Double("engine.kv_memory_fraction", 0.9, 0.01, 1.0,
               "cuda: share of the device memory left free by the weights and buffers that the "
-              "KV cache takes, when engine.kv_blocks is 0")
-      .Bool("engine.cuda_graphs", true, "cuda: replay decode steps from captured CUDA graphs")
-      .Bool("engine.batch_invariant", false,
-            "cuda: fixed matrix-product algorithms, so a request's tokens do not depend on the "
-            "rest of the batch (costs some speed)")
-      .Bool("engine.cuda_gemv", true,
-            "cuda: products of decode steps of up to 8 rows through our GEMV kernel rather than "
-            "cuBLASLt (ignored with engine.batch_invariant)")
-      .Int("engine.cuda_gemv_split_rows_per_sm", 24, 0, 1 << 20,
-           "cuda: the GEMV's products with fewer weight rows than this per multiprocessor (at "
-           "batch 1 a wave of few warps: qwen2-0.5b's and llama-3.2-1b's q/k/v, o and down) "
-           "spread each output over 4 warps, so more loads are in flight; 0: one warp an "
-           "output (kept to compare)")
-      .Bool("engine.cuda_tiled_prefill", true,
-            "cuda: prompt attention through the tiled tensor-core kernel; false: one block per "
-            "prompt token (expected slower; kept to compare)")
-      .Bool("engine.cuda_tensor_core_decode", true,
-            "cuda: decode attention on tensor cores for head dims 64 and 128; false: the "
-            "CUDA-core kernel (kept to compare)")
-      .Bool("engine.cuda_fused_norm", true,
-            "cuda: the residual add inside the o and down products (up to 8 rows) and each "
-            "layer RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm "
-            "kernels do both")
-      .Bool("engine.cuda_last_layer_sampled_rows", true,
-            "cuda: in a step with prompt tokens, the last layer computes past its K/V write only "
-            "the rows that are sampled (about 1/layers of a prompt's work); false: every row (kept "
-            "to compare)")
-      .Bool("engine.cuda_gemm_tuning", false,
-            "cuda: at start, time cuBLASLt's first 8 algorithms for each prompt-sized product "
-            "(512 rows and more) on the device and keep the fastest; a few seconds more start-up "
-            "(on an H100 no faster for llama-3-8b's 4k prompt, so off)")
-      .String("engine.cuda_pdl", "auto",
-              "cuda: launch the kernels with programmatic dependent launch (sm_90), so each may "
-              "start while the one before it finishes: a small model's batch-1 step about 10% "
-              "faster (qwen2-0.5b), larger models' 1-5% slower (docs/cuda-measurements.md); "
-              "auto: on where a layer's weights are under 64 MiB, true or false")
-      .Int("engine.max_batch_tokens", 0, 0, 1 << 20,
-           "tokens per step (decode + prefill); 0: no cap beyond engine.max_slots and the two "
-           "prompt budgets below")
+              "KV cache takes, when engine.kv_blocks is 0");
+  AddCudaSwitches(s);
+  s.Int("engine.max_batch_tokens", 0, 0, 1 << 20,
+        "tokens per step (decode + prefill); 0: no cap beyond engine.max_slots and the two "
+        "prompt budgets below")
       .Int("engine.max_prefill_tokens", 0, 0, 1 << 20,
            "prompt tokens per step, so decoding requests never stall behind a long prompt; 0: "
            "the backend's default (cpu 128, cuda 2048: docs/engine.md)")
@@ -152,21 +153,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.sizes.kv_blocks = static_cast<int32_t>(v->Int("engine.kv_blocks"));
   b.kv_cache_mb = static_cast<int32_t>(v->Int("engine.kv_cache_mb"));
   b.kv_memory_fraction = v->Double("engine.kv_memory_fraction");
-  b.cuda_graphs = v->Bool("engine.cuda_graphs");
-  b.batch_invariant = v->Bool("engine.batch_invariant");
-  b.cuda_gemv = v->Bool("engine.cuda_gemv");
-  b.cuda_gemv_split_rows_per_sm =
-      static_cast<int32_t>(v->Int("engine.cuda_gemv_split_rows_per_sm"));
-  b.cuda_tiled_prefill = v->Bool("engine.cuda_tiled_prefill");
-  b.cuda_tensor_core_decode = v->Bool("engine.cuda_tensor_core_decode");
-  b.cuda_fused_norm = v->Bool("engine.cuda_fused_norm");
-  b.cuda_last_layer_sampled_rows = v->Bool("engine.cuda_last_layer_sampled_rows");
-  b.cuda_gemm_tuning = v->Bool("engine.cuda_gemm_tuning");
-  auto pdl = backend::ParseCudaPdl(v->String("engine.cuda_pdl"));
-  if (!pdl.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("engine.cuda_pdl: ", pdl.status().message()));
-  }
-  b.cuda_pdl = *pdl;
+  if (absl::Status st = LoadCudaSwitches(*v, b.cuda); !st.ok()) return st;
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <tuple>
 
+#include "common/random_weights.h"
 #include "gtest/gtest.h"
-#include "worker/model/random_weights.h"
 #include "worker/model/shapes.h"
 
 namespace llm::model {

@@ -33,8 +33,8 @@ TEST(WorkerConfigTest, BackendKeysReachTheBackendOptions) {
   EXPECT_EQ(b.backend, "cuda");
   EXPECT_EQ(b.device, 1);
   EXPECT_EQ(b.kv_memory_fraction, 0.5);
-  EXPECT_FALSE(b.cuda_graphs);
-  EXPECT_TRUE(b.batch_invariant);
+  EXPECT_FALSE(b.cuda.graphs);
+  EXPECT_TRUE(b.cuda.batch_invariant);
   EXPECT_EQ(b.max_context, 4096);
   EXPECT_EQ(b.sizes.max_slots, 256);
   EXPECT_EQ(b.max_prefill_tokens, c->worker.scheduler.max_prefill_tokens);
@@ -48,16 +48,52 @@ TEST(WorkerConfigTest, BackendKeysReachTheBackendOptions) {
   EXPECT_EQ(d->worker.scheduler.max_prefill_tokens_alone, 0);  // the backend's
 }
 
+// Every switch of runner::CudaSwitchSpecs is a key whose non-default value reaches exactly its
+// member of the backend's CudaSwitches.
+TEST(WorkerConfigTest, EveryCudaSwitchIsAKeyThatReachesItsMember) {
+  const runner::CudaSwitches defaults;
+  for (const runner::CudaSwitchSpec& spec : runner::CudaSwitchSpecs()) {
+    std::string value;
+    if (spec.flag != nullptr) {
+      value = defaults.*spec.flag ? "false" : "true";
+    } else if (spec.number != nullptr) {
+      value = std::to_string(defaults.*spec.number + 1);
+    } else {
+      value = "true";
+    }
+    auto c = LoadWorkerConfig({"--model.path", "random:tiny", std::string("--") + spec.key, value});
+    ASSERT_TRUE(c.ok()) << spec.key << ": " << c.status();
+    runner::CudaSwitches expected = defaults;
+    if (spec.flag != nullptr) {
+      expected.*spec.flag = !(defaults.*spec.flag);
+    } else if (spec.number != nullptr) {
+      expected.*spec.number = defaults.*spec.number + 1;
+    } else {
+      expected.*spec.tristate = true;
+    }
+    const runner::CudaSwitches& got = c->backend.cuda;
+    for (const runner::CudaSwitchSpec& other : runner::CudaSwitchSpecs()) {
+      if (other.flag != nullptr) {
+        EXPECT_EQ(got.*other.flag, expected.*other.flag) << spec.key << " -> " << other.key;
+      } else if (other.number != nullptr) {
+        EXPECT_EQ(got.*other.number, expected.*other.number) << spec.key << " -> " << other.key;
+      } else {
+        EXPECT_EQ(got.*other.tristate, expected.*other.tristate) << spec.key << " -> " << other.key;
+      }
+    }
+  }
+}
+
 // engine.cuda_pdl: auto leaves the choice to the runner (by the model); true and false force it.
 TEST(WorkerConfigTest, CudaPdlIsAutoTrueOrFalse) {
   auto c = LoadWorkerConfig({"--model.path", "random:tiny"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_FALSE(c->backend.cuda_pdl.has_value());
+  EXPECT_FALSE(c->backend.cuda.pdl.has_value());
   for (const bool on : {true, false}) {
     c = LoadWorkerConfig(
         {"--model.path", "random:tiny", "--engine.cuda_pdl", on ? "true" : "false"});
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(c->backend.cuda_pdl, on);
+    EXPECT_EQ(c->backend.cuda.pdl, on);
   }
   c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.cuda_pdl", "sometimes"});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
@@ -69,11 +105,11 @@ TEST(WorkerConfigTest, CudaPdlIsAutoTrueOrFalse) {
 TEST(WorkerConfigTest, GemvSplitRowsPerMultiprocessor) {
   auto c = LoadWorkerConfig({"--model.path", "random:tiny"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->backend.cuda_gemv_split_rows_per_sm, 24);
+  EXPECT_EQ(c->backend.cuda.gemv_split_rows_per_sm, 24);
   c = LoadWorkerConfig(
       {"--model.path", "random:tiny", "--engine.cuda_gemv_split_rows_per_sm", "0"});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->backend.cuda_gemv_split_rows_per_sm, 0);
+  EXPECT_EQ(c->backend.cuda.gemv_split_rows_per_sm, 0);
   c = LoadWorkerConfig(
       {"--model.path", "random:tiny", "--engine.cuda_gemv_split_rows_per_sm", "-1"});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);

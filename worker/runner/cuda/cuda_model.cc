@@ -4,15 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/activation.h"
-#include "kernels/attention.h"
-#include "kernels/gather_rows.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/prefill_attention.h"
+#include "kernels/elementwise/activation.h"
+#include "kernels/elementwise/gather_rows.h"
+#include "kernels/elementwise/rmsnorm.h"
+#include "kernels/elementwise/rope_kv.h"
 #include "kernels/launch.h"
-#include "kernels/prefill_attention.h"
-#include "kernels/rmsnorm.h"
-#include "kernels/rope_kv.h"
-#include "kernels/sampling.h"
-#include "kernels/step_inputs.h"
+#include "kernels/sampling/sampling.h"
+#include "kernels/step/step_inputs.h"
 
 namespace llm::runner::cuda {
 namespace {
@@ -42,18 +42,19 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
   std::unique_ptr<CudaModel> m(new CudaModel(config, options));
   // Process-wide, and before the first launch and any capture (kernels/launch.h); only where
   // the kernels the device runs wait for prior grids (sm_90 code on an sm_90 or newer device).
-  kernels::SetProgrammaticLaunch(options.pdl && kernels::ProgrammaticLaunchAvailable());
+  const CudaSwitches& sw = options.switches;
+  kernels::SetProgrammaticLaunch(sw.pdl.value_or(false) && kernels::ProgrammaticLaunchAvailable());
   kernels::GemmOptions gemm_options;
-  gemm_options.batch_invariant = options.batch_invariant;
-  gemm_options.use_gemv = options.gemv;
-  gemm_options.tune = options.gemm_tuning;
-  gemm_options.gemv_split_rows_per_sm = options.gemv_split_rows_per_sm;
+  gemm_options.batch_invariant = sw.batch_invariant;
+  gemm_options.use_gemv = sw.gemv;
+  gemm_options.tune = sw.gemm_tuning;
+  gemm_options.gemv_split_rows_per_sm = sw.gemv_split_rows_per_sm;
   if (const cudaError_t err = m->gemm_.Init(gemm_options); err != cudaSuccess) {
     return absl::FailedPreconditionError(
         absl::StrCat("CUDA runner: ", m->gemm_.load_error().empty() ? cudaGetErrorString(err)
                                                                     : m->gemm_.load_error()));
   }
-  if (options.tiled_prefill) {
+  if (sw.tiled_prefill) {
     LLM_CUDA_RETURN_IF_ERROR(kernels::PreparePrefillAttention(config.head_dim),
                              "prefill attention");
   }
@@ -142,7 +143,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   attn.block_tokens = z.engine.block_tokens;
   attn.sliding_window = c.sliding_window;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  attn.tensor_cores = options_.tensor_core_decode;
+  attn.tensor_cores = options_.switches.tensor_core_decode;
   kernels::PrefillAttentionParams prefill{};
   prefill.qkv = b.qkv;
   prefill.block_tables = b.block_tables;
@@ -159,7 +160,8 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   prefill.scale = attn.scale;
 
   // The residual stream x (b.x, `rows` rows). A sublayer's output is added to it either by the
-  // product that makes it (accumulate: at a few rows, options_.fused_norm) or by the next norm
+  // product that makes it (accumulate: at a few rows, options_.switches.fused_norm) or by the next
+  // norm
   // (`pending` is then that output, b.delta). A norm is the next product's prologue where that
   // product can take it (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its
   // input, b.xn. Same bits.
@@ -173,11 +175,11 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   int32_t rows = s.rows;
   const bf16* attn_in = b.attn;
   const bool sampled_rows_only =
-      options_.last_layer_sampled_rows && s.prefill_rows > 0 && !s.identity_sampling;
+      options_.switches.last_layer_sampled_rows && s.prefill_rows > 0 && !s.identity_sampling;
   const float* pending = nullptr;
   const auto norm_before = [&](kernels::GemmArgs& args,
                                const kernels::NormInput* norm) -> absl::Status {
-    if (options_.fused_norm && pending == nullptr) {
+    if (options_.switches.fused_norm && pending == nullptr) {
       args.norm = norm;
       if (gemm_.FusesEpilogue(args)) return absl::OkStatus();
       args.norm = nullptr;
@@ -193,7 +195,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     kernels::GemmArgs into_x = args;
     into_x.y = x;
     into_x.accumulate = true;
-    const bool fused = options_.fused_norm && gemm_.FusesEpilogue(into_x);
+    const bool fused = options_.switches.fused_norm && gemm_.FusesEpilogue(into_x);
     LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(fused ? into_x : args, st), what));
     pending = fused ? nullptr : b.delta;
     return absl::OkStatus();
@@ -235,7 +237,7 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
     if (last_sampled_only && s.sample_rows == 0) break;  // K and V written; nothing samples
     attn.k_cache = kv.k[l];
     attn.v_cache = kv.v[l];
-    if (s.prefill_rows > 0 && options_.tiled_prefill) {
+    if (s.prefill_rows > 0 && options_.switches.tiled_prefill) {
       prefill.k_cache = kv.k[l];
       prefill.v_cache = kv.v[l];
       if (last_sampled_only) {

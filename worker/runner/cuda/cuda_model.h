@@ -12,13 +12,14 @@
 #include <span>
 
 #include "absl/status/statusor.h"
-#include "kernels/gemm.h"
-#include "kernels/prefill_attention.h"
+#include "kernels/attention/prefill_attention.h"
+#include "kernels/gemm/gemm.h"
 #include "worker/model/config.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda/cuda_weights.h"
 #include "worker/runner/cuda/kernel_clock.h"
 #include "worker/runner/cuda/step_buffers.h"
+#include "worker/runner/cuda_switches.h"
 
 namespace llm::runner::cuda {
 
@@ -36,7 +37,7 @@ struct ForwardShape {
   const int32_t* prefill_pos = nullptr;
   const int32_t* prefill_token = nullptr;
   const int32_t* sample_rows_index = nullptr;
-  // The prompt chunks and the prefill attention's tiles (kernels/prefill_attention.h).
+  // The prompt chunks and the prefill attention's tiles (kernels/attention/prefill_attention.h).
   const kernels::PrefillChunk* prefill_chunks = nullptr;
   const kernels::PrefillTile* prefill_tiles = nullptr;
   int32_t num_prefill_tiles = 0;
@@ -46,33 +47,9 @@ struct ForwardShape {
 };
 
 struct CudaModelOptions {
-  // Fixed matrix-product algorithms (kernels/gemm.h): a row's result does not depend on the
-  // batch.
-  bool batch_invariant = false;
-  // Small products through the GEMV kernel instead of cuBLASLt (ignored when batch_invariant).
-  bool gemv = true;
-  // The GEMV's products of fewer weight rows than this per multiprocessor spread each output
-  // over 4 warps (kernels/gemv.h, GemvSplits); 0: one warp an output.
-  int32_t gemv_split_rows_per_sm = kernels::kGemvRowsPerSm;
-  // Prompt attention through the tiled tensor-core kernel (kernels/prefill_attention.h); false:
-  // one block per prompt row (the decode kernel of kernels/attention.h).
-  bool tiled_prefill = true;
-  // Attention of decode rows (and prompt rows without tiled_prefill) on the tensor-core kernel
-  // where the head size allows (kernels/attention.h); false: the CUDA-core kernel.
-  bool tensor_core_decode = true;
-  // At a few rows (the GEMV path), the residual add in the o and down products' epilogue and
-  // each layer's RMSNorm in the next product's prologue (kernels/gemv.h): at one or two rows no
-  // layer norm launches; the same bits. False: LaunchRmsNorm with the delta, as larger batches run.
-  bool fused_norm = true;
-  // Kernels launched with programmatic dependent launch (kernels/launch.cuh): each may be
-  // scheduled while the one before it finishes. Process-wide.
-  bool pdl = false;
-  // In a step with prompt rows, the last layer past its K/V write for the sampling rows alone
-  // (Forward); false: for every row, as the other layers (kept to compare).
-  bool last_layer_sampled_rows = true;
-  // Prompt-sized products (kernels::kTuneMinRows rows and more) timed over cuBLASLt's first
-  // candidates at start, the fastest kept (kernels/gemm.h); false: the heuristic's first.
-  bool gemm_tuning = false;
+  // The paths kept to compare (runner/cuda_switches.h); `switches.pdl` is settled (the runner
+  // resolves auto with ProgrammaticLaunchPays).
+  CudaSwitches switches;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
 };
 

@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "kernels/device.h"
-#include "kernels/sampling.h"
-#include "kernels/slot_update.h"
+#include "kernels/sampling/sampling.h"
+#include "kernels/step/slot_update.h"
 
 namespace llm::runner::cuda {
 namespace {
@@ -109,15 +109,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
     options_.valid_vocab_size = c.vocab_size;
   }
   CudaModelOptions model_options;
-  model_options.batch_invariant = options_.batch_invariant;
-  model_options.gemv = options_.gemv;
-  model_options.gemv_split_rows_per_sm = options_.gemv_split_rows_per_sm;
-  model_options.tiled_prefill = options_.tiled_prefill;
-  model_options.tensor_core_decode = options_.tensor_core_decode;
-  model_options.fused_norm = options_.fused_norm;
-  model_options.last_layer_sampled_rows = options_.last_layer_sampled_rows;
-  model_options.gemm_tuning = options_.gemm_tuning;
-  model_options.pdl = options_.pdl.value_or(ProgrammaticLaunchPays(c));
+  model_options.switches = options_.switches;
+  model_options.switches.pdl = options_.switches.pdl.value_or(ProgrammaticLaunchPays(c));
   model_options.valid_vocab_size = options_.valid_vocab_size;
   LLM_ASSIGN_OR_RETURN(model_, CudaModel::Load(c, store, seed, model_options, stream_.get()));
 
@@ -147,7 +140,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options_.device),
       "device attributes");
   sizes_ = PlanStepSizes(c, options_.sizes, max_context, prompt_rows, sm_count,
-                         options_.batch_invariant);
+                         options_.switches.batch_invariant);
   buckets_ = MakeBuckets(options_.sizes.max_slots);
   LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
   LLM_RETURN_IF_ERROR(AllocateStaging());
@@ -226,7 +219,7 @@ absl::Status CudaRunner::CaptureGraphs() {
     LLM_RETURN_IF_ERROR(model_->Forward(decode_shape(i), sizes_, buffers_, kv_, stream_.get()));
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "warm-up step");
-  if (!options_.cuda_graphs) return absl::OkStatus();
+  if (!options_.switches.graphs) return absl::OkStatus();
   graphs_.resize(2 * buckets_.size());
   for (size_t i = 0; i < graphs_.size(); ++i) {
     const ForwardShape s = decode_shape(i);

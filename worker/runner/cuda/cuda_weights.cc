@@ -5,11 +5,11 @@
 #include <map>
 #include <string>
 
+#include "common/random_weights.h"
 #include "common/status_macros.h"
-#include "kernels/random_init.h"
+#include "kernels/weights/random_init.h"
 #include "worker/model/dtype.h"
 #include "worker/model/llama_tensors.h"
-#include "worker/model/random_weights.h"
 
 namespace llm::runner::cuda {
 namespace {

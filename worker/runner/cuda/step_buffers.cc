@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/attention.h"
-#include "kernels/prefill_attention.h"
-#include "kernels/slot_update.h"
+#include "kernels/attention/attention.h"
+#include "kernels/attention/prefill_attention.h"
+#include "kernels/step/slot_update.h"
 #include "worker/runner/cpu_ops.h"
 #include "worker/runner/cuda/step_layout.h"
 

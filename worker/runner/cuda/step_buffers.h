@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/sampling.h"
+#include "kernels/sampling/sampling.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/model/config.h"
 #include "worker/runner/cuda/cuda_util.h"

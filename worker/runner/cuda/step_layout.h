@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kernels/prefill_attention.h"
-#include "kernels/sampling.h"
-#include "kernels/slot_update.h"
+#include "kernels/attention/prefill_attention.h"
+#include "kernels/sampling/sampling.h"
+#include "kernels/step/slot_update.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/engine/step.h"
 

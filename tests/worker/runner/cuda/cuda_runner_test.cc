@@ -70,12 +70,12 @@ std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.max_prefill_tokens_alone =
       s.prefill_tokens_alone > 0 ? s.prefill_tokens_alone : s.prefill_tokens;
   o.sizes.kv_blocks = 1024;
-  o.cuda_graphs = s.graphs;
-  o.batch_invariant = s.batch_invariant;
-  o.cuda_tiled_prefill = s.tiled_prefill;
-  o.cuda_pdl = s.pdl;
-  o.cuda_fused_norm = s.fused_norm;
-  o.cuda_last_layer_sampled_rows = s.last_layer_sampled_rows;
+  o.cuda.graphs = s.graphs;
+  o.cuda.batch_invariant = s.batch_invariant;
+  o.cuda.tiled_prefill = s.tiled_prefill;
+  o.cuda.pdl = s.pdl;
+  o.cuda.fused_norm = s.fused_norm;
+  o.cuda.last_layer_sampled_rows = s.last_layer_sampled_rows;
   auto b = backend::CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;

@@ -2,7 +2,7 @@
 #include "worker/runner/cuda/step_buffers.h"
 
 #include "gtest/gtest.h"
-#include "kernels/attention.h"
+#include "kernels/attention/attention.h"
 #include "worker/model/shapes.h"
 #include "worker/runner/cuda/step_layout.h"
 

@@ -1,0 +1,24 @@
+// SiLU-and-multiply: out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i], in fp32 from bf16.
+// Reference: runner::SiluMul.
+#ifndef LLM_KERNELS_ELEMENTWISE_ACTIVATION_H_
+#define LLM_KERNELS_ELEMENTWISE_ACTIVATION_H_
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace llm::kernels {
+
+struct SiluMulParams {
+  const __nv_bfloat16* gate_up;  // [rows, 2 * inter]
+  __nv_bfloat16* out;            // [rows, inter]
+  int32_t rows;
+  int32_t inter;
+};
+
+cudaError_t LaunchSiluMul(const SiluMulParams& params, cudaStream_t stream);
+
+}  // namespace llm::kernels
+
+#endif  // LLM_KERNELS_ELEMENTWISE_ACTIVATION_H_

@@ -1,0 +1,30 @@
+#include "kernels/common.cuh"
+#include "kernels/elementwise/rope_kv.h"
+#include "kernels/launch.cuh"
+
+namespace llm::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+
+// Grid (rows, blocks per row): the row's items strided over its blocks' threads.
+__global__ void __launch_bounds__(kThreads) RopeKvKernel(RopeKvParams p) {
+  AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
+  const int32_t r = blockIdx.x;
+  if (p.row_slot[r] < 0) return;
+  const int32_t items = RopeKvItems(p);
+  for (int32_t k = blockIdx.y * blockDim.x + threadIdx.x; k < items; k += gridDim.y * blockDim.x) {
+    RopeKvItem(p, r, k);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchRopeKv(const RopeKvParams& p, cudaStream_t stream) {
+  if (p.rows <= 0) return cudaSuccess;
+  // One item per thread: 28 blocks per row for llama-3-8b, so batch 1 is not one block.
+  const int32_t per_row = (RopeKvItems(p) + kThreads - 1) / kThreads;
+  return Launch(RopeKvKernel, dim3(p.rows, per_row), kThreads, 0, stream, p);
+}
+
+}  // namespace llm::kernels

@@ -1,0 +1,151 @@
+// Matrix products through cuBLASLt: y[rows, out] = x[rows, in] . w[out, in]^T (+ bias[out]),
+// x and w bf16, fp32 accumulation, y bf16 or fp32. w is in the Hugging Face layout (row-major
+// [out, in]). Plans (descriptors, layouts, the chosen algorithm) are cached per shape, so after
+// a first call (or Prepare) of each shape a product allocates nothing and can be captured in a
+// CUDA graph. Not thread-safe: one Gemm per stream.
+//
+// Batch-invariant mode: the algorithm is chosen once per (in, out, output type, bias) and used
+// for every row count, with no split-K or other cross-block reduction, so each output element
+// is summed in the same order whatever the batch: a row's result does not depend on the other
+// rows. It costs some speed on shapes where cuBLASLt's per-shape choice would differ.
+//
+// Otherwise (unless Init was told not to) products of up to kGemvMaxRows rows, the decode
+// steps of a few sequences, run on the GEMV kernel of gemv.h, which reads each weight once; a
+// product of few weight rows for the device spreads each output over several warps (GemvSplits,
+// from the weight matrix, the device's multiprocessors and `gemv_split_rows_per_sm`).
+//
+// Tuning (Init's `tune`, not in batch-invariant mode): Prepare of a shape of at least
+// kTuneMinRows rows times cuBLASLt's first kTuneCandidates algorithms on the arguments' own
+// buffers (which it overwrites: y, and x must be readable) and keeps the fastest, where it beats
+// the heuristic's first by more than 3%. It synchronises the device, so it belongs to start-up,
+// before any graph capture; Run never tunes (a shape first met there takes the heuristic's
+// choice).
+#ifndef LLM_KERNELS_GEMM_GEMM_H_
+#define LLM_KERNELS_GEMM_GEMM_H_
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "kernels/elementwise/rope_kv.h"
+#include "kernels/gemm/gemv.h"
+
+namespace llm::kernels {
+
+enum class GemmOut { kBf16, kF32 };
+
+// A product's input made on the fly from the fp32 residual stream: RMSNorm(x) * weight, the
+// bits of LaunchRmsNorm without a delta (rmsnorm.h).
+struct NormInput {
+  const float* x;               // [rows, in]
+  const __nv_bfloat16* weight;  // [in]
+  float eps;
+};
+
+struct GemmArgs {
+  const __nv_bfloat16* x;  // [rows, in]
+  const __nv_bfloat16* w;  // [out, in]
+  const void* bias;        // [out] (bf16 for kBf16 output, fp32 for kF32) or null
+  void* y;                 // [rows, out]
+  int32_t rows;
+  int32_t in;
+  int32_t out;
+  GemmOut out_type;
+  // Fused work (GEMV path only, where FusesEpilogue says so). A prologue: x is ignored and
+  // RMSNorm(norm->x) * norm->weight is the input (gemv.h, norm prologue; with silu_mul or
+  // rope_kv).
+  const NormInput* norm = nullptr;
+  // kF32 output without another epilogue: y += the product (+ bias), the residual add.
+  bool accumulate = false;
+  // Epilogues (at most one):
+  // the MLP's gate/up product with SiLU-and-multiply (gemv.h, gated): w has 2 * out rows and
+  // y[r, o] = silu(gate) * up, bf16;
+  bool silu_mul = false;
+  // the q/k/v product with RoPE and the K/V cache write (gemv.h, RoPE/KV): y is rope_kv->qkv.
+  const RopeKvParams* rope_kv = nullptr;
+};
+
+inline constexpr int32_t kTuneMinRows = 512;
+inline constexpr int kTuneCandidates = 8;
+
+struct GemmOptions {
+  size_t workspace_bytes = size_t{32} << 20;
+  bool batch_invariant = false;
+  bool use_gemv = true;  // ignored when batch_invariant
+  bool tune = false;     // ignored when batch_invariant
+  // GemvSplits' rows_per_sm: a product with fewer weight rows than this per multiprocessor
+  // splits; 0: one warp an output.
+  int32_t gemv_split_rows_per_sm = kGemvRowsPerSm;
+};
+
+class Gemm {
+ public:
+  Gemm();
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // Loads cuBLASLt (cublaslt_loader.h) and creates the handle and a workspace of
+  // `options.workspace_bytes` on the current device, whose multiprocessors it counts for the
+  // GEMV's split. cudaErrorSharedObjectInitFailed when the library cannot be loaded
+  // (load_error() says why).
+  cudaError_t Init(const GemmOptions& options = {});
+  const std::string& load_error() const { return load_error_; }
+  // Builds the plan of args' shape (rows, in, out, output type, bias or not) without running
+  // it, unless it is tuned (above). cuBLAS status as an int (0 = success), so callers need not
+  // include cuBLAS headers; a CUDA error while tuning is CUBLAS_STATUS_EXECUTION_FAILED.
+  int Prepare(const GemmArgs& args);
+  // Plans whose algorithm tuning changed from the heuristic's first, and plans tuned.
+  int tuned_changed() const { return tuned_changed_; }
+  int tuned() const { return tuned_; }
+  int Run(const GemmArgs& args, cudaStream_t stream);
+  // Whether Run takes `args` with its fused work (norm, accumulate, silu_mul or rope_kv): the
+  // GEMV path (few rows, not batch-invariant). Otherwise the caller runs LaunchRmsNorm, the plain
+  // product and then the residual add (LaunchRmsNorm's delta), LaunchSiluMul or LaunchRopeKv
+  // (the same bits).
+  bool FusesEpilogue(const GemmArgs& args) const;
+  bool batch_invariant() const { return batch_invariant_; }
+  bool uses_gemv() const { return use_gemv_; }
+  // The warps per output the GEMV takes for `args`' weight matrix.
+  int32_t GemvSplitsFor(const GemmArgs& args) const;
+
+ private:
+  struct Plan;
+  using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool>;
+  // The plan for `args`' shape, created on first use (tuned when `tune`); null with `*status`
+  // set on failure.
+  Plan* GetPlan(const GemmArgs& args, int* status, bool tune = false);
+  // Times `candidates` on args' buffers; returns the index of the one to keep, or -1 with
+  // `*status` set when the device failed.
+  int FastestCandidate(const GemmArgs& args, Plan& plan,
+                       const cublasLtMatmulHeuristicResult_t* candidates, int count, int* status);
+  // The product on `plan` with `algo` (null: cuBLASLt's own choice), as Run does.
+  int RunPlan(const GemmArgs& args, Plan& plan, const cublasLtMatmulAlgo_t* algo,
+              cudaStream_t stream);
+  // Batch-invariant mode: the algorithm for (in, out, type, bias), chosen at a reference row
+  // count.
+  int InvariantAlgo(const GemmArgs& args, const Plan& plan, cublasLtMatmulAlgo_t* algo);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  bool batch_invariant_ = false;
+  bool use_gemv_ = false;
+  bool tune_ = false;
+  int32_t split_rows_per_sm_ = 0;
+  int32_t sms_ = 1;
+  int tuned_ = 0, tuned_changed_ = 0;
+  std::string load_error_;
+  std::map<Shape, std::unique_ptr<Plan>> plans_;
+  std::map<Shape, cublasLtMatmulAlgo_t> invariant_algos_;  // rows = 0 in the key
+};
+
+}  // namespace llm::kernels
+
+#endif  // LLM_KERNELS_GEMM_GEMM_H_
