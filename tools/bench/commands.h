@@ -15,6 +15,7 @@ int RunGpuBench(const std::vector<std::string>& args);
 int RunPrefillBench(const std::vector<std::string>& args);
 int RunRouterBench(const std::vector<std::string>& args);
 int RunAttentionBench(const std::vector<std::string>& args);
+int RunAccuracyBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

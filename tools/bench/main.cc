@@ -20,6 +20,7 @@ constexpr char kUsage[] =
     "             the decode stall during a long prefill\n"
     "  prefill    any backend: TTFT and the decode stall per prompt-chunk size\n"
     "  attention  CUDA: the decode attention kernels alone, time and K/V bandwidth per shape\n"
+    "  accuracy   a model (FP8) against a reference: top-1 agreement, perplexity, logit cosine\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   if (name == "prefill") return llm::bench::RunPrefillBench(args);
   if (name == "router") return llm::bench::RunRouterBench(args);
   if (name == "attention") return llm::bench::RunAttentionBench(args);
+  if (name == "accuracy") return llm::bench::RunAccuracyBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;
 }

@@ -11,6 +11,7 @@ int RunGenerate(const std::vector<std::string>& args);
 int RunTokenize(const std::vector<std::string>& args);
 int RunDetokenize(const std::vector<std::string>& args);
 int RunMakeModel(const std::vector<std::string>& args);
+int RunQuantize(const std::vector<std::string>& args);
 int RunCall(const std::vector<std::string>& args);
 int RunLoad(const std::vector<std::string>& args);
 int RunChatTemplate(const std::vector<std::string>& args);

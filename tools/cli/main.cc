@@ -1,4 +1,4 @@
-// llm-cli: offline tools (generate, tokenize, detokenize, make-model) and gRPC clients
+// llm-cli: offline tools (generate, tokenize, detokenize, make-model, quantize) and gRPC clients
 // (call, load).
 #include <cstdio>
 #include <cstring>
@@ -17,6 +17,7 @@ constexpr char kUsage[] =
     "  chat-template --tokenizer DIR | --template FILE [--now YYYY-MM-DD]\n"
     "              (JSON lines {\"messages\": [...], ...} on stdin; {\"text\": ...} out)\n"
     "  make-model  --shape NAME --out DIR [--seed S] [--dtype bf16|f16|f32]\n"
+    "  quantize    --fp8 channel|tensor|block --model DIR|random:SHAPE --out DIR\n"
     "  call        --target HOST:PORT --prompt TEXT [sampling flags]  (streams the answer)\n"
     "  load        --target HOST:PORT [--count N]  (prints load reports as JSON lines)\n"
     "Run `llm-cli COMMAND --help` for a command's flags.\n";
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return llm::cli::RunTokenize(args);
   if (command == "detokenize") return llm::cli::RunDetokenize(args);
   if (command == "make-model") return llm::cli::RunMakeModel(args);
+  if (command == "quantize") return llm::cli::RunQuantize(args);
   if (command == "call") return llm::cli::RunCall(args);
   if (command == "load") return llm::cli::RunLoad(args);
   if (command == "chat-template") return llm::cli::RunChatTemplate(args);

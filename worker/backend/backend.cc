@@ -44,7 +44,8 @@ absl::Status CreateCpuRunner(const BackendOptions& options, Backend& b) {
   } else {
     LLM_ASSIGN_OR_RETURN(store, model::TensorStore::Open(b.source.dir));
   }
-  LLM_ASSIGN_OR_RETURN(auto model, runner::CpuModel::FromStore(b.config, *store, b.pool.get()));
+  LLM_ASSIGN_OR_RETURN(auto model,
+                       runner::CpuModel::FromStore(b.config, *store, b.pool.get(), b.quant));
   const model::ModelConfig& c = b.config;
   runner::CpuRunnerOptions ro;
   ro.sizes = options.sizes;
@@ -83,8 +84,8 @@ absl::Status CreateCudaRunner(const BackendOptions& options, Backend& b) {
   ro.max_context = options.max_context;
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.switches = options.cuda;
-  LLM_ASSIGN_OR_RETURN(b.runner,
-                       runner::cuda::CreateCudaRunner(b.config, store.get(), b.source.seed, ro));
+  LLM_ASSIGN_OR_RETURN(
+      b.runner, runner::cuda::CreateCudaRunner(b.config, store.get(), b.quant, b.source.seed, ro));
   b.backend = "cuda";
   return absl::OkStatus();
 }
@@ -105,6 +106,11 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   LLM_ASSIGN_OR_RETURN(b.source, model::ParseModelSource(options.model));
   LLM_ASSIGN_OR_RETURN(b.config, model::LoadSourceConfig(b.source));
   LLM_ASSIGN_OR_RETURN(b.tokenizer, LoadTokenizer(options, b.source, b.config));
+  model::QuantScheme checkpoint;
+  if (!b.source.synthetic()) {
+    LLM_ASSIGN_OR_RETURN(checkpoint, model::LoadQuantScheme(b.source.dir));
+  }
+  LLM_ASSIGN_OR_RETURN(b.quant, model::ApplyQuantizationOption(options.quantization, checkpoint));
   if (options.max_context > b.config.max_position_embeddings) {
     // Positions past it were never trained (RoPE): answers there would be silently bad.
     return absl::InvalidArgumentError(

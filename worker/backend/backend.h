@@ -15,6 +15,7 @@
 #include "worker/engine/engine_sizes.h"
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/config.h"
+#include "worker/model/quant_scheme.h"
 #include "worker/model/synthetic.h"
 #include "worker/runner/cuda_switches.h"
 #include "worker/runner/model_runner.h"
@@ -26,6 +27,9 @@ struct BackendOptions {
   std::string tokenizer;  // tokenizer.json or its directory; empty: the model's (synthetic for
                           // random models)
   std::string backend = "auto";  // auto (cuda when built and a device is present), cpu, cuda
+  // engine.quantization: none (the checkpoint's own format, FP8 ones included) or fp8 (a
+  // 16/32-bit checkpoint's linear weights quantised at load; model/quant_scheme.h).
+  std::string quantization = "none";
   // kv_blocks 0: from kv_cache_mb (cpu) or kv_memory_fraction (cuda).
   engine::EngineSizes sizes;
   int32_t kv_cache_mb = 256;
@@ -44,6 +48,8 @@ struct BackendOptions {
 struct Backend {
   model::ModelSource source;
   model::ModelConfig config;
+  model::QuantScheme
+      quant;  // how the linear layers run: the checkpoint's, or engine.quantization's
   std::unique_ptr<frontend::Tokenizer> tokenizer;
   std::string backend;  // "cpu" or "cuda"
   // The CPU backend's threads; must outlive the runner (declared first, destroyed last).

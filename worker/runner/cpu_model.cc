@@ -20,14 +20,16 @@ CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* po
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir, ThreadPool* pool) {
   LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
+  LLM_ASSIGN_OR_RETURN(const model::QuantScheme scheme, model::LoadQuantScheme(dir));
   LLM_ASSIGN_OR_RETURN(auto store, model::TensorStore::Open(dir));
-  return FromStore(std::move(config), *store, pool);
+  return FromStore(std::move(config), *store, pool, scheme);
 }
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::FromStore(model::ModelConfig config,
                                                               const model::TensorStore& store,
-                                                              ThreadPool* pool) {
-  LLM_ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(config, store));
+                                                              ThreadPool* pool,
+                                                              const model::QuantScheme& scheme) {
+  LLM_ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(config, store, scheme));
   return std::make_unique<CpuModel>(std::move(config), std::move(weights), pool);
 }
 
@@ -114,8 +116,7 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
   for (int l = 0; l < c.num_layers; ++l) {
     const CpuLayerWeights& w = weights_.layers[l];
     RmsNorm(x_.data(), w.input_norm.data(), xn_.data(), n, h, eps);
-    MatMulPacked(xn_.data(), w.qkv, w.qkv_bias.empty() ? nullptr : w.qkv_bias.data(), qkv_.data(),
-                 n, pool_);
+    RunLinear(xn_.data(), w.qkv, qkv_.data(), n, pool_, quantized_);
     // RoPE on q and k, then K and V into the paged cache.
     for (const SeqChunk& s : batch.seqs) {
       for (int32_t i = 0; i < s.num_tokens; ++i) {
@@ -150,16 +151,13 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
         std::memmove(&x_[j * h], &x_[static_cast<size_t>(out_tokens_[j]) * h], h * sizeof(float));
       }
     }
-    MatMulPacked(attn_.data(), w.o, w.o_bias.empty() ? nullptr : w.o_bias.data(), tmp_.data(), rows,
-                 pool_);
+    RunLinear(attn_.data(), w.o, tmp_.data(), rows, pool_, quantized_);
     for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
 
     RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), rows, h, eps);
-    MatMulPacked(xn_.data(), w.gate_up, w.gate_up_bias.empty() ? nullptr : w.gate_up_bias.data(),
-                 gate_up_.data(), rows, pool_);
+    RunLinear(xn_.data(), w.gate_up, gate_up_.data(), rows, pool_, quantized_);
     SiluMul(gate_up_.data(), act_.data(), rows, inter);
-    MatMulPacked(act_.data(), w.down, w.down_bias.empty() ? nullptr : w.down_bias.data(),
-                 tmp_.data(), rows, pool_);
+    RunLinear(act_.data(), w.down, tmp_.data(), rows, pool_, quantized_);
     for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
   }
 
@@ -171,7 +169,7 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
     RmsNorm(&x_[row * h], weights_.final_norm.data(), &xn_[j * h], 1, h, eps);
   }
   logits.resize(num_out * c.vocab_size);
-  MatMulPacked(xn_.data(), weights_.head, nullptr, logits.data(), num_out, pool_);
+  RunLinear(xn_.data(), weights_.head, logits.data(), num_out, pool_, quantized_);
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/model/config.h"
+#include "worker/model/quant_scheme.h"
 #include "worker/runner/cpu_weights.h"
 #include "worker/runner/forward_batch.h"
 #include "worker/runner/kv_cache.h"
@@ -25,13 +26,14 @@ class CpuModel {
  public:
   CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool);
 
-  // Loads config.json, generation_config.json and the safetensors weights of the checkpoint
-  // in `dir`. Errors name the file and the tensor.
+  // Loads config.json, generation_config.json, the quantisation scheme (quant_scheme.h) and the
+  // safetensors weights of the checkpoint in `dir`. Errors name the file and the tensor.
   static absl::StatusOr<std::unique_ptr<CpuModel>> Load(const std::string& dir, ThreadPool* pool);
-  // The model of `config` with the weights in `store` (checked against the config).
-  static absl::StatusOr<std::unique_ptr<CpuModel>> FromStore(model::ModelConfig config,
-                                                             const model::TensorStore& store,
-                                                             ThreadPool* pool);
+  // The model of `config` with the weights in `store` (checked against the config), its linear
+  // layers in `scheme`'s format (LoadQuantScheme; ApplyQuantizationOption).
+  static absl::StatusOr<std::unique_ptr<CpuModel>> FromStore(
+      model::ModelConfig config, const model::TensorStore& store, ThreadPool* pool,
+      const model::QuantScheme& scheme = model::QuantScheme());
 
   const model::ModelConfig& config() const { return config_; }
   // The pool Forward parallelises on (may be null); runners reuse it for sampling.
@@ -57,6 +59,7 @@ class CpuModel {
 
   // Scratch, sized per call.
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, tmp_;
+  std::vector<float> quantized_;     // an FP8 product's input after its round trip (RunLinear)
   std::vector<int32_t> positions_;   // [num_tokens]
   std::vector<int32_t> chunk_of_;    // [num_tokens] index of the token's chunk
   std::vector<int32_t> all_tokens_;  // 0 .. num_tokens - 1

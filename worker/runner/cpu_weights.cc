@@ -2,7 +2,9 @@
 
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/model/linear_weights.h"
 #include "worker/model/llama_tensors.h"
 
 namespace llm::runner {
@@ -22,7 +24,8 @@ void AppendF32(const TensorView& v, std::vector<float>& out) {
 // Reads tensors by name, checked against the specs that LlamaTensorSpecs gives the config.
 class Loader {
  public:
-  Loader(const model::ModelConfig& c, const TensorStore& s) : c_(c), store_(s) {
+  Loader(const model::ModelConfig& c, const TensorStore& s, const model::QuantScheme& scheme)
+      : c_(c), store_(s), scheme_(scheme) {
     for (auto& spec : model::LlamaTensorSpecs(c)) specs_.emplace(spec.name, std::move(spec));
   }
 
@@ -33,62 +36,60 @@ class Loader {
     return absl::OkStatus();
   }
 
-  // Loads the tensors `names` (stacked along the output dimension) and packs them.
-  absl::StatusOr<PackedWeights> Matrix(std::initializer_list<std::string> names) {
-    std::vector<float> rows;
-    size_t out = 0, in = 0;
-    for (const std::string& name : names) {
-      LLM_RETURN_IF_ERROR(Append(name, rows));
-      const auto& shape = specs_.at(name).shape;
-      out += static_cast<size_t>(shape[0]);
-      in = static_cast<size_t>(shape[1]);
-    }
-    return PackWeights(rows.data(), out, in);
+  // The product of the linear modules `names` (stacked along the output) with `biases` (the
+  // same modules' biases, or none).
+  absl::StatusOr<CpuLinear> Product(std::initializer_list<std::string> names,
+                                    std::initializer_list<std::string> biases) {
+    std::vector<TensorSpec> specs;
+    for (const std::string& name : names) specs.push_back(specs_.at(name));
+    LLM_ASSIGN_OR_RETURN(CpuLinear l, LoadCpuLinear(store_, scheme_, specs));
+    for (const std::string& name : biases) LLM_RETURN_IF_ERROR(Append(name, l.bias));
+    return l;
   }
 
   absl::StatusOr<CpuLayerWeights> Layer(int l) {
     const model::LayerTensorNames n = model::LlamaLayerTensorNames(l);
+    using Names = std::initializer_list<std::string>;
     CpuLayerWeights w;
     LLM_RETURN_IF_ERROR(Append(n.input_norm, w.input_norm));
-    LLM_ASSIGN_OR_RETURN(w.qkv, Matrix({n.q, n.k, n.v}));
-    if (c_.qkv_bias) {
-      LLM_RETURN_IF_ERROR(Append(n.q_bias, w.qkv_bias));
-      LLM_RETURN_IF_ERROR(Append(n.k_bias, w.qkv_bias));
-      LLM_RETURN_IF_ERROR(Append(n.v_bias, w.qkv_bias));
-    }
-    LLM_ASSIGN_OR_RETURN(w.o, Matrix({n.o}));
-    if (c_.o_bias) LLM_RETURN_IF_ERROR(Append(n.o_bias, w.o_bias));
+    LLM_ASSIGN_OR_RETURN(
+        w.qkv,
+        Product({n.q, n.k, n.v}, c_.qkv_bias ? Names{n.q_bias, n.k_bias, n.v_bias} : Names{}));
+    LLM_ASSIGN_OR_RETURN(w.o, Product({n.o}, c_.o_bias ? Names{n.o_bias} : Names{}));
     LLM_RETURN_IF_ERROR(Append(n.post_norm, w.post_norm));
-    LLM_ASSIGN_OR_RETURN(w.gate_up, Matrix({n.gate, n.up}));
-    LLM_ASSIGN_OR_RETURN(w.down, Matrix({n.down}));
-    if (c_.mlp_bias) {
-      LLM_RETURN_IF_ERROR(Append(n.gate_bias, w.gate_up_bias));
-      LLM_RETURN_IF_ERROR(Append(n.up_bias, w.gate_up_bias));
-      LLM_RETURN_IF_ERROR(Append(n.down_bias, w.down_bias));
-    }
+    LLM_ASSIGN_OR_RETURN(
+        w.gate_up, Product({n.gate, n.up}, c_.mlp_bias ? Names{n.gate_bias, n.up_bias} : Names{}));
+    LLM_ASSIGN_OR_RETURN(w.down, Product({n.down}, c_.mlp_bias ? Names{n.down_bias} : Names{}));
     return w;
   }
 
  private:
   const model::ModelConfig& c_;
   const TensorStore& store_;
+  const model::QuantScheme& scheme_;
   std::map<std::string, TensorSpec> specs_;
 };
 
 }  // namespace
 
-absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelConfig& c, const TensorStore& store) {
+absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelConfig& c, const TensorStore& store,
+                                          const model::QuantScheme& scheme) {
   CpuWeights w;
-  Loader loader(c, store);
+  Loader loader(c, store, scheme);
   LLM_ASSIGN_OR_RETURN(const TensorView* embed, model::FindEmbedding(store, c));
   AppendF32(*embed, w.embedding);
-  LLM_ASSIGN_OR_RETURN(const TensorView* head, model::FindLmHead(store, c));
-  if (head == embed) {
-    w.head = PackWeights(w.embedding.data(), c.vocab_size, c.hidden_size);
+  if (store.Find(model::kLmHeadName) != nullptr) {
+    // The head as stored (dequantised if a checkpoint quantised it); its product stays 16-bit.
+    const TensorSpec spec{model::kLmHeadName,
+                          {c.vocab_size, c.hidden_size},
+                          model::TensorKind::kLinear,
+                          c.hidden_size};
+    LLM_ASSIGN_OR_RETURN(w.head, LoadCpuLinear(store, scheme, {spec}));
+  } else if (c.tie_word_embeddings) {
+    w.head.w = PackWeights(w.embedding.data(), c.vocab_size, c.hidden_size);
   } else {
-    std::vector<float> rows;
-    AppendF32(*head, rows);
-    w.head = PackWeights(rows.data(), c.vocab_size, c.hidden_size);
+    return absl::NotFoundError(
+        absl::StrCat(store.dir(), ": missing tensor '", model::kLmHeadName, "'"));
   }
   LLM_RETURN_IF_ERROR(loader.Append(model::kFinalNormName, w.final_norm));
   for (int l = 0; l < c.num_layers; ++l) {

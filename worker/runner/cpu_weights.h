@@ -1,5 +1,6 @@
-// Llama weights in fp32 for the CPU runner, converted from the checkpoint's dtype at load and
-// packed for MatMulPacked.
+// Llama weights in fp32 for the CPU runner: converted from the checkpoint's dtype (or
+// dequantised from its FP8 weights) at load, each product packed for MatMulPacked with what it
+// does to its input (cpu_linear.h).
 #ifndef LLM_WORKER_RUNNER_CPU_WEIGHTS_H_
 #define LLM_WORKER_RUNNER_CPU_WEIGHTS_H_
 
@@ -7,35 +8,34 @@
 
 #include "absl/status/statusor.h"
 #include "worker/model/config.h"
+#include "worker/model/quant_scheme.h"
 #include "worker/model/safetensors.h"
-#include "worker/runner/cpu_ops.h"
+#include "worker/runner/cpu_linear.h"
 
 namespace llm::runner {
 
-// Matrices are packed (their logical shapes, [out, in], in the comments).
+// Products (their logical shapes, [out, in], in the comments) carry their biases.
 struct CpuLayerWeights {
-  std::vector<float> input_norm;    // [hidden]
-  PackedWeights qkv;                // [q_dim + 2 * kv_dim, hidden]: q, k, v stacked
-  std::vector<float> qkv_bias;      // [q_dim + 2 * kv_dim] or empty
-  PackedWeights o;                  // [hidden, q_dim]
-  std::vector<float> o_bias;        // [hidden] or empty
-  std::vector<float> post_norm;     // [hidden]
-  PackedWeights gate_up;            // [2 * intermediate, hidden]: gate, up stacked
-  std::vector<float> gate_up_bias;  // [2 * intermediate] or empty
-  PackedWeights down;               // [hidden, intermediate]
-  std::vector<float> down_bias;     // [hidden] or empty
+  std::vector<float> input_norm;  // [hidden]
+  CpuLinear qkv;                  // [q_dim + 2 * kv_dim, hidden]: q, k, v stacked
+  CpuLinear o;                    // [hidden, q_dim]
+  std::vector<float> post_norm;   // [hidden]
+  CpuLinear gate_up;              // [2 * intermediate, hidden]: gate, up stacked
+  CpuLinear down;                 // [hidden, intermediate]
 };
 
 struct CpuWeights {
   std::vector<float> embedding;   // [vocab, hidden], row-major (gathered by token id)
-  PackedWeights head;             // [vocab, hidden]: lm_head, or the embedding when tied
+  CpuLinear head;                 // [vocab, hidden]: lm_head, or the embedding when tied; 16 bits
   std::vector<float> final_norm;  // [hidden]
   std::vector<CpuLayerWeights> layers;
 };
 
-// Loads and checks every tensor named by LlamaTensorSpecs(config) from `store`.
+// Loads and checks every tensor named by LlamaTensorSpecs(config) from `store`, the linear
+// layers in `scheme`'s format.
 absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelConfig& config,
-                                          const model::TensorStore& store);
+                                          const model::TensorStore& store,
+                                          const model::QuantScheme& scheme);
 
 }  // namespace llm::runner
 

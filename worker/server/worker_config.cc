@@ -73,6 +73,11 @@ config::ConfigSchema WorkerConfigSchema() {
            "largest gRPC message accepted (bytes)")
       .String("engine.backend", "auto",
               "auto (cuda when built with CUDA and a GPU is present, else cpu), cpu or cuda")
+      .String("engine.quantization", "none",
+              "none (the checkpoint's own format: 16/32-bit, or FP8 as its config.json or "
+              "hf_quant_config.json declares) or fp8 (a 16/32-bit checkpoint's linear layers "
+              "quantised at load to FP8 E4M3 per output channel, activations per token; "
+              "docs/cuda.md)")
       .Int("engine.device", 0, 0, 1024, "CUDA device index")
       .Int("engine.max_slots", 32, 1, 4096, "requests computed together (slot table size)")
       .Int("engine.max_context", 0, 0, 1 << 24,
@@ -146,6 +151,11 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   if (b.backend != "auto" && b.backend != "cpu" && b.backend != "cuda") {
     return absl::InvalidArgumentError(
         absl::StrCat("engine.backend: '", b.backend, "' is not one of auto, cpu, cuda"));
+  }
+  b.quantization = v->String("engine.quantization");
+  if (b.quantization != "none" && b.quantization != "fp8") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "engine.quantization: '", b.quantization, "' is not one of ", model::kQuantizationOptions));
   }
   b.device = static_cast<int>(v->Int("engine.device"));
   b.sizes.max_slots = static_cast<int32_t>(v->Int("engine.max_slots"));

@@ -123,6 +123,9 @@ absl::Status WorkerServer::Start() {
                config_.model_name.c_str(), info.device.c_str(), b.backend.c_str(),
                info.sizes.max_slots, info.sizes.kv_blocks,
                static_cast<double>(info.kv_cache_bytes) / (1 << 20));
+  if (b.quant.quantized()) {
+    std::fprintf(stderr, "llm-worker: linear layers: %s\n", b.quant.Describe().c_str());
+  }
   device_monitor_ = std::make_unique<DeviceMonitor>(info.pci_bus_id);
   if (!info.pci_bus_id.empty() && !device_monitor_->unavailable_reason().empty()) {
     std::fprintf(stderr, "llm-worker: GPU counters unavailable: %s\n",

@@ -1,6 +1,8 @@
 // Checks the CPU forward pass against an independent, naive double-precision Llama forward
-// (no KV cache, no paging, no fused weights) on random checkpoints that exercise biases, GQA
-// ratios 1/4/8, explicit head_dim, Llama 3 RoPE scaling and sliding windows.
+// (reference_forward.h) on random checkpoints that exercise biases, GQA ratios 1/4/8, explicit
+// head_dim, Llama 3 RoPE scaling and sliding windows.
+#include "tests/worker/runner/reference_forward.h"
+
 #include <cmath>
 #include <fstream>
 #include <numbers>
@@ -19,7 +21,8 @@ namespace llm::runner {
 namespace {
 
 using model::ModelConfig;
-using Mat = std::vector<double>;
+using testing::Mat;
+using testing::Reference;
 
 // Writes config.json and a random f32 model.safetensors for `c` into a new directory.
 std::string WriteRandomCheckpoint(const ModelConfig& c, uint32_t seed) {
@@ -43,137 +46,6 @@ std::string WriteRandomCheckpoint(const ModelConfig& c, uint32_t seed) {
   EXPECT_TRUE(model::WriteSafetensors(dir + "/model.safetensors", tensors).ok());
   return dir;
 }
-
-class Reference {
- public:
-  Reference(const ModelConfig& c, const model::TensorStore& s) : c_(c), s_(s) {}
-
-  Mat W(const std::string& name) const {
-    const model::TensorView* v = s_.Find(name);
-    if (v == nullptr) return {};
-    std::vector<float> f(v->num_elements());
-    model::ConvertToF32(v->dtype, v->data, f.size(), f.data());
-    return Mat(f.begin(), f.end());
-  }
-
-  // y = W x + b, W: [out, in].
-  static Mat Linear(const Mat& w, const Mat& b, const Mat& x) {
-    const size_t in = x.size(), out = w.size() / in;
-    Mat y(out);
-    for (size_t o = 0; o < out; ++o) {
-      double acc = b.empty() ? 0.0 : b[o];
-      for (size_t i = 0; i < in; ++i) acc += w[o * in + i] * x[i];
-      y[o] = acc;
-    }
-    return y;
-  }
-
-  Mat Norm(const Mat& x, const Mat& w) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / x.size() + c_.rms_norm_eps);
-    Mat y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = w[i] * x[i] * inv;
-    return y;
-  }
-
-  // Hugging Face's default and llama3 inverse frequencies, written out independently.
-  std::vector<double> InvFreq() const {
-    const int d = c_.head_dim;
-    std::vector<double> f(d / 2);
-    for (int i = 0; i < d / 2; ++i) f[i] = 1.0 / std::pow(c_.rope_theta, 2.0 * i / d);
-    if (c_.rope_scaling.kind == model::RopeScaling::Kind::kLlama3) {
-      const auto& r = c_.rope_scaling;
-      const double old = static_cast<double>(r.original_max_position_embeddings);
-      for (double& x : f) {
-        const double wavelen = 2 * std::numbers::pi / x;
-        const double scaled = wavelen > old / r.low_freq_factor ? x / r.factor : x;
-        const double smooth =
-            (old / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
-        const bool medium =
-            !(wavelen < old / r.high_freq_factor) && !(wavelen > old / r.low_freq_factor);
-        x = medium ? (1 - smooth) * scaled / r.factor + smooth * scaled : scaled;
-      }
-    }
-    return f;
-  }
-
-  void Rope(double* h, int pos, const std::vector<double>& inv) const {
-    const int half = c_.head_dim / 2;
-    for (int i = 0; i < half; ++i) {
-      const double cs = std::cos(pos * inv[i]), sn = std::sin(pos * inv[i]);
-      const double a = h[i], b = h[i + half];
-      h[i] = a * cs - b * sn;
-      h[i + half] = b * cs + a * sn;
-    }
-  }
-
-  // Logits after the last of `ids`, recomputing everything from scratch.
-  Mat LastLogits(const std::vector<int32_t>& ids) const {
-    const int n = static_cast<int>(ids.size()), hd = c_.head_dim, H = c_.num_heads,
-              KV = c_.num_kv_heads, hidden = c_.hidden_size;
-    const Mat embed = c_.tie_word_embeddings && s_.Find(model::kEmbedName) == nullptr
-                          ? W(model::kLmHeadName)
-                          : W(model::kEmbedName);
-    std::vector<Mat> x(n);
-    for (int t = 0; t < n; ++t)
-      x[t] = Mat(embed.begin() + ids[t] * hidden, embed.begin() + (ids[t] + 1) * hidden);
-    const std::vector<double> inv = InvFreq();
-    for (int l = 0; l < c_.num_layers; ++l) {
-      const auto names = model::LlamaLayerTensorNames(l);
-      const Mat wq = W(names.q), wk = W(names.k), wv = W(names.v), wo = W(names.o);
-      const Mat bq = W(names.q_bias), bk = W(names.k_bias), bv = W(names.v_bias),
-                bo = W(names.o_bias);
-      std::vector<Mat> q(n), k(n), v(n);
-      for (int t = 0; t < n; ++t) {
-        const Mat xn = Norm(x[t], W(names.input_norm));
-        q[t] = Linear(wq, bq, xn);
-        k[t] = Linear(wk, bk, xn);
-        v[t] = Linear(wv, bv, xn);
-        for (int h = 0; h < H; ++h) Rope(&q[t][h * hd], t, inv);
-        for (int h = 0; h < KV; ++h) Rope(&k[t][h * hd], t, inv);
-      }
-      for (int t = 0; t < n; ++t) {
-        Mat attn(H * hd, 0.0);
-        for (int h = 0; h < H; ++h) {
-          const int kvh = h / (H / KV);
-          const int first = c_.sliding_window > 0 ? std::max(0, t - c_.sliding_window + 1) : 0;
-          std::vector<double> score;
-          double mx = -1e300;
-          for (int s = first; s <= t; ++s) {
-            double d = 0;
-            for (int i = 0; i < hd; ++i) d += q[t][h * hd + i] * k[s][kvh * hd + i];
-            score.push_back(d / std::sqrt(static_cast<double>(hd)));
-            mx = std::max(mx, score.back());
-          }
-          double sum = 0;
-          for (double& sc : score) sum += (sc = std::exp(sc - mx));
-          for (int s = first; s <= t; ++s) {
-            for (int i = 0; i < hd; ++i) {
-              attn[h * hd + i] += score[s - first] / sum * v[s][kvh * hd + i];
-            }
-          }
-        }
-        const Mat o = Linear(wo, bo, attn);
-        for (int i = 0; i < hidden; ++i) x[t][i] += o[i];
-        const Mat xn = Norm(x[t], W(names.post_norm));
-        const Mat g = Linear(W(names.gate), W(names.gate_bias), xn);
-        const Mat u = Linear(W(names.up), W(names.up_bias), xn);
-        Mat act(g.size());
-        for (size_t i = 0; i < g.size(); ++i) act[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-        const Mat d = Linear(W(names.down), W(names.down_bias), act);
-        for (int i = 0; i < hidden; ++i) x[t][i] += d[i];
-      }
-    }
-    const Mat xn = Norm(x[n - 1], W(model::kFinalNormName));
-    const Mat head = c_.tie_word_embeddings ? embed : W(model::kLmHeadName);
-    return Linear(head, {}, xn);
-  }
-
- private:
-  const ModelConfig& c_;
-  const model::TensorStore& s_;
-};
 
 ModelConfig Base() {
   ModelConfig c;

@@ -36,9 +36,14 @@ bool ProgrammaticLaunchPays(const model::ModelConfig& config) {
 
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelConfig& config,
                                                            const model::TensorStore* store,
+                                                           const model::QuantScheme& quant,
                                                            uint64_t seed,
                                                            const CudaModelOptions& options,
                                                            cudaStream_t stream) {
+  if (quant.quantized()) {
+    return absl::UnimplementedError(
+        absl::StrCat("CUDA runner: ", quant.Describe(), ": FP8 products are not served yet"));
+  }
   std::unique_ptr<CudaModel> m(new CudaModel(config, options));
   // Process-wide, and before the first launch and any capture (kernels/launch.h); only where
   // the kernels the device runs wait for prior grids (sm_90 code on an sm_90 or newer device).

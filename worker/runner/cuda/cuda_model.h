@@ -15,6 +15,7 @@
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/gemm/gemm.h"
 #include "worker/model/config.h"
+#include "worker/model/quant_scheme.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda/cuda_weights.h"
 #include "worker/runner/cuda/kernel_clock.h"
@@ -67,6 +68,7 @@ class CudaModel {
   // null, copied or generated on `stream`.
   static absl::StatusOr<std::unique_ptr<CudaModel>> Load(const model::ModelConfig& config,
                                                          const model::TensorStore* store,
+                                                         const model::QuantScheme& quant,
                                                          uint64_t seed,
                                                          const CudaModelOptions& options,
                                                          cudaStream_t stream);

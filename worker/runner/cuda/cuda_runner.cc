@@ -70,6 +70,7 @@ CudaRunner::~CudaRunner() {
 
 absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::ModelConfig& config,
                                                                const model::TensorStore* store,
+                                                               const model::QuantScheme& quant,
                                                                uint64_t seed,
                                                                const CudaRunnerOptions& options) {
   if (options.sizes.max_slots < 1 || options.sizes.block_tokens < 1 ||
@@ -97,11 +98,12 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                                     devices, " CUDA devices"));
   }
   std::unique_ptr<CudaRunner> runner(new CudaRunner(config, options));
-  LLM_RETURN_IF_ERROR(runner->Init(store, seed));
+  LLM_RETURN_IF_ERROR(runner->Init(store, quant, seed));
   return runner;
 }
 
-absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
+absl::Status CudaRunner::Init(const model::TensorStore* store, const model::QuantScheme& quant,
+                              uint64_t seed) {
   const model::ModelConfig& c = config_;
   LLM_RETURN_IF_ERROR(UseDevice(options_.device));
   LLM_RETURN_IF_ERROR(stream_.Create());
@@ -112,7 +114,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, uint64_t seed) {
   model_options.switches = options_.switches;
   model_options.switches.pdl = options_.switches.pdl.value_or(ProgrammaticLaunchPays(c));
   model_options.valid_vocab_size = options_.valid_vocab_size;
-  LLM_ASSIGN_OR_RETURN(model_, CudaModel::Load(c, store, seed, model_options, stream_.get()));
+  LLM_ASSIGN_OR_RETURN(model_,
+                       CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
 
   const int32_t max_context = options_.max_context > 0
                                   ? std::min(options_.max_context, c.max_position_embeddings)
@@ -425,10 +428,11 @@ int CudaDeviceCount() { return kernels::DeviceCount(); }
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaRunner(const model::ModelConfig& config,
                                                               const model::TensorStore* store,
+                                                              const model::QuantScheme& quant,
                                                               uint64_t seed,
                                                               const CudaRunnerOptions& options) {
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<CudaRunner> runner,
-                       CudaRunner::Create(config, store, seed, options));
+                       CudaRunner::Create(config, store, quant, seed, options));
   return runner;
 }
 

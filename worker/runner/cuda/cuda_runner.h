@@ -44,6 +44,7 @@ class CudaRunner : public ModelRunner {
   // Weights from `store`, or synthetic ones from `seed` when `store` is null.
   static absl::StatusOr<std::unique_ptr<CudaRunner>> Create(const model::ModelConfig& config,
                                                             const model::TensorStore* store,
+                                                            const model::QuantScheme& quant,
                                                             uint64_t seed,
                                                             const CudaRunnerOptions& options);
   ~CudaRunner() override;
@@ -88,7 +89,8 @@ class CudaRunner : public ModelRunner {
   };
 
   CudaRunner(const model::ModelConfig& config, const CudaRunnerOptions& options);
-  absl::Status Init(const model::TensorStore* store, uint64_t seed);
+  absl::Status Init(const model::TensorStore* store, const model::QuantScheme& quant,
+                    uint64_t seed);
   absl::Status AllocateStaging();
   absl::Status CaptureGraphs();
   // Stages layout_'s upload and enqueues its step.

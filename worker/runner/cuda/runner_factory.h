@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/model/config.h"
+#include "worker/model/quant_scheme.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda_switches.h"
 #include "worker/runner/model_runner.h"
@@ -41,8 +42,11 @@ int CudaDeviceCount();
 // A CUDA runner on options.device, with weights from `store`, or synthetic ones from `seed`
 // when `store` is null. Errors name the option (engine.device, engine.kv_memory_fraction) or
 // the unsupported shape; FAILED_PRECONDITION without a device.
+// `quant` says how the linear layers run (model/quant_scheme.h): 16-bit, or FP8 with the
+// checkpoint's scales, or quantised at load.
 absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaRunner(const model::ModelConfig& config,
                                                               const model::TensorStore* store,
+                                                              const model::QuantScheme& quant,
                                                               uint64_t seed,
                                                               const CudaRunnerOptions& options);
 

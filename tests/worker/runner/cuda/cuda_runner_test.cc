@@ -418,7 +418,7 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> TinyRunner(int32_t slots, int32_t kv
   o.sizes.kv_blocks = kv_blocks;
   o.max_prefill_tokens = max_prefill_tokens;
   o.max_prefill_tokens_alone = max_prefill_tokens;
-  return CudaRunner::Create(*config, nullptr, 1, o);
+  return CudaRunner::Create(*config, nullptr, model::QuantScheme(), 1, o);
 }
 
 TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {

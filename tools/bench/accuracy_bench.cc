@@ -1,0 +1,255 @@
+// llm-bench accuracy: how far a model (typically FP8) is from a reference (its 16-bit original),
+// teacher-forced on the CPU reference backend: at every position of each text, whether both
+// pick the same next token (top-1 agreement), each one's perplexity of the text's actual next
+// tokens, and the cosine similarity of their logits.
+//
+// Texts: the golden prompts with their generated ids (../shared/golden, BOS included) and a
+// held-out text (tests/data/heldout_story.txt, in windows of --window tokens), tokenized with
+// the model's tokenizer. A random:<shape> model has no text it was trained on, so it takes
+// --random-sequences sequences of --window random ids instead; --layers keeps the first N
+// layers of such a shape, so that an 8B shape's products fit a CPU's memory (fp32).
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/mapped_file.h"
+#include "common/status_macros.h"
+#include "common/thread_pool.h"
+#include "nlohmann/json.hpp"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/commands.h"
+#include "worker/frontend/tokenizer.h"
+#include "worker/model/quant_scheme.h"
+#include "worker/model/synthetic.h"
+#include "worker/runner/cpu_model.h"
+
+namespace llm::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Model {
+  model::ModelSource source;
+  model::ModelConfig config;
+  model::QuantScheme scheme;
+  std::unique_ptr<model::TensorStore> store;
+  std::unique_ptr<runner::CpuModel> cpu;
+};
+
+// Loads `spec` (a directory or random:<shape>) with its own format, or quantised at load
+// (`quantization`), keeping the first `layers` layers of a random shape (0: all).
+absl::StatusOr<Model> LoadModel(const std::string& spec, const std::string& quantization,
+                                int32_t layers, ThreadPool& pool) {
+  Model m;
+  LLM_ASSIGN_OR_RETURN(m.source, model::ParseModelSource(spec));
+  LLM_ASSIGN_OR_RETURN(m.config, model::LoadSourceConfig(m.source));
+  model::QuantScheme checkpoint;
+  if (m.source.synthetic()) {
+    if (layers > 0) m.config.num_layers = std::min(m.config.num_layers, layers);
+    LLM_ASSIGN_OR_RETURN(
+        m.store, model::MakeSyntheticStore(m.config, m.source.seed, model::DType::kBF16, &pool));
+  } else {
+    LLM_ASSIGN_OR_RETURN(checkpoint, model::LoadQuantScheme(m.source.dir));
+    LLM_ASSIGN_OR_RETURN(m.store, model::TensorStore::Open(m.source.dir));
+  }
+  LLM_ASSIGN_OR_RETURN(m.scheme, model::ApplyQuantizationOption(quantization, checkpoint));
+  LLM_ASSIGN_OR_RETURN(m.cpu, runner::CpuModel::FromStore(m.config, *m.store, &pool, m.scheme));
+  return m;
+}
+
+// The logits at every position of `ids` ([ids.size(), vocab]): one forward pass whose chunks
+// are one token each, all of one sequence, so each position's logits come out.
+absl::StatusOr<std::vector<float>> AllLogits(runner::CpuModel& m, const std::vector<int32_t>& ids) {
+  const int32_t bt = 16, n = static_cast<int32_t>(ids.size());
+  runner::CpuKvCache kv(m.config(), (n + bt - 1) / bt, bt);
+  std::vector<int32_t> table((n + bt - 1) / bt);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  std::vector<runner::SeqChunk> chunks;
+  for (int32_t t = 0; t < n; ++t) chunks.push_back({t, 1, t, table, true});
+  std::vector<float> logits;
+  LLM_RETURN_IF_ERROR(m.Forward({ids, chunks}, kv, logits));
+  return logits;
+}
+
+// Sums over the positions of several texts.
+struct Tally {
+  int64_t positions = 0;
+  int64_t agree = 0;
+  double nll_model = 0, nll_reference = 0;
+  double cosine_sum = 0, cosine_min = 1;
+
+  void Add(const Tally& o) {
+    positions += o.positions;
+    agree += o.agree;
+    nll_model += o.nll_model;
+    nll_reference += o.nll_reference;
+    cosine_sum += o.cosine_sum;
+    cosine_min = std::min(cosine_min, o.cosine_min);
+  }
+
+  json Json() const {
+    const double n = static_cast<double>(std::max<int64_t>(positions, 1));
+    const double ppl_m = std::exp(nll_model / n), ppl_r = std::exp(nll_reference / n);
+    return {{"positions", positions},
+            {"top1_agreement", agree / n},
+            {"perplexity_model", ppl_m},
+            {"perplexity_reference", ppl_r},
+            {"perplexity_change", ppl_m / ppl_r - 1.0},
+            {"logit_cosine_mean", cosine_sum / n},
+            {"logit_cosine_min", cosine_min}};
+  }
+};
+
+// -log softmax(row)[target].
+double Nll(const float* row, int32_t vocab, int32_t target) {
+  const float mx = *std::max_element(row, row + vocab);
+  double sum = 0;
+  for (int32_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(row[i]) - mx);
+  return std::log(sum) - (static_cast<double>(row[target]) - mx);
+}
+
+absl::Status Compare(Model& m, Model& r, const std::vector<int32_t>& ids, Tally& tally) {
+  LLM_ASSIGN_OR_RETURN(const std::vector<float> lm, AllLogits(*m.cpu, ids));
+  LLM_ASSIGN_OR_RETURN(const std::vector<float> lr, AllLogits(*r.cpu, ids));
+  const int32_t vocab = m.config.vocab_size;
+  for (size_t t = 0; t + 1 < ids.size(); ++t) {
+    const float* a = lm.data() + t * vocab;
+    const float* b = lr.data() + t * vocab;
+    tally.agree += std::max_element(a, a + vocab) - a == std::max_element(b, b + vocab) - b;
+    tally.nll_model += Nll(a, vocab, ids[t + 1]);
+    tally.nll_reference += Nll(b, vocab, ids[t + 1]);
+    double ab = 0, aa = 0, bb = 0;
+    for (int32_t i = 0; i < vocab; ++i) {
+      ab += static_cast<double>(a[i]) * b[i];
+      aa += static_cast<double>(a[i]) * a[i];
+      bb += static_cast<double>(b[i]) * b[i];
+    }
+    const double cosine = ab / std::sqrt(aa * bb);
+    tally.cosine_sum += cosine;
+    tally.cosine_min = std::min(tally.cosine_min, cosine);
+    ++tally.positions;
+  }
+  return absl::OkStatus();
+}
+
+// The golden sequences: prompt ids then generated ids, per line.
+absl::StatusOr<std::vector<std::vector<int32_t>>> GoldenSequences(const std::string& path) {
+  LLM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  std::vector<std::vector<int32_t>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("prompt_ids") || !j.contains("generated_ids")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": a line without prompt_ids and generated_ids"));
+    }
+    std::vector<int32_t> ids = j["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t id : j["generated_ids"].get<std::vector<int32_t>>()) ids.push_back(id);
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+// `text` tokenized (BOS as the tokenizer adds it) in windows of `window` tokens, each window
+// after the first starting with BOS again where the model has one.
+absl::StatusOr<std::vector<std::vector<int32_t>>> TextWindows(const std::string& dir,
+                                                              const std::string& path,
+                                                              int32_t window, int32_t bos) {
+  LLM_ASSIGN_OR_RETURN(auto tok, frontend::Tokenizer::Load(dir));
+  LLM_ASSIGN_OR_RETURN(const std::string text, ReadFileToString(path));
+  LLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok->Encode(text, true));
+  std::vector<std::vector<int32_t>> out;
+  size_t at = 0;
+  while (at + 1 < ids.size()) {
+    std::vector<int32_t> w;
+    if (at > 0 && bos >= 0) w.push_back(bos);
+    while (at < ids.size() && static_cast<int32_t>(w.size()) < window) w.push_back(ids[at++]);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunAccuracyBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench accuracy";
+  FlagSet flags;
+  flags.Value("model", "the model measured: a checkpoint directory or random:<shape>")
+      .Value("reference", "the reference: a checkpoint directory or random:<shape>")
+      .Value("quantization", "--model quantised at load: none or fp8 (engine.quantization)", "none")
+      .Value("golden", "golden JSON lines (prompt_ids, generated_ids); empty: none",
+             SharedPath("golden/tinystories-656k.jsonl"))
+      .Value("text", "held-out text, tokenized with --model's tokenizer; empty: none",
+             SourcePath("tests/data/heldout_story.txt"))
+      .Value("window", "tokens per teacher-forced sequence (at most the context)", "256")
+      .Value("layers", "random shapes: keep the first N layers (0: all)", "0")
+      .Value("random-sequences", "random shapes: sequences of random ids", "4")
+      .Value("threads", "CPU threads (0 = all cores)", "0");
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  if (absl::Status st = flags.Require({"model", "reference"}); !st.ok()) return Fail(cmd, st);
+  auto window = flags.GetInt("window");
+  auto layers = flags.GetInt("layers");
+  auto random_sequences = flags.GetInt("random-sequences");
+  auto threads = flags.GetInt("threads");
+  for (const auto* v : {&window, &layers, &random_sequences, &threads}) {
+    if (!v->ok()) return Fail(cmd, v->status());
+  }
+  ThreadPool pool(static_cast<int>(*threads));
+  auto m = LoadModel(flags.GetString("model"), flags.GetString("quantization"),
+                     static_cast<int32_t>(*layers), pool);
+  if (!m.ok()) return Fail(cmd, m.status());
+  auto r = LoadModel(flags.GetString("reference"), "none", static_cast<int32_t>(*layers), pool);
+  if (!r.ok()) return Fail(cmd, r.status());
+  if (m->config.vocab_size != r->config.vocab_size) {
+    return Fail(cmd, absl::InvalidArgumentError("--model and --reference differ in vocabulary"));
+  }
+  const int32_t win = static_cast<int32_t>(std::min<int64_t>(
+      *window, std::min(m->config.max_position_embeddings, r->config.max_position_embeddings)));
+  std::vector<std::pair<std::string, std::vector<std::vector<int32_t>>>> sets;
+  if (m->source.synthetic()) {
+    std::mt19937 rng(1);
+    std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(*random_sequences));
+    for (auto& s : seqs) {
+      for (int32_t i = 0; i < win; ++i)
+        s.push_back(static_cast<int32_t>(rng() % m->config.vocab_size));
+    }
+    sets.emplace_back("random", std::move(seqs));
+  } else {
+    if (!flags.GetString("golden").empty()) {
+      auto golden = GoldenSequences(flags.GetString("golden"));
+      if (!golden.ok()) return Fail(cmd, golden.status());
+      sets.emplace_back("golden", std::move(*golden));
+    }
+    if (!flags.GetString("text").empty()) {
+      auto text = TextWindows(m->source.dir, flags.GetString("text"), win, m->config.bos_token_id);
+      if (!text.ok()) return Fail(cmd, text.status());
+      sets.emplace_back("heldout", std::move(*text));
+    }
+  }
+  json out = {{"benchmark", "accuracy"},
+              {"backend", "cpu-fp32"},
+              {"model", flags.GetString("model")},
+              {"model_scheme", m->scheme.Describe()},
+              {"reference", flags.GetString("reference")},
+              {"reference_scheme", r->scheme.Describe()},
+              {"layers", m->config.num_layers}};
+  Tally all;
+  for (auto& [name, seqs] : sets) {
+    Tally t;
+    for (const auto& ids : seqs) {
+      if (absl::Status st = Compare(*m, *r, ids, t); !st.ok()) return Fail(cmd, st);
+    }
+    out["sets"][name] = t.Json();
+    all.Add(t);
+  }
+  out["all"] = all.Json();
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace llm::bench
