@@ -17,6 +17,11 @@
 #   build-gpu-bundle/session.sh prefill   # ~1 min: TTFT, the prefill stall, chunk sizes (13)
 #   build-gpu-bundle/session.sh gemv      # the GEMV's split: its tests under racecheck and
 #                                         #   memcheck, batch-1 steps at four settings, targets
+#   build-gpu-bundle/session.sh fp8       # issue 29: the FP8 kernel and runner tests, their
+#                                         #   sanitizers, llama-3-8b bf16 beside FP8 quantised
+#                                         #   at load (batch 1, 64/256 slots, 4k TTFT, kernels)
+#   build-gpu-bundle/session.sh fp8-ckpt  # issue 29: llm-cli quantize writes llama-3-8b per
+#                                         #   channel and in blocks; each through llm-bench gpu
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -29,7 +34,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8|fp8-ckpt}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -202,6 +207,32 @@ case "$phase" in
     step memcheck-gemv 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$gemv_tests"
     ;;
+  fp8)
+    fp8_tests='Fp8KernelTest.*:GemvFp8Test.*:GemmFp8Test.*'
+    step kernels_test-fp8 120 "${run[@]}" kernels_test --gtest_filter="$fp8_tests"
+    step cuda_runner_test-fp8 150 "${run[@]}" cuda_runner_test --gtest_filter='CudaFp8*'
+    step memcheck-fp8 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
+    step racecheck-fp8 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='Fp8KernelTest.*:GemvFp8Test.*'
+    # Issue 29's targets: bf16 and FP8 (quantised at load) on the same machine, --kernels.
+    fp8_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
+      --kernels)
+    bench llama-3-8b-bf16 120 "${fp8_runs[@]}"
+    bench llama-3-8b-fp8 120 "${fp8_runs[@]}" --quantization fp8
+    bench llama-3-8b-fp8-batch-invariant 90 --model random:llama-3-8b --quantization fp8 \
+      --slots 64 --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --batch-invariant
+    ;;
+  fp8-ckpt)
+    # Checkpoints as users bring them, written here by llm-cli quantize (about 8 GB each).
+    for kind in channel block; do
+      step "quantize-$kind" 150 "${run[@]}" llm-cli quantize --fp8 "$kind" \
+        --model random:llama-3-8b --out "$out/../ckpt-$kind"
+      bench "llama-3-8b-fp8-$kind" 120 --model "$out/../ckpt-$kind" --ttft-prompts 4096 \
+        --stall-prompt 0 --ttft-runs 2
+      rm -rf "$out/../ckpt-$kind"
+    done
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -216,7 +247,8 @@ case "$phase" in
       --stall-prompt 16384
     ;;
   *)
-    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill or gemv)" >&2
+    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv, fp8 or" \
+      "fp8-ckpt)" >&2
     exit 2
     ;;
 esac

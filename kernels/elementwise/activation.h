@@ -1,5 +1,6 @@
 // SiLU-and-multiply: out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i], in fp32 from bf16.
-// Reference: runner::SiluMul.
+// Reference: runner::SiluMul. With `fp8` on (an FP8 down product next; fp8_out.h), the fp32
+// results go to fp8.x as E4M3 rows with their scales, not to `out` (inter a multiple of 4).
 #ifndef LLM_KERNELS_ELEMENTWISE_ACTIVATION_H_
 #define LLM_KERNELS_ELEMENTWISE_ACTIVATION_H_
 
@@ -8,6 +9,8 @@
 
 #include <cstdint>
 
+#include "kernels/elementwise/fp8_out.h"
+
 namespace llm::kernels {
 
 struct SiluMulParams {
@@ -15,6 +18,7 @@ struct SiluMulParams {
   __nv_bfloat16* out;            // [rows, inter]
   int32_t rows;
   int32_t inter;
+  Fp8Out fp8{};
 };
 
 cudaError_t LaunchSiluMul(const SiluMulParams& params, cudaStream_t stream);

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <utility>
 
 #include "kernels/gemm/cublaslt_loader.h"
 #include "kernels/gemm/gemm.h"
@@ -21,6 +22,18 @@ constexpr int32_t kInvariantReferenceRows = 128;
     if (llm_st_ != CUBLAS_STATUS_SUCCESS) return llm_st_; \
   } while (0)
 
+// The plan key's weight kind.
+int WeightKindOf(const Weight& w) {
+  return !w.fp8() ? 0 : w.scales == WeightScales::kBlock ? 2 : 1;
+}
+
+// The rows a product's plan is made for: an FP8 one's are padded (weight.h).
+int32_t PlanRows(const GemmArgs& g) { return g.w.fp8() ? Fp8GemmRows(g.rows) : g.rows; }
+
+bool HasBias(const GemmArgs& g) {
+  return g.w.fp8() && g.out_type == GemmOut::kF32 ? g.bias_bf16 != nullptr : g.bias != nullptr;
+}
+
 }  // namespace
 
 struct Gemm::Plan {
@@ -36,26 +49,49 @@ struct Gemm::Plan {
   }
 
   // Column-major view: C[out, rows] = op_T(A)[out, in] . B[in, rows], with A = w stored as a
-  // column-major [in, out] matrix and B = x as a column-major [in, rows] one.
+  // column-major [in, out] matrix and B = x as a column-major [in, rows] one (the "TN" layout
+  // cuBLASLt's FP8 kernels need on Hopper).
   cublasStatus_t Create(const GemmArgs& g) {
     const cudaDataType_t c_type = g.out_type == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF;
+    const bool fp8 = g.w.fp8();
+    const cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const int32_t rows = PlanRows(g);
     LLM_CUBLAS_TRY(Lt().MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     LLM_CUBLAS_TRY(
         Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
     LLM_CUBLAS_TRY(
         Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-    if (g.bias != nullptr) {
+    if (HasBias(g)) {
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      const cudaDataType_t bias_type = c_type;
+      // FP8 products take a bf16 bias, whatever the output (cuBLASLt's FP8 type table).
+      const cudaDataType_t bias_type = fp8 ? CUDA_R_16BF : c_type;
       LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                  sizeof(epilogue)));
       LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                  &bias_type, sizeof(bias_type)));
     }
-    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&a, CUDA_R_16BF, g.in, g.out, g.in));
-    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&b, CUDA_R_16BF, g.in, g.rows, g.in));
-    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&c, c_type, g.out, g.rows, g.out));
+    if (fp8) {
+      const bool block = g.w.scales == WeightScales::kBlock;
+      const int32_t a_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
+                                   : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                                   : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
+                                                 sizeof(a_mode)));
+      LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
+                                                 sizeof(b_mode)));
+      // The scale pointers as the heuristic will see them (RunPlan sets each run's own).
+      const void* a_scale = g.w.scale;
+      const void* b_scale = g.xq.scale;
+      LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                 &a_scale, sizeof(a_scale)));
+      LLM_CUBLAS_TRY(Lt().MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                 &b_scale, sizeof(b_scale)));
+    }
+    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&a, in_type, g.in, g.out, g.in));
+    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&b, in_type, g.in, rows, g.in));
+    LLM_CUBLAS_TRY(Lt().MatrixLayoutCreate(&c, c_type, g.out, rows, g.out));
     return CUBLAS_STATUS_SUCCESS;
   }
 };
@@ -87,11 +123,11 @@ cudaError_t Gemm::Init(const GemmOptions& options) {
 
 int32_t Gemm::GemvSplitsFor(const GemmArgs& g) const {
   const int64_t weight_rows = g.silu_mul ? int64_t{2} * g.out : int64_t{g.out};
-  return GemvSplits(weight_rows, g.in, sms_, split_rows_per_sm_);
+  return GemvSplits(weight_rows, g.in, sms_, split_rows_per_sm_, GemvVecInputs(g.w.fp8()));
 }
 
 int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
-  const Shape key{0, g.in, g.out, static_cast<int>(g.out_type), g.bias != nullptr};
+  const Shape key{0, g.in, g.out, static_cast<int>(g.out_type), HasBias(g), WeightKindOf(g.w)};
   if (auto it = invariant_algos_.find(key); it != invariant_algos_.end()) {
     *algo = it->second;
     return 0;
@@ -144,7 +180,8 @@ int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_
 }
 
 Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status, bool tune) {
-  const Shape shape{g.rows, g.in, g.out, static_cast<int>(g.out_type), g.bias != nullptr};
+  const Shape shape{PlanRows(g),      g.in, g.out, static_cast<int>(g.out_type), HasBias(g),
+                    WeightKindOf(g.w)};
   if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
   cublasStatus_t st = plan->Create(g);
@@ -203,23 +240,39 @@ Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status, bool tune) {
 
 int Gemm::Prepare(const GemmArgs& g) {
   if (g.rows <= 0) return 0;
+  if (g.w.fp8() && !WantsFp8Input(g)) return 0;  // the GEMV's: no cuBLASLt plan
   int status = 0;
-  GetPlan(g, &status, tune_ && g.rows >= kTuneMinRows);
+  // Tuning runs the product: an FP8 one needs its input's buffers.
+  const bool runnable = !g.w.fp8() || (g.xq.x != nullptr && g.xq.scale != nullptr);
+  GetPlan(g, &status, tune_ && g.rows >= kTuneMinRows && runnable);
   return status;
 }
 
 int Gemm::RunPlan(const GemmArgs& g, Plan& plan, const cublasLtMatmulAlgo_t* algo,
                   cudaStream_t stream) {
-  if (g.bias != nullptr) {
-    const void* bias = g.bias;
+  const bool fp8 = g.w.fp8();
+  if (HasBias(g)) {
+    const void* bias = fp8 && g.out_type == GemmOut::kF32 ? g.bias_bf16 : g.bias;
     const cublasStatus_t st = Lt().MatmulDescSetAttribute(
         plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
     if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
   }
+  const void* x = g.x;
+  if (fp8) {
+    // The scale pointers are the step's (the input's) and the layer's: set per run, as the bias.
+    const void* a_scale = g.w.scale;
+    const void* b_scale = g.xq.scale;
+    for (const auto& [attr, ptr] : {std::pair{CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale},
+                                    std::pair{CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale}}) {
+      const cublasStatus_t st = Lt().MatmulDescSetAttribute(plan.desc, attr, ptr, sizeof(*ptr));
+      if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
+    }
+    x = g.xq.x;
+  }
   const float alpha = 1.0f, beta = 0.0f;
-  return static_cast<int>(Lt().Matmul(handle_, plan.desc, &alpha, g.w, plan.a, g.x, plan.b, &beta,
-                                      g.y, plan.c, g.y, plan.c, algo, workspace_, workspace_bytes_,
-                                      stream));
+  return static_cast<int>(Lt().Matmul(handle_, plan.desc, &alpha, g.w.data, plan.a, x, plan.b,
+                                      &beta, g.y, plan.c, g.y, plan.c, algo, workspace_,
+                                      workspace_bytes_, stream));
 }
 
 int Gemm::FastestCandidate(const GemmArgs& g, Plan& plan,
@@ -294,9 +347,24 @@ bool Gemm::FusesEpilogue(const GemmArgs& g) const {
   return HasEpilogue(g) && use_gemv_ && GemvSupports(GemvFor(g, GemvSplitsFor(g)));
 }
 
+bool Gemm::WantsFp8Input(const GemmArgs& g) const {
+  return g.w.fp8() && !(use_gemv_ && GemvSupports(GemvFor(g, GemvSplitsFor(g))));
+}
+
 int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (g.rows <= 0) return 0;
   if (HasEpilogue(g) && !FusesEpilogue(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
+  if (WantsFp8Input(g)) {
+    // The input must be quantised, its scales in the layout the weight's mode pairs with
+    // (row scales with per-row inputs, 128x128 blocks with 1x128 groups), and a bias of an
+    // fp32 output given in bf16 (cuBLASLt's FP8 products take no other).
+    const bool block = g.w.scales == WeightScales::kBlock;
+    if (g.xq.x == nullptr || g.xq.scale == nullptr ||
+        block != (g.xq.scales == ActivationScales::kGroup) ||
+        (g.out_type == GemmOut::kF32 && g.bias != nullptr && g.bias_bf16 == nullptr)) {
+      return static_cast<int>(CUBLAS_STATUS_INVALID_VALUE);
+    }
+  }
   if (use_gemv_) {
     const GemvParams p = GemvFor(g, GemvSplitsFor(g));
     if (GemvSupports(p)) {

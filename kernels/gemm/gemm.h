@@ -1,8 +1,9 @@
 // Matrix products through cuBLASLt: y[rows, out] = x[rows, in] . w[out, in]^T (+ bias[out]),
-// x and w bf16, fp32 accumulation, y bf16 or fp32. w is in the Hugging Face layout (row-major
-// [out, in]). Plans (descriptors, layouts, the chosen algorithm) are cached per shape, so after
-// a first call (or Prepare) of each shape a product allocates nothing and can be captured in a
-// CUDA graph. Not thread-safe: one Gemm per stream.
+// x and w bf16, fp32 accumulation, y bf16 or fp32. The one dispatch point of every product: the
+// weight's type (weight.h) and the row count pick the kernel. w is in the Hugging Face layout
+// (row-major [out, in]). Plans (descriptors, layouts, the chosen algorithm) are cached per shape,
+// so after a first call (or Prepare) of each shape a product allocates nothing and can be captured
+// in a CUDA graph. Not thread-safe: one Gemm per stream.
 //
 // Batch-invariant mode: the algorithm is chosen once per (in, out, output type, bias) and used
 // for every row count, with no split-K or other cross-block reduction, so each output element
@@ -13,6 +14,13 @@
 // steps of a few sequences, run on the GEMV kernel of gemv.h, which reads each weight once; a
 // product of few weight rows for the device spreads each output over several warps (GemvSplits,
 // from the weight matrix, the device's multiprocessors and `gemv_split_rows_per_sm`).
+//
+// FP8 weights (GemmArgs::w.fp8()): at up to kGemvMaxRows rows the GEMV reads them with bf16 x
+// (W8A16: gemv.h); otherwise cuBLASLt's FP8 tensor cores take E4M3 x too (W8A8: args.xq, its
+// rows quantised by the kernel that made them, fp8_out.h), with row scales as OUTER_VEC_32F on
+// both operands and 128x128 block scales as BLK128x128_32F on w and VEC128_32F on x, fp32
+// accumulation, on Fp8GemmRows(rows) rows (the buffers hold them). WantsFp8Input says which an
+// FP8 product takes. cuBLASLt's FP8 products take a bf16 bias whatever the output type.
 //
 // Tuning (Init's `tune`, not in batch-invariant mode): Prepare of a shape of at least
 // kTuneMinRows rows times cuBLASLt's first kTuneCandidates algorithms on the arguments' own
@@ -35,6 +43,7 @@
 
 #include "kernels/elementwise/rope_kv.h"
 #include "kernels/gemm/gemv.h"
+#include "kernels/gemm/weight.h"
 
 namespace llm::kernels {
 
@@ -49,8 +58,8 @@ struct NormInput {
 };
 
 struct GemmArgs {
-  const __nv_bfloat16* x;  // [rows, in]
-  const __nv_bfloat16* w;  // [out, in]
+  const __nv_bfloat16* x;  // [rows, in]; unused by an FP8 product that takes xq
+  Weight w;                // [out, in]: bf16 or FP8 (weight.h)
   const void* bias;        // [out] (bf16 for kBf16 output, fp32 for kF32) or null
   void* y;                 // [rows, out]
   int32_t rows;
@@ -69,6 +78,10 @@ struct GemmArgs {
   bool silu_mul = false;
   // the q/k/v product with RoPE and the K/V cache write (gemv.h, RoPE/KV): y is rope_kv->qkv.
   const RopeKvParams* rope_kv = nullptr;
+  // An FP8 product on cuBLASLt (WantsFp8Input): its E4M3 input, and its bias as bf16 when the
+  // output is fp32 (`bias` is then the GEMV's fp32 one).
+  Fp8Input xq{};
+  const __nv_bfloat16* bias_bf16 = nullptr;
 };
 
 inline constexpr int32_t kTuneMinRows = 512;
@@ -110,6 +123,9 @@ class Gemm {
   // product and then the residual add (LaunchRmsNorm's delta), LaunchSiluMul or LaunchRopeKv
   // (the same bits).
   bool FusesEpilogue(const GemmArgs& args) const;
+  // Whether Run takes `args` (an FP8 weight's product) through cuBLASLt, with args.xq as its
+  // input, rather than through the GEMV with bf16 x.
+  bool WantsFp8Input(const GemmArgs& args) const;
   bool batch_invariant() const { return batch_invariant_; }
   bool uses_gemv() const { return use_gemv_; }
   // The warps per output the GEMV takes for `args`' weight matrix.
@@ -117,7 +133,8 @@ class Gemm {
 
  private:
   struct Plan;
-  using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool>;
+  // rows, in, out, output type, bias, weight kind (0 bf16, 1 FP8 row scales, 2 FP8 blocks).
+  using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool, int>;
   // The plan for `args`' shape, created on first use (tuned when `tune`); null with `*status`
   // set on failure.
   Plan* GetPlan(const GemmArgs& args, int* status, bool tune = false);

@@ -27,6 +27,15 @@
 // LaunchRmsNorm's delta would do next, done where the delta is made (the same bits:
 // y + (sum + bias)).
 //
+// FP8 weights (GemvParams::w.fp8(), every mode; W8A16): w is E4M3 with row or 128x128 block
+// scales (weight.h), x stays bf16 (or the norm prologue's bf16 rounding). A lane's 16-byte vector
+// holds 16 weights, so a lane-round covers 512 inputs (in a multiple of 16). With row scales the
+// warp's sum is multiplied by the row's scale before the bias and the epilogue; with block
+// scales each vector's 16 products are summed, then added times its block's scale (a vector
+// lies in one 128-input block). Decode steps read the weights once in half the bytes, and keep
+// every fusion above; the activations are not quantised (the prompt's products, on cuBLASLt,
+// quantise them: gemm.h). Reference: the dequantised weight times x in double.
+//
 // Split (GemvParams::splits, every mode): a product of few weight rows for the device (at batch
 // 1, fewer warps than the multiprocessors hold) spreads each output over 2 or 4 warps of one
 // block, which add their sums through shared memory in a fixed order; Gemm picks the split from
@@ -41,6 +50,7 @@
 
 #include "kernels/elementwise/rmsnorm_order.h"
 #include "kernels/elementwise/rope_kv.h"
+#include "kernels/gemm/weight.h"
 
 namespace llm::kernels {
 
@@ -56,11 +66,11 @@ inline constexpr int32_t kGemvNormMaxIn = 4 * 8 * kRmsNormThreads;
 
 struct GemvParams {
   const __nv_bfloat16* x;  // [rows, in]
-  const __nv_bfloat16* w;  // [out, in]
+  Weight w;                // [out, in]: bf16, or FP8 with row or block scales (weight.h)
   const void* bias;        // [out]: fp32 when out_f32, else bf16; or null
   void* y;                 // [rows, out]: fp32 when out_f32, else bf16
   int32_t rows;            // 1..kGemvMaxRows
-  int32_t in;              // a multiple of 8
+  int32_t in;              // a multiple of 8 (bf16 weights) or 16 (FP8)
   int32_t out;
   bool out_f32;
   bool gated = false;  // y bf16; bias (if any) has 2 * out entries
@@ -122,10 +132,13 @@ inline int32_t GemvBlocks(int32_t units, int32_t splits) {
 // llama-3.2-1b's q/k/v and o without its down. kGemvRowsPerSm sits between those.
 inline constexpr int32_t kGemvRowsPerSm = 24;
 
+// Inputs per 16-byte weight vector: 8 bf16 or 16 E4M3.
+inline int32_t GemvVecInputs(bool fp8) { return fp8 ? 16 : 8; }
+
 inline int32_t GemvSplits(int64_t weight_rows, int32_t in, int32_t sms,
-                          int32_t rows_per_sm = kGemvRowsPerSm) {
+                          int32_t rows_per_sm = kGemvRowsPerSm, int32_t vec_inputs = 8) {
   if (weight_rows >= int64_t{rows_per_sm} * sms) return 1;
-  const int32_t vecs = in / 8;
+  const int32_t vecs = in / vec_inputs;
   return vecs >= 16 * 4 ? 4 : vecs >= 16 * 2 ? 2 : 1;
 }
 
@@ -145,11 +158,11 @@ __host__ __device__ inline GemvRopePair RopePairOfWarp(int32_t warp, int32_t hea
   return {head, pair, head * head_dim + pair, head * head_dim + pair + half};
 }
 
-// Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], splits 1, 2 or 4, in a multiple of 8, x
-// and w 16-byte aligned, a bf16 output when gated or with RoPE/KV (then out matches rope's shape
-// and y is rope.qkv), not both; with the norm prologue, rows <= kGemvNormMaxRows, in <=
-// kGemvNormMaxIn, norm_x and norm_weight 16-byte aligned and the gated or RoPE/KV mode (x may
-// then be null); accumulate only in the plain fp32 mode.
+// Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], splits 1, 2 or 4, in a multiple of 8
+// (16 for FP8 weights, which need their scales), x and w 16-byte aligned, a bf16 output when gated
+// or with RoPE/KV (then out matches rope's shape and y is rope.qkv), not both; with the norm
+// prologue, rows <= kGemvNormMaxRows, in <= kGemvNormMaxIn, norm_x and norm_weight 16-byte aligned
+// and the gated or RoPE/KV mode (x may then be null); accumulate only in the plain fp32 mode.
 bool GemvSupports(const GemvParams& p);
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);

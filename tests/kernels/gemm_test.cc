@@ -17,20 +17,6 @@ namespace {
 
 using namespace llm::kernels::testing;
 
-// x . w^T (+ bias, where not null) in double: the reference of the products here.
-std::vector<double> DoubleProduct(const std::vector<float>& x, const std::vector<float>& w,
-                                  const float* bias, int rows, int in, int out) {
-  std::vector<double> want(size_t(rows) * out);
-  for (int r = 0; r < rows; ++r) {
-    for (int o = 0; o < out; ++o) {
-      double acc = bias != nullptr ? bias[o] : 0.0;
-      for (int i = 0; i < in; ++i) acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
-      want[size_t(r) * out + o] = acc;
-    }
-  }
-  return want;
-}
-
 // One product through `gemm` into a fresh output of `type`, back as floats.
 std::vector<float> RunProduct(Gemm& gemm, const __nv_bfloat16* x, const __nv_bfloat16* w,
                               const void* bias, int rows, int in, int out, GemmOut type) {

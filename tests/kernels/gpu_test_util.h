@@ -99,6 +99,21 @@ inline double RelativeError(const std::vector<float>& a, const std::vector<doubl
   return std::sqrt(num / std::max(den, 1e-30));
 }
 
+// x . w^T (+ bias, where not null) in double, x [rows, in], w [out, in]: the reference of the
+// matrix products.
+inline std::vector<double> DoubleProduct(const std::vector<float>& x, const std::vector<float>& w,
+                                         const float* bias, int rows, int in, int out) {
+  std::vector<double> want(size_t(rows) * out);
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < out; ++o) {
+      double acc = bias != nullptr ? bias[o] : 0.0;
+      for (int i = 0; i < in; ++i) acc += double(x[size_t(r) * in + i]) * w[size_t(o) * in + i];
+      want[size_t(r) * out + o] = acc;
+    }
+  }
+  return want;
+}
+
 }  // namespace llm::kernels::testing
 
 #endif  // LLM_TESTS_KERNELS_GPU_TEST_UTIL_H_

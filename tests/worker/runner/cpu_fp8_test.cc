@@ -40,26 +40,11 @@ ModelConfig Shape() {
   return c;
 }
 
-// A random f32 checkpoint of `c` in a new folder (as reference_forward_test writes them).
+// A random f32 checkpoint of `c` in a new folder, its matrices a little wider than
+// reference_forward_test's (std 1/sqrt(fan_in) * sqrt(2)), so the products' inputs span E4M3's
+// range better.
 std::string RandomCheckpoint(const ModelConfig& c, uint32_t seed) {
-  const std::string dir = llm::testing::MakeTempDir("fp8src");
-  EXPECT_TRUE(WriteStringToFile(dir + "/config.json", model::ModelConfigToJson(c).dump()).ok());
-  std::mt19937 rng(seed);
-  std::vector<model::TensorData> tensors;
-  for (const auto& spec : model::LlamaTensorSpecs(c)) {
-    int64_t n = 1;
-    for (int64_t d : spec.shape) n *= d;
-    const float bound = spec.kind == model::TensorKind::kNorm   ? 0.5f
-                        : spec.kind == model::TensorKind::kBias ? 0.2f
-                                                                : std::sqrt(6.0f / spec.fan_in);
-    std::uniform_real_distribution<float> d(-bound, bound);
-    std::vector<float> v(n);
-    for (float& x : v) x = spec.kind == model::TensorKind::kNorm ? 1.0f + d(rng) : d(rng);
-    tensors.push_back({spec.name, model::DType::kF32, spec.shape,
-                       std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
-  }
-  EXPECT_TRUE(model::WriteSafetensors(dir + "/model.safetensors", tensors).ok());
-  return dir;
+  return testing::WriteRandomCheckpoint(c, seed, 6.0f);
 }
 
 std::string Quantized(const std::string& src, const ModelConfig& c, WeightScaling s) {
@@ -110,22 +95,10 @@ std::unique_ptr<model::TensorStore> Dequantised(const std::string& dir, const Mo
 }
 
 std::vector<float> Logits(CpuModel& m, const std::vector<int32_t>& ids) {
-  CpuKvCache kv(m.config(), 1, 16);
-  const std::vector<int32_t> table{0};
-  SeqChunk chunk{0, static_cast<int32_t>(ids.size()), 0, table, true};
-  std::vector<float> logits;
-  EXPECT_TRUE(m.Forward({ids, std::span<const SeqChunk>(&chunk, 1)}, kv, logits).ok());
-  return logits;
+  return testing::CpuLastLogits(m, ids);
 }
 
-double RelativeL2(const std::vector<float>& got, const Mat& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
+using testing::RelativeL2;
 
 const std::vector<int32_t> kIds = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46};
 

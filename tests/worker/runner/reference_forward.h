@@ -9,12 +9,18 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "common/mapped_file.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
 #include "worker/model/config.h"
 #include "worker/model/llama_tensors.h"
 #include "worker/model/safetensors.h"
+#include "worker/runner/cpu_model.h"
 
 namespace llm::runner::testing {
 
@@ -212,6 +218,52 @@ class Reference {
   const model::TensorStore* dequantised_;
   mutable RefActivations act_;
 };
+
+// Writes config.json and a random f32 model.safetensors for `c` into a new directory: norms
+// 1 +- 0.5, biases +- 0.2, matrices uniform in +- sqrt(linear_bound_sq / fan_in).
+inline std::string WriteRandomCheckpoint(const model::ModelConfig& c, uint32_t seed,
+                                         float linear_bound_sq = 3.0f) {
+  const std::string dir = llm::testing::MakeTempDir("ckpt");
+  EXPECT_TRUE(WriteStringToFile(dir + "/config.json", model::ModelConfigToJson(c).dump()).ok());
+  std::mt19937 rng(seed);
+  std::vector<model::TensorData> tensors;
+  for (const auto& spec : model::LlamaTensorSpecs(c)) {
+    int64_t n = 1;
+    for (int64_t d : spec.shape) n *= d;
+    const float bound = spec.kind == model::TensorKind::kNorm ? 0.5f
+                        : spec.kind == model::TensorKind::kBias
+                            ? 0.2f
+                            : std::sqrt(linear_bound_sq / static_cast<float>(spec.fan_in));
+    std::uniform_real_distribution<float> d(-bound, bound);
+    std::vector<float> v(n);
+    for (float& x : v) x = spec.kind == model::TensorKind::kNorm ? 1.0f + d(rng) : d(rng);
+    tensors.push_back({spec.name, model::DType::kF32, spec.shape,
+                       std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
+  }
+  EXPECT_TRUE(model::WriteSafetensors(dir + "/model.safetensors", tensors).ok());
+  return dir;
+}
+
+// The CPU model's logits after the last of `ids` (one sequence, one chunk).
+inline std::vector<float> CpuLastLogits(CpuModel& m, const std::vector<int32_t>& ids) {
+  CpuKvCache kv(m.config(), (static_cast<int32_t>(ids.size()) + 15) / 16, 16);
+  std::vector<int32_t> table(static_cast<size_t>(kv.num_blocks()));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  SeqChunk chunk{0, static_cast<int32_t>(ids.size()), 0, table, true};
+  std::vector<float> logits;
+  EXPECT_TRUE(m.Forward({ids, std::span<const SeqChunk>(&chunk, 1)}, kv, logits).ok());
+  return logits;
+}
+
+// ||got - want|| / ||want||.
+inline double RelativeL2(const std::vector<float>& got, const Mat& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
 
 }  // namespace llm::runner::testing
 

@@ -21,31 +21,10 @@ namespace llm::runner {
 namespace {
 
 using model::ModelConfig;
+using testing::CpuLastLogits;
 using testing::Mat;
 using testing::Reference;
-
-// Writes config.json and a random f32 model.safetensors for `c` into a new directory.
-std::string WriteRandomCheckpoint(const ModelConfig& c, uint32_t seed) {
-  const std::string dir = llm::testing::MakeTempDir("ckpt");
-  EXPECT_TRUE(WriteStringToFile(dir + "/config.json", model::ModelConfigToJson(c).dump()).ok());
-  std::mt19937 rng(seed);
-  std::vector<model::TensorData> tensors;
-  for (const auto& spec : model::LlamaTensorSpecs(c)) {
-    int64_t n = 1;
-    for (int64_t d : spec.shape) n *= d;
-    const float bound = spec.kind == model::TensorKind::kNorm ? 0.5f
-                        : spec.kind == model::TensorKind::kBias
-                            ? 0.2f
-                            : std::sqrt(3.0f / static_cast<float>(spec.fan_in));
-    std::uniform_real_distribution<float> d(-bound, bound);
-    std::vector<float> v(n);
-    for (float& x : v) x = spec.kind == model::TensorKind::kNorm ? 1.0f + d(rng) : d(rng);
-    tensors.push_back({spec.name, model::DType::kF32, spec.shape,
-                       std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
-  }
-  EXPECT_TRUE(model::WriteSafetensors(dir + "/model.safetensors", tensors).ok());
-  return dir;
-}
+using testing::WriteRandomCheckpoint;
 
 ModelConfig Base() {
   ModelConfig c;
@@ -74,11 +53,7 @@ void ExpectMatchesReference(const ModelConfig& c, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> ids(13);
   for (int32_t& id : ids) id = static_cast<int32_t>(rng() % c.vocab_size);
-  CpuKvCache kv((*cpu)->config(), 1, 16);
-  const std::vector<int32_t> table{0};
-  SeqChunk chunk{0, static_cast<int32_t>(ids.size()), 0, table, true};
-  std::vector<float> logits;
-  ASSERT_TRUE((*cpu)->Forward({ids, std::span<const SeqChunk>(&chunk, 1)}, kv, logits).ok());
+  const std::vector<float> logits = CpuLastLogits(**cpu, ids);
   const Mat want = ref.LastLogits(ids);
   ASSERT_EQ(logits.size(), want.size());
   // fp32 against fp64 through two layers of unit-scale activations.

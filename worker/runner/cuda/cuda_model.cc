@@ -8,6 +8,7 @@
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/elementwise/activation.h"
 #include "kernels/elementwise/gather_rows.h"
+#include "kernels/elementwise/quantize_rows.h"
 #include "kernels/elementwise/rmsnorm.h"
 #include "kernels/elementwise/rope_kv.h"
 #include "kernels/launch.h"
@@ -22,16 +23,56 @@ absl::Status CublasStatus(int status, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": cuBLASLt status ", status));
 }
 
-}  // namespace
-
-int64_t LayerWeightBytes(const model::ModelConfig& c) {
-  const int64_t h = c.hidden_size, i = c.intermediate_size;
-  const int64_t qkv = int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()};
-  return 2 * (h * qkv + int64_t{c.q_dim()} * h + 3 * h * i + 2 * h);
+// A product's arguments: its weight and bias, on input x into y.
+kernels::GemmArgs ProductArgs(const CudaProduct& product, const bf16* x, void* y, int32_t rows,
+                              int32_t in, int32_t out, kernels::GemmOut out_type) {
+  kernels::GemmArgs g{x, product.w, product.bias, y, rows, in, out, out_type};
+  g.bias_bf16 = product.bias_bf16;
+  return g;
 }
 
-bool ProgrammaticLaunchPays(const model::ModelConfig& config) {
-  return LayerWeightBytes(config) < kPdlLayerBytes;
+}  // namespace
+
+// The residual stream x (b.x, `rows` rows). A sublayer's output is added to it either by the
+// product that makes it (accumulate: at a few rows, fused_norm) or by the next norm (`pending`
+// is then that output, b.delta). A norm is the next product's prologue where that product can
+// take it (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its input: b.xn, or
+// E4M3 rows for an FP8 product on cuBLASLt. Same bits.
+//
+// In a step with prompt rows the last layer writes every row's K and V, but only the sampling
+// rows go on: their attention (the prefill tiles that hold them, and the decode rows), then
+// x and the attention output gathered to the front of x_sampled and attn_sampled, so the o and
+// MLP products and the final norm run on s.sample_rows rows (none when nothing samples). A
+// decode-only step's rows all sample, in order, so it runs whole.
+struct CudaModel::Pass {
+  const ForwardShape& s;
+  const StepSizes& z;
+  const StepBuffers& b;
+  const KvCache& kv;
+  cudaStream_t st;
+  KernelClock* clock;
+  float* x;
+  int32_t rows;
+  const bf16* attn_in;
+  bool sampled_rows_only;
+  const float* pending = nullptr;
+  kernels::AttentionParams attn{};
+  kernels::PrefillAttentionParams prefill{};
+
+  void Mark(KernelClass k) const {
+    if (clock != nullptr) clock->Mark(k, st);
+  }
+};
+
+int64_t LayerWeightBytes(const model::ModelConfig& c, bool fp8) {
+  const int64_t h = c.hidden_size, i = c.intermediate_size;
+  const int64_t qkv = int64_t{c.q_dim()} + 2 * int64_t{c.kv_dim()};
+  const int64_t products = h * qkv + int64_t{c.q_dim()} * h + 3 * h * i;
+  return (fp8 ? 1 : 2) * products + 2 * 2 * h;
+}
+
+bool ProgrammaticLaunchPays(const model::ModelConfig& config, bool fp8) {
+  return LayerWeightBytes(config, fp8) < kPdlLayerBytes;
 }
 
 absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelConfig& config,
@@ -40,10 +81,6 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
                                                            uint64_t seed,
                                                            const CudaModelOptions& options,
                                                            cudaStream_t stream) {
-  if (quant.quantized()) {
-    return absl::UnimplementedError(
-        absl::StrCat("CUDA runner: ", quant.Describe(), ": FP8 products are not served yet"));
-  }
   std::unique_ptr<CudaModel> m(new CudaModel(config, options));
   // Process-wide, and before the first launch and any capture (kernels/launch.h); only where
   // the kernels the device runs wait for prior grids (sm_90 code on an sm_90 or newer device).
@@ -64,9 +101,9 @@ absl::StatusOr<std::unique_ptr<CudaModel>> CudaModel::Load(const model::ModelCon
                              "prefill attention");
   }
   if (store != nullptr) {
-    LLM_ASSIGN_OR_RETURN(m->weights_, UploadCudaWeights(config, *store, stream));
+    LLM_ASSIGN_OR_RETURN(m->weights_, UploadCudaWeights(config, *store, quant, stream));
   } else {
-    LLM_ASSIGN_OR_RETURN(m->weights_, RandomCudaWeights(config, seed, stream));
+    LLM_ASSIGN_OR_RETURN(m->weights_, RandomCudaWeights(config, seed, quant, stream));
   }
   return m;
 }
@@ -76,269 +113,311 @@ absl::Status CudaModel::PrepareProducts(const StepSizes& z, const StepBuffers& b
                                         std::span<const int32_t> sample_rows) {
   const model::ModelConfig& c = config_;
   const CudaLayerWeights& L = weights_.layers.front();
+  const int32_t H = c.hidden_size, I = c.intermediate_size;
+  using kernels::GemmOut;
+  // An FP8 product's input as the step's kernels write it (tuning runs the products).
+  const kernels::Fp8Input xq{b.xq, b.xq_scale, weights_.input_scales};
+  const auto prepare = [&](kernels::GemmArgs g) {
+    if (g.w.fp8()) g.xq = xq;
+    return CublasStatus(gemm_.Prepare(g), "GEMM plan");
+  };
   for (const int32_t r : rows) {
-    const kernels::GemmArgs shapes[] = {
-        {b.xn, L.qkv, L.qkv_bias, b.qkv, r, c.hidden_size, z.qkv_dim, kernels::GemmOut::kBf16},
-        {b.attn, L.o, L.o_bias, b.delta, r, c.q_dim(), c.hidden_size, kernels::GemmOut::kF32},
-        {b.xn, L.gate_up, L.gate_up_bias, b.gate_up, r, c.hidden_size, 2 * c.intermediate_size,
-         kernels::GemmOut::kBf16},
-        {b.act, L.down, L.down_bias, b.delta, r, c.intermediate_size, c.hidden_size,
-         kernels::GemmOut::kF32},
-    };
-    for (const auto& g : shapes) LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(g), "GEMM plan"));
+    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.qkv, b.xn, b.qkv, r, H, z.qkv_dim, GemmOut::kBf16)));
+    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.o, b.attn, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
+    LLM_RETURN_IF_ERROR(
+        prepare(ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
+    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
   }
   for (const int32_t r : sample_rows) {
     // The head, and the last layer's o and MLP products on the sampling rows alone (Forward).
-    const kernels::GemmArgs shapes[] = {
-        {b.xs, weights_.head, nullptr, b.logits, r, c.hidden_size, c.vocab_size,
-         kernels::GemmOut::kF32},
-        {b.attn_sampled, L.o, L.o_bias, b.delta, r, c.q_dim(), c.hidden_size,
-         kernels::GemmOut::kF32},
-        {b.xn, L.gate_up, L.gate_up_bias, b.gate_up, r, c.hidden_size, 2 * c.intermediate_size,
-         kernels::GemmOut::kBf16},
-        {b.act, L.down, L.down_bias, b.delta, r, c.intermediate_size, c.hidden_size,
-         kernels::GemmOut::kF32},
-    };
-    for (const auto& g : shapes) LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Prepare(g), "GEMM plan"));
+    LLM_RETURN_IF_ERROR(
+        prepare({b.xs, weights_.head, nullptr, b.logits, r, H, c.vocab_size, GemmOut::kF32}));
+    LLM_RETURN_IF_ERROR(
+        prepare(ProductArgs(L.o, b.attn_sampled, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
+    LLM_RETURN_IF_ERROR(
+        prepare(ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
+    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
   }
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const StepBuffers& b,
-                                const KvCache& kv, cudaStream_t st, KernelClock* clock) {
-  const model::ModelConfig& c = config_;
-  const auto mark = [&](KernelClass k) {
-    if (clock != nullptr) clock->Mark(k, st);
-  };
-  const int32_t H = c.hidden_size, I = c.intermediate_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+kernels::Fp8Out CudaModel::Fp8OutFor(const Pass& p, const CudaProduct& product) const {
+  kernels::Fp8Out q;
+  q.x = p.b.xq;
+  q.scale = p.b.xq_scale;
+  q.scales = weights_.input_scales;
+  q.static_scale = product.input_scale;
+  return q;
+}
 
+absl::Status CudaModel::RunProduct(Pass& p, const kernels::GemmArgs& args, const char* what) {
+  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(args, p.st), what));
+  p.Mark(KernelClass::kProducts);
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::NormBefore(Pass& p, kernels::GemmArgs& args, const kernels::NormInput& norm,
+                                   const CudaProduct& product) {
+  const bool fp8_input = gemm_.WantsFp8Input(args);
+  if (options_.switches.fused_norm && p.pending == nullptr && !fp8_input) {
+    args.norm = &norm;
+    if (gemm_.FusesEpilogue(args)) return absl::OkStatus();
+    args.norm = nullptr;
+  }
+  kernels::RmsNormParams rn{p.x,     p.pending, norm.weight,         p.b.xn,
+                            nullptr, p.rows,    config_.hidden_size, norm.eps};
+  if (fp8_input) {
+    rn.fp8 = Fp8OutFor(p, product);
+    args.xq = rn.fp8.Input();
+  }
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRmsNorm(rn, p.st), "rmsnorm");
+  p.Mark(KernelClass::kNorms);
+  p.pending = nullptr;
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::QuantizeInputIfWanted(Pass& p, kernels::GemmArgs& args, const bf16* x,
+                                              const CudaProduct& product) {
+  if (!gemm_.WantsFp8Input(args)) return absl::OkStatus();
+  const kernels::QuantizeRowsParams q{x, args.rows, args.in, Fp8OutFor(p, product)};
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchQuantizeRows(q, p.st), "FP8 input");
+  p.Mark(KernelClass::kOther);
+  args.xq = q.out.Input();
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::ResidualProduct(Pass& p, kernels::GemmArgs args, const char* what) {
+  kernels::GemmArgs into_x = args;
+  into_x.y = p.x;
+  into_x.accumulate = true;
+  const bool fused = options_.switches.fused_norm && gemm_.FusesEpilogue(into_x);
+  LLM_RETURN_IF_ERROR(RunProduct(p, fused ? into_x : args, what));
+  p.pending = fused ? nullptr : p.b.delta;
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::StepInputs(Pass& p) {
+  const ForwardShape& s = p.s;
   kernels::StepInputsParams in{};
   in.prefill_slot = s.prefill_slot;
   in.prefill_pos = s.prefill_pos;
   in.prefill_token = s.prefill_token;
   in.num_prefill = s.prefill_rows;
-  in.decode_list = b.decode_list;
+  in.decode_list = p.b.decode_list;
   in.num_decode = s.decode_rows;
-  in.slots = b.slots;
-  in.vocab = c.vocab_size;
-  in.row_token = b.row_token;
-  in.row_pos = b.row_pos;
-  in.row_slot = b.row_slot;
+  in.slots = p.b.slots;
+  in.vocab = config_.vocab_size;
+  in.row_token = p.b.row_token;
+  in.row_pos = p.b.row_pos;
+  in.row_slot = p.b.row_slot;
   in.embedding = weights_.embedding;  // and each row's embedding, in the same launch
-  in.x = b.x;
-  in.hidden = H;
-  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, st), "step inputs and embedding");
-  mark(KernelClass::kOther);
+  in.x = p.b.x;
+  in.hidden = config_.hidden_size;
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, p.st), "step inputs and embedding");
+  p.Mark(KernelClass::kOther);
 
-  kernels::AttentionParams attn{};
-  attn.qkv = b.qkv;
-  attn.row_pos = b.row_pos;
-  attn.row_slot = b.row_slot;
-  attn.block_tables = b.block_tables;
-  attn.max_blocks_per_seq = z.max_blocks_per_seq;
-  attn.out = b.attn;
-  attn.partial_out = b.part_out;
-  attn.partial_max = b.part_max;
-  attn.partial_sum = b.part_sum;
-  attn.split_arrivals = b.split_arrivals;
+  const model::ModelConfig& c = config_;
+  kernels::AttentionParams& attn = p.attn;
+  attn.qkv = p.b.qkv;
+  attn.row_pos = p.b.row_pos;
+  attn.row_slot = p.b.row_slot;
+  attn.block_tables = p.b.block_tables;
+  attn.max_blocks_per_seq = p.z.max_blocks_per_seq;
+  attn.out = p.b.attn;
+  attn.partial_out = p.b.part_out;
+  attn.partial_max = p.b.part_max;
+  attn.partial_sum = p.b.part_sum;
+  attn.split_arrivals = p.b.split_arrivals;
   attn.num_heads = c.num_heads;
   attn.num_kv_heads = c.num_kv_heads;
   attn.head_dim = c.head_dim;
-  attn.block_tokens = z.engine.block_tokens;
+  attn.block_tokens = p.z.engine.block_tokens;
   attn.sliding_window = c.sliding_window;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   attn.tensor_cores = options_.switches.tensor_core_decode;
-  kernels::PrefillAttentionParams prefill{};
-  prefill.qkv = b.qkv;
-  prefill.block_tables = b.block_tables;
-  prefill.max_blocks_per_seq = z.max_blocks_per_seq;
+  kernels::PrefillAttentionParams& prefill = p.prefill;
+  prefill.qkv = p.b.qkv;
+  prefill.block_tables = p.b.block_tables;
+  prefill.max_blocks_per_seq = p.z.max_blocks_per_seq;
   prefill.chunks = s.prefill_chunks;
   prefill.tiles = s.prefill_tiles;
   prefill.num_tiles = s.num_prefill_tiles;
-  prefill.out = b.attn;
+  prefill.out = p.b.attn;
   prefill.num_heads = c.num_heads;
   prefill.num_kv_heads = c.num_kv_heads;
   prefill.head_dim = c.head_dim;
-  prefill.block_tokens = z.engine.block_tokens;
+  prefill.block_tokens = p.z.engine.block_tokens;
   prefill.sliding_window = c.sliding_window;
   prefill.scale = attn.scale;
+  return absl::OkStatus();
+}
 
-  // The residual stream x (b.x, `rows` rows). A sublayer's output is added to it either by the
-  // product that makes it (accumulate: at a few rows, options_.switches.fused_norm) or by the next
-  // norm
-  // (`pending` is then that output, b.delta). A norm is the next product's prologue where that
-  // product can take it (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its
-  // input, b.xn. Same bits.
-  //
-  // In a step with prompt rows the last layer writes every row's K and V, but only the sampling
-  // rows go on: their attention (the prefill tiles that hold them, and the decode rows), then
-  // x and the attention output gathered to the front of x_sampled and attn_sampled, so the o and
-  // MLP products and the final norm run on s.sample_rows rows (none when nothing samples). A
-  // decode-only step's rows all sample, in order, so it runs whole.
-  float* x = b.x;
-  int32_t rows = s.rows;
-  const bf16* attn_in = b.attn;
-  const bool sampled_rows_only =
-      options_.switches.last_layer_sampled_rows && s.prefill_rows > 0 && !s.identity_sampling;
-  const float* pending = nullptr;
-  const auto norm_before = [&](kernels::GemmArgs& args,
-                               const kernels::NormInput* norm) -> absl::Status {
-    if (options_.switches.fused_norm && pending == nullptr) {
-      args.norm = norm;
-      if (gemm_.FusesEpilogue(args)) return absl::OkStatus();
-      args.norm = nullptr;
-    }
-    LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRmsNorm({x, pending, norm->weight, b.xn, nullptr, rows, H, eps}, st),
-        "rmsnorm");
-    mark(KernelClass::kNorms);
-    pending = nullptr;
-    return absl::OkStatus();
-  };
-  const auto residual_product = [&](kernels::GemmArgs args, const char* what) -> absl::Status {
-    kernels::GemmArgs into_x = args;
-    into_x.y = x;
-    into_x.accumulate = true;
-    const bool fused = options_.switches.fused_norm && gemm_.FusesEpilogue(into_x);
-    LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(fused ? into_x : args, st), what));
-    pending = fused ? nullptr : b.delta;
-    return absl::OkStatus();
-  };
-  for (int l = 0; l < c.num_layers; ++l) {
-    const CudaLayerWeights& L = weights_.layers[l];
-    const bool last_sampled_only = sampled_rows_only && l + 1 == c.num_layers;
-    const kernels::NormInput input_norm{x, L.input_norm, eps};
-    kernels::RopeKvParams rope{};
-    rope.qkv = b.qkv;
-    rope.row_pos = b.row_pos;
-    rope.row_slot = b.row_slot;
-    rope.block_tables = b.block_tables;
-    rope.max_blocks_per_seq = z.max_blocks_per_seq;
-    rope.cos_table = b.rope_cos;
-    rope.sin_table = b.rope_sin;
-    rope.k_cache = kv.k[l];
-    rope.v_cache = kv.v[l];
-    rope.rows = s.rows;
-    rope.num_heads = c.num_heads;
-    rope.num_kv_heads = c.num_kv_heads;
-    rope.head_dim = c.head_dim;
-    rope.block_tokens = z.engine.block_tokens;
-    kernels::GemmArgs qkv{b.xn,   L.qkv, L.qkv_bias, b.qkv,
-                          s.rows, H,     z.qkv_dim,  kernels::GemmOut::kBf16};
-    qkv.rope_kv = &rope;
-    LLM_RETURN_IF_ERROR(norm_before(qkv, &input_norm));
-    if (gemm_.FusesEpilogue(qkv)) {
-      // A few rows: RoPE and the K/V write are the GEMV's epilogue.
-      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(qkv, st), "qkv projection"));
-      mark(KernelClass::kProducts);
-    } else {
-      qkv.rope_kv = nullptr;
-      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(qkv, st), "qkv projection"));
-      mark(KernelClass::kProducts);
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, st), "rope");
-      mark(KernelClass::kRopeKv);
-    }
-    if (last_sampled_only && s.sample_rows == 0) break;  // K and V written; nothing samples
-    attn.k_cache = kv.k[l];
-    attn.v_cache = kv.v[l];
-    if (s.prefill_rows > 0 && options_.switches.tiled_prefill) {
-      prefill.k_cache = kv.k[l];
-      prefill.v_cache = kv.v[l];
-      if (last_sampled_only) {
-        prefill.tiles = s.last_token_tiles;
-        prefill.num_tiles = s.num_last_token_tiles;
-      }
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefillAttention(prefill, st), "prefill attention");
-      mark(KernelClass::kAttention);
-    } else if (s.prefill_rows > 0) {
-      attn.row_begin = 0;
-      attn.rows = s.prefill_rows;
-      attn.splits = 1;
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "prefill attention");
-      mark(KernelClass::kAttention);
-    }
-    if (s.decode_rows > 0) {
-      attn.row_begin = s.prefill_rows;
-      attn.rows = s.decode_rows;
-      attn.splits = DecodeSplitsFor(z, s.decode_rows);
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(attn, st), "decode attention");
-      mark(KernelClass::kAttention);
-    }
+kernels::RopeKvParams CudaModel::RopeParams(const Pass& p, int l) const {
+  const model::ModelConfig& c = config_;
+  kernels::RopeKvParams rope{};
+  rope.qkv = p.b.qkv;
+  rope.row_pos = p.b.row_pos;
+  rope.row_slot = p.b.row_slot;
+  rope.block_tables = p.b.block_tables;
+  rope.max_blocks_per_seq = p.z.max_blocks_per_seq;
+  rope.cos_table = p.b.rope_cos;
+  rope.sin_table = p.b.rope_sin;
+  rope.k_cache = p.kv.k[l];
+  rope.v_cache = p.kv.v[l];
+  rope.rows = p.s.rows;
+  rope.num_heads = c.num_heads;
+  rope.num_kv_heads = c.num_kv_heads;
+  rope.head_dim = c.head_dim;
+  rope.block_tokens = p.z.engine.block_tokens;
+  return rope;
+}
+
+absl::Status CudaModel::Attend(Pass& p, int l, bool last_sampled_only) {
+  const ForwardShape& s = p.s;
+  p.attn.k_cache = p.kv.k[l];
+  p.attn.v_cache = p.kv.v[l];
+  if (s.prefill_rows > 0 && options_.switches.tiled_prefill) {
+    p.prefill.k_cache = p.kv.k[l];
+    p.prefill.v_cache = p.kv.v[l];
     if (last_sampled_only) {
-      // Nothing is pending here: the input norm took the last delta into b.x.
-      kernels::GatherRowsParams g{};
-      g.rows = s.sample_rows_index;
-      g.n = s.sample_rows;
-      g.tables = 2;
-      g.src[0] = b.x;
-      g.dst[0] = b.x_sampled;
-      g.row_bytes[0] = H * static_cast<int32_t>(sizeof(float));
-      g.src[1] = b.attn;
-      g.dst[1] = b.attn_sampled;
-      g.row_bytes[1] = c.q_dim() * static_cast<int32_t>(sizeof(bf16));
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(g, st), "sampling rows");
-      mark(KernelClass::kOther);
-      x = b.x_sampled;
-      rows = s.sample_rows;
-      attn_in = b.attn_sampled;
+      p.prefill.tiles = s.last_token_tiles;
+      p.prefill.num_tiles = s.num_last_token_tiles;
     }
-    LLM_RETURN_IF_ERROR(residual_product(
-        {attn_in, L.o, L.o_bias, b.delta, rows, c.q_dim(), H, kernels::GemmOut::kF32},
-        "o projection"));
-    mark(KernelClass::kProducts);
-    const kernels::NormInput post_norm{x, L.post_norm, eps};
-    kernels::GemmArgs gated{b.xn, L.gate_up, L.gate_up_bias,         b.act, rows,
-                            H,    I,         kernels::GemmOut::kBf16};
-    gated.silu_mul = true;
-    LLM_RETURN_IF_ERROR(norm_before(gated, &post_norm));
-    if (gemm_.FusesEpilogue(gated)) {
-      // A few rows: SiLU-and-multiply is the GEMV's epilogue (no gate_up intermediate).
-      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run(gated, st), "gate/up projection"));
-      mark(KernelClass::kProducts);
-    } else {
-      LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xn, L.gate_up, L.gate_up_bias, b.gate_up, rows,
-                                                  H, 2 * I, kernels::GemmOut::kBf16},
-                                                 st),
-                                       "gate/up projection"));
-      mark(KernelClass::kProducts);
-      LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul({b.gate_up, b.act, rows, I}, st), "silu");
-      mark(KernelClass::kOther);
-    }
-    LLM_RETURN_IF_ERROR(
-        residual_product({b.act, L.down, L.down_bias, b.delta, rows, I, H, kernels::GemmOut::kF32},
-                         "down projection"));
-    mark(KernelClass::kProducts);
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchPrefillAttention(p.prefill, p.st), "prefill attention");
+    p.Mark(KernelClass::kAttention);
+  } else if (s.prefill_rows > 0) {
+    p.attn.row_begin = 0;
+    p.attn.rows = s.prefill_rows;
+    p.attn.splits = 1;
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(p.attn, p.st), "prefill attention");
+    p.Mark(KernelClass::kAttention);
   }
+  if (s.decode_rows > 0) {
+    p.attn.row_begin = s.prefill_rows;
+    p.attn.rows = s.decode_rows;
+    p.attn.splits = DecodeSplitsFor(p.z, s.decode_rows);
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(p.attn, p.st), "decode attention");
+    p.Mark(KernelClass::kAttention);
+  }
+  if (!last_sampled_only) return absl::OkStatus();
+  // Nothing is pending here: the input norm took the last delta into b.x.
+  const StepBuffers& b = p.b;
+  kernels::GatherRowsParams g{};
+  g.rows = s.sample_rows_index;
+  g.n = s.sample_rows;
+  g.tables = 2;
+  g.src[0] = b.x;
+  g.dst[0] = b.x_sampled;
+  g.row_bytes[0] = config_.hidden_size * static_cast<int32_t>(sizeof(float));
+  g.src[1] = b.attn;
+  g.dst[1] = b.attn_sampled;
+  g.row_bytes[1] = config_.q_dim() * static_cast<int32_t>(sizeof(bf16));
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchGatherRows(g, p.st), "sampling rows");
+  p.Mark(KernelClass::kOther);
+  p.x = b.x_sampled;
+  p.rows = s.sample_rows;
+  p.attn_in = b.attn_sampled;
+  return absl::OkStatus();
+}
 
+absl::Status CudaModel::AttentionBlock(Pass& p, int l, bool* done) {
+  const model::ModelConfig& c = config_;
+  const CudaLayerWeights& L = weights_.layers[l];
+  const bool last_sampled_only = p.sampled_rows_only && l + 1 == c.num_layers;
+  const kernels::NormInput input_norm{p.x, L.input_norm, static_cast<float>(c.rms_norm_eps)};
+  const kernels::RopeKvParams rope = RopeParams(p, l);
+  kernels::GemmArgs qkv = ProductArgs(L.qkv, p.b.xn, p.b.qkv, p.s.rows, c.hidden_size, p.z.qkv_dim,
+                                      kernels::GemmOut::kBf16);
+  // A few rows: RoPE and the K/V write are the GEMV's epilogue; otherwise a kernel of their own
+  // after the product. Decided before the norm, which makes the input that product takes.
+  qkv.rope_kv = &rope;
+  const bool fused_rope = gemm_.FusesEpilogue(qkv);
+  if (!fused_rope) qkv.rope_kv = nullptr;
+  LLM_RETURN_IF_ERROR(NormBefore(p, qkv, input_norm, L.qkv));
+  LLM_RETURN_IF_ERROR(RunProduct(p, qkv, "qkv projection"));
+  if (!fused_rope) {
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, p.st), "rope");
+    p.Mark(KernelClass::kRopeKv);
+  }
+  if (last_sampled_only && p.s.sample_rows == 0) {  // K and V written; nothing samples
+    *done = true;
+    return absl::OkStatus();
+  }
+  LLM_RETURN_IF_ERROR(Attend(p, l, last_sampled_only));
+  kernels::GemmArgs o = ProductArgs(L.o, p.attn_in, p.b.delta, p.rows, c.q_dim(), c.hidden_size,
+                                    kernels::GemmOut::kF32);
+  LLM_RETURN_IF_ERROR(QuantizeInputIfWanted(p, o, p.attn_in, L.o));
+  return ResidualProduct(p, o, "o projection");
+}
+
+absl::Status CudaModel::MlpBlock(Pass& p, int l) {
+  const model::ModelConfig& c = config_;
+  const StepBuffers& b = p.b;
+  const CudaLayerWeights& L = weights_.layers[l];
+  const int32_t H = c.hidden_size, I = c.intermediate_size;
+  const kernels::NormInput post_norm{p.x, L.post_norm, static_cast<float>(c.rms_norm_eps)};
+  // A few rows: SiLU-and-multiply is the GEMV's epilogue (no gate_up intermediate); otherwise
+  // the plain product into b.gate_up, then SiLU's kernel. Decided before the norm, which makes
+  // the input that product takes.
+  kernels::GemmArgs gated =
+      ProductArgs(L.gate_up, b.xn, b.act, p.rows, H, I, kernels::GemmOut::kBf16);
+  gated.silu_mul = true;
+  const bool fused_silu = gemm_.FusesEpilogue(gated);
+  if (!fused_silu) {
+    gated.silu_mul = false;
+    gated.y = b.gate_up;
+    gated.out = 2 * I;
+  }
+  LLM_RETURN_IF_ERROR(NormBefore(p, gated, post_norm, L.gate_up));
+  LLM_RETURN_IF_ERROR(RunProduct(p, gated, "gate/up projection"));
+  kernels::GemmArgs down =
+      ProductArgs(L.down, b.act, b.delta, p.rows, I, H, kernels::GemmOut::kF32);
+  if (fused_silu) {
+    LLM_RETURN_IF_ERROR(QuantizeInputIfWanted(p, down, b.act, L.down));
+  } else {
+    kernels::SiluMulParams silu{b.gate_up, b.act, p.rows, I};
+    if (gemm_.WantsFp8Input(down)) {
+      silu.fp8 = Fp8OutFor(p, L.down);  // SiLU writes the down product's E4M3 rows
+      down.xq = silu.fp8.Input();
+    }
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSiluMul(silu, p.st), "silu");
+    p.Mark(KernelClass::kOther);
+  }
+  return ResidualProduct(p, down, "down projection");
+}
+
+absl::Status CudaModel::Head(Pass& p) {
+  const ForwardShape& s = p.s;
+  const StepBuffers& b = p.b;
+  const model::ModelConfig& c = config_;
   if (s.sample_rows == 0) return absl::OkStatus();
   const int32_t* rows_index = s.identity_sampling ? nullptr : s.sample_rows_index;
   // The final norm stays a kernel: the lm head's grid is many waves (gemv.h, norm prologue).
   // After a last layer on the sampling rows alone, they are x's first rows already.
   LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRmsNorm({x, pending, weights_.final_norm, b.xs,
-                              sampled_rows_only ? nullptr : rows_index, s.sample_rows, H, eps},
-                             st),
+      kernels::LaunchRmsNorm(
+          {p.x, p.pending, weights_.final_norm, b.xs, p.sampled_rows_only ? nullptr : rows_index,
+           s.sample_rows, c.hidden_size, static_cast<float>(c.rms_norm_eps)},
+          p.st),
       "final rmsnorm");
-  mark(KernelClass::kNorms);
+  p.Mark(KernelClass::kNorms);
   const int32_t* sample_slot = b.row_slot;
   const int32_t* sample_pos = b.row_pos;
   if (!s.identity_sampling) {
     LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchGatherInts(b.row_slot, rows_index, b.sample_slot, s.sample_rows, st),
+        kernels::LaunchGatherInts(b.row_slot, rows_index, b.sample_slot, s.sample_rows, p.st),
         "sampling rows");
     LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchGatherInts(b.row_pos, rows_index, b.sample_pos, s.sample_rows, st),
+        kernels::LaunchGatherInts(b.row_pos, rows_index, b.sample_pos, s.sample_rows, p.st),
         "sampling rows");
-    mark(KernelClass::kOther);
+    p.Mark(KernelClass::kOther);
     sample_slot = b.sample_slot;
     sample_pos = b.sample_pos;
   }
-  LLM_RETURN_IF_ERROR(CublasStatus(gemm_.Run({b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
-                                              H, c.vocab_size, kernels::GemmOut::kF32},
-                                             st),
-                                   "lm head"));
-  mark(KernelClass::kProducts);
+  LLM_RETURN_IF_ERROR(RunProduct(p,
+                                 {b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
+                                  c.hidden_size, c.vocab_size, kernels::GemmOut::kF32},
+                                 "lm head"));
   kernels::SampleParams sp{};
   sp.logits = b.logits;
   sp.probs = b.probs;
@@ -351,9 +430,31 @@ absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const
   sp.valid_vocab = options_.valid_vocab_size;
   sp.work = b.sample_work;
   sp.argmax_only = s.argmax_only;
-  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
-  mark(KernelClass::kSampler);
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, p.st), "sampling");
+  p.Mark(KernelClass::kSampler);
   return absl::OkStatus();
+}
+
+absl::Status CudaModel::Forward(const ForwardShape& s, const StepSizes& z, const StepBuffers& b,
+                                const KvCache& kv, cudaStream_t st, KernelClock* clock) {
+  Pass p{s,
+         z,
+         b,
+         kv,
+         st,
+         clock,
+         b.x,
+         s.rows,
+         b.attn,
+         options_.switches.last_layer_sampled_rows && s.prefill_rows > 0 && !s.identity_sampling};
+  LLM_RETURN_IF_ERROR(StepInputs(p));
+  for (int l = 0; l < config_.num_layers; ++l) {
+    bool done = false;
+    LLM_RETURN_IF_ERROR(AttentionBlock(p, l, &done));
+    if (done) return absl::OkStatus();  // the last layer's K/V written; nothing samples
+    LLM_RETURN_IF_ERROR(MlpBlock(p, l));
+  }
+  return Head(p);
 }
 
 }  // namespace llm::runner::cuda

@@ -1,7 +1,11 @@
 // The Llama forward pass on the device, the CUDA counterpart of CpuModel: the weights, the
-// matrix products' plans, and the kernels one step enqueues, layer by layer, over the runner's
-// buffers and KV cache. Enqueueing allocates and synchronises nothing, so a decode step's
-// forward pass can be captured in a CUDA graph.
+// matrix products' plans, and the kernels one step enqueues, layer by layer (an attention block
+// and an MLP block each), over the runner's buffers and KV cache. The wiring names products;
+// Gemm picks each one's kernel from its weight's type (bf16 or FP8) and row count, and a
+// product's input is made in the form the product takes (bf16, or E4M3 rows for an FP8 product
+// on cuBLASLt: the norm or SiLU kernel before it writes them, or a quantise pass over the
+// attention's output). Enqueueing allocates and synchronises nothing, so a decode step's forward
+// pass can be captured in a CUDA graph.
 #ifndef LLM_WORKER_RUNNER_CUDA_CUDA_MODEL_H_
 #define LLM_WORKER_RUNNER_CUDA_CUDA_MODEL_H_
 
@@ -13,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/attention/prefill_attention.h"
+#include "kernels/elementwise/fp8_out.h"
 #include "kernels/gemm/gemm.h"
 #include "worker/model/config.h"
 #include "worker/model/quant_scheme.h"
@@ -59,13 +64,15 @@ struct CudaModelOptions {
 // H100 and an H200 it took 8-10% off qwen2-0.5b's batch-1 step (30 MB a layer) and added 1-5%
 // to llama-3.2-1b's (122 MB) and about 1% to llama-3-8b's (436 MB): docs/cuda-measurements.md.
 inline constexpr int64_t kPdlLayerBytes = int64_t{64} << 20;
-int64_t LayerWeightBytes(const model::ModelConfig& config);  // bf16 products and norms
-bool ProgrammaticLaunchPays(const model::ModelConfig& config);
+// A layer's weight bytes: its products (bf16, or one byte a weight when `fp8`) and norms.
+int64_t LayerWeightBytes(const model::ModelConfig& config, bool fp8 = false);
+bool ProgrammaticLaunchPays(const model::ModelConfig& config, bool fp8 = false);
 
 class CudaModel {
  public:
   // On the current device: weights from `store`, or synthetic ones from `seed` when `store` is
-  // null, copied or generated on `stream`.
+  // null, copied or generated on `stream`; the linear layers as `quant` says (16-bit, or FP8:
+  // cuda_weights.h).
   static absl::StatusOr<std::unique_ptr<CudaModel>> Load(const model::ModelConfig& config,
                                                          const model::TensorStore* store,
                                                          const model::QuantScheme& quant,
@@ -99,6 +106,34 @@ class CudaModel {
  private:
   CudaModel(const model::ModelConfig& config, const CudaModelOptions& options)
       : config_(config), options_(options) {}
+
+  // One step's forward pass as it goes (cuda_model.cc).
+  struct Pass;
+  absl::Status StepInputs(Pass& p);
+  // Norm, q/k/v with RoPE and the K/V write, attention, o with the residual add. In a step with
+  // prompt rows, the last layer stops after the K/V write when nothing samples (`*done`).
+  absl::Status AttentionBlock(Pass& p, int layer, bool* done);
+  kernels::RopeKvParams RopeParams(const Pass& p, int layer) const;
+  // The step's attention for `layer` (prompt tiles, decode rows); on the last layer of a step
+  // with prompt rows, on the sampling rows' tiles, whose rows it then gathers to the front.
+  absl::Status Attend(Pass& p, int layer, bool last_sampled_only);
+  // Norm, gate/up with SiLU-and-multiply, down with the residual add.
+  absl::Status MlpBlock(Pass& p, int layer);
+  // The final norm, the head and the sampler, for the sampling rows.
+  absl::Status Head(Pass& p);
+  // The norm before `args`' product: inside it (the GEMV's prologue), into E4M3 rows (an FP8
+  // product on cuBLASLt: args.xq), or into bf16 rows (b.xn) as before.
+  absl::Status NormBefore(Pass& p, kernels::GemmArgs& args, const kernels::NormInput& norm,
+                          const CudaProduct& product);
+  // An FP8 product on cuBLASLt whose input is bf16 rows `x`: quantised into E4M3 rows first.
+  absl::Status QuantizeInputIfWanted(Pass& p, kernels::GemmArgs& args, const bf16* x,
+                                     const CudaProduct& product);
+  // The o or down product: its output added to the residual stream inside it (the GEMV) or by
+  // the next norm (`pending`, b.delta).
+  absl::Status ResidualProduct(Pass& p, kernels::GemmArgs args, const char* what);
+  absl::Status RunProduct(Pass& p, const kernels::GemmArgs& args, const char* what);
+  // Where a product's E4M3 input rows go (the runner's buffers, the product's static scale).
+  kernels::Fp8Out Fp8OutFor(const Pass& p, const CudaProduct& product) const;
 
   model::ModelConfig config_;
   CudaModelOptions options_;

@@ -112,7 +112,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   }
   CudaModelOptions model_options;
   model_options.switches = options_.switches;
-  model_options.switches.pdl = options_.switches.pdl.value_or(ProgrammaticLaunchPays(c));
+  model_options.switches.pdl =
+      options_.switches.pdl.value_or(ProgrammaticLaunchPays(c, quant.quantized()));
   model_options.valid_vocab_size = options_.valid_vocab_size;
   LLM_ASSIGN_OR_RETURN(model_,
                        CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
@@ -143,7 +144,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options_.device),
       "device attributes");
   sizes_ = PlanStepSizes(c, options_.sizes, max_context, prompt_rows, sm_count,
-                         options_.switches.batch_invariant);
+                         options_.switches.batch_invariant, model_->weights().fp8);
   buckets_ = MakeBuckets(options_.sizes.max_slots);
   LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
   LLM_RETURN_IF_ERROR(AllocateStaging());

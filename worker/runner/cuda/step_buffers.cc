@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/prefill_attention.h"
+#include "kernels/gemm/weight.h"
 #include "kernels/step/slot_update.h"
 #include "worker/runner/cpu_ops.h"
 #include "worker/runner/cuda/step_layout.h"
@@ -80,6 +81,10 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.part_max = k.Take<float>(parts);
   b.part_sum = k.Take<float>(parts);
   b.upload = k.Take<std::byte>(z.upload_bytes);
+  if (z.fp8_max_in > 0) {
+    b.xq = k.Take<uint8_t>(R * z.fp8_max_in);
+    b.xq_scale = k.Take<float>(R * kernels::Fp8Blocks(z.fp8_max_in));
+  }
   return slot_table_end;
 }
 
@@ -92,7 +97,7 @@ int32_t DecodeSplitsFor(const StepSizes& z, int32_t rows) {
 
 StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& sizes,
                         int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
-                        bool batch_invariant) {
+                        bool batch_invariant, bool fp8) {
   StepSizes z;
   z.engine = sizes;
   z.max_context = max_context;
@@ -114,6 +119,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.max_prefill_tiles =
       kernels::MaxPrefillTiles(max_prefill_tokens, S, c.num_heads / std::max(1, c.num_kv_heads));
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
+  if (fp8) z.fp8_max_in = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
   // Admissions, their block lists, decode row changes, prefill rows, prompt chunks and their
   // attention tiles (all, and the last layer's: at most two a chunk), and sampling rows of one
   // step, each array 16-byte aligned.
@@ -143,6 +149,15 @@ absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, con
   LLM_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(b.decode_list, 0xFF, z.engine.max_slots * sizeof(int32_t), stream),
       "slot table");
+  if (b.xq != nullptr) {
+    const size_t rows = static_cast<size_t>(z.max_rows);
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(b.xq, 0, rows * static_cast<size_t>(z.fp8_max_in), stream), "FP8 rows");
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(b.xq_scale, 0,
+                        rows * static_cast<size_t>(kernels::Fp8Blocks(z.fp8_max_in)) * 4, stream),
+        "FP8 rows");
+  }
 
   // RoPE tables: the CPU reference's values.
   const size_t half = static_cast<size_t>(c.head_dim) / 2;

@@ -38,11 +38,14 @@ struct StepSizes {
   int32_t max_prefill_tiles = 0;  // the prefill attention's blocks per kv head (MaxPrefillTiles)
   int32_t qkv_dim = 0;            // q_dim + 2 * kv_dim
   size_t upload_bytes = 0;        // one step's upload (admissions, rows, sampling rows)
+  // FP8 products: the widest input an FP8 product's E4M3 rows hold (0: no FP8 products).
+  int32_t fp8_max_in = 0;
 };
 
+// `fp8`: the layers' products are FP8 (buffers for their quantised inputs).
 StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,
                         int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
-                        bool batch_invariant);
+                        bool batch_invariant, bool fp8 = false);
 
 // Chunks per row of a decode launch of `rows` rows: kernels::DecodeSplits, or with
 // batch_invariant a fixed kInvariantSplits (at most max_splits).
@@ -87,6 +90,11 @@ struct StepBuffers {
   int32_t* split_arrivals =
       nullptr;                  // [max slots, KV heads] decode attention's, zero between steps
   std::byte* upload = nullptr;  // [upload_bytes], a step's uploaded arrays
+  // An FP8 product's input on cuBLASLt: E4M3 rows and their scales (kernels/gemm/weight.h), made
+  // by the kernel before it and read by the product; zeroed at start, so the rows a product pads
+  // to (Fp8GemmRows) are finite. Null without FP8 products.
+  uint8_t* xq = nullptr;      // [rows, fp8_max_in]
+  float* xq_scale = nullptr;  // [ceil(fp8_max_in / 128), rows]
 };
 
 // Allocates the buffers on the current device, clears the slot table (every decode row unused)

@@ -26,6 +26,12 @@ TEST(CudaModelTest, ProgrammaticLaunchPaysForSmallLayersOnly) {
     EXPECT_EQ(LayerWeightBytes(*config), c.layer_bytes) << c.shape;
     EXPECT_EQ(ProgrammaticLaunchPays(*config), c.pays) << c.shape;
   }
+  // FP8 products read a byte a weight: llama-3.2-1b's layers (61 MiB) then count as small.
+  auto config = model::ShapeConfig("llama-3.2-1b");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(LayerWeightBytes(*config, /*fp8=*/true),
+            2048 * 3072 + 2048 * 2048 + 3 * 2048 * 8192 + 2 * 2 * 2048);
+  EXPECT_TRUE(ProgrammaticLaunchPays(*config, /*fp8=*/true));
 }
 
 }  // namespace

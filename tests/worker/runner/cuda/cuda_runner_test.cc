@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 #include "tests/worker/loop/collecting_sink.h"
+#include "tests/worker/runner/cuda/runner_test_util.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 #include "worker/model/shapes.h"
@@ -24,94 +25,7 @@ namespace {
 using loop::CollectingSink;
 using loop::GenerateSpec;
 using loop::Worker;
-
-#define LLM_REQUIRE_GPU()                                                       \
-  do {                                                                          \
-    if (::llm::kernels::DeviceCount() == 0) {                                   \
-      GTEST_SKIP() << "GPU test skipped: " << ::llm::kernels::NoDeviceReason(); \
-    }                                                                           \
-  } while (0)
-
-struct Golden {
-  std::string prompt;
-  std::vector<int32_t> ids;
-  int closest_call_index;
-};
-
-Golden LoadGolden() {
-  std::ifstream f(llm::testing::SharedPath("golden/tinystories-656k.jsonl"));
-  std::string line;
-  std::getline(f, line);
-  const auto j = nlohmann::json::parse(line);
-  return {j["prompt"], j["generated_ids"].get<std::vector<int32_t>>(),
-          j["closest_call_index"].get<int>()};
-}
-
-struct WorkerSetup {
-  std::string model = "models/tinystories-656k";
-  int32_t slots = 8;
-  int32_t prefill_tokens = 64;
-  int32_t prefill_tokens_alone = 0;  // with nothing decoding; 0: prefill_tokens
-  bool graphs = true;
-  bool batch_invariant = false;
-  bool prefix_cache = true;
-  bool tiled_prefill = true;
-  bool pdl = false;
-  bool fused_norm = true;
-  bool last_layer_sampled_rows = true;
-};
-
-std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
-  backend::BackendOptions o;
-  o.model = s.model.rfind("random:", 0) == 0 ? s.model : llm::testing::SharedPath(s.model);
-  o.backend = "cuda";
-  o.sizes.max_slots = s.slots;
-  o.max_prefill_tokens = s.prefill_tokens;
-  o.max_prefill_tokens_alone =
-      s.prefill_tokens_alone > 0 ? s.prefill_tokens_alone : s.prefill_tokens;
-  o.sizes.kv_blocks = 1024;
-  o.cuda.graphs = s.graphs;
-  o.cuda.batch_invariant = s.batch_invariant;
-  o.cuda.tiled_prefill = s.tiled_prefill;
-  o.cuda.pdl = s.pdl;
-  o.cuda.fused_norm = s.fused_norm;
-  o.cuda.last_layer_sampled_rows = s.last_layer_sampled_rows;
-  auto b = backend::CreateBackend(o);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok()) return nullptr;
-  loop::WorkerOptions wo;
-  wo.scheduler.max_batch_tokens = 0;  // no cap beyond the slots and the prompt budgets
-  wo.scheduler.max_prefill_tokens = s.prefill_tokens;
-  wo.scheduler.max_prefill_tokens_alone = o.max_prefill_tokens_alone;
-  wo.scheduler.prefix_cache = s.prefix_cache;
-  auto w =
-      Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
-  EXPECT_TRUE(w.ok()) << w.status();
-  return w.ok() ? *std::move(w) : nullptr;
-}
-
-GenerateSpec Spec(const std::string& text, int32_t max_tokens, float temperature = 0) {
-  GenerateSpec s;
-  s.text = text;
-  s.max_tokens = max_tokens;
-  s.sampling.temperature = temperature;
-  return s;
-}
-
-std::vector<int32_t> Generate(Worker& w, const GenerateSpec& spec) {
-  auto sink = std::make_shared<CollectingSink>();
-  EXPECT_TRUE(w.Submit(spec, sink).ok());
-  EXPECT_TRUE(sink->Wait());
-  EXPECT_TRUE(sink->error().ok()) << sink->error();
-  return sink->result().token_ids;
-}
-
-// Number of leading ids two sequences share.
-size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
+using namespace testing;
 
 // bf16 weights and activations on the GPU against the fp32 reference: the ids agree up to the
 // token whose top two logits are closest (closest_call_index), where rounding may flip them.
@@ -225,77 +139,12 @@ TEST(CudaRunnerTest, FusedNormGivesTheSameIds) {
 TEST(CudaRunnerTest, PrefixCacheHitsMatchComputingThePrompt) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
-  const Golden golden = LoadGolden();
-  WorkerSetup s;
-  s.batch_invariant = true;
-  auto cached = MakeWorker(s);
-  s.prefix_cache = false;
-  auto uncached = MakeWorker(s);
-  ASSERT_NE(cached, nullptr);
-  ASSERT_NE(uncached, nullptr);
-  const std::string prompt =
-      "Once upon a time there was a little red fox who lived at the edge of a big green forest. "
-      "Every morning the fox ran to the river to drink, and every evening it came home tired. " +
-      golden.prompt;
-  const auto cold = Generate(*cached, Spec(prompt, 40));
-  auto sink = std::make_shared<CollectingSink>();
-  ASSERT_TRUE(cached->Submit(Spec(prompt, 40), sink).ok());
-  ASSERT_TRUE(sink->Wait());
-  EXPECT_GT(sink->result().usage.cached_prompt_tokens, 0);
-  EXPECT_EQ(sink->result().token_ids, cold);
-  EXPECT_EQ(Generate(*uncached, Spec(prompt, 40)), cold);
+  ExpectPrefixCacheHitsMatchComputingThePrompt(WorkerSetup(), LoadGolden().prompt);
 }
 
 // With batch_invariant on, every request's tokens are what it gives alone, whatever else shares
-// its steps (greedy, seeded sampling and penalties alike); graph replay and eager steps agree.
-// 33 requests of 8 prompts, greedy and drawn, some with penalties, each run to max_tokens.
-std::vector<GenerateSpec> CrowdSpecs() {
-  const std::vector<std::string> prompts = {
-      "Once upon a time",
-      "The little dog",
-      "Lily and Tom went to the park. They",
-      "A",
-      "One day, a big bear came to the village. The bear was hungry and sad, and it looked "
-      "for food in every house. The children were scared, but Sue was brave. She",
-      "Tim had a red ball.",
-      "The sun was hot",
-      "Mom said, \"Let's go home.\""};
-  std::vector<GenerateSpec> specs;
-  for (int i = 0; i < 33; ++i) {
-    GenerateSpec s = Spec(prompts[i % prompts.size()], 5 + (i * 13) % 70);
-    if (i % 3 == 1) {
-      s.sampling.temperature = 0.9f;
-      s.sampling.top_k = 50;
-      s.sampling.top_p = 0.95f;
-      s.sampling.seed = 1000 + i;
-    }
-    if (i % 5 == 2) s.sampling.repetition_penalty = 1.3f;
-    if (i % 7 == 3) s.sampling.frequency_penalty = 0.5f;
-    // Every request runs to max_tokens (a sampled EOS would end some early: the CPU reference
-    // stops request 7 after 5 tokens).
-    s.ignore_eos = true;
-    specs.push_back(s);
-  }
-  return specs;
-}
-
-// Submits every request at once (a short pause after every 11th, so later ones join running
-// steps) and returns each one's ids.
-std::vector<std::vector<int32_t>> RunCrowd(Worker& w, const std::vector<GenerateSpec>& specs) {
-  std::vector<std::shared_ptr<CollectingSink>> sinks;
-  std::vector<std::vector<int32_t>> ids;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    sinks.push_back(std::make_shared<CollectingSink>());
-    EXPECT_TRUE(w.Submit(specs[i], sinks.back()).ok()) << "request " << i;
-    if (i % 11 == 10) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  }
-  for (auto& s : sinks) {
-    EXPECT_TRUE(s->Wait());
-    ids.push_back(s->result().token_ids);
-  }
-  return ids;
-}
-
+// its steps (greedy, seeded sampling and penalties alike); graph replay and eager steps agree
+// (CrowdSpecs, runner_test_util.h).
 TEST(CudaRunnerTest, BatchInvariantAcrossCrowdsGraphsAndEager) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");

@@ -1,0 +1,10 @@
+// The GEMV's kernels for Fp8Block weights (gemv_kernel.cuh).
+#include "kernels/gemm/gemv_kernel.cuh"
+
+namespace llm::kernels::gemv_internal {
+
+cudaError_t LaunchFp8Block(const GemvParams& p, cudaStream_t stream) {
+  return LaunchKind<kWFp8Block>(p, stream);
+}
+
+}  // namespace llm::kernels::gemv_internal
