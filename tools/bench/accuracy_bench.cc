@@ -36,14 +36,17 @@ struct Model {
   model::ModelSource source;
   model::ModelConfig config;
   model::QuantScheme scheme;
+  model::KvCacheSpec kv;
   std::unique_ptr<model::TensorStore> store;
   std::unique_ptr<runner::CpuModel> cpu;
 };
 
 // Loads `spec` (a directory or random:<shape>) with its own format, or quantised at load
-// (`quantization`), keeping the first `layers` layers of a random shape (0: all).
+// (`quantization`), its KV cache as `kv_cache_dtype` says (engine.kv_cache_dtype), keeping the
+// first `layers` layers of a random shape (0: all).
 absl::StatusOr<Model> LoadModel(const std::string& spec, const std::string& quantization,
-                                int32_t layers, ThreadPool& pool) {
+                                const std::string& kv_cache_dtype, int32_t layers,
+                                ThreadPool& pool) {
   Model m;
   LLM_ASSIGN_OR_RETURN(m.source, model::ParseModelSource(spec));
   LLM_ASSIGN_OR_RETURN(m.config, model::LoadSourceConfig(m.source));
@@ -57,7 +60,10 @@ absl::StatusOr<Model> LoadModel(const std::string& spec, const std::string& quan
     LLM_ASSIGN_OR_RETURN(m.store, model::TensorStore::Open(m.source.dir));
   }
   LLM_ASSIGN_OR_RETURN(m.scheme, model::ApplyQuantizationOption(quantization, checkpoint));
-  LLM_ASSIGN_OR_RETURN(m.cpu, runner::CpuModel::FromStore(m.config, *m.store, &pool, m.scheme));
+  LLM_ASSIGN_OR_RETURN(m.kv, model::ResolveKvCache(kv_cache_dtype, checkpoint, m.config,
+                                                   m.source.synthetic() ? nullptr : m.store.get()));
+  LLM_ASSIGN_OR_RETURN(m.cpu,
+                       runner::CpuModel::FromStore(m.config, *m.store, &pool, m.scheme, m.kv));
   return m;
 }
 
@@ -182,6 +188,10 @@ int RunAccuracyBench(const std::vector<std::string>& args) {
   flags.Value("model", "the model measured: a checkpoint directory or random:<shape>")
       .Value("reference", "the reference: a checkpoint directory or random:<shape>")
       .Value("quantization", "--model quantised at load: none or fp8 (engine.quantization)", "none")
+      .Value("kv-cache-dtype",
+             "--model's KV cache: auto, bf16 or fp8 (engine.kv_cache_dtype); the reference's "
+             "follows its checkpoint",
+             "auto")
       .Value("golden", "golden JSON lines (prompt_ids, generated_ids); empty: none",
              SharedPath("golden/tinystories-656k.jsonl"))
       .Value("text", "held-out text, tokenized with --model's tokenizer; empty: none",
@@ -201,9 +211,10 @@ int RunAccuracyBench(const std::vector<std::string>& args) {
   }
   ThreadPool pool(static_cast<int>(*threads));
   auto m = LoadModel(flags.GetString("model"), flags.GetString("quantization"),
-                     static_cast<int32_t>(*layers), pool);
+                     flags.GetString("kv-cache-dtype"), static_cast<int32_t>(*layers), pool);
   if (!m.ok()) return Fail(cmd, m.status());
-  auto r = LoadModel(flags.GetString("reference"), "none", static_cast<int32_t>(*layers), pool);
+  auto r =
+      LoadModel(flags.GetString("reference"), "none", "auto", static_cast<int32_t>(*layers), pool);
   if (!r.ok()) return Fail(cmd, r.status());
   if (m->config.vocab_size != r->config.vocab_size) {
     return Fail(cmd, absl::InvalidArgumentError("--model and --reference differ in vocabulary"));

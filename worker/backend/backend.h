@@ -15,6 +15,7 @@
 #include "worker/engine/engine_sizes.h"
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/config.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
 #include "worker/model/synthetic.h"
 #include "worker/runner/cuda_switches.h"
@@ -30,6 +31,8 @@ struct BackendOptions {
   // engine.quantization: none (the checkpoint's own format, FP8 ones included) or fp8 (a
   // 16/32-bit checkpoint's linear weights quantised at load; model/quant_scheme.h).
   std::string quantization = "none";
+  // engine.kv_cache_dtype: auto (the checkpoint's), bf16 or fp8 (model/kv_cache_spec.h).
+  std::string kv_cache_dtype = "auto";
   // kv_blocks 0: from kv_cache_mb (cpu) or kv_memory_fraction (cuda).
   engine::EngineSizes sizes;
   int32_t kv_cache_mb = 256;
@@ -48,8 +51,9 @@ struct BackendOptions {
 struct Backend {
   model::ModelSource source;
   model::ModelConfig config;
-  model::QuantScheme
-      quant;  // how the linear layers run: the checkpoint's, or engine.quantization's
+  // How the linear layers run: the checkpoint's format, or engine.quantization's.
+  model::QuantScheme quant;
+  model::KvCacheSpec kv;  // the KV cache's dtype and scales, as the runner keeps it
   std::unique_ptr<frontend::Tokenizer> tokenizer;
   std::string backend;  // "cpu" or "cuda"
   // The CPU backend's threads; must outlive the runner (declared first, destroyed last).

@@ -128,6 +128,19 @@ absl::Status ParseCtActivations(const json* a, const Field& f, QuantScheme& s) {
   return absl::OkStatus();
 }
 
+// A kv_cache_scheme (compressed-tensors; ModelOpt's config.json form): null, or FP8 E4M3 with
+// one K and one V scale a layer.
+absl::Status ParseKvCacheScheme(const json* kv, const Field& f, QuantScheme& s) {
+  if (kv == nullptr) return absl::OkStatus();
+  LLM_RETURN_IF_ERROR(Expect(*kv, f, "num_bits", 8, true));
+  LLM_RETURN_IF_ERROR(Expect(*kv, f, "type", "float", true));
+  LLM_RETURN_IF_ERROR(Expect(*kv, f, "strategy", "tensor", false));
+  LLM_RETURN_IF_ERROR(Expect(*kv, f, "dynamic", false, false));
+  LLM_RETURN_IF_ERROR(Expect(*kv, f, "symmetric", true, false));
+  s.kv_cache_fp8 = true;
+  return absl::OkStatus();
+}
+
 absl::Status ParseCompressedTensors(const json& qc, const Field& f, QuantScheme& s) {
   s.format = QuantScheme::Format::kCompressedTensors;
   LLM_ASSIGN_OR_RETURN(const std::string format, GetString(qc, f, "format", "float-quantized"));
@@ -163,7 +176,7 @@ absl::Status ParseCompressedTensors(const json& qc, const Field& f, QuantScheme&
                                  " is not served (block weights go with group activations)"));
   }
   LLM_ASSIGN_OR_RETURN(s.ignore, Patterns(qc, f, "ignore", ModulePattern::Kind::kExact));
-  return absl::OkStatus();
+  return ParseKvCacheScheme(Find(qc, "kv_cache_scheme"), f / "kv_cache_scheme", s);
 }
 
 // Hugging Face "fp8": fine-grained blocks (weight_block_size) or AutoFP8's per-tensor scales.
@@ -214,7 +227,12 @@ absl::Status ParseModelOpt(const json& q, const Field& f, QuantScheme& s) {
     LLM_ASSIGN_OR_RETURN(auto patterns, Patterns(q, f, key, ModulePattern::Kind::kGlob));
     s.ignore.insert(s.ignore.end(), patterns.begin(), patterns.end());
   }
-  return absl::OkStatus();
+  LLM_ASSIGN_OR_RETURN(const std::string kv_algo, GetString(q, f, "kv_cache_quant_algo", ""));
+  if (!kv_algo.empty() && kv_algo != "FP8") {
+    return (f / "kv_cache_quant_algo").NotServed(kv_algo, "FP8, null");
+  }
+  s.kv_cache_fp8 = kv_algo == "FP8";
+  return ParseKvCacheScheme(Find(q, "kv_cache_scheme"), f / "kv_cache_scheme", s);
 }
 
 // fnmatch's * and ? (ModelOpt's exclude_modules); other characters match themselves.

@@ -7,8 +7,10 @@
 // as something else.
 //
 // Every scheme keeps the embedding, the norms and the output head in 16 bits (the head is
-// dequantised if a checkpoint stores it in FP8), and the attention and KV cache in bf16 (a
-// checkpoint's kv_cache_scheme and k/v scales are not used).
+// dequantised if a checkpoint stores it in FP8), and the attention's arithmetic in bf16. A
+// checkpoint may also declare an FP8 KV cache (compressed-tensors' kv_cache_scheme, ModelOpt's
+// kv_cache_quant_algo): kv_cache_fp8, which engine.kv_cache_dtype: auto follows
+// (kv_cache_spec.h).
 #ifndef LLM_WORKER_MODEL_QUANT_SCHEME_H_
 #define LLM_WORKER_MODEL_QUANT_SCHEME_H_
 
@@ -63,6 +65,8 @@ struct QuantScheme {
   std::string input_scale_name = "input_scale";    // kStatic
   std::vector<ModulePattern> ignore;               // modules left in 16 bits
   std::string source;                              // the file that declared it, for errors
+  // The checkpoint declares an FP8 E4M3 KV cache with per-layer K and V scales.
+  bool kv_cache_fp8 = false;
 
   bool quantized() const { return format != Format::kNone; }
   // Whether linear module `module` ("model.layers.0.self_attn.q_proj", "lm_head") is FP8 in

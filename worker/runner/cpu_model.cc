@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/fp8.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "worker/model/safetensors.h"
@@ -12,25 +13,34 @@
 
 namespace llm::runner {
 
-CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool)
+CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool,
+                   model::KvCacheSpec kv)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       pool_(pool),
+      kv_(std::move(kv)),
       inv_freq_(model::RopeInverseFrequencies(config_)) {}
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir, ThreadPool* pool) {
   LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
   LLM_ASSIGN_OR_RETURN(const model::QuantScheme scheme, model::LoadQuantScheme(dir));
   LLM_ASSIGN_OR_RETURN(auto store, model::TensorStore::Open(dir));
-  return FromStore(std::move(config), *store, pool, scheme);
+  LLM_ASSIGN_OR_RETURN(model::KvCacheSpec kv,
+                       model::ResolveKvCache("auto", scheme, config, store.get()));
+  return FromStore(std::move(config), *store, pool, scheme, std::move(kv));
 }
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::FromStore(model::ModelConfig config,
                                                               const model::TensorStore& store,
                                                               ThreadPool* pool,
-                                                              const model::QuantScheme& scheme) {
+                                                              const model::QuantScheme& scheme,
+                                                              model::KvCacheSpec kv) {
+  if (kv.fp8() && (static_cast<int>(kv.k_scale.size()) != config.num_layers ||
+                   static_cast<int>(kv.v_scale.size()) != config.num_layers)) {
+    return absl::InvalidArgumentError("FP8 KV cache: one K and one V scale a layer are needed");
+  }
   LLM_ASSIGN_OR_RETURN(CpuWeights weights, LoadCpuWeights(config, store, scheme));
-  return std::make_unique<CpuModel>(std::move(config), std::move(weights), pool);
+  return std::make_unique<CpuModel>(std::move(config), std::move(weights), pool, std::move(kv));
 }
 
 absl::Status CpuModel::Validate(const ForwardBatch& batch, const CpuKvCache& kv) const {
@@ -131,11 +141,18 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
         const int32_t slot = pos % kv.block_tokens();
         for (int kh = 0; kh < c.num_kv_heads; ++kh) {
           float* k = row + q_dim + kh * c.head_dim;
+          float* v = row + q_dim + kv_dim + kh * c.head_dim;
           ApplyRope(k, cos.data(), sin.data(), c.head_dim);
+          if (kv_.fp8()) {
+            // What an FP8 cache holds: each value through E4M3 with the layer's scale.
+            for (int d = 0; d < c.head_dim; ++d) {
+              k[d] = Fp8RoundTrip(k[d], kv_.k_scale[l]);
+              v[d] = Fp8RoundTrip(v[d], kv_.v_scale[l]);
+            }
+          }
           float* keys_t = kv.Key(l, block, kh);
           for (int d = 0; d < c.head_dim; ++d) keys_t[d * kv.block_tokens() + slot] = k[d];
-          std::memcpy(kv.Value(l, block, kh) + slot * c.head_dim,
-                      row + q_dim + kv_dim + kh * c.head_dim, c.head_dim * sizeof(float));
+          std::memcpy(kv.Value(l, block, kh) + slot * c.head_dim, v, c.head_dim * sizeof(float));
         }
       }
     }

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/model/config.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
 #include "worker/runner/cpu_weights.h"
 #include "worker/runner/forward_batch.h"
@@ -24,18 +25,24 @@ namespace llm::runner {
 // pool, when given, parallelises inside one call.
 class CpuModel {
  public:
-  CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool);
+  CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* pool,
+           model::KvCacheSpec kv = model::KvCacheSpec());
 
   // Loads config.json, generation_config.json, the quantisation scheme (quant_scheme.h) and the
-  // safetensors weights of the checkpoint in `dir`. Errors name the file and the tensor.
+  // safetensors weights of the checkpoint in `dir`, its KV cache in the checkpoint's dtype
+  // (engine.kv_cache_dtype: auto). Errors name the file and the tensor.
   static absl::StatusOr<std::unique_ptr<CpuModel>> Load(const std::string& dir, ThreadPool* pool);
   // The model of `config` with the weights in `store` (checked against the config), its linear
-  // layers in `scheme`'s format (LoadQuantScheme; ApplyQuantizationOption).
+  // layers in `scheme`'s format (LoadQuantScheme; ApplyQuantizationOption), the K and V it
+  // writes rounded as `kv`'s dtype stores them (FP8: through E4M3 with the layer's scales; the
+  // cache keeps them in fp32).
   static absl::StatusOr<std::unique_ptr<CpuModel>> FromStore(
       model::ModelConfig config, const model::TensorStore& store, ThreadPool* pool,
-      const model::QuantScheme& scheme = model::QuantScheme());
+      const model::QuantScheme& scheme = model::QuantScheme(),
+      model::KvCacheSpec kv = model::KvCacheSpec());
 
   const model::ModelConfig& config() const { return config_; }
+  const model::KvCacheSpec& kv_cache() const { return kv_; }
   // The pool Forward parallelises on (may be null); runners reuse it for sampling.
   ThreadPool* pool() const { return pool_; }
 
@@ -55,6 +62,7 @@ class CpuModel {
   model::ModelConfig config_;
   CpuWeights weights_;
   ThreadPool* pool_;
+  model::KvCacheSpec kv_;
   std::vector<double> inv_freq_;  // [head_dim / 2]
 
   // Scratch, sized per call.

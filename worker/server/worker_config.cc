@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/tls/tls_files.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/model/synthetic.h"
 
 namespace llm::server {
@@ -78,6 +79,11 @@ config::ConfigSchema WorkerConfigSchema() {
               "hf_quant_config.json declares) or fp8 (a 16/32-bit checkpoint's linear layers "
               "quantised at load to FP8 E4M3 per output channel, activations per token; "
               "docs/cuda.md)")
+      .String("engine.kv_cache_dtype", "auto",
+              "auto (the checkpoint's: FP8 where its kv_cache_scheme or kv_cache_quant_algo says "
+              "so, else bf16), bf16 or fp8 (E4M3 with per-layer K and V scales from the "
+              "checkpoint, else 1.0; the CPU backend emulates its rounding, the CUDA runner "
+              "serves bf16 only so far)")
       .Int("engine.device", 0, 0, 1024, "CUDA device index")
       .Int("engine.max_slots", 32, 1, 4096, "requests computed together (slot table size)")
       .Int("engine.max_context", 0, 0, 1 << 24,
@@ -156,6 +162,11 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   if (b.quantization != "none" && b.quantization != "fp8") {
     return absl::InvalidArgumentError(absl::StrCat(
         "engine.quantization: '", b.quantization, "' is not one of ", model::kQuantizationOptions));
+  }
+  b.kv_cache_dtype = v->String("engine.kv_cache_dtype");
+  if (b.kv_cache_dtype != "auto" && b.kv_cache_dtype != "bf16" && b.kv_cache_dtype != "fp8") {
+    return absl::InvalidArgumentError(absl::StrCat("engine.kv_cache_dtype: '", b.kv_cache_dtype,
+                                                   "' is not one of ", model::kKvCacheDtypes));
   }
   b.device = static_cast<int>(v->Int("engine.device"));
   b.sizes.max_slots = static_cast<int32_t>(v->Int("engine.max_slots"));

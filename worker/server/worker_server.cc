@@ -126,6 +126,10 @@ absl::Status WorkerServer::Start() {
   if (b.quant.quantized()) {
     std::fprintf(stderr, "llm-worker: linear layers: %s\n", b.quant.Describe().c_str());
   }
+  if (b.kv.fp8() || b.kv.source.find("declares") != std::string::npos) {
+    std::fprintf(stderr, "llm-worker: KV cache: %s%s%s\n", b.kv.Describe().c_str(),
+                 b.kv.fp8() ? "" : ": ", b.kv.fp8() ? "" : b.kv.source.c_str());
+  }
   device_monitor_ = std::make_unique<DeviceMonitor>(info.pci_bus_id);
   if (!info.pci_bus_id.empty() && !device_monitor_->unavailable_reason().empty()) {
     std::fprintf(stderr, "llm-worker: GPU counters unavailable: %s\n",

@@ -27,6 +27,31 @@ TEST(BackendTest, CpuRandomModelHasTheShapeAndASyntheticTokenizer) {
   EXPECT_TRUE(info.pci_bus_id.empty());
 }
 
+// engine.quantization and engine.kv_cache_dtype settle into the backend's scheme and cache spec
+// (the CPU backend serves both); the checkpoint's own (bf16, no KV scheme) under auto.
+TEST(BackendTest, Fp8SettingsReachTheCpuBackend) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  BackendOptions o;
+  o.model = llm::testing::SharedPath("models/tinystories-656k");
+  o.backend = "cpu";
+  o.cpu_threads = 1;
+  auto b = CreateBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_FALSE(b->quant.quantized());
+  EXPECT_FALSE(b->kv.fp8());
+  o.quantization = "fp8";
+  o.kv_cache_dtype = "fp8";
+  b = CreateBackend(o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->quant.weights, model::WeightScaling::kChannel);
+  EXPECT_TRUE(b->kv.fp8());
+  EXPECT_EQ(b->kv.k_scale, std::vector<float>(2, 1.0f));  // no scales in the checkpoint
+  o.kv_cache_dtype = "e5m2";
+  b = CreateBackend(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("engine.kv_cache_dtype"), std::string::npos) << b.status();
+}
+
 TEST(BackendTest, CheckpointWithTheSharedModel) {
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   BackendOptions o;

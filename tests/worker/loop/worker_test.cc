@@ -8,12 +8,14 @@
 #include <thread>
 
 #include "common/retry_after.h"
+#include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 #include "tests/worker/loop/collecting_sink.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/runner/cpu_runner.h"
 #include "worker/runner/sequence_generator.h"
 
@@ -46,10 +48,22 @@ class WorkerTest : public ::testing::Test {
     golden_ = LoadGolden();
   }
 
+  // The test model, its KV cache in bf16 (the fp32 reference) or, with fp8_kv_, rounded
+  // through E4M3 as an FP8 cache holds it (scales 1.0: the checkpoint has none).
+  absl::StatusOr<std::unique_ptr<runner::CpuModel>> LoadModel() {
+    const std::string dir = llm::testing::SharedPath(kModel);
+    if (!fp8_kv_) return runner::CpuModel::Load(dir, &pool_);
+    LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
+    LLM_ASSIGN_OR_RETURN(auto store, model::TensorStore::Open(dir));
+    LLM_ASSIGN_OR_RETURN(model::KvCacheSpec kv,
+                         model::ResolveKvCache("fp8", model::QuantScheme(), config, store.get()));
+    return runner::CpuModel::FromStore(config, *store, &pool_, model::QuantScheme(), kv);
+  }
+
   std::unique_ptr<Worker> MakeWorker(int32_t slots, int32_t prefill_tokens = 64,
                                      int32_t max_queued = 1024, int32_t kv_blocks = 512,
                                      bool prefix_cache = true) {
-    auto model = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+    auto model = LoadModel();
     EXPECT_TRUE(model.ok()) << model.status();
     runner::CpuRunnerOptions ro;
     ro.sizes.max_slots = slots;
@@ -120,7 +134,7 @@ class WorkerTest : public ::testing::Test {
   std::vector<int32_t> Reference(const std::vector<int32_t>& prompt, int32_t max_tokens,
                                  const sampling::SamplingParams& sp) {
     if (!reference_) {
-      auto m = runner::CpuModel::Load(llm::testing::SharedPath(kModel), &pool_);
+      auto m = LoadModel();
       reference_ = *std::move(m);
     }
     runner::SequenceOptions opt;
@@ -143,6 +157,16 @@ class WorkerTest : public ::testing::Test {
   ThreadPool pool_{1};
   Golden golden_;
   std::unique_ptr<runner::CpuModel> reference_;
+  bool fp8_kv_ = false;  // engine.kv_cache_dtype: fp8 (LoadModel)
+
+  // A crowd of 24 requests (greedy, seeded, with penalties) in three waves: each gets the tokens
+  // it gets alone through the unbatched reference; the golden request among them its golden
+  // ids (bf16 cache).
+  void ExpectBatchingIsExact();
+  // 300 requests, most cancelled at random moments: nothing is left held, and the worker serves.
+  void ExpectCancelStormLeavesNothingBehind();
+  // A long shared prefix cached, not cached and off: the same tokens.
+  void ExpectPrefixCacheHitsGiveTheSameTokens();
 };
 
 TEST_F(WorkerTest, GoldenThroughTheWholePipeline) {
@@ -166,7 +190,7 @@ TEST_F(WorkerTest, GoldenThroughTheWholePipeline) {
 
 // Requests of different lengths and settings, admitted at different steps into few slots with
 // chunked prefill, give exactly what each gives alone (greedy and seeded sampling alike).
-TEST_F(WorkerTest, BatchingIsExact) {
+void WorkerTest::ExpectBatchingIsExact() {
   auto w = MakeWorker(/*slots=*/5, /*prefill_tokens=*/12);
   const std::vector<std::string> prompts = {
       "Once upon a time",
@@ -202,7 +226,9 @@ TEST_F(WorkerTest, BatchingIsExact) {
     if (i == 7 || i == 15) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   for (auto& j : jobs) ASSERT_TRUE(j.sink->Wait()) << "timed out";
-  EXPECT_EQ(jobs[11].sink->result().token_ids, golden_.generated_ids);
+  if (!fp8_kv_) {
+    EXPECT_EQ(jobs[11].sink->result().token_ids, golden_.generated_ids);
+  }
   auto tok = frontend::Tokenizer::Load(llm::testing::SharedPath(kModel));
   for (size_t i = 0; i < jobs.size(); ++i) {
     const auto prompt = *(*tok)->Encode(jobs[i].spec.text, true);
@@ -213,6 +239,15 @@ TEST_F(WorkerTest, BatchingIsExact) {
   const WorkerLoad load = w->Load();
   EXPECT_EQ(load.in_flight, 0);
   EXPECT_EQ(load.engine.scheduler.kv_blocks_used, 0);
+}
+
+TEST_F(WorkerTest, BatchingIsExact) { ExpectBatchingIsExact(); }
+
+// An FP8 KV cache (engine.kv_cache_dtype: fp8) rounds every cached K and V the same way alone
+// and in a crowd: batching stays exact.
+TEST_F(WorkerTest, BatchingIsExactWithAnFp8KvCache) {
+  fp8_kv_ = true;
+  ExpectBatchingIsExact();
 }
 
 TEST_F(WorkerTest, StopStringEndsTheRequestAndFreesItsSlot) {
@@ -273,7 +308,7 @@ TEST_F(WorkerTest, LogprobsOfGreedyTokensAreTheTopOnes) {
   EXPECT_EQ(joined, r.text);
 }
 
-TEST_F(WorkerTest, CancelStormLeavesNothingBehind) {
+void WorkerTest::ExpectCancelStormLeavesNothingBehind() {
   auto w = MakeWorker(8, 32);
   std::mt19937 rng(11);
   std::vector<uint64_t> keys;
@@ -306,7 +341,20 @@ TEST_F(WorkerTest, CancelStormLeavesNothingBehind) {
   auto sink = std::make_shared<CollectingSink>();
   ASSERT_TRUE(w->Submit(Spec(golden_.prompt, 59), sink).ok());
   ASSERT_TRUE(sink->Wait());
-  EXPECT_EQ(sink->result().token_ids, golden_.generated_ids);
+  // With an FP8 cache the golden ids are not expected; the unbatched reference's are.
+  const auto prompt = w->Tokenize(golden_.prompt, /*add_special=*/true);
+  ASSERT_TRUE(prompt.ok());
+  sampling::SamplingParams greedy;
+  greedy.temperature = 0;
+  EXPECT_EQ(sink->result().token_ids,
+            fp8_kv_ ? Reference(*prompt, 59, greedy) : golden_.generated_ids);
+}
+
+TEST_F(WorkerTest, CancelStormLeavesNothingBehind) { ExpectCancelStormLeavesNothingBehind(); }
+
+TEST_F(WorkerTest, CancelStormLeavesNothingBehindWithAnFp8KvCache) {
+  fp8_kv_ = true;
+  ExpectCancelStormLeavesNothingBehind();
 }
 
 TEST_F(WorkerTest, BadRequestsFailAloneWithTheFieldNamed) {
@@ -426,7 +474,7 @@ TEST_F(WorkerTest, ChatPromptsAreRenderedThenTokenizedWithoutSpecialTokens) {
 
 // The golden prompt after a long shared prefix: the same greedy ids with the cache cold (first
 // request), warm (the prefix found cached) and off, exactly (CPU fp32).
-TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
+void WorkerTest::ExpectPrefixCacheHitsGiveTheSameTokens() {
   auto cached = MakeWorker(4);
   auto uncached = MakeWorker(4, 64, 1024, 512, /*prefix_cache=*/false);
   auto prefix = cached->Tokenize(
@@ -452,6 +500,16 @@ TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
   EXPECT_EQ(warm.token_ids, cold.token_ids);
   EXPECT_EQ(off.token_ids, cold.token_ids);
   EXPECT_EQ(warm.text, cold.text);
+}
+
+TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokensAsComputingThePrompt) {
+  ExpectPrefixCacheHitsGiveTheSameTokens();
+}
+
+// A hit on FP8 blocks gives the bits of recomputing them into an FP8 cache.
+TEST_F(WorkerTest, PrefixCacheHitsOnAnFp8KvCacheGiveTheSameTokens) {
+  fp8_kv_ = true;
+  ExpectPrefixCacheHitsGiveTheSameTokens();
 }
 
 // A chat's next turn resends the previous answer: the blocks of generated tokens are found in

@@ -233,6 +233,40 @@ TEST(QuantSchemeTest, TheQuantizationOption) {
   EXPECT_THAT(std::string(twice.status().message()), HasSubstr("quantised already"));
 }
 
+// A checkpoint's FP8 KV cache: compressed-tensors' kv_cache_scheme, ModelOpt's
+// kv_cache_quant_algo (or its config.json kv_cache_scheme); anything else refused by name.
+TEST(QuantSchemeTest, KvCacheSchemes) {
+  json j = CompressedTensors();
+  EXPECT_FALSE(Parse(j)->kv_cache_fp8);  // null
+  j["quantization_config"]["kv_cache_scheme"] = {{"num_bits", 8},
+                                                 {"type", "float"},
+                                                 {"strategy", "tensor"},
+                                                 {"dynamic", false},
+                                                 {"symmetric", true}};
+  auto s = Parse(j);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->kv_cache_fp8);
+  j["quantization_config"]["kv_cache_scheme"]["type"] = "int";
+  s = Parse(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()),
+              AllOf(HasSubstr("kv_cache_scheme.type"), HasSubstr("\"int\"")));
+  const json hf = json::parse(R"({"quantization": {"quant_algo": "FP8",
+    "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}})");
+  s = ParseQuantScheme(json::object(), kSource, &hf, "ckpt/hf_quant_config.json");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->kv_cache_fp8);
+  const json int8 = json::parse(R"({"quantization": {"quant_algo": "FP8",
+    "kv_cache_quant_algo": "INT8"}})");
+  s = ParseQuantScheme(json::object(), kSource, &int8, "ckpt/hf_quant_config.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("kv_cache_quant_algo"));
+  s = Parse(json::parse(R"({"quantization_config": {"quant_method": "modelopt",
+    "quant_algo": "FP8", "kv_cache_scheme": {"dynamic": false, "num_bits": 8, "type": "float"}}})"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->kv_cache_fp8);
+}
+
 // What the writer declares reads back as the scheme it wrote.
 TEST(QuantSchemeTest, TheWritersConfigsReadBack) {
   for (WeightScaling w : {WeightScaling::kTensor, WeightScaling::kChannel, WeightScaling::kBlock}) {

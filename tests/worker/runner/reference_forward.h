@@ -12,6 +12,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/mapped_file.h"
@@ -74,14 +75,29 @@ struct RefActivations {
   }
 };
 
+// What an FP8 KV cache does to the K and V it holds: each value through E4M3 with the layer's
+// scale (empty: a bf16 cache, nothing).
+struct RefKvCache {
+  std::vector<double> k_scale, v_scale;  // [layers]
+
+  void Apply(int layer, double* k, double* v, int n) const {
+    if (k_scale.empty()) return;
+    for (int i = 0; i < n; ++i) {
+      k[i] = NearestE4M3(k[i] / k_scale[layer]) * k_scale[layer];
+      v[i] = NearestE4M3(v[i] / v_scale[layer]) * v_scale[layer];
+    }
+  }
+};
+
 class Reference {
  public:
   // `dequantised`, when given, holds float32 weights that take the place of the store's (an
   // FP8 checkpoint's linear layers, dequantised by their writer); `act` is what the FP8
   // products do to their inputs (kNone: nothing).
   Reference(const model::ModelConfig& c, const model::TensorStore& s,
-            const model::TensorStore* dequantised = nullptr, RefActivations act = {})
-      : c_(c), s_(s), dequantised_(dequantised), act_(act) {}
+            const model::TensorStore* dequantised = nullptr, RefActivations act = {},
+            RefKvCache kv = {})
+      : c_(c), s_(s), dequantised_(dequantised), act_(act), kv_(std::move(kv)) {}
 
   Mat W(const std::string& name) const {
     const model::TensorView* v = dequantised_ != nullptr && dequantised_->Find(name) != nullptr
@@ -170,6 +186,7 @@ class Reference {
         v[t] = Linear(wv, bv, xn);
         for (int h = 0; h < H; ++h) Rope(&q[t][h * hd], t, inv);
         for (int h = 0; h < KV; ++h) Rope(&k[t][h * hd], t, inv);
+        kv_.Apply(l, k[t].data(), v[t].data(), KV * hd);
       }
       for (int t = 0; t < n; ++t) {
         Mat attn(H * hd, 0.0);
@@ -217,6 +234,7 @@ class Reference {
   const model::TensorStore& s_;
   const model::TensorStore* dequantised_;
   mutable RefActivations act_;
+  RefKvCache kv_;
 };
 
 // Writes config.json and a random f32 model.safetensors for `c` into a new directory: norms

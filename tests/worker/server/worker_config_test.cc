@@ -126,6 +126,24 @@ TEST(WorkerConfigTest, BadValuesNameTheKey) {
   c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.kv_memory_fraction", "1.5"});
   EXPECT_NE(c.status().message().find("engine.kv_memory_fraction"), std::string::npos)
       << c.status();
+  for (const char* key : {"--engine.quantization", "--engine.kv_cache_dtype"}) {
+    c = LoadWorkerConfig({"--model.path", "random:tiny", key, "int4"});
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(c.status().message().find(key + 2), std::string::npos) << c.status();
+  }
+}
+
+// The FP8 settings reach the backend's options (both default to the checkpoint's own format).
+TEST(WorkerConfigTest, QuantizationAndKvCacheDtype) {
+  auto c = LoadWorkerConfig({"--model.path", "random:tiny"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backend.quantization, "none");
+  EXPECT_EQ(c->backend.kv_cache_dtype, "auto");
+  c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.quantization", "fp8",
+                        "--engine.kv_cache_dtype", "fp8"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->backend.quantization, "fp8");
+  EXPECT_EQ(c->backend.kv_cache_dtype, "fp8");
 }
 
 }  // namespace
