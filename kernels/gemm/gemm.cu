@@ -343,34 +343,36 @@ bool HasEpilogue(const GemmArgs& g) {
 
 }  // namespace
 
-bool Gemm::FusesEpilogue(const GemmArgs& g) const {
-  return HasEpilogue(g) && use_gemv_ && GemvSupports(GemvFor(g, GemvSplitsFor(g)));
+bool Gemm::GemvTakes(const GemmArgs& g, GemvParams* params) const {
+  if (!use_gemv_) return false;
+  const GemvParams p = GemvFor(g, GemvSplitsFor(g));
+  if (params != nullptr) *params = p;
+  return GemvSupports(p);
 }
 
-bool Gemm::WantsFp8Input(const GemmArgs& g) const {
-  return g.w.fp8() && !(use_gemv_ && GemvSupports(GemvFor(g, GemvSplitsFor(g))));
-}
+bool Gemm::FusesEpilogue(const GemmArgs& g) const { return HasEpilogue(g) && GemvTakes(g); }
+
+bool Gemm::WantsFp8Input(const GemmArgs& g) const { return g.w.fp8() && !GemvTakes(g); }
 
 int Gemm::Run(const GemmArgs& g, cudaStream_t stream) {
   if (g.rows <= 0) return 0;
-  if (HasEpilogue(g) && !FusesEpilogue(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
-  if (WantsFp8Input(g)) {
-    // The input must be quantised, its scales in the layout the weight's mode pairs with
-    // (row scales with per-row inputs, 128x128 blocks with 1x128 groups), and a bias of an
-    // fp32 output given in bf16 (cuBLASLt's FP8 products take no other).
+  GemvParams gemv;
+  if (GemvTakes(g, &gemv)) {
+    return LaunchGemv(gemv, stream) == cudaSuccess
+               ? 0
+               : static_cast<int>(CUBLAS_STATUS_EXECUTION_FAILED);
+  }
+  // cuBLASLt's: no fused epilogue, and an FP8 weight wants its input quantised (WantsFp8Input).
+  if (HasEpilogue(g)) return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
+  if (g.w.fp8()) {
+    // The input's scales in the layout the weight's mode pairs with (row scales with per-row
+    // inputs, 128x128 blocks with 1x128 groups), and a bias of an fp32 output given in bf16
+    // (cuBLASLt's FP8 products take no other).
     const bool block = g.w.scales == WeightScales::kBlock;
     if (g.xq.x == nullptr || g.xq.scale == nullptr ||
         block != (g.xq.scales == ActivationScales::kGroup) ||
         (g.out_type == GemmOut::kF32 && g.bias != nullptr && g.bias_bf16 == nullptr)) {
       return static_cast<int>(CUBLAS_STATUS_INVALID_VALUE);
-    }
-  }
-  if (use_gemv_) {
-    const GemvParams p = GemvFor(g, GemvSplitsFor(g));
-    if (GemvSupports(p)) {
-      return LaunchGemv(p, stream) == cudaSuccess
-                 ? 0
-                 : static_cast<int>(CUBLAS_STATUS_EXECUTION_FAILED);
     }
   }
   int status = 0;

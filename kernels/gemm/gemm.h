@@ -133,6 +133,8 @@ class Gemm {
 
  private:
   struct Plan;
+  // Whether the GEMV takes `args` (its params, for Run to launch, in `*params` when given).
+  bool GemvTakes(const GemmArgs& args, GemvParams* params = nullptr) const;
   // rows, in, out, output type, bias, weight kind (0 bf16, 1 FP8 row scales, 2 FP8 blocks).
   using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool, int>;
   // The plan for `args`' shape, created on first use (tuned when `tune`); null with `*status`

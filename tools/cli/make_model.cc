@@ -12,8 +12,8 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/synthetic_side_files.h"
 #include "tools/common/tool_util.h"
-#include "worker/frontend/synthetic_tokenizer.h"
 #include "worker/model/config.h"
 #include "worker/model/dtype.h"
 #include "worker/model/llama_tensors.h"
@@ -68,13 +68,7 @@ absl::Status MakeModel(const std::string& shape, const std::string& out, uint64_
 
   LLM_RETURN_IF_ERROR(
       WriteStringToFile(path("config.json"), model::ModelConfigToJson(config).dump(2)));
-  LLM_RETURN_IF_ERROR(WriteStringToFile(path("generation_config.json"),
-                                        model::GenerationConfigToJson(config).dump(2)));
-  LLM_ASSIGN_OR_RETURN(frontend::TokenizerFiles tok,
-                       frontend::SyntheticTokenizerFiles(config.vocab_size, config.bos_token_id,
-                                                         config.eos_token_ids));
-  LLM_RETURN_IF_ERROR(WriteStringToFile(path("tokenizer.json"), tok.tokenizer_json));
-  LLM_RETURN_IF_ERROR(WriteStringToFile(path("tokenizer_config.json"), tok.tokenizer_config_json));
+  LLM_RETURN_IF_ERROR(WriteSyntheticSideFiles(config, out));
   LLM_RETURN_IF_ERROR(WriteWeights(config, path("model.safetensors"), seed, dtype, pool));
   return WriteStringToFile(
       path("README.md"),

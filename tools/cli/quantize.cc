@@ -7,12 +7,11 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/synthetic_side_files.h"
 #include "tools/common/tool_util.h"
-#include "worker/frontend/synthetic_tokenizer.h"
 #include "worker/model/config.h"
 #include "worker/model/fp8_writer.h"
 #include "worker/model/synthetic.h"
@@ -40,18 +39,6 @@ absl::Status CopySideFiles(const std::string& from, const std::string& to) {
     if (ec) return absl::PermissionDeniedError(absl::StrCat(src.string(), ": ", ec.message()));
   }
   return absl::OkStatus();
-}
-
-absl::Status WriteSyntheticSideFiles(const model::ModelConfig& c, const std::string& to) {
-  LLM_RETURN_IF_ERROR(WriteStringToFile((fs::path(to) / "generation_config.json").string(),
-                                        model::GenerationConfigToJson(c).dump(2)));
-  LLM_ASSIGN_OR_RETURN(
-      frontend::TokenizerFiles tok,
-      frontend::SyntheticTokenizerFiles(c.vocab_size, c.bos_token_id, c.eos_token_ids));
-  LLM_RETURN_IF_ERROR(
-      WriteStringToFile((fs::path(to) / "tokenizer.json").string(), tok.tokenizer_json));
-  return WriteStringToFile((fs::path(to) / "tokenizer_config.json").string(),
-                           tok.tokenizer_config_json);
 }
 
 absl::Status Quantize(const std::string& source_spec, const std::string& out,

@@ -22,17 +22,6 @@ int64_t NumWeightScales(WeightScaling scaling, int64_t out, int64_t in) {
   }
 }
 
-float Fp8Matrix::ScaleAt(int64_t r, int64_t c) const {
-  switch (scaling) {
-    case WeightScaling::kTensor:
-      return scales[0];
-    case WeightScaling::kChannel:
-      return scales[static_cast<size_t>(r)];
-    default:
-      return scales[static_cast<size_t>(r / kFp8Block * CeilDiv(in, kFp8Block) + c / kFp8Block)];
-  }
-}
-
 void Fp8Matrix::DequantizeRow(int64_t r, float* dst) const {
   const uint8_t* row = e4m3.data() + r * in;
   for (int64_t c = 0; c < in; ++c) dst[c] = Fp8E4M3ToFloat(row[c]) * ScaleAt(r, c);
@@ -67,10 +56,7 @@ Fp8Matrix QuantizeFp8(const float* w, int64_t out, int64_t in, WeightScaling sca
   std::vector<float> amax(static_cast<size_t>(NumWeightScales(scaling, out, in)), 0.0f);
   for (int64_t r = 0; r < out; ++r) {
     for (int64_t g = 0; g < col_groups; ++g) {
-      const size_t k = scaling == WeightScaling::kTensor ? 0
-                       : scaling == WeightScaling::kChannel
-                           ? static_cast<size_t>(r)
-                           : static_cast<size_t>(r / kFp8Block * col_groups + g);
+      const size_t k = Fp8ScaleIndex(scaling, in, r, g * group_cols);
       amax[k] = std::max(amax[k], row_amax[static_cast<size_t>(r * col_groups + g)]);
     }
   }

@@ -22,6 +22,18 @@ inline constexpr int32_t kFp8Block = 128;  // block tiles and activation groups
 
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Which of a weight's scales covers element (r, c) of a [out, in] weight (layouts as Fp8Matrix's).
+inline size_t Fp8ScaleIndex(WeightScaling scaling, int64_t in, int64_t r, int64_t c) {
+  switch (scaling) {
+    case WeightScaling::kTensor:
+      return 0;
+    case WeightScaling::kChannel:
+      return static_cast<size_t>(r);
+    default:
+      return static_cast<size_t>(r / kFp8Block * CeilDiv(in, kFp8Block) + c / kFp8Block);
+  }
+}
+
 // An FP8 weight matrix [out, in] and its scales: kTensor [1], kChannel [out], kBlock
 // [ceil(out/128), ceil(in/128)] row-major. Value (r, c) = e4m3[r * in + c] * ScaleAt(r, c).
 struct Fp8Matrix {
@@ -31,7 +43,7 @@ struct Fp8Matrix {
   std::vector<uint8_t> e4m3;  // [out, in]
   std::vector<float> scales;
 
-  float ScaleAt(int64_t r, int64_t c) const;
+  float ScaleAt(int64_t r, int64_t c) const { return scales[Fp8ScaleIndex(scaling, in, r, c)]; }
   // Row r dequantised into `dst` (`in` floats).
   void DequantizeRow(int64_t r, float* dst) const;
 };

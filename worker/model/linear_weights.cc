@@ -99,14 +99,8 @@ void LinearWeight::RowToF32(int64_t r, float* dst) const {
     return;
   }
   const auto* row = reinterpret_cast<const uint8_t*>(weight->data) + r * in;
-  const int64_t blocks_per_row = CeilDiv(in, kFp8Block);
   for (int64_t c = 0; c < in; ++c) {
-    const float s =
-        scaling == WeightScaling::kTensor ? scales[0]
-        : scaling == WeightScaling::kChannel
-            ? scales[static_cast<size_t>(r)]
-            : scales[static_cast<size_t>(r / kFp8Block * blocks_per_row + c / kFp8Block)];
-    dst[c] = Fp8E4M3ToFloat(row[c]) * s;
+    dst[c] = Fp8E4M3ToFloat(row[c]) * scales[Fp8ScaleIndex(scaling, in, r, c)];
   }
 }
 

@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 #include "tests/worker/loop/collecting_sink.h"
+#include "tests/worker/loop/worker_test_util.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/runner/cpu_runner.h"
 #include "worker/runner/sequence_generator.h"
@@ -192,16 +193,7 @@ TEST_F(WorkerTest, GoldenThroughTheWholePipeline) {
 // chunked prefill, give exactly what each gives alone (greedy and seeded sampling alike).
 void WorkerTest::ExpectBatchingIsExact() {
   auto w = MakeWorker(/*slots=*/5, /*prefill_tokens=*/12);
-  const std::vector<std::string> prompts = {
-      "Once upon a time",
-      "The little dog",
-      "Lily and Tom went to the park. They",
-      "A",
-      "One day, a big bear came to the village. The bear was hungry and sad, and it looked "
-      "for food in every house. The children were scared, but Sue was brave. She",
-      "Tim had a red ball.",
-      "The sun was hot",
-      "Mom said, \"Let's go home.\""};
+  const std::vector<std::string> prompts = StoryPrompts();
   struct Job {
     GenerateSpec spec;
     std::shared_ptr<CollectingSink> sink = std::make_shared<CollectingSink>();
@@ -223,7 +215,9 @@ void WorkerTest::ExpectBatchingIsExact() {
   // Three waves, so admissions and finishes interleave at different steps.
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_TRUE(w->Submit(jobs[i].spec, jobs[i].sink).ok());
-    if (i == 7 || i == 15) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (i == 7 || i == 15) {
+      EXPECT_TRUE(WaitForNextStep(*w));
+    }
   }
   for (auto& j : jobs) ASSERT_TRUE(j.sink->Wait()) << "timed out";
   if (!fp8_kv_) {
@@ -594,26 +588,15 @@ TEST_F(WorkerTest, BusyRatioFallsToZeroWhenIdle) {
       Worker::Create(WorkerOptions{}, std::make_unique<runner::CpuRunner>(*std::move(model), ro),
                      *std::move(tok), {2});
   ASSERT_TRUE(w.ok()) << w.status();
-  // Waits until `pred(load)` holds; false after 10 s.
-  const auto wait_for = [&](const auto& pred) {
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    uint64_t version = (*w)->Load().engine.version;
-    while (!pred((*w)->Load())) {
-      if (Clock::now() >= deadline) return false;
-      version = (*w)->WaitForLoadChange(version, deadline);
-    }
-    return true;
-  };
   GenerateSpec spec = Spec(golden_.prompt, 300);
   spec.ignore_eos = true;
   auto sink = std::make_shared<CollectingSink>();
   ASSERT_TRUE((*w)->Submit(spec, sink).ok());
-  EXPECT_TRUE(wait_for([](const WorkerLoad& l) { return l.engine.busy_ratio > 0.5; }));
+  EXPECT_TRUE(WaitForLoad(**w, [](const WorkerLoad& l) { return l.engine.busy_ratio > 0.5; }));
   ASSERT_TRUE(sink->Wait());
-  EXPECT_TRUE(wait_for([](const WorkerLoad& l) {
-    return l.in_flight == 0 && l.engine.busy_ratio == 0.0;
-  })) << "busy ratio still "
-      << (*w)->Load().engine.busy_ratio;
+  EXPECT_TRUE(WaitForLoad(
+      **w, [](const WorkerLoad& l) { return l.in_flight == 0 && l.engine.busy_ratio == 0.0; }))
+      << "busy ratio still " << (*w)->Load().engine.busy_ratio;
 }
 
 // engine.max_prefill_tokens 0 takes the backend's default (RunnerInfo::default_prefill_tokens):

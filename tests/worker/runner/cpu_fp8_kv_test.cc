@@ -22,19 +22,8 @@ using model::ModelConfig;
 using testing::Mat;
 
 ModelConfig Shape() {
-  ModelConfig c;
-  c.model_type = "llama";
-  c.vocab_size = 97;
-  c.hidden_size = 64;
-  c.intermediate_size = 96;
-  c.num_layers = 3;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 10000.0;
-  return c;
+  return testing::TinyLlama(
+      {.hidden = 64, .intermediate = 96, .layers = 3, .heads = 8, .kv_heads = 2, .head_dim = 8});
 }
 
 // `dir`'s tensors plus one K and one V scale a layer under `names` ("self_attn.k_scale" style:

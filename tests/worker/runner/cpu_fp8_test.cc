@@ -24,19 +24,11 @@ using testing::Mat;
 using testing::RefActivations;
 
 ModelConfig Shape() {
-  ModelConfig c;
+  // hidden 128 + 16: a partial block.
+  ModelConfig c = testing::TinyLlama(
+      {.hidden = 144, .intermediate = 200, .layers = 2, .heads = 6, .kv_heads = 2, .head_dim = 24});
   c.model_type = "qwen2";  // q/k/v biases ride along with the FP8 products
   c.qkv_bias = true;
-  c.vocab_size = 97;
-  c.hidden_size = 144;  // 128 + 16: a partial block
-  c.intermediate_size = 200;
-  c.num_layers = 2;
-  c.num_heads = 6;
-  c.num_kv_heads = 2;
-  c.head_dim = 24;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 10000.0;
   return c;
 }
 

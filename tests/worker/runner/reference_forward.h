@@ -237,6 +237,27 @@ class Reference {
   RefKvCache kv_;
 };
 
+// The sizes of a small random model (TinyLlama).
+struct TinyShape {
+  int32_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0;
+};
+// A Llama config of shape `s` for random checkpoints: 97 tokens, 64 positions.
+inline model::ModelConfig TinyLlama(const TinyShape& s) {
+  model::ModelConfig c;
+  c.model_type = "llama";
+  c.vocab_size = 97;
+  c.hidden_size = s.hidden;
+  c.intermediate_size = s.intermediate;
+  c.num_layers = s.layers;
+  c.num_heads = s.heads;
+  c.num_kv_heads = s.kv_heads;
+  c.head_dim = s.head_dim;
+  c.max_position_embeddings = 64;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  return c;
+}
+
 // Writes config.json and a random f32 model.safetensors for `c` into a new directory: norms
 // 1 +- 0.5, biases +- 0.2, matrices uniform in +- sqrt(linear_bound_sq / fan_in).
 inline std::string WriteRandomCheckpoint(const model::ModelConfig& c, uint32_t seed,

@@ -27,19 +27,8 @@ using testing::Reference;
 using testing::WriteRandomCheckpoint;
 
 ModelConfig Base() {
-  ModelConfig c;
-  c.model_type = "llama";
-  c.vocab_size = 97;
-  c.hidden_size = 48;
-  c.intermediate_size = 80;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 4;
-  c.head_dim = 12;
-  c.max_position_embeddings = 64;
-  c.rms_norm_eps = 1e-5;
-  c.rope_theta = 10000.0;
-  return c;
+  return testing::TinyLlama(
+      {.hidden = 48, .intermediate = 80, .layers = 2, .heads = 4, .kv_heads = 4, .head_dim = 12});
 }
 
 void ExpectMatchesReference(const ModelConfig& c, uint32_t seed) {

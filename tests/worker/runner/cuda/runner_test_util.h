@@ -3,11 +3,9 @@
 #ifndef LLM_TESTS_WORKER_RUNNER_CUDA_RUNNER_TEST_UTIL_H_
 #define LLM_TESTS_WORKER_RUNNER_CUDA_RUNNER_TEST_UTIL_H_
 
-#include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -16,6 +14,7 @@
 #include "tests/kernels/gpu_test_util.h"  // LLM_REQUIRE_GPU
 #include "tests/test_util.h"
 #include "tests/worker/loop/collecting_sink.h"
+#include "tests/worker/loop/worker_test_util.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 
@@ -23,6 +22,8 @@ namespace llm::runner::cuda::testing {
 
 using loop::CollectingSink;
 using loop::GenerateSpec;
+using loop::StoryPrompts;
+using loop::WaitForNextStep;
 using loop::Worker;
 
 struct Golden {
@@ -114,16 +115,7 @@ inline size_t CommonPrefix(const std::vector<int32_t>& a, const std::vector<int3
 
 // 33 requests of 8 prompts, greedy and drawn, some with penalties, each run to max_tokens.
 inline std::vector<GenerateSpec> CrowdSpecs() {
-  const std::vector<std::string> prompts = {
-      "Once upon a time",
-      "The little dog",
-      "Lily and Tom went to the park. They",
-      "A",
-      "One day, a big bear came to the village. The bear was hungry and sad, and it looked "
-      "for food in every house. The children were scared, but Sue was brave. She",
-      "Tim had a red ball.",
-      "The sun was hot",
-      "Mom said, \"Let's go home.\""};
+  const std::vector<std::string> prompts = StoryPrompts();
   std::vector<GenerateSpec> specs;
   for (int i = 0; i < 33; ++i) {
     GenerateSpec s = Spec(prompts[i % prompts.size()], 5 + (i * 13) % 70);
@@ -143,8 +135,8 @@ inline std::vector<GenerateSpec> CrowdSpecs() {
   return specs;
 }
 
-// Submits every request at once (a short pause after every 11th, so later ones join running
-// steps) and returns each one's ids.
+// Submits every request at once (after every 11th, waits for the engine's next step, so later
+// ones join running steps) and returns each one's ids.
 inline std::vector<std::vector<int32_t>> RunCrowd(Worker& w,
                                                   const std::vector<GenerateSpec>& specs) {
   std::vector<std::shared_ptr<CollectingSink>> sinks;
@@ -152,7 +144,9 @@ inline std::vector<std::vector<int32_t>> RunCrowd(Worker& w,
   for (size_t i = 0; i < specs.size(); ++i) {
     sinks.push_back(std::make_shared<CollectingSink>());
     EXPECT_TRUE(w.Submit(specs[i], sinks.back()).ok()) << "request " << i;
-    if (i % 11 == 10) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    if (i % 11 == 10) {
+      EXPECT_TRUE(WaitForNextStep(w));
+    }
   }
   for (auto& s : sinks) {
     EXPECT_TRUE(s->Wait());

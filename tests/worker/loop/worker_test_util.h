@@ -1,0 +1,50 @@
+// Helpers for tests that drive a Worker: the story prompts they share, and waits on the
+// worker's load (observable state, never a bare sleep).
+#ifndef LLM_TESTS_WORKER_LOOP_WORKER_TEST_UTIL_H_
+#define LLM_TESTS_WORKER_LOOP_WORKER_TEST_UTIL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "worker/loop/worker.h"
+
+namespace llm::loop {
+
+// Eight prompts of different lengths in the tinystories style.
+inline std::vector<std::string> StoryPrompts() {
+  return {"Once upon a time",
+          "The little dog",
+          "Lily and Tom went to the park. They",
+          "A",
+          "One day, a big bear came to the village. The bear was hungry and sad, and it looked "
+          "for food in every house. The children were scared, but Sue was brave. She",
+          "Tim had a red ball.",
+          "The sun was hot",
+          "Mom said, \"Let's go home.\""};
+}
+
+// Waits until `pred(w.Load())` holds; false after `timeout`.
+inline bool WaitForLoad(const Worker& w, const std::function<bool(const WorkerLoad&)>& pred,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = Clock::now() + timeout;
+  uint64_t version = w.Load().engine.version;
+  while (!pred(w.Load())) {
+    if (Clock::now() >= deadline) return false;
+    version = w.WaitForLoadChange(version, deadline);
+  }
+  return true;
+}
+
+// Waits until the engine has taken a step after this call (requests submitted before it are
+// being computed); false after 10 s.
+inline bool WaitForNextStep(const Worker& w) {
+  const uint64_t steps = w.Load().engine.steps;
+  return WaitForLoad(w, [steps](const WorkerLoad& l) { return l.engine.steps > steps; });
+}
+
+}  // namespace llm::loop
+
+#endif  // LLM_TESTS_WORKER_LOOP_WORKER_TEST_UTIL_H_
