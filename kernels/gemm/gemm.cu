@@ -126,12 +126,14 @@ int32_t Gemm::GemvSplitsFor(const GemmArgs& g) const {
   return GemvSplits(weight_rows, g.in, sms_, split_rows_per_sm_, GemvVecInputs(g.w.fp8()));
 }
 
-int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_t* algo) {
-  const Shape key{0, g.in, g.out, static_cast<int>(g.out_type), HasBias(g), WeightKindOf(g.w)};
-  if (auto it = invariant_algos_.find(key); it != invariant_algos_.end()) {
-    *algo = it->second;
-    return 0;
-  }
+bool Gemm::AlgoFits(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const {
+  cublasLtMatmulHeuristicResult_t check{};
+  return Lt().MatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &check) ==
+             CUBLAS_STATUS_SUCCESS &&
+         check.workspaceSize <= workspace_bytes_;
+}
+
+int Gemm::InvariantCandidates(const GemmArgs& g, std::vector<cublasLtMatmulAlgo_t>* out) {
   GemmArgs ref = g;
   ref.rows = kInvariantReferenceRows;
   Plan ref_plan;
@@ -142,7 +144,13 @@ int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_
     st = Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes_, sizeof(workspace_bytes_));
   }
-  constexpr int kCandidates = 16;
+  // Only algorithms that reduce nothing across blocks (split-K needs a reduction scheme).
+  const uint32_t no_reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = Lt().MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                           &no_reduction, sizeof(no_reduction));
+  }
+  constexpr int kCandidates = 32;
   cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
@@ -151,35 +159,56 @@ int Gemm::InvariantAlgo(const GemmArgs& g, const Plan& plan, cublasLtMatmulAlgo_
   }
   if (pref) Lt().MatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS) return static_cast<int>(st);
-  // The best candidate that sums each output element within one thread block (no split-K, no
-  // reduction across blocks) and is valid at this row count is used for all row counts.
+  // Each output element summed within one thread block: no split-K, no reduction scheme.
   for (int i = 0; i < found; ++i) {
     cublasLtMatmulAlgo_t candidate = results[i].algo;
     int32_t split_k = 1;
     uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
     size_t written = 0;
     if (Lt().MatmulAlgoConfigGetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split_k,
-                                          sizeof(split_k), &written) != CUBLAS_STATUS_SUCCESS ||
+                                          sizeof(split_k), &written) == CUBLAS_STATUS_SUCCESS &&
         Lt().MatmulAlgoConfigGetAttribute(&candidate, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
                                           &reduction, sizeof(reduction),
-                                          &written) != CUBLAS_STATUS_SUCCESS ||
-        split_k > 1 || reduction != CUBLASLT_REDUCTION_SCHEME_NONE) {
-      continue;
+                                          &written) == CUBLAS_STATUS_SUCCESS &&
+        split_k <= 1 && reduction == CUBLASLT_REDUCTION_SCHEME_NONE) {
+      out->push_back(candidate);
     }
-    cublasLtMatmulHeuristicResult_t check{};
-    if (Lt().MatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &candidate,
-                             &check) != CUBLAS_STATUS_SUCCESS ||
-        check.workspaceSize > workspace_bytes_) {
-      continue;
+  }
+  return 0;
+}
+
+int Gemm::InvariantAlgo(const GemmArgs& g, Plan& plan, bool may_repick) {
+  const Shape key{0, g.in, g.out, static_cast<int>(g.out_type), HasBias(g), WeightKindOf(g.w)};
+  auto [it, fresh] = invariant_.try_emplace(key);
+  InvariantChoice& choice = it->second;
+  if (fresh) {
+    if (const int st = InvariantCandidates(g, &choice.candidates); st != 0) {
+      invariant_.erase(it);
+      return st;
     }
-    invariant_algos_.emplace(key, candidate);
-    *algo = candidate;
+  }
+  // The first candidate, in the heuristic's order, that fits this row count and every row count
+  // planned for the key before; those plans move to it too (Prepare only: a graph captured on
+  // the earlier choice would otherwise sum differently).
+  for (size_t i = choice.pick; i < choice.candidates.size(); ++i) {
+    const cublasLtMatmulAlgo_t& candidate = choice.candidates[i];
+    if (!AlgoFits(plan, candidate)) continue;
+    if (i != choice.pick && !choice.plans.empty()) {
+      if (!may_repick) break;
+      bool all = true;
+      for (const Plan* earlier : choice.plans) all = all && AlgoFits(*earlier, candidate);
+      if (!all) continue;
+      for (Plan* earlier : choice.plans) earlier->algo = candidate;
+    }
+    choice.pick = i;
+    choice.plans.push_back(&plan);
+    plan.algo = candidate;
     return 0;
   }
   return static_cast<int>(CUBLAS_STATUS_NOT_SUPPORTED);
 }
 
-Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status, bool tune) {
+Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status, bool tune, bool preparing) {
   const Shape shape{PlanRows(g),      g.in, g.out, static_cast<int>(g.out_type), HasBias(g),
                     WeightKindOf(g.w)};
   if (auto it = plans_.find(shape); it != plans_.end()) return it->second.get();
@@ -190,19 +219,8 @@ Gemm::Plan* Gemm::GetPlan(const GemmArgs& g, int* status, bool tune) {
     return nullptr;
   }
   if (batch_invariant_) {
-    *status = InvariantAlgo(g, *plan, &plan->algo);
+    *status = InvariantAlgo(g, *plan, preparing);
     if (*status != 0) return nullptr;
-    // The shared algorithm must also be valid at this row count.
-    cublasLtMatmulHeuristicResult_t check{};
-    st = Lt().MatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &plan->algo,
-                              &check);
-    if (st == CUBLAS_STATUS_SUCCESS && check.workspaceSize > workspace_bytes_) {
-      st = CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    if (st != CUBLAS_STATUS_SUCCESS) {
-      *status = static_cast<int>(st);
-      return nullptr;
-    }
     plan->has_algo = true;
   } else {
     cublasLtMatmulPreference_t pref = nullptr;
@@ -244,7 +262,7 @@ int Gemm::Prepare(const GemmArgs& g) {
   int status = 0;
   // Tuning runs the product: an FP8 one needs its input's buffers.
   const bool runnable = !g.w.fp8() || (g.xq.x != nullptr && g.xq.scale != nullptr);
-  GetPlan(g, &status, tune_ && g.rows >= kTuneMinRows && runnable);
+  GetPlan(g, &status, tune_ && g.rows >= kTuneMinRows && runnable, /*preparing=*/true);
   return status;
 }
 

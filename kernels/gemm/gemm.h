@@ -6,7 +6,8 @@
 // in a CUDA graph. Not thread-safe: one Gemm per stream.
 //
 // Batch-invariant mode: the algorithm is chosen once per (in, out, output type, bias) and used
-// for every row count, with no split-K or other cross-block reduction, so each output element
+// for every row count: the first of cuBLASLt's candidates at a reference row count that has no
+// split-K or other cross-block reduction and fits every row count prepared, so each output element
 // is summed in the same order whatever the batch: a row's result does not depend on the other
 // rows. It costs some speed on shapes where cuBLASLt's per-shape choice would differ.
 //
@@ -40,6 +41,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/elementwise/rope_kv.h"
 #include "kernels/gemm/gemv.h"
@@ -137,9 +139,9 @@ class Gemm {
   bool GemvTakes(const GemmArgs& args, GemvParams* params = nullptr) const;
   // rows, in, out, output type, bias, weight kind (0 bf16, 1 FP8 row scales, 2 FP8 blocks).
   using Shape = std::tuple<int32_t, int32_t, int32_t, int, bool, int>;
-  // The plan for `args`' shape, created on first use (tuned when `tune`); null with `*status`
-  // set on failure.
-  Plan* GetPlan(const GemmArgs& args, int* status, bool tune = false);
+  // The plan for `args`' shape, created on first use (tuned when `tune`; `preparing`: by
+  // Prepare); null with `*status` set on failure.
+  Plan* GetPlan(const GemmArgs& args, int* status, bool tune = false, bool preparing = false);
   // Times `candidates` on args' buffers; returns the index of the one to keep, or -1 with
   // `*status` set when the device failed.
   int FastestCandidate(const GemmArgs& args, Plan& plan,
@@ -147,9 +149,21 @@ class Gemm {
   // The product on `plan` with `algo` (null: cuBLASLt's own choice), as Run does.
   int RunPlan(const GemmArgs& args, Plan& plan, const cublasLtMatmulAlgo_t* algo,
               cudaStream_t stream);
-  // Batch-invariant mode: the algorithm for (in, out, type, bias), chosen at a reference row
-  // count.
-  int InvariantAlgo(const GemmArgs& args, const Plan& plan, cublasLtMatmulAlgo_t* algo);
+  // Whether `algo` runs `plan`'s shape within the workspace.
+  bool AlgoFits(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const;
+  // Batch-invariant mode: the heuristic's algorithms for args' (in, out, type, bias, weight
+  // kind) at a reference row count that reduce nothing across blocks, best first.
+  int InvariantCandidates(const GemmArgs& args, std::vector<cublasLtMatmulAlgo_t>* out);
+  // Sets plan.algo to the key's one algorithm: the first candidate that fits every row count
+  // planned for the key. A row count the current choice does not fit moves the key's earlier
+  // plans to a candidate that fits them all, where `may_repick` (Prepare, before any capture);
+  // NOT_SUPPORTED otherwise, or where no candidate fits.
+  int InvariantAlgo(const GemmArgs& args, Plan& plan, bool may_repick);
+  struct InvariantChoice {
+    std::vector<cublasLtMatmulAlgo_t> candidates;
+    size_t pick = 0;           // candidates[pick] is every plan's
+    std::vector<Plan*> plans;  // the key's plans (owned by plans_)
+  };
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
@@ -162,7 +176,7 @@ class Gemm {
   int tuned_ = 0, tuned_changed_ = 0;
   std::string load_error_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
-  std::map<Shape, cublasLtMatmulAlgo_t> invariant_algos_;  // rows = 0 in the key
+  std::map<Shape, InvariantChoice> invariant_;  // rows = 0 in the key
 };
 
 }  // namespace llm::kernels

@@ -12,8 +12,8 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/synthetic_side_files.h"
 #include "tools/common/tool_util.h"
+#include "worker/backend/synthetic_side_files.h"
 #include "worker/model/config.h"
 #include "worker/model/dtype.h"
 #include "worker/model/llama_tensors.h"
@@ -68,7 +68,7 @@ absl::Status MakeModel(const std::string& shape, const std::string& out, uint64_
 
   LLM_RETURN_IF_ERROR(
       WriteStringToFile(path("config.json"), model::ModelConfigToJson(config).dump(2)));
-  LLM_RETURN_IF_ERROR(WriteSyntheticSideFiles(config, out));
+  LLM_RETURN_IF_ERROR(backend::WriteSyntheticSideFiles(config, out));
   LLM_RETURN_IF_ERROR(WriteWeights(config, path("model.safetensors"), seed, dtype, pool));
   return WriteStringToFile(
       path("README.md"),

@@ -10,8 +10,8 @@
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
 #include "tools/cli/commands.h"
-#include "tools/cli/synthetic_side_files.h"
 #include "tools/common/tool_util.h"
+#include "worker/backend/synthetic_side_files.h"
 #include "worker/model/config.h"
 #include "worker/model/fp8_writer.h"
 #include "worker/model/synthetic.h"
@@ -56,7 +56,8 @@ absl::Status Quantize(const std::string& source_spec, const std::string& out,
   fs::create_directories(out, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat(out, ": cannot create: ", ec.message()));
   LLM_RETURN_IF_ERROR(model::WriteFp8Checkpoint(config, *store, scaling, out, &pool));
-  return source.synthetic() ? WriteSyntheticSideFiles(config, out) : CopySideFiles(source.dir, out);
+  return source.synthetic() ? backend::WriteSyntheticSideFiles(config, out)
+                            : CopySideFiles(source.dir, out);
 }
 
 }  // namespace

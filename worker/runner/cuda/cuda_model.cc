@@ -117,26 +117,34 @@ absl::Status CudaModel::PrepareProducts(const StepSizes& z, const StepBuffers& b
   using kernels::GemmOut;
   // An FP8 product's input as the step's kernels write it (tuning runs the products).
   const kernels::Fp8Input xq{b.xq, b.xq_scale, weights_.input_scales};
-  const auto prepare = [&](kernels::GemmArgs g) {
+  const auto prepare = [&](const char* what, kernels::GemmArgs g) {
     if (g.w.fp8()) g.xq = xq;
-    return CublasStatus(gemm_.Prepare(g), "GEMM plan");
+    const int status = gemm_.Prepare(g);
+    if (status == 0) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("GEMM plan of the ", what, " product at ", g.rows,
+                                            " rows (in ", g.in, ", out ", g.out,
+                                            "): cuBLASLt status ", status));
   };
   for (const int32_t r : rows) {
-    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.qkv, b.xn, b.qkv, r, H, z.qkv_dim, GemmOut::kBf16)));
-    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.o, b.attn, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
     LLM_RETURN_IF_ERROR(
-        prepare(ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
-    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
+        prepare("qkv", ProductArgs(L.qkv, b.xn, b.qkv, r, H, z.qkv_dim, GemmOut::kBf16)));
+    LLM_RETURN_IF_ERROR(
+        prepare("o", ProductArgs(L.o, b.attn, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
+    LLM_RETURN_IF_ERROR(
+        prepare("gate/up", ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
+    LLM_RETURN_IF_ERROR(
+        prepare("down", ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
   }
   for (const int32_t r : sample_rows) {
     // The head, and the last layer's o and MLP products on the sampling rows alone (Forward).
+    LLM_RETURN_IF_ERROR(prepare(
+        "lm_head", {b.xs, weights_.head, nullptr, b.logits, r, H, c.vocab_size, GemmOut::kF32}));
     LLM_RETURN_IF_ERROR(
-        prepare({b.xs, weights_.head, nullptr, b.logits, r, H, c.vocab_size, GemmOut::kF32}));
+        prepare("o", ProductArgs(L.o, b.attn_sampled, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
     LLM_RETURN_IF_ERROR(
-        prepare(ProductArgs(L.o, b.attn_sampled, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
+        prepare("gate/up", ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
     LLM_RETURN_IF_ERROR(
-        prepare(ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
-    LLM_RETURN_IF_ERROR(prepare(ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
+        prepare("down", ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
   }
   return absl::OkStatus();
 }

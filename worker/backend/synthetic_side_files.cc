@@ -1,4 +1,4 @@
-#include "tools/cli/synthetic_side_files.h"
+#include "worker/backend/synthetic_side_files.h"
 
 #include <filesystem>
 
@@ -6,7 +6,7 @@
 #include "common/status_macros.h"
 #include "worker/frontend/synthetic_tokenizer.h"
 
-namespace llm::cli {
+namespace llm::backend {
 
 absl::Status WriteSyntheticSideFiles(const model::ModelConfig& config, const std::string& dir) {
   auto path = [&](const char* name) { return (std::filesystem::path(dir) / name).string(); };
@@ -19,4 +19,4 @@ absl::Status WriteSyntheticSideFiles(const model::ModelConfig& config, const std
   return WriteStringToFile(path("tokenizer_config.json"), tok.tokenizer_config_json);
 }
 
-}  // namespace llm::cli
+}  // namespace llm::backend
