@@ -20,6 +20,12 @@
 #   build-gpu-bundle/session.sh fp8       # issue 29: the FP8 kernel and runner tests, their
 #                                         #   sanitizers, llama-3-8b bf16 beside FP8 quantised
 #                                         #   at load (batch 1, 64/256 slots, 4k TTFT, kernels)
+#   build-gpu-bundle/session.sh fp8-lease # issue 29 in one call (~4 min on an H200): every GPU
+#                                         #   test, FP8 sanitizers, bf16 beside FP8, checkpoints
+#   build-gpu-bundle/session.sh fp8-probe # the FP8 batch-1 step under ncu (per kernel, a
+#                                         #   layer in depth), unfused norms, GEMV splits
+#   build-gpu-bundle/session.sh fp8-final # the tests, bf16 beside FP8, FP8 with PDL, a block
+#                                         #   checkpoint
 #   build-gpu-bundle/session.sh fp8-ckpt  # issue 29: llm-cli quantize writes llama-3-8b per
 #                                         #   channel and in blocks; each through llm-bench gpu
 #
@@ -34,7 +40,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8|fp8-ckpt}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8|fp8-lease|fp8-probe|fp8-final|fp8-ckpt}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -227,6 +233,72 @@ case "$phase" in
     bench llama-3-8b-fp8-batch-invariant 90 --model random:llama-3-8b --quantization fp8 \
       --slots 64 --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --batch-invariant
     ;;
+  fp8-lease)
+    # Issue 29 in one call, for a lease: every GPU test (the FP8 ones and those the kernels/
+    # split and the Forward split touched), the FP8 tests under the sanitizers, llama-3-8b bf16
+    # beside FP8 quantised at load, then per-channel and block checkpoints from llm-cli quantize.
+    step kernels_test 150 "${run[@]}" kernels_test
+    step cuda_runner_test 150 "${run[@]}" cuda_runner_test
+    step memcheck-fp8 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
+    fp8_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
+      --kernels)
+    bench llama-3-8b-bf16 120 "${fp8_runs[@]}"
+    bench llama-3-8b-fp8 120 "${fp8_runs[@]}" --quantization fp8
+    step racecheck-fp8 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='Fp8KernelTest.*:GemvFp8Test.*'
+    for kind in channel block; do
+      step "quantize-$kind" 150 "${run[@]}" llm-cli quantize --fp8 "$kind" \
+        --model random:llama-3-8b --out "$out/../ckpt-$kind"
+      bench "llama-3-8b-fp8-$kind" 120 --model "$out/../ckpt-$kind" --ttft-prompts 4096 \
+        --stall-prompt 0 --ttft-runs 2
+      rm -rf "$out/../ckpt-$kind"
+    done
+    ;;
+  fp8-probe)
+    # Why an FP8 batch-1 step stays at half the bandwidth: the runner tests, per-kernel times of
+    # llama-3-8b FP8 batch-1 steps (graph nodes), a layer's kernels in depth (pipes, stalls,
+    # instructions), and the FP8 step without the fused norms and at other GEMV splits.
+    step cuda_runner_test 150 "${run[@]}" cuda_runner_test
+    batch1=(--model random:llama-3-8b --quantization fp8 --slots 1 --ttft-prompts 16
+      --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64)
+    step ncu-fp8-batch1 60 "$ncu" --clock-control none --graph-profiling node \
+      --metrics gpu__time_duration.sum --csv --launch-skip 3000 --launch-count 400 \
+      "${run[@]}" llm-bench gpu "${batch1[@]}"
+    step ncu-fp8-layer 90 "$ncu" --clock-control none --graph-profiling node \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section ComputeWorkloadAnalysis --section InstructionStats \
+      --section MemoryWorkloadAnalysis --csv --launch-skip 3000 --launch-count 6 \
+      "${run[@]}" llm-bench gpu "${batch1[@]}"
+    fp8_decode=(--model random:llama-3-8b --quantization fp8 --ttft-prompts 1024 --stall-prompt 0
+      --ttft-runs 1)
+    bench llama-3-8b-fp8 60 "${fp8_decode[@]}"
+    bench llama-3-8b-fp8-unfused-norm 60 "${fp8_decode[@]}" --no-fused-norm
+    for rows in 0 64; do
+      bench "llama-3-8b-fp8-split$rows" 40 --gemv-split-rows-per-sm "$rows" "${batch1[@]}"
+    done
+    ;;
+  fp8-final)
+    # Issue 29's figures after the fp8-probe findings (the FP8 GEMV without the norm prologue):
+    # the GPU tests, llama-3-8b bf16 beside FP8 quantised at load (--kernels), FP8 with PDL at
+    # batch 1, and a block checkpoint from llm-cli quantize.
+    step kernels_test 90 "${run[@]}" kernels_test
+    step cuda_runner_test 150 "${run[@]}" cuda_runner_test
+    step memcheck-fp8 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
+    fp8_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
+      --kernels)
+    bench llama-3-8b-bf16 90 "${fp8_runs[@]}"
+    bench llama-3-8b-fp8 90 "${fp8_runs[@]}" --quantization fp8
+    batch1=(--model random:llama-3-8b --quantization fp8 --slots 1 --ttft-prompts 16
+      --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64)
+    bench llama-3-8b-fp8-pdl 40 "${batch1[@]}" --pdl true
+    step quantize-block 150 "${run[@]}" llm-cli quantize --fp8 block \
+      --model random:llama-3-8b --out "$out/../ckpt-block"
+    bench llama-3-8b-fp8-block 90 --model "$out/../ckpt-block" --ttft-prompts 4096 \
+      --stall-prompt 0 --ttft-runs 2
+    rm -rf "$out/../ckpt-block"
+    ;;
   fp8-ckpt)
     # Checkpoints as users bring them, written here by llm-cli quantize (about 8 GB each).
     for kind in channel block; do
@@ -251,8 +323,8 @@ case "$phase" in
       --stall-prompt 16384
     ;;
   *)
-    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv, fp8 or" \
-      "fp8-ckpt)" >&2
+    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv, fp8," \
+      "fp8-lease, fp8-probe, fp8-final or fp8-ckpt)" >&2
     exit 2
     ;;
 esac

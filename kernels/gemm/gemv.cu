@@ -24,7 +24,7 @@ bool GemvSupports(const GemvParams& p) {
   const bool accumulate_ok = !p.accumulate || (plain && p.out_f32 && p.norm_x == nullptr);
   const bool input_ok = p.norm_x == nullptr
                             ? p.x != nullptr && aligned(p.x)
-                            : p.rows <= kGemvNormMaxRows && p.in <= kGemvNormMaxIn &&
+                            : !p.w.fp8() && p.rows <= kGemvNormMaxRows && p.in <= kGemvNormMaxIn &&
                                   aligned(p.norm_x) && p.norm_weight != nullptr &&
                                   aligned(p.norm_weight) && !plain;
   return shape_ok && accumulate_ok && input_ok;

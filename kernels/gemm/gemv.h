@@ -27,14 +27,18 @@
 // LaunchRmsNorm's delta would do next, done where the delta is made (the same bits:
 // y + (sum + bias)).
 //
-// FP8 weights (GemvParams::w.fp8(), every mode; W8A16): w is E4M3 with row or 128x128 block
-// scales (weight.h), x stays bf16 (or the norm prologue's bf16 rounding). A lane's 16-byte vector
+// FP8 weights (GemvParams::w.fp8(), every mode but the norm prologue; W8A16): w is E4M3 with row
+// or 128x128 block scales (weight.h), x stays bf16. A lane's 16-byte vector
 // holds 16 weights, so a lane-round covers 512 inputs (in a multiple of 16). With row scales the
 // warp's sum is multiplied by the row's scale before the bias and the epilogue; with block
 // scales each vector's 16 products are summed, then added times its block's scale (a vector
 // lies in one 128-input block). Decode steps read the weights once in half the bytes, and keep
-// every fusion above; the activations are not quantised (the prompt's products, on cuBLASLt,
-// quantise them: gemm.h). Reference: the dequantised weight times x in double.
+// every fusion above but the norm prologue; the activations are not quantised (the prompt's
+// products, on cuBLASLt, quantise them: gemm.h). Reference: the dequantised weight times x in
+// double. No norm prologue: it reads 6 bytes of residual and norm weight from L1 for every
+// weight byte (3 with bf16 weights), and on an H200 that made llama-3-8b's FP8 gate/up GEMV
+// L1-bound (L1 88% busy, DRAM 41%) and the batch-1 step 3.78 ms against 2.98 ms with the norm
+// as a kernel (2026-11-26, docs/cuda-measurements.md).
 //
 // Split (GemvParams::splits, every mode): a product of few weight rows for the device (at batch
 // 1, fewer warps than the multiprocessors hold) spreads each output over 2 or 4 warps of one
@@ -161,8 +165,9 @@ __host__ __device__ inline GemvRopePair RopePairOfWarp(int32_t warp, int32_t hea
 // Whether LaunchGemv takes `p`: rows in [1, kGemvMaxRows], splits 1, 2 or 4, in a multiple of 8
 // (16 for FP8 weights, which need their scales), x and w 16-byte aligned, a bf16 output when gated
 // or with RoPE/KV (then out matches rope's shape and y is rope.qkv), not both; with the norm
-// prologue, rows <= kGemvNormMaxRows, in <= kGemvNormMaxIn, norm_x and norm_weight 16-byte aligned
-// and the gated or RoPE/KV mode (x may then be null); accumulate only in the plain fp32 mode.
+// prologue, bf16 weights, rows <= kGemvNormMaxRows, in <= kGemvNormMaxIn, norm_x and norm_weight
+// 16-byte aligned and the gated or RoPE/KV mode (x may then be null); accumulate only in the
+// plain fp32 mode.
 bool GemvSupports(const GemvParams& p);
 
 cudaError_t LaunchGemv(const GemvParams& p, cudaStream_t stream);

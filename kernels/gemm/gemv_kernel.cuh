@@ -308,8 +308,8 @@ cudaError_t LaunchRowsSplit(const GemvParams& p, cudaStream_t stream) {
   const int32_t units = p.rope_kv ? p.out / 2 : p.out;
   const dim3 grid(GemvBlocks(units, SPLIT));
   const dim3 block(kWarpsPerBlock * 32);
-  if (p.norm_x != nullptr) {  // GemvSupports: gated or RoPE/KV, few rows
-    if constexpr (ROWS <= kGemvNormMaxRows) {
+  if (p.norm_x != nullptr) {  // GemvSupports: bf16 weights, gated or RoPE/KV, few rows
+    if constexpr (ROWS <= kGemvNormMaxRows && WK == kWBf16) {
       if (p.rope_kv) {
         return Launch(GemvKernel<ROWS, false, kRope, true, SPLIT, WK>, grid, block, 0, stream, p);
       }
