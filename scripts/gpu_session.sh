@@ -26,6 +26,8 @@
 #                                         #   layer in depth), unfused norms, GEMV splits
 #   build-gpu-bundle/session.sh fp8-final # the tests, bf16 beside FP8, FP8 with PDL, a block
 #                                         #   checkpoint
+#   build-gpu-bundle/session.sh fp8-kv    # issue 30: the FP8 cache's tests, sanitizers and
+#                                         #   llama-3-8b with each cache dtype
 #   build-gpu-bundle/session.sh fp8-ckpt  # issue 29: llm-cli quantize writes llama-3-8b per
 #                                         #   channel and in blocks; each through llm-bench gpu
 #
@@ -40,7 +42,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8|fp8-lease|fp8-probe|fp8-final|fp8-ckpt}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8|fp8-lease|fp8-probe|fp8-final|fp8-kv|fp8-ckpt}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -299,6 +301,26 @@ case "$phase" in
       --stall-prompt 0 --ttft-runs 2
     rm -rf "$out/../ckpt-block"
     ;;
+  fp8-kv)
+    # Issue 30 (not yet run on a GPU when written): the FP8 cache's kernel and runner tests,
+    # the attention ones under the sanitizers, then llama-3-8b with each cache dtype beside
+    # bf16 (256 slots x 1k, 64 slots x 8k), and FP8 weights with an FP8 cache.
+    kv_tests='AttentionKernelTest.Fp8Cache*:PrefillAttentionKernelTest.Fp8Cache*'
+    step kernels_test-fp8-kv 90 "${run[@]}" kernels_test --gtest_filter="$kv_tests"
+    step cuda_runner_test-fp8-kv 150 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaFp8KvRunnerTest.*'
+    step memcheck-fp8-kv 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter="$kv_tests"
+    step racecheck-fp8-kv 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter="$kv_tests"
+    kv_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 1
+      --kernels)
+    bench llama-3-8b-bf16 90 "${kv_runs[@]}"
+    bench llama-3-8b-kv-fp8 90 "${kv_runs[@]}" --kv-cache-dtype fp8
+    bench llama-3-8b-fp8-kv-fp8 90 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    bench llama-3-8b-kv-fp8-8k 90 --model random:llama-3-8b --slots 64 --context 8000 \
+      --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
+    ;;
   fp8-ckpt)
     # Checkpoints as users bring them, written here by llm-cli quantize (about 8 GB each).
     for kind in channel block; do
@@ -324,7 +346,7 @@ case "$phase" in
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv, fp8," \
-      "fp8-lease, fp8-probe, fp8-final or fp8-ckpt)" >&2
+      "fp8-lease, fp8-probe, fp8-final, fp8-kv or fp8-ckpt)" >&2
     exit 2
     ;;
 esac

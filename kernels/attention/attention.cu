@@ -4,6 +4,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_mma.h"
 #include "kernels/attention/attention_split.cuh"
+#include "kernels/attention/kv_load.cuh"
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
 
@@ -14,19 +15,12 @@ constexpr int kThreads = 128;
 constexpr int kTile = kAttentionTile;  // keys per tile (= warp size: one lane per key in softmax)
 static_assert(kTile == 32, "the softmax gives one lane per key of a tile");
 
-// Loads 8 consecutive bf16 (16 bytes, 16-byte aligned) as floats.
-__device__ __forceinline__ void LoadBf16x8(const __nv_bfloat16* src, float* dst) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
-  const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) dst[i] = ToFloat(h[i]);
-}
-
-// One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX.
-template <int D, int G_MAX>
+// One block per (row, kv head, chunk). G: query heads per kv head, at most G_MAX. FP8: the
+// cache's elements are E4M3 (kv_load.cuh: decoded times the layer's scales).
+template <int D, int G_MAX, bool FP8>
 __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
-  // Keys are read with 16-byte loads (LoadBf16x8): 8 elements per lane, D / 8 lanes per key.
+  // Keys are read 8 elements per lane (LoadKvFloats8), D / 8 lanes per key.
   constexpr int kElems = 8;
   constexpr int kLanesPerToken = D / kElems;
   constexpr int kTokensPerWarp = 32 / kLanesPerToken;
@@ -87,8 +81,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     for (int it = 0; it < kPasses; ++it) {
       const int j = (it * kWarps + warp) * kTokensPerWarp + sub;
       if (j < n) {
-        LoadBf16x8(p.k_cache + PagedCacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems,
-                   k[it]);
+        LoadKvFloats8<FP8>(p.k_cache, PagedCacheOffset(p, slot, t0 + j, kv_head) + lane_in * kElems,
+                           p.kv.k_scale, k[it]);
       }
     }
 #pragma unroll
@@ -147,7 +141,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
     }
     for (int j = grp; j < n; j += kGroups) {
       float v[kElems];
-      LoadBf16x8(p.v_cache + PagedCacheOffset(p, slot, t0 + j, kv_head) + dv * kElems, v);
+      LoadKvFloats8<FP8>(p.v_cache, PagedCacheOffset(p, slot, t0 + j, kv_head) + dv * kElems,
+                         p.kv.v_scale, v);
 #pragma unroll
       for (int g = 0; g < G_MAX; ++g) {
         if (g < G) {
@@ -205,13 +200,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   CombineChunks<D, kThreads, G_MAX>(p, local_row, row, kv_head, G, pos, m_s, l_s, &red_s[0][0][0]);
 }
 
+template <int D, bool FP8>
+cudaError_t LaunchForCache(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
+  const int32_t g = p.num_heads / p.num_kv_heads;
+  if (g <= 1) return Launch(AttentionKernel<D, 1, FP8>, grid, kThreads, 0, stream, p);
+  if (g <= 2) return Launch(AttentionKernel<D, 2, FP8>, grid, kThreads, 0, stream, p);
+  if (g <= 4) return Launch(AttentionKernel<D, 4, FP8>, grid, kThreads, 0, stream, p);
+  return Launch(AttentionKernel<D, 8, FP8>, grid, kThreads, 0, stream, p);
+}
+
 template <int D>
 cudaError_t LaunchForDim(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
-  const int32_t g = p.num_heads / p.num_kv_heads;
-  if (g <= 1) return Launch(AttentionKernel<D, 1>, grid, kThreads, 0, stream, p);
-  if (g <= 2) return Launch(AttentionKernel<D, 2>, grid, kThreads, 0, stream, p);
-  if (g <= 4) return Launch(AttentionKernel<D, 4>, grid, kThreads, 0, stream, p);
-  return Launch(AttentionKernel<D, 8>, grid, kThreads, 0, stream, p);
+  return p.kv.fp8 ? LaunchForCache<D, true>(p, grid, stream)
+                  : LaunchForCache<D, false>(p, grid, stream);
 }
 
 }  // namespace

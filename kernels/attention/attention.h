@@ -14,8 +14,11 @@
 // KV head, after a fence) combines them, in chunk order, so no second launch. With splits == 1
 // (large batches, and prefill rows, which are several consecutive query tokens of one sequence)
 // one block covers the whole row and writes the output itself: no combine. DecodeSplits picks
-// the count from the batch and the device. Cache layout: paged_cache.h. head_dim in {16, 32,
-// 64, 128}, num_heads / num_kv_heads <= 8. Reference: the attention of runner::CpuModel.
+// the count from the batch and the device. Cache layout: paged_cache.h; an FP8 cache
+// (params.kv.fp8) is read 8 bytes per 8 elements and decoded exactly: times its scales on CUDA
+// cores, unscaled into the tensor cores' bf16 with the K scale applied to the scores and the V
+// scale to the output. head_dim in {16, 32, 64, 128}, num_heads / num_kv_heads <= 8. Reference:
+// the attention of runner::CpuModel (with its FP8 cache's rounding, kv_cache_spec.h).
 #ifndef LLM_KERNELS_ATTENTION_ATTENTION_H_
 #define LLM_KERNELS_ATTENTION_ATTENTION_H_
 
@@ -30,8 +33,8 @@ namespace llm::kernels {
 
 struct AttentionParams {
   const __nv_bfloat16* qkv;  // [batch rows, (H + 2 KV) * D]; q after RoPE
-  const __nv_bfloat16* k_cache;
-  const __nv_bfloat16* v_cache;
+  const void* k_cache;       // one layer, elements as `kv` says (paged_cache.h)
+  const void* v_cache;
   const int32_t* row_pos;   // [batch rows]
   const int32_t* row_slot;  // [batch rows], -1 for padding
   const int32_t* block_tables;
@@ -57,6 +60,7 @@ struct AttentionParams {
   // The tensor-core kernel where the head size has one (AttentionUsesTensorCores); false: the
   // CUDA-core kernel always (engine.cuda_tensor_core_decode).
   bool tensor_cores = true;
+  KvCacheFormat kv;  // the cache elements' type and scales (paged_cache.h)
 };
 
 // The most chunks per row LaunchAttention takes (the combine keeps a scale per chunk and head in

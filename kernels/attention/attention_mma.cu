@@ -3,6 +3,7 @@
 #include "kernels/attention/attention_mma.h"
 #include "kernels/attention/attention_split.cuh"
 #include "kernels/attention/decode_mma_layout.h"
+#include "kernels/attention/kv_load.cuh"
 #include "kernels/attention/mma.cuh"
 #include "kernels/attention/mma_fragment.h"
 #include "kernels/common.cuh"
@@ -35,19 +36,10 @@ constexpr int ScratchFloats() {
   return kWarpO > kMaxGroup * kMaxAttentionSplits ? kWarpO : kMaxGroup * kMaxAttentionSplits;
 }
 
-// 8 bf16 (16 bytes, 16-byte aligned) as four 32-bit words, or zeros where !keep. The load is
-// issued either way (callers point a dropped one at memory that exists), so no lane branches
-// around it and the warp stays converged for mma.sync.
-__device__ __forceinline__ void LoadWords(const __nv_bfloat16* src, bool keep, uint32_t* w) {
-  const uint4 v = *reinterpret_cast<const uint4*>(src);
-  w[0] = keep ? v.x : 0u;
-  w[1] = keep ? v.y : 0u;
-  w[2] = keep ? v.z : 0u;
-  w[3] = keep ? v.w : 0u;
-}
-
 // One block per (row, kv head, chunk); warp w takes the chunk's 16-key tiles w, w + 4, ...
-template <int D>
+// FP8: the cache's elements are E4M3, loaded unscaled into the bf16 fragments (kv_load.cuh);
+// the K scale multiplies the scores and the V scale the output.
+template <int D, bool FP8>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(AttentionParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
@@ -86,9 +78,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
     // A lane past the group reads head 0 of it and drops it.
     const int32_t head = group < G ? group : 0;
     uint32_t w[4];
-    LoadWords(p.qkv + row * row_stride + static_cast<int64_t>(kv_head * G + head) * D +
-                  decode_mma::KeyLoad(lane, 0, b).dim,
-              group < G, w);
+    LoadKvWords8<false>(p.qkv,
+                        row * row_stride + static_cast<int64_t>(kv_head * G + head) * D +
+                            decode_mma::KeyLoad(lane, 0, b).dim,
+                        group < G, w);
 #pragma unroll
     for (int kk = 2 * b; kk < 2 * b + 2; ++kk) {
 #pragma unroll
@@ -103,7 +96,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
   for (int j = 0; j < kDimTiles; ++j) o[j][0] = o[j][1] = 0.0f;
   // Head `group`'s softmax over this warp's keys (log2 units), the same in the 4 lanes of a quad.
   float row_max = -INFINITY, row_sum = 0.0f;
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = p.scale * (FP8 ? p.kv.k_scale : 1.0f) * kLog2e;
+  const float out_scale = FP8 ? p.kv.v_scale : 1.0f;
 
   for (int32_t t0 = range.begin + warp * kDecodeTileKeys; t0 < range.end;
        t0 += kWarps * kDecodeTileKeys) {
@@ -118,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
       const int64_t at = PagedCacheOffset(p, slot, valid ? t : range.begin, kv_head);
 #pragma unroll
       for (int b = 0; b < kKeyLoads; ++b) {
-        LoadWords(p.k_cache + at + decode_mma::KeyLoad(lane, nt, b).dim, valid, kw[nt][b]);
+        LoadKvWords8<FP8>(p.k_cache, at + decode_mma::KeyLoad(lane, nt, b).dim, valid, kw[nt][b]);
       }
     }
     uint32_t vw[4][kValueWords];
@@ -130,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
                          decode_mma::ValueDim(lane, D);
 #pragma unroll
       for (int l = 0; l < kValueWords / 4; ++l) {
-        LoadWords(p.v_cache + at + 8 * l, valid, &vw[i][4 * l]);
+        LoadKvWords8<FP8>(p.v_cache, at + 8 * l, valid, &vw[i][4 * l]);
       }
     }
 
@@ -227,10 +221,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
       v = fmaf(warp_m[w][g], warp_o[decode_mma::WarpOutputIndex(w * kMaxGroup + g, d, D)], v);
     }
     if (split) {
-      p.partial_out[part_index(g) * D + d] = v;
+      p.partial_out[part_index(g) * D + d] = v * out_scale;
     } else {
       p.out[row * static_cast<int64_t>(p.num_heads) * D + (kv_head * G + g) * D + d] =
-          ToBf16(v / head_l[g]);
+          ToBf16(v / head_l[g] * out_scale);
     }
   }
   if (!split) return;
@@ -248,8 +242,16 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
 
 cudaError_t LaunchAttentionMma(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
   if (p.num_heads / p.num_kv_heads > kMaxGroup) return cudaErrorInvalidValue;
-  if (p.head_dim == 64) return Launch(AttentionMmaKernel<64>, grid, kThreads, 0, stream, p);
-  if (p.head_dim == 128) return Launch(AttentionMmaKernel<128>, grid, kThreads, 0, stream, p);
+  if (p.kv.fp8) {
+    if (p.head_dim == 64) return Launch(AttentionMmaKernel<64, true>, grid, kThreads, 0, stream, p);
+    if (p.head_dim == 128) {
+      return Launch(AttentionMmaKernel<128, true>, grid, kThreads, 0, stream, p);
+    }
+    return cudaErrorInvalidValue;
+  }
+  if (p.head_dim == 64) return Launch(AttentionMmaKernel<64, false>, grid, kThreads, 0, stream, p);
+  if (p.head_dim == 128)
+    return Launch(AttentionMmaKernel<128, false>, grid, kThreads, 0, stream, p);
   return cudaErrorInvalidValue;
 }
 

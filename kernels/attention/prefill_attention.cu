@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/attention/kv_load.cuh"
 #include "kernels/attention/mma.cuh"
 #include "kernels/attention/mma_fragment.h"
 #include "kernels/attention/prefill_attention.h"
@@ -60,7 +61,10 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* ro
                : "r"(SharedAddress(row)));
 }
 
-template <int D>
+// FP8: the cache's elements are E4M3. The tiles are then staged through registers (8 bytes
+// read, decoded exactly into bf16, 16 bytes stored: kv_load.cuh) instead of cp.async, the K
+// scale multiplies the scores and the V scale the output.
+template <int D, bool FP8>
 __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   static_assert(D % 16 == 0 && D <= 128, "head_dim 16, 32, 64 or 128");
@@ -95,8 +99,18 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
       const bool valid = t < span.end;
       const int64_t at =
           valid ? PagedCacheOffset(p, chunk.slot, t, kv_head) + piece * 8 : int64_t{0};
-      CopyAsync16(tile_row(stage, 0, key) + piece * 8, p.k_cache + at, valid);
-      CopyAsync16(tile_row(stage, 1, key) + piece * 8, p.v_cache + at, valid);
+      if constexpr (FP8) {
+        uint32_t k[4], v[4];
+        LoadKvWords8<true>(p.k_cache, at, valid, k);
+        LoadKvWords8<true>(p.v_cache, at, valid, v);
+        *reinterpret_cast<uint4*>(tile_row(stage, 0, key) + piece * 8) = {k[0], k[1], k[2], k[3]};
+        *reinterpret_cast<uint4*>(tile_row(stage, 1, key) + piece * 8) = {v[0], v[1], v[2], v[3]};
+      } else {
+        const auto* k_cache = static_cast<const __nv_bfloat16*>(p.k_cache);
+        const auto* v_cache = static_cast<const __nv_bfloat16*>(p.v_cache);
+        CopyAsync16(tile_row(stage, 0, key) + piece * 8, k_cache + at, valid);
+        CopyAsync16(tile_row(stage, 1, key) + piece * 8, v_cache + at, valid);
+      }
     }
     CopyAsyncCommit();
   };
@@ -152,7 +166,7 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
     for (int i = 0; i < 4; ++i) o[n][i] = 0.0f;
   }
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-  const float scale_log2 = p.scale * kLog2e;
+  const float scale_log2 = p.scale * (FP8 ? p.kv.k_scale : 1.0f) * kLog2e;
 
   const int32_t num_tiles = (span.end - span.begin + kKeys - 1) / kKeys;
   for (int32_t it = 0; it < num_tiles; ++it) {
@@ -254,7 +268,10 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
   // O / l, as bf16 pairs.
   float inv[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) inv[h] = row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
+  for (int h = 0; h < 2; ++h) {
+    inv[h] = row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
+    if constexpr (FP8) inv[h] *= p.kv.v_scale;
+  }
 #pragma unroll
   for (int n = 0; n < kDimTiles; ++n) {
 #pragma unroll
@@ -272,14 +289,21 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
 
 template <int D>
 cudaError_t AllowSharedMemory() {
-  return cudaFuncSetAttribute(PrefillAttentionKernel<D>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<D>());
+  for (auto* kernel : {PrefillAttentionKernel<D, false>, PrefillAttentionKernel<D, true>}) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SharedBytes<D>());
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
 }
 
 template <int D>
 cudaError_t LaunchForDim(const PrefillAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_tiles, p.num_kv_heads);
-  return Launch(PrefillAttentionKernel<D>, grid, kThreads, SharedBytes<D>(), stream, p);
+  if (p.kv.fp8) {
+    return Launch(PrefillAttentionKernel<D, true>, grid, kThreads, SharedBytes<D>(), stream, p);
+  }
+  return Launch(PrefillAttentionKernel<D, false>, grid, kThreads, SharedBytes<D>(), stream, p);
 }
 
 }  // namespace

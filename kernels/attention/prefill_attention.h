@@ -46,8 +46,8 @@ struct PrefillTile {
 
 struct PrefillAttentionParams {
   const __nv_bfloat16* qkv;  // [batch rows, (H + 2 KV) * D]; q after RoPE
-  const __nv_bfloat16* k_cache;
-  const __nv_bfloat16* v_cache;
+  const void* k_cache;       // one layer, elements as `kv` says (paged_cache.h)
+  const void* v_cache;
   const int32_t* block_tables;  // [slots, max_blocks_per_seq]
   int32_t max_blocks_per_seq;
   const PrefillChunk* chunks;
@@ -60,6 +60,7 @@ struct PrefillAttentionParams {
   int32_t block_tokens;
   int32_t sliding_window;  // 0: none
   float scale;             // 1 / sqrt(head_dim)
+  KvCacheFormat kv;        // the cache elements' type and scales (paged_cache.h)
 };
 
 // Replaces `tiles` with the tiles of `chunks` for group size `group`, the ones with the most

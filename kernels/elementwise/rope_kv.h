@@ -1,8 +1,9 @@
 // RoPE (Hugging Face rotate-half layout) applied to q in place and to k, with k and v written
 // into the paged KV cache at each row's position.
 //
-// Cache layout per layer: [num_blocks][num_kv_heads][block_tokens][head_dim] bf16, for K and V
-// (kernels/paged_cache.h).
+// Cache layout per layer: [num_blocks][num_kv_heads][block_tokens][head_dim], bf16 or E4M3
+// (`kv`: the rotated k and the v element, in fp32, divided by the layer's scale and rounded),
+// for K and V (kernels/paged_cache.h).
 // Rows with slot < 0 (padding) are skipped. cos/sin come from a table [max_positions][head_dim/2]
 // computed on the host in double (runner::RopeCosSin), so they are the CPU reference's values.
 //
@@ -29,13 +30,14 @@ struct RopeKvParams {
   int32_t max_blocks_per_seq;
   const float* cos_table;  // [max_positions, head_dim / 2]
   const float* sin_table;  // [max_positions, head_dim / 2]
-  __nv_bfloat16* k_cache;  // one layer
-  __nv_bfloat16* v_cache;
+  void* k_cache;           // one layer, elements as `kv` says
+  void* v_cache;
   int32_t rows;
   int32_t num_heads;
   int32_t num_kv_heads;
   int32_t head_dim;
   int32_t block_tokens;
+  KvCacheFormat kv;  // the cache elements' type and scales (paged_cache.h)
 };
 
 // Items of one row: (num_heads + num_kv_heads) * head_dim / 2 rotations, then
@@ -67,23 +69,27 @@ __host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int
   const int32_t half = p.head_dim / 2;
   const int32_t rot_heads = p.num_heads + p.num_kv_heads;
   __nv_bfloat16* row = p.qkv + static_cast<int64_t>(r) * (rot_heads + p.num_kv_heads) * p.head_dim;
-  const auto cache_at = [&](__nv_bfloat16* cache, int32_t kv_head) {
-    return cache + PagedCacheOffset(p, slot, pos, kv_head);
-  };
   if (k < rot_heads * half) {
     const int32_t head = k / half, i = k % half;
     __nv_bfloat16* h = row + head * p.head_dim;
     const float c = p.cos_table[static_cast<int64_t>(pos) * half + i];
     const float s = p.sin_table[static_cast<int64_t>(pos) * half + i];
     const float a = __bfloat162float(h[i]), b = __bfloat162float(h[i + half]);
-    __nv_bfloat16* dst = head < p.num_heads ? h : cache_at(p.k_cache, head - p.num_heads);
     float ra, rb;
     RotatePair(a, b, c, s, &ra, &rb);
-    dst[i] = __float2bfloat16_rn(ra);
-    dst[i + half] = __float2bfloat16_rn(rb);
+    if (head < p.num_heads) {
+      h[i] = __float2bfloat16_rn(ra);
+      h[i + half] = __float2bfloat16_rn(rb);
+    } else {
+      const int64_t at = PagedCacheOffset(p, slot, pos, head - p.num_heads);
+      StoreKvElement(p.k_cache, at + i, ra, p.kv.fp8, p.kv.k_scale);
+      StoreKvElement(p.k_cache, at + i + half, rb, p.kv.fp8, p.kv.k_scale);
+    }
   } else {
-    const int32_t e = k - rot_heads * half;  // v heads are copied as they are
-    cache_at(p.v_cache, e / p.head_dim)[e % p.head_dim] = row[rot_heads * p.head_dim + e];
+    const int32_t e = k - rot_heads * half;  // v heads are copied as they are (or rounded)
+    const int64_t at = PagedCacheOffset(p, slot, pos, e / p.head_dim) + e % p.head_dim;
+    StoreKvElement(p.v_cache, at, __bfloat162float(row[rot_heads * p.head_dim + e]), p.kv.fp8,
+                   p.kv.v_scale);
   }
 }
 

@@ -95,14 +95,18 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, int r, int32_t
     const float s = rp.sin_table[static_cast<int64_t>(pos) * half + i];
     float ra, rb;
     RotatePair(a, b, c, s, &ra, &rb);
-    __nv_bfloat16* dst =
-        head < rp.num_heads ? h : rp.k_cache + PagedCacheOffset(rp, slot, pos, head - rp.num_heads);
-    dst[i] = ToBf16(ra);
-    dst[i + half] = ToBf16(rb);
+    if (head < rp.num_heads) {
+      h[i] = ToBf16(ra);
+      h[i + half] = ToBf16(rb);
+    } else {
+      const int64_t at = PagedCacheOffset(rp, slot, pos, head - rp.num_heads);
+      StoreKvElement(rp.k_cache, at + i, ra, rp.kv.fp8, rp.kv.k_scale);
+      StoreKvElement(rp.k_cache, at + i + half, rb, rp.kv.fp8, rp.kv.k_scale);
+    }
   } else {
-    __nv_bfloat16* dst = rp.v_cache + PagedCacheOffset(rp, slot, pos, head - rot_heads);
-    dst[i] = ToBf16(a);
-    dst[i + half] = ToBf16(b);
+    const int64_t at = PagedCacheOffset(rp, slot, pos, head - rot_heads);
+    StoreKvElement(rp.v_cache, at + i, a, rp.kv.fp8, rp.kv.v_scale);
+    StoreKvElement(rp.v_cache, at + i + half, b, rp.kv.fp8, rp.kv.v_scale);
   }
 }
 

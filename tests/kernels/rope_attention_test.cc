@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fp8.h"
 #include "kernels/attention/attention.h"
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/elementwise/rmsnorm.h"
@@ -380,13 +381,44 @@ TEST(AttentionKernelTest, DecodeSplitAndPrefillSinglePartition) {
 // block per row, 5 chunks and 64. A decode row is a one-token chunk of the prefill tests'
 // launches, so the same double reference applies (prefill_reference.h): relative L2 error 1e-2
 // per (row, head). A second launch gives the same bits (the split counters were left at zero).
-std::vector<float> RunDecode(const Launch& l, int32_t splits, bool tensor_cores) {
+// An FP8 cache for a launch: its K and V as E4M3 bytes with power-of-two scales, and the launch
+// with its bf16 K and V replaced by what those bytes stand for (exact in bf16), so the double
+// reference (prefill_reference.h) is the FP8 cache's.
+struct Fp8Kv {
+  std::vector<uint8_t> k, v;
+  KvCacheFormat format{true, 1.0f / 64, 1.0f / 32};
+};
+
+Fp8Kv QuantiseCache(Launch& l) {
+  Fp8Kv q;
+  auto round = [](std::vector<uint16_t>& bits, float scale, std::vector<uint8_t>& bytes) {
+    bytes.resize(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      const uint32_t word = uint32_t{bits[i]} << 16;
+      float x;
+      std::memcpy(&x, &word, sizeof(x));
+      bytes[i] = Fp8E4M3FromFloat(x / scale);
+      const float back = Fp8E4M3ToFloat(bytes[i]) * scale;
+      uint32_t back_bits;
+      std::memcpy(&back_bits, &back, sizeof(back_bits));
+      bits[i] = static_cast<uint16_t>(back_bits >> 16);  // exact: a power-of-two scale
+    }
+  };
+  round(l.k, q.format.k_scale, q.k);
+  round(l.v, q.format.v_scale, q.v);
+  return q;
+}
+
+std::vector<float> RunDecode(const Launch& l, int32_t splits, bool tensor_cores,
+                             const Fp8Kv* fp8 = nullptr) {
   std::vector<int32_t> pos(static_cast<size_t>(l.rows), 0), slot(static_cast<size_t>(l.rows), -1);
   for (const PrefillChunk& c : l.chunks) {
     pos[c.row_begin] = c.pos_begin;
     slot[c.row_begin] = c.slot;
   }
   DeviceBuffer<uint16_t> d_k(l.k), d_v(l.v), d_qkv(l.qkv);
+  DeviceBuffer<uint8_t> d_k8(fp8 ? fp8->k : std::vector<uint8_t>{}),
+      d_v8(fp8 ? fp8->v : std::vector<uint8_t>{});
   auto bf16 = [](const DeviceBuffer<uint16_t>& b) {
     return reinterpret_cast<const __nv_bfloat16*>(b.get());
   };
@@ -398,8 +430,9 @@ std::vector<float> RunDecode(const Launch& l, int32_t splits, bool tensor_cores)
   const PrefillAttentionParams pp = l.Params();
   AttentionParams p{};
   p.qkv = bf16(d_qkv);
-  p.k_cache = bf16(d_k);
-  p.v_cache = bf16(d_v);
+  p.k_cache = fp8 ? static_cast<const void*>(d_k8.get()) : bf16(d_k);
+  p.v_cache = fp8 ? static_cast<const void*>(d_v8.get()) : bf16(d_v);
+  if (fp8) p.kv = fp8->format;
   p.row_pos = d_pos.get();
   p.row_slot = d_slot.get();
   p.block_tables = d_tables.get();
@@ -484,11 +517,13 @@ TEST(AttentionKernelTest, DecodeRowsOnTensorCoresAndCudaCores) {
 // The tiled prefill kernel on the device against the double reference (prefill_reference.h),
 // the same cases as the host emulation (prefill_tiles_test.cc). Tolerance: relative L2 error
 // 1e-2 per (row, head): P is rounded to bf16 before P V, and the output to bf16.
-std::vector<float> RunPrefill(const Launch& l) {
+std::vector<float> RunPrefill(const Launch& l, const Fp8Kv* fp8 = nullptr) {
   std::vector<PrefillTile> tiles;
   PlanPrefillTiles(l.chunks, l.G, tiles);
   // The inputs are bf16 bit patterns.
   DeviceBuffer<uint16_t> d_k(l.k), d_v(l.v), d_qkv(l.qkv);
+  DeviceBuffer<uint8_t> d_k8(fp8 ? fp8->k : std::vector<uint8_t>{}),
+      d_v8(fp8 ? fp8->v : std::vector<uint8_t>{});
   auto bf16 = [](const DeviceBuffer<uint16_t>& b) {
     return reinterpret_cast<const __nv_bfloat16*>(b.get());
   };
@@ -498,8 +533,9 @@ std::vector<float> RunPrefill(const Launch& l) {
   DeviceBuffer<PrefillTile> d_tiles(tiles);
   PrefillAttentionParams p = l.Params();
   p.qkv = bf16(d_qkv);
-  p.k_cache = bf16(d_k);
-  p.v_cache = bf16(d_v);
+  p.k_cache = fp8 ? static_cast<const void*>(d_k8.get()) : bf16(d_k);
+  p.v_cache = fp8 ? static_cast<const void*>(d_v8.get()) : bf16(d_v);
+  if (fp8) p.kv = fp8->format;
   p.block_tables = d_tables.get();
   p.chunks = d_chunks.get();
   p.tiles = d_tiles.get();
@@ -547,6 +583,47 @@ TEST(PrefillAttentionKernelTest, LongPrompts) {
   ExpectMatchesReference(l4k, RunPrefill(l4k), "4,095 tokens");
   const Launch late = MakeLaunch(128, 8, 1, 0, {{3583, 512}, {0, 3}, {1000, 64}}, 81);
   ExpectMatchesReference(late, RunPrefill(late), "late chunks");
+}
+
+// An FP8 cache (issue 30): decode rows on both kernels, splits 1 and 5, and the tiled prefill
+// kernel, against the double reference on what the cache's bytes stand for; contexts 1 to
+// 4,095, head dims 64 and 128, groups 1, 4, 7 and 8.
+TEST(AttentionKernelTest, Fp8CacheDecodeRowsMatchTheDecodedReference) {
+  LLM_REQUIRE_GPU();
+  const int32_t contexts[] = {1, 17, 1000, 4095, 300};
+  uint32_t seed = 90;
+  for (const int32_t D : {64, 128}) {
+    for (const int32_t G : {1, 4, 7, 8}) {
+      std::vector<Seq> seqs;
+      for (int32_t r = 0; r < 7; ++r) seqs.push_back({contexts[r % 5] - 1, 1});
+      Launch l = MakeLaunch(D, G, G == 8 ? 1 : 2, /*window=*/0, seqs, seed++);
+      const Fp8Kv fp8 = QuantiseCache(l);
+      for (const bool tensor_cores : {true, false}) {
+        for (const int32_t splits : {1, 5}) {
+          const std::string what = "FP8 cache, D " + std::to_string(D) + ", G " +
+                                   std::to_string(G) + ", splits " + std::to_string(splits) +
+                                   (tensor_cores ? ", tensor cores" : "");
+          ExpectMatchesReference(l, RunDecode(l, splits, tensor_cores, &fp8), what.c_str());
+        }
+      }
+    }
+  }
+}
+
+TEST(PrefillAttentionKernelTest, Fp8CacheMatchesTheDecodedReference) {
+  LLM_REQUIRE_GPU();
+  const std::vector<Seq> seqs = {{0, 1}, {0, 17}, {40, 17}, {203, 70}, {0, 1000}};
+  uint32_t seed = 120;
+  for (const int32_t D : {64, 128}) {
+    for (const int32_t G : {1, 4, 7, 8}) {
+      Launch l = MakeLaunch(D, G, G == 8 ? 1 : 2, 0, seqs, seed++);
+      const Fp8Kv fp8 = QuantiseCache(l);
+      ExpectMatchesReference(l, RunPrefill(l, &fp8), "FP8 cache");
+    }
+  }
+  Launch window = MakeLaunch(128, 4, 2, 37, {{0, 150}, {90, 60}}, seed++);
+  const Fp8Kv fp8 = QuantiseCache(window);
+  ExpectMatchesReference(window, RunPrefill(window, &fp8), "FP8 cache, sliding window");
 }
 
 }  // namespace

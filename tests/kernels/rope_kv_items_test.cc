@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "common/fp8.h"
 #include "gtest/gtest.h"
 #include "kernels/elementwise/rope_kv.h"
 #include "kernels/gemm/gemv.h"
@@ -95,6 +96,82 @@ TEST(RopeKvItemsTest, EveryItemOnceGivesTheReferenceRotationAndCacheWrite) {
               << "row " << r << " k head " << kh << " dim " << d;
           ASSERT_EQ(__bfloat162float(v_cache[at + d]), row[size_t(H + KV + kh) * D + d]);
         }
+      }
+    }
+  }
+}
+
+// With an FP8 cache (KvCacheFormat), the items write E4M3 bytes of the rotated k and of v
+// divided by the layer's scales: v exactly the CPU reference's rounding of the product's value
+// (common/fp8.h), k within E4M3's precision of the reference's rotation; q is unchanged bf16.
+TEST(RopeKvItemsTest, AnFp8CacheGetsTheReferencesRounding) {
+  const int32_t rows = 5, D = 64, H = 8, KV = 2, width = (H + 2 * KV) * D, bt = 16;
+  const int32_t max_len = 100, max_blocks = (max_len + bt - 1) / bt, num_blocks = rows * max_blocks;
+  std::vector<int32_t> tables(static_cast<size_t>(num_blocks));
+  std::iota(tables.begin(), tables.end(), 0);
+  std::mt19937 rng(7);
+  std::shuffle(tables.begin(), tables.end(), rng);
+  std::vector<int32_t> pos(rows), slot(rows);
+  for (int32_t r = 0; r < rows; ++r) {
+    pos[r] = (r * 19 + 3) % max_len;
+    slot[r] = r;
+  }
+  std::vector<double> inv_freq(static_cast<size_t>(D / 2));
+  for (int32_t i = 0; i < D / 2; ++i) inv_freq[i] = 1.0 / std::pow(10000.0, 2.0 * i / D);
+  std::vector<float> cos_t(static_cast<size_t>(max_len) * D / 2), sin_t(cos_t.size());
+  for (int32_t p = 0; p < max_len; ++p) {
+    runner::RopeCosSin(inv_freq.data(), D / 2, p, &cos_t[size_t(p) * D / 2],
+                       &sin_t[size_t(p) * D / 2]);
+  }
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> qkv(static_cast<size_t>(rows) * width);
+  for (float& x : qkv) x = normal(rng);
+  std::vector<__nv_bfloat16> q_out = Bf16(qkv);
+  const size_t cache_elems = size_t(num_blocks) * KV * bt * D;
+  std::vector<uint8_t> k_cache(cache_elems, 0), v_cache(cache_elems, 0);
+  RopeKvParams p{q_out.data(),
+                 pos.data(),
+                 slot.data(),
+                 tables.data(),
+                 max_blocks,
+                 cos_t.data(),
+                 sin_t.data(),
+                 k_cache.data(),
+                 v_cache.data(),
+                 rows,
+                 H,
+                 KV,
+                 D,
+                 bt};
+  p.kv = {true, 0.05f, 0.02f};  // K within range (448 * 0.05); some v saturate (448 * 0.02)
+  for (int32_t r = 0; r < rows; ++r) {
+    for (int32_t k = 0; k < RopeKvItems(p); ++k) RopeKvItem(p, r, k);
+  }
+  for (int32_t r = 0; r < rows; ++r) {
+    std::vector<float> row(width);
+    for (int32_t i = 0; i < width; ++i) {
+      row[i] = __bfloat162float(__float2bfloat16_rn(qkv[size_t(r) * width + i]));
+    }
+    const std::vector<float> unrotated = row;
+    for (int32_t h = 0; h < H + KV; ++h) {
+      runner::ApplyRope(&row[size_t(h) * D], &cos_t[size_t(pos[r]) * D / 2],
+                        &sin_t[size_t(pos[r]) * D / 2], D);
+    }
+    for (int32_t i = 0; i < H * D; ++i) {
+      ASSERT_NEAR(__bfloat162float(q_out[size_t(r) * width + i]), row[i],
+                  std::fabs(row[i]) / 128 + 1e-3);
+    }
+    const int32_t block = tables[size_t(r) * max_blocks + pos[r] / bt];
+    for (int32_t kh = 0; kh < KV; ++kh) {
+      const size_t at = ((size_t(block) * KV + kh) * bt + pos[r] % bt) * D;
+      for (int32_t d = 0; d < D; ++d) {
+        const float k_want = row[size_t(H + kh) * D + d];
+        const float k_got = Fp8E4M3ToFloat(k_cache[at + d]) * p.kv.k_scale;
+        // Half an E4M3 step (1/16 relative, 2^-10 * scale below the normals) and bf16's 1/256.
+        ASSERT_NEAR(k_got, k_want, std::fabs(k_want) / 14 + p.kv.k_scale / 1024)
+            << "row " << r << " k head " << kh << " dim " << d;
+        const float v = unrotated[size_t(H + KV + kh) * D + d];
+        ASSERT_EQ(v_cache[at + d], Fp8E4M3FromFloat(v / p.kv.v_scale)) << "v dim " << d;
       }
     }
   }

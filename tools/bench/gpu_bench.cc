@@ -140,6 +140,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
              "none (the checkpoint's own format, FP8 ones included) or fp8 (the linear layers "
              "quantised at load, per output row: engine.quantization)",
              "none")
+      .Value("kv-cache-dtype", "the KV cache: auto, bf16 or fp8 (engine.kv_cache_dtype)", "auto")
       .Value("device", "CUDA device", "0")
       .Value("slots", "running slots of the throughput runs, comma-separated", "64,256")
       .Value("context", "prompt tokens of the throughput runs", "1024")
@@ -202,6 +203,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.model = flags.GetString("model");
   bo.tokenizer = flags.GetString("tokenizer");
   bo.quantization = flags.GetString("quantization");
+  bo.kv_cache_dtype = flags.GetString("kv-cache-dtype");
   bo.backend = "cuda";
   bo.device = static_cast<int>(*device);
   bo.sizes.max_slots = max_slots;
@@ -223,6 +225,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
   out["weights_gib"] = static_cast<double>(info.weight_bytes) / (1ull << 30);
   out["linear_layers"] = b->quant.Describe();
+  out["kv_cache"] = b->kv.Describe();
   out["kv_cache_gib"] = static_cast<double>(info.kv_cache_bytes) / (1ull << 30);
   out["kv_blocks"] = info.sizes.kv_blocks;
   out["switches"] = CudaSwitchesJson(bo.cuda);

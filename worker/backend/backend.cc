@@ -79,21 +79,8 @@ absl::Status CreateCudaRunner(const BackendOptions& options, const model::QuantS
   }
   LLM_ASSIGN_OR_RETURN(
       b.kv, model::ResolveKvCache(options.kv_cache_dtype, checkpoint, b.config, store.get()));
-  if (b.kv.fp8()) {
-    // Issue 30: the CUDA runner's FP8 cache (the K/V write, the three attention kernels'
-    // reads) is not written yet. A checkpoint's own FP8 cache falls back to bf16 (more
-    // accurate; twice the memory); asking for fp8 is an error.
-    if (options.kv_cache_dtype == "fp8") {
-      return absl::UnimplementedError(
-          "engine.kv_cache_dtype: fp8 is served by the CPU backend only so far; the CUDA "
-          "runner's cache is bf16 (set bf16 or auto)");
-    }
-    b.kv = model::KvCacheSpec();
-    b.kv.source = absl::StrCat(checkpoint.source,
-                               " declares an FP8 KV cache, which the CUDA runner does not serve "
-                               "yet: bf16");
-  }
   runner::cuda::CudaRunnerOptions ro;
+  ro.kv = b.kv;
   ro.device = options.device;
   ro.sizes = options.sizes;
   ro.kv_memory_fraction = options.kv_memory_fraction;

@@ -272,6 +272,7 @@ kernels::RopeKvParams CudaModel::RopeParams(const Pass& p, int l) const {
   rope.sin_table = p.b.rope_sin;
   rope.k_cache = p.kv.k[l];
   rope.v_cache = p.kv.v[l];
+  rope.kv = p.kv.format[l];
   rope.rows = p.s.rows;
   rope.num_heads = c.num_heads;
   rope.num_kv_heads = c.num_kv_heads;
@@ -284,9 +285,11 @@ absl::Status CudaModel::Attend(Pass& p, int l, bool last_sampled_only) {
   const ForwardShape& s = p.s;
   p.attn.k_cache = p.kv.k[l];
   p.attn.v_cache = p.kv.v[l];
+  p.attn.kv = p.kv.format[l];
   if (s.prefill_rows > 0 && options_.switches.tiled_prefill) {
     p.prefill.k_cache = p.kv.k[l];
     p.prefill.v_cache = p.kv.v[l];
+    p.prefill.kv = p.kv.format[l];
     if (last_sampled_only) {
       p.prefill.tiles = s.last_token_tiles;
       p.prefill.num_tiles = s.num_last_token_tiles;

@@ -158,7 +158,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   }
   LLM_RETURN_IF_ERROR(model_->PrepareProducts(sizes_, buffers_, rows, sample_rows));
   LLM_ASSIGN_OR_RETURN(
-      kv_, AllocateKvCache(c, options_.sizes.block_tokens, options_.sizes.kv_blocks,
+      kv_, AllocateKvCache(c, options_.kv, options_.sizes.block_tokens, options_.sizes.kv_blocks,
                            options_.kv_memory_fraction,
                            int64_t{options_.sizes.max_slots} * sizes_.max_blocks_per_seq,
                            model_->weights().bytes()));

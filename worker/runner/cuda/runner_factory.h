@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/model/config.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cuda_switches.h"
@@ -34,6 +35,9 @@ struct CudaRunnerOptions {
   int32_t max_context = 0;       // 0: the model's max_position_embeddings
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled; 0: the model's vocabulary
   CudaSwitches switches;         // the paths kept to compare (cuda_switches.h)
+  // The KV cache's dtype and an FP8 cache's per-layer scales (engine.kv_cache_dtype, resolved:
+  // model/kv_cache_spec.h). An FP8 cache holds twice the blocks in the same memory.
+  model::KvCacheSpec kv;
 };
 
 // CUDA devices this process can use; 0 when there is no driver or no device.

@@ -177,11 +177,20 @@ absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, con
   return b;
 }
 
-absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, int32_t block_tokens,
-                                        int64_t requested_blocks, double memory_fraction,
-                                        int64_t max_useful_blocks, size_t weight_bytes) {
-  const size_t per_layer_block =
-      static_cast<size_t>(c.num_kv_heads) * block_tokens * c.head_dim * sizeof(bf16);
+absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, const model::KvCacheSpec& spec,
+                                        int32_t block_tokens, int64_t requested_blocks,
+                                        double memory_fraction, int64_t max_useful_blocks,
+                                        size_t weight_bytes) {
+  const bool fp8 = spec.fp8();
+  const auto layers = static_cast<size_t>(c.num_layers);
+  if (fp8 && (spec.k_scale.size() != layers || spec.v_scale.size() != layers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("KV cache: an FP8 cache needs one K and one V "
+                     "scale per layer (",
+                     c.num_layers, "), not ", spec.k_scale.size(), " and ", spec.v_scale.size()));
+  }
+  const size_t per_layer_block = static_cast<size_t>(c.num_kv_heads) * block_tokens * c.head_dim *
+                                 static_cast<size_t>(kernels::KvElementBytes(fp8));
   const size_t block_bytes = per_layer_block * 2 * c.num_layers;
   int64_t blocks = requested_blocks;
   size_t free_bytes = 0, total_bytes = 0;
@@ -200,12 +209,14 @@ absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, int32_t blo
   }
   KvCache kv;
   LLM_RETURN_IF_ERROR(kv.memory.Allocate(static_cast<size_t>(blocks) * block_bytes, "KV cache"));
-  kv.k.resize(c.num_layers);
-  kv.v.resize(c.num_layers);
+  kv.k.resize(layers);
+  kv.v.resize(layers);
+  kv.format.resize(layers);
   const size_t layer_bytes = static_cast<size_t>(blocks) * per_layer_block;
-  for (int l = 0; l < c.num_layers; ++l) {
-    kv.k[l] = reinterpret_cast<bf16*>(kv.memory.get() + (2 * l) * layer_bytes);
-    kv.v[l] = reinterpret_cast<bf16*>(kv.memory.get() + (2 * l + 1) * layer_bytes);
+  for (size_t l = 0; l < layers; ++l) {
+    kv.k[l] = kv.memory.get() + (2 * l) * layer_bytes;
+    kv.v[l] = kv.memory.get() + (2 * l + 1) * layer_bytes;
+    if (fp8) kv.format[l] = {true, spec.k_scale[l], spec.v_scale[l]};
   }
   kv.blocks = static_cast<int32_t>(blocks);
   kv.bytes = static_cast<uint64_t>(blocks) * block_bytes;

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/paged_cache.h"
 #include "kernels/sampling/sampling.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/model/config.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/runner/cuda/cuda_util.h"
 #include "worker/runner/cuda/cuda_weights.h"
 
@@ -102,18 +104,23 @@ struct StepBuffers {
 absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& config,
                                                 const StepSizes& sizes, cudaStream_t stream);
 
-// The paged KV cache: per layer K and V, [blocks][kv_heads][block_tokens][head_dim] bf16.
+// The paged KV cache: per layer K and V, [blocks][kv_heads][block_tokens][head_dim], bf16 or
+// E4M3 with the layer's scales (kernels/paged_cache.h).
 struct KvCache {
   DeviceMemory memory;
-  std::vector<bf16*> k, v;  // per layer
+  std::vector<void*> k, v;                     // per layer
+  std::vector<kernels::KvCacheFormat> format;  // per layer
   int32_t blocks = 0;
   uint64_t bytes = 0;
 };
 
+// A cache of `spec`'s dtype (an FP8 one holds twice the blocks in the same bytes).
 // `requested_blocks` > 0: that many; else `memory_fraction` of the device memory free now.
 // Capped at `max_useful_blocks`. RESOURCE_EXHAUSTED (naming engine.kv_memory_fraction and the
-// weights' size, `weight_bytes`) when not even one block fits.
-absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& config, int32_t block_tokens,
+// weights' size, `weight_bytes`) when not even one block fits; INVALID_ARGUMENT when an FP8
+// spec has not one K and one V scale a layer.
+absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& config,
+                                        const model::KvCacheSpec& spec, int32_t block_tokens,
                                         int64_t requested_blocks, double memory_fraction,
                                         int64_t max_useful_blocks, size_t weight_bytes);
 

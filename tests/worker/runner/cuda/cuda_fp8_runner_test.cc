@@ -1,7 +1,8 @@
-// The CUDA runner on FP8 models, end to end in process: greedy ids against the CPU reference
-// on the same checkpoint (per channel, per tensor, quantised at load, 128x128 blocks), batch
-// invariance across crowds, graphs and eager steps, prefix-cache hits, and the block layouts it
-// refuses. Label `gpu`: each test skips with the reason when no device is usable.
+// The CUDA runner on FP8 models and with an FP8 KV cache, end to end in process: greedy ids
+// against the CPU reference on the same checkpoint (per channel, per tensor, quantised at load,
+// 128x128 blocks; the cache rounded alike), batch invariance across crowds, graphs and eager
+// steps, prefix-cache hits, the block layouts it refuses, and the FP8 cache's block count. Label
+// `gpu`: each test skips with the reason when no device is usable.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "worker/backend/synthetic_side_files.h"
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/fp8_writer.h"
+#include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
 #include "worker/model/shapes.h"
 #include "worker/model/synthetic.h"
@@ -60,7 +62,8 @@ struct CpuReference {
   std::unique_ptr<CpuModel> cpu;
 };
 
-CpuReference LoadCpuReference(const std::string& dir, const std::string& quantization) {
+CpuReference LoadCpuReference(const std::string& dir, const std::string& quantization,
+                              const std::string& kv_cache_dtype = "auto") {
   CpuReference ref;
   auto config = model::LoadModelConfig(dir);
   auto store = model::TensorStore::Open(dir);
@@ -68,8 +71,10 @@ CpuReference LoadCpuReference(const std::string& dir, const std::string& quantiz
   EXPECT_TRUE(config.ok() && store.ok() && scheme.ok()) << dir;
   auto quant = model::ApplyQuantizationOption(quantization, *scheme);
   EXPECT_TRUE(quant.ok());
+  auto kv = model::ResolveKvCache(kv_cache_dtype, *scheme, *config, store->get());
+  EXPECT_TRUE(kv.ok()) << kv.status();
   ref.store = *std::move(store);
-  auto cpu = CpuModel::FromStore(*config, *ref.store, ref.pool.get(), *quant);
+  auto cpu = CpuModel::FromStore(*config, *ref.store, ref.pool.get(), *quant, *kv);
   EXPECT_TRUE(cpu.ok()) << cpu.status();
   ref.cpu = *std::move(cpu);
   return ref;
@@ -123,17 +128,16 @@ std::vector<Fp8Model> Models() {
 // (W8A8, as the CPU computes them): 0.1 (bf16 activations on the GPU move an input across an
 // E4M3 rounding boundary now and then). Otherwise decode steps of one row take the FP8 GEMV with
 // bf16 inputs (W8A16): 0.5. From graphs and eagerly.
-TEST(CudaFp8RunnerTest, GreedyIdsAgreeWithTheCpuReference) {
-  LLM_REQUIRE_GPU();
-  LLM_REQUIRE_SHARED("models/tinystories-656k");
+void ExpectGreedyIdsNearTheCpuReference(const std::vector<Fp8Model>& models,
+                                        const std::string& kv_cache_dtype) {
   const std::string prompt = "Once upon a time, a little girl named Lily";
   constexpr int32_t kTokens = 32;
-  for (const Fp8Model& m : Models()) {
+  for (const Fp8Model& m : models) {
     auto tok = frontend::Tokenizer::Load(m.dir);
     ASSERT_TRUE(tok.ok()) << tok.status();
     auto ids = (*tok)->Encode(prompt, true);
     ASSERT_TRUE(ids.ok());
-    CpuReference ref = LoadCpuReference(m.dir, m.quantization);
+    CpuReference ref = LoadCpuReference(m.dir, m.quantization, kv_cache_dtype);
     ASSERT_NE(ref.cpu, nullptr) << m.what;
     for (const bool invariant : {true, false}) {
       const float tol = invariant ? 0.1f : 0.5f;
@@ -141,6 +145,7 @@ TEST(CudaFp8RunnerTest, GreedyIdsAgreeWithTheCpuReference) {
         WorkerSetup s;
         s.model = m.dir;
         s.quantization = m.quantization;
+        s.kv_cache_dtype = kv_cache_dtype;
         s.batch_invariant = invariant;
         s.graphs = graphs;
         auto w = MakeWorker(s);
@@ -153,14 +158,20 @@ TEST(CudaFp8RunnerTest, GreedyIdsAgreeWithTheCpuReference) {
         ASSERT_EQ(got.size(), static_cast<size_t>(kTokens)) << m.what;
         const Gap gap = WorstGap(*ref.cpu, *ids, got);
         std::printf(
-            "%s, batch invariant %d, graphs %d: worst gap %.4f at step %zu (reference spread "
-            "%.3f)\n",
-            m.what, invariant, graphs, gap.worst, gap.at, gap.spread);
+            "%s, KV cache %s, batch invariant %d, graphs %d: worst gap %.4f at step %zu "
+            "(reference spread %.3f)\n",
+            m.what, kv_cache_dtype.c_str(), invariant, graphs, gap.worst, gap.at, gap.spread);
         EXPECT_LE(gap.worst, tol) << m.what << " invariant " << invariant << " graphs " << graphs
                                   << " step " << gap.at;
       }
     }
   }
+}
+
+TEST(CudaFp8RunnerTest, GreedyIdsAgreeWithTheCpuReference) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  ExpectGreedyIdsNearTheCpuReference(Models(), "auto");
 }
 
 // batch_invariant with FP8 weights: each request's tokens are what it gives alone, whatever
@@ -216,6 +227,60 @@ TEST(CudaFp8RunnerTest, BlocksAcrossUnevenModulesAreRefusedOnTheDevice) {
   EXPECT_NE(b.status().message().find("k_proj"), std::string::npos) << b.status();
   o.backend = "cpu";
   EXPECT_TRUE(backend::CreateBackend(o).ok());
+}
+
+// An FP8 KV cache (issue 30) against the CPU reference with the same cache rounding, with bf16
+// and FP8 weights, in both numerics modes, from graphs and eagerly (the same rule as above).
+TEST(CudaFp8KvRunnerTest, GreedyIdsAgreeWithTheCpuReference) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::string tiny = llm::testing::SharedPath("models/tinystories-656k");
+  ExpectGreedyIdsNearTheCpuReference(
+      {{"tinystories", tiny, "none"},
+       {"tinystories quantised at load", tiny, "fp8"},
+       {"random qwen2-0.5b per channel",
+        Fp8Checkpoint("kv-channel", "random:qwen2-0.5b:3", model::WeightScaling::kChannel),
+        "none"}},
+      "fp8");
+}
+
+TEST(CudaFp8KvRunnerTest, BatchInvariantAcrossCrowdsAndPrefixHitsMatchComputing) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  WorkerSetup setup;
+  setup.kv_cache_dtype = "fp8";
+  setup.slots = 8;
+  setup.prefill_tokens = 24;
+  setup.batch_invariant = true;
+  const std::vector<GenerateSpec> specs = CrowdSpecs();
+  auto w = MakeWorker(setup);
+  ASSERT_NE(w, nullptr);
+  const auto crowd = RunCrowd(*w, specs);
+  for (size_t i = 0; i < specs.size(); i += 4) {
+    EXPECT_EQ(crowd[i], Generate(*w, specs[i])) << "request " << i << " alone";
+  }
+  ExpectPrefixCacheHitsMatchComputingThePrompt(setup, "Once upon a time, a girl named Sue");
+}
+
+// An FP8 cache takes one byte an element: about twice the blocks in the same memory.
+TEST(CudaFp8KvRunnerTest, TheBlockPoolDoubles) {
+  LLM_REQUIRE_GPU();
+  int32_t blocks[2] = {0, 0};
+  for (int fp8 = 0; fp8 < 2; ++fp8) {
+    backend::BackendOptions o;
+    o.model = "random:qwen2-0.5b";
+    o.backend = "cuda";
+    o.kv_cache_dtype = fp8 == 1 ? "fp8" : "bf16";
+    o.sizes.max_slots = 64;  // so that the useful-block cap (slots x context) does not bind
+    o.sizes.kv_blocks = 0;
+    o.kv_memory_fraction = 0.05;
+    auto b = backend::CreateBackend(o);
+    ASSERT_TRUE(b.ok()) << b.status();
+    blocks[fp8] = b->runner->info().sizes.kv_blocks;
+  }
+  std::printf("KV blocks at 5%% of the free memory: bf16 %d, fp8 %d\n", blocks[0], blocks[1]);
+  EXPECT_GE(blocks[1], 2 * blocks[0] * 95 / 100);
+  EXPECT_LE(blocks[1], 2 * blocks[0] * 105 / 100);
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ struct WorkerSetup {
   // A folder of ../shared, an absolute path, or random:<shape>.
   std::string model = "models/tinystories-656k";
   std::string backend = "cuda";
-  std::string quantization = "none";  // engine.quantization
+  std::string quantization = "none";    // engine.quantization
+  std::string kv_cache_dtype = "auto";  // engine.kv_cache_dtype
   int32_t slots = 8;
   int32_t prefill_tokens = 64;
   int32_t prefill_tokens_alone = 0;  // with nothing decoding; 0: prefill_tokens
@@ -65,6 +66,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
                 : llm::testing::SharedPath(s.model);
   o.backend = s.backend;
   o.quantization = s.quantization;
+  o.kv_cache_dtype = s.kv_cache_dtype;
   o.sizes.max_slots = s.slots;
   o.max_prefill_tokens = s.prefill_tokens;
   o.max_prefill_tokens_alone =
