@@ -108,8 +108,36 @@ issue_targets() {
     --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
 }
 
-# The FP8 kernel tests (issue 29), run by the fp8 phase and left out of the others' runs.
+# The FP8 kernel tests (issue 29), run by the fp8 phases and left out of the others' runs.
 fp8_tests='Fp8KernelTest.*:GemvFp8Test.*:GemmFp8Test.*'
+
+# The FP8 kernel tests under memcheck, and those that launch no cuBLASLt product under racecheck.
+fp8_sanitizers() {
+  step memcheck-fp8 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
+    "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
+  step racecheck-fp8 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
+    "$here/bin/kernels_test" --gtest_filter='Fp8KernelTest.*:GemvFp8Test.*'
+}
+
+# Issue 29's comparison: llama-3-8b in bf16 beside FP8 quantised at load, on the same machine,
+# with --kernels and a 4k TTFT. SECONDS: each run's limit.
+fp8_beside_bf16() {
+  local runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
+    --kernels)
+  bench llama-3-8b-bf16 "$1" "${runs[@]}"
+  bench llama-3-8b-fp8 "$1" "${runs[@]}" --quantization fp8
+}
+
+# llama-3-8b written as an FP8 checkpoint by llm-cli quantize (KIND: channel, tensor or block;
+# about 8 GB), then run.
+fp8_checkpoint() {
+  local kind="$1"
+  step "quantize-$kind" 150 "${run[@]}" llm-cli quantize --fp8 "$kind" \
+    --model random:llama-3-8b --out "$out/../ckpt-$kind"
+  bench "llama-3-8b-fp8-$kind" 120 --model "$out/../ckpt-$kind" --ttft-prompts 4096 \
+    --stall-prompt 0 --ttft-runs 2
+  rm -rf "$out/../ckpt-$kind"
+}
 
 nvidia-smi -L > "$out/device.txt" 2>&1 || true
 cat "$out/device.txt"
@@ -223,15 +251,9 @@ case "$phase" in
   fp8)
     step kernels_test-fp8 120 "${run[@]}" kernels_test --gtest_filter="$fp8_tests"
     step cuda_runner_test-fp8 150 "${run[@]}" cuda_runner_test --gtest_filter='CudaFp8*'
-    step memcheck-fp8 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
-    step racecheck-fp8 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter='Fp8KernelTest.*:GemvFp8Test.*'
+    fp8_sanitizers
     # Issue 29's targets: bf16 and FP8 (quantised at load) on the same machine, --kernels.
-    fp8_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
-      --kernels)
-    bench llama-3-8b-bf16 120 "${fp8_runs[@]}"
-    bench llama-3-8b-fp8 120 "${fp8_runs[@]}" --quantization fp8
+    fp8_beside_bf16 120
     bench llama-3-8b-fp8-batch-invariant 90 --model random:llama-3-8b --quantization fp8 \
       --slots 64 --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --batch-invariant
     ;;
@@ -241,21 +263,10 @@ case "$phase" in
     # beside FP8 quantised at load, then per-channel and block checkpoints from llm-cli quantize.
     step kernels_test 150 "${run[@]}" kernels_test
     step cuda_runner_test 150 "${run[@]}" cuda_runner_test
-    step memcheck-fp8 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
-    fp8_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
-      --kernels)
-    bench llama-3-8b-bf16 120 "${fp8_runs[@]}"
-    bench llama-3-8b-fp8 120 "${fp8_runs[@]}" --quantization fp8
-    step racecheck-fp8 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter='Fp8KernelTest.*:GemvFp8Test.*'
-    for kind in channel block; do
-      step "quantize-$kind" 150 "${run[@]}" llm-cli quantize --fp8 "$kind" \
-        --model random:llama-3-8b --out "$out/../ckpt-$kind"
-      bench "llama-3-8b-fp8-$kind" 120 --model "$out/../ckpt-$kind" --ttft-prompts 4096 \
-        --stall-prompt 0 --ttft-runs 2
-      rm -rf "$out/../ckpt-$kind"
-    done
+    fp8_sanitizers
+    fp8_beside_bf16 120
+    fp8_checkpoint channel
+    fp8_checkpoint block
     ;;
   fp8-probe)
     # Why an FP8 batch-1 step stays at half the bandwidth: the runner tests, per-kernel times of
@@ -288,18 +299,10 @@ case "$phase" in
     step cuda_runner_test 150 "${run[@]}" cuda_runner_test
     step memcheck-fp8 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
-    fp8_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 2
-      --kernels)
-    bench llama-3-8b-bf16 90 "${fp8_runs[@]}"
-    bench llama-3-8b-fp8 90 "${fp8_runs[@]}" --quantization fp8
-    batch1=(--model random:llama-3-8b --quantization fp8 --slots 1 --ttft-prompts 16
-      --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64)
-    bench llama-3-8b-fp8-pdl 40 "${batch1[@]}" --pdl true
-    step quantize-block 150 "${run[@]}" llm-cli quantize --fp8 block \
-      --model random:llama-3-8b --out "$out/../ckpt-block"
-    bench llama-3-8b-fp8-block 90 --model "$out/../ckpt-block" --ttft-prompts 4096 \
-      --stall-prompt 0 --ttft-runs 2
-    rm -rf "$out/../ckpt-block"
+    fp8_beside_bf16 90
+    bench llama-3-8b-fp8-pdl 40 --model random:llama-3-8b --quantization fp8 --slots 1 \
+      --ttft-prompts 16 --stall-prompt 0 --ttft-runs 1 --batch1-tokens 64 --pdl true
+    fp8_checkpoint block
     ;;
   fp8-kv)
     # Issue 30 (not yet run on a GPU when written): the FP8 cache's kernel and runner tests,
@@ -322,14 +325,9 @@ case "$phase" in
       --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
     ;;
   fp8-ckpt)
-    # Checkpoints as users bring them, written here by llm-cli quantize (about 8 GB each).
-    for kind in channel block; do
-      step "quantize-$kind" 150 "${run[@]}" llm-cli quantize --fp8 "$kind" \
-        --model random:llama-3-8b --out "$out/../ckpt-$kind"
-      bench "llama-3-8b-fp8-$kind" 120 --model "$out/../ckpt-$kind" --ttft-prompts 4096 \
-        --stall-prompt 0 --ttft-runs 2
-      rm -rf "$out/../ckpt-$kind"
-    done
+    # Checkpoints as users bring them, written here by llm-cli quantize.
+    fp8_checkpoint channel
+    fp8_checkpoint block
     ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \

@@ -61,6 +61,17 @@ __host__ __device__ inline void RotatePair(float a, float b, float c, float s, f
 #endif
 }
 
+// Writes (a, b) as dims i and i + head_dim / 2 of kv head `kv_head` at position `pos` of the
+// sequence in `slot`, into `cache` (K or V, with `scale`), in the cache's format. RopeKvItem's k
+// and the q/k/v GEMV's RoPE/KV epilogue (gemv.h) write through it.
+__host__ __device__ inline void StoreCachePair(const RopeKvParams& p, void* cache, float scale,
+                                               int32_t slot, int32_t pos, int32_t kv_head,
+                                               int32_t i, float a, float b) {
+  const int64_t at = PagedCacheOffset(p, slot, pos, kv_head);
+  StoreKvElement(cache, at + i, a, p.kv.fp8, scale);
+  StoreKvElement(cache, at + i + p.head_dim / 2, b, p.kv.fp8, scale);
+}
+
 // Item `k` of row `r` (whose slot is not padding): rotates pair (i, i + half) of a q head in
 // place or of a k head into the K cache, or copies one v element into the V cache.
 __host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int32_t k) {
@@ -81,9 +92,7 @@ __host__ __device__ inline void RopeKvItem(const RopeKvParams& p, int32_t r, int
       h[i] = __float2bfloat16_rn(ra);
       h[i + half] = __float2bfloat16_rn(rb);
     } else {
-      const int64_t at = PagedCacheOffset(p, slot, pos, head - p.num_heads);
-      StoreKvElement(p.k_cache, at + i, ra, p.kv.fp8, p.kv.k_scale);
-      StoreKvElement(p.k_cache, at + i + half, rb, p.kv.fp8, p.kv.k_scale);
+      StoreCachePair(p, p.k_cache, p.kv.k_scale, slot, pos, head - p.num_heads, i, ra, rb);
     }
   } else {
     const int32_t e = k - rot_heads * half;  // v heads are copied as they are (or rounded)

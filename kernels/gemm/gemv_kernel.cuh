@@ -99,14 +99,10 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, int r, int32_t
       h[i] = ToBf16(ra);
       h[i + half] = ToBf16(rb);
     } else {
-      const int64_t at = PagedCacheOffset(rp, slot, pos, head - rp.num_heads);
-      StoreKvElement(rp.k_cache, at + i, ra, rp.kv.fp8, rp.kv.k_scale);
-      StoreKvElement(rp.k_cache, at + i + half, rb, rp.kv.fp8, rp.kv.k_scale);
+      StoreCachePair(rp, rp.k_cache, rp.kv.k_scale, slot, pos, head - rp.num_heads, i, ra, rb);
     }
   } else {
-    const int64_t at = PagedCacheOffset(rp, slot, pos, head - rot_heads);
-    StoreKvElement(rp.v_cache, at + i, a, rp.kv.fp8, rp.kv.v_scale);
-    StoreKvElement(rp.v_cache, at + i + half, b, rp.kv.fp8, rp.kv.v_scale);
+    StoreCachePair(rp, rp.v_cache, rp.kv.v_scale, slot, pos, head - rot_heads, i, a, b);
   }
 }
 

@@ -125,26 +125,24 @@ absl::Status CudaModel::PrepareProducts(const StepSizes& z, const StepBuffers& b
                                             " rows (in ", g.in, ", out ", g.out,
                                             "): cuBLASLt status ", status));
   };
+  // A layer's o and MLP products at `r` rows, o reading `attn`.
+  const auto prepare_o_and_mlp = [&](int32_t r, const bf16* attn) {
+    LLM_RETURN_IF_ERROR(
+        prepare("o", ProductArgs(L.o, attn, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
+    LLM_RETURN_IF_ERROR(
+        prepare("gate/up", ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
+    return prepare("down", ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32));
+  };
   for (const int32_t r : rows) {
     LLM_RETURN_IF_ERROR(
         prepare("qkv", ProductArgs(L.qkv, b.xn, b.qkv, r, H, z.qkv_dim, GemmOut::kBf16)));
-    LLM_RETURN_IF_ERROR(
-        prepare("o", ProductArgs(L.o, b.attn, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
-    LLM_RETURN_IF_ERROR(
-        prepare("gate/up", ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
-    LLM_RETURN_IF_ERROR(
-        prepare("down", ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
+    LLM_RETURN_IF_ERROR(prepare_o_and_mlp(r, b.attn));
   }
   for (const int32_t r : sample_rows) {
     // The head, and the last layer's o and MLP products on the sampling rows alone (Forward).
     LLM_RETURN_IF_ERROR(prepare(
         "lm_head", {b.xs, weights_.head, nullptr, b.logits, r, H, c.vocab_size, GemmOut::kF32}));
-    LLM_RETURN_IF_ERROR(
-        prepare("o", ProductArgs(L.o, b.attn_sampled, b.delta, r, c.q_dim(), H, GemmOut::kF32)));
-    LLM_RETURN_IF_ERROR(
-        prepare("gate/up", ProductArgs(L.gate_up, b.xn, b.gate_up, r, H, 2 * I, GemmOut::kBf16)));
-    LLM_RETURN_IF_ERROR(
-        prepare("down", ProductArgs(L.down, b.act, b.delta, r, I, H, GemmOut::kF32)));
+    LLM_RETURN_IF_ERROR(prepare_o_and_mlp(r, b.attn_sampled));
   }
   return absl::OkStatus();
 }
