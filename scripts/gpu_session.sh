@@ -309,6 +309,7 @@ case "$phase" in
     # the attention ones under the sanitizers, then llama-3-8b with each cache dtype beside
     # bf16 (256 slots x 1k, 64 slots x 8k), and FP8 weights with an FP8 cache.
     kv_tests='AttentionKernelTest.Fp8Cache*:PrefillAttentionKernelTest.Fp8Cache*'
+    kv_tests+=':RopeKvKernelTest.Fp8Cache*'
     step kernels_test-fp8-kv 90 "${run[@]}" kernels_test --gtest_filter="$kv_tests"
     step cuda_runner_test-fp8-kv 150 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaFp8KvRunnerTest.*'

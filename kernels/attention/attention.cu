@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionParams p) {
   static_assert(D % kElems == 0 && 32 % kLanesPerToken == 0, "head_dim 16, 32, 64 or 128");
   static_assert(kThreads / kLanesPerToken * D >= kMaxAttentionSplits,
                 "the combine keeps G_MAX * kMaxAttentionSplits scales in red_s");
-  // P.V: V is read with 16-byte loads too; a thread owns 8 dimensions of the keys of its token
+  // P.V: V is read 8 elements a load too; a thread owns 8 dimensions of the keys of its token
   // group, kLanesPerToken threads per key.
   constexpr int kGroups = kThreads / kLanesPerToken;
   __shared__ float q_s[G_MAX][D];

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   constexpr int kSteps = D / 16;       // k-steps of Q K^T
-  constexpr int kKeyLoads = D / 32;    // 16-byte loads of a key (or a query head) per lane
+  constexpr int kKeyLoads = D / 32;    // 8-element loads of a key (or a query head) per lane
   constexpr int kDimTiles = D / 8;     // n tiles of O
   constexpr int kValueWords = D / 16;  // the D / 8 dims a lane reads of a V key, as words
   __shared__ float warp_m[kWarps][kMaxGroup], warp_l[kWarps][kMaxGroup];

@@ -1,6 +1,7 @@
 // Where the tensor-core decode attention (kernels/attention/attention_mma.cu) puts K, V and Q in
 // the registers of mma.m16n8k16 (bf16 in, fp32 accumulate; mma_fragment.h has the PTX layouts),
-// loading them with 16-byte loads straight from the paged cache: no shared memory, no ldmatrix.
+// loading them 8 elements at a time straight from the paged cache (16 bytes of bf16, or 8 of
+// E4M3 decoded in registers: kv_load.cuh): no shared memory, no ldmatrix.
 // Plain index arithmetic shared by the kernel and the host test that emulates it lane by lane
 // (tests/kernels/decode_mma_test.cc).
 //

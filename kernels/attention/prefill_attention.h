@@ -5,12 +5,13 @@
 // The G = num_heads / num_kv_heads query heads of a kv head are packed into the tile's rows:
 // row m of a chunk is token m / G, head m % G, so a block reads each K/V tile once for the whole
 // group. A block (4 warps, 16 rows each) takes kPrefillTileRows rows of one chunk and one kv
-// head; K and V go through shared memory in tiles of kPrefillTileKeys keys (cp.async, double
-// buffered); S = Q K^T and O = P V run on tensor cores (mma.sync m16n8k16, bf16 in, fp32
-// accumulate) with an fp32 online softmax. A row sees keys [first, pos] (first = pos - window +
-// 1 with a sliding window, else 0); the tiles a warp's rows cannot see are skipped, and only the
-// tiles on the diagonal or the window's edge are masked. Requires sm_80 or newer; head_dim in
-// {16, 32, 64, 128}; any group size. Reference: the attention of runner::CpuModel.
+// head; K and V go through shared memory in tiles of kPrefillTileKeys keys (double buffered:
+// cp.async for a bf16 cache, loads decoded through registers for an FP8 one); S = Q K^T and O = P V
+// run on tensor cores (mma.sync m16n8k16, bf16 in, fp32 accumulate) with an fp32 online softmax. A
+// row sees keys [first, pos] (first = pos - window + 1 with a sliding window, else 0); the tiles a
+// warp's rows cannot see are skipped, and only the tiles on the diagonal or the window's edge are
+// masked. Requires sm_80 or newer; head_dim in {16, 32, 64, 128}; any group size. Reference: the
+// attention of runner::CpuModel.
 #ifndef LLM_KERNELS_ATTENTION_PREFILL_ATTENTION_H_
 #define LLM_KERNELS_ATTENTION_PREFILL_ATTENTION_H_
 

@@ -311,6 +311,70 @@ TEST(RopeKvKernelTest, QkvGemvEpilogueIsTheProductThenRopeKv) {
   }
 }
 
+// An FP8 cache (issue 30): the q/k/v GEMV's RoPE/KV epilogue and LaunchRopeKv write the same
+// E4M3 bytes, and those are the bytes the host's RopeKvItem writes from the product's output
+// (common/fp8.h's rounding), with scales that are not powers of two; q stays bf16 alike.
+TEST(RopeKvKernelTest, Fp8CacheBytesOfTheEpilogueAndLaunchRopeKvAreTheHosts) {
+  LLM_REQUIRE_GPU();
+  Gemm gemm;
+  LLM_CUDA_OK(gemm.Init());
+  const KvCacheFormat format{true, 0.0173f, 0.0291f};
+  for (Case c : {Case{1, 64, 4, 4, 0}, Case{3, 128, 8, 2, 0}, Case{8, 64, 14, 2, 0}}) {
+    const int rows = c.rows, D = c.head_dim, H = c.heads, KV = c.kv_heads, in = 264;
+    const bool padding = rows > 2;
+    QkvRopeOutputs o(rows, D, H, KV, padding);
+    const size_t elems = o.CacheElems(D, KV);
+    DeviceBuffer<uint8_t> k_a(elems), v_a(elems), k_b(elems), v_b(elems);  // poisoned alike
+    RopeKvParams a = o.a, b = o.b;
+    a.k_cache = k_a.get();
+    a.v_cache = v_a.get();
+    b.k_cache = k_b.get();
+    b.v_cache = v_b.get();
+    a.kv = b.kv = format;
+    const auto x = RandomFloats(size_t(rows) * in, 60 + rows, -2, 2);
+    const auto w = RandomFloats(size_t(o.width) * in, 61, -0.2f, 0.2f);
+    DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w));
+    ASSERT_EQ(
+        gemm.Run({d_x.get(), d_w.get(), nullptr, o.qkv_a.get(), rows, in, o.width, GemmOut::kBf16},
+                 0),
+        0);
+    LLM_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<__nv_bfloat16> host_qkv = o.qkv_a.Download();  // the product, before RoPE
+    LLM_CUDA_OK(LaunchRopeKv(a, 0));
+    GemmArgs fused{d_x.get(), d_w.get(), nullptr, o.qkv_b.get(), rows, in, o.width, GemmOut::kBf16};
+    fused.rope_kv = &b;
+    ASSERT_TRUE(gemm.FusesEpilogue(fused));
+    ASSERT_EQ(gemm.Run(fused, 0), 0);
+    LLM_CUDA_OK(cudaDeviceSynchronize());
+    EXPECT_EQ(o.Differing()[0], 0) << "qkv, " << rows << " rows";
+    EXPECT_EQ(k_a.Download(), k_b.Download()) << "K bytes, " << rows << " rows, D " << D;
+    EXPECT_EQ(v_a.Download(), v_b.Download()) << "V bytes, " << rows << " rows, D " << D;
+    // The host's items on the same product.
+    const std::vector<int32_t> pos = QkvRopeOutputs::Positions(rows);
+    const std::vector<int32_t> slot = QkvRopeOutputs::Slots(rows, padding);
+    const std::vector<float> cos_t = QkvRopeOutputs::Table(D, true);
+    const std::vector<float> sin_t = QkvRopeOutputs::Table(D, false);
+    std::vector<uint8_t> k_host = k_a.Download(), v_host = v_a.Download();
+    std::fill(k_host.begin(), k_host.end(), uint8_t{0xCD});  // DeviceBuffer's poison
+    std::fill(v_host.begin(), v_host.end(), uint8_t{0xCD});
+    RopeKvParams h = a;
+    h.qkv = host_qkv.data();
+    h.row_pos = pos.data();
+    h.row_slot = slot.data();
+    h.block_tables = o.pg.tables.data();
+    h.cos_table = cos_t.data();
+    h.sin_table = sin_t.data();
+    h.k_cache = k_host.data();
+    h.v_cache = v_host.data();
+    for (int r = 0; r < rows; ++r) {
+      if (slot[r] < 0) continue;
+      for (int32_t k = 0; k < RopeKvItems(h); ++k) RopeKvItem(h, r, k);
+    }
+    EXPECT_EQ(k_a.Download(), k_host) << "K bytes against the host, " << rows << " rows";
+    EXPECT_EQ(v_a.Download(), v_host) << "V bytes against the host, " << rows << " rows";
+  }
+}
+
 // The q/k/v GEMV with the norm prologue as well as the RoPE/KV epilogue (a batch-1 layer's
 // first product, engine.cuda_fused_norm) leaves the bits of LaunchRmsNorm followed by the
 // RoPE/KV GEMV (itself the product followed by LaunchRopeKv, above): the same qkv buffer and K
@@ -376,11 +440,6 @@ TEST(AttentionKernelTest, DecodeSplitAndPrefillSinglePartition) {
   }
 }
 
-// Decode rows, one query token each, on both kernels at the shapes of issue 12: batches 1, 7 and
-// 33; contexts 1, 15, 17, 1,000 and 4,095; head dims 64 and 128; groups 1, 4, 7 and 8; one
-// block per row, 5 chunks and 64. A decode row is a one-token chunk of the prefill tests'
-// launches, so the same double reference applies (prefill_reference.h): relative L2 error 1e-2
-// per (row, head). A second launch gives the same bits (the split counters were left at zero).
 // An FP8 cache for a launch: its K and V as E4M3 bytes with power-of-two scales, and the launch
 // with its bf16 K and V replaced by what those bytes stand for (exact in bf16), so the double
 // reference (prefill_reference.h) is the FP8 cache's.
@@ -409,6 +468,12 @@ Fp8Kv QuantiseCache(Launch& l) {
   return q;
 }
 
+// Decode rows, one query token each, on both kernels at the shapes of issue 12: batches 1, 7 and
+// 33; contexts 1, 15, 17, 1,000 and 4,095; head dims 64 and 128; groups 1, 4, 7 and 8; one
+// block per row, 5 chunks and 64. A decode row is a one-token chunk of the prefill tests'
+// launches, so the same double reference applies (prefill_reference.h): relative L2 error 1e-2
+// per (row, head). A second launch gives the same bits (the split counters were left at zero).
+// `fp8`: the cache is its bytes instead.
 std::vector<float> RunDecode(const Launch& l, int32_t splits, bool tensor_cores,
                              const Fp8Kv* fp8 = nullptr) {
   std::vector<int32_t> pos(static_cast<size_t>(l.rows), 0), slot(static_cast<size_t>(l.rows), -1);
@@ -585,21 +650,24 @@ TEST(PrefillAttentionKernelTest, LongPrompts) {
   ExpectMatchesReference(late, RunPrefill(late), "late chunks");
 }
 
-// An FP8 cache (issue 30): decode rows on both kernels, splits 1 and 5, and the tiled prefill
-// kernel, against the double reference on what the cache's bytes stand for; contexts 1 to
-// 4,095, head dims 64 and 128, groups 1, 4, 7 and 8.
+// An FP8 cache (issue 30): decode rows on both kernels, splits 1, 5 and 64, and the tiled
+// prefill kernel, against the double reference on what the cache's bytes stand for; contexts 1
+// to 4,095, head dims 16 to 128 (the tensor-core kernel's 64 and 128), groups 1, 4, 7 and 8,
+// sliding windows.
 TEST(AttentionKernelTest, Fp8CacheDecodeRowsMatchTheDecodedReference) {
   LLM_REQUIRE_GPU();
   const int32_t contexts[] = {1, 17, 1000, 4095, 300};
   uint32_t seed = 90;
-  for (const int32_t D : {64, 128}) {
+  for (const int32_t D : {16, 32, 64, 128}) {
     for (const int32_t G : {1, 4, 7, 8}) {
       std::vector<Seq> seqs;
       for (int32_t r = 0; r < 7; ++r) seqs.push_back({contexts[r % 5] - 1, 1});
-      Launch l = MakeLaunch(D, G, G == 8 ? 1 : 2, /*window=*/0, seqs, seed++);
+      // A sliding window at one group of each head size.
+      Launch l = MakeLaunch(D, G, G == 8 ? 1 : 2, /*window=*/G == 7 ? 100 : 0, seqs, seed++);
       const Fp8Kv fp8 = QuantiseCache(l);
       for (const bool tensor_cores : {true, false}) {
-        for (const int32_t splits : {1, 5}) {
+        if (tensor_cores && D < 64) continue;  // the CUDA-core kernel's head sizes
+        for (const int32_t splits : {1, 5, 64}) {
           const std::string what = "FP8 cache, D " + std::to_string(D) + ", G " +
                                    std::to_string(G) + ", splits " + std::to_string(splits) +
                                    (tensor_cores ? ", tensor cores" : "");
@@ -614,7 +682,7 @@ TEST(PrefillAttentionKernelTest, Fp8CacheMatchesTheDecodedReference) {
   LLM_REQUIRE_GPU();
   const std::vector<Seq> seqs = {{0, 1}, {0, 17}, {40, 17}, {203, 70}, {0, 1000}};
   uint32_t seed = 120;
-  for (const int32_t D : {64, 128}) {
+  for (const int32_t D : {16, 32, 64, 128}) {
     for (const int32_t G : {1, 4, 7, 8}) {
       Launch l = MakeLaunch(D, G, G == 8 ? 1 : 2, 0, seqs, seed++);
       const Fp8Kv fp8 = QuantiseCache(l);

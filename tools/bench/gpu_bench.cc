@@ -255,7 +255,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
   // read; a tied head is read whole as the head), plus the sequence's K and V.
   const double embed_bytes =
       config.tie_word_embeddings ? 0.0 : 2.0 * config.vocab_size * config.hidden_size;
-  const double kv_bytes_per_token = 2.0 * 2.0 * config.num_layers * config.kv_dim();
+  const double kv_bytes_per_token =
+      2.0 * (b->kv.fp8() ? 1.0 : 2.0) * config.num_layers * config.kv_dim();  // K and V
 
   // 1. Batch 1.
   {

@@ -5,9 +5,11 @@
 // `gpu`: each test skips with the reason when no device is usable.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
+#include "common/mapped_file.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -18,6 +20,7 @@
 #include "worker/model/fp8_writer.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
+#include "worker/model/safetensors.h"
 #include "worker/model/shapes.h"
 #include "worker/model/synthetic.h"
 #include "worker/runner/cpu_model.h"
@@ -51,6 +54,39 @@ std::string Fp8Checkpoint(const std::string& name, const std::string& source,
     }
   }
   const absl::Status st = model::WriteFp8Checkpoint(*config, *store, scaling, out, &pool);
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+// Checkpoint `source` (a ../shared folder) in a temporary folder of its own (`name`) with one
+// K and one V scale a layer (compressed-tensors' self_attn.k_scale / v_scale), each layer's
+// its own and none 1.0, so a scale applied to the wrong layer, swapped or dropped shows.
+std::string WithKvScales(const std::string& name, const std::string& source) {
+  const std::string src = llm::testing::SharedPath(source);
+  const std::string out = llm::testing::MakeTempDir(name);
+  for (const char* f :
+       {"config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"}) {
+    std::filesystem::copy_file(src + "/" + f, out + "/" + f);
+  }
+  auto config = model::LoadModelConfig(src);
+  auto file = MappedFile::Open(src + "/model.safetensors");
+  EXPECT_TRUE(config.ok() && file.ok());
+  auto views = model::ParseSafetensors(**file);
+  EXPECT_TRUE(views.ok());
+  std::vector<model::TensorData> tensors;
+  for (const auto& v : *views) {
+    tensors.push_back({v.name, v.dtype, v.shape,
+                       std::string(reinterpret_cast<const char*>(v.data), v.num_bytes)});
+  }
+  for (int l = 0; l < config->num_layers; ++l) {
+    const float k = 0.03f * (1 + l), v = 0.011f * (2 + l);
+    const std::string layer = "model.layers." + std::to_string(l) + ".self_attn.";
+    tensors.push_back({layer + "k_scale", model::DType::kF32, {}, std::string(4, '\0')});
+    std::memcpy(tensors.back().bytes.data(), &k, 4);
+    tensors.push_back({layer + "v_scale", model::DType::kF32, {}, std::string(4, '\0')});
+    std::memcpy(tensors.back().bytes.data(), &v, 4);
+  }
+  const absl::Status st = model::WriteSafetensors(out + "/model.safetensors", tensors);
   EXPECT_TRUE(st.ok()) << st;
   return out;
 }
@@ -230,14 +266,17 @@ TEST(CudaFp8RunnerTest, BlocksAcrossUnevenModulesAreRefusedOnTheDevice) {
 }
 
 // An FP8 KV cache (issue 30) against the CPU reference with the same cache rounding, with bf16
-// and FP8 weights, in both numerics modes, from graphs and eagerly (the same rule as above).
+// and FP8 weights, scales 1.0 and the checkpoint's per-layer ones, in both numerics modes, from
+// graphs and eagerly (the same rule as above).
 TEST(CudaFp8KvRunnerTest, GreedyIdsAgreeWithTheCpuReference) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   const std::string tiny = llm::testing::SharedPath("models/tinystories-656k");
+  const std::string scaled = WithKvScales("kv-scales", "models/tinystories-656k");
   ExpectGreedyIdsNearTheCpuReference(
       {{"tinystories", tiny, "none"},
-       {"tinystories quantised at load", tiny, "fp8"},
+       {"tinystories with per-layer K/V scales", scaled, "none"},
+       {"tinystories with per-layer K/V scales, quantised at load", scaled, "fp8"},
        {"random qwen2-0.5b per channel",
         Fp8Checkpoint("kv-channel", "random:qwen2-0.5b:3", model::WeightScaling::kChannel),
         "none"}},
