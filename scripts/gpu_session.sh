@@ -317,6 +317,12 @@ case "$phase" in
       "$here/bin/kernels_test" --gtest_filter="$kv_tests"
     step racecheck-fp8-kv 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$kv_tests"
+    # The decode attention kernels alone, each cache dtype: time and K/V bandwidth per shape.
+    for dtype in bf16 fp8; do
+      step "attention-$dtype" 60 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
+      [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
+        "$out/attention-$dtype.json"
+    done
     kv_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 1
       --kernels)
     bench llama-3-8b-bf16 90 "${kv_runs[@]}"

@@ -1,6 +1,8 @@
 // llm-bench attention: the decode attention kernels alone (kernels/attention/attention.h) on one
 // device, without a model or a runner: for each model shape's heads, each batch and each context,
-// both kernels (tensor cores and CUDA cores) on a paged cache of random bf16 with the chunk split
+// both kernels (tensor cores and CUDA cores) on a paged cache of random bf16 (or, with
+// --kv-cache-dtype fp8, E4M3 bytes of one repeated value: the kernels' work does not depend on
+// the values) with the chunk split
 // the runner would use (DecodeSplits), the device time per launch (mean of --launches, after a
 // warm-up) and the K/V bandwidth it reaches — K and V bytes read per second, and that over the
 // device-to-device copy bandwidth — the figure issue 12 starts from ("decode attention reads
@@ -52,7 +54,7 @@ T* As(const runner::cuda::DeviceMemory& m) {
 // One model shape's heads at every (rows, context), both kernels.
 absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_counts,
                       const std::vector<int32_t>& contexts, int32_t launches, int32_t sm_count,
-                      double copy_bandwidth, nlohmann::json& cases) {
+                      double copy_bandwidth, bool fp8, nlohmann::json& cases) {
   using runner::cuda::DeviceMemory;
   auto config = model::ShapeConfig(shape);
   if (!config.ok()) return config.status();
@@ -70,9 +72,10 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
   const int64_t parts = int64_t{max_rows} * H * kMaxSplits;
   constexpr size_t kBf16 = sizeof(__nv_bfloat16), kF32 = sizeof(float), kI32 = sizeof(int32_t);
 
+  const size_t cache_bytes = fp8 ? 1 : kBf16;  // a cached element's
   DeviceMemory k, v, qkv, out, part_out, part_max, part_sum, arrivals, tables, row_pos, row_slot;
-  LLM_RETURN_IF_ERROR(k.Allocate(cache_elems * kBf16, "K cache"));
-  LLM_RETURN_IF_ERROR(v.Allocate(cache_elems * kBf16, "V cache"));
+  LLM_RETURN_IF_ERROR(k.Allocate(cache_elems * cache_bytes, "K cache"));
+  LLM_RETURN_IF_ERROR(v.Allocate(cache_elems * cache_bytes, "V cache"));
   LLM_RETURN_IF_ERROR(qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
   LLM_RETURN_IF_ERROR(out.Allocate(int64_t{max_rows} * H * D * kBf16, "output"));
   LLM_RETURN_IF_ERROR(part_out.Allocate(parts * D * kF32, "partial outputs"));
@@ -82,14 +85,19 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
   LLM_RETURN_IF_ERROR(tables.Allocate(blocks * kI32, "block tables"));
   LLM_RETURN_IF_ERROR(row_pos.Allocate(max_rows * kI32, "positions"));
   LLM_RETURN_IF_ERROR(row_slot.Allocate(max_rows * kI32, "slots"));
-  LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRandomInit({As<__nv_bfloat16>(k), nullptr, cache_elems, 1, 1.0f, 0.0f},
-                                nullptr),
-      "init K");
-  LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRandomInit({As<__nv_bfloat16>(v), nullptr, cache_elems, 2, 1.0f, 0.0f},
-                                nullptr),
-      "init V");
+  if (fp8) {
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemset(k.get(), 0x2D, k.bytes()), "init K");  // 0.15625
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemset(v.get(), 0xAB, v.bytes()), "init V");  // -0.046875
+  } else {
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRandomInit({As<__nv_bfloat16>(k), nullptr, cache_elems, 1, 1.0f, 0.0f},
+                                  nullptr),
+        "init K");
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRandomInit({As<__nv_bfloat16>(v), nullptr, cache_elems, 2, 1.0f, 0.0f},
+                                  nullptr),
+        "init V");
+  }
   LLM_CUDA_RETURN_IF_ERROR(
       kernels::LaunchRandomInit({As<__nv_bfloat16>(qkv), nullptr, qkv_elems, 3, 1.0f, 0.0f},
                                 nullptr),
@@ -122,8 +130,9 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
       for (const bool tensor_cores : {true, false}) {
         kernels::AttentionParams p{};
         p.qkv = As<__nv_bfloat16>(qkv);
-        p.k_cache = As<__nv_bfloat16>(k);
-        p.v_cache = As<__nv_bfloat16>(v);
+        p.k_cache = k.get();
+        p.v_cache = v.get();
+        p.kv = {fp8, 0.05f, 0.05f};
         p.row_pos = As<int32_t>(row_pos);
         p.row_slot = As<int32_t>(row_slot);
         p.block_tables = As<int32_t>(tables);
@@ -153,7 +162,7 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
         LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get()), "event");
         LLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()), "attention launches");
         const double seconds = runner::cuda::ElapsedSeconds(start, stop) / launches;
-        const double kv_bytes = 2.0 * rows * context * KV * D * kBf16;
+        const double kv_bytes = 2.0 * rows * context * KV * D * cache_bytes;
         cases.push_back(
             {{"shape", shape},
              {"heads", H},
@@ -164,6 +173,7 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
              {"splits", p.splits},
              {"used_chunks", kernels::UsedChunks(context - 1, 0, p.splits)},
              {"kernel", kernels::AttentionUsesTensorCores(p) ? "tensor_cores" : "cuda_cores"},
+             {"kv_cache", fp8 ? "fp8" : "bf16"},
              {"us", seconds * 1e6},
              {"kv_gb_per_s", kv_bytes / seconds / 1e9},
              {"bandwidth_use", kv_bytes / seconds / copy_bandwidth}});
@@ -183,7 +193,8 @@ int RunAttentionBench(const std::vector<std::string>& args) {
              "llama-3-8b,llama-3.2-1b,qwen2-0.5b")
       .Value("rows", "decode rows (batch sizes), comma-separated", "1,8,64,256")
       .Value("contexts", "context lengths, comma-separated", "1024,4096")
-      .Value("launches", "timed launches per case", "20");
+      .Value("launches", "timed launches per case", "20")
+      .Value("kv-cache-dtype", "the cache's elements: bf16 or fp8", "bf16");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto launches = flags.GetInt("launches");
@@ -196,6 +207,11 @@ int RunAttentionBench(const std::vector<std::string>& args) {
   if (rows.empty()) return Fail(cmd, absl::InvalidArgumentError("--rows: no count"));
   if (contexts.empty()) return Fail(cmd, absl::InvalidArgumentError("--contexts: no length"));
   if (*launches < 1) return Fail(cmd, absl::InvalidArgumentError("--launches: at least 1"));
+  const std::string dtype = flags.GetString("kv-cache-dtype");
+  if (dtype != "bf16" && dtype != "fp8") {
+    return Fail(cmd, absl::InvalidArgumentError(
+                         absl::StrCat("--kv-cache-dtype: '", dtype, "' is not bf16 or fp8")));
+  }
   if (kernels::DeviceCount() == 0) {
     return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
   }
@@ -214,7 +230,7 @@ int RunAttentionBench(const std::vector<std::string>& args) {
   nlohmann::json cases = nlohmann::json::array();
   for (const std::string& shape : shapes) {
     if (absl::Status s = RunShape(shape, rows, contexts, static_cast<int32_t>(*launches), sm_count,
-                                  *bandwidth, cases);
+                                  *bandwidth, dtype == "fp8", cases);
         !s.ok()) {
       return Fail(cmd, s);
     }
