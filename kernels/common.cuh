@@ -3,6 +3,8 @@
 #define LLM_KERNELS_COMMON_CUH_
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -11,6 +13,19 @@ namespace llm::kernels {
 
 __device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
 __device__ __forceinline__ __nv_bfloat16 ToBf16(float v) { return __float2bfloat16_rn(v); }
+
+// The four E4M3 values of `word` (byte j the j-th) as floats, exactly: the hardware's pair
+// conversion to half on sm_89 and newer (emulated before), then half to float.
+__device__ __forceinline__ void E4M3x4ToFloats(uint32_t word, float* f) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (16 * h)) & 0xFFFFu);
+    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    const float2 two = __half22float2(*reinterpret_cast<const __half2*>(&raw));
+    f[2 * h] = two.x;
+    f[2 * h + 1] = two.y;
+  }
+}
 
 // Sum over the `width` lanes of each group of a warp (width a power of two <= 32).
 __device__ __forceinline__ float GroupSum(float v, int width) {

@@ -17,19 +17,16 @@
 #   build-gpu-bundle/session.sh prefill   # ~1 min: TTFT, the prefill stall, chunk sizes (13)
 #   build-gpu-bundle/session.sh gemv      # the GEMV's split: its tests under racecheck and
 #                                         #   memcheck, batch-1 steps at four settings, targets
-#   build-gpu-bundle/session.sh fp8       # issue 29: the FP8 kernel and runner tests, their
-#                                         #   sanitizers, llama-3-8b bf16 beside FP8 quantised
-#                                         #   at load (batch 1, 64/256 slots, 4k TTFT, kernels)
 #   build-gpu-bundle/session.sh fp8-lease # issue 29 in one call (~4 min on an H200): every GPU
-#                                         #   test, FP8 sanitizers, bf16 beside FP8, checkpoints
+#                                         #   test, FP8 sanitizers, bf16 beside FP8 (quantised at
+#                                         #   load; batch-invariant too), then llm-cli quantize's
+#                                         #   per-channel and block checkpoints
 #   build-gpu-bundle/session.sh fp8-probe # the FP8 batch-1 step under ncu (per kernel, a
 #                                         #   layer in depth), unfused norms, GEMV splits
 #   build-gpu-bundle/session.sh fp8-final # the tests, bf16 beside FP8, FP8 with PDL, a block
 #                                         #   checkpoint
 #   build-gpu-bundle/session.sh fp8-kv    # issue 30: the FP8 cache's tests, sanitizers and
 #                                         #   llama-3-8b with each cache dtype
-#   build-gpu-bundle/session.sh fp8-ckpt  # issue 29: llm-cli quantize writes llama-3-8b per
-#                                         #   channel and in blocks; each through llm-bench gpu
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -42,7 +39,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8|fp8-lease|fp8-probe|fp8-final|fp8-kv|fp8-ckpt}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -108,7 +105,7 @@ issue_targets() {
     --stall-prompt 0 --ttft-runs 2 --batch1-tokens 16
 }
 
-# The FP8 kernel tests (issue 29), run by the fp8 phases and left out of the others' runs.
+# The FP8 kernel tests (issue 29), which the fp8 phases run under the sanitizers.
 fp8_tests='Fp8KernelTest.*:GemvFp8Test.*:GemmFp8Test.*'
 
 # The FP8 kernel tests under memcheck, and those that launch no cuBLASLt product under racecheck.
@@ -151,8 +148,8 @@ case "$phase" in
     compare_new_defaults --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1
     ;;
   check)
-    step kernels_test 240 "${run[@]}" kernels_test --gtest_filter="-$fp8_tests"
-    step cuda_runner_test 240 "${run[@]}" cuda_runner_test --gtest_filter='-CudaFp8*'
+    step kernels_test 240 "${run[@]}" kernels_test
+    step cuda_runner_test 240 "${run[@]}" cuda_runner_test
 
     # The kernels whose last block combines or steps a row (decode attention's chunks, the
     # sampler's selects and draw), the fused GEMV epilogues and the tiled prefill attention
@@ -193,9 +190,8 @@ case "$phase" in
     # (--kernels: decode steps and a 4k prompt's steps), issue 13's TTFT, the newest defaults
     # against the former settings, the attention kernels alone, then Nsight Compute windows.
     decode=(--ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    # (The FP8 tests are the fp8 phase's.)
-    step kernels_test 120 "${run[@]}" kernels_test --gtest_filter="-$fp8_tests"
-    step cuda_runner_test 100 "${run[@]}" cuda_runner_test --gtest_filter='-CudaFp8*'
+    step kernels_test 120 "${run[@]}" kernels_test
+    step cuda_runner_test 100 "${run[@]}" cuda_runner_test
     bench llama-3-8b 130 --model random:llama-3-8b --kernels "${decode[@]}"
     bench llama-3.2-1b 70 --model random:llama-3.2-1b --kernels "${decode[@]}"
     bench qwen2-0.5b 60 --model random:qwen2-0.5b --kernels "${decode[@]}"
@@ -248,15 +244,6 @@ case "$phase" in
     step memcheck-gemv 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter="$gemv_tests"
     ;;
-  fp8)
-    step kernels_test-fp8 120 "${run[@]}" kernels_test --gtest_filter="$fp8_tests"
-    step cuda_runner_test-fp8 150 "${run[@]}" cuda_runner_test --gtest_filter='CudaFp8*'
-    fp8_sanitizers
-    # Issue 29's targets: bf16 and FP8 (quantised at load) on the same machine, --kernels.
-    fp8_beside_bf16 120
-    bench llama-3-8b-fp8-batch-invariant 90 --model random:llama-3-8b --quantization fp8 \
-      --slots 64 --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --batch-invariant
-    ;;
   fp8-lease)
     # Issue 29 in one call, for a lease: every GPU test (the FP8 ones and those the kernels/
     # split and the Forward split touched), the FP8 tests under the sanitizers, llama-3-8b bf16
@@ -265,6 +252,8 @@ case "$phase" in
     step cuda_runner_test 150 "${run[@]}" cuda_runner_test
     fp8_sanitizers
     fp8_beside_bf16 120
+    bench llama-3-8b-fp8-batch-invariant 90 --model random:llama-3-8b --quantization fp8 \
+      --slots 64 --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --batch-invariant
     fp8_checkpoint channel
     fp8_checkpoint block
     ;;
@@ -331,11 +320,6 @@ case "$phase" in
     bench llama-3-8b-kv-fp8-8k 90 --model random:llama-3-8b --slots 64 --context 8000 \
       --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
     ;;
-  fp8-ckpt)
-    # Checkpoints as users bring them, written here by llm-cli quantize.
-    fp8_checkpoint channel
-    fp8_checkpoint block
-    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -350,8 +334,8 @@ case "$phase" in
       --stall-prompt 16384
     ;;
   *)
-    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv, fp8," \
-      "fp8-lease, fp8-probe, fp8-final, fp8-kv or fp8-ckpt)" >&2
+    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
+      "fp8-lease, fp8-probe, fp8-final or fp8-kv)" >&2
     exit 2
     ;;
 esac

@@ -7,26 +7,12 @@
 #define LLM_KERNELS_ATTENTION_KV_LOAD_CUH_
 
 #include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <cstdint>
 
 #include "kernels/common.cuh"
 
 namespace llm::kernels {
-
-// The four E4M3 values of `word` (byte j the j-th) as floats.
-__device__ __forceinline__ void E4M3x4ToFloats(uint32_t word, float* f) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (16 * h)) & 0xFFFFu);
-    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-    const float2 two = __half22float2(*reinterpret_cast<const __half2*>(&raw));
-    f[2 * h] = two.x;
-    f[2 * h + 1] = two.y;
-  }
-}
 
 // Elements [at, at + 8) of `cache` as floats; E4M3 ones times `scale` (the CPU reference's
 // values, one rounding: common/fp8.h's Fp8RoundTrip).

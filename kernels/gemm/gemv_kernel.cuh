@@ -34,21 +34,12 @@ __device__ __forceinline__ void Unpack8(const uint4& v, float* f) {
   }
 }
 
-// Sixteen E4M3 weights (one 16-byte vector, byte j the j-th) as floats: the hardware's pair
-// conversion to half (exact) on sm_89 and newer, emulated before; then half to float (exact).
+// Sixteen E4M3 weights (one 16-byte vector, byte j the j-th) as floats, exactly.
 __device__ __forceinline__ void UnpackE4M3x16(const uint4& v, float* f) {
-  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const auto pair = static_cast<__nv_fp8x2_storage_t>((words[k] >> (16 * h)) & 0xFFFFu);
-      const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-      const float2 two = __half22float2(*reinterpret_cast<const __half2*>(&raw));
-      f[4 * k + 2 * h] = two.x;
-      f[4 * k + 2 * h + 1] = two.y;
-    }
-  }
+  E4M3x4ToFloats(v.x, f);
+  E4M3x4ToFloats(v.y, f + 4);
+  E4M3x4ToFloats(v.z, f + 8);
+  E4M3x4ToFloats(v.w, f + 12);
 }
 
 // The weight type a GEMV instance streams: bf16, or E4M3 with row or 128x128 block scales.

@@ -453,14 +453,9 @@ Fp8Kv QuantiseCache(Launch& l) {
   auto round = [](std::vector<uint16_t>& bits, float scale, std::vector<uint8_t>& bytes) {
     bytes.resize(bits.size());
     for (size_t i = 0; i < bits.size(); ++i) {
-      const uint32_t word = uint32_t{bits[i]} << 16;
-      float x;
-      std::memcpy(&x, &word, sizeof(x));
-      bytes[i] = Fp8E4M3FromFloat(x / scale);
-      const float back = Fp8E4M3ToFloat(bytes[i]) * scale;
-      uint32_t back_bits;
-      std::memcpy(&back_bits, &back, sizeof(back_bits));
-      bits[i] = static_cast<uint16_t>(back_bits >> 16);  // exact: a power-of-two scale
+      bytes[i] = Fp8E4M3FromFloat(Fp8BitsFloat(uint32_t{bits[i]} << 16) / scale);
+      // Exact in bf16: a power-of-two scale.
+      bits[i] = static_cast<uint16_t>(Fp8FloatBits(Fp8E4M3ToFloat(bytes[i]) * scale) >> 16);
     }
   };
   round(l.k, q.format.k_scale, q.k);

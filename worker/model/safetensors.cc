@@ -311,4 +311,16 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorD
   return writer->Close();
 }
 
+absl::StatusOr<std::vector<TensorData>> ReadSafetensors(const std::string& path) {
+  LLM_ASSIGN_OR_RETURN(auto file, MappedFile::Open(path));
+  LLM_ASSIGN_OR_RETURN(const std::vector<TensorView> views, ParseSafetensors(*file));
+  std::vector<TensorData> tensors;
+  tensors.reserve(views.size());
+  for (const TensorView& v : views) {
+    tensors.push_back({v.name, v.dtype, v.shape,
+                       std::string(reinterpret_cast<const char*>(v.data), v.num_bytes)});
+  }
+  return tensors;
+}
+
 }  // namespace llm::model

@@ -74,6 +74,10 @@ struct TensorData {
 // Writes a safetensors file. Tensors are laid out in the given order.
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorData>& tensors);
 
+// Every tensor of one safetensors file, copied out (checked as ParseSafetensors does), in the
+// file's order: to rewrite a file with tensors added or changed.
+absl::StatusOr<std::vector<TensorData>> ReadSafetensors(const std::string& path);
+
 // Streaming writer for checkpoints too large to hold in memory: the header is written first
 // from the declared tensors, then each tensor's bytes in declaration order.
 class SafetensorsWriter {

@@ -31,15 +31,9 @@ ModelConfig Shape() {
 std::unique_ptr<model::TensorStore> WithScales(const std::string& dir, const ModelConfig& c,
                                                const std::string& k_name, const std::string& v_name,
                                                float k, float v) {
-  auto file = MappedFile::Open(dir + "/model.safetensors");
-  EXPECT_TRUE(file.ok());
-  auto views = model::ParseSafetensors(**file);
-  EXPECT_TRUE(views.ok());
-  std::vector<model::TensorData> t;
-  for (const auto& view : *views) {
-    t.push_back({view.name, view.dtype, view.shape,
-                 std::string(reinterpret_cast<const char*>(view.data), view.num_bytes)});
-  }
+  auto read = model::ReadSafetensors(dir + "/model.safetensors");
+  EXPECT_TRUE(read.ok()) << read.status();
+  std::vector<model::TensorData> t = *std::move(read);
   for (int l = 0; l < c.num_layers; ++l) {
     const float ks = k * (1 + l), vs = v * (1 + l);  // a different scale a layer
     t.push_back({"model.layers." + std::to_string(l) + "." + k_name,

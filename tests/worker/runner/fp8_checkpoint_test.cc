@@ -117,16 +117,9 @@ TEST_P(Fp8CheckpointTest, TheCpuForwardMatchesTheReferenceForward) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto store = model::TensorStore::Open(dir_);
   ASSERT_TRUE(store.ok());
-  auto file = MappedFile::Open(dir_ + "/expected.safetensors");
-  ASSERT_TRUE(file.ok());
-  std::vector<model::TensorData> dequantised;
-  auto views = model::ParseSafetensors(**file);
-  ASSERT_TRUE(views.ok());
-  for (const auto& v : *views) {
-    dequantised.push_back({v.name, v.dtype, v.shape,
-                           std::string(reinterpret_cast<const char*>(v.data), v.num_bytes)});
-  }
-  auto weights = model::TensorStore::FromTensors("expected", std::move(dequantised));
+  auto dequantised = model::ReadSafetensors(dir_ + "/expected.safetensors");
+  ASSERT_TRUE(dequantised.ok()) << dequantised.status();
+  auto weights = model::TensorStore::FromTensors("expected", *std::move(dequantised));
   ASSERT_TRUE(weights.ok());
   RefActivations act;
   act.mode = GetParam().activations == ActivationScaling::kToken   ? RefActivations::Mode::kToken

@@ -5,11 +5,9 @@
 // `gpu`: each test skips with the reason when no device is usable.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 
-#include "common/mapped_file.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -69,22 +67,20 @@ std::string WithKvScales(const std::string& name, const std::string& source) {
     std::filesystem::copy_file(src + "/" + f, out + "/" + f);
   }
   auto config = model::LoadModelConfig(src);
-  auto file = MappedFile::Open(src + "/model.safetensors");
-  EXPECT_TRUE(config.ok() && file.ok());
-  auto views = model::ParseSafetensors(**file);
-  EXPECT_TRUE(views.ok());
-  std::vector<model::TensorData> tensors;
-  for (const auto& v : *views) {
-    tensors.push_back({v.name, v.dtype, v.shape,
-                       std::string(reinterpret_cast<const char*>(v.data), v.num_bytes)});
-  }
+  auto read = model::ReadSafetensors(src + "/model.safetensors");
+  EXPECT_TRUE(config.ok() && read.ok());
+  std::vector<model::TensorData> tensors = *std::move(read);
   for (int l = 0; l < config->num_layers; ++l) {
     const float k = 0.03f * (1 + l), v = 0.011f * (2 + l);
     const std::string layer = "model.layers." + std::to_string(l) + ".self_attn.";
-    tensors.push_back({layer + "k_scale", model::DType::kF32, {}, std::string(4, '\0')});
-    std::memcpy(tensors.back().bytes.data(), &k, 4);
-    tensors.push_back({layer + "v_scale", model::DType::kF32, {}, std::string(4, '\0')});
-    std::memcpy(tensors.back().bytes.data(), &v, 4);
+    tensors.push_back({layer + "k_scale",
+                       model::DType::kF32,
+                       {},
+                       std::string(reinterpret_cast<const char*>(&k), 4)});
+    tensors.push_back({layer + "v_scale",
+                       model::DType::kF32,
+                       {},
+                       std::string(reinterpret_cast<const char*>(&v), 4)});
   }
   const absl::Status st = model::WriteSafetensors(out + "/model.safetensors", tensors);
   EXPECT_TRUE(st.ok()) << st;
