@@ -35,6 +35,7 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "min_p",
                                              "repetition_penalty",
                                              "ignore_eos",
+                                             "speculative",
                                              "stop_token_ids",
                                              "tools",
                                              "tool_choice",
@@ -70,6 +71,7 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "min_p",
                                                    "repetition_penalty",
                                                    "ignore_eos",
+                                                   "speculative",
                                                    "stop_token_ids",
                                                    "logit_bias",
                                                    "skip_special_tokens",
@@ -419,6 +421,9 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
   got = Bool(body, "ignore_eos", &flag, e);
   if (!got.ok()) return got.status();
   r.set_ignore_eos(*got && flag);
+  got = Bool(body, "speculative", &flag, e);
+  if (!got.ok()) return got.status();
+  if (*got) r.set_speculative(flag);
   got = Bool(body, "skip_special_tokens", &flag, e);
   if (!got.ok()) return got.status();
   if (*got) r.mutable_stream()->set_skip_special_tokens(flag);
@@ -618,14 +623,23 @@ void OpenAiResponder::TakeUsage(const llm::v1::GenerateResponse& m) {
     prompt_tokens_ = m.usage().prompt_tokens();
     cached_tokens_ = m.usage().cached_prompt_tokens();
     completion_tokens_ = m.usage().completion_tokens();
+    draft_tokens_ = m.usage().draft_tokens();
+    accepted_draft_tokens_ = m.usage().accepted_draft_tokens();
   }
 }
 
 json OpenAiResponder::UsageJson() const {
-  return json{{"prompt_tokens", prompt_tokens_},
-              {"completion_tokens", completion_tokens_},
-              {"total_tokens", prompt_tokens_ + completion_tokens_},
-              {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  json usage{{"prompt_tokens", prompt_tokens_},
+             {"completion_tokens", completion_tokens_},
+             {"total_tokens", prompt_tokens_ + completion_tokens_},
+             {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
+  if (draft_tokens_ > 0) {
+    // Speculative decoding's proposals, in the fields OpenAI uses for predicted outputs.
+    usage["completion_tokens_details"] = {
+        {"accepted_prediction_tokens", accepted_draft_tokens_},
+        {"rejected_prediction_tokens", draft_tokens_ - accepted_draft_tokens_}};
+  }
+  return usage;
 }
 
 std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m) {

@@ -94,6 +94,7 @@ class OpenAiResponder {
                          offsets_ = nlohmann::ordered_json::array();
   std::string finish_reason_;
   uint32_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
+  uint32_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;  // speculative decoding
 };
 
 }  // namespace llm::router::openai

@@ -117,5 +117,35 @@ TEST(OpenAiResponderTest, BytesAreTheTokensOwn) {
   EXPECT_EQ(content[0]["top_logprobs"][0]["bytes"], json::array({0x20, 0x61}));
 }
 
+// `speculative` reaches the worker's request (unset stays unset: the worker's default), and
+// the proposals' counts come back as OpenAI's predicted-output usage fields.
+TEST(OpenAiParseTest, SpeculativeOptOutAndItsUsage) {
+  EXPECT_FALSE(
+      Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x"})").request.has_speculative());
+  const ParsedRequest off =
+      Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "speculative": false})");
+  ASSERT_TRUE(off.request.has_speculative());
+  EXPECT_FALSE(off.request.speculative());
+  ApiError e;
+  EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kChat,
+                                  R"({"model": "m", "messages": [{"role": "user", "content":
+                                  "x"}], "speculative": "no"})",
+                                  &e)
+                   .ok());
+  EXPECT_EQ(e.param, "speculative");
+
+  OpenAiResponder r(Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x"})"), "cmpl-4", 0);
+  llm::v1::GenerateResponse m;
+  m.set_text("abc");
+  m.set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+  m.mutable_usage()->set_completion_tokens(9);
+  m.mutable_usage()->set_draft_tokens(12);
+  m.mutable_usage()->set_accepted_draft_tokens(7);
+  r.Accumulate(m);
+  const json usage = json::parse(r.Body())["usage"];
+  EXPECT_EQ(usage["completion_tokens_details"],
+            json({{"accepted_prediction_tokens", 7}, {"rejected_prediction_tokens", 5}}));
+}
+
 }  // namespace
 }  // namespace llm::router::openai

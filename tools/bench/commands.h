@@ -16,6 +16,7 @@ int RunPrefillBench(const std::vector<std::string>& args);
 int RunRouterBench(const std::vector<std::string>& args);
 int RunAttentionBench(const std::vector<std::string>& args);
 int RunAccuracyBench(const std::vector<std::string>& args);
+int RunSpeculativeBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

@@ -58,7 +58,7 @@ class NullRunner : public runner::ModelRunner {
     for (const auto& p : plan.prefills) {
       if (p.samples) sample(p.slot);
     }
-    for (int32_t s : plan.decodes) sample(s);
+    for (const auto& d : plan.decodes) sample(d.slot);
     r.device_seconds = 0;
     return r;
   }

@@ -21,6 +21,7 @@ constexpr char kUsage[] =
     "  prefill    any backend: TTFT and the decode stall per prompt-chunk size\n"
     "  attention  CUDA: the decode attention kernels alone, time and K/V bandwidth per shape\n"
     "  accuracy   a model (FP8) against a reference: top-1 agreement, perplexity, logit cosine\n"
+    "  speculative  speculative decoding on and off, side by side: tokens/s, acceptance\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   if (name == "router") return llm::bench::RunRouterBench(args);
   if (name == "attention") return llm::bench::RunAttentionBench(args);
   if (name == "accuracy") return llm::bench::RunAccuracyBench(args);
+  if (name == "speculative") return llm::bench::RunSpeculativeBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;
 }

@@ -35,6 +35,40 @@ absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(
   return tokenizer;
 }
 
+// The draft model of engine.speculative.method: draft, in fp32 on `pool`, checked against the
+// target: the same vocabulary (it proposes the target's token ids) and at least its context.
+absl::StatusOr<std::unique_ptr<runner::CpuModel>> LoadDraftModel(const BackendOptions& options,
+                                                                 const model::ModelConfig& target,
+                                                                 ThreadPool* pool) {
+  const std::string field = "engine.speculative.draft_model.path";
+  auto fail = [&](const absl::Status& st) {
+    return absl::Status(st.code(), absl::StrCat(field, ": ", st.message()));
+  };
+  auto source = model::ParseModelSource(options.speculative.draft_model);
+  if (!source.ok()) return fail(source.status());
+  auto config = model::LoadSourceConfig(*source);
+  if (!config.ok()) return fail(config.status());
+  if (config->vocab_size != target.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", options.speculative.draft_model, "' has a vocabulary of ",
+                     config->vocab_size, " tokens, the model ", target.vocab_size,
+                     "; a draft model must share the model's tokenizer"));
+  }
+  std::unique_ptr<model::TensorStore> store;
+  if (source->synthetic()) {
+    auto made = model::MakeSyntheticStore(*config, source->seed, model::DType::kBF16, pool);
+    if (!made.ok()) return fail(made.status());
+    store = *std::move(made);
+  } else {
+    auto opened = model::TensorStore::Open(source->dir);
+    if (!opened.ok()) return fail(opened.status());
+    store = *std::move(opened);
+  }
+  auto draft = runner::CpuModel::FromStore(*config, *store, pool);
+  if (!draft.ok()) return fail(draft.status());
+  return draft;
+}
+
 absl::Status CreateCpuRunner(const BackendOptions& options, const model::QuantScheme& checkpoint,
                              Backend& b) {
   b.pool = std::make_unique<ThreadPool>(options.cpu_threads);
@@ -65,7 +99,20 @@ absl::Status CreateCpuRunner(const BackendOptions& options, const model::QuantSc
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.extra_step_seconds = options.extra_step_seconds;
   ro.max_context = options.max_context;
-  b.runner = std::make_unique<runner::CpuRunner>(std::move(model), ro);
+  ro.speculative = options.speculative;
+  std::unique_ptr<runner::CpuModel> draft;
+  if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
+    LLM_ASSIGN_OR_RETURN(draft, LoadDraftModel(options, b.config, b.pool.get()));
+    const int32_t context =
+        options.max_context > 0 ? options.max_context : b.config.max_position_embeddings;
+    if (draft->config().max_position_embeddings < context) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "engine.speculative.draft_model.path: '", options.speculative.draft_model, "' has ",
+          draft->config().max_position_embeddings, " positions, fewer than the served context of ",
+          context, "; set engine.max_context to at most that"));
+    }
+  }
+  b.runner = std::make_unique<runner::CpuRunner>(std::move(model), ro, std::move(draft));
   b.backend = "cpu";
   return absl::OkStatus();
 }
@@ -125,6 +172,7 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
                      b.config.max_position_embeddings, " positions (max_position_embeddings of ",
                      options.model, "); set it to at most that, or 0 for the model's own"));
   }
+  if (absl::Status st = options.speculative.Validate(); !st.ok()) return st;
   std::string kind = options.backend;
   if (kind == "auto") {
     kind = "cpu";
@@ -135,6 +183,13 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   if (kind == "cpu") {
     LLM_RETURN_IF_ERROR(CreateCpuRunner(options, checkpoint, b));
   } else if (kind == "cuda") {
+    if (options.speculative.enabled()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "engine.speculative.method: ",
+          std::string(engine::SpeculativeMethodName(options.speculative.method)),
+          " runs on the CPU backend only so far; the CUDA runner does not verify proposals yet "
+          "(set engine.speculative.method: off, or engine.backend: cpu)"));
+    }
 #ifdef LLM_HAVE_CUDA
     LLM_RETURN_IF_ERROR(CreateCudaRunner(options, checkpoint, b));
 #else

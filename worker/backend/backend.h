@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
 #include "worker/engine/engine_sizes.h"
+#include "worker/engine/speculation.h"
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/config.h"
 #include "worker/model/kv_cache_spec.h"
@@ -40,6 +41,8 @@ struct BackendOptions {
   int32_t max_prefill_tokens = 0;        // 0: the backend's default (RunnerInfo)
   int32_t max_prefill_tokens_alone = 0;  // with nothing decoding; 0: the backend's default
   int32_t max_context = 0;               // 0: the model's; more than the model's is an error
+  // engine.speculative: the proposer (CPU backend only so far); the scheduler takes the same.
+  engine::SpeculativeConfig speculative;
   // CPU backend.
   int cpu_threads = 0;  // 0: all cores
   double extra_step_seconds = 0.0;

@@ -19,6 +19,7 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;  // EOS ids (unless ignore_eos) and the request's stop ids
   bool want_logprobs = false;
   int32_t num_top_logprobs = 0;
+  bool speculate = true;  // false: the request opted out of speculative decoding
 
   int32_t total_tokens() const { return static_cast<int32_t>(prompt_ids.size()) + max_tokens; }
 };

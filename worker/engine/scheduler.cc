@@ -43,8 +43,37 @@ Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
       cache_(config.sizes.kv_blocks, config.sizes.block_tokens, config.prefix_cache,
              config.cache_salt),
-      slots_(config.sizes.max_slots) {
+      slots_(config.sizes.max_slots),
+      policy_(config.speculative) {
   for (int32_t s = config.sizes.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+int32_t Scheduler::PlanDecodes(StepPlan& plan) {
+  auto decodes = [&](const Slot& slot) {
+    return slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens;
+  };
+  int32_t decoding = 0;
+  for (const Slot& slot : slots_) decoding += decodes(slot) ? 1 : 0;
+  if (decoding == 0) return 0;
+  int32_t k = policy_.Choose(decoding);
+  // Proposals never take the prompt budget of a capped step.
+  if (k > 0 && config_.max_batch_tokens > 0) {
+    const int32_t room = config_.max_batch_tokens - config_.max_prefill_tokens - decoding;
+    k = std::clamp(room / decoding, 0, k);
+  }
+  last_k_ = k;
+  int32_t tokens = 0;
+  for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
+    Slot& slot = slots_[s];
+    if (!decodes(slot)) continue;
+    ++slot.planned;
+    // Planned tokens are a lower bound of the generated ones: no proposal past max_tokens.
+    const int32_t draft =
+        slot.request->speculate ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
+    plan.decodes.push_back(DecodeChunk{s, draft});
+    tokens += 1 + draft;
+  }
+  return tokens;
 }
 
 void Scheduler::Add(RequestPtr request) {
@@ -168,18 +197,13 @@ StepPlan Scheduler::Schedule() {
                          prefill_order_.end());
   }
 
-  // 2. One decode token for every slot past its prompt that may still generate.
-  for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
-    Slot& slot = slots_[s];
-    if (slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens) {
-      plan.decodes.push_back(s);
-      ++slot.planned;
-    }
-  }
+  // 2. One decode chunk for every slot past its prompt that may still generate: its last
+  // token, and the proposals the speculation policy allows.
+  const int32_t decode_tokens = PlanDecodes(plan);
 
   // 3. Continue prompts, oldest admission first, within the prefill budget: the longer one
   // when nothing decodes in this step (no stream waits on it).
-  int32_t budget = config_.PrefillBudget(static_cast<int32_t>(plan.decodes.size()));
+  int32_t budget = config_.PrefillBudget(decode_tokens);
   for (int32_t s : prefill_order_) {
     if (budget <= 0) break;
     if (slots_[s].phase == Phase::kPrefill) budget -= PlanPrefill(s, budget, plan);
@@ -229,11 +253,30 @@ StepPlan Scheduler::Schedule() {
   }
 
   // 5. Releases go out with a plan that computes something (one that does not is not launched).
-  if (!plan.empty()) plan.releases.swap(unsent_releases_);
+  if (!plan.empty()) {
+    plan.releases.swap(unsent_releases_);
+    if (config_.speculative.enabled()) {
+      planned_steps_.push_back(PlannedStep{plan.step_id, static_cast<int32_t>(plan.decodes.size()),
+                                           last_k_, !plan.prefills.empty()});
+    }
+  }
   return plan;
 }
 
+void Scheduler::ObserveStep(const StepResult& result) {
+  while (!planned_steps_.empty() && planned_steps_.front().step_id < result.step_id) {
+    planned_steps_.pop_front();  // a plan whose result never came (a failed launch)
+  }
+  if (planned_steps_.empty() || planned_steps_.front().step_id != result.step_id) return;
+  const PlannedStep step = planned_steps_.front();
+  planned_steps_.pop_front();
+  if (step.prompt || step.decoding == 0) return;
+  policy_.Observe(step.decoding, step.k, static_cast<int32_t>(result.outputs.size()),
+                  result.device_seconds);
+}
+
 void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events) {
+  ObserveStep(result);
   for (const SlotOutput& out : result.outputs) {
     if (out.slot < 0 || out.slot >= config_.sizes.max_slots) continue;
     Slot& slot = slots_[out.slot];
@@ -244,7 +287,8 @@ void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events
     if (out.finish != sampling::FinishReason::kNone) slot.phase = Phase::kEnded;
     if (cache_.enabled()) slot.outputs.push_back(out.sampled.token_id);
     events.push_back(TokenEvent{out.request_key, out.sampled, out.finish,
-                                slot.emitted ? -1 : slot.cached_tokens});
+                                slot.emitted ? -1 : slot.cached_tokens, out.draft_tokens,
+                                out.accepted_tokens});
     slot.emitted = true;
   }
 }
@@ -264,6 +308,7 @@ SchedulerStats Scheduler::stats() const {
   s.kv_blocks_free = cache_.num_free();
   s.prefix_query_tokens = c.query_tokens;
   s.prefix_hit_tokens = c.hit_tokens;
+  s.draft_tokens_per_slot = last_k_;
   return s;
 }
 

@@ -25,6 +25,15 @@
 // Decodes are planned from the number of tokens already planned, so a slot whose request hit
 // EOS in step N may still decode in step N+1 (the runner's output for it is discarded); slots
 // are retired, and their blocks freed, at the first Schedule() after Update() reports the end.
+//
+// Speculative decoding (SchedulerConfig::speculative): a decode chunk may carry proposals
+// (StepPlan's DecodeChunk::max_draft, as SpeculationPolicy chooses from measured throughput;
+// none for a request that opted out). A step then gives a slot one or more outputs, so a slot
+// counts planned tokens as a lower bound: it may reach max_tokens (or a stop token) earlier
+// than planned, and decode once more in the step after, like a stop token's extra step. The
+// KV blocks reserved at admission cover every proposal (the runner proposes at most up to
+// max_tokens), so a rejected proposal's K/V lies in the slot's own blocks past its length and
+// is overwritten by the tokens that follow; no block holds only rejected tokens.
 #ifndef LLM_WORKER_ENGINE_SCHEDULER_H_
 #define LLM_WORKER_ENGINE_SCHEDULER_H_
 
@@ -38,6 +47,8 @@
 #include "worker/engine/engine_sizes.h"
 #include "worker/engine/prefix_cache.h"
 #include "worker/engine/request.h"
+#include "worker/engine/speculation.h"
+#include "worker/engine/speculation_policy.h"
 #include "worker/engine/step.h"
 
 namespace llm::engine {
@@ -53,6 +64,9 @@ struct SchedulerConfig {
   int32_t max_prefill_tokens_alone = 0;
   bool prefix_cache = true;  // reuse the KV of cached prompt prefixes
   uint64_t cache_salt = 0;   // mixed into every block hash (the model's identity)
+  // Speculative decoding: decode chunks carry up to speculative.num_tokens proposals, as
+  // SpeculationPolicy chooses per step (the runner proposes and verifies them).
+  SpeculativeConfig speculative;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
@@ -67,6 +81,9 @@ struct TokenEvent {
   sampling::SampledToken sampled;
   sampling::FinishReason finish;      // kNone, kStopToken or kLength
   int32_t cached_prompt_tokens = -1;  // on a request's first event: prompt tokens found cached
+  // On the first event of a verifying decode: proposals verified and accepted (SlotOutput).
+  int32_t draft_tokens = 0;
+  int32_t accepted_tokens = 0;
 };
 
 struct SchedulerStats {
@@ -82,6 +99,9 @@ struct SchedulerStats {
   int32_t kv_blocks_free = 0;       // neither referenced nor cached
   int64_t prefix_query_tokens = 0;  // prompt tokens looked up in the cache, since the start
   int64_t prefix_hit_tokens = 0;    // of which found cached
+  // Proposals per decoding slot in the latest plan with decodes (SpeculationPolicy's choice);
+  // 0 with speculation off.
+  int32_t draft_tokens_per_slot = 0;
 };
 
 class Scheduler {
@@ -132,6 +152,11 @@ class Scheduler {
 
   // Plans the next chunk of slot `s`'s prompt within `budget`; returns tokens used.
   int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
+  // Adds a decode chunk for every slot past its prompt that may still generate, with the
+  // proposals the policy allows; returns the decode tokens (proposals included).
+  int32_t PlanDecodes(StepPlan& plan);
+  // Feeds the policy the throughput of a collected decode-only step.
+  void ObserveStep(const StepResult& result);
 
   SchedulerConfig config_;
   PrefixCache cache_;
@@ -145,6 +170,17 @@ class Scheduler {
   int64_t queued_prompt_tokens_ = 0;
   int32_t running_ = 0;
   uint64_t step_id_ = 0;
+
+  // Speculation: the policy, and what each plan not yet collected asked for.
+  struct PlannedStep {
+    uint64_t step_id;
+    int32_t decoding;  // slots that decode
+    int32_t k;         // proposals per slot the policy chose
+    bool prompt;       // it also computes prompt tokens (not a sample of decode throughput)
+  };
+  SpeculationPolicy policy_;
+  std::list<PlannedStep> planned_steps_;
+  int32_t last_k_ = 0;
 };
 
 }  // namespace llm::engine

@@ -1,9 +1,16 @@
 // The hand-off values between the scheduler and a model runner: what one step computes
 // (StepPlan) and what it produced (StepResult). Plain values; no behaviour.
 //
+// Each slot in a step computes one chunk of tokens: a prompt chunk (PrefillChunk) or a decode
+// chunk (DecodeChunk): the slot's last sampled token, followed by up to `max_draft` tokens the
+// runner proposes itself (speculative decoding) and verifies in the same forward pass. The
+// result says which of them stand, as one SlotOutput per accepted token; the runner rolls the
+// rest back (the slot's length returns to the accepted run).
+//
 // Decode entries name slots, not tokens: the runner reads each decoding slot's input token from
-// its own slot table, which its sampler wrote in the previous step. That is what lets step N+1
-// be launched before the host has seen step N's tokens.
+// its own slot table, which its sampler wrote in the previous step, and proposes from the slot's
+// own token history. That is what lets step N+1 be launched before the host has seen step N's
+// tokens, with speculation on or off.
 #ifndef LLM_WORKER_ENGINE_STEP_H_
 #define LLM_WORKER_ENGINE_STEP_H_
 
@@ -31,35 +38,60 @@ struct PrefillChunk {
   bool samples;  // the prompt's last chunk: sample the first output token
 };
 
+// A decoding slot: its last sampled token, then at most `max_draft` proposed tokens to verify
+// (0: a plain decode). The runner may propose fewer (the n-gram proposer finds no match, the
+// request's max_tokens is near); it never proposes more.
+struct DecodeChunk {
+  int32_t slot;
+  int32_t max_draft = 0;
+};
+
 struct StepPlan {
   uint64_t step_id = 0;
   std::vector<int32_t> releases;  // slots whose request ended; applied first
   std::vector<SlotAdmission> admissions;
   std::vector<PrefillChunk> prefills;
-  std::vector<int32_t> decodes;  // slots that feed their last sampled token
+  std::vector<DecodeChunk> decodes;  // slots that feed their last sampled token
 
   bool empty() const { return prefills.empty() && decodes.empty(); }
+  // The most tokens the step computes: prompt chunks, decode tokens and every allowed proposal.
   int32_t num_tokens() const {
-    int32_t n = static_cast<int32_t>(decodes.size());
+    int32_t n = 0;
+    for (const auto& d : decodes) n += 1 + d.max_draft;
     for (const auto& p : prefills) n += p.num_tokens;
+    return n;
+  }
+  int32_t num_draft_tokens() const {
+    int32_t n = 0;
+    for (const auto& d : decodes) n += d.max_draft;
     return n;
   }
 };
 
 // One sampled token. `request_key` identifies the slot's occupant when the step ran, so an
 // output of a step that was launched before a slot changed hands is recognised and dropped.
+// A decode that verified proposals gives its accepted run as consecutive outputs of one slot,
+// in order: the accepted proposals, then the token sampled after them (the one that replaced
+// the first rejected proposal, or the one after the last accepted). Stop tokens and max_tokens
+// apply token by token: the run ends at the first output that finishes the request.
 struct SlotOutput {
   int32_t slot;
   uint64_t request_key;
   sampling::SampledToken sampled;  // logprob and top filled when the request asked for them
   // kNone, or kStopToken / kLength: the runner checks a request's stop conditions itself.
   sampling::FinishReason finish = sampling::FinishReason::kNone;
+  // On the first output of a verifying decode: the proposals it verified and how many of them
+  // the target accepted (before any stop cut the run); 0 elsewhere.
+  int32_t draft_tokens = 0;
+  int32_t accepted_tokens = 0;
 };
 
 struct StepResult {
   uint64_t step_id = 0;
   std::vector<SlotOutput> outputs;  // for every sampling prefill and every decode still live
   double device_seconds = 0.0;      // time the backend spent computing the step
+  // Tokens the forward pass computed (prompt, decode and proposed tokens); -1 when unknown.
+  int32_t computed_tokens = -1;
   // Time the backend sat idle between the end of the previous step and the start of this one,
   // when this step was launched while the previous one was still running (a pipeline bubble);
   // negative when unknown or when the backend was idle for lack of work.

@@ -101,6 +101,9 @@ void EngineLoop::PublishStats() {
   s.busy_ratio = busy_ratio_;
   s.steps = steps_;
   s.aborted = aborted_;
+  s.spec_drafts = spec_drafts_;
+  s.spec_draft_tokens = spec_draft_tokens_;
+  s.spec_accepted_tokens = spec_accepted_tokens_;
   std::lock_guard<std::mutex> lock(stats_mu_);
   const auto& a = s.scheduler;
   const auto& b = stats_.scheduler;
@@ -156,6 +159,13 @@ void EngineLoop::CollectOne() {
     observer_->OnStep(step_s, gap, static_cast<int32_t>(result->outputs.size()), decodes,
                       launched.prompt_tokens);
   }
+  for (const auto& o : result->outputs) {
+    if (o.draft_tokens <= 0) continue;
+    ++spec_drafts_;
+    spec_draft_tokens_ += static_cast<uint64_t>(o.draft_tokens);
+    spec_accepted_tokens_ += static_cast<uint64_t>(o.accepted_tokens);
+    if (observer_ != nullptr) observer_->OnVerified(o.draft_tokens, o.accepted_tokens);
+  }
   events_scratch_.clear();
   scheduler_.Update(*result, events_scratch_);
   if (!events_scratch_.empty()) events_->OnTokens(events_scratch_, now);
@@ -199,8 +209,9 @@ void EngineLoop::Run() {
         may_have_work = true;  // results may have ended requests, to retire next iteration
       }
     } else {
-      const Launched launched{plan.num_tokens(),
-                              plan.num_tokens() - static_cast<int32_t>(plan.decodes.size())};
+      int32_t prompt_tokens = 0;
+      for (const auto& p : plan.prefills) prompt_tokens += p.num_tokens;
+      const Launched launched{plan.num_tokens(), prompt_tokens};
       if (absl::Status st = runner_->Launch(std::move(plan)); !st.ok()) {
         FailAll(st);
       } else {

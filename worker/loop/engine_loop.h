@@ -47,6 +47,12 @@ class StepObserver {
   // prompt tokens it computed.
   virtual void OnStep(double step_seconds, double gap_seconds, int32_t num_tokens,
                       int32_t num_decodes, int32_t prompt_tokens) = 0;
+  // One decode that verified `draft_tokens` proposals, `accepted_tokens` of which stood
+  // (speculative decoding); called after OnStep for each such decode of the step.
+  virtual void OnVerified(int32_t draft_tokens, int32_t accepted_tokens) {
+    (void)draft_tokens;
+    (void)accepted_tokens;
+  }
 };
 
 struct EngineStats {
@@ -59,6 +65,11 @@ struct EngineStats {
   double busy_ratio = 0.0;  // backend time / wall time over the last ~second
   uint64_t steps = 0;
   uint64_t aborted = 0;  // requests ended by Abort
+  // Speculative decoding since the start: decodes that verified proposals, the proposals, and
+  // the accepted ones.
+  uint64_t spec_drafts = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
   uint64_t version = 0;  // increases whenever anything above changes
 };
 
@@ -129,6 +140,9 @@ class EngineLoop {
   double busy_ratio_ = 0.0;  // of the last whole window, idle windows included
   uint64_t steps_ = 0;
   uint64_t aborted_ = 0;
+  uint64_t spec_drafts_ = 0;
+  uint64_t spec_draft_tokens_ = 0;
+  uint64_t spec_accepted_tokens_ = 0;
   // Start of the current iteration (Clock ticks since epoch), 0 while waiting for work.
   std::atomic<int64_t> iteration_start_{0};
 

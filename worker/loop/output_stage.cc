@@ -73,10 +73,18 @@ void OutputStage::OnTokens(std::vector<engine::TokenEvent>& events, Clock::time_
     bool any = false;
     {
       std::lock_guard<std::mutex> lock(shard->mu);
-      for (auto& e : events) {
-        if (&ShardOf(e.request_key) != shard.get()) continue;
-        shard->items.push_back(Token{std::move(e), when});
-        any = true;
+      // A request's outputs of one step are consecutive (a verified run): one item, one update.
+      for (size_t i = 0; i < events.size();) {
+        size_t end = i + 1;
+        while (end < events.size() && events[end].request_key == events[i].request_key) ++end;
+        if (&ShardOf(events[i].request_key) == shard.get()) {
+          Tokens t{{}, when};
+          t.run.assign(std::make_move_iterator(events.begin() + static_cast<std::ptrdiff_t>(i)),
+                       std::make_move_iterator(events.begin() + static_cast<std::ptrdiff_t>(end)));
+          shard->items.push_back(std::move(t));
+          any = true;
+        }
+        i = end;
       }
     }
     if (any) shard->cv.notify_one();
@@ -112,8 +120,8 @@ void OutputStage::Handle(Shard& shard, Item& item) {
     if (auto it = shard.requests.find(a->key); it != shard.requests.end()) {
       it->second->admitted = a->when;
     }
-  } else if (auto* t = std::get_if<Token>(&item)) {
-    HandleToken(shard, t->event, t->when);
+  } else if (auto* t = std::get_if<Tokens>(&item)) {
+    HandleTokens(shard, t->run, t->when);
   } else if (auto* c = std::get_if<Cancelled>(&item)) {
     const bool live = shard.requests.erase(c->key) > 0;
     if (live && observer_ != nullptr) observer_->OnRequestCancelled();
@@ -148,50 +156,55 @@ TokenLogprobs OutputStage::Logprobs(const RequestState& st, const sampling::Samp
   return lp;
 }
 
-void OutputStage::HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when) {
-  const auto it = shard.requests.find(e.request_key);
-  if (it == shard.requests.end()) return;  // cancelled, or ended by a stop string
-  RequestState& st = *it->second;
+FinishReason OutputStage::AddToken(RequestState& st, const engine::TokenEvent& e,
+                                   Clock::time_point when, StreamUpdate& u) {
   if (st.generated++ == 0) st.first_token = when;
   if (e.cached_prompt_tokens >= 0) st.cached_prompt_tokens = e.cached_prompt_tokens;
-
-  StreamUpdate u;
+  st.draft_tokens += e.draft_tokens;
+  st.accepted_tokens += e.accepted_tokens;
   const int32_t token = e.sampled.token_id;
   u.token_ids.push_back(token);
-  if (st.ctx.want_logprobs) {
-    u.logprobs.push_back(Logprobs(st, e.sampled));
-  }
-  if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;
-  st.sent_first = true;
-
-  FinishReason reason = FinishReason::kNone;
+  if (st.ctx.want_logprobs) u.logprobs.push_back(Logprobs(st, e.sampled));
   if (e.finish == FinishReason::kStopToken) {
     // A stop token (EOS included) ends generation and is not part of the text.
-    reason = FinishReason::kStopToken;
     u.stop_token_id = token;
-  } else {
-    auto r = st.stops.Add(st.detok.Add(token));
-    u.text = std::move(r.text);
-    if (r.stopped) {
-      reason = FinishReason::kStopString;
-      u.stop_string = std::move(r.matched);
-      abort_(e.request_key);  // free the slot now rather than at max_tokens
-    } else if (e.finish == FinishReason::kLength) {
-      reason = FinishReason::kLength;
-    }
+    return FinishReason::kStopToken;
   }
-  if (reason == FinishReason::kNone) {
-    if (st.ctx.continuous_usage) {
-      u.has_usage = true;
-      u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
-      u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
-      u.usage.completion_tokens = st.generated;
-      u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
-    }
-    st.ctx.sink->OnUpdate(std::move(u));
-    return;
+  auto r = st.stops.Add(st.detok.Add(token));
+  u.text += r.text;
+  if (r.stopped) {
+    u.stop_string = std::move(r.matched);
+    abort_(e.request_key);  // free the slot now rather than at max_tokens
+    return FinishReason::kStopString;
   }
-  Finish(shard, e.request_key, st, u, reason, when);
+  return e.finish == FinishReason::kLength ? FinishReason::kLength : FinishReason::kNone;
+}
+
+void OutputStage::HandleTokens(Shard& shard, const std::vector<engine::TokenEvent>& run,
+                               Clock::time_point when) {
+  const uint64_t key = run.front().request_key;
+  const auto it = shard.requests.find(key);
+  if (it == shard.requests.end()) return;  // cancelled, or ended by a stop string
+  RequestState& st = *it->second;
+  StreamUpdate u;
+  if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;
+  st.sent_first = true;
+  for (const engine::TokenEvent& e : run) {
+    // Tokens after the one that ends the request (a stop string inside an accepted run) are
+    // not part of the output, as they would not have been generated without speculation.
+    const FinishReason reason = AddToken(st, e, when, u);
+    if (reason != FinishReason::kNone) return Finish(shard, key, st, u, reason, when);
+  }
+  if (st.ctx.continuous_usage) {
+    u.has_usage = true;
+    u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
+    u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
+    u.usage.completion_tokens = st.generated;
+    u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
+    u.usage.draft_tokens = st.draft_tokens;
+    u.usage.accepted_draft_tokens = st.accepted_tokens;
+  }
+  st.ctx.sink->OnUpdate(std::move(u));
 }
 
 void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& u,
@@ -215,6 +228,8 @@ void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpd
   u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
   u.usage.completion_tokens = st.generated;
   u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
+  u.usage.draft_tokens = st.draft_tokens;
+  u.usage.accepted_draft_tokens = st.accepted_tokens;
   u.usage.queue_time_ms =
       st.admitted == Clock::time_point{} ? 0.0 : Ms(st.admitted - st.ctx.arrival);
   u.usage.total_time_ms = Ms(when - st.ctx.arrival);

@@ -68,6 +68,8 @@ class OutputStage : public EngineEvents {
     Clock::time_point admitted{};
     int32_t cached_prompt_tokens = 0;
     Clock::time_point first_token{};
+    int32_t draft_tokens = 0;     // proposals verified for it (speculative decoding)
+    int32_t accepted_tokens = 0;  // of which accepted
   };
   struct Registered {
     uint64_t key;
@@ -77,8 +79,9 @@ class OutputStage : public EngineEvents {
     uint64_t key;
     Clock::time_point when;
   };
-  struct Token {
-    engine::TokenEvent event;
+  // One request's tokens from one step (several when it verified proposals): one update.
+  struct Tokens {
+    std::vector<engine::TokenEvent> run;
     Clock::time_point when;
   };
   struct Cancelled {
@@ -89,7 +92,7 @@ class OutputStage : public EngineEvents {
     uint64_t key;
     absl::Status status;
   };
-  using Item = std::variant<Registered, Admitted, Token, Cancelled, Failed>;
+  using Item = std::variant<Registered, Admitted, Tokens, Cancelled, Failed>;
 
   struct Shard {
     std::mutex mu;
@@ -104,7 +107,13 @@ class OutputStage : public EngineEvents {
   void Enqueue(uint64_t key, Item item);
   void Run(Shard& shard);
   void Handle(Shard& shard, Item& item);
-  void HandleToken(Shard& shard, const engine::TokenEvent& e, Clock::time_point when);
+  // Streams a run of one request's tokens as one update (or its last).
+  void HandleTokens(Shard& shard, const std::vector<engine::TokenEvent>& run,
+                    Clock::time_point when);
+  // Adds one token to `u`; the reason it ends the request (kNone: it goes on). A stop string
+  // found also aborts the request in the engine.
+  sampling::FinishReason AddToken(RequestState& st, const engine::TokenEvent& e,
+                                  Clock::time_point when, StreamUpdate& u);
   void Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& update,
               sampling::FinishReason reason, Clock::time_point when);
   // The sampled token's and its alternatives' entries, as the next token of `st`'s output

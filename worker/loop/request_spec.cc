@@ -145,6 +145,7 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
     }
   }
   r.want_logprobs = s.logprobs > 0;
+  r.speculate = s.speculative;
   r.num_top_logprobs = static_cast<int32_t>(s.logprobs);
   return r;
 }

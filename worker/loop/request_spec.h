@@ -43,7 +43,8 @@ struct GenerateSpec {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
-  int64_t logprobs = 0;  // 0: none; n >= 1: the sampled token's and the top n
+  bool speculative = true;  // false: no proposals for this request (engine.speculative)
+  int64_t logprobs = 0;     // 0: none; n >= 1: the sampled token's and the top n
   bool skip_special_tokens = true;
   bool include_stop_str = false;
   bool include_prompt_ids = false;

@@ -33,6 +33,9 @@ struct Usage {
   double time_to_first_token_ms = 0;
   double queue_time_ms = 0;
   double total_time_ms = 0;
+  // Speculative decoding: proposals verified for the request, and how many of them stood.
+  int32_t draft_tokens = 0;
+  int32_t accepted_draft_tokens = 0;
 };
 
 struct StreamUpdate {

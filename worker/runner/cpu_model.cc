@@ -47,7 +47,8 @@ absl::Status CpuModel::Validate(const ForwardBatch& batch, const CpuKvCache& kv)
   int32_t expected_begin = 0;
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const SeqChunk& c = batch.seqs[s];
-    if (c.token_begin != expected_begin || c.num_tokens <= 0 || c.start_position < 0) {
+    if (c.token_begin != expected_begin || c.num_tokens <= 0 || c.start_position < 0 ||
+        (c.need_logits && (c.logit_tokens < 1 || c.logit_tokens > c.num_tokens))) {
       return absl::InvalidArgumentError(absl::StrCat("batch chunk ", s, " is malformed"));
     }
     expected_begin += c.num_tokens;
@@ -113,12 +114,15 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
                 h * sizeof(float));
   }
 
-  // The tokens whose logits are wanted: each chunk's last with need_logits.
+  // The tokens whose logits are wanted: the last logit_tokens of each chunk with need_logits.
   all_tokens_.resize(n);
   for (size_t t = 0; t < n; ++t) all_tokens_[t] = static_cast<int32_t>(t);
   out_tokens_.clear();
   for (const SeqChunk& s : batch.seqs) {
-    if (s.need_logits) out_tokens_.push_back(s.token_begin + s.num_tokens - 1);
+    if (!s.need_logits) continue;
+    for (int32_t i = s.num_tokens - s.logit_tokens; i < s.num_tokens; ++i) {
+      out_tokens_.push_back(s.token_begin + i);
+    }
   }
 
   std::vector<float> cos(half), sin(half);

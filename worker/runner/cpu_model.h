@@ -47,8 +47,8 @@ class CpuModel {
   ThreadPool* pool() const { return pool_; }
 
   // Runs `batch`, writing every token's K and V into `kv` at its position, and writes the
-  // logits of each chunk with need_logits to `logits` ([num_chunks_with_logits, vocab], in
-  // chunk order; resized). The block tables must cover every position written or read.
+  // logits of the last logit_tokens tokens of each chunk with need_logits to `logits` ([rows,
+  // vocab], in token order; resized). The block tables must cover every position written or read.
   // Errors (never a crash) for ids outside the vocabulary, positions beyond the context or
   // block tables that are too short.
   absl::Status Forward(const ForwardBatch& batch, CpuKvCache& kv, std::vector<float>& logits);

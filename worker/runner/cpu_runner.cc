@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
 #include "common/thread_pool.h"
+#include "worker/speculative/ngram.h"
 
 namespace llm::runner {
 
@@ -17,7 +18,8 @@ using engine::StepPlan;
 using engine::StepResult;
 using sampling::FinishReason;
 
-CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options)
+CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options,
+                     std::unique_ptr<CpuModel> draft)
     : model_(std::move(model)),
       options_(options),
       kv_(model_->config(), options.sizes.kv_blocks, options.sizes.block_tokens),
@@ -34,7 +36,11 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.device = model_->pool() != nullptr
                      ? absl::StrCat("cpu (", model_->pool()->num_threads(), " threads)")
                      : "cpu";
-  info_.kv_cache_bytes = kv_.bytes();
+  if (draft != nullptr && options_.speculative.method == engine::SpeculativeMethod::kDraft) {
+    draft_ = std::make_unique<CpuDraft>(std::move(draft), options.sizes.kv_blocks,
+                                        options.sizes.block_tokens);
+  }
+  info_.kv_cache_bytes = kv_.bytes() + (draft_ != nullptr ? draft_->kv_bytes() : 0);
   info_.default_prefill_tokens = kCpuDefaultPrefillTokens;
   if (options_.async) {
     thread_ = std::thread([this] {
@@ -107,9 +113,7 @@ void CpuRunner::ThreadLoop() {
   }
 }
 
-absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
-  const StepPlan& plan = pending.plan;
-  const auto start = std::chrono::steady_clock::now();
+absl::Status CpuRunner::ApplyAdmissions(const StepPlan& plan) {
   for (int32_t s : plan.releases) {
     if (s >= 0 && s < options_.sizes.max_slots) slots_[s] = SlotState{};
   }
@@ -124,78 +128,166 @@ absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
     if (a.request->sampling.repetition_penalty != 1.0f) {
       slot.penalties.AddPrompt(a.request->prompt_ids);
     }
+    if (options_.speculative.enabled()) slot.history = a.request->prompt_ids;
   }
+  return absl::OkStatus();
+}
 
-  // The batch: prefill chunks, then one token per live decoding slot.
-  tokens_.clear();
-  chunks_.clear();
-  sampling_slots_.clear();
+absl::Status CpuRunner::AddPrefills(const StepPlan& plan) {
   for (const auto& p : plan.prefills) {
     SlotState& slot = slots_[p.slot];
-    if (slot.request == nullptr ||
+    if (slot.request == nullptr || p.start < 0 ||
         p.start + p.num_tokens > static_cast<int32_t>(slot.request->prompt_ids.size())) {
       return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": bad prefill"));
     }
+    // The first chunk starts after the prompt's cached blocks, which hold the draft's K/V too.
+    if (slot.draft_written < 0) slot.draft_written = p.start;
     chunks_.push_back(SeqChunk{static_cast<int32_t>(tokens_.size()), p.num_tokens, p.start,
                                slot.blocks, p.samples});
     tokens_.insert(tokens_.end(), slot.request->prompt_ids.begin() + p.start,
                    slot.request->prompt_ids.begin() + p.start + p.num_tokens);
-    if (p.samples) sampling_slots_.push_back(p.slot);
+    if (p.samples) sampling_.push_back(SamplingSlot{p.slot});
   }
-  for (int32_t s : plan.decodes) {
-    SlotState& slot = slots_[s];
+  return absl::OkStatus();
+}
+
+absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
+  tokens_.clear();
+  chunks_.clear();
+  sampling_.clear();
+  if (absl::Status st = AddPrefills(plan); !st.ok()) return st;
+  const size_t first_decode = sampling_.size();
+  for (const engine::DecodeChunk& d : plan.decodes) {
+    if (d.slot < 0 || d.slot >= options_.sizes.max_slots || d.max_draft < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": bad decode"));
+    }
+    const SlotState& slot = slots_[d.slot];
     if (slot.request == nullptr || slot.finished || slot.generated == 0) continue;
+    // No proposal past max_tokens (the last output is sampled after the proposals) or the
+    // context, so every position written lies in the blocks reserved at admission.
+    const auto position =
+        static_cast<int32_t>(slot.request->prompt_ids.size()) + slot.generated - 1;
+    const int32_t room =
+        std::min(slot.request->max_tokens - slot.generated - 1, info_.max_context - 1 - position);
+    const int32_t max_draft = options_.speculative.enabled() ? std::clamp(d.max_draft, 0, room) : 0;
+    sampling_.push_back(SamplingSlot{d.slot, max_draft});
+  }
+  if (absl::Status st = Propose(); !st.ok()) return st;
+  int32_t row = static_cast<int32_t>(first_decode);
+  for (size_t i = first_decode; i < sampling_.size(); ++i) {
+    SamplingSlot& s = sampling_[i];
+    const SlotState& slot = slots_[s.slot];
+    const auto n = static_cast<int32_t>(1 + s.drafts.size());
     const auto position =
         static_cast<int32_t>(slot.request->prompt_ids.size()) + slot.generated - 1;
     chunks_.push_back(
-        SeqChunk{static_cast<int32_t>(tokens_.size()), 1, position, slot.blocks, true});
+        SeqChunk{static_cast<int32_t>(tokens_.size()), n, position, slot.blocks, true, n});
     tokens_.push_back(slot.last_token);
-    sampling_slots_.push_back(s);
+    tokens_.insert(tokens_.end(), s.drafts.begin(), s.drafts.end());
+    s.row = row;
+    row += n;
   }
+  for (size_t i = 0; i < first_decode; ++i) sampling_[i].row = static_cast<int32_t>(i);
+  return absl::OkStatus();
+}
+
+absl::Status CpuRunner::Propose() {
+  std::vector<DraftJob> jobs;
+  for (SamplingSlot& s : sampling_) {
+    if (s.max_draft <= 0) continue;
+    SlotState& slot = slots_[s.slot];
+    if (options_.speculative.method == engine::SpeculativeMethod::kNgram) {
+      speculative::ProposeNgram(
+          slot.history,
+          {.min = options_.speculative.ngram_min, .max = options_.speculative.ngram_max},
+          s.max_draft, s.drafts);
+    } else if (draft_ != nullptr) {
+      jobs.push_back(DraftJob{slot.request.get(), slot.history, slot.blocks, slot.generated,
+                              &slot.penalties, s.max_draft, &slot.draft_written, &s.drafts,
+                              &s.draft_probs});
+    }
+  }
+  return jobs.empty() ? absl::OkStatus() : draft_->Propose(jobs);
+}
+
+FinishReason CpuRunner::Append(SlotState& slot, int32_t token) {
+  const engine::EngineRequest& req = *slot.request;
+  ++slot.generated;
+  slot.last_token = token;
+  slot.penalties.AddOutput(token);
+  if (options_.speculative.enabled()) slot.history.push_back(token);
+  if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), token) !=
+      req.stop_token_ids.end()) {
+    return FinishReason::kStopToken;
+  }
+  return slot.generated >= req.max_tokens ? FinishReason::kLength : FinishReason::kNone;
+}
+
+void CpuRunner::SampleSlot(SamplingSlot& s, sampling::Sampler& sampler) {
+  SlotState& slot = slots_[s.slot];
+  const engine::EngineRequest& req = *slot.request;
+  const int32_t vocab = model_->config().vocab_size;
+  const auto drafts = static_cast<int32_t>(s.drafts.size());
+  const auto history_before = static_cast<int32_t>(slot.history.size());
+  s.outputs.clear();
+  s.accepted = 0;
+  for (int32_t i = 0; i <= drafts; ++i) {
+    std::span<float> row(logits_.data() + static_cast<size_t>(s.row + i) * vocab, vocab);
+    for (int32_t t = options_.valid_vocab_size; t < vocab; ++t) {
+      row[t] = -std::numeric_limits<float>::infinity();
+    }
+    bool accepted = false;
+    sampling::SampledToken token;
+    if (i < drafts) {
+      std::span<const float> q;
+      if (!s.draft_probs.empty())
+        q = std::span<const float>(s.draft_probs).subspan(i * vocab, vocab);
+      token = sampler.Verify(row, req.sampling, slot.penalties, slot.generated, s.drafts[i], q,
+                             accepted, req.num_top_logprobs, req.want_logprobs);
+    } else {
+      token = sampler.Sample(row, req.sampling, slot.penalties, slot.generated,
+                             req.num_top_logprobs, req.want_logprobs);
+    }
+    const FinishReason finish = Append(slot, token.token_id);
+    s.outputs.push_back(SlotOutput{s.slot, req.key, std::move(token), finish});
+    s.accepted += accepted ? 1 : 0;
+    slot.finished = finish != FinishReason::kNone;
+    if (slot.finished || !accepted) break;
+  }
+  if (drafts > 0) {
+    s.outputs.front().draft_tokens = drafts;
+    s.outputs.front().accepted_tokens = s.accepted;
+    // The draft saw the history and the proposals; what stands of them is the history up to
+    // the last accepted proposal.
+    if (draft_ != nullptr) CpuDraft::Rollback(history_before + s.accepted, &slot.draft_written);
+  }
+}
+
+absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
+  const StepPlan& plan = pending.plan;
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status st = ApplyAdmissions(plan); !st.ok()) return st;
+  if (absl::Status st = BuildBatch(plan); !st.ok()) return st;
 
   result = StepResult{};
   result.step_id = plan.step_id;
+  result.computed_tokens = static_cast<int32_t>(tokens_.size());
   if (!chunks_.empty()) {
     if (absl::Status st = model_->Forward({tokens_, chunks_}, kv_, logits_); !st.ok()) return st;
   }
-  // Sampling is independent per slot (its own seed, counter and penalties), so the rows are
-  // spread over the thread pool; a slot's token does not depend on which thread samples it.
-  const int32_t vocab = model_->config().vocab_size;
-  samples_.resize(sampling_slots_.size());
-  auto sample_rows = [&](size_t begin, size_t end) {
+  // Sampling is independent per slot (its own seed, counter and penalties), so the slots are
+  // spread over the thread pool; a slot's tokens do not depend on which thread samples them.
+  auto sample_slots = [&](size_t begin, size_t end) {
     thread_local sampling::Sampler sampler;
-    for (size_t i = begin; i < end; ++i) {
-      SlotState& slot = slots_[sampling_slots_[i]];
-      const engine::EngineRequest& req = *slot.request;
-      std::span<float> row(logits_.data() + i * vocab, vocab);
-      for (int32_t t = options_.valid_vocab_size; t < vocab; ++t) {
-        row[t] = -std::numeric_limits<float>::infinity();
-      }
-      samples_[i] = sampler.Sample(row, req.sampling, slot.penalties, slot.generated,
-                                   req.num_top_logprobs, req.want_logprobs);
-    }
+    for (size_t i = begin; i < end; ++i) SampleSlot(sampling_[i], sampler);
   };
-  if (ThreadPool* pool = model_->pool(); pool != nullptr && sampling_slots_.size() > 1) {
-    pool->ParallelFor(sampling_slots_.size(), 2, sample_rows);
+  if (ThreadPool* pool = model_->pool(); pool != nullptr && sampling_.size() > 1) {
+    pool->ParallelFor(sampling_.size(), 2, sample_slots);
   } else {
-    sample_rows(0, sampling_slots_.size());
+    sample_slots(0, sampling_.size());
   }
-  for (size_t i = 0; i < sampling_slots_.size(); ++i) {
-    SlotState& slot = slots_[sampling_slots_[i]];
-    const engine::EngineRequest& req = *slot.request;
-    const int32_t token = samples_[i].token_id;
-    ++slot.generated;
-    slot.last_token = token;
-    slot.penalties.AddOutput(token);
-    SlotOutput out{sampling_slots_[i], req.key, std::move(samples_[i])};
-    if (std::find(req.stop_token_ids.begin(), req.stop_token_ids.end(), token) !=
-        req.stop_token_ids.end()) {
-      out.finish = FinishReason::kStopToken;
-    } else if (slot.generated >= req.max_tokens) {
-      out.finish = FinishReason::kLength;
-    }
-    slot.finished = out.finish != FinishReason::kNone;
-    result.outputs.push_back(std::move(out));
+  for (SamplingSlot& s : sampling_) {
+    for (SlotOutput& out : s.outputs) result.outputs.push_back(std::move(out));
   }
   if (options_.extra_step_seconds > 0) {
     std::this_thread::sleep_for(std::chrono::duration<double>(options_.extra_step_seconds));

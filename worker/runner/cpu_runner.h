@@ -1,5 +1,15 @@
 // The CPU backend of the engine: runs step plans on a CpuModel as batched, variable-length
 // forward passes over the paged KV cache, then samples and checks stop conditions per slot.
+//
+// Speculative decoding (CpuRunnerOptions::speculative): a decode chunk with max_draft > 0 gets
+// its proposals here, on the runner's thread, from the slot's own history (n-gram lookup, or
+// the draft model of CpuDraft), so proposing adds no round trip to the engine thread. The
+// slot's last token and its proposals go through the forward pass as one chunk with a logits
+// row per token; the rows are verified in order (Sampler::Verify, then Sample after the last
+// accepted proposal), each with the penalties and the counter of the tokens before it, and the
+// run stops at the first rejection, stop token or max_tokens. The CPU forward gives a row the
+// same bits whatever else is in the batch, so a greedy request's ids are the same with
+// speculation on or off.
 #ifndef LLM_WORKER_RUNNER_CPU_RUNNER_H_
 #define LLM_WORKER_RUNNER_CPU_RUNNER_H_
 
@@ -12,6 +22,8 @@
 #include <vector>
 
 #include "worker/engine/engine_sizes.h"
+#include "worker/engine/speculation.h"
+#include "worker/runner/cpu_draft.h"
 #include "worker/runner/cpu_model.h"
 #include "worker/runner/model_runner.h"
 #include "worker/sampling/sampler.h"
@@ -34,11 +46,16 @@ struct CpuRunnerOptions {
   bool async = true;
   // Added to every step, to model a slow worker in tests and benchmarks.
   double extra_step_seconds = 0.0;
+  // The proposer of decode chunks with proposals (method kDraft needs the draft model).
+  engine::SpeculativeConfig speculative;
 };
 
 class CpuRunner : public ModelRunner {
  public:
-  CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options);
+  // `draft`: the draft model, required when options.speculative.method is kDraft (its
+  // vocabulary the target's).
+  CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& options,
+            std::unique_ptr<CpuModel> draft = nullptr);
   ~CpuRunner() override;
 
   const RunnerInfo& info() const override { return info_; }
@@ -54,6 +71,21 @@ class CpuRunner : public ModelRunner {
     int32_t last_token = -1;
     bool finished = false;
     sampling::PenaltyState penalties;
+    // With speculation: the prompt and the output so far (the proposers read it), and the
+    // draft model's cache length (-1 until the first prompt chunk says what was cached).
+    std::vector<int32_t> history;
+    int32_t draft_written = -1;
+  };
+
+  // A slot that samples in this step: its logits rows [row, row + 1 + drafts.size()).
+  struct SamplingSlot {
+    int32_t slot;
+    int32_t max_draft = 0;  // proposals the plan allows (decode chunks only)
+    int32_t row = 0;
+    std::vector<int32_t> drafts;
+    std::vector<float> draft_probs;  // [drafts][vocab] for a draft model's sampled proposals
+    std::vector<engine::SlotOutput> outputs;
+    int32_t accepted = 0;
   };
 
   struct Pending {
@@ -63,6 +95,17 @@ class CpuRunner : public ModelRunner {
 
   // Runs one plan into `result`.
   absl::Status Execute(const Pending& pending, engine::StepResult& result);
+  absl::Status ApplyAdmissions(const engine::StepPlan& plan);
+  // The step's batch (tokens_, chunks_) and its sampling slots (sampling_), proposals included.
+  absl::Status BuildBatch(const engine::StepPlan& plan);
+  // The prompt chunks of the step into the batch.
+  absl::Status AddPrefills(const engine::StepPlan& plan);
+  // The proposals of every sampling slot that allows them, into its drafts.
+  absl::Status Propose();
+  // Verifies and samples `s` from its rows of logits_, into its outputs and its slot's state.
+  void SampleSlot(SamplingSlot& s, sampling::Sampler& sampler);
+  // Appends `token` to the slot's output; the finish reason it causes.
+  sampling::FinishReason Append(SlotState& slot, int32_t token);
   void ThreadLoop();
 
   std::unique_ptr<CpuModel> model_;
@@ -73,9 +116,9 @@ class CpuRunner : public ModelRunner {
   // Scratch reused across steps.
   std::vector<int32_t> tokens_;
   std::vector<SeqChunk> chunks_;
-  std::vector<int32_t> sampling_slots_;
+  std::vector<SamplingSlot> sampling_;
   std::vector<float> logits_;
-  std::vector<sampling::SampledToken> samples_;
+  std::unique_ptr<CpuDraft> draft_;
   int in_flight_ = 0;  // engine thread only
   // When the last step ended (the thread running steps only).
   std::chrono::steady_clock::time_point last_end_{};

@@ -18,6 +18,9 @@ struct SeqChunk {
   // KV blocks holding positions [0, start_position + num_tokens), in order.
   std::span<const int32_t> block_table;
   bool need_logits = false;  // produce logits for the chunk's last token
+  // With need_logits: logits for the chunk's last `logit_tokens` tokens (a decode chunk with
+  // proposals needs one row per proposal and one after them), 1 .. num_tokens.
+  int32_t logit_tokens = 1;
 };
 
 struct ForwardBatch {

@@ -154,12 +154,127 @@ int32_t Argmax(std::span<const float> logits) {
   return 0;  // empty, or all NaN
 }
 
+double Sampler::Kept(std::span<const float> logits, const SamplingParams& p, bool filter) {
+  const auto n = static_cast<int32_t>(logits.size());
+  inv_t_ = InverseTemperature(p.temperature);
+  const int32_t num_chunks = (n + kChunk - 1) / kChunk;
+
+  // Probabilities of logits / temperature (unnormalised: the most likely token has 1) and
+  // their sums per chunk of ids; their total is the softmax denominator logprobs report.
+  max_logit_ = MaxOf(logits.data(), n);
+  probs_.resize(n);
+  chunk_sums_.resize(num_chunks);
+  ExpChunks(logits.data(), max_logit_, inv_t_, probs_.data(), n, chunk_sums_.data());
+  double sum = 0.0;
+  for (double c : chunk_sums_) sum += c;
+  log_sum_ = std::log(sum);
+  if (!filter) return sum;
+
+  // Kept set as a mask over probs_: a dropped token gets probability 0.
+  bool filtered = false;
+  if (p.top_k > 0 && p.top_k < n) {
+    order_.resize(n);
+    std::iota(order_.begin(), order_.end(), 0);
+    std::nth_element(order_.begin(), order_.begin() + p.top_k, order_.end(),
+                     [&](int32_t a, int32_t b) {
+                       return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
+                     });
+    for (int64_t i = p.top_k; i < n; ++i) probs_[order_[i]] = 0.0f;
+    filtered = true;
+  }
+  if (p.top_p < 1.0f) {
+    order_.clear();
+    double kept = 0.0;
+    for (int32_t i = 0; i < n; ++i) {
+      if (probs_[i] > 0.0f) {
+        order_.push_back(i);
+        kept += probs_[i];
+      }
+    }
+    std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
+      return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
+    });
+    const double target = static_cast<double>(p.top_p) * kept;
+    double cum = 0.0;
+    size_t keep = 0;
+    while (keep < order_.size() && (keep == 0 || cum < target)) cum += probs_[order_[keep++]];
+    for (size_t i = keep; i < order_.size(); ++i) probs_[order_[i]] = 0.0f;
+    filtered = true;
+  }
+  if (p.min_p > 0.0f) {
+    const float top = MaxOf(probs_.data(), n);
+    const float threshold = p.min_p * top;
+    for (float& q : probs_) {
+      if (q < threshold) q = 0.0f;
+    }
+    filtered = true;
+  }
+  if (!filtered) return sum;
+  ChunkSums(probs_.data(), n, chunk_sums_.data());
+  double total = 0.0;
+  for (double c : chunk_sums_) total += c;
+  return total;
+}
+
+int32_t Sampler::Draw(double u) const {
+  // The chunk where the running total of chunk sums passes u, then the first kept id inside it
+  // where the running total does. Rounding can leave u past a chunk's own running total (the
+  // chunk's last kept id absorbs it) or past the end (the last kept id).
+  const auto n = static_cast<int32_t>(probs_.size());
+  const auto num_chunks = static_cast<int32_t>(chunk_sums_.size());
+  double cum = 0.0;
+  int32_t chunk = -1;
+  for (int32_t c = 0; c < num_chunks; ++c) {
+    if (chunk_sums_[c] > 0.0 && cum + chunk_sums_[c] > u) {
+      chunk = c;
+      break;
+    }
+    cum += chunk_sums_[c];
+  }
+  int32_t chosen = -1;
+  if (chunk >= 0) {
+    const int32_t chunk_end = std::min(n, (chunk + 1) * kChunk);
+    for (int32_t i = chunk * kChunk; i < chunk_end; ++i) {
+      if (probs_[i] <= 0.0f) continue;
+      chosen = i;
+      cum += probs_[i];
+      if (cum > u) break;
+    }
+  }
+  for (int32_t i = n - 1; chosen < 0 && i >= 0; --i) {
+    if (probs_[i] > 0.0f) chosen = i;
+  }
+  return chosen;
+}
+
+void Sampler::FillLogprobs(std::span<const float> logits, int num_top_logprobs,
+                           SampledToken& result) {
+  const auto n = static_cast<int32_t>(logits.size());
+  auto logprob_of = [&](int32_t id) {
+    return static_cast<float>((logits[id] - max_logit_) * inv_t_ - log_sum_);
+  };
+  result.logprob = logprob_of(result.token_id);
+  if (num_top_logprobs <= 0) return;
+  // The best logits in (value, lowest id) order, as the GPU sampler lists them. NaN and -inf
+  // are never listed: their logprob means nothing, and JSON cannot carry -inf. So a row with
+  // fewer listable logits than asked lists fewer (and the order stays strict).
+  order_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    if (logits[i] >= -std::numeric_limits<float>::max()) order_.push_back(i);
+  }
+  const auto k = std::min<size_t>(static_cast<size_t>(num_top_logprobs), order_.size());
+  std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  for (size_t i = 0; i < k; ++i) result.top.push_back({order_[i], logprob_of(order_[i])});
+}
+
 SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
                              const PenaltyState& penalties, uint64_t counter, int num_top_logprobs,
                              bool want_logprob) {
-  const auto n = static_cast<int32_t>(logits.size());
   SampledToken result{0, 0.0f, {}};
-  if (n == 0) return result;
+  if (logits.empty()) return result;
   if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
 
   const bool need_logprobs = want_logprob || num_top_logprobs > 0;
@@ -167,118 +282,86 @@ SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
     result.token_id = Argmax(logits);
     return result;
   }
-  const float inv_t = InverseTemperature(p.temperature);
-  const int32_t num_chunks = (n + kChunk - 1) / kChunk;
-
-  // Probabilities of logits / temperature (unnormalised: the most likely token has 1) and
-  // their sums per chunk of ids; their total is the softmax denominator logprobs report.
-  const float max_logit = MaxOf(logits.data(), n);
-  probs_.resize(n);
-  chunk_sums_.resize(num_chunks);
-  ExpChunks(logits.data(), max_logit, inv_t, probs_.data(), n, chunk_sums_.data());
-  double sum = 0.0;
-  for (double c : chunk_sums_) sum += c;
-  const double log_sum = std::log(sum);
-  auto logprob_of = [&](int32_t id) {
-    return static_cast<float>((logits[id] - max_logit) * inv_t - log_sum);
-  };
-
+  const double total = Kept(logits, p, !p.greedy());
   if (p.greedy()) {
     result.token_id = Argmax(logits);
   } else {
-    // Kept set as a mask over probs_: a dropped token gets probability 0.
-    bool filtered = false;
-    if (p.top_k > 0 && p.top_k < n) {
-      order_.resize(n);
-      std::iota(order_.begin(), order_.end(), 0);
-      std::nth_element(order_.begin(), order_.begin() + p.top_k, order_.end(),
-                       [&](int32_t a, int32_t b) {
-                         return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
-                       });
-      for (int64_t i = p.top_k; i < n; ++i) probs_[order_[i]] = 0.0f;
-      filtered = true;
-    }
-    if (p.top_p < 1.0f) {
-      order_.clear();
-      double kept = 0.0;
-      for (int32_t i = 0; i < n; ++i) {
-        if (probs_[i] > 0.0f) {
-          order_.push_back(i);
-          kept += probs_[i];
-        }
-      }
-      std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
-        return probs_[a] > probs_[b] || (probs_[a] == probs_[b] && a < b);
-      });
-      const double target = static_cast<double>(p.top_p) * kept;
-      double cum = 0.0;
-      size_t keep = 0;
-      while (keep < order_.size() && (keep == 0 || cum < target)) cum += probs_[order_[keep++]];
-      for (size_t i = keep; i < order_.size(); ++i) probs_[order_[i]] = 0.0f;
-      filtered = true;
-    }
-    if (p.min_p > 0.0f) {
-      const float top = MaxOf(probs_.data(), n);
-      const float threshold = p.min_p * top;
-      for (float& q : probs_) {
-        if (q < threshold) q = 0.0f;
-      }
-      filtered = true;
-    }
-    double total = sum;
-    if (filtered) {
-      ChunkSums(probs_.data(), n, chunk_sums_.data());
-      total = 0.0;
-      for (double c : chunk_sums_) total += c;
-    }
-    // The draw: the chunk where the running total of chunk sums passes u, then the first kept
-    // id inside it where the running total does. Rounding can leave u past a chunk's own
-    // running total (the chunk's last kept id absorbs it) or past the end (the last kept id).
-    const double u = UniformDouble(p.seed, counter) * total;
-    double cum = 0.0;
-    int32_t chunk = -1;
-    for (int32_t c = 0; c < num_chunks; ++c) {
-      if (chunk_sums_[c] > 0.0 && cum + chunk_sums_[c] > u) {
-        chunk = c;
-        break;
-      }
-      cum += chunk_sums_[c];
-    }
-    int32_t chosen = -1;
-    if (chunk >= 0) {
-      const int32_t chunk_end = std::min(n, (chunk + 1) * kChunk);
-      for (int32_t i = chunk * kChunk; i < chunk_end; ++i) {
-        if (probs_[i] <= 0.0f) continue;
-        chosen = i;
-        cum += probs_[i];
-        if (cum > u) break;
-      }
-    }
-    for (int32_t i = n - 1; chosen < 0 && i >= 0; --i) {
-      if (probs_[i] > 0.0f) chosen = i;
-    }
+    const int32_t chosen = Draw(UniformDouble(p.seed, counter) * total);
     result.token_id = chosen >= 0 ? chosen : Argmax(logits);
   }
-
-  if (need_logprobs) {
-    result.logprob = logprob_of(result.token_id);
-    if (num_top_logprobs > 0) {
-      // The best logits in (value, lowest id) order, as the GPU sampler lists them. NaN and
-      // -inf are never listed: their logprob means nothing, and JSON cannot carry -inf. So a
-      // row with fewer listable logits than asked lists fewer (and the order stays strict).
-      order_.clear();
-      for (int32_t i = 0; i < n; ++i) {
-        if (logits[i] >= -std::numeric_limits<float>::max()) order_.push_back(i);
-      }
-      const auto k = std::min<size_t>(static_cast<size_t>(num_top_logprobs), order_.size());
-      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k),
-                        order_.end(), [&](int32_t a, int32_t b) {
-                          return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                        });
-      for (size_t i = 0; i < k; ++i) result.top.push_back({order_[i], logprob_of(order_[i])});
-    }
-  }
+  if (need_logprobs) FillLogprobs(logits, num_top_logprobs, result);
   return result;
+}
+
+void Sampler::Distribution(std::span<float> logits, const SamplingParams& p,
+                           const PenaltyState& penalties, std::vector<float>& probs) {
+  const auto n = static_cast<int32_t>(logits.size());
+  probs.assign(static_cast<size_t>(n), 0.0f);
+  if (n == 0) return;
+  if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
+  if (p.greedy()) {
+    probs[static_cast<size_t>(Argmax(logits))] = 1.0f;
+    return;
+  }
+  const double total = Kept(logits, p, true);
+  if (!(total > 0.0)) {
+    probs[static_cast<size_t>(Argmax(logits))] = 1.0f;
+    return;
+  }
+  for (int32_t i = 0; i < n; ++i) probs[i] = static_cast<float>(probs_[i] / total);
+}
+
+SampledToken Sampler::Verify(std::span<float> logits, const SamplingParams& p,
+                             const PenaltyState& penalties, uint64_t counter, int32_t draft,
+                             std::span<const float> draft_probs, bool& accepted,
+                             int num_top_logprobs, bool want_logprob) {
+  if (p.greedy()) {
+    // The token Sample gives; the proposal stands when it is that token.
+    SampledToken t = Sample(logits, p, penalties, counter, num_top_logprobs, want_logprob);
+    accepted = t.token_id == draft;
+    return t;
+  }
+  SampledToken result{0, 0.0f, {}};
+  accepted = false;
+  const auto n = static_cast<int32_t>(logits.size());
+  if (n == 0) return result;
+  if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
+  const double total = Kept(logits, p, true);
+  const bool in_vocab = draft >= 0 && draft < n;
+  const double p_draft = in_vocab && total > 0.0 ? probs_[draft] / total : 0.0;
+  const double q_draft = draft_probs.empty() ? 1.0 : in_vocab ? draft_probs[draft] : 0.0;
+  // Accept with probability min(1, p/q): u < p/q, written without the division.
+  if (p_draft > 0.0 && UniformDouble(p.seed, counter, kAcceptStream) * q_draft < p_draft) {
+    accepted = true;
+    result.token_id = draft;
+  } else {
+    // The residual max(0, p - q), normalised; for a point mass: p without the proposal.
+    for (int32_t i = 0; i < n; ++i) {
+      const double pi = total > 0.0 ? probs_[i] / total : 0.0;
+      const double qi = draft_probs.empty() ? (i == draft ? 1.0 : 0.0) : draft_probs[i];
+      probs_[i] = static_cast<float>(std::max(0.0, pi - qi));
+    }
+    ChunkSums(probs_.data(), n, chunk_sums_.data());
+    double residual_total = 0.0;
+    for (double c : chunk_sums_) residual_total += c;
+    const int32_t chosen =
+        residual_total > 0.0 ? Draw(UniformDouble(p.seed, counter) * residual_total) : -1;
+    result.token_id = chosen >= 0 ? chosen : Argmax(logits);
+  }
+  if (want_logprob || num_top_logprobs > 0) FillLogprobs(logits, num_top_logprobs, result);
+  return result;
+}
+
+int32_t DrawFrom(std::span<const float> probs, double u) {
+  double cum = 0.0;
+  int32_t last = -1;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0.0f) continue;
+    last = static_cast<int32_t>(i);
+    cum += probs[i];
+    if (cum > u) return last;
+  }
+  return last;
 }
 
 }  // namespace llm::sampling

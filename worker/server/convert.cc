@@ -91,6 +91,7 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   s.stop.assign(r.stop().begin(), r.stop().end());
   s.stop_token_ids.assign(r.stop_token_ids().begin(), r.stop_token_ids().end());
   s.ignore_eos = r.ignore_eos();
+  s.speculative = !r.has_speculative() || r.speculative();
   s.logprobs = r.logprobs();
   const auto& so = r.stream();
   s.include_prompt_ids = so.include_prompt_ids();
@@ -154,6 +155,8 @@ void ToResponse(const std::string& request_id, const loop::StreamUpdate& u,
     usage->set_time_to_first_token_ms(u.usage.time_to_first_token_ms);
     usage->set_queue_time_ms(u.usage.queue_time_ms);
     usage->set_total_time_ms(u.usage.total_time_ms);
+    usage->set_draft_tokens(static_cast<uint32_t>(u.usage.draft_tokens));
+    usage->set_accepted_draft_tokens(static_cast<uint32_t>(u.usage.accepted_draft_tokens));
   }
 }
 

@@ -148,7 +148,45 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                    .Help("Requests refused before starting, by gRPC status code.")
                    .Register(r);
   for (const char* reason : {"stop", "length", "error"}) finished_->Add({{"reason", reason}});
+  RegisterSpeculationMetrics();
   hook_ = std::make_shared<ScrapeHook>(this);
+}
+
+void WorkerMetrics::RegisterSpeculationMetrics() {
+  using prometheus::BuildCounter;
+  auto& r = *registry_;
+  spec_drafts_ = &BuildCounter()
+                      .Name("llm_spec_decode_num_drafts_total")
+                      .Help("Decodes that verified proposed tokens (speculative decoding).")
+                      .Register(r)
+                      .Add({});
+  spec_draft_tokens_ = &BuildCounter()
+                            .Name("llm_spec_decode_num_draft_tokens_total")
+                            .Help("Proposed tokens verified.")
+                            .Register(r)
+                            .Add({});
+  spec_accepted_tokens_ = &BuildCounter()
+                               .Name("llm_spec_decode_num_accepted_tokens_total")
+                               .Help("Proposed tokens the model accepted.")
+                               .Register(r)
+                               .Add({});
+  prometheus::Histogram::BucketBoundaries lengths;
+  for (int i = 1; i <= 17; ++i) lengths.push_back(i);
+  spec_acceptance_length_ =
+      &prometheus::BuildHistogram()
+           .Name("llm_spec_decode_acceptance_length")
+           .Help(
+               "Tokens one verifying decode produced: accepted proposals plus the token sampled "
+               "after them.")
+           .Register(r)
+           .Add({}, lengths);
+}
+
+void WorkerMetrics::OnVerified(int32_t draft_tokens, int32_t accepted_tokens) {
+  spec_drafts_->Increment();
+  spec_draft_tokens_->Increment(draft_tokens);
+  spec_accepted_tokens_->Increment(accepted_tokens);
+  spec_acceptance_length_->Observe(accepted_tokens + 1);
 }
 
 absl::StatusOr<int> WorkerMetrics::Serve(const std::string& listen) {

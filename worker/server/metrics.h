@@ -13,6 +13,11 @@
 //   llm_engine_step_duration_seconds               histogram of backend time per step
 //   llm_engine_step_gap_seconds                    histogram of backend idle time between steps
 //   llm_engine_busy_ratio                          gauge
+//   llm_spec_decode_num_drafts_total               counter: decodes that verified proposals
+//   llm_spec_decode_num_draft_tokens_total         counter: proposals verified
+//   llm_spec_decode_num_accepted_tokens_total      counter: proposals accepted
+//   llm_spec_decode_acceptance_length              histogram: tokens a verifying decode gave
+//                                                  (accepted proposals + the one sampled)
 //   llm_device_utilization_ratio, llm_device_memory_used_bytes, llm_device_memory_total_bytes,
 //   llm_device_power_watts, llm_device_temperature_celsius
 //                                                  gauges from NVML (GPU workers with the driver)
@@ -60,12 +65,14 @@ class WorkerMetrics : public loop::RequestObserver,
   void OnRequestRejected(absl::StatusCode code) override;
   void OnStep(double step_seconds, double gap_seconds, int32_t num_tokens, int32_t num_decodes,
               int32_t prompt_tokens) override;
+  void OnVerified(int32_t draft_tokens, int32_t accepted_tokens) override;
   void OnRejected(grpc::StatusCode code) override;
   void OnCancelledBeforeArrival() override;
 
  private:
   class ScrapeHook;
   void RefreshGauges() const;
+  void RegisterSpeculationMetrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
   std::shared_ptr<ScrapeHook> hook_;
@@ -99,6 +106,10 @@ class WorkerMetrics : public loop::RequestObserver,
   prometheus::Counter* generation_tokens_;
   prometheus::Counter* steps_;
   prometheus::Counter* cancelled_;
+  prometheus::Counter* spec_drafts_;
+  prometheus::Counter* spec_draft_tokens_;
+  prometheus::Counter* spec_accepted_tokens_;
+  prometheus::Histogram* spec_acceptance_length_;
   prometheus::Family<prometheus::Counter>* finished_;
   prometheus::Family<prometheus::Counter>* rejected_;
 };

@@ -3,6 +3,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/tls/tls_files.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/model/synthetic.h"
@@ -110,6 +111,17 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.prefix_cache", true,
             "keep the KV of finished prompts' full blocks and reuse it for requests that start "
             "with the same tokens (evicted least recently used when room is needed)")
+      .String("engine.speculative.method", "off",
+              "speculative decoding: off, ngram (prompt lookup in the request's own tokens) or "
+              "draft (a smaller model sharing the tokenizer); cpu backend only so far")
+      .Int("engine.speculative.num_tokens", 4, 1, 16, "proposals per decode step at most")
+      .Int("engine.speculative.ngram_min", 2, 1, 64, "ngram: shortest suffix looked up")
+      .Int("engine.speculative.ngram_max", 4, 1, 64, "ngram: longest suffix looked up (first)")
+      .String("engine.speculative.draft_model.path", "",
+              "draft: the draft model's checkpoint directory or random:<shape>")
+      .Bool("engine.speculative.adaptive", true,
+            "choose the proposals per step from measured throughput, down to none when "
+            "verifying costs more than it saves (false: always num_tokens)")
       .Int("engine.max_queued_requests", 1024, 0, 1 << 20,
            "requests that may wait beyond the slots; more get RESOURCE_EXHAUSTED")
       .Int("engine.tokenizer_threads", 2, 1, 256, "threads tokenizing prompts")
@@ -176,6 +188,15 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.kv_memory_fraction = v->Double("engine.kv_memory_fraction");
   if (absl::Status st = LoadCudaSwitches(*v, b.cuda); !st.ok()) return st;
   b.cpu_threads = static_cast<int>(v->Int("engine.cpu_threads"));
+  engine::SpeculativeConfig& spec = b.speculative;
+  LLM_ASSIGN_OR_RETURN(spec.method,
+                       engine::ParseSpeculativeMethod(v->String("engine.speculative.method")));
+  spec.num_tokens = static_cast<int32_t>(v->Int("engine.speculative.num_tokens"));
+  spec.ngram_min = static_cast<int32_t>(v->Int("engine.speculative.ngram_min"));
+  spec.ngram_max = static_cast<int32_t>(v->Int("engine.speculative.ngram_max"));
+  spec.draft_model = v->String("engine.speculative.draft_model.path");
+  spec.adaptive = v->Bool("engine.speculative.adaptive");
+  if (absl::Status st = spec.Validate(); !st.ok()) return st;
   b.extra_step_seconds = v->Double("engine.extra_step_ms") / 1e3;
   c.listen = v->String("server.listen");
   c.metrics_listen = v->String("server.metrics_listen");
@@ -200,6 +221,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   w.scheduler.max_batch_tokens = static_cast<int32_t>(v->Int("engine.max_batch_tokens"));
   w.scheduler.max_prefill_tokens = static_cast<int32_t>(v->Int("engine.max_prefill_tokens"));
   w.scheduler.prefix_cache = v->Bool("engine.prefix_cache");
+  w.scheduler.speculative = b.speculative;
   // Cached KV belongs to one model: its name (and the checkpoint's path) salt the block hashes.
   w.scheduler.cache_salt = std::hash<std::string>{}(c.model_name + "\n" + b.model);
   w.scheduler.max_prefill_tokens_alone =

@@ -106,6 +106,39 @@ TEST(BackendTest, ErrorsNameTheOption) {
   EXPECT_NE(b.status().message().find("tokenizer"), std::string::npos) << b.status();
 }
 
+// A draft model must share the model's vocabulary; the CUDA backend does not speculate yet. Both
+// refusals name the key.
+TEST(BackendTest, SpeculativeDecodingRefusalsNameTheKey) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  BackendOptions o;
+  o.model = llm::testing::SharedPath("models/tinystories-656k");
+  o.backend = "cpu";
+  o.cpu_threads = 1;
+  o.speculative.method = engine::SpeculativeMethod::kDraft;
+  o.speculative.draft_model = "random:tiny";  // another vocabulary
+  auto b = CreateBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("engine.speculative.draft_model.path"), std::string::npos)
+      << b.status();
+  EXPECT_NE(b.status().message().find("vocabulary"), std::string::npos) << b.status();
+  o.speculative.draft_model = "/no/such/draft";
+  b = CreateBackend(o);
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("engine.speculative.draft_model.path"), std::string::npos)
+      << b.status();
+  // The model as its own draft loads.
+  o.speculative.draft_model = o.model;
+  b = CreateBackend(o);
+  EXPECT_TRUE(b.ok()) << b.status();
+
+  o.speculative.method = engine::SpeculativeMethod::kNgram;
+  o.backend = "cuda";
+  b = CreateBackend(o);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnimplemented) << b.status();
+  EXPECT_NE(b.status().message().find("engine.speculative.method"), std::string::npos)
+      << b.status();
+}
+
 // Where the CUDA backend is built but no GPU is usable, asking for it says why; where it is
 // not built, asking for it says so.
 TEST(BackendTest, CudaWithoutADeviceIsAClearError) {

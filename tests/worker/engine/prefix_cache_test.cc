@@ -82,7 +82,7 @@ class Driver {
       out_[live_.at(p.slot).first->key].prefilled += p.num_tokens;
       if (p.samples) sample(p.slot);
     }
-    for (int32_t d : plan.decodes) sample(d);
+    for (const auto& d : plan.decodes) sample(d.slot);
     std::vector<TokenEvent> events;
     s_.Update(result, events);
     for (const auto& e : events) {

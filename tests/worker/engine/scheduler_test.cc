@@ -23,9 +23,12 @@ RequestPtr Req(uint64_t key, int32_t prompt, int32_t max_tokens) {
 
 // Plays the runner's part: keeps each slot's generated count and reports a stop token after
 // `eos_after[key]` tokens (if set) or kLength at max_tokens. Token value = generated index.
+// A decode with proposals accepts `accept` of them (at most max_draft), each an output of its
+// own, ending at the first that finishes the request.
 class FakeRunner {
  public:
   std::map<uint64_t, int> eos_after;
+  int32_t accept = 0;
 
   StepResult Run(const StepPlan& plan) {
     for (int32_t s : plan.releases) slots_.erase(s);
@@ -48,7 +51,15 @@ class FakeRunner {
     for (const auto& p : plan.prefills) {
       if (p.samples) sample(p.slot);
     }
-    for (int32_t s : plan.decodes) sample(s);
+    for (const auto& d : plan.decodes) {
+      const size_t first = r.outputs.size();
+      sample(d.slot);
+      if (r.outputs.size() == first || d.max_draft == 0) continue;
+      const int32_t accepted = std::min(accept, d.max_draft);
+      for (int32_t j = 0; j < accepted && !slots_.at(d.slot).finished; ++j) sample(d.slot);
+      r.outputs[first].draft_tokens = d.max_draft;
+      r.outputs[first].accepted_tokens = static_cast<int32_t>(r.outputs.size() - first - 1);
+    }
     return r;
   }
 
@@ -60,6 +71,13 @@ class FakeRunner {
   };
   std::map<int32_t, State> slots_;
 };
+
+// The slots a plan decodes, in order.
+std::vector<int32_t> DecodeSlots(const StepPlan& plan) {
+  std::vector<int32_t> slots;
+  for (const DecodeChunk& d : plan.decodes) slots.push_back(d.slot);
+  return slots;
+}
 
 SchedulerConfig Config(int32_t slots, int32_t blocks, int32_t batch = 64, int32_t prefill = 32) {
   SchedulerConfig c;
@@ -98,6 +116,68 @@ TEST(SchedulerTest, ConfigValidationNamesTheField) {
   c.max_prefill_tokens_alone = -1;
   EXPECT_NE(c.Validate().message().find("max_prefill_tokens_alone"), std::string::npos);
   EXPECT_TRUE(Config(4, 10).Validate().ok());
+}
+
+SchedulerConfig Speculating(SchedulerConfig c, int32_t num_tokens) {
+  c.speculative.method = SpeculativeMethod::kNgram;
+  c.speculative.num_tokens = num_tokens;
+  c.speculative.adaptive = false;
+  return c;
+}
+
+// Decode chunks carry the proposals the policy allows, never past max_tokens, none for a
+// request that opted out; a capped step keeps its prompt budget.
+TEST(SchedulerTest, DecodeChunksCarryProposals) {
+  Scheduler s(Speculating(Config(4, 100, /*batch=*/0), 4));
+  auto opted_out = std::make_shared<EngineRequest>(*Req(3, 4, 50));
+  opted_out->speculate = false;
+  s.Add(Req(1, 4, 50));
+  s.Add(Req(2, 4, 3));
+  s.Add(opted_out);
+  FakeRunner runner;
+  std::vector<TokenEvent> ev;
+  s.Update(runner.Run(s.Schedule()), ev);  // the prompts; each samples its first token
+  const StepPlan p = s.Schedule();
+  ASSERT_EQ(p.decodes.size(), 3u);
+  EXPECT_EQ(p.decodes[0].max_draft, 4);
+  EXPECT_EQ(p.decodes[1].max_draft, 1);  // 1 sampled + this decode's own + 1 proposal = 3
+  EXPECT_EQ(p.decodes[2].max_draft, 0);
+  EXPECT_EQ(p.num_tokens(), 3 + 5);
+  EXPECT_EQ(p.num_draft_tokens(), 5);
+  EXPECT_EQ(s.stats().draft_tokens_per_slot, 4);
+
+  // max_batch_tokens 40 with 32 prompt tokens a step: proposals get the 8 - 3 left over.
+  Scheduler capped(Speculating(Config(4, 100, /*batch=*/40, /*prefill=*/32), 4));
+  for (uint64_t k = 1; k <= 3; ++k) capped.Add(Req(k, 4, 50));
+  capped.Update(runner.Run(capped.Schedule()), ev);
+  capped.Add(Req(9, 100, 5));
+  const StepPlan q = capped.Schedule();
+  ASSERT_EQ(q.decodes.size(), 3u);
+  EXPECT_EQ(q.decodes[0].max_draft, 1);
+  ASSERT_EQ(q.prefills.size(), 1u);
+  EXPECT_EQ(q.prefills[0].num_tokens, 32);
+}
+
+// Several outputs of one slot in a step: they all count, a request reaching max_tokens inside
+// a run ends there (its next planned decode gives nothing), and every block comes back.
+TEST(SchedulerTest, AcceptedRunsEndRequestsEarlyAndFreeTheirBlocks) {
+  Scheduler s(Speculating(Config(2, 20, /*batch=*/0), 4));
+  FakeRunner runner;
+  runner.accept = 3;
+  s.Add(Req(1, 10, 10));
+  s.Add(Req(2, 20, 23));
+  s.Add(Req(3, 5, 7));
+  const auto out = RunAll(s, runner);
+  EXPECT_EQ(out.at(1).size(), 10u);
+  EXPECT_EQ(out.at(2).size(), 23u);
+  EXPECT_EQ(out.at(3).size(), 7u);
+  for (const auto& [key, tokens] : out) {
+    std::vector<int32_t> expected(tokens.size());
+    std::iota(expected.begin(), expected.end(), 0);
+    EXPECT_EQ(tokens, expected) << "request " << key;
+  }
+  EXPECT_EQ(s.stats().kv_blocks_used, 0);
+  EXPECT_EQ(s.stats().free_slots, 2);
 }
 
 TEST(SchedulerTest, SlotsBoundAdmissionAndFreedSlotsAreRefilled) {
@@ -150,7 +230,7 @@ TEST(SchedulerTest, LongPromptsArePrefilledInChunksAndDecodeNeverStalls) {
   std::vector<int32_t> chunk_sizes;
   for (int i = 0; i < 4; ++i) {
     const StepPlan p = s.Schedule();
-    EXPECT_THAT(p.decodes, ElementsAre(0)) << "step " << i;  // request 1 decodes every step
+    EXPECT_THAT(DecodeSlots(p), ElementsAre(0)) << "step " << i;  // request 1 decodes every step
     ASSERT_EQ(p.prefills.size(), 1u);
     chunk_sizes.push_back(p.prefills[0].num_tokens);
     EXPECT_EQ(p.prefills[0].samples, i == 3);
@@ -158,7 +238,7 @@ TEST(SchedulerTest, LongPromptsArePrefilledInChunksAndDecodeNeverStalls) {
   }
   EXPECT_THAT(chunk_sizes, ElementsAre(32, 32, 32, 4));
   // The step after the last chunk already decodes request 2.
-  EXPECT_THAT(s.Schedule().decodes, ElementsAre(0, 1));
+  EXPECT_THAT(DecodeSlots(s.Schedule()), ElementsAre(0, 1));
 }
 
 // With nobody decoding, a prompt takes max_prefill_tokens_alone per step; while another
@@ -218,7 +298,7 @@ TEST(SchedulerTest, PipelinedExtraStepIsDiscarded) {
   std::vector<TokenEvent> ev;
   StepPlan p1 = s.Schedule();  // prefill, samples token 0
   StepPlan p2 = s.Schedule();  // decode (planned without p1's result)
-  EXPECT_THAT(p2.decodes, ElementsAre(0));
+  EXPECT_THAT(DecodeSlots(p2), ElementsAre(0));
   s.Update(runner.Run(p1), ev);
   StepPlan p3 = s.Schedule();    // decode again: nothing known yet about p2
   s.Update(runner.Run(p2), ev);  // token 1 with a stop: request 1 ends
@@ -305,7 +385,7 @@ TEST(SchedulerTest, LengthFinishPlansNoExtraStep) {
   StepPlan p1 = s.Schedule();  // prefill: token 0
   StepPlan p2 = s.Schedule();  // decode: token 1 (the last)
   StepPlan p3 = s.Schedule();  // nothing left to plan
-  EXPECT_THAT(p2.decodes, ElementsAre(0));
+  EXPECT_THAT(DecodeSlots(p2), ElementsAre(0));
   EXPECT_TRUE(p3.empty());
 }
 

@@ -42,7 +42,7 @@ TEST(CpuRunnerTest, PipelinedStepsReportTheGapAndIdleStepsDoNot) {
   ASSERT_TRUE(runner->Launch(first).ok());
   engine::StepPlan second;
   second.step_id = 2;
-  second.decodes = {0};
+  second.decodes = {{0}};
   ASSERT_TRUE(runner->Launch(second).ok());  // while the first runs
   EXPECT_EQ(runner->in_flight(), 2);
   auto r1 = runner->Collect();
@@ -58,7 +58,7 @@ TEST(CpuRunnerTest, PipelinedStepsReportTheGapAndIdleStepsDoNot) {
   // After the pipeline drained, the next step starts from idle again.
   engine::StepPlan third;
   third.step_id = 3;
-  third.decodes = {0};
+  third.decodes = {{0}};
   ASSERT_TRUE(runner->Launch(third).ok());
   auto r3 = runner->Collect();
   ASSERT_TRUE(r3.ok());

@@ -307,5 +307,148 @@ TEST(SamplerTest, VectorAndPortablePathsAgreeExactly) {
   }
 }
 
+// Speculative verification (Sampler::Verify).
+
+// Pearson's chi-square statistic of `counts` against the normalised `expected` over the tokens
+// with a positive expected probability (tokens with none must never be drawn).
+double ChiSquare(const std::vector<int>& counts, const std::vector<double>& expected, int n,
+                 int* categories) {
+  double chi = 0.0;
+  *categories = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (expected[i] <= 0.0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " has probability 0";
+      continue;
+    }
+    ++*categories;
+    const double e = expected[i] * n;
+    chi += (counts[i] - e) * (counts[i] - e) / e;
+  }
+  return chi;
+}
+
+// The chi-square distribution's 0.999 quantile (p = 0.001) for 1..7 degrees of freedom.
+double ChiSquareCritical(int degrees) {
+  static const double kQuantiles[] = {10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322};
+  return kQuantiles[degrees - 1];
+}
+
+// The distribution Sample draws from (temperature, top-k, top-p), normalised.
+std::vector<double> TargetOf(const std::vector<float>& logits, const SamplingParams& p) {
+  Sampler s;
+  PenaltyState none;
+  std::vector<float> l = logits, probs;
+  s.Distribution(l, p, none, probs);
+  return std::vector<double>(probs.begin(), probs.end());
+}
+
+struct VerifyCase {
+  const char* name;
+  SamplingParams params;
+  std::vector<double> draft;  // q; empty: a point mass on `fixed`
+  int32_t fixed = 0;
+};
+
+// 40,000 verifications with proposals drawn from q (or fixed): the tokens that come out follow
+// the target distribution (chi-square at p > 0.001), and proposals stand about as often as
+// sum(min(p, q)) says.
+TEST(SamplerVerifyTest, RejectionSamplingGivesTheTargetDistribution) {
+  const std::vector<float> logits = LogitsOf({0.30, 0.20, 0.15, 0.12, 0.10, 0.07, 0.04, 0.02});
+  SamplingParams base;
+  base.temperature = 1.0f;
+  base.seed = 1234;
+  SamplingParams hot = base;
+  hot.temperature = 0.7f;
+  hot.top_k = 5;
+  SamplingParams nucleus = base;
+  nucleus.top_p = 0.8f;
+  const std::vector<VerifyCase> cases = {
+      {"point mass on the likeliest", base, {}, 0},
+      {"point mass on an unlikely one", base, {}, 6},
+      {"point mass outside top-k", hot, {}, 7},
+      {"draft distribution", base, {0.05, 0.05, 0.40, 0.10, 0.10, 0.10, 0.10, 0.10}},
+      {"draft distribution, top-p", nucleus, {0.10, 0.30, 0.05, 0.05, 0.05, 0.05, 0.20, 0.20}},
+      {"draft distribution equal to the target",
+       base,
+       {0.30, 0.20, 0.15, 0.12, 0.10, 0.07, 0.04, 0.02}},
+  };
+  constexpr int kDraws = 40000;
+  for (const VerifyCase& c : cases) {
+    const std::vector<double> target = TargetOf(logits, c.params);
+    const std::vector<float> q(c.draft.begin(), c.draft.end());
+    std::mt19937_64 rng(99);
+    std::discrete_distribution<int32_t> propose(c.draft.begin(), c.draft.end());
+    Sampler s;
+    PenaltyState none;
+    std::vector<int> counts(logits.size(), 0);
+    int accepted_count = 0;
+    for (int i = 0; i < kDraws; ++i) {
+      const int32_t draft = c.draft.empty() ? c.fixed : propose(rng);
+      std::vector<float> l = logits;
+      bool accepted = false;
+      const SampledToken t =
+          s.Verify(l, c.params, none, static_cast<uint64_t>(i), draft, q, accepted);
+      ASSERT_GE(t.token_id, 0);
+      ASSERT_LT(t.token_id, 8);
+      if (accepted) {
+        EXPECT_EQ(t.token_id, draft);
+      }
+      ++counts[t.token_id];
+      accepted_count += accepted ? 1 : 0;
+    }
+    int categories = 0;
+    const double chi = ChiSquare(counts, target, kDraws, &categories);
+    EXPECT_LT(chi, ChiSquareCritical(categories - 1)) << c.name;
+    double overlap = 0.0;  // sum min(p, q): the chance a proposal stands
+    for (size_t t = 0; t < target.size(); ++t) {
+      overlap +=
+          std::min(target[t],
+                   c.draft.empty() ? (static_cast<int32_t>(t) == c.fixed ? 1.0 : 0.0) : c.draft[t]);
+    }
+    EXPECT_NEAR(static_cast<double>(accepted_count) / kDraws, overlap, 0.015) << c.name;
+  }
+}
+
+// Greedy: the token is Sample's, and the proposal stands exactly when it is that token.
+TEST(SamplerVerifyTest, GreedyKeepsTheArgmax) {
+  const std::vector<float> logits = LogitsOf({0.1, 0.5, 0.2, 0.2});
+  SamplingParams p;
+  p.temperature = 0;
+  Sampler s;
+  PenaltyState none;
+  for (int32_t draft = 0; draft < 4; ++draft) {
+    std::vector<float> l = logits;
+    bool accepted = true;
+    EXPECT_EQ(s.Verify(l, p, none, 0, draft, {}, accepted).token_id, 1);
+    EXPECT_EQ(accepted, draft == 1);
+  }
+  // Penalties apply first, as in Sample: the repeated token loses.
+  PenaltyState seen;
+  seen.AddOutput(1);
+  p.presence_penalty = 2.0f;
+  std::vector<float> l = logits;
+  bool accepted = false;
+  EXPECT_EQ(s.Verify(l, p, seen, 0, 2, {}, accepted).token_id, 2);
+  EXPECT_TRUE(accepted);
+}
+
+// A proposal the target cannot produce (probability 0 after top-k) never stands, and the
+// replacement is drawn from the rest.
+TEST(SamplerVerifyTest, AProposalOutsideTheKeptSetIsRejected) {
+  const std::vector<float> logits = LogitsOf({0.4, 0.3, 0.2, 0.1});
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 2;
+  Sampler s;
+  PenaltyState none;
+  for (uint64_t i = 0; i < 200; ++i) {
+    std::vector<float> l = logits;
+    bool accepted = true;
+    const int32_t t = s.Verify(l, p, none, i, 3, {}, accepted).token_id;
+    EXPECT_FALSE(accepted);
+    EXPECT_TRUE(t == 0 || t == 1) << t;
+  }
+}
+
 }  // namespace
 }  // namespace llm::sampling

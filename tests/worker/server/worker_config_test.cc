@@ -146,5 +146,38 @@ TEST(WorkerConfigTest, QuantizationAndKvCacheDtype) {
   EXPECT_EQ(c->backend.kv_cache_dtype, "fp8");
 }
 
+// engine.speculative.* reach both the backend and the scheduler, and bad values name the key.
+TEST(WorkerConfigTest, SpeculativeKeys) {
+  auto c = LoadWorkerConfig({"--model.path", "random:tiny"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->backend.speculative.enabled());
+  c = LoadWorkerConfig({"--model.path", "random:tiny", "--engine.speculative.method", "ngram",
+                        "--engine.speculative.num_tokens", "6", "--engine.speculative.ngram_min",
+                        "1", "--engine.speculative.ngram_max", "5", "--engine.speculative.adaptive",
+                        "false"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (const engine::SpeculativeConfig& s :
+       {c->backend.speculative, c->worker.scheduler.speculative}) {
+    EXPECT_EQ(s.method, engine::SpeculativeMethod::kNgram);
+    EXPECT_EQ(s.num_tokens, 6);
+    EXPECT_EQ(s.ngram_min, 1);
+    EXPECT_EQ(s.ngram_max, 5);
+    EXPECT_FALSE(s.adaptive);
+  }
+  for (const auto& [args, key] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--engine.speculative.method", "eagle"}, "engine.speculative.method"},
+           {{"--engine.speculative.method", "draft"}, "engine.speculative.draft_model.path"},
+           {{"--engine.speculative.method", "ngram", "--engine.speculative.ngram_min", "4",
+             "--engine.speculative.ngram_max", "2"},
+            "engine.speculative.ngram_max"},
+           {{"--engine.speculative.num_tokens", "0"}, "engine.speculative.num_tokens"}}) {
+    std::vector<std::string> all = {"--model.path", "random:tiny"};
+    all.insert(all.end(), args.begin(), args.end());
+    c = LoadWorkerConfig(all);
+    EXPECT_FALSE(c.ok()) << key;
+    EXPECT_NE(c.status().message().find(key), std::string::npos) << c.status();
+  }
+}
+
 }  // namespace
 }  // namespace llm::server

@@ -121,7 +121,12 @@ absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
     return bad(absl::StrCat(prefill_tokens, " prompt tokens; the runner takes at most ",
                             limits_.max_prefill_tokens));
   }
-  for (int32_t s : plan.decodes) {
+  for (const engine::DecodeChunk& d : plan.decodes) {
+    const int32_t s = d.slot;
+    if (d.max_draft != 0) {
+      return bad(absl::StrCat("decode of slot ", s, " with ", d.max_draft,
+                              " proposals: the CUDA runner does not speculate yet"));
+    }
     if (s < 0 || s >= S || !prompt_done(s) || slots_[s].prefilled == mark_) {
       return bad(absl::StrCat("decode of slot ", s, ", which holds no prefilled request"));
     }
@@ -186,7 +191,8 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     }
   }
   int32_t free_row = 0;
-  for (int32_t s : plan.decodes) {
+  for (const engine::DecodeChunk& d : plan.decodes) {
+    const int32_t s = d.slot;
     Slot& x = slots_[s];
     if (x.decode_row >= 0) continue;
     while (decode_rows_[free_row] >= 0) ++free_row;  // one is free: rows == slots
@@ -249,7 +255,9 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   // The slots that sample: the decodes and the prompts this step completes (which decode from
   // the next step on).
   l.argmax_only = true;
-  for (int32_t s : plan.decodes) l.argmax_only = l.argmax_only && slots_[s].argmax_only;
+  for (const engine::DecodeChunk& d : plan.decodes) {
+    l.argmax_only = l.argmax_only && slots_[d.slot].argmax_only;
+  }
   for (const auto& p : plan.prefills) {
     if (!p.samples) continue;
     l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;

@@ -253,7 +253,7 @@ engine::RequestPtr Request(uint64_t key, int32_t max_tokens) {
 engine::StepPlan DecodeSlot0(uint64_t step_id) {
   engine::StepPlan d;
   d.step_id = step_id;
-  d.decodes = {0};
+  d.decodes = {{0}};
   return d;
 }
 
@@ -280,7 +280,7 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
 
   engine::StepPlan bad;
   bad.step_id = 1;
-  bad.decodes = {2};  // an empty slot
+  bad.decodes = {{2}};  // an empty slot
   EXPECT_EQ(r.Launch(bad).code(), absl::StatusCode::kInvalidArgument);
   bad.decodes = {};
   bad.admissions.push_back({9, Request(1, 4), {0}});  // slot out of range

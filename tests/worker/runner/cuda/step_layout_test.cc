@@ -99,7 +99,7 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
   engine::StepPlan p2;
   p2.step_id = 2;
   p2.prefills.push_back({0, 40, 30, true});
-  p2.decodes = {1};
+  p2.decodes = {{1}};
   ASSERT_TRUE(mirror.Check(p2).ok());
   mirror.Apply(p2, l);
   ASSERT_EQ(l.prefill_chunks.size(), 1u);
@@ -110,7 +110,7 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
   // A decode-only step has none.
   engine::StepPlan p3;
   p3.step_id = 3;
-  p3.decodes = {0, 1};
+  p3.decodes = {{0}, {1}};
   ASSERT_TRUE(mirror.Check(p3).ok());
   mirror.Apply(p3, l);
   EXPECT_TRUE(l.prefill_chunks.empty());
@@ -156,7 +156,7 @@ TEST_F(SlotMirrorTest, MixedStepLayout) {
   p2.step_id = 2;
   p2.admissions.push_back({1, Request(101, 70), {2, 3, 4, 5, 6}});
   p2.prefills.push_back({1, 0, 40, false});
-  p2.decodes = {0};
+  p2.decodes = {{0}};
   const StepLayout& l2 = Step(p2);
   EXPECT_THAT(l2.row_changes, ElementsAre(0, 0));  // slot 0 takes decode row 0
   EXPECT_EQ(l2.decode_rows, 1);
@@ -171,7 +171,7 @@ TEST_F(SlotMirrorTest, SteadyDecodeUploadsNothingAndRowsStayPut) {
   for (int32_t s = 0; s < 3; ++s) Step(AdmitAndPrefill(1 + s, s, 4));
   engine::StepPlan d;
   d.step_id = 10;
-  d.decodes = {0, 1, 2};
+  d.decodes = {{0}, {1}, {2}};
   const StepLayout& l = Step(d);
   EXPECT_EQ(l.row_changes.size(), 6u);
   EXPECT_TRUE(l.identity_sampling);
@@ -187,7 +187,7 @@ TEST_F(SlotMirrorTest, SteadyDecodeUploadsNothingAndRowsStayPut) {
   engine::StepPlan e;
   e.step_id = 12;
   e.releases = {1};
-  e.decodes = {0, 2};
+  e.decodes = {{0}, {2}};
   const StepLayout& l2 = Step(e);
   EXPECT_THAT(l2.row_changes, ElementsAre(1, -1));
   EXPECT_EQ(mirror_.decode_row(0), 0);
@@ -198,18 +198,18 @@ TEST_F(SlotMirrorTest, SteadyDecodeUploadsNothingAndRowsStayPut) {
   // A new request in slot 1 decodes from the step after its prompt, in the lowest free row;
   // meanwhile the others keep decoding (a slot left out of a plan's decodes loses its row).
   engine::StepPlan admit = AdmitAndPrefill(13, 1, 4);
-  admit.decodes = {0, 2};
+  admit.decodes = {{0}, {2}};
   EXPECT_TRUE(Step(admit).row_changes.empty());
   engine::StepPlan f;
   f.step_id = 14;
-  f.decodes = {0, 1, 2};
+  f.decodes = {{0}, {1}, {2}};
   const StepLayout& l3 = Step(f);
   EXPECT_THAT(l3.row_changes, ElementsAre(1, 1));
   // Slot 2 released and slot 0 stops: the used rows shrink to the bucket of 2.
   engine::StepPlan g;
   g.step_id = 15;
   g.releases = {2};
-  g.decodes = {0, 1};
+  g.decodes = {{0}, {1}};
   const StepLayout& l4 = Step(g);
   EXPECT_EQ(mirror_.rows_in_use(), 2);
   EXPECT_EQ(l4.decode_rows, 2);
@@ -219,7 +219,7 @@ TEST_F(SlotMirrorTest, ReleaseAndReadmitInOnePlan) {
   Step(AdmitAndPrefill(1, 0, 4));
   engine::StepPlan d;
   d.step_id = 2;
-  d.decodes = {0};
+  d.decodes = {{0}};
   Step(d);
   engine::StepPlan p = AdmitAndPrefill(3, 0, 6);
   p.releases = {0};
@@ -270,15 +270,15 @@ TEST_F(SlotMirrorTest, ArgmaxOnlyWhenEverySamplingSlotIsGreedyWithoutLogprobs) {
   EXPECT_FALSE(Step(admit(2, 1, 4, true, drawn)).argmax_only);  // completes: samples
   engine::StepPlan d;
   d.step_id = 3;
-  d.decodes = {0, 1};
+  d.decodes = {{0}, {1}};
   EXPECT_FALSE(Step(d).argmax_only);
   d.step_id = 4;
-  d.decodes = {0};  // slot 1 stops decoding
+  d.decodes = {{0}};  // slot 1 stops decoding
   EXPECT_TRUE(Step(d).argmax_only);
 
   // A drawn prompt whose chunk does not complete it samples nothing.
   engine::StepPlan p = admit(5, 2, 4, false, drawn);
-  p.decodes = {0};
+  p.decodes = {{0}};
   EXPECT_TRUE(Step(p).argmax_only);
 
   // Logprobs of either kind need the probabilities; penalties do not.
@@ -287,11 +287,11 @@ TEST_F(SlotMirrorTest, ArgmaxOnlyWhenEverySamplingSlotIsGreedyWithoutLogprobs) {
            {6, logprobs, false}, {8, top_logprobs, false}, {10, penalised, true}}) {
     engine::StepPlan a = admit(id, 3, 4, true, settings);
     a.releases = id == 6 ? std::vector<int32_t>{} : std::vector<int32_t>{3};
-    a.decodes = {0};
+    a.decodes = {{0}};
     EXPECT_EQ(Step(a).argmax_only, want) << "step " << id;
     engine::StepPlan next;
     next.step_id = id + 1;
-    next.decodes = {0, 3};
+    next.decodes = {{0}, {3}};
     EXPECT_EQ(Step(next).argmax_only, want) << "step " << id + 1;
   }
 
@@ -299,7 +299,7 @@ TEST_F(SlotMirrorTest, ArgmaxOnlyWhenEverySamplingSlotIsGreedyWithoutLogprobs) {
   engine::StepPlan r;
   r.step_id = 12;
   r.releases = {1};
-  r.decodes = {0, 3};
+  r.decodes = {{0}, {3}};
   EXPECT_TRUE(Step(r).argmax_only);
 }
 
@@ -330,11 +330,14 @@ TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
   refused(p, "limits");
   p = {};
   p.admissions.push_back({1, Request(5, 4), {4}});
-  p.decodes = {1};  // decodes before its prompt is in
+  p.decodes = {{1}};  // decodes before its prompt is in
   refused(p, "decode of slot 1");
   p = {};
-  p.decodes = {0, 0};
+  p.decodes = {{0}, {0}};
   refused(p, "twice");
+  p = {};
+  p.decodes = {{0, 4}};  // proposals: the CUDA runner does not verify them yet
+  refused(p, "does not speculate");
   p = {};
   p.prefills = {{3, 0, 2, false}};
   refused(p, "bad prefill of slot 3");
@@ -346,7 +349,7 @@ TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
   // Nothing above took effect: slot 0 still decodes, slot 1 is still free.
   p = {};
   p.step_id = 8;
-  p.decodes = {0};
+  p.decodes = {{0}};
   p.admissions.push_back({1, Request(9, 4), {4}});
   p.prefills = {{1, 0, 4, true}};
   EXPECT_TRUE(mirror_.Check(p).ok());

@@ -1,0 +1,91 @@
+#include "worker/engine/speculation_policy.h"
+
+#include <functional>
+
+#include "gtest/gtest.h"
+
+namespace llm::engine {
+namespace {
+
+SpeculativeConfig Config(int32_t num_tokens, bool adaptive = true) {
+  SpeculativeConfig c;
+  c.method = SpeculativeMethod::kNgram;
+  c.num_tokens = num_tokens;
+  c.adaptive = adaptive;
+  return c;
+}
+
+// Runs `steps` steps of `decoding` slots on a simulated backend: a step of n tokens takes
+// seconds(n), and a proposal stands with probability `accept` if every one before it did, so a
+// slot gives 1 + accept + accept^2 + ... + accept^k tokens (the expected count, rounded over
+// the batch). Returns the k chosen in the last step.
+int32_t Simulate(SpeculationPolicy& policy, int32_t decoding, int steps, double accept,
+                 const std::function<double(int32_t)>& seconds) {
+  int32_t k = 0;
+  for (int i = 0; i < steps; ++i) {
+    k = policy.Choose(decoding);
+    double per_slot = 1.0, a = 1.0;
+    for (int32_t j = 0; j < k; ++j) per_slot += (a *= accept);
+    const auto out = static_cast<int32_t>(decoding * per_slot + 0.5);
+    policy.Observe(decoding, k, out, seconds(decoding * (1 + k)));
+  }
+  return k;
+}
+
+TEST(SpeculationPolicyTest, OffAndFixed) {
+  SpeculativeConfig off;
+  SpeculationPolicy none(off);
+  EXPECT_EQ(none.Choose(1), 0);
+  SpeculationPolicy fixed(Config(5, /*adaptive=*/false));
+  EXPECT_EQ(fixed.Choose(1), 5);
+  EXPECT_EQ(fixed.Choose(300), 5);
+}
+
+TEST(SpeculationPolicyTest, CandidatesArePowersOfTwoUpToNumTokens) {
+  SpeculationPolicy p(Config(6));
+  std::vector<int32_t> ks;
+  for (const auto& c : p.candidates(1)) ks.push_back(c.k);
+  EXPECT_EQ(ks, (std::vector<int32_t>{0, 1, 2, 4, 6}));
+}
+
+// A memory-bound step (its time barely grows with its tokens, as a GPU decode at small batch):
+// speculation wins at batch 1; a compute-bound one (time proportional to tokens, as at a large
+// batch): it backs off to none.
+TEST(SpeculationPolicyTest, SpeculatesWhenStepsAreFlatAndBacksOffWhenTheyAreNot) {
+  SpeculationPolicy p(Config(4));
+  auto gpu_like = [](int32_t tokens) {
+    return tokens <= 64 ? 0.005 + 1e-6 * tokens : 0.005 + 0.00008 * (tokens - 64);
+  };
+  EXPECT_EQ(Simulate(p, 1, 200, 0.7, gpu_like), 4);
+  EXPECT_EQ(p.best(1), 4);
+  // 256 slots: 5x the tokens cost about 5x the time, and 0.7 acceptance gives 2.8x the tokens.
+  Simulate(p, 256, 200, 0.7, gpu_like);
+  EXPECT_EQ(p.best(256), 0);
+  // Groups are separate: batch 1 still speculates.
+  EXPECT_EQ(p.best(1), 4);
+}
+
+// Proposals that never stand never pay, even when verification is nearly free.
+TEST(SpeculationPolicyTest, NothingAcceptedMeansNoSpeculation) {
+  SpeculationPolicy p(Config(4));
+  Simulate(p, 1, 100, 0.0, [](int32_t tokens) { return 0.005 + 1e-4 * tokens; });
+  EXPECT_EQ(p.best(1), 0);
+}
+
+// Every candidate is tried before the best is trusted, and the others are tried again now and
+// then, so a change in traffic is noticed.
+TEST(SpeculationPolicyTest, ProbesEveryCandidateAndRevisitsThem) {
+  SpeculationPolicy p(Config(4));
+  auto linear = [](int32_t tokens) { return 0.001 * tokens; };
+  Simulate(p, 8, 3 * SpeculationPolicy::kReprobeInterval, 0.0, linear);
+  for (const auto& c : p.candidates(8)) EXPECT_GE(c.samples, SpeculationPolicy::kMinSamples);
+  EXPECT_EQ(p.best(8), 0);
+  // The traffic turns copy-heavy: every proposal stands, steps stay linear (5x tokens for 5x
+  // the time: a wash), then verification gets cheap (a flat step): k = 4 takes over.
+  Simulate(p, 8, 40 * SpeculationPolicy::kReprobeInterval, 1.0,
+           [](int32_t tokens) { return 0.004 + 1e-6 * tokens; });
+  EXPECT_EQ(p.best(8), 4);
+}
+
+}  // namespace
+}  // namespace llm::engine

@@ -1,0 +1,249 @@
+// llm-bench speculative: what speculative decoding gives on a backend, measured side by side in
+// one process. For each workload the same requests run on a worker without speculation and on
+// one with it (the same backend options otherwise), and the report has, for both, output tokens
+// a second of wall time and the ids; for the speculative run the proposals verified, the share
+// accepted and the mean acceptance length (tokens a verifying decode gave: accepted proposals
+// plus the token sampled after them). Greedy ids must agree between the two runs; the report
+// says whether they did.
+//
+// Workloads (text prompts in the tinystories style, so the shared test model continues them):
+//   story   story openings the model continues freely (little to copy);
+//   repeat  a story told twice and begun a third time (the continuation copies its input, as
+//           code edits, quoting answers and summaries do).
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/commands.h"
+#include "worker/backend/backend.h"
+#include "worker/loop/worker.h"
+
+namespace llm::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> Prompts(const std::string& workload) {
+  if (workload == "story") {
+    return {"Once upon a time",
+            "The little dog",
+            "Lily and Tom went to the park. They",
+            "One day, a big bear came to the village. The bear was hungry and",
+            "Tim had a red ball.",
+            "The sun was hot",
+            "Mom said, \"Let's go home.\"",
+            "Sue found a shiny box under the tree."};
+  }
+  const std::vector<std::string> stories = {
+      "Tom had a red ball. He liked to play with it in the park. One day the ball went into "
+      "the pond. Tom was sad. A big duck swam to the ball and pushed it back to Tom. Tom was "
+      "happy. ",
+      "Lily saw a little cat in the garden. The cat was hungry. Lily gave the cat some milk. "
+      "The cat drank the milk and purred. Lily and the cat became best friends. ",
+      "Ben wanted to build a tall tower. He put one block on top of another. The tower fell "
+      "down. Ben tried again, slowly and carefully. This time the tower stood tall. ",
+      "Anna and her mom baked a cake. They mixed flour, eggs and sugar. The cake smelled "
+      "sweet. When it was ready, they shared it with their friends. "};
+  std::vector<std::string> prompts;
+  for (const std::string& s : stories) {
+    // The third telling breaks off inside its second sentence (a finished sentence invites
+    // the model to end the story).
+    const size_t second = s.find('.') + 2;
+    const std::string start = s.substr(0, s.find(' ', s.find(' ', second) + 1));
+    prompts.push_back(s + s + start);
+  }
+  return prompts;
+}
+
+// Collects one request's ids and usage; counts the streams still open.
+class Collected : public loop::StreamSink {
+ public:
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    int open = 0;
+    absl::Status error;
+  };
+  explicit Collected(Shared* shared) : shared_(shared) {}
+  void OnUpdate(loop::StreamUpdate u) override {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    result_.Merge(std::move(u));
+    if (result_.finished && --shared_->open == 0) shared_->cv.notify_all();
+  }
+  void OnError(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->error = status;
+    if (--shared_->open == 0) shared_->cv.notify_all();
+  }
+  const loop::StreamUpdate& result() const { return result_; }
+
+ private:
+  Shared* shared_;
+  loop::StreamUpdate result_;
+};
+
+struct RunResult {
+  nlohmann::json report;
+  std::vector<std::vector<int32_t>> ids;
+};
+
+// Runs every prompt `rounds` times, `concurrency` at a time, on a fresh backend with `spec`.
+absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
+                                      const engine::SpeculativeConfig& spec,
+                                      const std::vector<std::string>& prompts, int rounds,
+                                      int concurrency, int32_t max_tokens, float temperature) {
+  backend::BackendOptions bo = base;
+  bo.speculative = spec;
+  LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(bo));
+  loop::WorkerOptions wo;
+  wo.scheduler.max_batch_tokens = 0;
+  wo.scheduler.prefix_cache = false;  // each run computes its prompts
+  wo.scheduler.speculative = spec;
+  LLM_ASSIGN_OR_RETURN(auto worker,
+                       loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
+                                            b.config.eos_token_ids));
+  RunResult r;
+  int64_t tokens = 0, drafted = 0, accepted = 0;
+  const auto start = Clock::now();
+  std::vector<std::shared_ptr<Collected>> sinks;
+  const size_t total = prompts.size() * static_cast<size_t>(rounds);
+  for (size_t begin = 0; begin < total; begin += static_cast<size_t>(concurrency)) {
+    Collected::Shared shared;
+    const size_t end = std::min(total, begin + static_cast<size_t>(concurrency));
+    shared.open = static_cast<int>(end - begin);
+    std::vector<std::shared_ptr<Collected>> wave;
+    for (size_t i = begin; i < end; ++i) {
+      loop::GenerateSpec g;
+      g.text = prompts[i % prompts.size()];
+      g.max_tokens = max_tokens;
+      g.sampling.temperature = temperature;
+      g.sampling.seed = i;
+      wave.push_back(std::make_shared<Collected>(&shared));
+      if (auto key = worker->Submit(g, wave.back()); !key.ok()) return key.status();
+    }
+    std::unique_lock<std::mutex> lock(shared.mu);
+    shared.cv.wait(lock, [&] { return shared.open == 0; });
+    if (!shared.error.ok()) return shared.error;
+    sinks.insert(sinks.end(), wave.begin(), wave.end());
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (const auto& s : sinks) {
+    tokens += static_cast<int64_t>(s->result().token_ids.size());
+    drafted += s->result().usage.draft_tokens;
+    accepted += s->result().usage.accepted_draft_tokens;
+    r.ids.push_back(s->result().token_ids);
+  }
+  const loop::EngineStats stats = worker->Load().engine;
+  r.report = {{"requests", sinks.size()},
+              {"output_tokens", tokens},
+              {"seconds", seconds},
+              {"tokens_per_second", tokens / seconds},
+              {"steps", stats.steps}};
+  if (spec.enabled()) {
+    const auto verifications = static_cast<double>(stats.spec_drafts);
+    r.report["draft_tokens"] = drafted;
+    r.report["accepted_tokens"] = accepted;
+    r.report["acceptance_rate"] = drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0;
+    r.report["verifications"] = stats.spec_drafts;
+    r.report["mean_acceptance_length"] =
+        verifications > 0 ? (verifications + static_cast<double>(accepted)) / verifications : 0.0;
+  }
+  return r;
+}
+
+}  // namespace
+
+int RunSpeculativeBench(const std::vector<std::string>& args) {
+  const char* cmd = "llm-bench speculative";
+  FlagSet flags;
+  flags.Value("model", "checkpoint directory or random:<shape>", "random:small")
+      .Value("tokenizer", "tokenizer.json or its directory (default: the model's)", "")
+      .Value("backend", "auto, cpu or cuda", "cpu")
+      .Value("method", "ngram or draft", "ngram")
+      .Value("draft-model", "draft: checkpoint directory or random:<shape>", "")
+      .Value("num-tokens", "proposals per step at most", "4")
+      .Value("ngram-min", "ngram: shortest suffix", "2")
+      .Value("ngram-max", "ngram: longest suffix", "4")
+      .Value("adaptive", "1: the speculation policy chooses per step; 0: always num-tokens", "0")
+      .Value("workloads", "comma-separated: story, repeat", "story,repeat")
+      .Value("rounds", "times each prompt runs", "2")
+      .Value("concurrency", "requests at once", "1")
+      .Value("max-tokens", "output tokens per request", "96")
+      .Value("temperature", "0: greedy (ids compared); else seeded sampling", "0")
+      .Value("slots", "slot table size", "8")
+      .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto num_tokens = flags.GetInt("num-tokens");
+  auto ngram_min = flags.GetInt("ngram-min");
+  auto ngram_max = flags.GetInt("ngram-max");
+  auto adaptive = flags.GetInt("adaptive");
+  auto rounds = flags.GetInt("rounds");
+  auto concurrency = flags.GetInt("concurrency");
+  auto max_tokens = flags.GetInt("max-tokens");
+  auto slots = flags.GetInt("slots");
+  auto threads = flags.GetInt("cpu-threads");
+  auto temperature = flags.GetDouble("temperature");
+  for (const auto* v : {&num_tokens, &ngram_min, &ngram_max, &adaptive, &rounds, &concurrency,
+                        &max_tokens, &slots, &threads}) {
+    if (!v->ok()) return Fail(cmd, v->status());
+  }
+  if (!temperature.ok()) return Fail(cmd, temperature.status());
+  engine::SpeculativeConfig spec;
+  auto method = engine::ParseSpeculativeMethod(flags.GetString("method"));
+  if (!method.ok()) return Fail(cmd, method.status());
+  spec.method = *method;
+  spec.num_tokens = static_cast<int32_t>(*num_tokens);
+  spec.ngram_min = static_cast<int32_t>(*ngram_min);
+  spec.ngram_max = static_cast<int32_t>(*ngram_max);
+  spec.draft_model = flags.GetString("draft-model");
+  spec.adaptive = *adaptive != 0;
+  if (absl::Status st = spec.Validate(); !st.ok()) return Fail(cmd, st);
+  backend::BackendOptions bo;
+  bo.model = flags.GetString("model");
+  bo.tokenizer = flags.GetString("tokenizer");
+  bo.backend = flags.GetString("backend");
+  bo.sizes.max_slots = static_cast<int32_t>(*slots);
+  bo.cpu_threads = static_cast<int>(*threads);
+
+  nlohmann::json out = {{"benchmark", "speculative"},
+                        {"model", bo.model},
+                        {"method", flags.GetString("method")},
+                        {"num_tokens", spec.num_tokens},
+                        {"adaptive", spec.adaptive},
+                        {"concurrency", *concurrency},
+                        {"max_tokens", *max_tokens}};
+  if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
+  const std::vector<std::string> workloads =
+      absl::StrSplit(flags.GetString("workloads"), ',', absl::SkipEmpty());
+  for (const std::string& workload : workloads) {
+    if (workload != "story" && workload != "repeat") {
+      return Fail(cmd, absl::InvalidArgumentError("--workloads: '" + workload +
+                                                  "' is not one of story, repeat"));
+    }
+    const std::vector<std::string> prompts = Prompts(workload);
+    auto run = [&](const engine::SpeculativeConfig& s) {
+      return RunWorkload(bo, s, prompts, static_cast<int>(*rounds), static_cast<int>(*concurrency),
+                         static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature));
+    };
+    auto off = run(engine::SpeculativeConfig());
+    if (!off.ok()) return Fail(cmd, off.status());
+    auto on = run(spec);
+    if (!on.ok()) return Fail(cmd, on.status());
+    nlohmann::json w = {{"off", off->report}, {"on", on->report}};
+    w["speedup"] = on->report["tokens_per_second"].get<double>() /
+                   off->report["tokens_per_second"].get<double>();
+    if (*temperature == 0) w["greedy_ids_identical"] = on->ids == off->ids;
+    out[workload] = w;
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace llm::bench

@@ -1,0 +1,63 @@
+// When to speculate: how many tokens each decoding slot proposes in a step, chosen from the
+// throughput measured at each choice. Pure logic, owned by the scheduler (engine thread).
+//
+// Verifying k proposals per slot costs a wider step; it pays when the accepted tokens come
+// faster than the step slows. Both sides depend on the device, the model, the batch and the
+// traffic (how often proposals are right), so the policy does not model them: it measures.
+// Steps are grouped by how many slots decode (1, 2-3, 4-7, ...: a power-of-two bucket). In each
+// group the candidates k = 0, 1, 2, 4, ... up to num_tokens are each tried kMinSamples times;
+// after that the one with the highest output tokens per second of backend time (an
+// exponentially weighted mean over the decode-only steps that used it) is chosen, and every
+// kReprobeInterval-th step of the group tries the others in turn so a change in traffic or load
+// is noticed. So at batch 1 on a GPU, where a step of 5 tokens costs about what a step of 1
+// does, it speculates; at a batch large enough that the step is compute-bound, k = 0 wins and
+// speculation is off for that batch size.
+#ifndef LLM_WORKER_ENGINE_SPECULATION_POLICY_H_
+#define LLM_WORKER_ENGINE_SPECULATION_POLICY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "worker/engine/speculation.h"
+
+namespace llm::engine {
+
+class SpeculationPolicy {
+ public:
+  static constexpr int kMinSamples = 3;
+  static constexpr int kReprobeInterval = 64;
+  static constexpr double kAlpha = 0.2;  // weight of a new sample in a candidate's mean
+
+  explicit SpeculationPolicy(const SpeculativeConfig& config);
+
+  // Proposals per slot for a step in which `decoding` slots decode; 0 when speculation is off.
+  int32_t Choose(int32_t decoding);
+  // A decode-only step with `decoding` slots planned at `k` produced `output_tokens` in
+  // `seconds` of backend time.
+  void Observe(int32_t decoding, int32_t k, int32_t output_tokens, double seconds);
+
+  struct Candidate {
+    int32_t k = 0;
+    int samples = 0;
+    double tokens_per_second = 0.0;
+  };
+  // The candidates of the group of `decoding` slots, and the one chosen when not probing.
+  const std::vector<Candidate>& candidates(int32_t decoding) const;
+  int32_t best(int32_t decoding) const;
+
+ private:
+  struct Group {
+    std::vector<Candidate> candidates;
+    uint64_t choices = 0;
+    size_t next_probe = 0;
+  };
+  static int GroupOf(int32_t decoding);
+  static size_t BestIndex(const Group& g);
+
+  SpeculativeConfig config_;
+  std::vector<Group> groups_;
+};
+
+}  // namespace llm::engine
+
+#endif  // LLM_WORKER_ENGINE_SPECULATION_POLICY_H_

@@ -1,0 +1,73 @@
+#include "worker/runner/cpu_draft.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/philox.h"
+
+namespace llm::runner {
+
+CpuDraft::CpuDraft(std::unique_ptr<CpuModel> model, int32_t num_blocks, int32_t block_tokens)
+    : model_(std::move(model)), kv_(model_->config(), num_blocks, block_tokens) {}
+
+void CpuDraft::Choose(DraftJob& job, std::span<float> row, int32_t index,
+                      sampling::PenaltyState& penalties) {
+  const sampling::SamplingParams& params = job.request->sampling;
+  if (params.greedy()) {
+    if (params.has_penalties()) sampling::ApplyPenalties(row, params, penalties);
+    job.drafts->push_back(sampling::Argmax(row));
+    if (params.has_penalties()) penalties.AddOutput(job.drafts->back());
+    return;
+  }
+  sampler_.Distribution(row, params, penalties, probs_);
+  const uint64_t counter = static_cast<uint64_t>(job.generated) + static_cast<uint64_t>(index);
+  int32_t token = sampling::DrawFrom(probs_, UniformDouble(params.seed, counter, kDraftStream));
+  if (token < 0) token = sampling::Argmax(row);
+  job.drafts->push_back(token);
+  job.draft_probs->insert(job.draft_probs->end(), probs_.begin(), probs_.end());
+  if (params.has_penalties()) penalties.AddOutput(token);
+}
+
+absl::Status CpuDraft::Propose(std::span<DraftJob> jobs) {
+  const int32_t vocab = model_->config().vocab_size;
+  int32_t rounds = 0;
+  penalties_.resize(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    DraftJob& job = jobs[j];
+    rounds = std::max(rounds, job.max_draft);
+    if (job.draft_probs != nullptr) job.draft_probs->clear();
+    if (job.request->sampling.has_penalties()) penalties_[j] = *job.penalties;
+  }
+  for (int32_t round = 0; round < rounds; ++round) {
+    tokens_.clear();
+    chunks_.clear();
+    active_.clear();
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      DraftJob& job = jobs[j];
+      if (round >= job.max_draft) continue;
+      const auto len = static_cast<int32_t>(job.history.size());
+      // Round 0 catches the cache up to the history; later rounds feed the previous proposal.
+      const int32_t start = round == 0 ? std::min(*job.written, len - 1) : len + round - 1;
+      const int32_t count = round == 0 ? len - start : 1;
+      chunks_.push_back(
+          SeqChunk{static_cast<int32_t>(tokens_.size()), count, start, job.blocks, true});
+      if (round == 0) {
+        tokens_.insert(tokens_.end(), job.history.begin() + start, job.history.end());
+      } else {
+        tokens_.push_back(job.drafts->back());
+      }
+      *job.written = start + count;
+      active_.push_back(j);
+    }
+    if (absl::Status st = model_->Forward({tokens_, chunks_}, kv_, logits_); !st.ok()) {
+      return absl::InternalError(absl::StrCat("draft model: ", st.message()));
+    }
+    for (size_t i = 0; i < active_.size(); ++i) {
+      Choose(jobs[active_[i]], std::span<float>(logits_.data() + i * vocab, vocab), round,
+             penalties_[active_[i]]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace llm::runner
