@@ -60,8 +60,8 @@ if ((only_build)); then
 fi
 
 # Python environment for the tests' references (scripts/requirements.txt: Hugging Face
-# `tokenizers`, the `openai` SDK, Jinja2, and numpy, ml_dtypes and safetensors for the independent
-# FP8 checkpoint writer; every package pinned).
+# `tokenizers`, the `openai` SDK, Jinja2, jsonschema for structured outputs, and numpy, ml_dtypes
+# and safetensors for the independent FP8 checkpoint writer; every package pinned).
 venv=.venv
 if [[ ! -x $venv/bin/python ]]; then
   echo "setup: creating $venv with $(command -v python3)"

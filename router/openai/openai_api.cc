@@ -36,6 +36,10 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "repetition_penalty",
                                              "ignore_eos",
                                              "speculative",
+                                             "structured_outputs",
+                                             "guided_json",
+                                             "guided_regex",
+                                             "guided_choice",
                                              "stop_token_ids",
                                              "tools",
                                              "tool_choice",
@@ -72,6 +76,11 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "repetition_penalty",
                                                    "ignore_eos",
                                                    "speculative",
+                                                   "response_format",
+                                                   "structured_outputs",
+                                                   "guided_json",
+                                                   "guided_regex",
+                                                   "guided_choice",
                                                    "stop_token_ids",
                                                    "logit_bias",
                                                    "skip_special_tokens",
@@ -260,6 +269,85 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, ApiError
   return Bad(e, "prompt", "'prompt' must be a string or an array of token ids");
 }
 
+// A schema given as an object or as the text of one, as the worker's constraint.json_schema.
+absl::StatusOr<std::string> SchemaText(const json& schema, const std::string& param, ApiError* e) {
+  if (schema.is_object() || schema.is_boolean()) return schema.dump();
+  if (schema.is_string()) {
+    const json parsed = json::parse(schema.get<std::string>(), nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object()) return schema.get<std::string>();
+  }
+  return Bad(e, param, absl::StrCat("'", param, "' must be a JSON Schema (an object)"));
+}
+
+// response_format (json_object, json_schema), vLLM's structured_outputs (json, regex, choice,
+// json_object) and its older guided_json / guided_regex / guided_choice: at most one, as the
+// worker's constraint.
+absl::Status Constraint(const json& body, llm::v1::GenerateRequest& r, ApiError* e) {
+  std::vector<std::pair<std::string, const json*>> given;  // (param, value) of each constraint
+  if (Present(body, "response_format")) {
+    const json& f = body["response_format"];
+    const json type = f.is_object() && f.contains("type") ? f["type"] : json();
+    if (type == "json_object") {
+      given.emplace_back("response_format", &f);
+    } else if (type == "json_schema") {
+      if (!f.contains("json_schema") || !f["json_schema"].is_object() ||
+          !f["json_schema"].contains("schema")) {
+        return Bad(e, "response_format",
+                   "'response_format.json_schema.schema' is required with type json_schema");
+      }
+      given.emplace_back("response_format.json_schema.schema", &f["json_schema"]["schema"]);
+    } else if (type != "text") {
+      return Bad(e, "response_format",
+                 "'response_format.type' must be text, json_object or json_schema");
+    }
+  }
+  if (Present(body, "structured_outputs")) {
+    const json& so = body["structured_outputs"];
+    if (!so.is_object())
+      return Bad(e, "structured_outputs", "'structured_outputs' must be an object");
+    for (const auto& [key, value] : so.items()) {
+      if (key != "json" && key != "regex" && key != "choice" && key != "json_object") {
+        return Bad(e, "structured_outputs",
+                   absl::StrCat("'structured_outputs.", key,
+                                "' is not supported (json, regex, choice, json_object)"));
+      }
+      given.emplace_back("structured_outputs." + key, &value);
+    }
+  }
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice"}) {
+    if (Present(body, key)) given.emplace_back(key, &body[key]);
+  }
+  if (given.empty()) return absl::OkStatus();
+  if (given.size() > 1) {
+    return Bad(e, given[1].first,
+               absl::StrCat("'", given[1].first, "' and '", given[0].first,
+                            "' both constrain the output; give one"));
+  }
+  const auto& [param, value] = given[0];
+  llm::v1::Constraint* c = r.mutable_constraint();
+  if (param == "response_format" || param == "structured_outputs.json_object") {
+    c->set_json_object(true);
+  } else if (param.find("json") != std::string::npos) {
+    auto text = SchemaText(*value, param, e);
+    if (!text.ok()) return text.status();
+    c->set_json_schema(*text);
+  } else if (param.find("regex") != std::string::npos) {
+    if (!value->is_string()) return Bad(e, param, absl::StrCat("'", param, "' must be a string"));
+    c->set_regex(value->get<std::string>());
+  } else {
+    if (!value->is_array() || value->empty()) {
+      return Bad(e, param, absl::StrCat("'", param, "' must be a non-empty array of strings"));
+    }
+    for (const json& choice : *value) {
+      if (!choice.is_string()) {
+        return Bad(e, param, absl::StrCat("'", param, "' must hold strings"));
+      }
+      c->mutable_choice()->add_choices(choice.get<std::string>());
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Parameters we cannot honour are refused by name rather than ignored.
 absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
   int64_t n = 1;
@@ -275,12 +363,6 @@ absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
     if (Present(body, key) && body[key] != "none") {
       return Bad(e, key, absl::StrCat("'", key, "' is not supported (no tool calling)"));
     }
-  }
-  if (Present(body, "response_format") &&
-      !(body["response_format"].is_object() && body["response_format"].contains("type") &&
-        body["response_format"]["type"] == "text")) {
-    return Bad(e, "response_format",
-               "'response_format' is not supported (only {\"type\": \"text\"})");
   }
   if (Present(body, "logit_bias") &&
       !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
@@ -337,6 +419,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
   p.model = body["model"].get<std::string>();
   if (auto s = Unsupported(body, kind, e); !s.ok()) return s;
   llm::v1::GenerateRequest& r = p.request;
+  if (auto s = Constraint(body, r, e); !s.ok()) return s;
   if (kind == ApiKind::kChat) {
     llm::v1::Chat* chat = r.mutable_chat();
     if (auto s = ParseMessages(body, chat, e); !s.ok()) return s;
@@ -498,6 +581,7 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       if (field == "text" || field == "token_ids") field = "prompt";
       if (field == "chat") field = "messages";
       if (field == "logprobs") field = "top_logprobs";
+      if (field == "constraint") field = "response_format";
       e.param = field;
       break;
     }

@@ -216,7 +216,7 @@ def main():
             ("stop", dict(stop=5)),
             ("top_logprobs", dict(top_logprobs=3)),
             ("tools", dict(tools=[{"type": "function", "function": {"name": "f"}}])),
-            ("response_format", dict(response_format={"type": "json_object"})),
+            ("response_format", dict(response_format={"type": "xml"})),
             ("frobnicate", dict(extra_body={"frobnicate": 1})),
             ("temperature", dict(temperature=150)),  # the worker's range check, mapped
             ("messages[0].role", dict(messages=[{"role": "robot", "content": "x"}])),

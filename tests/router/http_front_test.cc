@@ -312,8 +312,15 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
   ExpectBadParam("/v1/chat/completions", with("tools", json::array({{{"type", "function"}}})),
                  "tools");
   ExpectBadParam("/v1/chat/completions", with("tool_choice", "auto"), "tool_choice");
-  ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "json_object"}}),
+  ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "xml"}}),
                  "response_format");
+  ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "json_schema"}}),
+                 "response_format");
+  ExpectBadParam("/v1/chat/completions", with("structured_outputs", {{"grammar", "root ::= x"}}),
+                 "structured_outputs");
+  json two = with("guided_regex", "a+");
+  two["structured_outputs"] = {{"choice", {"a"}}};
+  ExpectBadParam("/v1/chat/completions", two, "guided_regex");
   ExpectBadParam("/v1/chat/completions", with("max_tokens", 0), "max_tokens");
   ExpectBadParam("/v1/chat/completions", with("max_completion_tokens", -1),
                  "max_completion_tokens");

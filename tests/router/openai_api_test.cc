@@ -117,6 +117,36 @@ TEST(OpenAiResponderTest, BytesAreTheTokensOwn) {
   EXPECT_EQ(content[0]["top_logprobs"][0]["bytes"], json::array({0x20, 0x61}));
 }
 
+// Structured output: response_format, vLLM's structured_outputs and guided_* become the
+// worker's constraint.
+TEST(OpenAiParseTest, ConstraintsReachTheWorkersRequest) {
+  const std::string chat = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+  auto parse = [&](const std::string& extra) {
+    return Parse(ApiKind::kChat, "{" + chat + ", " + extra + "}").request;
+  };
+  EXPECT_TRUE(parse(R"("response_format": {"type": "json_object"})").constraint().json_object());
+  EXPECT_FALSE(parse(R"("response_format": {"type": "text"})").has_constraint());
+  const auto schema = parse(R"("response_format": {"type": "json_schema", "json_schema":
+      {"name": "p", "strict": true, "schema": {"type": "object", "properties":
+      {"b": {"type": "integer"}, "a": {"type": "string"}}}}})");
+  // The schema as given, its properties in their order.
+  EXPECT_EQ(schema.constraint().json_schema(),
+            R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}})");
+  EXPECT_EQ(parse(R"("structured_outputs": {"regex": "[0-9]+"})").constraint().regex(), "[0-9]+");
+  const auto choice = parse(R"("structured_outputs": {"choice": ["yes", "no"]})");
+  ASSERT_EQ(choice.constraint().choice().choices_size(), 2);
+  EXPECT_EQ(choice.constraint().choice().choices(1), "no");
+  EXPECT_EQ(parse(R"("guided_json": "{\"type\": \"boolean\"}")").constraint().json_schema(),
+            R"({"type": "boolean"})");
+  ApiError e;
+  EXPECT_FALSE(
+      ParseOpenAiRequest(ApiKind::kChat, "{" + chat + R"(, "guided_choice": [], "n": 1})", &e)
+          .ok());
+  EXPECT_EQ(e.param, "guided_choice");
+  EXPECT_EQ(ErrorFromGrpc(3, "constraint.json_schema: $.a: not supported", 0).param,
+            "response_format");
+}
+
 // `speculative` reaches the worker's request (unset stays unset: the worker's default), and
 // the proposals' counts come back as OpenAI's predicted-output usage fields.
 TEST(OpenAiParseTest, SpeculativeOptOutAndItsUsage) {

@@ -17,6 +17,7 @@ int RunRouterBench(const std::vector<std::string>& args);
 int RunAttentionBench(const std::vector<std::string>& args);
 int RunAccuracyBench(const std::vector<std::string>& args);
 int RunSpeculativeBench(const std::vector<std::string>& args);
+int RunStructuredBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

@@ -22,6 +22,7 @@ constexpr char kUsage[] =
     "  attention  CUDA: the decode attention kernels alone, time and K/V bandwidth per shape\n"
     "  accuracy   a model (FP8) against a reference: top-1 agreement, perplexity, logit cosine\n"
     "  speculative  speculative decoding on and off, side by side: tokens/s, acceptance\n"
+    "  structured  structured output: compile and mask times per schema and tokenizer, tokens/s\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   if (name == "attention") return llm::bench::RunAttentionBench(args);
   if (name == "accuracy") return llm::bench::RunAccuracyBench(args);
   if (name == "speculative") return llm::bench::RunSpeculativeBench(args);
+  if (name == "structured") return llm::bench::RunStructuredBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;
 }

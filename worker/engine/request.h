@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "worker/constraint/constraint.h"
 #include "worker/sampling/sampling_params.h"
 
 namespace llm::engine {
@@ -20,6 +21,9 @@ struct EngineRequest {
   bool want_logprobs = false;
   int32_t num_top_logprobs = 0;
   bool speculate = true;  // false: the request opted out of speculative decoding
+  // Structured output: the language the output must stay in (null: none). The runner keeps
+  // a constraint::Matcher per slot and masks every sampled row with it.
+  std::shared_ptr<const constraint::CompiledConstraint> constraint;
 
   int32_t total_tokens() const { return static_cast<int32_t>(prompt_ids.size()) + max_tokens; }
 };

@@ -29,6 +29,10 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
     return Invalid("request_id", absl::StrCat("longer than ", l.max_request_id_bytes, " bytes"));
   }
   if (!IsValidUtf8(s.request_id)) return Invalid("request_id", "not valid UTF-8");
+  if (s.constraint.enabled() && s.ignore_eos) {
+    // A constrained output ends by a stop token once it is complete.
+    return Invalid("ignore_eos", "cannot be combined with a constraint");
+  }
   if (s.chat) {
     const nlohmann::ordered_json& m = s.chat->messages;
     if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
@@ -146,6 +150,7 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
   }
   r.want_logprobs = s.logprobs > 0;
   r.speculate = s.speculative;
+  r.constraint = s.compiled;
   r.num_top_logprobs = static_cast<int32_t>(s.logprobs);
   return r;
 }

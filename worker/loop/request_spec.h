@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "worker/constraint/constraint.h"
 #include "worker/engine/request.h"
 #include "worker/loop/engine_loop.h"
 #include "worker/sampling/sampling_params.h"
@@ -44,7 +45,10 @@ struct GenerateSpec {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool speculative = true;  // false: no proposals for this request (engine.speculative)
-  int64_t logprobs = 0;     // 0: none; n >= 1: the sampled token's and the top n
+  // Structured output (constraint.*); compiled by Worker::Submit into `compiled`.
+  constraint::ConstraintSpec constraint;
+  std::shared_ptr<const constraint::CompiledConstraint> compiled;
+  int64_t logprobs = 0;  // 0: none; n >= 1: the sampled token's and the top n
   bool skip_special_tokens = true;
   bool include_stop_str = false;
   bool include_prompt_ids = false;

@@ -33,6 +33,7 @@ Worker::Worker(WorkerOptions options, std::unique_ptr<frontend::Tokenizer> token
                RequestObserver* request_observer)
     : options_(std::move(options)),
       tokenizer_(std::move(tokenizer)),
+      constraints_(std::make_unique<ConstraintCompiler>(*tokenizer_)),
       request_observer_(request_observer) {}
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
@@ -114,6 +115,17 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
   if (absl::Status st = ValidateSpec(spec, options_.limits); !st.ok()) return st;
   if (spec.chat && !chat_renderer_) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
+  }
+  if (spec.constraint.enabled()) {
+    if (!engine_->runner_info().constraints) {
+      return absl::UnimplementedError(absl::StrCat(
+          "constraint: the ", engine_->runner_info().device,
+          " backend does not apply constraints yet (structured output runs on the cpu backend)"));
+    }
+    // Before the request takes a slot or a queue place: a bad pattern fails alone, at once.
+    auto compiled = constraints_->Compile(spec.constraint);
+    if (!compiled.ok()) return compiled.status();
+    spec.compiled = *std::move(compiled);
   }
   if (!spec.has_text) {
     // A token-id prompt can be checked completely now.

@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/frontend/tokenizer.h"
+#include "worker/loop/constraint_compiler.h"
 #include "worker/loop/end_interval.h"
 #include "worker/loop/engine_loop.h"
 #include "worker/loop/output_stage.h"
@@ -111,6 +112,7 @@ class Worker {
   ChatRenderer chat_renderer_;
   std::string no_chat_reason_ = "the model has no chat template";
   std::unique_ptr<frontend::Tokenizer> tokenizer_;
+  std::unique_ptr<ConstraintCompiler> constraints_;
   RequestObserver* request_observer_;
   std::unique_ptr<OutputStage> output_;
   std::unique_ptr<EngineLoop> engine_;

@@ -42,6 +42,7 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   }
   info_.kv_cache_bytes = kv_.bytes() + (draft_ != nullptr ? draft_->kv_bytes() : 0);
   info_.default_prefill_tokens = kCpuDefaultPrefillTokens;
+  info_.constraints = true;
   if (options_.async) {
     thread_ = std::thread([this] {
       SetCurrentThreadName("runner");
@@ -129,6 +130,9 @@ absl::Status CpuRunner::ApplyAdmissions(const StepPlan& plan) {
       slot.penalties.AddPrompt(a.request->prompt_ids);
     }
     if (options_.speculative.enabled()) slot.history = a.request->prompt_ids;
+    if (a.request->constraint) {
+      slot.matcher = std::make_unique<constraint::Matcher>(a.request->constraint);
+    }
   }
   return absl::OkStatus();
 }
@@ -169,7 +173,10 @@ absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
         static_cast<int32_t>(slot.request->prompt_ids.size()) + slot.generated - 1;
     const int32_t room =
         std::min(slot.request->max_tokens - slot.generated - 1, info_.max_context - 1 - position);
-    const int32_t max_draft = options_.speculative.enabled() ? std::clamp(d.max_draft, 0, room) : 0;
+    // A constrained slot does not speculate (its proposals would need the constraint's masks).
+    const int32_t max_draft = options_.speculative.enabled() && slot.matcher == nullptr
+                                  ? std::clamp(d.max_draft, 0, room)
+                                  : 0;
     sampling_.push_back(SamplingSlot{d.slot, max_draft});
   }
   if (absl::Status st = Propose(); !st.ok()) return st;
@@ -236,6 +243,7 @@ void CpuRunner::SampleSlot(SamplingSlot& s, sampling::Sampler& sampler) {
     for (int32_t t = options_.valid_vocab_size; t < vocab; ++t) {
       row[t] = -std::numeric_limits<float>::infinity();
     }
+    if (slot.matcher != nullptr) slot.matcher->Apply(row, req.stop_token_ids);
     bool accepted = false;
     sampling::SampledToken token;
     if (i < drafts) {
@@ -249,6 +257,9 @@ void CpuRunner::SampleSlot(SamplingSlot& s, sampling::Sampler& sampler) {
                              req.num_top_logprobs, req.want_logprobs);
     }
     const FinishReason finish = Append(slot, token.token_id);
+    if (slot.matcher != nullptr && finish != FinishReason::kStopToken) {
+      slot.matcher->Advance(token.token_id);
+    }
     s.outputs.push_back(SlotOutput{s.slot, req.key, std::move(token), finish});
     s.accepted += accepted ? 1 : 0;
     slot.finished = finish != FinishReason::kNone;

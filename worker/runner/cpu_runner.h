@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "worker/constraint/constraint.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/engine/speculation.h"
 #include "worker/runner/cpu_draft.h"
@@ -75,6 +76,8 @@ class CpuRunner : public ModelRunner {
     // draft model's cache length (-1 until the first prompt chunk says what was cached).
     std::vector<int32_t> history;
     int32_t draft_written = -1;
+    // Structured output: where the output stands in the request's constraint.
+    std::unique_ptr<constraint::Matcher> matcher;
   };
 
   // A slot that samples in this step: its logits rows [row, row + 1 + drafts.size()).

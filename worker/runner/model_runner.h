@@ -37,6 +37,7 @@ struct RunnerInfo {
   // (SchedulerConfig::max_prefill_tokens_alone); 0: the same as the other.
   int32_t default_prefill_tokens_alone = 0;
   int32_t max_stop_ids = 0;  // stop ids (EOS included) a request may have; 0: any
+  bool constraints = false;  // applies EngineRequest::constraint (structured output)
   std::string device;        // "cpu (2 threads)", "NVIDIA H100 ..."
   std::string pci_bus_id;    // a GPU's, for the driver's counters (NVML); empty on the CPU
   uint64_t kv_cache_bytes = 0;

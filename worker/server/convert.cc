@@ -92,6 +92,26 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   s.stop_token_ids.assign(r.stop_token_ids().begin(), r.stop_token_ids().end());
   s.ignore_eos = r.ignore_eos();
   s.speculative = !r.has_speculative() || r.speculative();
+  switch (r.constraint().kind_case()) {
+    case llm::v1::Constraint::kRegex:
+      s.constraint.kind = constraint::Kind::kRegex;
+      s.constraint.text = r.constraint().regex();
+      break;
+    case llm::v1::Constraint::kChoice:
+      s.constraint.kind = constraint::Kind::kChoice;
+      s.constraint.choices.assign(r.constraint().choice().choices().begin(),
+                                  r.constraint().choice().choices().end());
+      break;
+    case llm::v1::Constraint::kJsonObject:
+      if (r.constraint().json_object()) s.constraint.kind = constraint::Kind::kJsonObject;
+      break;
+    case llm::v1::Constraint::kJsonSchema:
+      s.constraint.kind = constraint::Kind::kJsonSchema;
+      s.constraint.text = r.constraint().json_schema();
+      break;
+    case llm::v1::Constraint::KIND_NOT_SET:
+      break;
+  }
   s.logprobs = r.logprobs();
   const auto& so = r.stream();
   s.include_prompt_ids = so.include_prompt_ids();

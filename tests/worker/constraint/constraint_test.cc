@@ -1,0 +1,275 @@
+#include "worker/constraint/constraint.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/constraint/byte_dfa.h"
+#include "worker/constraint/byte_regex.h"
+#include "worker/constraint/json_schema.h"
+
+namespace llm::constraint {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Whether `text` is in the language of `pattern`, and whether it is a prefix of something in it.
+struct Verdict {
+  bool full, prefix;
+};
+Verdict Match(const std::string& pattern, const std::string& text) {
+  auto nfa = ParseRegex(pattern);
+  EXPECT_TRUE(nfa.ok()) << pattern << ": " << nfa.status();
+  auto dfa = ByteDfa::Build(*nfa, 100000, "regex");
+  EXPECT_TRUE(dfa.ok()) << dfa.status();
+  const int32_t s = dfa->Walk(dfa->start(), text);
+  return {s != ByteDfa::kDead && dfa->accepting(s), s != ByteDfa::kDead};
+}
+
+TEST(ByteRegexTest, MatchesWholeOutputs) {
+  struct Case {
+    const char* pattern;
+    const char* text;
+    bool full, prefix;
+  };
+  const Case cases[] = {
+      {"abc", "abc", true, true},
+      {"abc", "ab", false, true},
+      {"abc", "abd", false, false},
+      {"a|bc", "bc", true, true},
+      {"(ab)+", "abab", true, true},
+      {"(ab)+", "aba", false, true},
+      {"(?:ab)*c", "c", true, true},
+      {"a{2,3}", "aaa", true, true},
+      {"a{2,3}", "aaaa", false, false},
+      {"a{2}", "a", false, true},
+      {"a{2,}", "aaaaa", true, true},
+      {"[a-c]+", "cab", true, true},
+      {"[^a-c]", "d", true, true},
+      {"[^a-c]", "b", false, false},
+      {"\\d{3}-\\d{4}", "555-1234", true, true},
+      {"\\w+@\\w+\\.com", "ab@cd.com", true, true},
+      {"^yes|no$", "no", true, true},
+      {"colou?r", "color", true, true},
+      {"\\.", ".", true, true},
+      {"\\.", "a", false, false},
+      {".", "\n", false, false},
+      {"\\u00e9", "\xc3\xa9", true, true},
+      {"caf\xc3\xa9", "caf\xc3", false, true},
+      // A negated class and `.` take a whole non-ASCII character, byte by byte.
+      {"[^\"]", "\xe2\x82\xac", true, true},
+      {".", "\xe2\x82", false, true},
+      {"[\\d\\s]+", "1 2", true, true},
+      {"a*?b", "aab", true, true},
+      // Only well-formed UTF-8: no overlong form, no surrogate, nothing past U+10FFFF.
+      {".", "\xe0\x80", false, false},
+      {".", "\xed\xa0", false, false},
+      {".", "\xf4\x90", false, false},
+      {".", "\xc0\xaf", false, false},
+      {".", "\xf0\x9f\x98\x80", true, true},
+  };
+  for (const Case& c : cases) {
+    const Verdict v = Match(c.pattern, c.text);
+    EXPECT_EQ(v.full, c.full) << c.pattern << " on '" << c.text << "'";
+    EXPECT_EQ(v.prefix, c.prefix) << c.pattern << " on '" << c.text << "'";
+  }
+}
+
+TEST(ByteRegexTest, UnsupportedSyntaxNamesTheOffset) {
+  for (const auto& [pattern, what] :
+       std::vector<std::pair<std::string, std::string>>{{"(a", "missing ')'"},
+                                                        {"a)", "unexpected ')'"},
+                                                        {"[ab", "missing ']'"},
+                                                        {"(a)\\1", "backreferences"},
+                                                        {"(?=a)", "lookaround"},
+                                                        {"\\p{L}", "not supported"},
+                                                        {"*a", "nothing to repeat"},
+                                                        {"a{3,2}", "maximum is below"},
+                                                        {"[\xc3\xa9]", "non-ASCII class"},
+                                                        {"a^b", "anchors"}}) {
+    auto nfa = ParseRegex(pattern, "constraint.regex");
+    ASSERT_FALSE(nfa.ok()) << pattern;
+    EXPECT_THAT(nfa.status().message(), HasSubstr("constraint.regex: "));
+    EXPECT_THAT(nfa.status().message(), HasSubstr(what)) << pattern;
+    EXPECT_THAT(nfa.status().message(), HasSubstr("at offset")) << pattern;
+  }
+  // Too many automaton states is an error, not a stall.
+  auto nfa = ParseRegex("(a|b|c|d)*a(a|b|c|d){20}");
+  ASSERT_TRUE(nfa.ok());
+  auto dfa = ByteDfa::Build(*nfa, 5000, "constraint.regex");
+  EXPECT_FALSE(dfa.ok());
+  EXPECT_THAT(dfa.status().message(), HasSubstr("constraint.regex: the constraint needs more"));
+}
+
+TEST(ByteRegexTest, EscapedTextMatchesItselfOnly) {
+  const std::string text = "a.b*c(d)[e]{f}|g+h?^$\\/";
+  EXPECT_TRUE(Match(EscapeRegex(text), text).full);
+  EXPECT_FALSE(Match(EscapeRegex(text), "a.b*c(d)[e]{f}|g+h?^$\\").full);
+}
+
+// A vocabulary of single characters, a few words and a special token (id 0), able to spell
+// any compact JSON over these letters.
+std::shared_ptr<const TokenTable> Vocabulary() {
+  return std::make_shared<TokenTable>(std::vector<std::string>{
+      "",  "{", "}",  "\"", "a", "b", ":", ",", "1", "2", "true", "\"a\"", "yes", "no", " ",
+      "[", "]", "ye", "s",  "n", "o", "t", "r", "u", "e", "f",    "l",     "0",   "-",  "."});
+}
+constexpr int32_t kVocab = 30;
+constexpr int32_t kEos = 0;  // the special token: empty bytes
+
+std::vector<int32_t> Allowed(Matcher& m, int32_t vocab) {
+  std::vector<float> logits(static_cast<size_t>(vocab), 0.0f);
+  const int32_t stops[] = {kEos};
+  m.Apply(logits, stops);
+  std::vector<int32_t> allowed;
+  for (int32_t t = 0; t < vocab; ++t) {
+    if (logits[t] > -std::numeric_limits<float>::infinity()) allowed.push_back(t);
+  }
+  return allowed;
+}
+
+TEST(MatcherTest, ChoiceMasksAndEndsWithAStopToken) {
+  auto c = Compile({Kind::kChoice, "", {"yes", "no"}}, Vocabulary());
+  ASSERT_TRUE(c.ok()) << c.status();
+  Matcher m(*c);
+  // "yes", "ye", "no", "n" start an allowed output; nothing else, and not the end.
+  EXPECT_THAT(Allowed(m, kVocab), ::testing::UnorderedElementsAre(12, 13, 17, 19));
+  ASSERT_TRUE(m.Advance(17));                                   // "ye"
+  EXPECT_THAT(Allowed(m, kVocab), ::testing::ElementsAre(18));  // "s"
+  ASSERT_TRUE(m.Advance(18));
+  EXPECT_TRUE(m.complete());
+  EXPECT_THAT(Allowed(m, kVocab), ::testing::ElementsAre(kEos));  // only the end
+  EXPECT_FALSE(m.Advance(4));
+}
+
+// Random walks through json_object's masks: every token sampled from the allowed set keeps the
+// output a prefix of a JSON object, and the walks that end are complete objects.
+TEST(MatcherTest, JsonObjectWalksStayJson) {
+  auto c = Compile({Kind::kJsonObject}, Vocabulary());
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::mt19937 rng(5);
+  int ended = 0;
+  for (int walk = 0; walk < 200; ++walk) {
+    Matcher m(*c);
+    std::string text;
+    const auto tokens = Vocabulary();
+    for (int step = 0; step < 40; ++step) {
+      const std::vector<int32_t> allowed = Allowed(m, kVocab);
+      ASSERT_FALSE(allowed.empty()) << text;
+      const int32_t t = allowed[rng() % allowed.size()];
+      if (t == kEos) {
+        EXPECT_TRUE(m.complete()) << text;
+        EXPECT_EQ(text.front(), '{');
+        EXPECT_EQ(text.back(), '}');
+        ++ended;
+        break;
+      }
+      ASSERT_TRUE(m.Advance(t));
+      text += tokens->bytes(t);
+    }
+  }
+  EXPECT_GT(ended, 0);
+}
+
+TEST(MatcherTest, CompileErrorsNameTheField) {
+  auto c = Compile({Kind::kChoice, "", {"a", ""}}, Vocabulary());
+  EXPECT_THAT(c.status().message(), HasSubstr("constraint.choice[1]"));
+  c = Compile({Kind::kRegex, "(a"}, Vocabulary());
+  EXPECT_THAT(c.status().message(), HasSubstr("constraint.regex: missing ')'"));
+}
+
+// The automaton of a schema, and whether `text` is a complete output.
+class SchemaMatch {
+ public:
+  explicit SchemaMatch(const std::string& schema) {
+    auto pattern = JsonSchemaToRegex(schema);
+    EXPECT_TRUE(pattern.ok()) << pattern.status();
+    auto nfa = ParseRegex(*pattern);
+    EXPECT_TRUE(nfa.ok()) << nfa.status();
+    auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, "schema");
+    EXPECT_TRUE(dfa.ok()) << dfa.status();
+    dfa_ = *std::move(dfa);
+  }
+  bool operator()(const std::string& text) const {
+    const int32_t s = dfa_.Walk(dfa_.start(), text);
+    return s != ByteDfa::kDead && dfa_.accepting(s);
+  }
+
+ private:
+  ByteDfa dfa_;
+};
+
+TEST(JsonSchemaTest, IntegerBoundsAreExact) {
+  for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{
+           {0, 120}, {-5, 5}, {1000, 9999}, {-99, -7}, {7, 7}, {19, 201}, {-130, 0}}) {
+    const SchemaMatch m(
+        absl::StrCat(R"({"type":"integer","minimum":)", lo, R"(,"maximum":)", hi, "}"));
+    for (int v = -300; v <= 10100; v += (v > 300 && v < 990) ? 37 : 1) {
+      EXPECT_EQ(m(std::to_string(v)), v >= lo && v <= hi)
+          << v << " in [" << lo << ", " << hi << "]";
+    }
+    EXPECT_FALSE(m("01"));
+    EXPECT_FALSE(m("-0"));
+  }
+  const SchemaMatch open(R"({"type":"integer","exclusiveMinimum":41})");
+  EXPECT_FALSE(open("41"));
+  EXPECT_TRUE(open("42"));
+  EXPECT_TRUE(open("123456789012"));
+  EXPECT_FALSE(open("-1"));
+}
+
+TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
+  const SchemaMatch person(R"({"type":"object","properties":{"name":{"type":"string",
+      "maxLength":4},"age":{"type":"integer","minimum":0},"tags":{"type":"array","items":
+      {"enum":["a","b"]},"maxItems":2}},"required":["name"],"additionalProperties":false})");
+  EXPECT_TRUE(person(R"({"name":"Ann"})"));
+  EXPECT_TRUE(person(R"({"name":"Ann","age":3,"tags":["a","b"]})"));
+  EXPECT_TRUE(person(R"({"name":"Ann","tags":[]})"));
+  EXPECT_FALSE(person(R"({"age":3})"));                            // name is required
+  EXPECT_FALSE(person(R"({"name":"Annie"})"));                     // maxLength
+  EXPECT_FALSE(person(R"({"name":"Ann","tags":["a","b","a"]})"));  // maxItems
+  EXPECT_FALSE(person(R"({"name":"Ann","x":1})"));                 // no other property
+  EXPECT_FALSE(person(R"({ "name":"Ann"})"));                      // compact only
+  const SchemaMatch any_of(R"({"anyOf":[{"type":"null"},{"$ref":"#/$defs/p"}],
+      "$defs":{"p":{"type":"object","properties":{"x":{"type":"boolean"}},"required":["x"]}}})");
+  EXPECT_TRUE(any_of("null"));
+  EXPECT_TRUE(any_of(R"({"x":false})"));
+  EXPECT_FALSE(any_of(R"({"x":1})"));
+  const SchemaMatch optional(R"({"type":"object","properties":{"a":{"type":"null"},
+      "b":{"const":"k"}}})");
+  for (const char* ok : {"{}", R"({"a":null})", R"({"b":"k"})", R"({"a":null,"b":"k"})"}) {
+    EXPECT_TRUE(optional(ok)) << ok;
+  }
+  EXPECT_FALSE(optional(R"({,"b":"k"})"));
+  const SchemaMatch formats(R"({"type":"array","prefixItems":[{"type":"string","format":"date"},
+      {"type":"string","pattern":"^[A-Z]{2}[0-9]$"}],"items":false})");
+  EXPECT_TRUE(formats(R"(["2026-11-27","AB7"])"));
+  EXPECT_FALSE(formats(R"(["2026-13-27","AB7"])"));
+  EXPECT_FALSE(formats(R"(["2026-11-27","ab7"])"));
+}
+
+TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
+  for (const auto& [schema, path] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type":"object","properties":{"age":{"type":"number","minimum":3}}})",
+            "$.properties.age.minimum"},
+           {R"({"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}})",
+            "$.properties.a.format"},
+           {R"({"type":"array","items":{"type":"integer","multipleOf":2}})", "$.items.multipleOf"},
+           {R"({"$ref":"#/$defs/missing"})", "$.$ref"},
+           {R"({"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"})",
+            "recurses"},
+           {R"({"type":"string","pattern":"^a.b$"})", "$.pattern"},
+           {R"({"type":"widget"})", "$.type"},
+           {"{not json", "not valid JSON"}}) {
+    auto r = JsonSchemaToRegex(schema);
+    ASSERT_FALSE(r.ok()) << schema;
+    EXPECT_THAT(r.status().message(), HasSubstr("constraint.json_schema: "));
+    EXPECT_THAT(r.status().message(), HasSubstr(path)) << r.status();
+  }
+}
+
+}  // namespace
+}  // namespace llm::constraint

@@ -1,0 +1,210 @@
+// llm-bench structured: what structured output costs.
+//   1. Per tokenizer (--tokenizers): the time to build the vocabulary's byte table, then per
+//      schema (--schemas, a JSON array; plus json_object) the compile time and the time to mask
+//      one token's logits (p50, p99, max) along random walks through the constraint (each step
+//      takes a random allowed token, as a sampler would), a state's first mask included.
+//   2. On a backend (--model, default random:small on the CPU): output tokens/s with every
+//      request constrained (json_object) against none, at each --batches concurrency, side by
+//      side in one process.
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "nlohmann/json.hpp"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/worker_driver.h"
+#include "worker/backend/backend.h"
+#include "worker/constraint/constraint.h"
+#include "worker/frontend/tokenizer.h"
+#include "worker/loop/constraint_compiler.h"
+#include "worker/loop/worker.h"
+
+namespace llm::bench {
+namespace {
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Mask times (ms) of `walks` random walks of up to `steps` tokens through `c`.
+std::vector<double> WalkMasks(const std::shared_ptr<const constraint::CompiledConstraint>& c,
+                              int walks, int steps, std::mt19937& rng) {
+  std::vector<double> times;
+  const int32_t vocab = c->tokens().vocab_size();
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  std::vector<int32_t> allowed;
+  const int32_t stop[] = {-1};
+  for (int w = 0; w < walks; ++w) {
+    constraint::Matcher m(c);
+    for (int s = 0; s < steps; ++s) {
+      std::fill(logits.begin(), logits.end(), 0.0f);
+      const auto start = Clock::now();
+      m.Apply(logits, stop);
+      times.push_back(Ms(Clock::now() - start));
+      allowed.clear();
+      for (int32_t t = 0; t < vocab; ++t) {
+        if (logits[t] > -std::numeric_limits<float>::infinity()) allowed.push_back(t);
+      }
+      if (allowed.empty()) break;  // complete, nothing may follow
+      m.Advance(allowed[rng() % allowed.size()]);
+    }
+  }
+  return times;
+}
+
+absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
+                                         const nlohmann::json& schemas, int walks, int steps) {
+  LLM_ASSIGN_OR_RETURN(auto tok, frontend::Tokenizer::Load(tokenizer_dir));
+  const auto t0 = Clock::now();
+  loop::ConstraintCompiler compiler(*tok);
+  // The first Compile builds the byte table: time it with a trivial constraint.
+  LLM_RETURN_IF_ERROR(compiler.Compile({constraint::Kind::kChoice, "", {"x"}}).status());
+  nlohmann::json out = {{"tokenizer", tokenizer_dir},
+                        {"vocab_size", tok->vocab_size()},
+                        {"table_ms", Ms(Clock::now() - t0)}};
+  std::mt19937 rng(1);
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<double> all;
+  for (size_t i = 0; i <= schemas.size(); ++i) {
+    constraint::ConstraintSpec spec{constraint::Kind::kJsonObject, "", {}};
+    if (i < schemas.size()) spec = {constraint::Kind::kJsonSchema, schemas[i].dump(), {}};
+    const auto c0 = Clock::now();
+    // Each spec's first compile: nothing cached yet.
+    auto compiled = compiler.Compile(spec);
+    if (!compiled.ok()) return compiled.status();
+    const double compile_ms = Ms(Clock::now() - c0);
+    std::vector<double> times = WalkMasks(*compiled, walks, steps, rng);
+    all.insert(all.end(), times.begin(), times.end());
+    rows.push_back({{"schema", i < schemas.size() ? std::to_string(i) : "json_object"},
+                    {"compile_ms", compile_ms},
+                    {"states", (*compiled)->dfa().num_states()},
+                    {"mask_ms_p50", Percentile(times, 0.5)},
+                    {"mask_ms_p99", Percentile(times, 0.99)},
+                    {"mask_ms_max", Percentile(times, 1.0)}});
+  }
+  out["schemas"] = rows;
+  out["mask_ms_p50"] = Percentile(all, 0.5);
+  out["mask_ms_p99"] = Percentile(all, 0.99);
+  return out;
+}
+
+// Output tokens/s of `batch` concurrent requests of `max_tokens`, constrained or not.
+absl::StatusOr<double> Throughput(const backend::BackendOptions& bo, int batch, int32_t max_tokens,
+                                  bool constrained) {
+  LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(bo));
+  loop::WorkerOptions wo;
+  wo.scheduler.max_batch_tokens = 0;
+  wo.scheduler.prefix_cache = false;
+  LLM_ASSIGN_OR_RETURN(auto worker,
+                       loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
+                                            b.config.eos_token_ids));
+  struct Sink : loop::StreamSink {
+    std::mutex* mu;
+    std::condition_variable* cv;
+    int* open;
+    int64_t* tokens;
+    void OnUpdate(loop::StreamUpdate u) override {
+      std::lock_guard<std::mutex> lock(*mu);
+      *tokens += static_cast<int64_t>(u.token_ids.size());
+      if (u.finished && --*open == 0) cv->notify_all();
+    }
+    void OnError(const absl::Status&) override {
+      std::lock_guard<std::mutex> lock(*mu);
+      if (--*open == 0) cv->notify_all();
+    }
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  int open = batch;
+  int64_t tokens = 0;
+  const auto start = Clock::now();
+  for (int i = 0; i < batch; ++i) {
+    loop::GenerateSpec g;
+    g.text = "Once upon a time";
+    g.max_tokens = max_tokens;
+    g.sampling.temperature = 1.0f;
+    g.sampling.seed = static_cast<uint64_t>(i);
+    g.ignore_eos = !constrained;
+    if (constrained) g.constraint.kind = constraint::Kind::kJsonObject;
+    auto sink = std::make_shared<Sink>();
+    sink->mu = &mu;
+    sink->cv = &cv;
+    sink->open = &open;
+    sink->tokens = &tokens;
+    if (auto key = worker->Submit(g, sink); !key.ok()) return key.status();
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return open == 0; });
+  return static_cast<double>(tokens) / std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+int RunStructuredBench(const std::vector<std::string>& args) {
+  const char* cmd = "llm-bench structured";
+  FlagSet flags;
+  flags
+      .Value("tokenizers", "tokenizer directories, comma-separated",
+             std::string(LLM_SHARED_DIR) + "/tokenizers/llama3," + LLM_SHARED_DIR +
+                 "/tokenizers/qwen3," + LLM_SHARED_DIR + "/tokenizers/mistral")
+      .Value("schemas", "a JSON array of schemas",
+             std::string(LLM_SOURCE_DIR) + "/tests/data/structured/schemas.json")
+      .Value("walks", "random walks per schema", "20")
+      .Value("steps", "tokens per walk at most", "64")
+      .Value("model", "model of the throughput runs", "random:small")
+      .Value("batches", "concurrent requests of the throughput runs, comma-separated", "1,64")
+      .Value("max-tokens", "output tokens per request of the throughput runs", "64")
+      .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto walks = flags.GetInt("walks");
+  auto steps = flags.GetInt("steps");
+  auto max_tokens = flags.GetInt("max-tokens");
+  auto threads = flags.GetInt("cpu-threads");
+  for (const auto* v : {&walks, &steps, &max_tokens, &threads}) {
+    if (!v->ok()) return Fail(cmd, v->status());
+  }
+  std::ifstream f(flags.GetString("schemas"));
+  const nlohmann::json schemas = nlohmann::json::parse(f, nullptr, false);
+  if (!schemas.is_array()) {
+    return Fail(cmd, absl::InvalidArgumentError("--schemas: not a JSON array: " +
+                                                flags.GetString("schemas")));
+  }
+  nlohmann::json out = {{"benchmark", "structured"}};
+  nlohmann::json masks = nlohmann::json::array();
+  const std::vector<std::string> dirs =
+      absl::StrSplit(flags.GetString("tokenizers"), ',', absl::SkipEmpty());
+  for (const std::string& dir : dirs) {
+    auto m = MaskTimes(dir, schemas, static_cast<int>(*walks), static_cast<int>(*steps));
+    if (!m.ok()) return Fail(cmd, m.status());
+    masks.push_back(*m);
+  }
+  out["masks"] = masks;
+  backend::BackendOptions bo;
+  bo.model = flags.GetString("model");
+  bo.backend = "cpu";
+  bo.cpu_threads = static_cast<int>(*threads);
+  nlohmann::json runs = nlohmann::json::array();
+  for (int32_t batch : ParsePositiveInts(flags.GetString("batches"))) {
+    bo.sizes.max_slots = batch;
+    auto plain = Throughput(bo, batch, static_cast<int32_t>(*max_tokens), false);
+    if (!plain.ok()) return Fail(cmd, plain.status());
+    auto constrained = Throughput(bo, batch, static_cast<int32_t>(*max_tokens), true);
+    if (!constrained.ok()) return Fail(cmd, constrained.status());
+    runs.push_back({{"batch", batch},
+                    {"tokens_per_second_unconstrained", *plain},
+                    {"tokens_per_second_json_object", *constrained},
+                    {"ratio", *constrained / *plain}});
+  }
+  out["throughput"] = runs;
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace llm::bench

@@ -1,0 +1,90 @@
+#include "worker/constraint/byte_dfa.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::constraint {
+namespace {
+
+// The epsilon closure of `set`, sorted.
+void Close(const ByteNfa& nfa, std::vector<int32_t>& set, std::vector<uint8_t>& seen) {
+  std::vector<int32_t> stack(set.begin(), set.end());
+  for (int32_t s : set) seen[static_cast<size_t>(s)] = 1;
+  while (!stack.empty()) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    for (int32_t t : nfa.states[static_cast<size_t>(s)].eps) {
+      if (seen[static_cast<size_t>(t)]) continue;
+      seen[static_cast<size_t>(t)] = 1;
+      set.push_back(t);
+      stack.push_back(t);
+    }
+  }
+  for (int32_t s : set) seen[static_cast<size_t>(s)] = 0;
+  std::sort(set.begin(), set.end());
+}
+
+std::string KeyOf(const std::vector<int32_t>& set) {
+  return std::string(reinterpret_cast<const char*>(set.data()), set.size() * sizeof(int32_t));
+}
+
+}  // namespace
+
+absl::StatusOr<ByteDfa> ByteDfa::Build(const ByteNfa& nfa, size_t max_states,
+                                       std::string_view field) {
+  ByteDfa dfa;
+  std::vector<uint8_t> seen(nfa.states.size(), 0);
+  std::vector<std::vector<int32_t>> sets;
+  std::unordered_map<std::string, int32_t> ids;
+  auto intern = [&](std::vector<int32_t> set) -> int32_t {
+    Close(nfa, set, seen);
+    std::string key = KeyOf(set);
+    if (auto it = ids.find(key); it != ids.end()) return it->second;
+    const auto id = static_cast<int32_t>(sets.size());
+    ids.emplace(std::move(key), id);
+    sets.push_back(std::move(set));
+    return id;
+  };
+  intern({nfa.start});
+  std::vector<int32_t> targets;
+  for (size_t d = 0; d < sets.size(); ++d) {
+    if (sets.size() > max_states) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(field), ": the constraint needs more than ", max_states,
+          " automaton states (alternations of long repetitions multiply them); simplify it"));
+    }
+    dfa.next_.resize((d + 1) * 256, kDead);
+    const std::vector<int32_t> set = sets[d];  // a copy: intern may grow `sets`
+    bool accepting = false, exits = false;
+    for (int32_t s : set) accepting = accepting || s == nfa.accept;
+    for (int b = 0; b < 256; ++b) {
+      targets.clear();
+      for (int32_t s : set) {
+        for (const auto& e : nfa.states[static_cast<size_t>(s)].edges) {
+          if (b >= e.lo && b <= e.hi) targets.push_back(e.to);
+        }
+      }
+      if (targets.empty()) continue;
+      std::sort(targets.begin(), targets.end());
+      targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+      dfa.next_[d * 256 + static_cast<size_t>(b)] = intern(targets);
+      exits = true;
+    }
+    dfa.accepting_.push_back(accepting ? 1 : 0);
+    dfa.exits_.push_back(exits ? 1 : 0);
+  }
+  return dfa;
+}
+
+int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {
+  for (char c : bytes) {
+    if (state == kDead) return kDead;
+    state = Next(state, static_cast<uint8_t>(c));
+  }
+  return state;
+}
+
+}  // namespace llm::constraint

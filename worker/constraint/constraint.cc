@@ -1,0 +1,164 @@
+#include "worker/constraint/constraint.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "worker/constraint/json_schema.h"
+
+namespace llm::constraint {
+absl::StatusOr<std::string> PatternOf(const ConstraintSpec& spec) {
+  switch (spec.kind) {
+    case Kind::kRegex:
+      return spec.text;
+    case Kind::kChoice: {
+      std::string p;
+      for (size_t i = 0; i < spec.choices.size(); ++i) {
+        absl::StrAppend(&p, i > 0 ? "|" : "", "(", EscapeRegex(spec.choices[i]), ")");
+      }
+      return p;
+    }
+    case Kind::kJsonObject: {
+      const std::string inner = AnyJsonRegex(kJsonObjectDepth - 1);
+      const std::string member = absl::StrCat(JsonStringRegex(), ":(", inner, ")");
+      return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
+    }
+    case Kind::kJsonSchema:
+      return JsonSchemaToRegex(spec.text);
+    case Kind::kNone:
+      break;
+  }
+  return std::string();
+}
+
+std::string CacheKeyOf(const ConstraintSpec& spec) {
+  std::string key(1, static_cast<char>(spec.kind));
+  key += spec.text;
+  for (const std::string& c : spec.choices) absl::StrAppend(&key, std::string(1, '\0'), c);
+  return key;
+}
+
+absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
+    const ConstraintSpec& spec, std::shared_ptr<const TokenTable> tokens) {
+  std::string field = "constraint";
+  if (spec.kind == Kind::kChoice) {
+    if (spec.choices.empty()) {
+      return absl::InvalidArgumentError("constraint.choice: give at least one string");
+    }
+    for (size_t i = 0; i < spec.choices.size(); ++i) {
+      if (spec.choices[i].empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("constraint.choice[", i, "]: an empty string"));
+      }
+    }
+    field = "constraint.choice";
+  } else if (spec.kind == Kind::kRegex) {
+    if (spec.text.empty()) return absl::InvalidArgumentError("constraint.regex: empty");
+    field = "constraint.regex";
+  } else if (spec.kind == Kind::kJsonObject) {
+    field = "constraint.json_object";
+  } else if (spec.kind == Kind::kJsonSchema) {
+    field = "constraint.json_schema";
+  }
+  auto pattern = PatternOf(spec);
+  if (!pattern.ok()) return pattern.status();
+  auto nfa = ParseRegex(*pattern, field);
+  if (!nfa.ok()) return nfa.status();
+  auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, field);
+  if (!dfa.ok()) return dfa.status();
+  // A vocabulary that cannot spell the constraint's first bytes (a story model without braces,
+  // asked for JSON) fails the request here rather than ending it empty.
+  if (!dfa->accepting(dfa->start())) {
+    bool any = false;
+    tokens->ForEachAccepted(
+        dfa->start(), [&](int32_t s, uint8_t b) { return any ? -1 : dfa->Next(s, b); },
+        [&](int32_t) { any = true; });
+    if (!any) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": no token of the model's vocabulary can begin an output of it"));
+    }
+  }
+  return std::make_shared<const CompiledConstraint>(*std::move(dfa), std::move(tokens));
+}
+
+CompiledConstraint::CompiledConstraint(ByteDfa dfa, std::shared_ptr<const TokenTable> tokens)
+    : dfa_(std::move(dfa)), tokens_(std::move(tokens)), masks_(dfa_.num_states()) {}
+
+std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (masks_[static_cast<size_t>(state)]) return masks_[static_cast<size_t>(state)];
+  }
+  // Computed outside the lock; two requests racing to the same new state both compute it and
+  // the first result is kept (the same bits either way).
+  auto mask = std::make_shared<TokenMask>((static_cast<size_t>(tokens_->vocab_size()) + 63) / 64);
+  TokenMask& m = *mask;
+  tokens_->ForEachAccepted(
+      state, [&](int32_t s, uint8_t b) { return dfa_.Next(s, b); },
+      [&](int32_t token) { m[static_cast<size_t>(token) / 64] |= uint64_t{1} << (token % 64); });
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = masks_[static_cast<size_t>(state)];
+  if (!slot) slot = std::move(mask);
+  return slot;
+}
+
+Matcher::Matcher(std::shared_ptr<const CompiledConstraint> constraint)
+    : c_(std::move(constraint)), state_(c_->dfa().start()) {}
+
+void Matcher::Apply(std::span<float> logits, std::span<const int32_t> stop_ids) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (state_ == ByteDfa::kDead) {
+    // Cannot happen when every sampled token went through Apply; end the output if it does.
+    for (size_t t = 0; t < logits.size(); ++t) {
+      if (std::find(stop_ids.begin(), stop_ids.end(), static_cast<int32_t>(t)) == stop_ids.end()) {
+        logits[t] = neg_inf;
+      }
+    }
+    return;
+  }
+  const std::shared_ptr<const TokenMask> shared = c_->MaskOf(state_);
+  const TokenMask& mask = *shared;
+  stop_logits_.clear();
+  for (int32_t id : stop_ids) {
+    stop_logits_.push_back(id >= 0 && static_cast<size_t>(id) < logits.size() ? logits[id]
+                                                                              : neg_inf);
+  }
+  // A word at a time: all-allowed words (inside a string, most) cost nothing.
+  const auto vocab = std::min(logits.size(), static_cast<size_t>(c_->tokens().vocab_size()));
+  for (size_t w = 0; w * 64 < vocab; ++w) {
+    const uint64_t bits = mask[w];
+    const size_t end = std::min(vocab, (w + 1) * 64);
+    if (bits == ~uint64_t{0} && end == (w + 1) * 64) continue;
+    if (bits == 0) {
+      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(w * 64),
+                logits.begin() + static_cast<std::ptrdiff_t>(end), neg_inf);
+      continue;
+    }
+    for (size_t t = w * 64; t < end; ++t) {
+      if (!((bits >> (t % 64)) & 1)) logits[t] = neg_inf;
+    }
+  }
+  std::fill(logits.begin() + static_cast<std::ptrdiff_t>(vocab), logits.end(), neg_inf);
+  // A complete output may end: its stop ids stay (their mask bits are clear: special tokens).
+  // An incomplete one may not, unless nothing else can follow (a vocabulary that cannot spell
+  // the rest): then it ends rather than loop.
+  const bool may_end = c_->dfa().accepting(state_) ||
+                       std::all_of(mask.begin(), mask.end(), [](uint64_t w) { return w == 0; });
+  if (!may_end) return;
+  for (size_t i = 0; i < stop_ids.size(); ++i) {
+    const int32_t id = stop_ids[i];
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = stop_logits_[i];
+  }
+}
+
+bool Matcher::Advance(int32_t token) {
+  if (token < 0 || token >= c_->tokens().vocab_size()) return false;
+  const std::string& bytes = c_->tokens().bytes(token);
+  if (bytes.empty()) return false;
+  state_ = state_ == ByteDfa::kDead ? ByteDfa::kDead : c_->dfa().Walk(state_, bytes);
+  return state_ != ByteDfa::kDead;
+}
+
+bool Matcher::complete() const { return state_ != ByteDfa::kDead && c_->dfa().accepting(state_); }
+
+}  // namespace llm::constraint

@@ -1,0 +1,98 @@
+// A request's constraint on its output (structured output): what the client asked for, and the
+// compiled form the sampler enforces. The output's bytes must be a prefix of the language while
+// it is generated, and in it when the request ends by a stop token (EOS). Pure logic.
+//
+// Kinds (GenerateRequest.constraint; the OpenAI front maps response_format and vLLM's
+// structured_outputs onto them):
+//   regex        the whole output matches the pattern (byte_regex.h's syntax);
+//   choice       the output is one of the strings;
+//   json_object  any JSON object (compact: no whitespace between tokens; nesting at most
+//                kJsonObjectDepth deep);
+//   json_schema  compact JSON that validates against the schema (json_schema.h says which
+//                keywords are supported).
+// Every kind compiles to a byte regex, then to one automaton.
+#ifndef LLM_WORKER_CONSTRAINT_CONSTRAINT_H_
+#define LLM_WORKER_CONSTRAINT_CONSTRAINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/constraint/byte_dfa.h"
+#include "worker/constraint/token_table.h"
+
+namespace llm::constraint {
+
+enum class Kind : uint8_t { kNone, kRegex, kChoice, kJsonObject, kJsonSchema };
+
+struct ConstraintSpec {
+  Kind kind = Kind::kNone;
+  std::string text;                  // kRegex: the pattern; kJsonSchema: the schema (JSON)
+  std::vector<std::string> choices;  // kChoice
+
+  bool enabled() const { return kind != Kind::kNone; }
+};
+
+inline constexpr int kJsonObjectDepth = 4;
+// Automaton states a constraint may need (bounds compile time and memory per request).
+inline constexpr size_t kMaxDfaStates = 20000;
+
+// The pattern a spec compiles to; INVALID_ARGUMENT naming the field (a schema's path).
+absl::StatusOr<std::string> PatternOf(const ConstraintSpec& spec);
+// What identifies a spec in a cache of compiled constraints.
+std::string CacheKeyOf(const ConstraintSpec& spec);
+
+// A token mask: bit t of word t / 64 set when token t may come next.
+using TokenMask = std::vector<uint64_t>;
+
+// Compiled: the automaton of the output's bytes, the vocabulary it is matched against, and the
+// masks of the states visited so far, shared by every request of this constraint (a state's
+// mask is computed once per worker, not once per request). Thread-safe.
+class CompiledConstraint {
+ public:
+  CompiledConstraint(ByteDfa dfa, std::shared_ptr<const TokenTable> tokens);
+
+  const ByteDfa& dfa() const { return dfa_; }
+  const TokenTable& tokens() const { return *tokens_; }
+  // The mask of `state`: computed at its first use (a walk over the vocabulary's byte trie),
+  // then kept.
+  std::shared_ptr<const TokenMask> MaskOf(int32_t state) const;
+
+ private:
+  ByteDfa dfa_;
+  std::shared_ptr<const TokenTable> tokens_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::shared_ptr<const TokenMask>> masks_;  // per state
+};
+
+// INVALID_ARGUMENT naming the field ("constraint.regex: ...", "constraint.choice[2]: ...").
+absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
+    const ConstraintSpec& spec, std::shared_ptr<const TokenTable> tokens);
+
+// One request's position in its constraint. Not thread-safe (the runner's slot owns it).
+class Matcher {
+ public:
+  explicit Matcher(std::shared_ptr<const CompiledConstraint> constraint);
+
+  // Sets every logit the constraint forbids to -inf: tokens whose bytes leave the language,
+  // and `stop_ids` unless the output so far is in it. Where nothing else may follow a complete
+  // output, only `stop_ids` remain.
+  void Apply(std::span<float> logits, std::span<const int32_t> stop_ids);
+  // Moves past `token`; false when the constraint forbids it (its bytes left the language).
+  bool Advance(int32_t token);
+  bool complete() const;  // the output so far is in the language
+  bool failed() const { return state_ == ByteDfa::kDead; }
+
+ private:
+  std::shared_ptr<const CompiledConstraint> c_;
+  int32_t state_;
+  std::vector<float> stop_logits_;  // scratch
+};
+
+}  // namespace llm::constraint
+
+#endif  // LLM_WORKER_CONSTRAINT_CONSTRAINT_H_

@@ -1,0 +1,440 @@
+#include "worker/constraint/json_schema.h"
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+#include "worker/constraint/byte_regex.h"
+
+namespace llm::constraint {
+namespace {
+
+// Ordered: properties are emitted in the order the schema lists them.
+using json = nlohmann::ordered_json;
+
+constexpr char kStringChar[] = R"(([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4})))";
+constexpr char kNumberTail[] = R"((\.[0-9]+)?([eE][+-]?[0-9]+)?)";
+constexpr int kAnyDepth = 2;  // nesting of values a schema leaves open
+
+std::string Group(const std::string& r) { return "(" + r + ")"; }
+
+// Decimal strings of one length n, lo <= hi, as a regex.
+std::string SameLength(const std::string& lo, const std::string& hi) {
+  const size_t n = lo.size();
+  if (n == 0) return "";
+  if (lo == hi) return lo;
+  if (n == 1) return absl::StrCat("[", std::string(1, lo[0]), "-", std::string(1, hi[0]), "]");
+  const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
+  if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9')) {
+    return absl::StrCat("[", std::string(1, lo[0]), "-", std::string(1, hi[0]), "][0-9]{", n - 1,
+                        "}");
+  }
+  if (lo[0] == hi[0]) return std::string(1, lo[0]) + Group(SameLength(lo_rest, hi_rest));
+  std::vector<std::string> alts;
+  alts.push_back(std::string(1, lo[0]) + Group(SameLength(lo_rest, std::string(n - 1, '9'))));
+  if (hi[0] - lo[0] > 1) {
+    alts.push_back(absl::StrCat("[", std::string(1, static_cast<char>(lo[0] + 1)), "-",
+                                std::string(1, static_cast<char>(hi[0] - 1)), "][0-9]{", n - 1,
+                                "}"));
+  }
+  alts.push_back(std::string(1, hi[0]) + Group(SameLength(std::string(n - 1, '0'), hi_rest)));
+  return Group(absl::StrJoin(alts, "|"));
+}
+
+// Non-negative integers in [lo, hi] without leading zeros; no `hi`: unbounded.
+std::string UIntRange(uint64_t lo, std::optional<uint64_t> hi) {
+  const std::string a = std::to_string(lo);
+  const size_t last = hi ? std::to_string(*hi).size() : a.size();
+  std::vector<std::string> alts;
+  for (size_t len = a.size(); len <= last; ++len) {
+    const std::string low = len == a.size() ? a : "1" + std::string(len - 1, '0');
+    const std::string high = hi && len == last ? std::to_string(*hi) : std::string(len, '9');
+    alts.push_back(SameLength(low, high));
+  }
+  if (!hi) alts.push_back(absl::StrCat("[1-9][0-9]{", a.size(), ",}"));
+  return Group(absl::StrJoin(alts, "|"));
+}
+
+class Compiler {
+ public:
+  explicit Compiler(const json& root) : root_(root) {}
+
+  absl::StatusOr<std::string> Schema(const json& s, const std::string& path, int depth) {
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return AnyJsonRegex(kAnyDepth);
+      return Error(path, "false admits no value");
+    }
+    if (!s.is_object()) return Error(path, "a schema must be an object or a boolean");
+    for (const auto& [key, value] : s.items()) {
+      if (!Known(key)) return Error(path + "." + key, "this keyword is not supported");
+    }
+    if (s.contains("$ref")) return Ref(s, path, depth);
+    if (s.contains("const")) return Literal(s["const"]);
+    if (s.contains("enum")) return Enum(s["enum"], path + ".enum");
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (s.contains(key)) return AnyOf(s[key], path + "." + key, depth);
+    }
+    if (s.contains("allOf")) {
+      const json& all = s["allOf"];
+      if (!all.is_array() || all.size() != 1) {
+        return Error(path + ".allOf", "only an allOf of one schema is supported");
+      }
+      return Schema(all[0], path + ".allOf[0]", depth);
+    }
+    if (!s.contains("type")) {
+      if (s.contains("properties")) return Object(s, path, depth);
+      if (s.contains("items")) return Array(s, path, depth);
+      return AnyJsonRegex(kAnyDepth);
+    }
+    const json& type = s["type"];
+    if (type.is_string()) return Typed(s, type.get<std::string>(), path, depth);
+    if (!type.is_array() || type.empty()) return Error(path + ".type", "a name or a list of names");
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < type.size(); ++i) {
+      if (!type[i].is_string()) return Error(absl::StrCat(path, ".type[", i, "]"), "not a name");
+      auto r = Typed(s, type[i].get<std::string>(), absl::StrCat(path), depth);
+      if (!r.ok()) return r;
+      alts.push_back(Group(*r));
+    }
+    return absl::StrJoin(alts, "|");
+  }
+
+ private:
+  static absl::Status Error(const std::string& path, std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("constraint.json_schema: ", path, ": ", std::string(what)));
+  }
+
+  static bool Known(const std::string& key) {
+    static const std::set<std::string> known = {"type",
+                                                "properties",
+                                                "required",
+                                                "additionalProperties",
+                                                "items",
+                                                "prefixItems",
+                                                "minItems",
+                                                "maxItems",
+                                                "minLength",
+                                                "maxLength",
+                                                "pattern",
+                                                "format",
+                                                "minimum",
+                                                "maximum",
+                                                "exclusiveMinimum",
+                                                "exclusiveMaximum",
+                                                "enum",
+                                                "const",
+                                                "anyOf",
+                                                "oneOf",
+                                                "allOf",
+                                                "$ref",
+                                                "$defs",
+                                                "definitions",
+                                                "title",
+                                                "description",
+                                                "default",
+                                                "examples",
+                                                "$schema",
+                                                "$id",
+                                                "$comment",
+                                                "strict",
+                                                "name"};
+    return known.count(key) > 0;
+  }
+
+  static std::string Literal(const json& value) { return EscapeRegex(value.dump()); }
+
+  absl::StatusOr<std::string> Enum(const json& values, const std::string& path) {
+    if (!values.is_array() || values.empty()) return Error(path, "a non-empty list of values");
+    std::vector<std::string> alts;
+    for (const json& v : values) alts.push_back(Group(Literal(v)));
+    return absl::StrJoin(alts, "|");
+  }
+
+  absl::StatusOr<std::string> AnyOf(const json& list, const std::string& path, int depth) {
+    if (!list.is_array() || list.empty()) return Error(path, "a non-empty list of schemas");
+    std::vector<std::string> alts;
+    for (size_t i = 0; i < list.size(); ++i) {
+      auto r = Schema(list[i], absl::StrCat(path, "[", i, "]"), depth);
+      if (!r.ok()) return r;
+      alts.push_back(Group(*r));
+    }
+    return absl::StrJoin(alts, "|");
+  }
+
+  absl::StatusOr<std::string> Ref(const json& s, const std::string& path, int depth) {
+    const json& ref = s["$ref"];
+    if (!ref.is_string()) return Error(path + ".$ref", "not a string");
+    const std::string target = ref.get<std::string>();
+    if (depth >= kMaxRefDepth) {
+      return Error(path + ".$ref",
+                   absl::StrCat("'", target, "' recurses more than ", kMaxRefDepth, " deep"));
+    }
+    if (target.empty() || target[0] != '#') {
+      return Error(path + ".$ref", absl::StrCat("'", target, "': only local references (#/...)"));
+    }
+    const json* at = &root_;
+    try {
+      at = &root_.at(json::json_pointer(target.substr(1)));
+    } catch (const std::exception&) {
+      return Error(path + ".$ref", absl::StrCat("'", target, "' names nothing in the schema"));
+    }
+    return Schema(*at, target, depth + 1);
+  }
+
+  absl::StatusOr<std::string> Typed(const json& s, const std::string& type, const std::string& path,
+                                    int depth) {
+    if (type == "object") return Object(s, path, depth);
+    if (type == "array") return Array(s, path, depth);
+    if (type == "string") return String(s, path);
+    if (type == "integer") return Integer(s, path);
+    if (type == "number") return Number(s, path);
+    if (type == "boolean") return std::string("true|false");
+    if (type == "null") return std::string("null");
+    return Error(path + ".type", absl::StrCat("unknown type '", type, "'"));
+  }
+
+  absl::StatusOr<std::string> Object(const json& s, const std::string& path, int depth) {
+    if (!s.contains("properties")) {
+      return absl::StrCat("\\{(", JsonStringRegex(), ":(", AnyJsonRegex(kAnyDepth - 1), ")(,",
+                          JsonStringRegex(), ":(", AnyJsonRegex(kAnyDepth - 1), "))*)?\\}");
+    }
+    const json& props = s["properties"];
+    if (!props.is_object()) return Error(path + ".properties", "not an object");
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) return Error(path + ".required", "not a list");
+      for (const json& r : s["required"]) {
+        if (!r.is_string() || !props.contains(r.get<std::string>())) {
+          return Error(path + ".required", absl::StrCat(r.dump(), " is not a property"));
+        }
+        required.insert(r.get<std::string>());
+      }
+    }
+    struct Member {
+      std::string regex;
+      bool required;
+    };
+    std::vector<Member> members;
+    for (const auto& [key, schema] : props.items()) {
+      auto v = Schema(schema, path + ".properties." + key, depth);
+      if (!v.ok()) return v;
+      members.push_back({absl::StrCat(Literal(json(key)), ":(", *v, ")"), required.count(key) > 0});
+    }
+    // Alternatives by which member comes first: members before it must be optional.
+    std::vector<std::string> alts;
+    for (size_t first = 0; first < members.size(); ++first) {
+      std::string r = members[first].regex;
+      for (size_t j = first + 1; j < members.size(); ++j) {
+        absl::StrAppend(&r, members[j].required ? "," : "(,", members[j].regex,
+                        members[j].required ? "" : ")?");
+      }
+      alts.push_back(Group(r));
+      if (members[first].required) break;
+    }
+    const bool all_optional =
+        std::none_of(members.begin(), members.end(), [](const Member& m) { return m.required; });
+    const std::string body = alts.empty() ? "" : Group(absl::StrJoin(alts, "|"));
+    return absl::StrCat("\\{", body, all_optional && !alts.empty() ? "?" : "", "\\}");
+  }
+
+  absl::StatusOr<int64_t> Count(const json& s, const char* key, const std::string& path,
+                                int64_t fallback) {
+    if (!s.contains(key)) return fallback;
+    const json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      return Error(path + "." + key, "a non-negative integer");
+    }
+    if (v.get<int64_t>() > 1000) return Error(path + "." + key, "above 1000 is not supported");
+    return v.get<int64_t>();
+  }
+
+  // `item` repeated min..max times (max -1: unbounded), comma separated.
+  static std::string Repeated(const std::string& item, int64_t min, int64_t max) {
+    if (max == 0) return "";
+    const std::string more = absl::StrCat("(,(", item, "))");
+    const std::string tail =
+        max < 0 ? more + "*"
+                : absl::StrCat(more, "{", std::max<int64_t>(min - 1, 0), ",", max - 1, "}");
+    const std::string some = absl::StrCat("(", item, ")", tail);
+    return min == 0 ? Group(some) + "?" : some;
+  }
+
+  absl::StatusOr<std::string> Array(const json& s, const std::string& path, int depth) {
+    auto min = Count(s, "minItems", path, 0);
+    if (!min.ok()) return min.status();
+    auto max = Count(s, "maxItems", path, -1);
+    if (!max.ok()) return max.status();
+    if (*max >= 0 && *max < *min) return Error(path + ".maxItems", "below minItems");
+    if (s.contains("prefixItems")) {
+      const json& prefix = s["prefixItems"];
+      if (!prefix.is_array()) return Error(path + ".prefixItems", "not a list");
+      if (!(s.contains("items") && s["items"] == json(false))) {
+        return Error(path + ".prefixItems", "supported with items: false only");
+      }
+      std::vector<std::string> parts;
+      for (size_t i = 0; i < prefix.size(); ++i) {
+        auto r = Schema(prefix[i], absl::StrCat(path, ".prefixItems[", i, "]"), depth);
+        if (!r.ok()) return r;
+        parts.push_back(Group(*r));
+      }
+      return absl::StrCat("\\[", absl::StrJoin(parts, ","), "\\]");
+    }
+    std::string item = AnyJsonRegex(kAnyDepth - 1);
+    if (s.contains("items")) {
+      auto r = Schema(s["items"], path + ".items", depth);
+      if (!r.ok()) return r;
+      item = *r;
+    }
+    return absl::StrCat("\\[", Repeated(item, *min, *max), "\\]");
+  }
+
+  absl::StatusOr<std::string> String(const json& s, const std::string& path) {
+    if (s.contains("format")) {
+      const json& f = s["format"];
+      static const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+      static const std::string time =
+          "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5]"
+          "[0-9])";
+      const std::string name = f.is_string() ? f.get<std::string>() : "";
+      std::string body;
+      if (name == "date") body = date;
+      if (name == "time") body = time;
+      if (name == "date-time") body = date + "T" + time;
+      if (name == "uuid") {
+        body = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+      }
+      if (name == "email")
+        body = "[a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\\.[a-zA-Z0-9-]+)*\\.[a-zA-Z]{2,}";
+      if (body.empty()) return Error(path + ".format", absl::StrCat(f.dump(), " is not supported"));
+      return absl::StrCat("\"", body, "\"");
+    }
+    if (s.contains("pattern")) return Pattern(s["pattern"], path + ".pattern");
+    auto min = Count(s, "minLength", path, 0);
+    if (!min.ok()) return min.status();
+    auto max = Count(s, "maxLength", path, -1);
+    if (!max.ok()) return max.status();
+    if (*max >= 0 && *max < *min) return Error(path + ".maxLength", "below minLength");
+    const std::string count =
+        *max < 0 ? absl::StrCat("{", *min, ",}") : absl::StrCat("{", *min, ",", *max, "}");
+    return absl::StrCat("\"", kStringChar, count, "\"");
+  }
+
+  absl::StatusOr<std::string> Pattern(const json& p, const std::string& path) {
+    if (!p.is_string()) return Error(path, "not a string");
+    std::string body = p.get<std::string>();
+    // `.`, negated classes and \D \W \S could write a quote or a backslash: not JSON.
+    for (size_t i = 0; i < body.size(); ++i) {
+      if (body[i] == '\\' && i + 1 < body.size()) {
+        const char c = body[++i];
+        if (c == 'D' || c == 'W' || c == 'S') {
+          return Error(path, "\\D, \\W and \\S are not supported in patterns (use classes)");
+        }
+        continue;
+      }
+      if (body[i] == '.' || (body[i] == '[' && i + 1 < body.size() && body[i + 1] == '^') ||
+          body[i] == '"') {
+        return Error(path, "'.', '\"' and negated classes are not supported in patterns");
+      }
+    }
+    const bool start = !body.empty() && body.front() == '^';
+    const bool end = body.size() > 1 && body.back() == '$' && body[body.size() - 2] != '\\';
+    if (start) body.erase(0, 1);
+    if (end) body.pop_back();
+    auto check = ParseRegex(body, "constraint.json_schema: " + path);
+    if (!check.ok()) return check.status();
+    const std::string any = absl::StrCat(kStringChar, "*");
+    return absl::StrCat("\"", start ? "" : any, "(", body, ")", end ? "" : any, "\"");
+  }
+
+  absl::StatusOr<std::optional<int64_t>> Bound(const json& s, const char* key,
+                                               const std::string& path) {
+    if (!s.contains(key)) return std::optional<int64_t>();
+    const json& v = s[key];
+    if (v.is_number_integer()) return std::optional<int64_t>(v.get<int64_t>());
+    if (v.is_number() &&
+        v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
+      return std::optional<int64_t>(static_cast<int64_t>(v.get<double>()));
+    }
+    return Error(path + "." + key, "only integer bounds are supported");
+  }
+
+  absl::StatusOr<std::string> Integer(const json& s, const std::string& path) {
+    std::optional<int64_t> lo, hi;
+    for (const auto& [key, exclusive, is_lo] : {std::tuple{"minimum", 0, true},
+                                                {"exclusiveMinimum", 1, true},
+                                                {"maximum", 0, false},
+                                                {"exclusiveMaximum", 1, false}}) {
+      auto b = Bound(s, key, path);
+      if (!b.ok()) return b.status();
+      if (!*b) continue;
+      if (is_lo) {
+        const int64_t v = **b + exclusive;
+        lo = lo ? std::max(*lo, v) : v;
+      } else {
+        const int64_t v = **b - exclusive;
+        hi = hi ? std::min(*hi, v) : v;
+      }
+    }
+    if (lo && hi && *hi < *lo) return Error(path + ".maximum", "below the minimum");
+    std::vector<std::string> alts;
+    // Negative values: -v for v in [max(1, -hi), -lo].
+    if (!lo || *lo < 0) {
+      const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
+      std::optional<uint64_t> to;
+      if (lo) to = static_cast<uint64_t>(-*lo);
+      alts.push_back("-" + UIntRange(from, to));
+    }
+    if (!hi || *hi >= 0) {
+      const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+      std::optional<uint64_t> to;
+      if (hi) to = static_cast<uint64_t>(*hi);
+      alts.push_back(UIntRange(from, to));
+    }
+    return Group(absl::StrJoin(alts, "|"));
+  }
+
+  absl::StatusOr<std::string> Number(const json& s, const std::string& path) {
+    for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+      if (s.contains(key)) return Error(path + "." + key, "bounds on numbers are not supported");
+    }
+    if (s.contains("minimum")) {
+      if (!(s["minimum"].is_number() && s["minimum"].get<double>() == 0.0)) {
+        return Error(path + ".minimum", "only minimum: 0 is supported on numbers");
+      }
+      return absl::StrCat("(0|[1-9][0-9]*)", kNumberTail);
+    }
+    return absl::StrCat("-?(0|[1-9][0-9]*)", kNumberTail);
+  }
+
+  const json& root_;
+};
+
+}  // namespace
+
+std::string JsonStringRegex() { return absl::StrCat("\"", kStringChar, "*\""); }
+
+std::string AnyJsonRegex(int depth) {
+  std::string scalar =
+      absl::StrCat(JsonStringRegex(), "|-?(0|[1-9][0-9]*)", kNumberTail, "|true|false|null");
+  if (depth <= 0) return scalar;
+  const std::string inner = AnyJsonRegex(depth - 1);
+  const std::string member = absl::StrCat(JsonStringRegex(), ":(", inner, ")");
+  return absl::StrCat(scalar, "|\\{(", member, "(,", member, ")*)?\\}|\\[((", inner, ")(,(", inner,
+                      "))*)?\\]");
+}
+
+absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema) {
+  const json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return absl::InvalidArgumentError("constraint.json_schema: not valid JSON");
+  }
+  Compiler compiler(root);
+  return compiler.Schema(root, "$", 0);
+}
+
+}  // namespace llm::constraint

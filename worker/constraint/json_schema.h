@@ -1,0 +1,41 @@
+// JSON Schema to a byte regex (byte_regex.h), for `response_format: json_schema`: the outputs
+// it admits are compact JSON (no whitespace between tokens) that validates against the schema.
+// Pure logic.
+//
+// Supported (OpenAI's strict mode and a little more):
+//   type (a name or a list of names), object `properties` (emitted in the schema's order;
+//   those not in `required` may be left out) and `additionalProperties` (false, or absent: no
+//   other property is generated either way), an object without `properties` (any object),
+//   array `items`, `minItems`, `maxItems`, `prefixItems`; string `minLength`, `maxLength`,
+//   `pattern` (matched against the string's JSON-escaped content), `format` (date, time,
+//   date-time, uuid, email); integer `minimum`, `maximum`, `exclusiveMinimum`,
+//   `exclusiveMaximum` (exact); number with a lower bound of 0 (`minimum: 0`); boolean, null;
+//   `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a
+//   oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
+//   `#/definitions/...` (expanded in place; recursion at most kMaxRefDepth deep). Annotations
+//   (title, description, default, examples, $schema, $id, $comment, strict) are ignored.
+// Anything else that constrains a value is an error naming its path, as
+// "constraint.json_schema: $.properties.age.minimum: ...".
+#ifndef LLM_WORKER_CONSTRAINT_JSON_SCHEMA_H_
+#define LLM_WORKER_CONSTRAINT_JSON_SCHEMA_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace llm::constraint {
+
+inline constexpr int kMaxRefDepth = 4;
+
+// The regex of the compact JSON values `schema` (a JSON document) validates.
+absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema);
+
+// The regex of any compact JSON value nested at most `depth` containers deep.
+std::string AnyJsonRegex(int depth);
+// A JSON string (quotes included) with any content.
+std::string JsonStringRegex();
+
+}  // namespace llm::constraint
+
+#endif  // LLM_WORKER_CONSTRAINT_JSON_SCHEMA_H_
