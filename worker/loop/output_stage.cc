@@ -195,16 +195,18 @@ void OutputStage::HandleTokens(Shard& shard, const std::vector<engine::TokenEven
     const FinishReason reason = AddToken(st, e, when, u);
     if (reason != FinishReason::kNone) return Finish(shard, key, st, u, reason, when);
   }
-  if (st.ctx.continuous_usage) {
-    u.has_usage = true;
-    u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
-    u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
-    u.usage.completion_tokens = st.generated;
-    u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
-    u.usage.draft_tokens = st.draft_tokens;
-    u.usage.accepted_draft_tokens = st.accepted_tokens;
-  }
+  if (st.ctx.continuous_usage) SetUsage(st, u);
   st.ctx.sink->OnUpdate(std::move(u));
+}
+
+void OutputStage::SetUsage(const RequestState& st, StreamUpdate& u) {
+  u.has_usage = true;
+  u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
+  u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
+  u.usage.completion_tokens = st.generated;
+  u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
+  u.usage.draft_tokens = st.draft_tokens;
+  u.usage.accepted_draft_tokens = st.accepted_tokens;
 }
 
 void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& u,
@@ -223,13 +225,7 @@ void OutputStage::Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpd
   }
   u.finished = true;
   u.reason = reason;
-  u.has_usage = true;
-  u.usage.prompt_tokens = static_cast<int32_t>(st.ctx.prompt_ids.size());
-  u.usage.cached_prompt_tokens = st.cached_prompt_tokens;
-  u.usage.completion_tokens = st.generated;
-  u.usage.time_to_first_token_ms = Ms(st.first_token - st.ctx.arrival);
-  u.usage.draft_tokens = st.draft_tokens;
-  u.usage.accepted_draft_tokens = st.accepted_tokens;
+  SetUsage(st, u);
   u.usage.queue_time_ms =
       st.admitted == Clock::time_point{} ? 0.0 : Ms(st.admitted - st.ctx.arrival);
   u.usage.total_time_ms = Ms(when - st.ctx.arrival);

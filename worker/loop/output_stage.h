@@ -116,6 +116,8 @@ class OutputStage : public EngineEvents {
                                   Clock::time_point when, StreamUpdate& u);
   void Finish(Shard& shard, uint64_t key, RequestState& st, StreamUpdate& update,
               sampling::FinishReason reason, Clock::time_point when);
+  // The usage so far (tokens, cache hits, time to first token, proposals).
+  static void SetUsage(const RequestState& st, StreamUpdate& u);
   // The sampled token's and its alternatives' entries, as the next token of `st`'s output
   // (before it is added).
   static TokenLogprobs Logprobs(const RequestState& st, const sampling::SampledToken& sampled);

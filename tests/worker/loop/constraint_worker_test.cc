@@ -137,7 +137,27 @@ class ConstraintWorkerTest : public ::testing::Test {
     return out;
   }
 
+  // Replaces the worker with one over random:tiny, whose synthetic vocabulary has every byte
+  // (so any JSON can be spelled).
+  void UseByteLevelModel(int32_t slots) {
+    backend::BackendOptions bo;
+    bo.model = "random:tiny";
+    bo.backend = "cpu";
+    bo.cpu_threads = 1;
+    bo.sizes.max_slots = slots;
+    auto b = backend::CreateBackend(bo);
+    ASSERT_TRUE(b.ok()) << b.status();
+    WorkerOptions wo;
+    wo.scheduler.max_batch_tokens = 0;
+    auto w =
+        Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
+    ASSERT_TRUE(w.ok()) << w.status();
+    worker_ = *std::move(w);
+    backend_pool_ = std::move(b->pool);  // the runner's threads: outlive it
+  }
+
   ThreadPool pool_{1};
+  std::unique_ptr<ThreadPool> backend_pool_;  // declared before worker_: destroyed after it
   std::unique_ptr<Worker> worker_;
 };
 
@@ -184,18 +204,7 @@ TEST_F(ConstraintWorkerTest, AConstraintTheVocabularyCannotSpellIsRefused) {
 // token): every output that ends by EOS parses as an object, and every other one is an
 // object's beginning cut by max_tokens.
 TEST_F(ConstraintWorkerTest, JsonObjectOutputsParse) {
-  backend::BackendOptions bo;
-  bo.model = "random:tiny";
-  bo.backend = "cpu";
-  bo.cpu_threads = 1;
-  auto b = backend::CreateBackend(bo);
-  ASSERT_TRUE(b.ok()) << b.status();
-  WorkerOptions wo;
-  wo.scheduler.max_batch_tokens = 0;
-  auto w =
-      Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
-  ASSERT_TRUE(w.ok()) << w.status();
-  worker_ = *std::move(w);
+  UseByteLevelModel(8);
   std::vector<GenerateSpec> specs;
   for (int i = 0; i < 100; ++i) {
     specs.push_back(Spec("Once upon a time", {constraint::Kind::kJsonObject, "", {}}, i, 256));
@@ -225,19 +234,7 @@ TEST_F(ConstraintWorkerTest, JsonObjectOutputsParse) {
 TEST_F(ConstraintWorkerTest, JsonSchemaOutputsValidateWithTheReference) {
   const std::string python = llm::testing::SourcePath(".venv/bin/python");
   ASSERT_EQ(access(python.c_str(), X_OK), 0) << python << " is missing: run scripts/setup.sh";
-  backend::BackendOptions bo;
-  bo.model = "random:tiny";
-  bo.backend = "cpu";
-  bo.cpu_threads = 1;
-  bo.sizes.max_slots = 16;
-  auto b = backend::CreateBackend(bo);
-  ASSERT_TRUE(b.ok()) << b.status();
-  WorkerOptions wo;
-  wo.scheduler.max_batch_tokens = 0;
-  auto w =
-      Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
-  ASSERT_TRUE(w.ok()) << w.status();
-  worker_ = *std::move(w);
+  UseByteLevelModel(16);
   std::ifstream f(llm::testing::SourcePath("tests/data/structured/schemas.json"));
   const nlohmann::json schemas = nlohmann::json::parse(f);
   ASSERT_EQ(schemas.size(), 10u);
