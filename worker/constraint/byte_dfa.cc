@@ -9,6 +9,8 @@
 namespace llm::constraint {
 namespace {
 
+constexpr size_t kMaxWork = 4'000'000;
+
 // The epsilon closure of `set`, sorted.
 void Close(const ByteNfa& nfa, std::vector<int32_t>& set, std::vector<uint8_t>& seen) {
   std::vector<int32_t> stack(set.begin(), set.end());
@@ -50,7 +52,16 @@ absl::StatusOr<ByteDfa> ByteDfa::Build(const ByteNfa& nfa, size_t max_states,
   };
   intern({nfa.start});
   std::vector<int32_t> targets;
+  // NFA states looked at, over all DFA states: bounds the compile time of a pattern whose
+  // automaton is small but whose state sets are huge.
+  size_t work = 0;
   for (size_t d = 0; d < sets.size(); ++d) {
+    work += sets[d].size();
+    if (work > kMaxWork) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(std::string(field), ": the constraint is too complex to compile (more than ",
+                       kMaxWork, " automaton steps); simplify it"));
+    }
     if (sets.size() > max_states) {
       return absl::InvalidArgumentError(absl::StrCat(
           std::string(field), ": the constraint needs more than ", max_states,

@@ -97,6 +97,17 @@ class Parser {
       }
       if (!AtEnd() && p_[i_] == '?') ++i_;  // lazy: the same language
       if (!AtEnd() && p_[i_] == '+') return Error("possessive quantifiers are not supported");
+      if (!AtEnd() && (p_[i_] == '*' || p_[i_] == '+' || p_[i_] == '?' || p_[i_] == '{')) {
+        size_t j = i_;
+        int32_t a = 0, b = 0;
+        // A brace that is not a quantifier is a literal; any other quantifier here repeats a
+        // repetition (Python's "multiple repeat").
+        if (p_[i_] != '{' || Braces(a, b).value_or(false)) {
+          i_ = j;
+          return Error("multiple repeat (a quantifier after a quantifier)");
+        }
+        i_ = j;
+      }
       auto r = MakeNode(Node::kRepeat);
       r->min = min;
       r->max = max;
@@ -118,11 +129,14 @@ class Parser {
       out = static_cast<int32_t>(v);
       return j > from;
     };
+    auto too_many = [&] { return j < p_.size() && p_[j] >= '0' && p_[j] <= '9'; };
     if (!number(min)) return false;
+    if (too_many()) return Error("repetition counts above 1000 are not supported");
     max = min;
     if (j < p_.size() && p_[j] == ',') {
       ++j;
       if (!number(max)) max = -1;
+      if (too_many()) return Error("repetition counts above 1000 are not supported");
     }
     if (j >= p_.size() || p_[j] != '}') return false;
     i_ = j + 1;
@@ -134,6 +148,7 @@ class Parser {
   absl::StatusOr<NodePtr> Atom() {
     const char c = p_[i_];
     if (c == '(') {
+      if (++depth_ > kMaxGroupDepth) return Error("groups nested too deep");
       ++i_;
       if (p_.substr(i_, 2) == "?:") {
         i_ += 2;
@@ -144,6 +159,7 @@ class Parser {
       if (!inner.ok()) return inner;
       if (AtEnd() || p_[i_] != ')') return Error("missing ')'");
       ++i_;
+      --depth_;
       return inner;
     }
     if (c == '[') return Class();
@@ -317,9 +333,12 @@ class Parser {
     return n;
   }
 
+  static constexpr int kMaxGroupDepth = 100;  // the parser recurses per group
+
   std::string_view p_;
   std::string_view field_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 class Emitter {

@@ -98,7 +98,11 @@ std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const
       [&](int32_t token) { m[static_cast<size_t>(token) / 64] |= uint64_t{1} << (token % 64); });
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = masks_[static_cast<size_t>(state)];
-  if (!slot) slot = std::move(mask);
+  if (slot) return slot;
+  const size_t bytes = mask->size() * sizeof(uint64_t);
+  if (mask_bytes_ + bytes > kMaxMaskBytes) return mask;  // used once, not kept
+  mask_bytes_ += bytes;
+  slot = std::move(mask);
   return slot;
 }
 
@@ -144,7 +148,13 @@ void Matcher::Apply(std::span<float> logits, std::span<const int32_t> stop_ids) 
   // the rest): then it ends rather than loop.
   const bool may_end = c_->dfa().accepting(state_) ||
                        std::all_of(mask.begin(), mask.end(), [](uint64_t w) { return w == 0; });
-  if (!may_end) return;
+  if (!may_end) {
+    // Not even a stop id that is an ordinary token (a request's "," say) may end it here.
+    for (int32_t id : stop_ids) {
+      if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = neg_inf;
+    }
+    return;
+  }
   for (size_t i = 0; i < stop_ids.size(); ++i) {
     const int32_t id = stop_ids[i];
     if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = stop_logits_[i];

@@ -58,15 +58,21 @@ class CompiledConstraint {
 
   const ByteDfa& dfa() const { return dfa_; }
   const TokenTable& tokens() const { return *tokens_; }
+  // Masks kept per constraint at most; past it, a new state's mask is computed per use.
+  static constexpr size_t kMaxMaskBytes = size_t{16} << 20;
+
   // The mask of `state`: computed at its first use (a walk over the vocabulary's byte trie),
-  // then kept.
+  // then kept (within kMaxMaskBytes).
   std::shared_ptr<const TokenMask> MaskOf(int32_t state) const;
+  // The automaton's memory (its transition table).
+  size_t dfa_bytes() const { return dfa_.num_states() * 256 * sizeof(int32_t); }
 
  private:
   ByteDfa dfa_;
   std::shared_ptr<const TokenTable> tokens_;
   mutable std::mutex mu_;
   mutable std::vector<std::shared_ptr<const TokenMask>> masks_;  // per state
+  mutable size_t mask_bytes_ = 0;
 };
 
 // INVALID_ARGUMENT naming the field ("constraint.regex: ...", "constraint.choice[2]: ...").

@@ -1,5 +1,6 @@
 #include "worker/constraint/json_schema.h"
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -7,6 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_depth.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/constraint/byte_regex.h"
 
@@ -64,6 +67,28 @@ class Compiler {
   explicit Compiler(const json& root) : root_(root) {}
 
   absl::StatusOr<std::string> Schema(const json& s, const std::string& path, int depth) {
+    // The compiler recurses per level (a hostile schema may nest thousands deep).
+    if (++nesting_ > kMaxNesting) return Error(path, "the schema nests more than 64 deep");
+    auto r = SchemaAt(s, path, depth);
+    --nesting_;
+    if (r.ok()) LLM_RETURN_IF_ERROR(Budget(r->size(), path));
+    return r;
+  }
+
+ private:
+  static constexpr int kMaxNesting = 64;
+  // A pattern larger than this could not fit the automaton's limits anyway; checked as it
+  // grows, so a small schema whose pattern doubles per level fails before memory runs out.
+  static constexpr size_t kMaxPatternBytes = size_t{2} << 20;
+
+  static absl::Status Budget(size_t bytes, const std::string& path) {
+    if (bytes <= kMaxPatternBytes) return absl::OkStatus();
+    return Error(path,
+                 "the schema expands to a pattern of more than 2 MiB (nested arrays, "
+                 "alternatives and optional properties multiply it); simplify it");
+  }
+
+  absl::StatusOr<std::string> SchemaAt(const json& s, const std::string& path, int depth) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyJsonRegex(kAnyDepth);
       return Error(path, "false admits no value");
@@ -94,16 +119,17 @@ class Compiler {
     if (type.is_string()) return Typed(s, type.get<std::string>(), path, depth);
     if (!type.is_array() || type.empty()) return Error(path + ".type", "a name or a list of names");
     std::vector<std::string> alts;
+    size_t bytes = 0;
     for (size_t i = 0; i < type.size(); ++i) {
       if (!type[i].is_string()) return Error(absl::StrCat(path, ".type[", i, "]"), "not a name");
       auto r = Typed(s, type[i].get<std::string>(), absl::StrCat(path), depth);
       if (!r.ok()) return r;
+      LLM_RETURN_IF_ERROR(Budget(bytes += r->size() + 3, path));
       alts.push_back(Group(*r));
     }
     return absl::StrJoin(alts, "|");
   }
 
- private:
   static absl::Status Error(const std::string& path, std::string_view what) {
     return absl::InvalidArgumentError(
         absl::StrCat("constraint.json_schema: ", path, ": ", std::string(what)));
@@ -151,16 +177,22 @@ class Compiler {
   absl::StatusOr<std::string> Enum(const json& values, const std::string& path) {
     if (!values.is_array() || values.empty()) return Error(path, "a non-empty list of values");
     std::vector<std::string> alts;
-    for (const json& v : values) alts.push_back(Group(Literal(v)));
+    size_t bytes = 0;
+    for (const json& v : values) {
+      alts.push_back(Group(Literal(v)));
+      LLM_RETURN_IF_ERROR(Budget(bytes += alts.back().size() + 1, path));
+    }
     return absl::StrJoin(alts, "|");
   }
 
   absl::StatusOr<std::string> AnyOf(const json& list, const std::string& path, int depth) {
     if (!list.is_array() || list.empty()) return Error(path, "a non-empty list of schemas");
     std::vector<std::string> alts;
+    size_t bytes = 0;
     for (size_t i = 0; i < list.size(); ++i) {
       auto r = Schema(list[i], absl::StrCat(path, "[", i, "]"), depth);
       if (!r.ok()) return r;
+      LLM_RETURN_IF_ERROR(Budget(bytes += r->size() + 3, path));
       alts.push_back(Group(*r));
     }
     return absl::StrJoin(alts, "|");
@@ -227,9 +259,11 @@ class Compiler {
     }
     // Alternatives by which member comes first: members before it must be optional.
     std::vector<std::string> alts;
+    size_t bytes = 0;
     for (size_t first = 0; first < members.size(); ++first) {
       std::string r = members[first].regex;
       for (size_t j = first + 1; j < members.size(); ++j) {
+        LLM_RETURN_IF_ERROR(Budget(bytes += members[j].regex.size() + 5, path));
         absl::StrAppend(&r, members[j].required ? "," : "(,", members[j].regex,
                         members[j].required ? "" : ")?");
       }
@@ -257,9 +291,9 @@ class Compiler {
   static std::string Repeated(const std::string& item, int64_t min, int64_t max) {
     if (max == 0) return "";
     const std::string more = absl::StrCat("(,(", item, "))");
-    const std::string tail =
-        max < 0 ? more + "*"
-                : absl::StrCat(more, "{", std::max<int64_t>(min - 1, 0), ",", max - 1, "}");
+    const int64_t rest_min = std::max<int64_t>(min - 1, 0);
+    const std::string tail = max < 0 ? absl::StrCat(more, "{", rest_min, ",}")
+                                     : absl::StrCat(more, "{", rest_min, ",", max - 1, "}");
     const std::string some = absl::StrCat("(", item, ")", tail);
     return min == 0 ? Group(some) + "?" : some;
   }
@@ -327,26 +361,27 @@ class Compiler {
   absl::StatusOr<std::string> Pattern(const json& p, const std::string& path) {
     if (!p.is_string()) return Error(path, "not a string");
     std::string body = p.get<std::string>();
-    // `.`, negated classes and \D \W \S could write a quote or a backslash: not JSON.
-    for (size_t i = 0; i < body.size(); ++i) {
-      if (body[i] == '\\' && i + 1 < body.size()) {
-        const char c = body[++i];
-        if (c == 'D' || c == 'W' || c == 'S') {
-          return Error(path, "\\D, \\W and \\S are not supported in patterns (use classes)");
-        }
-        continue;
-      }
-      if (body[i] == '.' || (body[i] == '[' && i + 1 < body.size() && body[i + 1] == '^') ||
-          body[i] == '"') {
-        return Error(path, "'.', '\"' and negated classes are not supported in patterns");
-      }
-    }
     const bool start = !body.empty() && body.front() == '^';
     const bool end = body.size() > 1 && body.back() == '$' && body[body.size() - 2] != '\\';
     if (start) body.erase(0, 1);
     if (end) body.pop_back();
-    auto check = ParseRegex(body, "constraint.json_schema: " + path);
-    if (!check.ok()) return check.status();
+    auto nfa = ParseRegex(body, "constraint.json_schema: " + path);
+    if (!nfa.ok()) return nfa.status();
+    // The pattern is matched against the string's content as written: a byte it may write
+    // that JSON must escape (a quote, a backslash, a control character) would end the string
+    // or break it. Exact: every byte range of the automaton is checked.
+    for (const NfaState& state : nfa->states) {
+      for (const NfaState::Edge& e : state.edges) {
+        const bool control = e.lo < 0x20;
+        const bool quote = e.lo <= '"' && e.hi >= '"';
+        const bool backslash = e.lo <= '\\' && e.hi >= '\\';
+        if (control || quote || backslash) {
+          return Error(path,
+                       "the pattern may write a quote, a backslash or a control character "
+                       "(JSON escapes them); exclude them from its classes and '.'");
+        }
+      }
+    }
     const std::string any = absl::StrCat(kStringChar, "*");
     return absl::StrCat("\"", start ? "" : any, "(", body, ")", end ? "" : any, "\"");
   }
@@ -355,11 +390,13 @@ class Compiler {
                                                const std::string& path) {
     if (!s.contains(key)) return std::optional<int64_t>();
     const json& v = s[key];
-    if (v.is_number_integer()) return std::optional<int64_t>(v.get<int64_t>());
-    if (v.is_number() &&
-        v.get<double>() == static_cast<double>(static_cast<int64_t>(v.get<double>()))) {
-      return std::optional<int64_t>(static_cast<int64_t>(v.get<double>()));
+    // Within +-10^15, so the +-1 of an exclusive bound and a negation never overflow.
+    if (!v.is_number() || std::abs(v.get<double>()) > 1e15) {
+      return Error(path + "." + key, "an integer bound within +-10^15");
     }
+    if (v.is_number_integer()) return std::optional<int64_t>(v.get<int64_t>());
+    const double d = v.get<double>();
+    if (d == std::floor(d)) return std::optional<int64_t>(static_cast<int64_t>(d));
     return Error(path + "." + key, "only integer bounds are supported");
   }
 
@@ -412,6 +449,7 @@ class Compiler {
   }
 
   const json& root_;
+  int nesting_ = 0;
 };
 
 }  // namespace
@@ -432,6 +470,11 @@ absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema) {
   const json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return absl::InvalidArgumentError("constraint.json_schema: not valid JSON");
+  }
+  // Before anything recurses over it (the compiler, dump).
+  if (JsonNestsDeeperThan(root, kMaxJsonNesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("constraint.json_schema: $: nests deeper than ", kMaxJsonNesting, " levels"));
   }
   Compiler compiler(root);
   return compiler.Schema(root, "$", 0);

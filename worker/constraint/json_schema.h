@@ -7,7 +7,8 @@
 //   those not in `required` may be left out) and `additionalProperties` (false, or absent: no
 //   other property is generated either way), an object without `properties` (any object),
 //   array `items`, `minItems`, `maxItems`, `prefixItems`; string `minLength`, `maxLength`,
-//   `pattern` (matched against the string's JSON-escaped content), `format` (date, time,
+//   `pattern` (matched against the string's content as written; a pattern that could write a
+//   quote, a backslash or a control character is refused), `format` (date, time,
 //   date-time, uuid, email); integer `minimum`, `maximum`, `exclusiveMinimum`,
 //   `exclusiveMaximum` (exact); number with a lower bound of 0 (`minimum: 0`); boolean, null;
 //   `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a

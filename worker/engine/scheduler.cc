@@ -55,21 +55,23 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
   int32_t decoding = 0;
   for (const Slot& slot : slots_) decoding += decodes(slot) ? 1 : 0;
   if (decoding == 0) return 0;
-  int32_t k = policy_.Choose(decoding);
+  // The policy learns what its choice gave, the cap below included.
+  last_k_ = policy_.Choose(decoding);
+  int32_t k = last_k_;
   // Proposals never take the prompt budget of a capped step.
   if (k > 0 && config_.max_batch_tokens > 0) {
     const int32_t room = config_.max_batch_tokens - config_.max_prefill_tokens - decoding;
     k = std::clamp(room / decoding, 0, k);
   }
-  last_k_ = k;
   int32_t tokens = 0;
   for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
     Slot& slot = slots_[s];
     if (!decodes(slot)) continue;
     ++slot.planned;
     // Planned tokens are a lower bound of the generated ones: no proposal past max_tokens.
-    const int32_t draft =
-        slot.request->speculate ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
+    // A constrained request does not speculate (its proposals would need its masks).
+    const bool speculates = slot.request->speculate && slot.request->constraint == nullptr;
+    const int32_t draft = speculates ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
     plan.decodes.push_back(DecodeChunk{s, draft});
     tokens += 1 + draft;
   }

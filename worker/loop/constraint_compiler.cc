@@ -51,7 +51,9 @@ absl::StatusOr<std::shared_ptr<const constraint::CompiledConstraint>> Constraint
   if (by_pattern_.count(key) == 0) {
     lru_.emplace_back(key, *compiled);
     by_pattern_[key] = std::prev(lru_.end());
-    if (lru_.size() > kCacheEntries) {
+    bytes_ += (*compiled)->dfa_bytes();
+    while (lru_.size() > 1 && (lru_.size() > kCacheEntries || bytes_ > kCacheBytes)) {
+      bytes_ -= lru_.front().second->dfa_bytes();
       by_pattern_.erase(lru_.front().first);
       lru_.pop_front();
     }

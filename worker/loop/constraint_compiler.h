@@ -23,7 +23,10 @@ std::vector<std::string> TokenBytesOf(const frontend::Tokenizer& tokenizer);
 
 class ConstraintCompiler {
  public:
-  static constexpr size_t kCacheEntries = 256;
+  // Compiled constraints kept: at most this many, and automata of at most kCacheBytes in all
+  // (each also keeps up to CompiledConstraint::kMaxMaskBytes of masks).
+  static constexpr size_t kCacheEntries = 64;
+  static constexpr size_t kCacheBytes = size_t{256} << 20;
 
   explicit ConstraintCompiler(const frontend::Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
 
@@ -39,6 +42,7 @@ class ConstraintCompiler {
   // Least recently used first.
   std::list<std::pair<std::string, std::shared_ptr<const constraint::CompiledConstraint>>> lru_;
   std::unordered_map<std::string, decltype(lru_)::iterator> by_pattern_;
+  size_t bytes_ = 0;  // automata in the cache
 };
 
 }  // namespace llm::loop

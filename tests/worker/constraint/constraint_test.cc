@@ -96,6 +96,16 @@ TEST(ByteRegexTest, UnsupportedSyntaxNamesTheOffset) {
     EXPECT_THAT(nfa.status().message(), HasSubstr(what)) << pattern;
     EXPECT_THAT(nfa.status().message(), HasSubstr("at offset")) << pattern;
   }
+  // Stacked quantifiers and huge counts are errors, not a million-deep tree or literal text.
+  for (const std::string& p : {std::string("a**"), std::string("a{2}{3}"), std::string("a+?*"),
+                               "a" + std::string(1000000, '*')}) {
+    EXPECT_THAT(ParseRegex(p).status().message(), HasSubstr("multiple repeat")) << p.size();
+  }
+  EXPECT_THAT(ParseRegex("\\d{1000000}").status().message(), HasSubstr("above 1000"));
+  EXPECT_TRUE(ParseRegex("a{x}").ok());  // not a quantifier: the literal text
+  // Deep nesting is an error, not a stack overflow.
+  auto deep = ParseRegex(std::string(100000, '(') + "a" + std::string(100000, ')'));
+  EXPECT_THAT(deep.status().message(), HasSubstr("nested too deep"));
   // Too many automaton states is an error, not a stall.
   auto nfa = ParseRegex("(a|b|c|d)*a(a|b|c|d){20}");
   ASSERT_TRUE(nfa.ok());
@@ -143,6 +153,20 @@ TEST(MatcherTest, ChoiceMasksAndEndsWithAStopToken) {
   EXPECT_TRUE(m.complete());
   EXPECT_THAT(Allowed(m, kVocab), ::testing::ElementsAre(kEos));  // only the end
   EXPECT_FALSE(m.Advance(4));
+}
+
+// A request's stop id that is an ordinary token ("," here) may not end an incomplete output,
+// even where the constraint would take it.
+TEST(MatcherTest, AStopIdThatIsATokenEndsOnlyACompleteOutput) {
+  auto c = Compile({Kind::kRegex, "a,b", {}}, Vocabulary());
+  ASSERT_TRUE(c.ok());
+  Matcher m(*c);
+  ASSERT_TRUE(m.Advance(4));  // "a"
+  std::vector<float> logits(kVocab, 0.0f);
+  const int32_t stops[] = {kEos, 7};  // 7 is ","
+  m.Apply(logits, stops);
+  EXPECT_EQ(logits[7], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(logits[kEos], -std::numeric_limits<float>::infinity());
 }
 
 // Random walks through json_object's masks: every token sampled from the allowed set keeps the
@@ -244,6 +268,10 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
     EXPECT_TRUE(optional(ok)) << ok;
   }
   EXPECT_FALSE(optional(R"({,"b":"k"})"));
+  const SchemaMatch at_least(R"({"type":"array","items":{"type":"integer"},"minItems":3})");
+  EXPECT_FALSE(at_least("[1]"));
+  EXPECT_FALSE(at_least("[1,2]"));
+  EXPECT_TRUE(at_least("[1,2,3,4,5]"));
   const SchemaMatch formats(R"({"type":"array","prefixItems":[{"type":"string","format":"date"},
       {"type":"string","pattern":"^[A-Z]{2}[0-9]$"}],"items":false})");
   EXPECT_TRUE(formats(R"(["2026-11-27","AB7"])"));
@@ -263,7 +291,29 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
             "recurses"},
            {R"({"type":"string","pattern":"^a.b$"})", "$.pattern"},
            {R"({"type":"widget"})", "$.type"},
-           {"{not json", "not valid JSON"}}) {
+           {"{not json", "not valid JSON"},
+           {R"({"type":"string","pattern":"^[A-Za-z\\s]+$"})", "may write a quote"},
+           {R"({"type":"string","pattern":"^[ -~]+$"})", "may write a quote"},
+           {R"({"type":"integer","exclusiveMaximum":-9223372036854775808})", "within +-10^15"},
+           {R"({"type":"integer","maximum":18446744073709551615})", "within +-10^15"},
+           {[] {
+              // Under 1 KB, nesting 40 deep, but each array level doubles the pattern.
+              std::string s;
+              for (int i = 0; i < 40; ++i) s += R"({"type":"array","items":)";
+              s += R"({"type":"integer"})";
+              for (int i = 0; i < 40; ++i) s += "}";
+              return s;
+            }(),
+            "more than 2 MiB"},
+           {std::string(50000, '[') + std::string(50000, ']'), "nests deeper than 64"},
+           {[] {
+              std::string s;
+              for (int i = 0; i < 5000; ++i) s += R"({"type":"array","items":)";
+              s += "{}";
+              for (int i = 0; i < 5000; ++i) s += "}";
+              return s;
+            }(),
+            "nests deeper than 64"}}) {
     auto r = JsonSchemaToRegex(schema);
     ASSERT_FALSE(r.ok()) << schema;
     EXPECT_THAT(r.status().message(), HasSubstr("constraint.json_schema: "));

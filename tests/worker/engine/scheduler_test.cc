@@ -131,18 +131,24 @@ TEST(SchedulerTest, DecodeChunksCarryProposals) {
   Scheduler s(Speculating(Config(4, 100, /*batch=*/0), 4));
   auto opted_out = std::make_shared<EngineRequest>(*Req(3, 4, 50));
   opted_out->speculate = false;
+  auto constrained = std::make_shared<EngineRequest>(*Req(4, 4, 50));
+  constrained->constraint =
+      *constraint::Compile({constraint::Kind::kChoice, "", {"a"}},
+                           std::make_shared<constraint::TokenTable>(std::vector<std::string>{"a"}));
   s.Add(Req(1, 4, 50));
   s.Add(Req(2, 4, 3));
   s.Add(opted_out);
+  s.Add(constrained);
   FakeRunner runner;
   std::vector<TokenEvent> ev;
   s.Update(runner.Run(s.Schedule()), ev);  // the prompts; each samples its first token
   const StepPlan p = s.Schedule();
-  ASSERT_EQ(p.decodes.size(), 3u);
+  ASSERT_EQ(p.decodes.size(), 4u);
   EXPECT_EQ(p.decodes[0].max_draft, 4);
   EXPECT_EQ(p.decodes[1].max_draft, 1);  // 1 sampled + this decode's own + 1 proposal = 3
   EXPECT_EQ(p.decodes[2].max_draft, 0);
-  EXPECT_EQ(p.num_tokens(), 3 + 5);
+  EXPECT_EQ(p.decodes[3].max_draft, 0);  // a constrained request does not speculate
+  EXPECT_EQ(p.num_tokens(), 4 + 5);
   EXPECT_EQ(p.num_draft_tokens(), 5);
   EXPECT_EQ(s.stats().draft_tokens_per_slot, 4);
 
