@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
+#include "router/openai/body_fields.h"
+#include "router/openai/structured_params.h"
 
 namespace llm::router::openai {
 
@@ -87,72 +89,6 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "include_stop_str_in_output",
                                                    "add_special_tokens"};
   return kind == ApiKind::kChat ? chat : completion;
-}
-
-absl::Status Bad(ApiError* e, std::string param, std::string message) {
-  e->http_status = 400;
-  e->param = std::move(param);
-  e->message = std::move(message);
-  return absl::InvalidArgumentError(e->message);
-}
-
-bool Present(const json& body, const char* key) {
-  const auto it = body.find(key);
-  return it != body.end() && !it->is_null();
-}
-
-// An integer field in [lo, hi]: false when absent or null.
-absl::StatusOr<bool> Int(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out,
-                         ApiError* e) {
-  if (!Present(body, key)) return false;
-  const json& v = body.at(key);
-  if (!v.is_number_integer() &&
-      !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())) {
-    return Bad(e, key, absl::StrCat("'", key, "' must be an integer"));
-  }
-  // Compared exactly: unsigned values past INT64_MAX, and floats at or past +-2^63 (whose cast
-  // to int64 is undefined), are out of any range.
-  constexpr double kTwo63 = 9223372036854775808.0;
-  bool in_range = false;
-  int64_t value = 0;
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    in_range = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    value = static_cast<int64_t>(u);
-  } else if (v.is_number_integer()) {
-    in_range = true;
-    value = v.get<int64_t>();
-  } else {
-    const double d = v.get<double>();
-    in_range = d >= -kTwo63 && d < kTwo63;
-    value = in_range ? static_cast<int64_t>(d) : 0;
-  }
-  if (!in_range || value < lo || value > hi) {
-    // Below a count's range, its upper bound (2^32 - 1) says nothing: leave it out.
-    const bool below = in_range ? value < lo : v.is_number_float() && v.get<double>() < 0;
-    const std::string range = below && hi >= std::numeric_limits<uint32_t>::max()
-                                  ? absl::StrCat("at least ", lo)
-                                  : absl::StrCat("in [", lo, ", ", hi, "]");
-    return Bad(e, key, absl::StrCat("'", key, "' is ", v.dump(), "; it must be ", range));
-  }
-  *out = value;
-  return true;
-}
-
-absl::StatusOr<bool> Number(const json& body, const char* key, double* out, ApiError* e) {
-  if (!Present(body, key)) return false;
-  const json& v = body.at(key);
-  if (!v.is_number()) return Bad(e, key, absl::StrCat("'", key, "' must be a number"));
-  *out = v.get<double>();
-  return true;
-}
-
-absl::StatusOr<bool> Bool(const json& body, const char* key, bool* out, ApiError* e) {
-  if (!Present(body, key)) return false;
-  const json& v = body.at(key);
-  if (!v.is_boolean()) return Bad(e, key, absl::StrCat("'", key, "' must be true or false"));
-  *out = v.get<bool>();
-  return true;
 }
 
 // `text` of a message's content: a string, null, or an array of {"type": "text", "text"} parts
@@ -269,85 +205,6 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, ApiError
   return Bad(e, "prompt", "'prompt' must be a string or an array of token ids");
 }
 
-// A schema given as an object or as the text of one, as the worker's constraint.json_schema.
-absl::StatusOr<std::string> SchemaText(const json& schema, const std::string& param, ApiError* e) {
-  if (schema.is_object() || schema.is_boolean()) return schema.dump();
-  if (schema.is_string()) {
-    const json parsed = json::parse(schema.get<std::string>(), nullptr, false);
-    if (!parsed.is_discarded() && parsed.is_object()) return schema.get<std::string>();
-  }
-  return Bad(e, param, absl::StrCat("'", param, "' must be a JSON Schema (an object)"));
-}
-
-// response_format (json_object, json_schema), vLLM's structured_outputs (json, regex, choice,
-// json_object) and its older guided_json / guided_regex / guided_choice: at most one, as the
-// worker's constraint.
-absl::Status Constraint(const json& body, llm::v1::GenerateRequest& r, ApiError* e) {
-  std::vector<std::pair<std::string, const json*>> given;  // (param, value) of each constraint
-  if (Present(body, "response_format")) {
-    const json& f = body["response_format"];
-    const json type = f.is_object() && f.contains("type") ? f["type"] : json();
-    if (type == "json_object") {
-      given.emplace_back("response_format", &f);
-    } else if (type == "json_schema") {
-      if (!f.contains("json_schema") || !f["json_schema"].is_object() ||
-          !f["json_schema"].contains("schema")) {
-        return Bad(e, "response_format",
-                   "'response_format.json_schema.schema' is required with type json_schema");
-      }
-      given.emplace_back("response_format.json_schema.schema", &f["json_schema"]["schema"]);
-    } else if (type != "text") {
-      return Bad(e, "response_format",
-                 "'response_format.type' must be text, json_object or json_schema");
-    }
-  }
-  if (Present(body, "structured_outputs")) {
-    const json& so = body["structured_outputs"];
-    if (!so.is_object())
-      return Bad(e, "structured_outputs", "'structured_outputs' must be an object");
-    for (const auto& [key, value] : so.items()) {
-      if (key != "json" && key != "regex" && key != "choice" && key != "json_object") {
-        return Bad(e, "structured_outputs",
-                   absl::StrCat("'structured_outputs.", key,
-                                "' is not supported (json, regex, choice, json_object)"));
-      }
-      given.emplace_back("structured_outputs." + key, &value);
-    }
-  }
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice"}) {
-    if (Present(body, key)) given.emplace_back(key, &body[key]);
-  }
-  if (given.empty()) return absl::OkStatus();
-  if (given.size() > 1) {
-    return Bad(e, given[1].first,
-               absl::StrCat("'", given[1].first, "' and '", given[0].first,
-                            "' both constrain the output; give one"));
-  }
-  const auto& [param, value] = given[0];
-  llm::v1::Constraint* c = r.mutable_constraint();
-  if (param == "response_format" || param == "structured_outputs.json_object") {
-    c->set_json_object(true);
-  } else if (param.find("json") != std::string::npos) {
-    auto text = SchemaText(*value, param, e);
-    if (!text.ok()) return text.status();
-    c->set_json_schema(*text);
-  } else if (param.find("regex") != std::string::npos) {
-    if (!value->is_string()) return Bad(e, param, absl::StrCat("'", param, "' must be a string"));
-    c->set_regex(value->get<std::string>());
-  } else {
-    if (!value->is_array() || value->empty()) {
-      return Bad(e, param, absl::StrCat("'", param, "' must be a non-empty array of strings"));
-    }
-    for (const json& choice : *value) {
-      if (!choice.is_string()) {
-        return Bad(e, param, absl::StrCat("'", param, "' must hold strings"));
-      }
-      c->mutable_choice()->add_choices(choice.get<std::string>());
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Parameters we cannot honour are refused by name rather than ignored.
 absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
   int64_t n = 1;
@@ -419,7 +276,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
   p.model = body["model"].get<std::string>();
   if (auto s = Unsupported(body, kind, e); !s.ok()) return s;
   llm::v1::GenerateRequest& r = p.request;
-  if (auto s = Constraint(body, r, e); !s.ok()) return s;
+  if (auto s = ParseConstraint(body, r, e); !s.ok()) return s;
   if (kind == ApiKind::kChat) {
     llm::v1::Chat* chat = r.mutable_chat();
     if (auto s = ParseMessages(body, chat, e); !s.ok()) return s;

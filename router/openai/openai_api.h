@@ -3,7 +3,8 @@
 //
 //   ParseOpenAiRequest   a /v1/chat/completions or /v1/completions JSON body -> GenerateRequest,
 //                        or a 400 naming the parameter. Parameters we cannot honour (n > 1,
-//                        tools, tool_choice, response_format, ...) are refused, never ignored.
+//                        tools, tool_choice, ...) are refused, never ignored. Structured
+//                        output's parameters: structured_params.h.
 //   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object.
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
 #ifndef LLM_ROUTER_OPENAI_OPENAI_API_H_

@@ -11,9 +11,7 @@
 //   repeat  a story told twice and begun a third time (the continuation copies its input, as
 //           code edits, quoting answers and summaries do).
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,6 +20,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/commands.h"
+#include "tools/bench/worker_driver.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 
@@ -62,30 +61,20 @@ std::vector<std::string> Prompts(const std::string& workload) {
   return prompts;
 }
 
-// Collects one request's ids and usage; counts the streams still open.
+// Collects one request's ids and usage (read once `done` has counted it down).
 class Collected : public loop::StreamSink {
  public:
-  struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    int open = 0;
-    absl::Status error;
-  };
-  explicit Collected(Shared* shared) : shared_(shared) {}
+  explicit Collected(Countdown* done) : done_(done) {}
   void OnUpdate(loop::StreamUpdate u) override {
-    std::lock_guard<std::mutex> lock(shared_->mu);
+    const bool finished = u.finished;
     result_.Merge(std::move(u));
-    if (result_.finished && --shared_->open == 0) shared_->cv.notify_all();
+    if (finished) done_->Done(absl::OkStatus());
   }
-  void OnError(const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    shared_->error = status;
-    if (--shared_->open == 0) shared_->cv.notify_all();
-  }
+  void OnError(const absl::Status& status) override { done_->Done(status); }
   const loop::StreamUpdate& result() const { return result_; }
 
  private:
-  Shared* shared_;
+  Countdown* done_;
   loop::StreamUpdate result_;
 };
 
@@ -115,9 +104,9 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
   std::vector<std::shared_ptr<Collected>> sinks;
   const size_t total = prompts.size() * static_cast<size_t>(rounds);
   for (size_t begin = 0; begin < total; begin += static_cast<size_t>(concurrency)) {
-    Collected::Shared shared;
     const size_t end = std::min(total, begin + static_cast<size_t>(concurrency));
-    shared.open = static_cast<int>(end - begin);
+    Countdown done;
+    done.Add(static_cast<int>(end - begin));
     std::vector<std::shared_ptr<Collected>> wave;
     for (size_t i = begin; i < end; ++i) {
       loop::GenerateSpec g;
@@ -125,12 +114,14 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
       g.max_tokens = max_tokens;
       g.sampling.temperature = temperature;
       g.sampling.seed = i;
-      wave.push_back(std::make_shared<Collected>(&shared));
-      if (auto key = worker->Submit(g, wave.back()); !key.ok()) return key.status();
+      wave.push_back(std::make_shared<Collected>(&done));
+      if (auto key = worker->Submit(g, wave.back()); !key.ok()) {
+        for (size_t j = i; j < end; ++j) done.Done(absl::OkStatus());  // never submitted
+        done.Wait().IgnoreError();  // the submitted ones hold `done`
+        return key.status();
+      }
     }
-    std::unique_lock<std::mutex> lock(shared.mu);
-    shared.cv.wait(lock, [&] { return shared.open == 0; });
-    if (!shared.error.ok()) return shared.error;
+    LLM_RETURN_IF_ERROR(done.Wait());
     sinks.insert(sinks.end(), wave.begin(), wave.end());
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -7,11 +7,10 @@
 //      request constrained (json_object) against none, at each --batches concurrency, side by
 //      side in one process.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <fstream>
 #include <limits>
-#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,25 +104,19 @@ absl::StatusOr<double> Throughput(const backend::BackendOptions& bo, int batch, 
   LLM_ASSIGN_OR_RETURN(auto worker,
                        loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
                                             b.config.eos_token_ids));
+  // Counts the tokens of every stream; `done` counts the streams down.
   struct Sink : loop::StreamSink {
-    std::mutex* mu;
-    std::condition_variable* cv;
-    int* open;
-    int64_t* tokens;
+    Countdown* done;
+    std::atomic<int64_t>* tokens;
     void OnUpdate(loop::StreamUpdate u) override {
-      std::lock_guard<std::mutex> lock(*mu);
       *tokens += static_cast<int64_t>(u.token_ids.size());
-      if (u.finished && --*open == 0) cv->notify_all();
+      if (u.finished) done->Done(absl::OkStatus());
     }
-    void OnError(const absl::Status&) override {
-      std::lock_guard<std::mutex> lock(*mu);
-      if (--*open == 0) cv->notify_all();
-    }
+    void OnError(const absl::Status& st) override { done->Done(st); }
   };
-  std::mutex mu;
-  std::condition_variable cv;
-  int open = batch;
-  int64_t tokens = 0;
+  Countdown done;
+  done.Add(batch);
+  std::atomic<int64_t> tokens{0};
   const auto start = Clock::now();
   for (int i = 0; i < batch; ++i) {
     loop::GenerateSpec g;
@@ -134,14 +127,15 @@ absl::StatusOr<double> Throughput(const backend::BackendOptions& bo, int batch, 
     g.ignore_eos = !constrained;
     if (constrained) g.constraint.kind = constraint::Kind::kJsonObject;
     auto sink = std::make_shared<Sink>();
-    sink->mu = &mu;
-    sink->cv = &cv;
-    sink->open = &open;
+    sink->done = &done;
     sink->tokens = &tokens;
-    if (auto key = worker->Submit(g, sink); !key.ok()) return key.status();
+    if (auto key = worker->Submit(g, sink); !key.ok()) {
+      for (int j = i; j < batch; ++j) done.Done(absl::OkStatus());  // never submitted
+      done.Wait().IgnoreError();  // the submitted ones hold `done`
+      return key.status();
+    }
   }
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return open == 0; });
+  LLM_RETURN_IF_ERROR(done.Wait());
   return static_cast<double>(tokens) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 

@@ -18,11 +18,8 @@ absl::StatusOr<std::string> PatternOf(const ConstraintSpec& spec) {
       }
       return p;
     }
-    case Kind::kJsonObject: {
-      const std::string inner = AnyJsonRegex(kJsonObjectDepth - 1);
-      const std::string member = absl::StrCat(JsonStringRegex(), ":(", inner, ")");
-      return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
-    }
+    case Kind::kJsonObject:
+      return JsonObjectRegex(kJsonObjectDepth);
     case Kind::kJsonSchema:
       return JsonSchemaToRegex(spec.text);
     case Kind::kNone:

@@ -231,10 +231,7 @@ class Compiler {
   }
 
   absl::StatusOr<std::string> Object(const json& s, const std::string& path, int depth) {
-    if (!s.contains("properties")) {
-      return absl::StrCat("\\{(", JsonStringRegex(), ":(", AnyJsonRegex(kAnyDepth - 1), ")(,",
-                          JsonStringRegex(), ":(", AnyJsonRegex(kAnyDepth - 1), "))*)?\\}");
-    }
+    if (!s.contains("properties")) return JsonObjectRegex(kAnyDepth);
     const json& props = s["properties"];
     if (!props.is_object()) return Error(path + ".properties", "not an object");
     std::set<std::string> required;
@@ -456,13 +453,17 @@ class Compiler {
 
 std::string JsonStringRegex() { return absl::StrCat("\"", kStringChar, "*\""); }
 
+std::string JsonObjectRegex(int depth) {
+  const std::string member = absl::StrCat(JsonStringRegex(), ":(", AnyJsonRegex(depth - 1), ")");
+  return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
+}
+
 std::string AnyJsonRegex(int depth) {
   std::string scalar =
       absl::StrCat(JsonStringRegex(), "|-?(0|[1-9][0-9]*)", kNumberTail, "|true|false|null");
   if (depth <= 0) return scalar;
   const std::string inner = AnyJsonRegex(depth - 1);
-  const std::string member = absl::StrCat(JsonStringRegex(), ":(", inner, ")");
-  return absl::StrCat(scalar, "|\\{(", member, "(,", member, ")*)?\\}|\\[((", inner, ")(,(", inner,
+  return absl::StrCat(scalar, "|", JsonObjectRegex(depth), "|\\[((", inner, ")(,(", inner,
                       "))*)?\\]");
 }
 

@@ -36,6 +36,8 @@ absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema);
 std::string AnyJsonRegex(int depth);
 // A JSON string (quotes included) with any content.
 std::string JsonStringRegex();
+// Any compact JSON object whose members' values nest at most `depth` - 1 containers deep.
+std::string JsonObjectRegex(int depth);
 
 }  // namespace llm::constraint
 

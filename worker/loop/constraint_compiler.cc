@@ -1,32 +1,22 @@
 #include "worker/loop/constraint_compiler.h"
 
+#include <numeric>
+
+#include "worker/frontend/detokenizer.h"
+
 namespace llm::loop {
 
 std::vector<std::string> TokenBytesOf(const frontend::Tokenizer& tokenizer) {
-  const int32_t vocab = tokenizer.vocab_size();
-  std::vector<std::string> bytes(static_cast<size_t>(vocab));
-  // An anchor before each token keeps the leading space a decoder strips at a text's start.
-  std::optional<int32_t> anchor = tokenizer.TokenToId("a");
-  std::string anchor_bytes;
-  if (anchor) {
-    auto b = tokenizer.DecodeBytes(std::vector<int32_t>{*anchor}, true);
-    if (b.ok() && !b->empty()) {
-      anchor_bytes = *b;
-    } else {
-      anchor.reset();
-    }
-  }
-  for (int32_t id = 0; id < vocab; ++id) {
-    if (tokenizer.IsSpecial(id)) continue;
-    if (anchor) {
-      auto b = tokenizer.DecodeBytes(std::vector<int32_t>{*anchor, id}, true);
-      if (b.ok() && b->size() > anchor_bytes.size() && b->rfind(anchor_bytes, 0) == 0) {
-        bytes[static_cast<size_t>(id)] = b->substr(anchor_bytes.size());
-        continue;
-      }
-    }
-    auto b = tokenizer.DecodeBytes(std::vector<int32_t>{id}, true);
-    if (b.ok()) bytes[static_cast<size_t>(id)] = *b;
+  // In context after an anchor token: what each token adds inside a text, as a logprob entry
+  // reports it (IncrementalDetokenizer::BytesOf), the vocabulary's context decoded once.
+  std::vector<int32_t> anchor;
+  if (auto a = tokenizer.TokenToId("a"); a && !tokenizer.IsSpecial(*a)) anchor.push_back(*a);
+  const frontend::IncrementalDetokenizer context(tokenizer, anchor, /*skip_special_tokens=*/true);
+  std::vector<int32_t> ids(static_cast<size_t>(tokenizer.vocab_size()));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::vector<std::string> bytes = context.BytesOf(ids);
+  for (int32_t id : ids) {
+    if (tokenizer.IsSpecial(id)) bytes[static_cast<size_t>(id)].clear();  // never constrained
   }
   return bytes;
 }

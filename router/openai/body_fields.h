@@ -1,0 +1,30 @@
+// Reading a request body's fields for the OpenAI front: each present field checked before it
+// is read, a bad one a 400 (ApiError) naming it. Shared by the body's translators.
+#ifndef LLM_ROUTER_OPENAI_BODY_FIELDS_H_
+#define LLM_ROUTER_OPENAI_BODY_FIELDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "router/openai/openai_api.h"
+
+namespace llm::router::openai {
+
+// Fills `e` as a 400 naming `param`; returns INVALID_ARGUMENT with the message.
+absl::Status Bad(ApiError* e, std::string param, std::string message);
+// The field is there and not null.
+bool Present(const nlohmann::ordered_json& body, const char* key);
+// An integer field in [lo, hi]: false when absent or null.
+absl::StatusOr<bool> Int(const nlohmann::ordered_json& body, const char* key, int64_t lo,
+                         int64_t hi, int64_t* out, ApiError* e);
+absl::StatusOr<bool> Number(const nlohmann::ordered_json& body, const char* key, double* out,
+                            ApiError* e);
+absl::StatusOr<bool> Bool(const nlohmann::ordered_json& body, const char* key, bool* out,
+                          ApiError* e);
+
+}  // namespace llm::router::openai
+
+#endif  // LLM_ROUTER_OPENAI_BODY_FIELDS_H_
