@@ -8,6 +8,7 @@
 #include "common/json_depth.h"
 #include "router/openai/body_fields.h"
 #include "router/openai/structured_params.h"
+#include "router/openai/tool_params.h"
 
 namespace llm::router::openai {
 
@@ -211,16 +212,6 @@ absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
   auto got = Int(body, "n", 1, std::numeric_limits<int32_t>::max(), &n, e);
   if (!got.ok()) return got.status();
   if (n != 1) return Bad(e, "n", "'n' must be 1: one choice per request is supported");
-  for (const char* key : {"tools", "functions"}) {
-    if (Present(body, key) && !(body[key].is_array() && body[key].empty())) {
-      return Bad(e, key, absl::StrCat("'", key, "' is not supported (no tool calling)"));
-    }
-  }
-  for (const char* key : {"tool_choice", "function_call"}) {
-    if (Present(body, key) && body[key] != "none") {
-      return Bad(e, key, absl::StrCat("'", key, "' is not supported (no tool calling)"));
-    }
-  }
   if (Present(body, "logit_bias") &&
       !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
     return Bad(e, "logit_bias", "'logit_bias' is not supported");
@@ -280,6 +271,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
   if (kind == ApiKind::kChat) {
     llm::v1::Chat* chat = r.mutable_chat();
     if (auto s = ParseMessages(body, chat, e); !s.ok()) return s;
+    if (auto s = ParseToolParams(body, *chat, e); !s.ok()) return s;
     bool add = true;
     auto got = Bool(body, "add_generation_prompt", &add, e);
     if (!got.ok()) return got.status();
@@ -490,9 +482,25 @@ std::string FinishReason(llm::v1::FinishReason r) {
       return "stop";
     case llm::v1::FINISH_REASON_LENGTH:
       return "length";
+    case llm::v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
     default:
       return "";
   }
+}
+
+// OpenAI's tool_calls entries; streamed deltas carry their index.
+json ToolCallsJson(const llm::v1::GenerateResponse& m, bool stream) {
+  json calls = json::array();
+  for (const llm::v1::ToolCall& c : m.tool_calls()) {
+    json call = json::object();
+    if (stream) call["index"] = c.index();
+    call["id"] = c.id();
+    call["type"] = "function";
+    call["function"] = {{"name", c.name()}, {"arguments", c.arguments()}};
+    calls.push_back(std::move(call));
+  }
+  return calls;
 }
 
 // A token's bytes (the worker's; from its text for a worker that sends none).
@@ -602,6 +610,13 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m)
                                        {"finish_reason", nullptr}}});
       out += Event(chunk);
     }
+    if (m.tool_calls_size() > 0) {
+      chunk["choices"] = json::array({{{"index", 0},
+                                       {"delta", {{"tool_calls", ToolCallsJson(m, true)}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}});
+      out += Event(chunk);
+    }
     if (!finish.empty()) {
       chunk["choices"] = json::array({{{"index", 0},
                                        {"delta", json::object()},
@@ -653,6 +668,7 @@ void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
     }
   }
   text_ += m.text();
+  for (auto& call : ToolCallsJson(m, false)) tool_calls_.push_back(std::move(call));
   const std::string finish = FinishReason(m.finish_reason());
   if (!finish.empty()) finish_reason_ = finish;
 }
@@ -664,7 +680,11 @@ std::string OpenAiResponder::Body() const {
                {"model", model_}};
   json choice = {{"index", 0}};
   if (kind_ == ApiKind::kChat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    // With calls and nothing else, content is null (as OpenAI answers).
+    const bool calls = !tool_calls_.empty();
+    choice["message"] = {{"role", "assistant"},
+                         {"content", calls && text_.empty() ? json(nullptr) : json(text_)}};
+    if (calls) choice["message"]["tool_calls"] = tool_calls_;
     choice["logprobs"] = logprobs_ ? json{{"content", logprob_entries_}} : json(nullptr);
   } else {
     choice["text"] = text_;

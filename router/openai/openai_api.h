@@ -3,8 +3,8 @@
 //
 //   ParseOpenAiRequest   a /v1/chat/completions or /v1/completions JSON body -> GenerateRequest,
 //                        or a 400 naming the parameter. Parameters we cannot honour (n > 1,
-//                        tools, tool_choice, ...) are refused, never ignored. Structured
-//                        output's parameters: structured_params.h.
+//                        functions, logit_bias, ...) are refused, never ignored. Structured
+//                        output's parameters: structured_params.h; tools: tool_params.h.
 //   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object.
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
 #ifndef LLM_ROUTER_OPENAI_OPENAI_API_H_
@@ -93,6 +93,7 @@ class OpenAiResponder {
                          token_logprobs_ = nlohmann::ordered_json::array(),
                          top_ = nlohmann::ordered_json::array(),
                          offsets_ = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tool_calls_ = nlohmann::ordered_json::array();  // chat: message.tool_calls
   std::string finish_reason_;
   uint32_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
   uint32_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;  // speculative decoding

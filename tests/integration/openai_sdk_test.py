@@ -215,7 +215,8 @@ def main():
             ("temperature", dict(temperature="hot")),
             ("stop", dict(stop=5)),
             ("top_logprobs", dict(top_logprobs=3)),
-            ("tools", dict(tools=[{"type": "function", "function": {"name": "f"}}])),
+            # The test template has no call format: the worker refuses to read calls.
+            ("tool_choice", dict(tools=[{"type": "function", "function": {"name": "f"}}])),
             ("response_format", dict(response_format={"type": "xml"})),
             ("frobnicate", dict(extra_body={"frobnicate": 1})),
             ("temperature", dict(temperature=150)),  # the worker's range check, mapped

@@ -311,7 +311,7 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
   ExpectBadParam("/v1/chat/completions", with("n", 2), "n");
   ExpectBadParam("/v1/chat/completions", with("tools", json::array({{{"type", "function"}}})),
                  "tools");
-  ExpectBadParam("/v1/chat/completions", with("tool_choice", "auto"), "tool_choice");
+  ExpectBadParam("/v1/chat/completions", with("tool_choice", "required"), "tool_choice");
   ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "xml"}}),
                  "response_format");
   ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "json_schema"}}),

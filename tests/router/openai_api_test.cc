@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -175,6 +176,89 @@ TEST(OpenAiParseTest, SpeculativeOptOutAndItsUsage) {
   const json usage = json::parse(r.Body())["usage"];
   EXPECT_EQ(usage["completion_tokens_details"],
             json({{"accepted_prediction_tokens", 7}, {"rejected_prediction_tokens", 5}}));
+}
+
+// tools, tool_choice and parallel_tool_calls reach the worker's Chat; bad ones are a 400
+// naming the parameter.
+TEST(OpenAiParseTest, ToolsReachTheWorkersChat) {
+  const std::string head = R"("model": "m", "messages": [{"role": "user", "content": "x"}])";
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f",
+      "parameters": {"type": "object", "properties": {"b": {}, "a": {}}}}},
+      {"type": "function", "function": {"name": "g"}}])";
+  auto chat = [&](const std::string& extra) {
+    return Parse(ApiKind::kChat, "{" + head + ", " + extra + "}").request.chat();
+  };
+  const llm::v1::Chat named =
+      chat(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "g"}},
+          "parallel_tool_calls": false)");
+  EXPECT_EQ(named.tool_choice().mode(), llm::v1::ToolChoice::TOOL_CHOICE_FUNCTION);
+  EXPECT_EQ(named.tool_choice().function_name(), "g");
+  ASSERT_TRUE(named.has_parallel_tool_calls());
+  EXPECT_FALSE(named.parallel_tool_calls());
+  // The tools as given, keys in their order.
+  EXPECT_EQ(json::parse(named.tools_json())[0]["function"]["parameters"]["properties"].dump(),
+            R"({"a":{},"b":{}})");
+  EXPECT_NE(named.tools_json().find(R"("b":{},"a":{})"), std::string::npos);
+  EXPECT_EQ(chat(tools + R"(, "tool_choice": "required")").tool_choice().mode(),
+            llm::v1::ToolChoice::TOOL_CHOICE_REQUIRED);
+  EXPECT_EQ(chat(tools).tool_choice().mode(), llm::v1::ToolChoice::TOOL_CHOICE_AUTO);
+  EXPECT_EQ(chat(R"("tool_choice": "none")").tool_choice().mode(),
+            llm::v1::ToolChoice::TOOL_CHOICE_NONE);
+  EXPECT_TRUE(chat(R"("tools": [])").tools_json().empty());
+
+  const auto param_of = [&](const std::string& extra) {
+    ApiError e;
+    EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kChat, "{" + head + ", " + extra + "}", &e).ok())
+        << extra;
+    return e.param;
+  };
+  EXPECT_EQ(param_of(R"("tools": {})"), "tools");
+  EXPECT_EQ(param_of(R"("tools": [{"type": "function"}])"), "tools");
+  EXPECT_EQ(param_of(R"("tools": [{"type": "function", "function": {"name": "f"}},
+                                  {"type": "function", "function": {"name": "f"}}])"),
+            "tools");
+  EXPECT_EQ(param_of(R"("tool_choice": "required")"), "tool_choice");
+  EXPECT_EQ(param_of(tools + R"(, "tool_choice": {"type": "function", "function": {"name":
+      "h"}})"),
+            "tool_choice");
+  EXPECT_EQ(param_of(tools + R"(, "tool_choice": "sometimes")"), "tool_choice");
+  EXPECT_EQ(param_of(tools + R"(, "parallel_tool_calls": "yes")"), "parallel_tool_calls");
+  EXPECT_EQ(param_of(R"("functions": [])"), "functions");
+  EXPECT_EQ(ErrorFromGrpc(3, "tools[0].function.parameters.properties.x: no", 0).param, "tools");
+  EXPECT_EQ(ErrorFromGrpc(3, "tool_choice: this worker reads no tool calls", 0).param,
+            "tool_choice");
+}
+
+// The worker's calls become message.tool_calls (content null when there is no text) and
+// streamed tool_calls deltas; finish_reason tool_calls.
+TEST(OpenAiResponderTest, ToolCallsInOpenAisShape) {
+  const ParsedRequest req =
+      Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
+  llm::v1::GenerateResponse m;
+  auto* call = m.add_tool_calls();
+  call->set_index(0);
+  call->set_id("call_1");
+  call->set_name("f");
+  call->set_arguments(R"({"a":1})");
+  m.set_finish_reason(llm::v1::FINISH_REASON_TOOL_CALLS);
+  OpenAiResponder whole(req, "chatcmpl-1", 0);
+  whole.Accumulate(m);
+  const json choice = json::parse(whole.Body())["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_EQ(choice["message"]["tool_calls"], json::parse(R"([{"id": "call_1", "type": "function",
+                             "function": {"name": "f", "arguments": "{\"a\":1}"}}])"));
+
+  OpenAiResponder stream(req, "chatcmpl-2", 0);
+  const std::string events = stream.OnStreamMessage(m);
+  std::vector<json> chunks;
+  for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
+    chunks.push_back(json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6)));
+  }
+  ASSERT_EQ(chunks.size(), 3u);  // the role, the call, the finish
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
+  EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
+  EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
 }
 
 }  // namespace

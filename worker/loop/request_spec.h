@@ -15,6 +15,7 @@
 #include "worker/engine/request.h"
 #include "worker/loop/engine_loop.h"
 #include "worker/sampling/sampling_params.h"
+#include "worker/tools/tool_format.h"
 
 namespace llm::loop {
 
@@ -27,6 +28,9 @@ struct ChatPrompt {
   nlohmann::ordered_json tools;  // null or an array
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  // What the model may do with `tools` (tool_calls.h), and whether it may call several.
+  tools::ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
 };
 
 struct GenerateSpec {

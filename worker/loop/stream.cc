@@ -11,6 +11,8 @@ void StreamUpdate::Merge(StreamUpdate&& next) {
   reason = next.reason;
   if (!next.stop_string.empty()) stop_string = std::move(next.stop_string);
   if (next.stop_token_id >= 0) stop_token_id = next.stop_token_id;
+  for (auto& c : next.tool_calls) tool_calls.push_back(std::move(c));
+  called_tools = called_tools || next.called_tools;
   if (next.has_usage) {
     has_usage = true;
     usage = next.usage;

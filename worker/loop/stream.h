@@ -38,8 +38,16 @@ struct Usage {
   int32_t accepted_draft_tokens = 0;
 };
 
+// A tool call read out of the output (worker/tools), reported whole.
+struct ToolCall {
+  int index = 0;  // its position among the request's calls, from 0
+  std::string id;
+  std::string name;
+  std::string arguments;  // a JSON object's text
+};
+
 struct StreamUpdate {
-  std::string text;                     // new text since the previous update
+  std::string text;                     // new text since the previous update (outside calls)
   std::vector<int32_t> token_ids;       // new tokens since the previous update
   std::vector<TokenLogprobs> logprobs;  // one per token when asked for
   std::vector<int32_t> prompt_ids;      // first update, when asked for
@@ -49,6 +57,8 @@ struct StreamUpdate {
   int32_t stop_token_id = -1;  // when a stop token (EOS included) ended it
   bool has_usage = false;
   Usage usage;
+  std::vector<ToolCall> tool_calls;  // calls completed since the previous update
+  bool called_tools = false;         // last update: the output held calls
 
   // Appends `next` (a later update) to this one, for a reader that fell behind.
   void Merge(StreamUpdate&& next);

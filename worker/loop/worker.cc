@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
+#include "worker/loop/tool_calls.h"
 
 namespace llm::loop {
 
@@ -115,6 +116,10 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
   if (absl::Status st = ValidateSpec(spec, options_.limits); !st.ok()) return st;
   if (spec.chat && !chat_renderer_) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
+  }
+  if (spec.chat) {
+    // Before the constraint's compile: tool_choice may set the constraint.
+    if (absl::Status st = PrepareToolCalls(tool_format_, spec, sink); !st.ok()) return st;
   }
   if (spec.constraint.enabled()) {
     if (!engine_->runner_info().constraints) {

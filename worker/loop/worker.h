@@ -29,6 +29,7 @@
 #include "worker/loop/stream.h"
 #include "worker/loop/task_pool.h"
 #include "worker/runner/model_runner.h"
+#include "worker/tools/tool_format.h"
 
 namespace llm::loop {
 
@@ -65,6 +66,9 @@ class Worker {
   // Chat requests are rendered with `render`; without one (the default) they are refused with
   // INVALID_ARGUMENT saying `why_none`. Call before the first Submit.
   void SetChatRenderer(ChatRenderer render, std::string why_none = "");
+  // The format chat requests' tool calls are written and read in (tool_calls.h); kNone (the
+  // default) refuses tool_choice other than "none". Call before the first Submit.
+  void SetToolFormat(tools::ToolFormat format) { tool_format_ = format; }
 
   // Starts a request. INVALID_ARGUMENT naming the field for what can be checked before
   // tokenization; RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE while draining.
@@ -76,6 +80,7 @@ class Worker {
 
   absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const;
   absl::StatusOr<std::string> Detokenize(std::span<const int32_t> ids, bool skip_special) const;
+  const frontend::Tokenizer& tokenizer() const { return *tokenizer_; }
 
   // Stops taking requests (Submit gives UNAVAILABLE); running ones carry on.
   void BeginDrain();
@@ -111,6 +116,7 @@ class Worker {
   WorkerOptions options_;
   ChatRenderer chat_renderer_;
   std::string no_chat_reason_ = "the model has no chat template";
+  tools::ToolFormat tool_format_ = tools::ToolFormat::kNone;
   std::unique_ptr<frontend::Tokenizer> tokenizer_;
   std::unique_ptr<ConstraintCompiler> constraints_;
   RequestObserver* request_observer_;

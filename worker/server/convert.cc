@@ -28,6 +28,21 @@ absl::StatusOr<nlohmann::ordered_json> ChatJson(const std::string& text, const s
   return j;
 }
 
+// OpenAI sends a call's arguments as a JSON string; templates iterate over them as a mapping
+// (`arguments | items`, `| tojson`). Strings holding an object become that object.
+void ArgumentsAsObjects(nlohmann::ordered_json& calls) {
+  for (auto& call : calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    auto& f = call["function"];
+    if (!f.contains("arguments") || !f["arguments"].is_string()) continue;
+    auto args = nlohmann::ordered_json::parse(f["arguments"].get<std::string>(), nullptr,
+                                              /*allow_exceptions=*/false);
+    if (!args.is_discarded() && args.is_object() && !JsonNestsDeeperThan(args, kMaxJsonNesting)) {
+      f["arguments"] = std::move(args);
+    }
+  }
+}
+
 absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   loop::ChatPrompt chat;
   for (int i = 0; i < c.messages_size(); ++i) {
@@ -40,6 +55,7 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
                             absl::StrCat("chat.messages[", i, "].tool_calls_json"), true, nullptr);
       if (!calls.ok()) return calls.status();
       j["tool_calls"] = *std::move(calls);
+      ArgumentsAsObjects(j["tool_calls"]);
     }
     chat.messages.push_back(std::move(j));
   }
@@ -51,6 +67,21 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   if (!kwargs.ok()) return kwargs.status();
   chat.kwargs = *std::move(kwargs);
   chat.add_generation_prompt = c.has_add_generation_prompt() ? c.add_generation_prompt() : true;
+  switch (c.tool_choice().mode()) {
+    case llm::v1::ToolChoice::TOOL_CHOICE_NONE:
+      chat.tool_choice.mode = tools::ToolChoice::Mode::kNone;
+      break;
+    case llm::v1::ToolChoice::TOOL_CHOICE_REQUIRED:
+      chat.tool_choice.mode = tools::ToolChoice::Mode::kRequired;
+      break;
+    case llm::v1::ToolChoice::TOOL_CHOICE_FUNCTION:
+      chat.tool_choice.mode = tools::ToolChoice::Mode::kFunction;
+      chat.tool_choice.function = c.tool_choice().function_name();
+      break;
+    default:
+      break;
+  }
+  chat.parallel_tool_calls = !c.has_parallel_tool_calls() || c.parallel_tool_calls();
   return chat;
 }
 
@@ -159,8 +190,17 @@ void ToResponse(const std::string& request_id, const loop::StreamUpdate& u,
     for (const auto& t : lp.top) ToProto(t, *l->add_top());
   }
   out.mutable_prompt_token_ids()->Add(u.prompt_ids.begin(), u.prompt_ids.end());
+  for (const loop::ToolCall& c : u.tool_calls) {
+    auto* call = out.add_tool_calls();
+    call->set_index(static_cast<uint32_t>(c.index));
+    call->set_id(c.id);
+    call->set_name(c.name);
+    call->set_arguments(c.arguments);
+  }
   if (u.finished) {
-    out.set_finish_reason(ToProto(u.reason));
+    const llm::v1::FinishReason reason = ToProto(u.reason);
+    const bool tool_calls = u.called_tools && reason == llm::v1::FINISH_REASON_STOP;
+    out.set_finish_reason(tool_calls ? llm::v1::FINISH_REASON_TOOL_CALLS : reason);
     if (!u.stop_string.empty()) {
       out.set_stop_string(u.stop_string);
     } else if (u.stop_token_id >= 0) {

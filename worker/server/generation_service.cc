@@ -19,8 +19,11 @@ grpc::Status NotReady() {
 // TokenizeRequest.
 const StringFields kChatMessageStrings = {
     {1, "role"}, {2, "content"}, {3, "name"}, {4, "tool_call_id"}, {5, "tool_calls_json"}};
-const StringFields kChatStrings = {
-    {1, {"messages[]", &kChatMessageStrings}}, {3, "tools_json"}, {4, "template_kwargs_json"}};
+const StringFields kToolChoiceStrings = {{2, "function_name"}};
+const StringFields kChatStrings = {{1, {"messages[]", &kChatMessageStrings}},
+                                   {3, "tools_json"},
+                                   {4, "template_kwargs_json"},
+                                   {5, {"tool_choice", &kToolChoiceStrings}}};
 const StringFields kGenerateStrings = {
     {1, "request_id"}, {2, "text"}, {7, "stop[]"}, {12, {"chat", &kChatStrings}}};
 const StringFields kTokenizeStrings = {{1, "text"}};

@@ -7,6 +7,7 @@
 #include "common/tls/tls_files.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/model/synthetic.h"
+#include "worker/tools/tool_format.h"
 
 namespace llm::server {
 
@@ -59,6 +60,9 @@ config::ConfigSchema WorkerConfigSchema() {
       .String("model.chat_template", "",
               "Jinja chat template file for chat requests (default: the tokenizer's: "
               "chat_template.jinja or tokenizer_config.json chat_template)")
+      .String("model.tool_call_parser", "auto",
+              "format of tool calls in chat answers: auto (from the chat template's markers), "
+              "llama3_json, hermes, mistral or none (tools are rendered, calls not read)")
       .String("server.listen", "0.0.0.0:50051", "gRPC address (host:port; port 0 picks one)")
       .String("server.metrics_listen", "0.0.0.0:9090",
               "HTTP address of /metrics (host:port; empty disables)")
@@ -159,6 +163,8 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   b.model = v->String("model.path");
   b.tokenizer = v->String("model.tokenizer");
   c.chat_template = v->String("model.chat_template");
+  c.tool_call_parser = v->String("model.tool_call_parser");
+  if (auto f = tools::ResolveToolFormat(c.tool_call_parser, ""); !f.ok()) return f.status();
   auto source = model::ParseModelSource(b.model);
   if (!source.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model.path: ", source.status().message()));

@@ -18,6 +18,9 @@ struct WorkerConfig {
   std::string model_name;
   // A chat template file overriding the model's (tokenizer_config.json / chat_template.jinja).
   std::string chat_template;
+  // The tool-call format of chat requests with tools: auto (from the template), llama3_json,
+  // hermes, mistral or none (worker/tools/tool_format.h).
+  std::string tool_call_parser = "auto";
   std::string listen;            // gRPC, host:port
   std::string metrics_listen;    // HTTP /metrics, host:port; empty disables
   std::string health_listen;     // plaintext grpc.health.v1 only, host:port; empty disables

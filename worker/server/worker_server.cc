@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/tls/grpc_tls.h"
 #include "worker/frontend/chat/chat_template.h"
+#include "worker/tools/tool_format.h"
 
 namespace llm::server {
 
@@ -204,6 +205,18 @@ absl::Status WorkerServer::SetUpChat() {
         absl::StrCat("model.chat_template: ", chat.status().message()));
   }
   std::fprintf(stderr, "llm-worker: chat template from %s\n", chat->source().c_str());
+  const frontend::Tokenizer& tokenizer = worker_->tokenizer();
+  const auto text_of = [&](std::optional<int32_t> id) -> std::optional<std::string> {
+    if (!id) return std::nullopt;
+    auto text = tokenizer.Decode(std::span<const int32_t>(&*id, 1), /*skip_special_tokens=*/false);
+    return text.ok() ? std::optional<std::string>(*text) : std::nullopt;
+  };
+  chat->DefaultSpecialTokens(text_of(tokenizer.bos_id()), text_of(tokenizer.eos_id()));
+  LLM_ASSIGN_OR_RETURN(const tools::ToolFormat format,
+                       tools::ResolveToolFormat(config_.tool_call_parser, chat->text()));
+  worker_->SetToolFormat(format);
+  std::fprintf(stderr, "llm-worker: tool calls: %s%s\n", tools::ToolFormatName(format).data(),
+               config_.tool_call_parser == "auto" ? " (from the chat template)" : "");
   auto shared = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
   worker_->SetChatRenderer([shared](const loop::ChatPrompt& c) {
     return shared->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);

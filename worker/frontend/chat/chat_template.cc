@@ -51,6 +51,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromSource(const std::string& source,
   c.bos_token_ = std::move(bos_token);
   c.eos_token_ = std::move(eos_token);
   c.source_ = "text";
+  c.text_ = source;
   return c;
 }
 
@@ -78,6 +79,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
     if (!t.ok()) return t.status();
     c.templates_.emplace("default", *std::move(t));
     c.source_ = file;
+    c.text_ = *std::move(text);
     return c;
   }
   const auto it = config.find("chat_template");
@@ -92,6 +94,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
     auto t = Compile(it->get<std::string>(), config_path + " chat_template");
     if (!t.ok()) return t.status();
     c.templates_.emplace("default", *std::move(t));
+    c.text_ = it->get<std::string>();
   } else if (it->is_array()) {
     for (const auto& named : *it) {
       if (!named.is_object() || !named.contains("name") || !named.contains("template") ||
@@ -104,6 +107,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
                        absl::StrCat(config_path, " chat_template '", name, "'"));
       if (!t.ok()) return t.status();
       c.templates_.emplace(name, *std::move(t));
+      c.text_ += named["template"].get<std::string>();
     }
   } else {
     return absl::InvalidArgumentError(

@@ -39,14 +39,26 @@ class ChatTemplate {
                                     const nlohmann::ordered_json& kwargs,
                                     const jinja::RenderOptions& options = {}) const;
 
+  // bos_token / eos_token for a template whose tokenizer_config.json does not name them (a
+  // synthetic model's tokenizer): these, where they are unset.
+  void DefaultSpecialTokens(std::optional<std::string> bos_token,
+                            std::optional<std::string> eos_token) {
+    if (!bos_token_) bos_token_ = std::move(bos_token);
+    if (!eos_token_) eos_token_ = std::move(eos_token);
+  }
+
   // Where the template came from (a file, or "tokenizer_config.json").
   const std::string& source() const { return source_; }
+  // The template's text (every named template's, one after another): what tool-call formats
+  // are detected from (worker/tools/tool_format.h).
+  const std::string& text() const { return text_; }
 
  private:
   ChatTemplate() = default;
   std::map<std::string, jinja::Template> templates_;  // "default", "tool_use", ...
   std::optional<std::string> bos_token_, eos_token_;
   std::string source_;
+  std::string text_;
 };
 
 }  // namespace llm::frontend

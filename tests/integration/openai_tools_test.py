@@ -1,0 +1,219 @@
+"""Tool calling and structured output through the official `openai` SDK: a router and a CPU
+llm-worker on a model with random weights and a byte-level vocabulary (so any text can be
+spelled), once per call format we parse (the Qwen3, Llama 3.1 and Mistral v0.3 chat templates).
+
+For each format: tool_choice "required" and a named function, streaming and not, give
+finish_reason "tool_calls" and calls whose arguments validate against the tool's schema
+(Python's `jsonschema`); the SDK's `chat.completions.parse` reads them into Pydantic models.
+A second turn sends the calls and their results back (role "tool") with tool_choice "none".
+With the Qwen3 template also: `chat.completions.parse` with a Pydantic response_format, and
+bad tool requests (400 naming the parameter).
+
+Run with the virtual environment's Python (.venv/bin/python holds the pinned packages):
+
+  openai_tools_test.py --bin build/bin --templates ../shared/chat-templates/templates
+
+Exits 1 on the first failed check, saying which.
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from typing import Literal
+
+import jsonschema
+import openai
+import pydantic
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from openai_sdk_test import TOKEN, Proc, check, fail, metric  # noqa: E402
+
+
+class GetWeather(pydantic.BaseModel):
+    city: str = pydantic.Field(max_length=16)
+    unit: Literal["c", "f"]
+
+
+class Now(pydantic.BaseModel):
+    pass
+
+
+class Person(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=20)
+    age: int = pydantic.Field(ge=0, le=150)
+    pets: list[Literal["cat", "dog"]] = pydantic.Field(max_length=3)
+
+
+TOOLS = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(Now)]
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+MESSAGES = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def check_calls(calls, names, what):
+    check(bool(calls), f"{what}: the answer holds calls")
+    for c in calls:
+        check(c.type == "function" and c.id and c.function.name in names,
+              f"{what}: call {c.function.name} ({c.id}) is of {sorted(names)}")
+        args = json.loads(c.function.arguments)
+        jsonschema.validate(args, SCHEMAS[c.function.name])
+        check(True, f"{what}: arguments {c.function.arguments} validate")
+
+
+def streamed_calls(stream):
+    """The SDK's chunks put together, as a client does: calls by index."""
+    calls, finish, text = {}, None, ""
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        text += choice.delta.content or ""
+        for d in choice.delta.tool_calls or []:
+            c = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
+            c["id"] = d.id or c["id"]
+            c["name"] += d.function.name or ""
+            c["arguments"] += d.function.arguments or ""
+        finish = choice.finish_reason or finish
+    out = [openai.types.chat.ChatCompletionMessageToolCall(
+        id=c["id"], type="function", function={"name": c["name"], "arguments": c["arguments"]})
+        for _, c in sorted(calls.items())]
+    return out, finish, text
+
+
+def serve(args, template, tmp, procs):
+    w = Proc([f"{args.bin}/llm-worker", "--model.path", "random:tiny",
+              "--model.chat_template", os.path.join(args.templates, template),
+              "--server.listen", "127.0.0.1:0", "--server.metrics_listen", "127.0.0.1:0",
+              "--engine.cpu_threads", "1"],
+             r"on port (\d+), metrics on port (\d+)", tmp, f"worker-{template}")
+    procs.append(w)
+    r = Proc([f"{args.bin}/llm-router", "--router.listen", "127.0.0.1:0",
+              "--router.metrics_listen", "127.0.0.1:0", "--router.http_listen", "127.0.0.1:0",
+              "--auth.token_file", os.path.join(tmp, "token"),
+              "--discovery.workers", f"127.0.0.1:{w.match.group(1)}"],
+             r"routing on port (\d+), metrics on port (\d+), http on port (\d+)", tmp,
+             f"router-{template}")
+    procs.append(r)
+    _, router_metrics, http_port = (int(g) for g in r.match.groups())
+    deadline = time.time() + 30
+    while (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) < 1:
+        if time.time() > deadline:
+            fail("the router never saw the worker ready")
+        time.sleep(0.05)
+    return openai.OpenAI(base_url=f"http://127.0.0.1:{http_port}/v1", api_key=TOKEN,
+                         max_retries=0, timeout=120)
+
+
+def calls_in_every_mode(client, fmt):
+    model = client.models.list().data[0].id
+    common = dict(model=model, messages=MESSAGES, tools=TOOLS, max_tokens=600)
+    for seed in range(3):
+        # Greedy would repeat calls until max_tokens: sampled, or one call.
+        r = client.chat.completions.create(**common, tool_choice="required", seed=seed,
+                                           parallel_tool_calls=seed != 0)
+        m = r.choices[0]
+        check(m.finish_reason == "tool_calls", f"{fmt} required: finish_reason {m.finish_reason}")
+        check(not m.message.content, f"{fmt} required: no content ({m.message.content!r})")
+        check_calls(m.message.tool_calls, SCHEMAS, f"{fmt} required, seed {seed}")
+        calls, finish, text = streamed_calls(client.chat.completions.create(
+            **common, tool_choice="required", seed=seed, parallel_tool_calls=seed != 0,
+            stream=True))
+        check(finish == "tool_calls" and text == "", f"{fmt} required, streamed: {finish}")
+        check_calls(calls, SCHEMAS, f"{fmt} required, streamed, seed {seed}")
+        check([(c.function.name, c.function.arguments) for c in calls] ==
+              [(c.function.name, c.function.arguments) for c in m.message.tool_calls],
+              f"{fmt}: the streamed calls are the same as the whole answer's (seed {seed})")
+    named = {"type": "function", "function": {"name": "GetWeather"}}
+    for stream in (False, True):
+        if stream:
+            calls, finish, _ = streamed_calls(client.chat.completions.create(
+                **common, tool_choice=named, temperature=0, parallel_tool_calls=False,
+                stream=True))
+        else:
+            r = client.chat.completions.create(**common, tool_choice=named, temperature=0,
+                                               parallel_tool_calls=False)
+            calls, finish = r.choices[0].message.tool_calls, r.choices[0].finish_reason
+        check(finish == "tool_calls" and len(calls) == 1,
+              f"{fmt} named, stream={stream}: one call, finish_reason {finish}")
+        check_calls(calls, {"GetWeather"}, f"{fmt} named, stream={stream}")
+    # The SDK's parse: the arguments as Pydantic objects.
+    parsed = client.chat.completions.parse(**common, tool_choice=named, seed=7,
+                                           parallel_tool_calls=False)
+    args = parsed.choices[0].message.tool_calls[0].function.parsed_arguments
+    check(isinstance(args, GetWeather), f"{fmt}: parse() gives {args!r}")
+    # A second turn: the calls (their ids and arguments as given) and their results go back
+    # through the template.
+    first = client.chat.completions.create(**common, tool_choice="required", seed=1)
+    calls = first.choices[0].message.tool_calls
+    turn = MESSAGES + [first.choices[0].message.model_dump(exclude_none=True)] + [
+        {"role": "tool", "tool_call_id": c.id, "content": "18 C, sunny"} for c in calls]
+    second = client.chat.completions.create(model=model, messages=turn, tools=TOOLS,
+                                            tool_choice="none", max_tokens=8)
+    m = second.choices[0]
+    check(m.finish_reason == "length" and not m.message.tool_calls and m.message.content,
+          f"{fmt}: a second turn with {len(calls)} tool results answers in text")
+    return model
+
+
+def qwen_extras(client, model):
+    # Structured output through the SDK's parse and a Pydantic model.
+    for seed in range(3):
+        r = client.chat.completions.parse(model=model, messages=MESSAGES, response_format=Person,
+                                          max_tokens=400, seed=seed)
+        p = r.choices[0].message.parsed
+        check(isinstance(p, Person), f"parse(response_format=Person) gives {p!r}")
+    # Bad tool requests: 400 naming the parameter.
+    bad = [
+        ("tool_choice", dict(tool_choice={"type": "function", "function": {"name": "nope"}})),
+        ("tools", dict(tools=[{"type": "function", "function": {"name": "a b"}}],
+                       tool_choice="required")),
+        ("tools", dict(tools=[{"type": "function", "function": {
+            "name": "f", "parameters": {"type": "object", "properties": {
+                "x": {"type": "string", "format": "ipv6"}}}}}], tool_choice="required")),
+        ("tool_choice", dict(tool_choice="required", response_format={"type": "json_object"})),
+        ("functions", dict(functions=[{"name": "f"}])),
+    ]
+    for param, kwargs in bad:
+        call = dict(model=model, messages=MESSAGES, tools=TOOLS, max_tokens=4)
+        call.update(kwargs)
+        try:
+            client.chat.completions.create(**call)
+            fail(f"{kwargs} was accepted")
+        except openai.BadRequestError as e:
+            got = e.body.get("param") if isinstance(e.body, dict) else None
+            check(e.status_code == 400 and got == param, f"{kwargs} -> 400 param={got}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--templates", required=True)
+    args = ap.parse_args()
+    if not os.path.isdir(args.templates):
+        fail(f"the chat templates are missing: {args.templates} (../shared is required)")
+    tmp = tempfile.mkdtemp(prefix="openai-tools-")
+    with open(os.path.join(tmp, "token"), "w") as f:
+        f.write(TOKEN + "\n")
+    procs = []
+    try:
+        for template, fmt in (("qwen3.jinja", "hermes"), ("llama31.jinja", "llama3_json"),
+                              ("mistral_v03.jinja", "mistral")):
+            client = serve(args, template, tmp, procs)
+            log = open(procs[-2].log_path).read()
+            check(f"tool calls: {fmt} (from the chat template)" in log,
+                  f"{template}: the worker reads {fmt} calls")
+            model = calls_in_every_mode(client, fmt)
+            if fmt == "hermes":
+                qwen_extras(client, model)
+            for p in procs:
+                p.stop()
+            procs.clear()
+        print("PASS")
+    finally:
+        for p in procs:
+            p.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+// Tool calling end to end, in process, on the CPU runner: a model with random weights and a
+// byte-level vocabulary, the Qwen3 chat template (calls as <tool_call> JSON). With tool_choice
+// "required" or a named function every answer is nothing but valid calls; "none" and "auto"
+// leave the output alone; bad tools fail alone, before they take a slot.
+#include <fstream>
+#include <set>
+
+#include "common/thread_pool.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_util.h"
+#include "tests/worker/loop/collecting_sink.h"
+#include "worker/backend/backend.h"
+#include "worker/frontend/chat/chat_template.h"
+#include "worker/loop/tool_calls.h"
+#include "worker/loop/worker.h"
+
+namespace llm::loop {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::ordered_json;
+
+const json kTools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+      "unit": {"enum": ["c", "f"]}, "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+      "required": ["city", "unit"], "additionalProperties": false}}},
+  {"type": "function", "function": {"name": "now"}}
+])");
+
+// The arguments hold to get_weather's schema (or now's: none).
+void ExpectValidCall(const ToolCall& call) {
+  const json args = json::parse(call.arguments, nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call.arguments;
+  if (call.name == "now") {
+    EXPECT_TRUE(args.empty()) << call.arguments;
+    return;
+  }
+  ASSERT_EQ(call.name, "get_weather");
+  ASSERT_TRUE(args.contains("city") && args["city"].is_string()) << call.arguments;
+  size_t characters = 0;  // maxLength counts characters, not bytes
+  for (unsigned char c : args["city"].get<std::string>()) characters += (c & 0xC0) != 0x80;
+  EXPECT_LE(characters, 12u) << call.arguments;
+  EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << call.arguments;
+  if (args.contains("days")) {
+    EXPECT_TRUE(args["days"].is_number_integer()) << call.arguments;
+    EXPECT_GE(args["days"].get<int>(), 1);
+    EXPECT_LE(args["days"].get<int>(), 7);
+  }
+  for (const auto& [key, value] : args.items()) {
+    EXPECT_TRUE(key == "city" || key == "unit" || key == "days") << call.arguments;
+  }
+}
+
+class ToolCallsWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string file = "chat-templates/templates/qwen3.jinja";
+    LLM_REQUIRE_SHARED(file);
+    std::ifstream in(llm::testing::SharedPath(file));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto chat = frontend::ChatTemplate::FromSource(text, std::nullopt, std::string("<eos>"));
+    ASSERT_TRUE(chat.ok()) << chat.status();
+    chat_ = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
+    backend::BackendOptions bo;
+    bo.model = "random:tiny";
+    bo.backend = "cpu";
+    bo.cpu_threads = 1;
+    bo.sizes.max_slots = 8;
+    auto b = backend::CreateBackend(bo);
+    ASSERT_TRUE(b.ok()) << b.status();
+    WorkerOptions wo;
+    wo.scheduler.max_batch_tokens = 0;
+    auto w =
+        Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
+    ASSERT_TRUE(w.ok()) << w.status();
+    worker_ = *std::move(w);
+    backend_pool_ = std::move(b->pool);
+    worker_->SetChatRenderer([chat = chat_](const ChatPrompt& c) {
+      return chat->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);
+    });
+    worker_->SetToolFormat(tools::DetectToolFormat(chat_->text()));
+  }
+
+  static GenerateSpec Spec(tools::ToolChoice choice, int seed, bool parallel = true) {
+    GenerateSpec s;
+    ChatPrompt chat;
+    chat.messages = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}});
+    chat.tools = kTools;
+    chat.tool_choice = std::move(choice);
+    chat.parallel_tool_calls = parallel;
+    s.chat = std::move(chat);
+    s.max_tokens = 1200;  // parallel calls go on until the model ends them
+    s.sampling.temperature = seed % 4 == 0 ? 0.0f : 1.0f;
+    s.sampling.seed = static_cast<uint64_t>(seed);
+    return s;
+  }
+
+  StreamUpdate Run(GenerateSpec spec) {
+    auto sink = std::make_shared<CollectingSink>();
+    auto key = worker_->Submit(std::move(spec), sink);
+    EXPECT_TRUE(key.ok()) << key.status();
+    if (!key.ok()) return {};
+    EXPECT_TRUE(sink->Wait());
+    EXPECT_TRUE(sink->error().ok()) << sink->error();
+    return sink->result();
+  }
+
+  std::shared_ptr<const frontend::ChatTemplate> chat_;
+  std::unique_ptr<ThreadPool> backend_pool_;  // declared before worker_: destroyed after it
+  std::unique_ptr<Worker> worker_;
+};
+
+TEST_F(ToolCallsWorkerTest, RequiredAnswersAreOnlyValidCalls) {
+  std::set<std::string> names;
+  size_t most = 0;
+  for (int seed = 0; seed < 24; ++seed) {
+    // Greedy (even seeds 0, 4, ...) repeats a call forever when it may: one call there.
+    const bool parallel = seed % 2 == 1;
+    const StreamUpdate r = Run(Spec({tools::ToolChoice::Mode::kRequired, ""}, seed, parallel));
+    ASSERT_FALSE(r.tool_calls.empty()) << "seed " << seed << ": '" << r.text << "'";
+    EXPECT_EQ(r.text, "") << "seed " << seed;
+    EXPECT_TRUE(r.called_tools);
+    EXPECT_EQ(r.reason, sampling::FinishReason::kStopToken);
+    if (!parallel) {
+      EXPECT_EQ(r.tool_calls.size(), 1u);
+    }
+    std::set<std::string> ids;
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+      EXPECT_EQ(r.tool_calls[i].index, static_cast<int>(i));
+      EXPECT_THAT(r.tool_calls[i].id, ::testing::StartsWith("call_"));
+      ids.insert(r.tool_calls[i].id);
+      ExpectValidCall(r.tool_calls[i]);
+      names.insert(r.tool_calls[i].name);
+    }
+    EXPECT_EQ(ids.size(), r.tool_calls.size());
+    most = std::max(most, r.tool_calls.size());
+  }
+  EXPECT_EQ(names.size(), 2u);  // sampling reaches both tools
+  EXPECT_GT(most, 1u);          // and several calls in one answer
+}
+
+TEST_F(ToolCallsWorkerTest, ANamedFunctionIsTheOnlyOneCalled) {
+  for (int seed = 0; seed < 8; ++seed) {
+    const StreamUpdate r = Run(Spec({tools::ToolChoice::Mode::kFunction, "get_weather"}, seed));
+    ASSERT_FALSE(r.tool_calls.empty()) << "seed " << seed;
+    for (const ToolCall& c : r.tool_calls) {
+      EXPECT_EQ(c.name, "get_weather");
+      ExpectValidCall(c);
+    }
+  }
+}
+
+TEST_F(ToolCallsWorkerTest, NoneAndAutoLeaveTheOutputAlone) {
+  // A random model writes no <tool_call>: under auto its text passes through as content.
+  for (auto mode : {tools::ToolChoice::Mode::kNone, tools::ToolChoice::Mode::kAuto}) {
+    GenerateSpec spec = Spec({mode, ""}, 1);
+    spec.max_tokens = 20;
+    const StreamUpdate r = Run(std::move(spec));
+    EXPECT_TRUE(r.tool_calls.empty());
+    EXPECT_FALSE(r.called_tools);
+    EXPECT_EQ(r.token_ids.size(), 20u);
+  }
+}
+
+TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
+  const auto refused = [&](GenerateSpec spec) {
+    auto key = worker_->Submit(std::move(spec), std::make_shared<CollectingSink>());
+    EXPECT_FALSE(key.ok());
+    EXPECT_EQ(key.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(key.status().message());
+  };
+  GenerateSpec s = Spec({tools::ToolChoice::Mode::kFunction, "forecast"}, 0);
+  EXPECT_THAT(refused(s), HasSubstr("tool_choice: names function 'forecast'"));
+  s = Spec({tools::ToolChoice::Mode::kRequired, ""}, 0);
+  s.constraint = {constraint::Kind::kJsonObject, "", {}};
+  EXPECT_THAT(refused(s), HasSubstr("tool_choice: a required or named call cannot be combined"));
+  s = Spec({tools::ToolChoice::Mode::kRequired, ""}, 0);
+  s.chat->tools[0]["function"]["parameters"]["properties"]["city"]["format"] = "ipv6";
+  EXPECT_THAT(refused(s), HasSubstr("tools[0].function.parameters.properties.city.format"));
+  s = Spec({tools::ToolChoice::Mode::kAuto, ""}, 0);
+  s.chat->tools[1]["function"]["name"] = "get_weather";
+  EXPECT_THAT(refused(s), HasSubstr("tools[1].function.name: 'get_weather' is named twice"));
+  // A worker with no call format refuses every mode but none.
+  worker_->SetToolFormat(tools::ToolFormat::kNone);
+  EXPECT_THAT(refused(Spec({tools::ToolChoice::Mode::kAuto, ""}, 0)),
+              HasSubstr("tool_choice: this worker reads no tool calls"));
+  EXPECT_TRUE(Run(Spec({tools::ToolChoice::Mode::kNone, ""}, 0)).finished);
+  // Nothing was left behind: the next request runs.
+  worker_->SetToolFormat(tools::ToolFormat::kHermes);
+  EXPECT_FALSE(Run(Spec({tools::ToolChoice::Mode::kRequired, ""}, 3)).tool_calls.empty());
+}
+
+// The sink alone: calls split over updates come whole, numbered, with ids of the format's
+// shape; the last update says there were calls.
+TEST(ToolCallSinkTest, NumbersCallsAcrossUpdates) {
+  auto inner = std::make_shared<CollectingSink>();
+  ToolCallSink sink(tools::ToolFormat::kMistral, true, inner);
+  const std::string text =
+      "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": "
+      "{\"x\": 1}}]";
+  for (size_t i = 0; i < text.size(); i += 5) {
+    StreamUpdate u;
+    u.text = text.substr(i, 5);
+    u.finished = i + 5 >= text.size();
+    u.reason = u.finished ? sampling::FinishReason::kStopToken : sampling::FinishReason::kNone;
+    sink.OnUpdate(std::move(u));
+  }
+  const StreamUpdate r = inner->result();
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.text, "");
+  EXPECT_TRUE(r.called_tools);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.tool_calls[i].index, i);
+    EXPECT_EQ(r.tool_calls[i].id.size(), 9u);  // Mistral's template takes 9 characters
+  }
+  EXPECT_EQ(r.tool_calls[1].arguments, "{\"x\":1}");
+  EXPECT_NE(r.tool_calls[0].id, r.tool_calls[1].id);
+}
+
+}  // namespace
+}  // namespace llm::loop

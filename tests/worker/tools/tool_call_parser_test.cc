@@ -1,0 +1,139 @@
+#include "worker/tools/tool_call_parser.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace llm::tools {
+namespace {
+
+struct Result {
+  std::string content;
+  std::vector<std::string> calls;  // "name arguments"
+};
+
+void Add(Result& r, const ParseOutput& out) {
+  r.content += out.content;
+  for (const ParsedCall& c : out.calls) r.calls.push_back(c.name + " " + c.arguments);
+}
+
+// The output fed in pieces of `step` bytes (0: whole).
+Result Parse(ToolFormat format, const std::string& text, size_t step, bool parallel = true) {
+  ToolCallParser parser(format, parallel);
+  Result r;
+  if (step == 0) step = text.size() + 1;
+  for (size_t i = 0; i < text.size(); i += step) Add(r, parser.Feed(text.substr(i, step)));
+  Add(r, parser.Finish());
+  return r;
+}
+
+struct Case {
+  ToolFormat format;
+  std::string text;
+  std::string content;
+  std::vector<std::string> calls;
+};
+
+// Every split of the stream gives what the whole text gives.
+void ExpectParses(const Case& c) {
+  for (size_t step : {size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{7}}) {
+    const Result r = Parse(c.format, c.text, step);
+    EXPECT_EQ(r.content, c.content) << c.text << " in pieces of " << step;
+    EXPECT_EQ(r.calls, c.calls) << c.text << " in pieces of " << step;
+  }
+}
+
+TEST(ToolCallParserTest, Hermes) {
+  const ToolFormat f = ToolFormat::kHermes;
+  ExpectParses({f,
+                "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                "{\"city\": \"Paris\"}}\n</tool_call>",
+                "Let me check.\n",
+                {"get_weather {\"city\":\"Paris\"}"}});
+  // Two calls; the newline between them is not content.
+  ExpectParses({f,
+                "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+                "{\"name\": \"b\", \"arguments\": {\"x\": [1, {\"y\": null}]}}\n</tool_call>\n",
+                "",
+                {"a {}", "b {\"x\":[1,{\"y\":null}]}"}});
+  // Braces and quotes inside strings do not end the object.
+  ExpectParses({f,
+                "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"}{\\\"]\"}}</tool_call>",
+                "",
+                {"f {\"s\":\"}{\\\"]\"}"}});
+  // No end tag (the model stopped after the object): still a call.
+  ExpectParses({f, "<tool_call>\n{\"name\":\"f\",\"arguments\":{}}", "", {"f {}"}});
+  // Arguments given as a string are kept as the model wrote them.
+  ExpectParses({f,
+                "<tool_call>{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}</tool_call>",
+                "",
+                {"f {\"a\":1}"}});
+}
+
+TEST(ToolCallParserTest, HermesGivesBackWhatIsNotACall) {
+  const ToolFormat f = ToolFormat::kHermes;
+  for (const std::string text : {
+           "a < b, and <tool is not a tag",
+           "<tool_call>\n{not json}\n</tool_call> then text",
+           "<tool_call>\n{\"arguments\": {}}\n</tool_call>",  // no name
+           "<tool_call>\n{\"name\": \"f\", \"argu",           // cut off
+           "<tool_call>\nplain words",
+           "ends on a partial marker <tool_c",
+       }) {
+    ExpectParses({f, text, text, {}});
+  }
+  // Text after a call stays content.
+  ExpectParses({f, "<tool_call>{\"name\":\"f\"}</tool_call>\n\nDone.", "\n\nDone.", {"f {}"}});
+}
+
+TEST(ToolCallParserTest, Llama3Json) {
+  const ToolFormat f = ToolFormat::kLlama3Json;
+  ExpectParses({f, "{\"name\": \"f\", \"parameters\": {\"x\": 1}}", "", {"f {\"x\":1}"}});
+  ExpectParses({f,
+                " <|python_tag|>{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", "
+                "\"parameters\": {\"q\": \"a;b\"}}",
+                "",
+                {"f {}", "g {\"q\":\"a;b\"}"}});
+  // Calls only where the answer starts: later braces are text.
+  for (const std::string text : {"Hello {\"name\": \"f\"}", "  plain text", "{\"answer\": 42}",
+                                 "<|python_tag|>print(1)", "{\"name\": \"f\", \"param"}) {
+    ExpectParses({f, text, text, {}});
+  }
+}
+
+TEST(ToolCallParserTest, Mistral) {
+  const ToolFormat f = ToolFormat::kMistral;
+  ExpectParses({f,
+                "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": "
+                "\"g\", \"arguments\": {}}]",
+                "",
+                {"f {\"a\":[1,2]}", "g {}"}});
+  ExpectParses({f, "Sure. [TOOL_CALLS][{\"name\":\"f\",\"arguments\":{}}]", "Sure. ", {"f {}"}});
+  for (const std::string text : {"[TOOL", "[not a call]", "[TOOL_CALLS] oops"}) {
+    ExpectParses({f, text, text, {}});
+  }
+}
+
+TEST(ToolCallParserTest, NoneIsText) {
+  const std::string text = "<tool_call>{\"name\":\"f\"}</tool_call>";
+  ExpectParses({ToolFormat::kNone, text, text, {}});
+}
+
+TEST(ToolCallParserTest, OneCallWhenNotParallel) {
+  const Result r = Parse(ToolFormat::kHermes,
+                         "<tool_call>{\"name\":\"a\"}</tool_call>\n<tool_call>{\"name\":\"b\"}"
+                         "</tool_call>",
+                         1, /*parallel=*/false);
+  EXPECT_EQ(r.calls, std::vector<std::string>{"a {}"});
+  EXPECT_EQ(r.content, "");
+}
+
+TEST(ToolCallParserTest, DeepNestingIsText) {
+  std::string text = "<tool_call>{\"name\":\"f\",\"arguments\":";
+  text += std::string(200, '[');
+  ExpectParses({ToolFormat::kHermes, text, text, {}});
+}
+
+}  // namespace
+}  // namespace llm::tools

@@ -1,0 +1,143 @@
+#include "worker/tools/tool_grammar.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+#include "worker/constraint/byte_dfa.h"
+#include "worker/constraint/byte_regex.h"
+#include "worker/tools/tool_call_parser.h"
+
+namespace llm::tools {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::ordered_json;
+
+const json kTools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"},
+      "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"],
+      "additionalProperties": false}}},
+  {"type": "function", "function": {"name": "now"}}
+])");
+
+bool Accepts(const std::string& regex, const std::string& text) {
+  auto nfa = constraint::ParseRegex(regex);
+  EXPECT_TRUE(nfa.ok()) << nfa.status();
+  auto dfa = constraint::ByteDfa::Build(*nfa, 100000, "regex");
+  EXPECT_TRUE(dfa.ok()) << dfa.status();
+  const int32_t s = dfa->Walk(dfa->start(), text);
+  return s != constraint::ByteDfa::kDead && dfa->accepting(s);
+}
+
+std::string Regex(ToolFormat format, ToolChoice choice, bool parallel) {
+  auto tools = ParseTools(kTools);
+  EXPECT_TRUE(tools.ok()) << tools.status();
+  auto regex = ToolCallRegex(format, *tools, choice, parallel);
+  EXPECT_TRUE(regex.ok()) << regex.status();
+  return regex.value_or("");
+}
+
+const std::string kWeather = R"({"name":"get_weather","arguments":{"city":"Paris","unit":"c"}})";
+const std::string kNow = R"({"name":"now","arguments":{}})";
+
+TEST(ToolGrammarTest, HermesCallsInTheTemplatesForm) {
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  const std::string one = "<tool_call>\n" + kWeather + "\n</tool_call>";
+  const std::string two = one + "\n<tool_call>\n" + kNow + "\n</tool_call>";
+  EXPECT_TRUE(Accepts(Regex(ToolFormat::kHermes, required, true), one));
+  EXPECT_TRUE(Accepts(Regex(ToolFormat::kHermes, required, true), two));
+  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, required, false), two));
+  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, required, true), "text"));
+  // The argument schema holds: unit must be c or f.
+  std::string bad = one;
+  bad.replace(bad.find("\"c\""), 3, "\"k\"");
+  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, required, true), bad));
+  // A named function: only that one.
+  const ToolChoice named{ToolChoice::Mode::kFunction, "now"};
+  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, named, true), one));
+  EXPECT_TRUE(
+      Accepts(Regex(ToolFormat::kHermes, named, true), "<tool_call>\n" + kNow + "\n</tool_call>"));
+  // What the grammar admits, the parser reads back.
+  ToolCallParser parser(ToolFormat::kHermes, true);
+  ParseOutput out = parser.Feed(two);
+  ParseOutput end = parser.Finish();
+  EXPECT_EQ(out.content + end.content, "");
+  ASSERT_EQ(out.calls.size() + end.calls.size(), 2u);
+}
+
+TEST(ToolGrammarTest, Llama3AndMistral) {
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  EXPECT_TRUE(
+      Accepts(Regex(ToolFormat::kLlama3Json, required, true), R"({"name":"now","parameters":{}})"));
+  EXPECT_FALSE(Accepts(Regex(ToolFormat::kLlama3Json, required, true), kNow));
+  const std::string mistral = "[TOOL_CALLS] [" + kWeather + ", " + kNow + "]";
+  EXPECT_TRUE(Accepts(Regex(ToolFormat::kMistral, required, true), mistral));
+  EXPECT_FALSE(Accepts(Regex(ToolFormat::kMistral, required, false), mistral));
+  EXPECT_TRUE(Accepts(Regex(ToolFormat::kMistral, required, false), "[TOOL_CALLS] [" + kNow + "]"));
+}
+
+TEST(ToolGrammarTest, BadToolsNameTheField) {
+  const auto error = [](const char* tools) {
+    return std::string(ParseTools(json::parse(tools)).status().message());
+  };
+  EXPECT_THAT(error(R"({"type": "function"})"), HasSubstr("tools: must be an array"));
+  EXPECT_THAT(error(R"([{"type": "web"}])"), HasSubstr("tools[0].type"));
+  EXPECT_THAT(error(R"([{"type": "function", "function": {"name": "a b"}}])"),
+              HasSubstr("tools[0].function.name"));
+  EXPECT_THAT(error(R"([{"type": "function", "function": {"name": "a"}},
+                        {"type": "function", "function": {"name": "a"}}])"),
+              HasSubstr("tools[1].function.name: 'a' is named twice"));
+  EXPECT_THAT(error(R"([{"type": "function", "function": {"name": "a", "parameters": 3}}])"),
+              HasSubstr("tools[0].function.parameters"));
+  // A schema the grammar cannot take names its path inside the tool.
+  auto tools = ParseTools(json::parse(R"([{"type": "function", "function": {"name": "a",
+      "parameters": {"type": "object", "properties": {"n": {"type": "number", "maximum": 3}}}}}])"));
+  ASSERT_TRUE(tools.ok());
+  auto regex = ToolCallRegex(ToolFormat::kHermes, *tools, {ToolChoice::Mode::kRequired, ""}, true);
+  ASSERT_FALSE(regex.ok());
+  EXPECT_THAT(regex.status().message(),
+              HasSubstr("tools[0].function.parameters.properties.n.maximum"));
+  // tool_choice naming a function that is not there.
+  EXPECT_THAT(CheckToolChoice(*tools, {ToolChoice::Mode::kFunction, "b"}).message(),
+              HasSubstr("tool_choice"));
+  EXPECT_FALSE(CheckToolChoice({}, {ToolChoice::Mode::kRequired, ""}).ok());
+}
+
+TEST(ToolFormatTest, DetectedFromTheShippedTemplates) {
+  EXPECT_EQ(DetectToolFormat("{{ '<tool_call>' }}"), ToolFormat::kHermes);
+  EXPECT_EQ(DetectToolFormat("{{ '[TOOL_CALLS] [' }}"), ToolFormat::kMistral);
+  EXPECT_EQ(DetectToolFormat("<|python_tag|>"), ToolFormat::kLlama3Json);
+  EXPECT_EQ(DetectToolFormat("plain"), ToolFormat::kNone);
+  EXPECT_EQ(ResolveToolFormat("hermes", "").value(), ToolFormat::kHermes);
+  EXPECT_THAT(ResolveToolFormat("xml", "").status().message(), HasSubstr("model.tool_call_parser"));
+}
+
+TEST(ToolFormatTest, EachShippedTemplateHasItsFormat) {
+  LLM_REQUIRE_SHARED("chat-templates/templates");
+  const std::map<std::string, ToolFormat> expected = {{"hermes3_tool_use", ToolFormat::kHermes},
+                                                      {"qwen25", ToolFormat::kHermes},
+                                                      {"qwen3", ToolFormat::kHermes},
+                                                      {"llama31", ToolFormat::kLlama3Json},
+                                                      {"llama32", ToolFormat::kLlama3Json},
+                                                      {"mistral_v03", ToolFormat::kMistral}};
+  int seen = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::SharedPath("chat-templates/templates"))) {
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto it = expected.find(entry.path().stem().string());
+    EXPECT_EQ(DetectToolFormat(text), it == expected.end() ? ToolFormat::kNone : it->second)
+        << entry.path();
+    ++seen;
+  }
+  EXPECT_EQ(seen, 15);
+}
+
+}  // namespace
+}  // namespace llm::tools

@@ -1,0 +1,74 @@
+#include "worker/loop/tool_calls.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "worker/tools/tool_grammar.h"
+
+namespace llm::loop {
+
+absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
+                              std::shared_ptr<StreamSink>& sink) {
+  const ChatPrompt& chat = *spec.chat;
+  auto parsed = tools::ParseTools(chat.tools);
+  if (!parsed.ok()) return parsed.status();
+  const tools::ToolChoice& choice = chat.tool_choice;
+  using Mode = tools::ToolChoice::Mode;
+  if (absl::Status st = tools::CheckToolChoice(*parsed, choice); !st.ok()) return st;
+  if (parsed->empty() || choice.mode == Mode::kNone) return absl::OkStatus();
+  if (format == tools::ToolFormat::kNone) {
+    return absl::InvalidArgumentError(
+        "tool_choice: this worker reads no tool calls (model.tool_call_parser is none, or "
+        "auto found no call format in the chat template); send tool_choice \"none\", or set "
+        "model.tool_call_parser");
+  }
+  if (choice.mode == Mode::kRequired || choice.mode == Mode::kFunction) {
+    if (spec.constraint.enabled()) {
+      return absl::InvalidArgumentError(
+          "tool_choice: a required or named call cannot be combined with a constraint "
+          "(response_format); use one or the other");
+    }
+    auto regex = tools::ToolCallRegex(format, *parsed, choice, chat.parallel_tool_calls);
+    if (!regex.ok()) return regex.status();
+    spec.constraint.kind = constraint::Kind::kRegex;
+    spec.constraint.text = *std::move(regex);
+  }
+  spec.skip_special_tokens = false;
+  sink = std::make_shared<ToolCallSink>(format, chat.parallel_tool_calls, std::move(sink));
+  return absl::OkStatus();
+}
+
+ToolCallSink::ToolCallSink(tools::ToolFormat format, bool parallel,
+                           std::shared_ptr<StreamSink> inner)
+    : format_(format), parser_(format, parallel), inner_(std::move(inner)) {}
+
+std::string ToolCallSink::NewId() {
+  // Mistral's template takes ids of exactly 9 letters and digits; OpenAI's look like call_...
+  static constexpr std::string_view kAlphabet =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+  const bool mistral = format_ == tools::ToolFormat::kMistral;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[pick(rng)];
+  return id;
+}
+
+void ToolCallSink::OnUpdate(StreamUpdate update) {
+  tools::ParseOutput out = parser_.Feed(update.text);
+  if (update.finished) {
+    tools::ParseOutput last = parser_.Finish();
+    out.content += last.content;
+    for (auto& c : last.calls) out.calls.push_back(std::move(c));
+    update.called_tools = parser_.calls() > 0;
+  }
+  update.text = std::move(out.content);
+  const int first = parser_.calls() - static_cast<int>(out.calls.size());
+  for (size_t i = 0; i < out.calls.size(); ++i) {
+    update.tool_calls.push_back({first + static_cast<int>(i), NewId(), std::move(out.calls[i].name),
+                                 std::move(out.calls[i].arguments)});
+  }
+  inner_->OnUpdate(std::move(update));
+}
+
+}  // namespace llm::loop

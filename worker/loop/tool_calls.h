@@ -1,0 +1,47 @@
+// Tool calling for one chat request (worker/tools): the grammar tool_choice enforces, and a
+// sink that turns the model's call text into StreamUpdate::tool_calls.
+//
+// With tools and a tool_choice other than "none", and a format to read calls in:
+//   - "required" or a named function become the request's constraint (the calls' grammar in
+//     the model's own format), so the answer is nothing but valid calls;
+//   - the output's text keeps special tokens (the formats' markers, <|python_tag|> or
+//     [TOOL_CALLS], may be special tokens), and the parser takes the markers out;
+//   - the stream's text is the content outside calls; each call comes whole, with an id; the
+//     last update says whether there were calls (finish_reason tool_calls).
+#ifndef LLM_WORKER_LOOP_TOOL_CALLS_H_
+#define LLM_WORKER_LOOP_TOOL_CALLS_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "worker/loop/request_spec.h"
+#include "worker/loop/stream.h"
+#include "worker/tools/tool_call_parser.h"
+#include "worker/tools/tool_format.h"
+
+namespace llm::loop {
+
+// Prepares `spec` (a chat request) for its tools under `format`, wrapping `sink` in the parser.
+// INVALID_ARGUMENT naming the field for bad tools, a tool_choice they cannot meet, a
+// required call together with another constraint, or a worker with no format to read calls in.
+absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
+                              std::shared_ptr<StreamSink>& sink);
+
+// Reads calls out of a stream's text; forwards everything else to `inner` unchanged.
+class ToolCallSink : public StreamSink {
+ public:
+  ToolCallSink(tools::ToolFormat format, bool parallel, std::shared_ptr<StreamSink> inner);
+  void OnUpdate(StreamUpdate update) override;
+  void OnError(const absl::Status& status) override { inner_->OnError(status); }
+
+ private:
+  std::string NewId();
+
+  tools::ToolFormat format_;
+  tools::ToolCallParser parser_;
+  std::shared_ptr<StreamSink> inner_;
+};
+
+}  // namespace llm::loop
+
+#endif  // LLM_WORKER_LOOP_TOOL_CALLS_H_

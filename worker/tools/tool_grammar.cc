@@ -1,0 +1,132 @@
+#include "worker/tools/tool_grammar.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "worker/constraint/byte_regex.h"
+#include "worker/constraint/json_schema.h"
+
+namespace llm::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+absl::Status Bad(const std::string& field, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxFunctionName) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Tool> ParseTool(const json& t, const std::string& field) {
+  if (!t.is_object()) return Bad(field, "must be an object");
+  const auto type = t.find("type");
+  if (type == t.end() || *type != "function") {
+    return Bad(field + ".type", "must be \"function\"");
+  }
+  const auto f = t.find("function");
+  if (f == t.end() || !f->is_object()) return Bad(field + ".function", "must be an object");
+  const auto name = f->find("name");
+  if (name == f->end() || !name->is_string() || !ValidName(name->get<std::string>())) {
+    return Bad(field + ".function.name",
+               absl::StrCat("must be 1 to ", kMaxFunctionName, " of a-z, A-Z, 0-9, _ and -"));
+  }
+  Tool tool{name->get<std::string>(), nullptr};
+  if (const auto p = f->find("parameters"); p != f->end() && !p->is_null()) {
+    if (!p->is_object()) return Bad(field + ".function.parameters", "must be a JSON Schema object");
+    tool.parameters = *p;
+  }
+  return tool;
+}
+
+// One call's JSON object, compact, in the format's key names.
+absl::StatusOr<std::string> CallRegex(ToolFormat format, const Tool& tool, size_t index) {
+  std::string args = "\\{\\}";
+  if (!tool.parameters.is_null()) {
+    auto regex = constraint::JsonSchemaToRegex(tool.parameters.dump());
+    if (!regex.ok()) {
+      // "constraint.json_schema: $.properties.x: why" -> "tools[0].function.parameters..."
+      std::string message(regex.status().message());
+      const std::string_view prefix = "constraint.json_schema: $";
+      if (message.starts_with(prefix)) message.erase(0, prefix.size());
+      return absl::InvalidArgumentError(
+          absl::StrCat("tools[", index, "].function.parameters", message));
+    }
+    args = *std::move(regex);
+  }
+  const std::string key = format == ToolFormat::kLlama3Json ? "parameters" : "arguments";
+  return absl::StrCat(constraint::EscapeRegex(
+                          absl::StrCat("{\"name\":", json(tool.name).dump(), ",\"", key, "\":")),
+                      "(", args, ")\\}");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Tool>> ParseTools(const json& tools) {
+  std::vector<Tool> out;
+  if (tools.is_null()) return out;
+  if (!tools.is_array()) return Bad("tools", "must be an array");
+  std::set<std::string> names;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    auto tool = ParseTool(tools[i], absl::StrCat("tools[", i, "]"));
+    if (!tool.ok()) return tool.status();
+    if (!names.insert(tool->name).second) {
+      return Bad(absl::StrCat("tools[", i, "].function.name"),
+                 absl::StrCat("'", tool->name, "' is named twice"));
+    }
+    out.push_back(*std::move(tool));
+  }
+  return out;
+}
+
+absl::Status CheckToolChoice(const std::vector<Tool>& tools, const ToolChoice& choice) {
+  if (choice.mode == ToolChoice::Mode::kRequired && tools.empty()) {
+    return Bad("tool_choice", "\"required\" needs tools");
+  }
+  if (choice.mode != ToolChoice::Mode::kFunction) return absl::OkStatus();
+  for (const Tool& t : tools) {
+    if (t.name == choice.function) return absl::OkStatus();
+  }
+  return Bad("tool_choice", absl::StrCat("names function '", choice.function,
+                                         "', which is not among the request's tools"));
+}
+
+absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<Tool>& tools,
+                                          const ToolChoice& choice, bool parallel) {
+  if (absl::Status st = CheckToolChoice(tools, choice); !st.ok()) return st;
+  std::vector<std::string> alternatives;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (choice.mode == ToolChoice::Mode::kFunction && tools[i].name != choice.function) continue;
+    auto call = CallRegex(format, tools[i], i);
+    if (!call.ok()) return call.status();
+    alternatives.push_back(absl::StrCat("(", *call, ")"));
+  }
+  const std::string call = absl::StrCat("(", absl::StrJoin(alternatives, "|"), ")");
+  switch (format) {
+    case ToolFormat::kHermes: {
+      // As the templates write calls: <tool_call>\n{...}\n</tool_call>, one per line.
+      const std::string one = absl::StrCat(constraint::EscapeRegex("<tool_call>\n"), call,
+                                           constraint::EscapeRegex("\n</tool_call>"));
+      return parallel ? absl::StrCat(one, "(\\n", one, ")*") : one;
+    }
+    case ToolFormat::kMistral: {
+      const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
+      return absl::StrCat(constraint::EscapeRegex("[TOOL_CALLS] ["), call, more, "\\]");
+    }
+    case ToolFormat::kLlama3Json:
+      return call;
+    case ToolFormat::kNone:
+      break;
+  }
+  return Bad("tool_choice", "this worker's model.tool_call_parser is none");
+}
+
+}  // namespace llm::tools
