@@ -59,7 +59,7 @@ std::vector<double> WalkMasks(const std::shared_ptr<const constraint::CompiledCo
 }
 
 absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
-                                         const nlohmann::json& schemas, int walks, int steps) {
+                                         const nlohmann::ordered_json& schemas, int walks, int steps) {
   LLM_ASSIGN_OR_RETURN(auto tok, frontend::Tokenizer::Load(tokenizer_dir));
   const auto t0 = Clock::now();
   loop::ConstraintCompiler compiler(*tok);
@@ -165,7 +165,7 @@ int RunStructuredBench(const std::vector<std::string>& args) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   std::ifstream f(flags.GetString("schemas"));
-  const nlohmann::json schemas = nlohmann::json::parse(f, nullptr, false);
+  const nlohmann::ordered_json schemas = nlohmann::ordered_json::parse(f, nullptr, false);
   if (!schemas.is_array()) {
     return Fail(cmd, absl::InvalidArgumentError("--schemas: not a JSON array: " +
                                                 flags.GetString("schemas")));

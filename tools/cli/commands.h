@@ -15,6 +15,7 @@ int RunQuantize(const std::vector<std::string>& args);
 int RunCall(const std::vector<std::string>& args);
 int RunLoad(const std::vector<std::string>& args);
 int RunChatTemplate(const std::vector<std::string>& args);
+int RunMasks(const std::vector<std::string>& args);
 
 }  // namespace llm::cli
 

@@ -16,6 +16,8 @@ constexpr char kUsage[] =
     "  detokenize  --tokenizer DIR [--keep-special]  (JSON lines {\"ids\": [...]} on stdin)\n"
     "  chat-template --tokenizer DIR | --template FILE [--now YYYY-MM-DD]\n"
     "              (JSON lines {\"messages\": [...], ...} on stdin; {\"text\": ...} out)\n"
+    "  masks       --tokenizer DIR --out DIR [--schemas FILE] [--regexes FILE] [--docs N]\n"
+    "              (constraints' token masks along random walks, for a reference to check)\n"
     "  make-model  --shape NAME --out DIR [--seed S] [--dtype bf16|f16|f32]\n"
     "  quantize    --fp8 channel|tensor|block --model DIR|random:SHAPE --out DIR\n"
     "  call        --target HOST:PORT --prompt TEXT [sampling flags]  (streams the answer)\n"
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "generate") return llm::cli::RunGenerate(args);
   if (command == "tokenize") return llm::cli::RunTokenize(args);
+  if (command == "masks") return llm::cli::RunMasks(args);
   if (command == "detokenize") return llm::cli::RunDetokenize(args);
   if (command == "make-model") return llm::cli::RunMakeModel(args);
   if (command == "quantize") return llm::cli::RunQuantize(args);

@@ -16,6 +16,16 @@
 namespace llm::constraint {
 namespace {
 
+// A calendar date YYYY-MM-DD of years 0001..9999: each month's days, February 29 only in
+// leap years (divisible by 4, and by 400 where by 100), as a date parser checks it.
+std::string DateRegex() {
+  const std::string year = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})";
+  const std::string leap =
+      "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)";
+  return absl::StrCat("(", year, "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-",
+                      "(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|", leap, "-02-29)");
+}
+
 // Ordered: properties are emitted in the order the schema lists them.
 using json = nlohmann::ordered_json;
 
@@ -327,7 +337,7 @@ class Compiler {
   absl::StatusOr<std::string> String(const json& s, const std::string& path) {
     if (s.contains("format")) {
       const json& f = s["format"];
-      static const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+      static const std::string date = DateRegex();
       static const std::string time =
           "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5]"
           "[0-9])";

@@ -277,6 +277,16 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   EXPECT_TRUE(formats(R"(["2026-11-27","AB7"])"));
   EXPECT_FALSE(formats(R"(["2026-13-27","AB7"])"));
   EXPECT_FALSE(formats(R"(["2026-11-27","ab7"])"));
+  // Dates as a date parser takes them: each month's days, February 29 in leap years only.
+  const SchemaMatch date(R"({"type":"string","format":"date"})");
+  for (const char* ok : {"2024-02-29", "2000-02-29", "0004-02-29", "2023-01-31", "2023-04-30",
+                         "0001-01-01", "9999-12-31"}) {
+    EXPECT_TRUE(date(absl::StrCat("\"", ok, "\""))) << ok;
+  }
+  for (const char* bad : {"2023-02-29", "1900-02-29", "2023-09-31", "2023-02-30", "0000-01-01",
+                          "2023-00-10", "2023-01-00"}) {
+    EXPECT_FALSE(date(absl::StrCat("\"", bad, "\""))) << bad;
+  }
 }
 
 TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
