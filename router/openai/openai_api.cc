@@ -43,6 +43,7 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "guided_json",
                                              "guided_regex",
                                              "guided_choice",
+                                             "guided_grammar",
                                              "stop_token_ids",
                                              "tools",
                                              "tool_choice",
@@ -84,6 +85,7 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "guided_json",
                                                    "guided_regex",
                                                    "guided_choice",
+                                                   "guided_grammar",
                                                    "stop_token_ids",
                                                    "logit_bias",
                                                    "skip_special_tokens",
@@ -430,7 +432,10 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       if (field == "text" || field == "token_ids") field = "prompt";
       if (field == "chat") field = "messages";
       if (field == "logprobs") field = "top_logprobs";
-      if (field == "constraint") field = "response_format";
+      if (field == "constraint") {
+        field =
+            message.rfind("constraint.grammar", 0) == 0 ? "structured_outputs" : "response_format";
+      }
       e.param = field;
       break;
     }

@@ -48,15 +48,16 @@ absl::Status ParseConstraint(const json& body, llm::v1::GenerateRequest& r, ApiE
     if (!so.is_object())
       return Bad(e, "structured_outputs", "'structured_outputs' must be an object");
     for (const auto& [key, value] : so.items()) {
-      if (key != "json" && key != "regex" && key != "choice" && key != "json_object") {
+      if (key != "json" && key != "regex" && key != "choice" && key != "json_object" &&
+          key != "grammar") {
         return Bad(e, "structured_outputs",
                    absl::StrCat("'structured_outputs.", key,
-                                "' is not supported (json, regex, choice, json_object)"));
+                                "' is not supported (json, regex, choice, grammar, json_object)"));
       }
       given.emplace_back("structured_outputs." + key, &value);
     }
   }
-  for (const char* key : {"guided_json", "guided_regex", "guided_choice"}) {
+  for (const char* key : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
     if (Present(body, key)) given.emplace_back(key, &body[key]);
   }
   if (given.empty()) return absl::OkStatus();
@@ -76,6 +77,11 @@ absl::Status ParseConstraint(const json& body, llm::v1::GenerateRequest& r, ApiE
   } else if (param.find("regex") != std::string::npos) {
     if (!value->is_string()) return Bad(e, param, absl::StrCat("'", param, "' must be a string"));
     c->set_regex(value->get<std::string>());
+  } else if (param.find("grammar") != std::string::npos) {
+    if (!value->is_string() || value->get<std::string>().empty()) {
+      return Bad(e, param, absl::StrCat("'", param, "' must be a GBNF grammar (a string)"));
+    }
+    c->set_grammar(value->get<std::string>());
   } else {
     if (!value->is_array() || value->empty()) {
       return Bad(e, param, absl::StrCat("'", param, "' must be a non-empty array of strings"));

@@ -1,6 +1,7 @@
 // The OpenAI request's structured-output parameters as the worker's llm.v1.Constraint:
 // response_format (json_object, json_schema), vLLM's structured_outputs (json, regex, choice,
-// json_object) and its older guided_json / guided_regex / guided_choice. At most one of them.
+// grammar, json_object) and its older guided_json / guided_regex / guided_choice /
+// guided_grammar. At most one of them.
 #ifndef LLM_ROUTER_OPENAI_STRUCTURED_PARAMS_H_
 #define LLM_ROUTER_OPENAI_STRUCTURED_PARAMS_H_
 

@@ -316,8 +316,8 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
                  "response_format");
   ExpectBadParam("/v1/chat/completions", with("response_format", {{"type", "json_schema"}}),
                  "response_format");
-  ExpectBadParam("/v1/chat/completions", with("structured_outputs", {{"grammar", "root ::= x"}}),
-                 "structured_outputs");
+  ExpectBadParam("/v1/chat/completions", with("structured_outputs", {{"grammar", 5}}),
+                 "structured_outputs.grammar");
   json two = with("guided_regex", "a+");
   two["structured_outputs"] = {{"choice", {"a"}}};
   ExpectBadParam("/v1/chat/completions", two, "guided_regex");

@@ -134,6 +134,12 @@ TEST(OpenAiParseTest, ConstraintsReachTheWorkersRequest) {
   EXPECT_EQ(schema.constraint().json_schema(),
             R"({"type":"object","properties":{"b":{"type":"integer"},"a":{"type":"string"}}})");
   EXPECT_EQ(parse(R"("structured_outputs": {"regex": "[0-9]+"})").constraint().regex(), "[0-9]+");
+  EXPECT_EQ(parse(R"("structured_outputs": {"grammar": "root ::= \"a\""})").constraint().grammar(),
+            "root ::= \"a\"");
+  EXPECT_EQ(parse(R"("guided_grammar": "root ::= [0-9]")").constraint().grammar(),
+            "root ::= [0-9]");
+  EXPECT_EQ(ErrorFromGrpc(3, "constraint.grammar: rule 'root': refers to rule 'x'", 0).param,
+            "structured_outputs");
   const auto choice = parse(R"("structured_outputs": {"choice": ["yes", "no"]})");
   ASSERT_EQ(choice.constraint().choice().choices_size(), 2);
   EXPECT_EQ(choice.constraint().choice().choices(1), "no");

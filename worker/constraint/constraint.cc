@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "worker/constraint/gbnf.h"
 #include "worker/constraint/json_schema.h"
 
 namespace llm::constraint {
@@ -22,6 +23,8 @@ absl::StatusOr<std::string> PatternOf(const ConstraintSpec& spec) {
       return JsonObjectRegex(kJsonObjectDepth);
     case Kind::kJsonSchema:
       return JsonSchemaToRegex(spec.text);
+    case Kind::kGrammar:
+      return GbnfToRegex(spec.text);
     case Kind::kNone:
       break;
   }
@@ -56,6 +59,9 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
     field = "constraint.json_object";
   } else if (spec.kind == Kind::kJsonSchema) {
     field = "constraint.json_schema";
+  } else if (spec.kind == Kind::kGrammar) {
+    if (spec.text.empty()) return absl::InvalidArgumentError("constraint.grammar: empty");
+    field = "constraint.grammar";
   }
   auto pattern = PatternOf(spec);
   if (!pattern.ok()) return pattern.status();

@@ -9,7 +9,9 @@
 //   json_object  any JSON object (compact: no whitespace between tokens; nesting at most
 //                kJsonObjectDepth deep);
 //   json_schema  compact JSON that validates against the schema (json_schema.h says which
-//                keywords are supported).
+//                keywords are supported);
+//   grammar      the output is the root rule of a GBNF grammar (gbnf.h: recursion expanded
+//                kMaxGrammarRecursion levels deep).
 // Every kind compiles to a byte regex, then to one automaton.
 #ifndef LLM_WORKER_CONSTRAINT_CONSTRAINT_H_
 #define LLM_WORKER_CONSTRAINT_CONSTRAINT_H_
@@ -27,11 +29,11 @@
 
 namespace llm::constraint {
 
-enum class Kind : uint8_t { kNone, kRegex, kChoice, kJsonObject, kJsonSchema };
+enum class Kind : uint8_t { kNone, kRegex, kChoice, kJsonObject, kJsonSchema, kGrammar };
 
 struct ConstraintSpec {
   Kind kind = Kind::kNone;
-  std::string text;                  // kRegex: the pattern; kJsonSchema: the schema (JSON)
+  std::string text;  // kRegex: the pattern; kJsonSchema: the schema (JSON); kGrammar: GBNF
   std::vector<std::string> choices;  // kChoice
 
   bool enabled() const { return kind != Kind::kNone; }

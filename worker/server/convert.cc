@@ -140,6 +140,10 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
       s.constraint.kind = constraint::Kind::kJsonSchema;
       s.constraint.text = r.constraint().json_schema();
       break;
+    case llm::v1::Constraint::kGrammar:
+      s.constraint.kind = constraint::Kind::kGrammar;
+      s.constraint.text = r.constraint().grammar();
+      break;
     case llm::v1::Constraint::KIND_NOT_SET:
       break;
   }

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
+#include "worker/constraint/gbnf.h"
 #include "worker/constraint/json_schema.h"
 
 namespace llm::constraint {
@@ -329,6 +330,139 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
     EXPECT_THAT(r.status().message(), HasSubstr("constraint.json_schema: "));
     EXPECT_THAT(r.status().message(), HasSubstr(path)) << r.status();
   }
+}
+
+// The language of a GBNF grammar, through the regex it becomes.
+class GrammarMatch {
+ public:
+  explicit GrammarMatch(const std::string& grammar) {
+    auto pattern = GbnfToRegex(grammar);
+    EXPECT_TRUE(pattern.ok()) << pattern.status();
+    auto nfa = ParseRegex(pattern.value_or("x"));
+    EXPECT_TRUE(nfa.ok()) << nfa.status();
+    auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, "grammar");
+    EXPECT_TRUE(dfa.ok()) << dfa.status();
+    dfa_ = *std::move(dfa);
+  }
+  bool operator()(const std::string& text) const {
+    const int32_t s = dfa_.Walk(dfa_.start(), text);
+    return s != ByteDfa::kDead && dfa_.accepting(s);
+  }
+  size_t states() const { return dfa_.num_states(); }
+
+ private:
+  ByteDfa dfa_;
+};
+
+TEST(GbnfTest, RulesLiteralsClassesAndRepetition) {
+  const GrammarMatch yes_no(R"g(root ::= "yes" | "no")g");
+  EXPECT_TRUE(yes_no("yes"));
+  EXPECT_TRUE(yes_no("no"));
+  EXPECT_FALSE(yes_no("yesno"));
+  // Several lines, comments, a body over two lines, classes, counts.
+  const GrammarMatch list(R"g(# a list of small numbers
+root ::= "[" ws num
+         ("," ws num)* "]"   # more
+num  ::= [1-9] [0-9]{0,2} | "0"
+ws   ::= " "?
+)g");
+  for (const char* ok : {"[1]", "[1, 22,0]", "[999,0]"}) EXPECT_TRUE(list(ok)) << ok;
+  for (const char* bad : {"[01]", "[1000]", "[1,]", "[]"}) EXPECT_FALSE(list(bad)) << bad;
+  // Escapes, negated classes and any character.
+  const GrammarMatch escapes(R"g(root ::= "\x41\u00e9\n" [^"\\] . "\"")g");
+  EXPECT_TRUE(escapes("A\xc3\xa9\nzq\""));
+  EXPECT_TRUE(escapes("A\xc3\xa9\n\xe4\xb8\xad\n\""));
+  EXPECT_FALSE(escapes("A\xc3\xa9\n\"q\""));
+}
+
+// Recursion is expanded kMaxGrammarRecursion levels deep: parentheses around x nest 3 deep.
+TEST(GbnfTest, RecursionIsExpandedToTheLimit) {
+  const GrammarMatch parens(R"g(root ::= "(" root ")" | "x")g");
+  EXPECT_TRUE(parens("x"));
+  EXPECT_TRUE(parens("(((x)))"));
+  EXPECT_FALSE(parens("((((x))))"));
+  // Mutual recursion: JSON-like values, arrays inside arrays.
+  const GrammarMatch values(R"g(
+root  ::= value
+value ::= array | [0-9]+
+array ::= "[" (value ("," value)*)? "]"
+)g");
+  EXPECT_TRUE(values("[1,[2,[3,[]]],4]"));
+  EXPECT_FALSE(values("[[[[1]]]]"));
+}
+
+// llama.cpp's grammars/json.gbnf, as published: optional whitespace of up to 20 characters
+// after every token multiplies the automaton's states past the limit; the request is told so.
+constexpr char kLlamaCppJson[] = R"g(root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+
+object ::=
+  "{" ws (
+            string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+
+array  ::=
+  "[" ws (
+            value
+    ("," ws value)*
+  )? "]" ws
+
+string ::=
+  "\"" (
+    [^"\\\x7F\x00-\x1F] |
+    "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
+  )* "\"" ws
+
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-7]{0,15})? ws
+
+# Optional space: by convention, applied in this grammar after literal chars when allowed
+ws ::= | " " | "\n" [ \t]{0,20}
+)g";
+
+TEST(GbnfTest, JsonGrammars) {
+  auto pattern = GbnfToRegex(kLlamaCppJson);
+  ASSERT_TRUE(pattern.ok()) << pattern.status();
+  auto nfa = ParseRegex(*pattern, "constraint.grammar");
+  const absl::Status st =
+      nfa.ok() ? ByteDfa::Build(*nfa, kMaxDfaStates, "constraint.grammar").status() : nfa.status();
+  EXPECT_THAT(st.message(), HasSubstr("constraint.grammar: "));
+  EXPECT_THAT(st.message(), HasSubstr("simplify it"));
+  // The same grammar with a single optional space compiles, and takes JSON.
+  std::string compact = kLlamaCppJson;
+  compact.replace(compact.find("ws ::= "), std::string::npos, "ws ::= \" \"?\n");
+  const GrammarMatch json(compact);
+  EXPECT_TRUE(json(R"g({"a": [1, 2.5, {"b": null}], "c":"d\n"})g"));
+  EXPECT_FALSE(json(R"g({"a": [1, 2.5, {"b": nul}]})g"));
+  EXPECT_LT(json.states(), kMaxDfaStates);
+}
+
+TEST(GbnfTest, ErrorsNameTheRule) {
+  const auto error = [](const std::string& grammar) {
+    auto r = GbnfToRegex(grammar);
+    EXPECT_FALSE(r.ok()) << grammar;
+    return std::string(r.status().message());
+  };
+  EXPECT_THAT(error(R"g(root ::= item)g"), HasSubstr("rule 'root': refers to rule 'item'"));
+  EXPECT_THAT(error(R"g(item ::= "x")g"), HasSubstr("no rule 'root'"));
+  EXPECT_THAT(error(R"g(root ::= "x)g"), HasSubstr("rule 'root': a '\"' is not closed"));
+  EXPECT_THAT(error("root ::= [\xce\xb1]"), HasSubstr("beyond ASCII"));
+  EXPECT_THAT(error(R"g(root ::= root "x")g"), HasSubstr("no output within 3 levels"));
+  EXPECT_THAT(error(R"g(root ::= "a" ::= "b")g"), HasSubstr("unexpected ':'"));
+  EXPECT_THAT(error("root ::= \"x\"\nroot ::= \"y\""), HasSubstr("defined twice"));
+  EXPECT_THAT(error(R"g(root ::= "x"{2,1})g"), HasSubstr("below its minimum"));
+  EXPECT_THAT(error(R"g(root ::= "x"{5000})g"), HasSubstr("above 1000"));
+  EXPECT_THAT(error(R"g(root ::= "" | ("")*)g"), HasSubstr("only the empty text"));
+  // Doubling at each level: the expansion budget stops it.
+  std::string doubling = "root ::= a0\n";
+  for (int i = 0; i < 30; ++i) {
+    absl::StrAppend(&doubling, "a", i, " ::= a", i + 1, " a", i + 1, "\n");
+  }
+  absl::StrAppend(&doubling, "a30 ::= \"xy\"\n");
+  EXPECT_THAT(error(doubling), HasSubstr("expands to more than"));
+  // Deep groups.
+  EXPECT_THAT(error("root ::= " + std::string(200, '(') + "\"x\"" + std::string(200, ')')),
+              HasSubstr("nest too deep"));
 }
 
 }  // namespace

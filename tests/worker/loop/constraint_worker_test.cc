@@ -175,6 +175,29 @@ TEST_F(ConstraintWorkerTest, RegexOutputsMatchTheWholePattern) {
   }
 }
 
+TEST_F(ConstraintWorkerTest, GrammarOutputsAreInTheGrammar) {
+  const std::string grammar = R"g(root ::= opening ", " name " " verb " " thing "."
+opening ::= "Once upon a time" | "One day"   # how stories start
+name    ::= "Lily" | "Tom" | "the dog"
+verb    ::= "saw" | "found" | "wanted"
+thing   ::= ("a " | "the ") ("ball" | "tree" | "cat"))g";
+  std::vector<GenerateSpec> specs;
+  for (int i = 0; i < 40; ++i) {
+    specs.push_back(Spec(StoryPrompts()[static_cast<size_t>(i) % 8],
+                         {constraint::Kind::kGrammar, grammar, {}}, i));
+  }
+  const std::regex re(
+      "(Once upon a time|One day), (Lily|Tom|the dog) (saw|found|wanted) (a |the )"
+      "(ball|tree|cat)\\.");
+  std::set<std::string> seen;
+  for (const StreamUpdate& r : RunAll(specs)) {
+    EXPECT_TRUE(std::regex_match(r.text, re)) << "'" << r.text << "'";
+    EXPECT_EQ(r.reason, sampling::FinishReason::kStopToken) << r.text;
+    seen.insert(r.text);
+  }
+  EXPECT_GE(seen.size(), 3u);  // sampling reaches several sentences
+}
+
 TEST_F(ConstraintWorkerTest, ChoiceOutputsAreOneOfTheChoices) {
   const std::vector<std::string> choices = {"happy", "sad", "a big red ball", "Tim"};
   std::vector<GenerateSpec> specs;
