@@ -2,7 +2,8 @@
 //   1. Per tokenizer (--tokenizers): the time to build the vocabulary's byte table, then per
 //      schema (--schemas, a JSON array; plus json_object) the compile time and the time to mask
 //      one token's logits (p50, p99, max) along random walks through the constraint (each step
-//      takes a random allowed token, as a sampler would), a state's first mask included.
+//      takes a random allowed token, as a sampler would), a state's first mask included; and
+//      the median time of a mask that walks the whole vocabulary (a first mask's worst case).
 //   2. On a backend (--model, default random:small on the CPU): output tokens/s with every
 //      request constrained (json_object) against none, at each --batches concurrency, side by
 //      side in one process.
@@ -58,8 +59,25 @@ std::vector<double> WalkMasks(const std::shared_ptr<const constraint::CompiledCo
   return times;
 }
 
+// The median time of a mask that walks the whole vocabulary trie (a state every byte leads on
+// from, as inside a JSON string): the worst case of a state's first mask.
+double FullWalkMs(const frontend::Tokenizer& tok) {
+  const constraint::TokenTable table(loop::TokenBytesOf(tok));
+  constraint::TokenMask mask((static_cast<size_t>(table.vocab_size()) + 63) / 64);
+  std::vector<double> times;
+  for (int r = 0; r < 21; ++r) {
+    const auto start = Clock::now();
+    table.ForEachAccepted(
+        0, [](int32_t, uint8_t) { return 0; },
+        [&](int32_t t) { mask[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64); });
+    times.push_back(Ms(Clock::now() - start));
+  }
+  return Percentile(times, 0.5);
+}
+
 absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
-                                         const nlohmann::ordered_json& schemas, int walks, int steps) {
+                                         const nlohmann::ordered_json& schemas, int walks,
+                                         int steps) {
   LLM_ASSIGN_OR_RETURN(auto tok, frontend::Tokenizer::Load(tokenizer_dir));
   const auto t0 = Clock::now();
   loop::ConstraintCompiler compiler(*tok);
@@ -67,7 +85,8 @@ absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
   LLM_RETURN_IF_ERROR(compiler.Compile({constraint::Kind::kChoice, "", {"x"}}).status());
   nlohmann::json out = {{"tokenizer", tokenizer_dir},
                         {"vocab_size", tok->vocab_size()},
-                        {"table_ms", Ms(Clock::now() - t0)}};
+                        {"table_ms", Ms(Clock::now() - t0)},
+                        {"full_walk_ms", FullWalkMs(*tok)}};
   std::mt19937 rng(1);
   nlohmann::json rows = nlohmann::json::array();
   std::vector<double> all;

@@ -28,23 +28,38 @@ TokenTable::TokenTable(const std::vector<std::string>& bytes)
     }
     at->tokens.push_back(static_cast<int32_t>(id));
   }
-  // Breadth first, so each node's children are contiguous.
-  std::vector<const BuildNode*> order = {&root};
-  nodes_.push_back({});
-  for (size_t i = 0; i < order.size(); ++i) {
-    const BuildNode* b = order[i];
-    Node& n = nodes_[i];
+  // Preorder: each subtree is one run of nodes_ (the walk skips a run where it stops).
+  struct Frame {
+    const BuildNode* node;
+    uint8_t byte;
+    uint16_t depth;
+  };
+  std::vector<Frame> stack = {{&root, 0, 0}};
+  std::vector<uint32_t> open;  // nodes_ indices whose subtree is not closed yet, by depth
+  while (!stack.empty()) {
+    const Frame f = stack.back();
+    stack.pop_back();
+    while (open.size() > f.depth) {
+      nodes_[open.back()].end = static_cast<uint32_t>(nodes_.size());
+      open.pop_back();
+    }
+    Node n;
+    n.byte = f.byte;
+    n.depth = f.depth;
     n.first_token = static_cast<uint32_t>(tokens_.size());
-    n.num_tokens = static_cast<uint32_t>(b->tokens.size());
-    tokens_.insert(tokens_.end(), b->tokens.begin(), b->tokens.end());
-    n.first_child = static_cast<uint32_t>(edges_.size());
-    n.num_children = static_cast<uint32_t>(b->kids.size());
-    for (const auto& [byte, kid] : b->kids) {
-      edges_.push_back({byte, static_cast<uint32_t>(order.size())});
-      order.push_back(kid.get());
-      nodes_.push_back({});
+    n.num_tokens = static_cast<uint32_t>(f.node->tokens.size());
+    tokens_.insert(tokens_.end(), f.node->tokens.begin(), f.node->tokens.end());
+    open.push_back(static_cast<uint32_t>(nodes_.size()));
+    nodes_.push_back(n);
+    max_depth_ = std::max(max_depth_, f.depth);
+    // Children pushed in reverse byte order so that they come out in order.
+    for (auto it = f.node->kids.rbegin(); it != f.node->kids.rend(); ++it) {
+      stack.push_back({it->second.get(), it->first, static_cast<uint16_t>(f.depth + 1)});
     }
   }
+  for (uint32_t i : open) nodes_[i].end = static_cast<uint32_t>(nodes_.size());
+  for (uint32_t i = 1; i < nodes_.size(); i = nodes_[i].end)
+    first_level_.push_back({nodes_[i].byte, i});
 }
 
 }  // namespace llm::constraint

@@ -23,40 +23,48 @@ class TokenTable {
 
   // Calls `visit(token)` for every token whose bytes `step` accepts byte by byte: `step(state,
   // byte)` returns the next state or a negative value to stop, starting from `state`. Shared
-  // prefixes are walked once.
+  // prefixes are walked once: the trie is laid out in preorder, so a walk is one pass over an
+  // array that skips the subtrees `step` stops at.
   template <typename Step, typename Visit>
   void ForEachAccepted(int32_t state, Step step, Visit visit) const {
-    std::vector<std::pair<uint32_t, int32_t>> stack = {{0, state}};
-    while (!stack.empty()) {
-      const auto [node, s] = stack.back();
-      stack.pop_back();
-      const Node& n = nodes_[node];
-      for (uint32_t e = n.first_child; e < n.first_child + n.num_children; ++e) {
-        const int32_t next = step(s, edges_[e].byte);
-        if (next < 0) continue;
-        const Node& kid = nodes_[edges_[e].node];
-        for (uint32_t t = kid.first_token; t < kid.first_token + kid.num_tokens; ++t) {
+    thread_local std::vector<int32_t> path;  // the state after each depth's byte
+    path.resize(static_cast<size_t>(max_depth_) + 1);
+    path[0] = state;
+    // The first bytes from a contiguous list (a walk that stops at most of them touches
+    // nothing else), then each accepted first byte's subtree in one pass.
+    for (const auto& [byte, first] : first_level_) {
+      if (step(state, byte) < 0) continue;
+      for (uint32_t i = first; i < nodes_[first].end;) {
+        const Node& n = nodes_[i];
+        const int32_t next = step(path[n.depth - 1u], n.byte);
+        if (next < 0) {
+          i = n.end;
+          continue;
+        }
+        path[n.depth] = next;
+        for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) {
           visit(tokens_[t]);
         }
-        if (kid.num_children > 0) stack.push_back({edges_[e].node, next});
+        ++i;
       }
     }
   }
 
  private:
+  // A trie node in preorder: the byte that leads to it, its depth (bytes from the root), one
+  // past its subtree's last node, and the tokens that end here.
   struct Node {
-    uint32_t first_child = 0, num_children = 0;  // into edges_
-    uint32_t first_token = 0, num_tokens = 0;    // into tokens_
-  };
-  struct Edge {
-    uint8_t byte;
-    uint32_t node;
+    uint8_t byte = 0;
+    uint16_t depth = 0;
+    uint32_t end = 0;
+    uint32_t first_token = 0, num_tokens = 0;  // into tokens_
   };
   int32_t vocab_size_ = 0;
   std::vector<std::string> bytes_;
   std::vector<Node> nodes_;
-  std::vector<Edge> edges_;
   std::vector<int32_t> tokens_;
+  uint16_t max_depth_ = 0;
+  std::vector<std::pair<uint8_t, uint32_t>> first_level_;  // (byte, node) of the root's children
 };
 
 }  // namespace llm::constraint
