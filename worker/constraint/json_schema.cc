@@ -442,17 +442,93 @@ class Compiler {
     return Group(absl::StrJoin(alts, "|"));
   }
 
+  // A number's bounds, as Integer reads them but with exclusiveness kept: numbers between
+  // integers exist.
+  struct NumberBound {
+    int64_t value;
+    bool exclusive;
+  };
+  absl::StatusOr<std::optional<NumberBound>> NumberBoundOf(const json& s, bool lower,
+                                                           const std::string& path) {
+    std::optional<NumberBound> out;
+    for (const auto& [key, exclusive] :
+         lower ? std::vector<std::pair<const char*, bool>>{{"minimum", false},
+                                                           {"exclusiveMinimum", true}}
+               : std::vector<std::pair<const char*, bool>>{{"maximum", false},
+                                                           {"exclusiveMaximum", true}}) {
+      auto b = Bound(s, key, path);
+      if (!b.ok()) return b.status();
+      if (!*b) continue;
+      const NumberBound nb{**b, exclusive};
+      // The tighter of two bounds on one side.
+      const bool tighter =
+          !out || (lower ? (nb.value > out->value || (nb.value == out->value && exclusive))
+                         : (nb.value < out->value || (nb.value == out->value && exclusive)));
+      if (tighter) out = nb;
+    }
+    return out;
+  }
+
+  // Non-negative decimals v with lo <= v (< when exclusive) and v <= hi (< when exclusive; no
+  // hi: unbounded), written without an exponent: an integer part, then maybe a fraction.
+  static std::vector<std::string> NonNegative(NumberBound lo, std::optional<NumberBound> hi) {
+    const uint64_t a = static_cast<uint64_t>(lo.value);
+    const uint64_t first = lo.exclusive ? a + 1 : a;  // integer parts any fraction may follow
+    std::vector<std::string> alts;
+    // Just above an exclusive lower bound: its integer part with a fraction that is not zero.
+    const std::string above = absl::StrCat(a, "\\.0*[1-9][0-9]*");
+    if (!hi) {
+      alts.push_back(absl::StrCat(UIntRange(first, std::nullopt), "(\\.[0-9]+)?"));
+      if (lo.exclusive) alts.push_back(above);
+      return alts;
+    }
+    const uint64_t b = static_cast<uint64_t>(hi->value);
+    if (b >= 1 && first <= b - 1) {
+      alts.push_back(absl::StrCat(UIntRange(first, b - 1), "(\\.[0-9]+)?"));
+    }
+    if (lo.exclusive && a < b) alts.push_back(above);
+    // The upper bound itself, with a fraction of zeros only.
+    if (!hi->exclusive && (a < b || (a == b && !lo.exclusive))) {
+      alts.push_back(absl::StrCat(b, "(\\.0+)?"));
+    }
+    return alts;
+  }
+
+  // Numbers: with integer bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum; exact,
+  // with fractions between them) no exponent is written, except where a value cannot leave the
+  // bounds by one (no upper bound, and a lower bound of at most 0: any non-negative number).
   absl::StatusOr<std::string> Number(const json& s, const std::string& path) {
-    for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-      if (s.contains(key)) return Error(path + "." + key, "bounds on numbers are not supported");
+    auto lo = NumberBoundOf(s, true, path);
+    if (!lo.ok()) return lo.status();
+    auto hi = NumberBoundOf(s, false, path);
+    if (!hi.ok()) return hi.status();
+    if (!*lo && !*hi) return absl::StrCat("-?(0|[1-9][0-9]*)", kNumberTail);
+    if (*lo && *hi &&
+        ((*hi)->value < (*lo)->value ||
+         ((*hi)->value == (*lo)->value && ((*hi)->exclusive || (*lo)->exclusive)))) {
+      return Error(path + ".maximum", "no number is within the bounds");
     }
-    if (s.contains("minimum")) {
-      if (!(s["minimum"].is_number() && s["minimum"].get<double>() == 0.0)) {
-        return Error(path + ".minimum", "only minimum: 0 is supported on numbers");
+    std::vector<std::string> alts;
+    // Negative values x = -v: v > max(0, -hi) bounds v from below, -lo from above.
+    if (!*lo || (*lo)->value < 0) {
+      NumberBound v_lo{0, true};
+      if (*hi && (*hi)->value < 0) v_lo = {-(*hi)->value, (*hi)->exclusive};
+      std::optional<NumberBound> v_hi;
+      if (*lo) v_hi = NumberBound{-(*lo)->value, (*lo)->exclusive};
+      for (const std::string& a : NonNegative(v_lo, v_hi)) alts.push_back("-" + Group(a));
+    }
+    // Non-negative values.
+    if (!*hi || (*hi)->value > 0 || ((*hi)->value == 0 && !(*hi)->exclusive)) {
+      NumberBound v_lo{0, false};
+      if (*lo && (*lo)->value >= 0) v_lo = **lo;
+      if (!*hi && v_lo.value == 0 && !v_lo.exclusive) {
+        alts.push_back(absl::StrCat("(0|[1-9][0-9]*)", kNumberTail));
+      } else {
+        for (const std::string& a : NonNegative(v_lo, *hi)) alts.push_back(a);
       }
-      return absl::StrCat("(0|[1-9][0-9]*)", kNumberTail);
     }
-    return absl::StrCat("-?(0|[1-9][0-9]*)", kNumberTail);
+    if (alts.empty()) return Error(path, "no number is within the bounds");
+    return Group(absl::StrJoin(alts, "|"));
   }
 
   const json& root_;

@@ -10,7 +10,9 @@
 //   `pattern` (matched against the string's content as written; a pattern that could write a
 //   quote, a backslash or a control character is refused), `format` (date, time,
 //   date-time, uuid, email); integer `minimum`, `maximum`, `exclusiveMinimum`,
-//   `exclusiveMaximum` (exact); number with a lower bound of 0 (`minimum: 0`); boolean, null;
+//   `exclusiveMaximum` (exact); number `minimum`, `maximum`, `exclusiveMinimum`,
+//   `exclusiveMaximum` of integer values (exact, fractions between them included; no exponent
+//   is written where one could leave the bounds); boolean, null;
 //   `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a
 //   oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
 //   `#/definitions/...` (expanded in place; recursion at most kMaxRefDepth deep). Annotations

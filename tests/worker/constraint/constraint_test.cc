@@ -278,6 +278,27 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   EXPECT_TRUE(formats(R"(["2026-11-27","AB7"])"));
   EXPECT_FALSE(formats(R"(["2026-13-27","AB7"])"));
   EXPECT_FALSE(formats(R"(["2026-11-27","ab7"])"));
+  // Numbers between integer bounds, fractions included, exactly.
+  const SchemaMatch range(R"({"type":"number","minimum":-2,"maximum":3})");
+  for (const char* ok : {"-2", "-2.0", "-1.99", "-0.5", "0", "0.25", "2.999", "3", "3.00"}) {
+    EXPECT_TRUE(range(ok)) << ok;
+  }
+  for (const char* bad : {"-2.01", "-3", "3.01", "3.5", "4", "-0", "1e2", "01"}) {
+    EXPECT_FALSE(range(bad)) << bad;
+  }
+  const SchemaMatch open_unit(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})");
+  for (const char* ok : {"0.5", "0.001", "0.999"}) EXPECT_TRUE(open_unit(ok)) << ok;
+  for (const char* bad : {"0", "0.0", "1", "1.0", "-0.5"}) EXPECT_FALSE(open_unit(bad)) << bad;
+  const SchemaMatch below(R"({"type":"number","exclusiveMaximum":-1})");
+  for (const char* ok : {"-1.5", "-2", "-100.25"}) EXPECT_TRUE(below(ok)) << ok;
+  for (const char* bad : {"-1", "-1.0", "-0.5", "0", "3"}) EXPECT_FALSE(below(bad)) << bad;
+  const SchemaMatch one_up(R"({"type":"number","minimum":1})");
+  for (const char* ok : {"1", "1.5", "100"}) EXPECT_TRUE(one_up(ok)) << ok;
+  for (const char* bad : {"0.99", "0", "-1"}) EXPECT_FALSE(one_up(bad)) << bad;
+  const SchemaMatch point(R"({"type":"number","minimum":2,"maximum":2})");
+  EXPECT_TRUE(point("2"));
+  EXPECT_TRUE(point("2.000"));
+  EXPECT_FALSE(point("2.001"));
   // Dates as a date parser takes them: each month's days, February 29 in leap years only.
   const SchemaMatch date(R"({"type":"string","format":"date"})");
   for (const char* ok : {"2024-02-29", "2000-02-29", "0004-02-29", "2023-01-31", "2023-04-30",
@@ -292,7 +313,7 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
 
 TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
   for (const auto& [schema, path] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"type":"object","properties":{"age":{"type":"number","minimum":3}}})",
+           {R"({"type":"object","properties":{"age":{"type":"number","minimum":3.5}}})",
             "$.properties.age.minimum"},
            {R"({"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}})",
             "$.properties.a.format"},

@@ -6,8 +6,8 @@ replays each walk in llguidance's matcher and compares the masks bit by bit.
 The reference is configured as our outputs are: compact JSON (whitespace_flexible false).
 Every token that only one side allows must be of a kind docs/engine.md lists ("Masks against
 llguidance": forced bytes' other tokenizations, string extras JSON allows, non-special added
-tokens, exponents, -0, impossible dates, json_object's depth); anything else fails the test,
-reported with the document, the step and the tokens.
+tokens, exponents, trailing zeros, -0, impossible dates, json_object's depth); anything else
+fails the test, reported with the document, the step and the tokens.
 
 Run with the virtual environment's Python:
 
@@ -105,6 +105,10 @@ def classify(name, prefix, ff, ours_only, ref_only, added):
         # numbers without one.
         if prefix[-1:].isdigit() and t[:1] in (b"e", b"E"):
             return "numbers: exponents"
+        # A bounded number may end on a fraction's trailing zero (-0.50); the reference ends
+        # bounded numbers only on a non-zero digit.
+        if re.search(r"[0-9]\.[0-9]*0$", prefix) and not t[:1].isdigit():
+            return "numbers: a fraction's trailing zeros"
         return None
 
     def ref_kind(t):

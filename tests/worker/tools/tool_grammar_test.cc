@@ -97,7 +97,7 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
               HasSubstr("tools[0].function.parameters"));
   // A schema the grammar cannot take names its path inside the tool.
   auto tools = ParseTools(json::parse(R"([{"type": "function", "function": {"name": "a",
-      "parameters": {"type": "object", "properties": {"n": {"type": "number", "maximum": 3}}}}}])"));
+      "parameters": {"type": "object", "properties": {"n": {"type": "number", "maximum": 3.5}}}}}])"));
   ASSERT_TRUE(tools.ok());
   auto regex = ToolCallRegex(ToolFormat::kHermes, *tools, {ToolChoice::Mode::kRequired, ""}, true);
   ASSERT_FALSE(regex.ok());
