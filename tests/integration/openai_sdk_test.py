@@ -65,6 +65,14 @@ class Proc:
                 self.p.kill()
 
 
+def token_dir(prefix):
+    """A temporary folder holding `token`, the router's API token file."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    with open(os.path.join(tmp, "token"), "w") as f:
+        f.write(TOKEN + "\n")
+    return tmp
+
+
 def metric(port, name):
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     m = re.search(rf"^{name}(?:{{[^}}]*}})? ([0-9.e+-]+)$", text, re.M)
@@ -79,9 +87,7 @@ def main():
     args = ap.parse_args()
     if not os.path.isdir(args.model):
         fail(f"the test model is missing: {args.model} (../shared is required)")
-    tmp = tempfile.mkdtemp(prefix="openai-sdk-")
-    with open(os.path.join(tmp, "token"), "w") as f:
-        f.write(TOKEN + "\n")
+    tmp = token_dir("openai-sdk-")
     procs = []
     try:
         workers = []

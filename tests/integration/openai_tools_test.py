@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from typing import Literal
 
@@ -28,7 +27,7 @@ import openai
 import pydantic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_sdk_test import TOKEN, Proc, check, fail, metric  # noqa: E402
+from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir  # noqa: E402
 
 
 class GetWeather(pydantic.BaseModel):
@@ -192,9 +191,7 @@ def main():
     args = ap.parse_args()
     if not os.path.isdir(args.templates):
         fail(f"the chat templates are missing: {args.templates} (../shared is required)")
-    tmp = tempfile.mkdtemp(prefix="openai-tools-")
-    with open(os.path.join(tmp, "token"), "w") as f:
-        f.write(TOKEN + "\n")
+    tmp = token_dir("openai-tools-")
     procs = []
     try:
         for template, fmt in (("qwen3.jinja", "hermes"), ("llama31.jinja", "llama3_json"),

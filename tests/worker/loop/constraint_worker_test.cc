@@ -140,20 +140,11 @@ class ConstraintWorkerTest : public ::testing::Test {
   // Replaces the worker with one over random:tiny, whose synthetic vocabulary has every byte
   // (so any JSON can be spelled).
   void UseByteLevelModel(int32_t slots) {
-    backend::BackendOptions bo;
-    bo.model = "random:tiny";
-    bo.backend = "cpu";
-    bo.cpu_threads = 1;
-    bo.sizes.max_slots = slots;
-    auto b = backend::CreateBackend(bo);
-    ASSERT_TRUE(b.ok()) << b.status();
-    WorkerOptions wo;
-    wo.scheduler.max_batch_tokens = 0;
-    auto w =
-        Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
-    ASSERT_TRUE(w.ok()) << w.status();
-    worker_ = *std::move(w);
-    backend_pool_ = std::move(b->pool);  // the runner's threads: outlive it
+    auto made = MakeByteLevelWorker(slots);
+    ASSERT_TRUE(made.ok()) << made.status();
+    worker_.reset();
+    backend_pool_ = std::move(made->pool);  // the runner's threads: outlive the worker
+    worker_ = std::move(made->worker);
   }
 
   ThreadPool pool_{1};

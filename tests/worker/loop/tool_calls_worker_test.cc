@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/test_util.h"
 #include "tests/worker/loop/collecting_sink.h"
+#include "tests/worker/loop/worker_test_util.h"
 #include "worker/backend/backend.h"
 #include "worker/frontend/chat/chat_template.h"
 #include "worker/loop/tool_calls.h"
@@ -64,20 +65,10 @@ class ToolCallsWorkerTest : public ::testing::Test {
     auto chat = frontend::ChatTemplate::FromSource(text, std::nullopt, std::string("<eos>"));
     ASSERT_TRUE(chat.ok()) << chat.status();
     chat_ = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
-    backend::BackendOptions bo;
-    bo.model = "random:tiny";
-    bo.backend = "cpu";
-    bo.cpu_threads = 1;
-    bo.sizes.max_slots = 8;
-    auto b = backend::CreateBackend(bo);
-    ASSERT_TRUE(b.ok()) << b.status();
-    WorkerOptions wo;
-    wo.scheduler.max_batch_tokens = 0;
-    auto w =
-        Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
-    ASSERT_TRUE(w.ok()) << w.status();
-    worker_ = *std::move(w);
-    backend_pool_ = std::move(b->pool);
+    auto made = MakeByteLevelWorker(8);
+    ASSERT_TRUE(made.ok()) << made.status();
+    backend_pool_ = std::move(made->pool);
+    worker_ = std::move(made->worker);
     worker_->SetChatRenderer([chat = chat_](const ChatPrompt& c) {
       return chat->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);
     });

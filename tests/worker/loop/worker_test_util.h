@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/thread_pool.h"
+#include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 
 namespace llm::loop {
@@ -24,6 +26,29 @@ inline std::vector<std::string> StoryPrompts() {
           "Tim had a red ball.",
           "The sun was hot",
           "Mom said, \"Let's go home.\""};
+}
+
+// A worker over random:tiny on one CPU thread, whose synthetic vocabulary has every byte (so
+// any JSON, call format or grammar can be spelled). `pool` runs the runner: keep it alive
+// (declared before the worker) as long as the worker.
+struct ByteLevelWorker {
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Worker> worker;
+};
+inline absl::StatusOr<ByteLevelWorker> MakeByteLevelWorker(int32_t slots) {
+  backend::BackendOptions bo;
+  bo.model = "random:tiny";
+  bo.backend = "cpu";
+  bo.cpu_threads = 1;
+  bo.sizes.max_slots = slots;
+  auto b = backend::CreateBackend(bo);
+  if (!b.ok()) return b.status();
+  WorkerOptions wo;
+  wo.scheduler.max_batch_tokens = 0;
+  auto w =
+      Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
+  if (!w.ok()) return w.status();
+  return ByteLevelWorker{std::move(b->pool), *std::move(w)};
 }
 
 // Waits until `pred(w.Load())` holds; false after `timeout`.
