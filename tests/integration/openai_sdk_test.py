@@ -129,6 +129,16 @@ def main():
                               capture_output=True, text=True)
         if grpc.returncode != 0:
             fail(f"llm-cli call failed: {grpc.stderr}")
+        # The gRPC client's structured output flags reach the worker.
+        constrained = subprocess.run([f"{args.bin}/llm-cli", "call", "--target",
+                                      f"127.0.0.1:{grpc_port}", "--prompt", prompt, "--quiet",
+                                      "--choice", "Lily", "--choice", "Tom and Sue",
+                                      "--token-file", os.path.join(tmp, "token")],
+                                     capture_output=True, text=True)
+        check(constrained.returncode == 0 and
+              constrained.stdout.rstrip("\n") in ("Lily", "Tom and Sue"),
+              f"llm-cli call --choice answers one choice: {constrained.stdout!r}"
+              f" {constrained.stderr!r}")
         c = client.completions.create(model=model, prompt=prompt, max_tokens=40, temperature=0)
         check(c.choices[0].text == grpc.stdout.rstrip("\n"),
               f"completion text {c.choices[0].text!r} equals the gRPC path's {grpc.stdout!r}")

@@ -38,6 +38,8 @@ const char* FinishName(llm::v1::FinishReason r) {
       return "cancelled";
     case llm::v1::FINISH_REASON_ERROR:
       return "error";
+    case llm::v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
     default:
       return "unspecified";
   }
@@ -76,6 +78,43 @@ absl::Status AddToken(const FlagSet& flags, grpc::ClientContext& ctx) {
 
 }  // namespace
 
+// Structured output: at most one of --regex, --choice (repeatable), --json-object,
+// --json-schema FILE and --grammar FILE becomes the request's constraint.
+absl::Status ReadConstraintFlags(const FlagSet& flags, llm::v1::GenerateRequest& req) {
+  int given = 0;
+  llm::v1::Constraint* c = req.mutable_constraint();
+  if (!flags.GetString("regex").empty()) {
+    c->set_regex(flags.GetString("regex"));
+    ++given;
+  }
+  if (!flags.GetAll("choice").empty()) {
+    for (const auto& choice : flags.GetAll("choice")) c->mutable_choice()->add_choices(choice);
+    ++given;
+  }
+  if (flags.GetBool("json-object")) {
+    c->set_json_object(true);
+    ++given;
+  }
+  for (const char* key : {"json-schema", "grammar"}) {
+    const std::string path = flags.GetString(key);
+    if (path.empty()) continue;
+    std::string text;
+    if (absl::Status st = tls::ReadFile(path, std::string("--") + key, &text); !st.ok()) return st;
+    if (std::string_view(key) == "grammar") {
+      c->set_grammar(text);
+    } else {
+      c->set_json_schema(text);
+    }
+    ++given;
+  }
+  if (given > 1) {
+    return absl::InvalidArgumentError(
+        "--regex, --choice, --json-object, --json-schema and --grammar: give one");
+  }
+  if (given == 0) req.clear_constraint();
+  return absl::OkStatus();
+}
+
 int RunCall(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli call";
   FlagSet flags;
@@ -86,7 +125,12 @@ int RunCall(const std::vector<std::string>& args) {
       .Value("timeout-ms", "deadline of the call (0: none)", "0")
       .Value("request-id", "request id to send")
       .Bool("ignore-eos", "keep going after EOS")
-      .Bool("quiet", "print only the completion (no usage line on stderr)");
+      .Bool("quiet", "print only the completion (no usage line on stderr)")
+      .Value("regex", "constrain the output to this regular expression")
+      .Value("choice", "constrain the output to one of these strings (repeatable)")
+      .Bool("json-object", "constrain the output to a JSON object")
+      .Value("json-schema", "file holding a JSON Schema the output must validate under")
+      .Value("grammar", "file holding a GBNF grammar whose root rule the output is");
   AddSamplingFlags(flags);
   AddConnectionFlags(flags);
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
@@ -113,6 +157,7 @@ int RunCall(const std::vector<std::string>& args) {
   sp->set_seed(sampling->seed);
   for (const auto& s : flags.GetAll("stop")) req.add_stop(s);
   req.set_ignore_eos(flags.GetBool("ignore-eos"));
+  if (absl::Status st = ReadConstraintFlags(flags, req); !st.ok()) return Fail(cmd, st);
 
   auto channel = Connect(flags);
   if (!channel.ok()) return Fail(cmd, channel.status());
