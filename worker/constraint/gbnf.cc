@@ -16,6 +16,7 @@ constexpr size_t kMaxPatternBytes = size_t{2} << 20;
 constexpr int kMaxNesting = 100;             // groups inside groups
 constexpr int kMaxCount = 1000;              // {m,n}
 constexpr int64_t kMaxExpansions = 1000000;  // nodes generated
+constexpr int kMaxRuleNesting = 1000;        // rules being expanded inside one another
 
 struct Node {
   enum class Type { kLiteral, kClass, kAny, kRef, kSeq, kAlt, kRepeat };
@@ -156,8 +157,18 @@ class Parser {
     return Quantified(*std::move(n));
   }
 
+  // Spaces and tabs (not newlines: a rule may end at one).
+  void SkipBlanks() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+  }
+
   absl::StatusOr<Node> Quantified(Node n) {
-    if (i_ >= s_.size()) return n;
+    const size_t before = i_;
+    SkipBlanks();  // llama.cpp takes `"a" *`
+    if (i_ >= s_.size() || std::string_view("*+?{").find(s_[i_]) == std::string_view::npos) {
+      i_ = before;
+      return n;
+    }
     int min = 0, max = -1;
     const char c = s_[i_];
     if (c == '*') {
@@ -170,17 +181,21 @@ class Parser {
       ++i_;
     } else if (c == '{') {
       ++i_;
+      SkipBlanks();
       auto lo = Count();
       if (!lo.ok()) return lo.status();
       min = max = *lo;
+      SkipBlanks();
       if (i_ < s_.size() && s_[i_] == ',') {
         ++i_;
+        SkipBlanks();
         max = -1;
         if (i_ < s_.size() && s_[i_] != '}') {
           auto hi = Count();
           if (!hi.ok()) return hi.status();
           if (*hi < min) return Error("a repetition's maximum is below its minimum");
           max = *hi;
+          SkipBlanks();
         }
       }
       if (i_ >= s_.size() || s_[i_] != '}') return Error("a '{' is not closed");
@@ -325,10 +340,17 @@ class Generator {
     }
     int& on_stack = depth_[name];
     if (on_stack > kMaxGrammarRecursion) return std::nullopt;
+    // A chain of distinct rules is no recursion, but each link is a few frames of this thread.
+    if (nesting_ >= kMaxRuleNesting) {
+      Fail(absl::StrCat("rule '", name, "': rules nest more than ", kMaxRuleNesting, " deep"));
+      return std::nullopt;
+    }
     const std::string outer = current_;
     current_ = name;
     ++on_stack;
+    ++nesting_;
     std::optional<std::string> out = Gen(it->second);
+    --nesting_;
     --on_stack;
     current_ = outer;
     return out;
@@ -341,6 +363,14 @@ class Generator {
     if (status_.ok()) status_ = absl::InvalidArgumentError("constraint.grammar: " + what);
   }
 
+  // False (and the grammar fails) when a pattern of `bytes` would be over the budget.
+  bool WithinBudget(size_t bytes) {
+    if (bytes <= kMaxPatternBytes) return true;
+    Fail(absl::StrCat("rule '", current_, "': expands to more than ", kMaxPatternBytes >> 20,
+                      " MiB of pattern"));
+    return false;
+  }
+
   std::optional<std::string> Gen(const Node& n) {
     if (!status_.ok()) return std::nullopt;
     if (++expansions_ > kMaxExpansions) {
@@ -348,11 +378,7 @@ class Generator {
       return std::nullopt;
     }
     std::optional<std::string> out = GenNode(n);
-    if (out && out->size() > kMaxPatternBytes) {
-      Fail(absl::StrCat("rule '", current_, "': expands to more than ", kMaxPatternBytes >> 20,
-                        " MiB of pattern"));
-      return std::nullopt;
-    }
+    if (out && !WithinBudget(out->size())) return std::nullopt;
     return out;
   }
 
@@ -370,7 +396,7 @@ class Generator {
         std::string out;
         for (const Node& c : n.children) {
           std::optional<std::string> part = Gen(c);
-          if (!part) return std::nullopt;
+          if (!part || !WithinBudget(out.size() + part->size())) return std::nullopt;
           out += *part;
         }
         return out;
@@ -386,9 +412,13 @@ class Generator {
   std::optional<std::string> Alternatives(const Node& n) {
     std::vector<std::string> parts;
     bool empty = false;
+    size_t total = 0;
     for (const Node& c : n.children) {
       std::optional<std::string> part = Gen(c);
+      if (!status_.ok()) return std::nullopt;
       if (!part) continue;
+      total += part->size() + 1;
+      if (!WithinBudget(total)) return std::nullopt;
       if (part->empty()) {
         empty = true;
       } else {
@@ -422,6 +452,7 @@ class Generator {
 
   const std::map<std::string, Node>& rules_;
   std::map<std::string, int> depth_;  // times each rule is being expanded now
+  int nesting_ = 0;                   // rules being expanded now
   std::string current_ = "root";
   int64_t expansions_ = 0;
   absl::Status status_;

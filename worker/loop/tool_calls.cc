@@ -23,6 +23,10 @@ absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
         "model.tool_call_parser");
   }
   if (choice.mode == Mode::kRequired || choice.mode == Mode::kFunction) {
+    if (spec.ignore_eos) {
+      return absl::InvalidArgumentError(
+          "ignore_eos: not with a required or named tool call (the calls end by EOS)");
+    }
     if (spec.constraint.enabled()) {
       return absl::InvalidArgumentError(
           "tool_choice: a required or named call cannot be combined with a constraint "
@@ -34,13 +38,16 @@ absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
     spec.constraint.text = *std::move(regex);
   }
   spec.skip_special_tokens = false;
-  sink = std::make_shared<ToolCallSink>(format, chat.parallel_tool_calls, std::move(sink));
+  std::vector<std::string> names;
+  for (const tools::Tool& t : *parsed) names.push_back(t.name);
+  sink = std::make_shared<ToolCallSink>(format, chat.parallel_tool_calls, std::move(names),
+                                        std::move(sink));
   return absl::OkStatus();
 }
 
-ToolCallSink::ToolCallSink(tools::ToolFormat format, bool parallel,
+ToolCallSink::ToolCallSink(tools::ToolFormat format, bool parallel, std::vector<std::string> names,
                            std::shared_ptr<StreamSink> inner)
-    : format_(format), parser_(format, parallel), inner_(std::move(inner)) {}
+    : format_(format), parser_(format, parallel, std::move(names)), inner_(std::move(inner)) {}
 
 std::string ToolCallSink::NewId() {
   // Mistral's template takes ids of exactly 9 letters and digits; OpenAI's look like call_...

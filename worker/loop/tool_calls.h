@@ -12,6 +12,8 @@
 #define LLM_WORKER_LOOP_TOOL_CALLS_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "worker/loop/request_spec.h"
@@ -23,14 +25,17 @@ namespace llm::loop {
 
 // Prepares `spec` (a chat request) for its tools under `format`, wrapping `sink` in the parser.
 // INVALID_ARGUMENT naming the field for bad tools, a tool_choice they cannot meet, a
-// required call together with another constraint, or a worker with no format to read calls in.
+// required call together with another constraint or ignore_eos, or a worker with no format
+// to read calls in.
 absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
                               std::shared_ptr<StreamSink>& sink);
 
 // Reads calls out of a stream's text; forwards everything else to `inner` unchanged.
 class ToolCallSink : public StreamSink {
  public:
-  ToolCallSink(tools::ToolFormat format, bool parallel, std::shared_ptr<StreamSink> inner);
+  // `names`: the request's functions (a call of another name is text; empty: any).
+  ToolCallSink(tools::ToolFormat format, bool parallel, std::vector<std::string> names,
+               std::shared_ptr<StreamSink> inner);
   void OnUpdate(StreamUpdate update) override;
   void OnError(const absl::Status& status) override { inner_->OnError(status); }
 

@@ -25,20 +25,30 @@ size_t HeldBack(std::string_view s, std::string_view marker) {
 
 size_t SkipSpace(std::string_view s) { return std::min(s.find_first_not_of(kSpace), s.size()); }
 
-// A call's JSON object: {"name": ..., "arguments" or "parameters": {...} or "..."}.
-std::optional<ParsedCall> ParseCall(std::string_view text) {
+// A call's JSON object: {"name": ..., "arguments" or "parameters": {...} or its text}, of one
+// of `names` (empty: any); `need_args`: one of the two keys must be there.
+std::optional<ParsedCall> ParseCall(std::string_view text, const std::vector<std::string>& names,
+                                    bool need_args) {
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   const auto name = j.find("name");
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) {
     return std::nullopt;
   }
+  ParsedCall call{name->get<std::string>(), "{}"};
+  if (!names.empty() && std::find(names.begin(), names.end(), call.name) == names.end()) {
+    return std::nullopt;
+  }
   auto args = j.find("arguments");
   if (args == j.end()) args = j.find("parameters");
-  ParsedCall call{name->get<std::string>(), "{}"};
-  if (args == j.end()) return call;
-  if (args->is_string()) {
-    call.arguments = args->get<std::string>();
+  if (args == j.end()) {
+    if (need_args) return std::nullopt;
+    return call;
+  }
+  if (args->is_string()) {  // the arguments' JSON text: kept only when it is an object
+    const auto parsed = nlohmann::json::parse(args->get<std::string>(), nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
+    call.arguments = parsed.dump();
   } else if (args->is_object()) {
     call.arguments = args->dump();
   } else {
@@ -49,9 +59,10 @@ std::optional<ParsedCall> ParseCall(std::string_view text) {
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolFormat format, bool parallel)
+ToolCallParser::ToolCallParser(ToolFormat format, bool parallel, std::vector<std::string> names)
     : format_(format),
       parallel_(parallel),
+      names_(std::move(names)),
       state_(format == ToolFormat::kLlama3Json ? State::kStart
              : format == ToolFormat::kNone     ? State::kTail
                                                : State::kText) {}
@@ -148,6 +159,7 @@ bool ToolCallParser::StepStart() {
   if (i == pending_.size()) return false;
   const std::string_view rest = std::string_view(pending_).substr(i);
   if (rest.starts_with(kPythonTag)) {
+    tagged_ = true;
     Consume(i + kPythonTag.size());
     state_ = State::kBeforeObject;
     return true;
@@ -204,7 +216,9 @@ bool ToolCallParser::StepObject(ParseOutput& out) {
   }
   if (!complete) return false;
   const size_t length = scanned_;
-  const std::optional<ParsedCall> call = ParseCall(std::string_view(pending_).substr(0, length));
+  const bool need_args = format_ == ToolFormat::kLlama3Json && !tagged_;
+  const std::optional<ParsedCall> call =
+      ParseCall(std::string_view(pending_).substr(0, length), names_, need_args);
   Consume(length);
   if (!call) {
     GiveBack(out);

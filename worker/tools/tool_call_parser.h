@@ -4,8 +4,10 @@
 // Text outside calls passes through as content, held back only while it could be the start of
 // the format's marker. A call is reported whole, once its JSON object is complete (the name
 // and its arguments together). Text that looks like a call but is not one (malformed JSON, no
-// "name") is given back as content, unchanged, so nothing the model wrote is lost. Whitespace
-// between calls is dropped.
+// "name", a name the request did not offer, arguments that are not an object; in llama3_json
+// without <|python_tag|>, an object with neither "arguments" nor "parameters") is given back
+// as content, unchanged, so nothing the model wrote is lost. Whitespace between calls is
+// dropped.
 #ifndef LLM_WORKER_TOOLS_TOOL_CALL_PARSER_H_
 #define LLM_WORKER_TOOLS_TOOL_CALL_PARSER_H_
 
@@ -30,7 +32,8 @@ struct ParseOutput {
 class ToolCallParser {
  public:
   // `parallel` false: calls after the first are dropped (OpenAI's parallel_tool_calls).
-  ToolCallParser(ToolFormat format, bool parallel);
+  // `names`: the functions the request offers; a call of another name is text (empty: any).
+  ToolCallParser(ToolFormat format, bool parallel, std::vector<std::string> names = {});
 
   // The content and calls that `text`, the output's next piece, completes.
   ParseOutput Feed(std::string_view text);
@@ -62,6 +65,8 @@ class ToolCallParser {
 
   ToolFormat format_;
   bool parallel_;
+  std::vector<std::string> names_;
+  bool tagged_ = false;  // llama3_json: the answer began with <|python_tag|>
   State state_;
   std::string pending_;  // text not yet decided
   std::string raw_;      // the current call region's text, given back if it is not a call

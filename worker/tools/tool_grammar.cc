@@ -12,6 +12,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+constexpr size_t kMaxCallsPatternBytes = size_t{2} << 20;
+
 absl::Status Bad(const std::string& field, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -103,10 +105,18 @@ absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<T
                                           const ToolChoice& choice, bool parallel) {
   if (absl::Status st = CheckToolChoice(tools, choice); !st.ok()) return st;
   std::vector<std::string> alternatives;
+  size_t bytes = 0;
   for (size_t i = 0; i < tools.size(); ++i) {
     if (choice.mode == ToolChoice::Mode::kFunction && tools[i].name != choice.function) continue;
     auto call = CallRegex(format, tools[i], i);
     if (!call.ok()) return call.status();
+    // The hermes form repeats the calls' pattern: a quarter of the budget for the tools.
+    bytes += call->size();
+    if (bytes > kMaxCallsPatternBytes / 4) {
+      return Bad("tools",
+                 "the calls' grammar expands to more than 2 MiB (too many or too "
+                 "large tools for a required call); offer fewer tools");
+    }
     alternatives.push_back(absl::StrCat("(", *call, ")"));
   }
   const std::string call = absl::StrCat("(", absl::StrJoin(alternatives, "|"), ")");

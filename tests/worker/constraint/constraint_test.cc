@@ -389,6 +389,11 @@ ws   ::= " "?
 )g");
   for (const char* ok : {"[1]", "[1, 22,0]", "[999,0]"}) EXPECT_TRUE(list(ok)) << ok;
   for (const char* bad : {"[01]", "[1000]", "[1,]", "[]"}) EXPECT_FALSE(list(bad)) << bad;
+  // Blanks before a quantifier and inside braces, as llama.cpp takes them.
+  const GrammarMatch spaced(R"g(root ::= "a" * ( "b" ) { 1 , 2 })g");
+  EXPECT_TRUE(spaced("aab"));
+  EXPECT_TRUE(spaced("bb"));
+  EXPECT_FALSE(spaced("bbb"));
   // Escapes, negated classes and any character.
   const GrammarMatch escapes(R"g(root ::= "\x41\u00e9\n" [^"\\] . "\"")g");
   EXPECT_TRUE(escapes("A\xc3\xa9\nzq\""));
@@ -481,6 +486,18 @@ TEST(GbnfTest, ErrorsNameTheRule) {
   }
   absl::StrAppend(&doubling, "a30 ::= \"xy\"\n");
   EXPECT_THAT(error(doubling), HasSubstr("expands to more than"));
+  // A long chain of distinct rules (no recursion) stops at a nesting limit, not the stack.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) absl::StrAppend(&chain, "r", i, " ::= r", i + 1, "\n");
+  absl::StrAppend(&chain, "r5000 ::= \"a\"\n");
+  EXPECT_THAT(error(chain), HasSubstr("nest more than 1000 deep"));
+  // One sequence of many large pieces: the budget holds while it grows.
+  std::string wide = absl::StrCat("big ::= \"", std::string(100000, 'a'), "\"\nroot ::=");
+  for (int i = 0; i < 100; ++i) wide += " big";
+  EXPECT_THAT(error(wide), HasSubstr("MiB of pattern"));
+  std::string alts = absl::StrCat("big ::= \"", std::string(100000, 'a'), "\"\nroot ::= big");
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&alts, " | big \"", i, "\"");
+  EXPECT_THAT(error(alts), HasSubstr("MiB of pattern"));
   // Deep groups.
   EXPECT_THAT(error("root ::= " + std::string(200, '(') + "\"x\"" + std::string(200, ')')),
               HasSubstr("nest too deep"));

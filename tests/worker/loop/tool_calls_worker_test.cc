@@ -169,6 +169,9 @@ TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
   s.constraint = {constraint::Kind::kJsonObject, "", {}};
   EXPECT_THAT(refused(s), HasSubstr("tool_choice: a required or named call cannot be combined"));
   s = Spec({tools::ToolChoice::Mode::kRequired, ""}, 0);
+  s.ignore_eos = true;
+  EXPECT_THAT(refused(s), HasSubstr("ignore_eos: not with a required or named tool call"));
+  s = Spec({tools::ToolChoice::Mode::kRequired, ""}, 0);
   s.chat->tools[0]["function"]["parameters"]["properties"]["city"]["format"] = "ipv6";
   EXPECT_THAT(refused(s), HasSubstr("tools[0].function.parameters.properties.city.format"));
   s = Spec({tools::ToolChoice::Mode::kAuto, ""}, 0);
@@ -188,7 +191,7 @@ TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
 // shape; the last update says there were calls.
 TEST(ToolCallSinkTest, NumbersCallsAcrossUpdates) {
   auto inner = std::make_shared<CollectingSink>();
-  ToolCallSink sink(tools::ToolFormat::kMistral, true, inner);
+  ToolCallSink sink(tools::ToolFormat::kMistral, true, {"a", "b"}, inner);
   const std::string text =
       "[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": "
       "{\"x\": 1}}]";

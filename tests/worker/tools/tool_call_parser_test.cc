@@ -115,6 +115,33 @@ TEST(ToolCallParserTest, Mistral) {
   }
 }
 
+// Only the request's functions, with object arguments, are calls; anything else is text.
+TEST(ToolCallParserTest, WhatIsNotTheRequestsCallIsText) {
+  const auto parse = [](ToolFormat f, const std::string& text) {
+    ToolCallParser parser(f, true, {"get_weather"});
+    Result r;
+    Add(r, parser.Feed(text));
+    Add(r, parser.Finish());
+    return r;
+  };
+  for (const std::string text : {
+           "<tool_call>{\"name\": \"other\", \"arguments\": {}}</tool_call>",
+           "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"not json\"}</tool_call>",
+           "<tool_call>{\"name\": \"get_weather\", \"arguments\": 3}</tool_call>",
+       }) {
+    const Result r = parse(ToolFormat::kHermes, text);
+    EXPECT_EQ(r.content, text);
+    EXPECT_TRUE(r.calls.empty()) << text;
+  }
+  // Llama 3 without <|python_tag|>: a JSON answer that merely has a "name" is an answer.
+  const std::string person = "{\"name\": \"get_weather\", \"age\": 30}";
+  EXPECT_EQ(parse(ToolFormat::kLlama3Json, person).content, person);
+  EXPECT_EQ(parse(ToolFormat::kLlama3Json, "<|python_tag|>" + person).calls,
+            std::vector<std::string>{"get_weather {}"});
+  EXPECT_EQ(parse(ToolFormat::kLlama3Json, "{\"name\": \"get_weather\", \"parameters\": {}}").calls,
+            std::vector<std::string>{"get_weather {}"});
+}
+
 TEST(ToolCallParserTest, NoneIsText) {
   const std::string text = "<tool_call>{\"name\":\"f\"}</tool_call>";
   ExpectParses({ToolFormat::kNone, text, text, {}});

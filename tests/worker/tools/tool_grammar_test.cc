@@ -103,6 +103,21 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
   ASSERT_FALSE(regex.ok());
   EXPECT_THAT(regex.status().message(),
               HasSubstr("tools[0].function.parameters.properties.n.maximum"));
+  // Many large tools: the calls' pattern has a budget.
+  json many = json::array();
+  for (int t = 0; t < 300; ++t) {
+    json props = json::object();
+    for (int p = 0; p < 20; ++p) props["p" + std::to_string(p)] = {{"type", "string"}};
+    many.push_back({{"type", "function"},
+                    {"function",
+                     {{"name", "f" + std::to_string(t)},
+                      {"parameters", {{"type", "object"}, {"properties", props}}}}}});
+  }
+  auto big = ParseTools(many);
+  ASSERT_TRUE(big.ok());
+  auto too_big = ToolCallRegex(ToolFormat::kHermes, *big, {ToolChoice::Mode::kRequired, ""}, true);
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_THAT(too_big.status().message(), HasSubstr("more than 2 MiB"));
   // tool_choice naming a function that is not there.
   EXPECT_THAT(CheckToolChoice(*tools, {ToolChoice::Mode::kFunction, "b"}).message(),
               HasSubstr("tool_choice"));
