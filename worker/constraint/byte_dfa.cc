@@ -52,6 +52,7 @@ absl::StatusOr<ByteDfa> ByteDfa::Build(const ByteNfa& nfa, size_t max_states,
   };
   intern({nfa.start});
   std::vector<int32_t> targets;
+  std::vector<int> cuts;  // run boundaries of the current set's edges
   // NFA states looked at, over all DFA states: bounds the compile time of a pattern whose
   // automaton is small but whose state sets are huge.
   size_t work = 0;
@@ -71,17 +72,32 @@ absl::StatusOr<ByteDfa> ByteDfa::Build(const ByteNfa& nfa, size_t max_states,
     const std::vector<int32_t> set = sets[d];  // a copy: intern may grow `sets`
     bool accepting = false, exits = false;
     for (int32_t s : set) accepting = accepting || s == nfa.accept;
-    for (int b = 0; b < 256; ++b) {
+    // The set's edges cut the bytes into runs that lead to the same targets: one intern per
+    // run, not per byte (a string's content state has a few dozen runs, not 256 bytes).
+    cuts.assign(1, 0);
+    for (int32_t s : set) {
+      for (const auto& e : nfa.states[static_cast<size_t>(s)].edges) {
+        cuts.push_back(e.lo);
+        cuts.push_back(e.hi + 1);
+      }
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    cuts.push_back(256);
+    for (size_t r = 0; r + 1 < cuts.size() && cuts[r] < 256; ++r) {
+      const int lo = cuts[r], hi = cuts[r + 1] - 1;  // every byte of [lo, hi] alike
       targets.clear();
       for (int32_t s : set) {
         for (const auto& e : nfa.states[static_cast<size_t>(s)].edges) {
-          if (b >= e.lo && b <= e.hi) targets.push_back(e.to);
+          if (lo >= e.lo && lo <= e.hi) targets.push_back(e.to);
         }
       }
       if (targets.empty()) continue;
       std::sort(targets.begin(), targets.end());
       targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-      dfa.next_[d * 256 + static_cast<size_t>(b)] = intern(targets);
+      const int32_t to = intern(targets);
+      std::fill(dfa.next_.begin() + static_cast<std::ptrdiff_t>(d * 256 + lo),
+                dfa.next_.begin() + static_cast<std::ptrdiff_t>(d * 256 + hi + 1), to);
       exits = true;
     }
     dfa.accepting_.push_back(accepting ? 1 : 0);
