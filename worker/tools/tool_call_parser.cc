@@ -29,7 +29,7 @@ size_t SkipSpace(std::string_view s) { return std::min(s.find_first_not_of(kSpac
 // of `names` (empty: any); `need_args`: one of the two keys must be there.
 std::optional<ParsedCall> ParseCall(std::string_view text, const std::vector<std::string>& names,
                                     bool need_args) {
-  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   const auto name = j.find("name");
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) {
@@ -46,7 +46,7 @@ std::optional<ParsedCall> ParseCall(std::string_view text, const std::vector<std
     return call;
   }
   if (args->is_string()) {  // the arguments' JSON text: kept only when it is an object
-    const auto parsed = nlohmann::json::parse(args->get<std::string>(), nullptr, false);
+    const auto parsed = nlohmann::ordered_json::parse(args->get<std::string>(), nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;
     call.arguments = parsed.dump();
   } else if (args->is_object()) {

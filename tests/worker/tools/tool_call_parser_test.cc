@@ -64,7 +64,12 @@ TEST(ToolCallParserTest, Hermes) {
                 {"f {\"s\":\"}{\\\"]\"}"}});
   // No end tag (the model stopped after the object): still a call.
   ExpectParses({f, "<tool_call>\n{\"name\":\"f\",\"arguments\":{}}", "", {"f {}"}});
-  // Arguments given as a string are kept as the model wrote them.
+  // Arguments keep the model's key order.
+  ExpectParses({f,
+                "<tool_call>{\"name\":\"f\",\"arguments\":{\"z\":1,\"a\":2}}</tool_call>",
+                "",
+                {"f {\"z\":1,\"a\":2}"}});
+  // Arguments given as a string (an object's JSON text) are that object.
   ExpectParses({f,
                 "<tool_call>{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}</tool_call>",
                 "",
