@@ -673,7 +673,9 @@ void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
     }
   }
   text_ += m.text();
-  for (auto& call : ToolCallsJson(m, false)) tool_calls_.push_back(std::move(call));
+  if (m.tool_calls_size() > 0) {  // most messages carry none: no JSON built for them
+    for (auto& call : ToolCallsJson(m, false)) tool_calls_.push_back(std::move(call));
+  }
   const std::string finish = FinishReason(m.finish_reason());
   if (!finish.empty()) finish_reason_ = finish;
 }

@@ -5,11 +5,10 @@
 // For each constraint (--schemas, a JSON array of JSON Schemas; --regexes, a JSON array of
 // patterns; and json_object), --docs random walks of up to --max-tokens tokens: each step
 // takes a uniformly random token among those the mask allows (EOS where the output is complete;
-// the walk ends there, EOS not written). Writes <out>/<name>.bin: the vocabulary's size (a little-endian u32),
-// then per walk a little-endian u32 token count n,
-// the n token ids (i32), then n + 1 masks (before each token, and after the last), each
-// ceil(vocab / 32) little-endian u32 words, bit t % 32 of word t / 32 set when token t may
-// come next.
+// the walk ends there, EOS not written). Writes <out>/<name>.bin: the vocabulary's size (a
+// little-endian u32), then per walk a little-endian u32 token count n, the n token ids (i32), then
+// n + 1 masks (before each token, and after the last), each ceil(vocab / 32) little-endian u32
+// words, bit t % 32 of word t / 32 set when token t may come next.
 #include <cstdio>
 #include <fstream>
 #include <random>

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 
 namespace llm::constraint {
 namespace {
@@ -198,19 +199,6 @@ class Parser {
     return n;
   }
 
-  static void AppendUtf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-      out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   absl::StatusOr<uint32_t> Hex(size_t digits) {
     if (i_ + digits > p_.size()) return Error("a short hex escape");
     uint32_t v = 0;
@@ -262,7 +250,7 @@ class Parser {
         auto v = Hex(c == 'x' ? 2 : 4);
         if (!v.ok()) return v.status();
         std::string bytes;
-        AppendUtf8(*v, bytes);
+        AppendUtf8(static_cast<char32_t>(*v), bytes);
         if (in_class && bytes.size() > 1) return Error("non-ASCII class members are not supported");
         return literal(bytes);
       }
