@@ -71,6 +71,8 @@ class PrefixCache {
   int32_t num_referenced() const { return referenced_; }
   // Blocks neither referenced nor cached.
   int32_t num_free() const { return allocator_.num_free(); }
+  // References held on `block` (accounting checks).
+  int32_t refs(int32_t block) const { return blocks_[static_cast<size_t>(block)].refs; }
 
  private:
   struct Block {

@@ -39,6 +39,15 @@ int32_t SchedulerConfig::PrefillBudget(int32_t decodes) const {
   return max_batch_tokens > 0 ? std::min(budget, max_batch_tokens - decodes) : budget;
 }
 
+std::string SchedulerConfig::DescribeKvPolicy() const {
+  if (!kv_on_demand) {
+    return "reserved at admission for prompt + max_tokens (no preemption)";
+  }
+  return "on demand: admission takes the prompt's blocks and one decode's, keeping one free "
+         "block per running request; when a step's blocks run out the newest request is "
+         "preempted and resumes later";
+}
+
 Scheduler::Scheduler(const SchedulerConfig& config)
     : config_(config),
       cache_(config.sizes.kv_blocks, config.sizes.block_tokens, config.prefix_cache,
@@ -46,6 +55,94 @@ Scheduler::Scheduler(const SchedulerConfig& config)
       slots_(config.sizes.max_slots),
       policy_(config.speculative) {
   for (int32_t s = config.sizes.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+std::span<const int32_t> Scheduler::Prefix(const Slot& slot) {
+  return slot.prefix.empty() ? std::span<const int32_t>(slot.request->prompt_ids)
+                             : std::span<const int32_t>(slot.prefix);
+}
+
+bool Scheduler::Grow(int32_t s, int32_t tokens, int32_t keep_free, StepPlan& plan) {
+  Slot& slot = slots_[s];
+  const int32_t need =
+      BlocksFor(tokens, config_.sizes.block_tokens) - static_cast<int32_t>(slot.blocks.size());
+  if (need <= 0) return true;
+  if (need > cache_.available() - keep_free) return false;
+  const std::vector<int32_t> fresh = *cache_.Allocate(need);
+  slot.blocks.insert(slot.blocks.end(), fresh.begin(), fresh.end());
+  auto grant = std::find_if(plan.grants.begin(), plan.grants.end(),
+                            [&](const BlockGrant& g) { return g.slot == s; });
+  if (grant == plan.grants.end()) grant = plan.grants.insert(plan.grants.end(), BlockGrant{s, {}});
+  grant->blocks.insert(grant->blocks.end(), fresh.begin(), fresh.end());
+  return true;
+}
+
+void Scheduler::Preempt(int32_t s) {
+  Slot& slot = slots_[s];
+  Queued q{slot.request, slot.outputs, /*preempted=*/true, slot.emitted};
+  const uint64_t key = slot.request->key;
+  queued_prompt_tokens_ += static_cast<int64_t>(slot.request->prompt_ids.size() + q.resumed.size());
+  FreeSlot(s);
+  queue_.push_front(std::move(q));
+  queued_[key] = queue_.begin();
+  ++preempted_queued_;
+  ++preemptions_;
+}
+
+int32_t Scheduler::DecodeExtent(const Slot& slot, int32_t draft) const {
+  // The input's K/V goes to position prompt + bound - 1, the proposals' after it; nothing is
+  // ever written past prompt + max_tokens - 1 (the runner proposes within max_tokens).
+  const int32_t prompt = static_cast<int32_t>(slot.request->prompt_ids.size());
+  return prompt + std::min(slot.bound + draft, slot.request->max_tokens);
+}
+
+void Scheduler::SettleDrafts(const StepResult& result) {
+  std::vector<int32_t>& outputs = outputs_scratch_;
+  outputs.assign(slots_.size(), 0);
+  for (const SlotOutput& out : result.outputs) {
+    if (out.slot >= 0 && out.slot < config_.sizes.max_slots) ++outputs[out.slot];
+  }
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    Slot& slot = slots_[s];
+    while (!slot.drafts.empty() && slot.drafts.front().first <= result.step_id) {
+      const auto [step, draft] = slot.drafts.front();
+      slot.drafts.pop_front();
+      // A decode gives its input's output and the proposals that stood (none when it ended).
+      if (step == result.step_id && outputs[s] > 0) {
+        slot.bound -= std::max(0, draft - (outputs[s] - 1));
+      }
+    }
+  }
+}
+
+bool Scheduler::SecureDecodeBlocks(StepPlan& plan) {
+  if (!config_.kv_on_demand) return false;
+  std::vector<int32_t> order;
+  for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens) order.push_back(s);
+  }
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return slots_[a].admission < slots_[b].admission; });
+  bool preempted = false;
+  for (const int32_t s : order) {
+    const Slot& slot = slots_[s];
+    if (slot.phase != Phase::kDecode) continue;  // preempted by an older slot's need
+    while (!Grow(s, DecodeExtent(slot, 0), 0, plan)) {
+      int32_t newest = -1;
+      for (int32_t v = 0; v < config_.sizes.max_slots; ++v) {
+        const Phase ph = slots_[v].phase;
+        if ((ph == Phase::kPrefill || ph == Phase::kDecode) &&
+            (newest < 0 || slots_[v].admission > slots_[newest].admission)) {
+          newest = v;
+        }
+      }
+      Preempt(newest);
+      preempted = true;
+      if (newest == s) break;
+    }
+  }
+  return preempted;
 }
 
 int32_t Scheduler::PlanDecodes(StepPlan& plan) {
@@ -63,6 +160,7 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
     const int32_t room = config_.max_batch_tokens - config_.max_prefill_tokens - decoding;
     k = std::clamp(room / decoding, 0, k);
   }
+  const int32_t bt = config_.sizes.block_tokens;
   int32_t tokens = 0;
   for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
     Slot& slot = slots_[s];
@@ -71,7 +169,14 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
     // Planned tokens are a lower bound of the generated ones: no proposal past max_tokens.
     // A constrained request does not speculate (its proposals would need its masks).
     const bool speculates = slot.request->speculate && slot.request->constraint == nullptr;
-    const int32_t draft = speculates ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
+    int32_t draft = speculates ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
+    if (config_.kv_on_demand && draft > 0 && !Grow(s, DecodeExtent(slot, draft), running_, plan)) {
+      // Only the proposals the slot's blocks hold: past its input's position.
+      const int32_t held = static_cast<int32_t>(slot.blocks.size()) * bt;
+      draft = std::clamp(held - DecodeExtent(slot, 0), 0, draft);
+    }
+    slot.bound += 1 + draft;
+    if (draft > 0) slot.drafts.emplace_back(plan.step_id, draft);
     plan.decodes.push_back(DecodeChunk{s, draft});
     tokens += 1 + draft;
   }
@@ -81,13 +186,16 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
 void Scheduler::Add(RequestPtr request) {
   queued_prompt_tokens_ += static_cast<int64_t>(request->prompt_ids.size());
   const uint64_t key = request->key;
-  queue_.push_back(std::move(request));
+  queue_.push_back(Queued{std::move(request)});
   queued_[key] = std::prev(queue_.end());
 }
 
 bool Scheduler::Abort(uint64_t key) {
   if (const auto q = queued_.find(key); q != queued_.end()) {
-    queued_prompt_tokens_ -= static_cast<int64_t>((*q->second)->prompt_ids.size());
+    const Queued& entry = *q->second;
+    queued_prompt_tokens_ -=
+        static_cast<int64_t>(entry.request->prompt_ids.size() + entry.resumed.size());
+    preempted_queued_ -= entry.preempted ? 1 : 0;
     queue_.erase(q->second);
     queued_.erase(q);
     return true;
@@ -102,10 +210,11 @@ bool Scheduler::Abort(uint64_t key) {
 
 std::vector<uint64_t> Scheduler::AbortAll() {
   std::vector<uint64_t> keys;
-  for (const RequestPtr& r : queue_) keys.push_back(r->key);
+  for (const Queued& q : queue_) keys.push_back(q.request->key);
   queue_.clear();
   queued_.clear();
   queued_prompt_tokens_ = 0;
+  preempted_queued_ = 0;
   for (Slot& slot : slots_) {
     if (slot.phase == Phase::kFree || slot.phase == Phase::kEnded) continue;
     keys.push_back(slot.request->key);
@@ -116,48 +225,50 @@ std::vector<uint64_t> Scheduler::AbortAll() {
 
 int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
   Slot& slot = slots_[s];
-  const auto prompt = static_cast<int32_t>(slot.request->prompt_ids.size());
-  const int32_t n = std::min(budget, prompt - slot.prefilled);
+  const auto prefix = static_cast<int32_t>(Prefix(slot).size());
+  const int32_t n = std::min(budget, prefix - slot.prefilled);
   if (n <= 0) return 0;
-  const bool last = slot.prefilled + n == prompt;
+  const bool last = slot.prefilled + n == prefix;
   plan.prefills.push_back(PrefillChunk{s, slot.prefilled, n, last});
   slot.prefilled += n;
   slot.full_blocks = std::min(slot.prefilled / config_.sizes.block_tokens,
                               static_cast<int32_t>(slot.hashes.size()));
   if (last) {
     slot.phase = Phase::kDecode;
-    slot.planned = 1;
+    slot.planned = slot.bound = slot.resumed + 1;
   }
   return n;
 }
 
 void Scheduler::RegisterBlocks(Slot& slot) {
   const int32_t bt = config_.sizes.block_tokens;
+  const std::span<const int32_t> prefix = Prefix(slot);
   for (; slot.registered < slot.full_blocks; ++slot.registered) {
     const int32_t b = slot.registered;
     cache_.Insert(slot.blocks[static_cast<size_t>(b)], slot.hashes[static_cast<size_t>(b)],
                   b > 0 ? slot.hashes[static_cast<size_t>(b - 1)] : 0,
-                  std::span<const int32_t>(slot.request->prompt_ids)
-                      .subspan(static_cast<size_t>(b * bt), static_cast<size_t>(bt)));
+                  prefix.subspan(static_cast<size_t>(b * bt), static_cast<size_t>(bt)));
   }
 }
 
 void Scheduler::RegisterOutputBlocks(const Slot& slot) {
-  if (slot.outputs.size() < 2) return;
-  // The prompt's blocks were all registered once its last chunk was planned (before any output).
+  // Outputs sampled after the prefix (the prefix's blocks are registered as they are planned).
+  const size_t fresh = slot.outputs.size() - static_cast<size_t>(slot.resumed);
+  if (!cache_.enabled() || fresh < 2) return;
+  // The prefix's blocks were all registered once its last chunk was planned (before any output).
   if (slot.registered != static_cast<int32_t>(slot.hashes.size())) return;
   const int32_t bt = config_.sizes.block_tokens;
-  const std::vector<int32_t>& prompt = slot.request->prompt_ids;
-  // Positions whose K/V is final: the prompt and every output but the last.
-  const size_t written = prompt.size() + slot.outputs.size() - 1;
+  const std::span<const int32_t> prefix = Prefix(slot);
+  // Positions whose K/V is final: the prefix and every output after it but the last.
+  const size_t written = prefix.size() + fresh - 1;
   const auto full = static_cast<int32_t>(written / static_cast<size_t>(bt));
-  const int32_t first = slot.registered;  // the first block past the prompt's full blocks
+  const int32_t first = slot.registered;  // the first block past the prefix's full blocks
   if (full <= first) return;
-  // The new blocks' tokens (the prompt's tail, then outputs), hashed on from the prompt's chain.
+  // The new blocks' tokens (the prefix's tail, then outputs), hashed on from the prefix's chain.
   const size_t begin = static_cast<size_t>(first) * bt, end = static_cast<size_t>(full) * bt;
-  std::vector<int32_t> tokens(prompt.begin() + static_cast<std::ptrdiff_t>(begin), prompt.end());
-  tokens.insert(tokens.end(), slot.outputs.begin(),
-                slot.outputs.begin() + static_cast<std::ptrdiff_t>(end - prompt.size()));
+  std::vector<int32_t> tokens(prefix.begin() + static_cast<std::ptrdiff_t>(begin), prefix.end());
+  const auto after = slot.outputs.begin() + slot.resumed;
+  tokens.insert(tokens.end(), after, after + static_cast<std::ptrdiff_t>(end - prefix.size()));
   uint64_t parent = first > 0 ? slot.hashes[static_cast<size_t>(first - 1)] : 0;
   const std::vector<uint64_t> hashes = cache_.ChainHashes(tokens, full - first, parent);
   for (int32_t b = first; b < full; ++b) {
@@ -168,42 +279,106 @@ void Scheduler::RegisterOutputBlocks(const Slot& slot) {
   }
 }
 
+void Scheduler::FreeSlot(int32_t s) {
+  Slot& slot = slots_[s];
+  RegisterOutputBlocks(slot);
+  cache_.Release(slot.blocks);
+  slot_of_.erase(slot.request->key);
+  slot = Slot{};
+  free_slots_.push_back(s);
+  // Keep the lowest free index on top so slot use stays compact.
+  std::sort(free_slots_.begin(), free_slots_.end(), std::greater<>());
+  prefill_order_.erase(std::remove(prefill_order_.begin(), prefill_order_.end(), s),
+                       prefill_order_.end());
+  unsent_releases_.push_back(s);
+  --running_;
+}
+
+bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget) {
+  const int32_t bt = config_.sizes.block_tokens;
+  Queued& head = queue_.front();
+  const EngineRequest& r = *head.request;
+  std::vector<int32_t> joined;  // prompt + resumed outputs, after a preemption
+  if (!head.resumed.empty()) {
+    joined = r.prompt_ids;
+    joined.insert(joined.end(), head.resumed.begin(), head.resumed.end());
+  }
+  const std::span<const int32_t> prefix =
+      joined.empty() ? std::span<const int32_t>(r.prompt_ids) : std::span<const int32_t>(joined);
+  const auto len = static_cast<int32_t>(prefix.size());
+  // The longest cached run of whole blocks, leaving at least one prefix token to compute (its
+  // logits give the next output token).
+  std::vector<uint64_t> hashes = cache_.ChainHashes(prefix, len / bt);
+  size_t matchable = std::min(hashes.size(), static_cast<size_t>((len - 1) / bt));
+  if (!head.resumed.empty() && r.sampling.has_penalties()) {
+    // Penalties count generated tokens: a runner counts the resumed ones as it prefills them
+    // (the CUDA sampler's output counts), so they are recomputed rather than found cached.
+    matchable = std::min(matchable, r.prompt_ids.size() / static_cast<size_t>(bt));
+  }
+  std::vector<int32_t> blocks =
+      cache_.Match(std::span<const uint64_t>(hashes).first(matchable), prefix);
+  // On demand: the prefix and its first decode, keeping a block per running request.
+  const int32_t tokens = config_.kv_on_demand ? len + 1 : r.total_tokens();
+  const int32_t keep = config_.kv_on_demand ? running_ : 0;
+  const int32_t need = BlocksFor(tokens, bt) - static_cast<int32_t>(blocks.size());
+  // Matched blocks nobody holds are counted as evictable room; once taken they are not.
+  if (need + keep > cache_.available() - cache_.CountUnreferenced(blocks)) return false;
+  cache_.Acquire(blocks);
+  const std::vector<int32_t> fresh = *cache_.Allocate(need);
+  blocks.insert(blocks.end(), fresh.begin(), fresh.end());
+  const auto cached = static_cast<int32_t>(blocks.size() - fresh.size());
+  cache_.RecordLookup(len, static_cast<int64_t>(cached) * bt);
+  const int32_t s = free_slots_.back();
+  free_slots_.pop_back();
+  Slot& slot = slots_[s];
+  slot = Slot{};
+  slot.phase = Phase::kPrefill;
+  slot.request = head.request;
+  slot.blocks = std::move(blocks);
+  slot.prefilled = cached * bt;
+  slot.admitted_step = plan.step_id;
+  slot.admission = ++admissions_;
+  slot.hashes = std::move(hashes);
+  slot.cached_tokens = std::min(cached * bt, static_cast<int32_t>(r.prompt_ids.size()));
+  slot.full_blocks = cached;
+  slot.registered = cached;
+  slot.emitted = head.emitted;
+  slot.resumed = static_cast<int32_t>(head.resumed.size());
+  slot.prefix = std::move(joined);
+  slot.outputs = head.resumed;
+  slot_of_[r.key] = s;
+  ++running_;
+  queued_prompt_tokens_ -= len;
+  preempted_queued_ -= head.preempted ? 1 : 0;
+  plan.admissions.push_back(
+      SlotAdmission{s, head.request, slot.blocks, std::move(head.resumed), head.preempted});
+  queued_.erase(r.key);
+  queue_.pop_front();
+  budget -= PlanPrefill(s, budget, plan);
+  if (slot.phase == Phase::kPrefill) prefill_order_.push_back(s);
+  return true;
+}
+
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
   plan.step_id = ++step_id_;
 
-  // 0. Prompt blocks written by earlier steps become reusable (this step runs after them).
+  // 0. Prefix blocks written by earlier steps become reusable (this step runs after them).
   for (Slot& slot : slots_) {
     if (slot.phase != Phase::kFree) RegisterBlocks(slot);
   }
 
   // 1. Retire slots whose request ended.
-  bool retired = false;
   for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
-    Slot& slot = slots_[s];
-    if (slot.phase != Phase::kEnded) continue;
-    RegisterOutputBlocks(slot);
-    cache_.Release(slot.blocks);
-    slot_of_.erase(slot.request->key);
-    slot = Slot{};
-    free_slots_.push_back(s);
-    unsent_releases_.push_back(s);
-    --running_;
-    retired = true;
-  }
-  if (retired) {
-    // Keep the lowest free index on top so slot use stays compact.
-    std::sort(free_slots_.begin(), free_slots_.end(), std::greater<>());
-    prefill_order_.erase(std::remove_if(prefill_order_.begin(), prefill_order_.end(),
-                                        [&](int32_t s) { return slots_[s].phase == Phase::kFree; }),
-                         prefill_order_.end());
+    if (slots_[s].phase == Phase::kEnded) FreeSlot(s);
   }
 
-  // 2. One decode chunk for every slot past its prompt that may still generate: its last
-  // token, and the proposals the speculation policy allows.
+  // 2. One decode chunk for every slot past its prefix that may still generate: its last
+  // token, and the proposals the speculation policy allows; first the blocks they write to.
+  const bool preempted = SecureDecodeBlocks(plan);
   const int32_t decode_tokens = PlanDecodes(plan);
 
-  // 3. Continue prompts, oldest admission first, within the prefill budget: the longer one
+  // 3. Continue prefixes, oldest admission first, within the prefill budget: the longer one
   // when nothing decodes in this step (no stream waits on it).
   int32_t budget = config_.PrefillBudget(decode_tokens);
   for (int32_t s : prefill_order_) {
@@ -216,42 +391,9 @@ StepPlan Scheduler::Schedule() {
       prefill_order_.end());
 
   // 4. Admit queued requests, first come first served: the head waits for room rather than
-  // being overtaken, so a large request is never starved.
-  const int32_t bt = config_.sizes.block_tokens;
-  while (budget > 0 && !free_slots_.empty() && !queue_.empty()) {
-    const RequestPtr& head = queue_.front();
-    const std::span<const int32_t> prompt(head->prompt_ids);
-    const auto prompt_len = static_cast<int32_t>(prompt.size());
-    // The longest cached prefix of whole blocks, leaving at least one prompt token to compute
-    // (its logits give the first output token).
-    std::vector<uint64_t> hashes = cache_.ChainHashes(prompt, prompt_len / bt);
-    const size_t matchable = std::min(hashes.size(), static_cast<size_t>((prompt_len - 1) / bt));
-    std::vector<int32_t> blocks =
-        cache_.Match(std::span<const uint64_t>(hashes).first(matchable), prompt);
-    const int32_t need = BlocksFor(head->total_tokens(), bt) - static_cast<int32_t>(blocks.size());
-    // Matched blocks nobody holds are counted as evictable room; once taken they are not.
-    if (need > cache_.available() - cache_.CountUnreferenced(blocks)) break;
-    cache_.Acquire(blocks);
-    auto fresh = cache_.Allocate(need);
-    blocks.insert(blocks.end(), fresh->begin(), fresh->end());
-    const auto cached = static_cast<int32_t>(blocks.size() - fresh->size());
-    cache_.RecordLookup(prompt_len, static_cast<int64_t>(cached) * bt);
-    const int32_t s = free_slots_.back();
-    free_slots_.pop_back();
-    Slot& slot = slots_[s];
-    slot = Slot{Phase::kPrefill, head, std::move(blocks), cached * bt, 0, plan.step_id};
-    slot.hashes = std::move(hashes);
-    slot.cached_tokens = cached * bt;
-    slot.full_blocks = cached;
-    slot.registered = cached;
-    slot_of_[head->key] = s;
-    ++running_;
-    queued_prompt_tokens_ -= static_cast<int64_t>(head->prompt_ids.size());
-    queued_.erase(head->key);
-    plan.admissions.push_back(SlotAdmission{s, head, slot.blocks});
-    queue_.pop_front();
-    budget -= PlanPrefill(s, budget, plan);
-    if (slot.phase == Phase::kPrefill) prefill_order_.push_back(s);
+  // being overtaken, so a large request is never starved. None in a step that preempted.
+  while (!preempted && budget > 0 && !free_slots_.empty() && !queue_.empty()) {
+    if (!AdmitHead(plan, budget)) break;
   }
 
   // 5. Releases go out with a plan that computes something (one that does not is not launched).
@@ -279,15 +421,18 @@ void Scheduler::ObserveStep(const StepResult& result) {
 
 void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events) {
   ObserveStep(result);
+  SettleDrafts(result);
   for (const SlotOutput& out : result.outputs) {
     if (out.slot < 0 || out.slot >= config_.sizes.max_slots) continue;
     Slot& slot = slots_[out.slot];
     if (slot.phase == Phase::kFree || slot.phase == Phase::kEnded ||
-        slot.request->key != out.request_key) {
-      continue;  // the extra step of an ended request, or a slot that changed hands
+        slot.request->key != out.request_key || result.step_id < slot.admitted_step) {
+      // The extra step of an ended request, a slot that changed hands, or a step launched
+      // before a preempted request was readmitted (it computes those tokens again).
+      continue;
     }
     if (out.finish != sampling::FinishReason::kNone) slot.phase = Phase::kEnded;
-    if (cache_.enabled()) slot.outputs.push_back(out.sampled.token_id);
+    slot.outputs.push_back(out.sampled.token_id);
     events.push_back(TokenEvent{out.request_key, out.sampled, out.finish,
                                 slot.emitted ? -1 : slot.cached_tokens, out.draft_tokens,
                                 out.accepted_tokens});
@@ -299,6 +444,8 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.queued_requests = static_cast<int32_t>(queue_.size());
   s.queued_prompt_tokens = queued_prompt_tokens_;
+  s.preempted_requests = preempted_queued_;
+  s.preemptions = preemptions_;
   s.running_requests = running_;
   s.free_slots = static_cast<int32_t>(free_slots_.size());
   s.max_slots = config_.sizes.max_slots;
@@ -312,6 +459,53 @@ SchedulerStats Scheduler::stats() const {
   s.prefix_hit_tokens = c.hit_tokens;
   s.draft_tokens_per_slot = last_k_;
   return s;
+}
+
+absl::Status Scheduler::CheckAccounting() const {
+  auto fail = [](auto&&... parts) { return absl::InternalError(absl::StrCat(parts...)); };
+  std::unordered_map<int32_t, int32_t> refs;
+  int32_t running = 0;
+  for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.phase == Phase::kFree) {
+      if (!slot.blocks.empty()) return fail("free slot ", s, " holds blocks");
+      continue;
+    }
+    ++running;
+    for (const int32_t b : slot.blocks) ++refs[b];
+    // Positions its planned steps write: the prefix, then one per output but the last.
+    const int32_t written = slot.phase == Phase::kPrefill
+                                ? static_cast<int32_t>(Prefix(slot).size())
+                                : DecodeExtent(slot, 0) - 1;
+    if (static_cast<int64_t>(slot.blocks.size()) * config_.sizes.block_tokens < written) {
+      return fail("slot ", s, " holds ", slot.blocks.size(), " blocks for ", written, " positions");
+    }
+  }
+  if (running != running_) return fail(running, " slots run, counted ", running_);
+  if (static_cast<int32_t>(refs.size()) != cache_.num_referenced()) {
+    return fail(refs.size(), " blocks held by slots, the pool counts ", cache_.num_referenced());
+  }
+  for (const auto& [block, n] : refs) {
+    if (cache_.refs(block) != n) {
+      return fail("block ", block, " is held ", n, " times, referenced ", cache_.refs(block));
+    }
+  }
+  const PrefixCacheStats c = cache_.stats();
+  if (cache_.num_referenced() + c.evictable_blocks + cache_.num_free() != cache_.num_blocks()) {
+    return fail(cache_.num_referenced(), " referenced + ", c.evictable_blocks, " evictable + ",
+                cache_.num_free(), " free != ", cache_.num_blocks());
+  }
+  int32_t preempted = 0;
+  int64_t tokens = 0;
+  for (const Queued& q : queue_) {
+    preempted += q.preempted ? 1 : 0;
+    tokens += static_cast<int64_t>(q.request->prompt_ids.size() + q.resumed.size());
+  }
+  if (preempted != preempted_queued_ || tokens != queued_prompt_tokens_ ||
+      queued_.size() != queue_.size()) {
+    return fail("queue figures disagree: ", preempted, " preempted, ", tokens, " tokens");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace llm::engine

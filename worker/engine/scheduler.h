@@ -5,8 +5,27 @@
 // Each Schedule() is an incremental change of the previous step: retire slots whose request
 // ended, add one decode token for every slot past its prompt, continue prompts being prefilled,
 // then admit queued requests into free slots while slots, blocks and the prefill budget allow.
-// Admission reserves KV blocks for prompt + max_tokens, so a running request never runs out of
-// cache and never loses a block. A request keeps its slot until it finishes or is aborted.
+//
+// KV blocks on demand (SchedulerConfig::kv_on_demand, the default):
+//  - Admission takes the blocks of the request's prefix (its prompt, and after a preemption the
+//    tokens it had generated) and of its first decode, less the prefix-cache hits. The headroom
+//    rule: it is admitted only if the pool keeps, after that, one free or evictable block for
+//    every request already running (each may cross a block boundary in the next step). With
+//    nothing running, any request that fits the pool is admitted.
+//  - A decoding slot takes a block when its next step writes past its last one (a BlockGrant in
+//    the plan); proposals take blocks only while the headroom stays, else fewer are allowed.
+//  - When a step's decodes need blocks the pool cannot give, the most recently admitted running
+//    request is preempted (the newest has lost the least work, and the oldest always makes
+//    progress: a request that fits the pool alone finishes): the slots are served oldest
+//    admission first, and each preempts the newest until it has its block (it may be the
+//    newest itself). A preempted request's blocks are released, its full blocks with final K/V
+//    stay in the prefix cache, and it goes back to the head of the queue with the tokens it had
+//    generated. Readmitted, it prefills its prompt and those tokens (the cache's hits skipped)
+//    and its last prefill chunk samples its next token with the same counter an unpreempted run
+//    would use, so greedy and seeded outputs continue unchanged; outputs of steps launched
+//    before its readmission are dropped. No request is admitted in a step that preempted.
+// With kv_on_demand off, admission reserves prompt + max_tokens and nothing is preempted.
+// A request keeps its slot until it finishes, is aborted or is preempted.
 //
 // Prefix caching (SchedulerConfig::prefix_cache): at admission a request takes the longest run
 // of cached full blocks matching its prompt (shared, reference-counted; counted once in the
@@ -31,15 +50,19 @@
 // none for a request that opted out). A step then gives a slot one or more outputs, so a slot
 // counts planned tokens as a lower bound: it may reach max_tokens (or a stop token) earlier
 // than planned, and decode once more in the step after, like a stop token's extra step. The
-// KV blocks reserved at admission cover every proposal (the runner proposes at most up to
-// max_tokens), so a rejected proposal's K/V lies in the slot's own blocks past its length and
-// is overwritten by the tokens that follow; no block holds only rejected tokens.
+// slot's blocks cover every proposal the plan allows (the runner proposes at most up to
+// max_tokens and within the slot's blocks), so a rejected proposal's K/V lies in the slot's own
+// blocks past its length and is overwritten by the tokens that follow.
 #ifndef LLM_WORKER_ENGINE_SCHEDULER_H_
 #define LLM_WORKER_ENGINE_SCHEDULER_H_
 
 #include <cstdint>
+#include <deque>
 #include <list>
+#include <span>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -63,13 +86,19 @@ struct SchedulerConfig {
   // time to first token (fewer steps, larger products). 0: max_prefill_tokens.
   int32_t max_prefill_tokens_alone = 0;
   bool prefix_cache = true;  // reuse the KV of cached prompt prefixes
-  uint64_t cache_salt = 0;   // mixed into every block hash (the model's identity)
+  // Take KV blocks as sequences grow and preempt when the pool runs out (needs a runner with
+  // RunnerInfo::kv_on_demand); false: reserve prompt + max_tokens at admission.
+  bool kv_on_demand = true;
+  uint64_t cache_salt = 0;  // mixed into every block hash (the model's identity)
   // Speculative decoding: decode chunks carry up to speculative.num_tokens proposals, as
   // SpeculationPolicy chooses per step (the runner proposes and verifies them).
   SpeculativeConfig speculative;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
+  // How blocks are given out, for the worker's start line: on demand with the headroom rule,
+  // or reserved.
+  std::string DescribeKvPolicy() const;
   // Prompt tokens a step with `decodes` decode tokens may take: max_prefill_tokens, or with none
   // the larger max_prefill_tokens_alone, within max_batch_tokens when that is set.
   int32_t PrefillBudget(int32_t decodes) const;
@@ -87,8 +116,12 @@ struct TokenEvent {
 };
 
 struct SchedulerStats {
+  // Requests waiting for a slot (preempted ones included) and the tokens their admission will
+  // compute (a preempted request's prompt and the tokens it had generated).
   int32_t queued_requests = 0;
   int64_t queued_prompt_tokens = 0;
+  int32_t preempted_requests = 0;  // of the queued ones, those waiting after a preemption
+  uint64_t preemptions = 0;        // since the start (a request preempted twice counts twice)
   int32_t running_requests = 0;
   int32_t free_slots = 0;
   int32_t max_slots = 0;
@@ -109,7 +142,8 @@ class Scheduler {
   explicit Scheduler(const SchedulerConfig& config);
 
   // Queues a request; requires a key not in use and prompt + max_tokens within the whole pool
-  // (RequestLimits::kv_capacity_tokens checks it before a request gets here).
+  // (RequestLimits::kv_capacity_tokens checks it before a request gets here), so it can always
+  // finish once it runs alone.
   void Add(RequestPtr request);
   // Ends a queued or running request; its slot is retired at the next Schedule(). Returns false
   // for an unknown (or already ended) key.
@@ -127,6 +161,10 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
   // True when nothing is queued or running.
   bool idle() const { return queue_.empty() && running_ == 0; }
+  // Checks that every block is accounted for: each running request's blocks cover what its
+  // planned steps write, the pool's references equal the running requests' holdings, and
+  // referenced + evictable + free = the pool. INTERNAL naming the first mismatch (tests).
+  absl::Status CheckAccounting() const;
 
  private:
   enum class Phase : uint8_t { kFree, kPrefill, kDecode, kEnded };
@@ -134,27 +172,61 @@ class Scheduler {
     Phase phase = Phase::kFree;
     RequestPtr request;
     std::vector<int32_t> blocks;
-    int32_t prefilled = 0;  // prompt tokens planned (cached ones included)
-    int32_t planned = 0;    // output tokens planned (sampled by planned steps)
+    int32_t prefilled = 0;  // prefix tokens planned (cached ones included)
+    int32_t planned = 0;    // output tokens planned (resumed ones included)
+    // The most outputs the planned steps can give (accepted proposals included): the K/V the
+    // next step writes goes to position prompt + bound - 1 at most. == planned without
+    // proposals; lowered as results show how many proposals stood.
+    int32_t bound = 0;
+    std::deque<std::pair<uint64_t, int32_t>> drafts;  // (step, proposals) of uncollected decodes
     uint64_t admitted_step = 0;
-    std::vector<uint64_t> hashes;  // chain hashes of the prompt's full blocks
-    int32_t cached_tokens = 0;     // prompt tokens found cached at admission
-    int32_t full_blocks = 0;       // full prompt blocks planned (written by planned steps)
-    int32_t registered = 0;        // full prompt blocks inserted into the cache
+    uint64_t admission = 0;        // admission order (preemption takes the newest)
+    std::vector<uint64_t> hashes;  // chain hashes of the prefix's full blocks
+    int32_t cached_tokens = 0;     // prefix tokens found cached at admission
+    int32_t full_blocks = 0;       // full prefix blocks planned (written by planned steps)
+    int32_t registered = 0;        // full prefix blocks inserted into the cache
     bool emitted = false;          // its first token event went out
-    std::vector<int32_t> outputs;  // tokens sampled so far (with the cache on)
+    int32_t resumed = 0;           // outputs generated before its last preemption
+    std::vector<int32_t> prefix;   // prompt + resumed outputs when resumed > 0 (else empty)
+    std::vector<int32_t> outputs;  // tokens sampled so far (resumed ones first)
+  };
+  // A request waiting for a slot; `resumed`: what it generated before a preemption.
+  struct Queued {
+    RequestPtr request;
+    std::vector<int32_t> resumed;
+    bool preempted = false;
+    bool emitted = false;
   };
 
+  // The tokens a slot prefills: the prompt, then any resumed outputs.
+  static std::span<const int32_t> Prefix(const Slot& slot);
   // Inserts the full prompt blocks planned by earlier steps into the cache.
   void RegisterBlocks(Slot& slot);
   // At retirement: inserts the full blocks past the prompt whose KV is final (see Schedule).
   void RegisterOutputBlocks(const Slot& slot);
 
-  // Plans the next chunk of slot `s`'s prompt within `budget`; returns tokens used.
+  // Plans the next chunk of slot `s`'s prefix within `budget`; returns tokens used.
   int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
+  // Admits the head of the queue into a free slot if blocks and the headroom rule allow.
+  bool AdmitHead(StepPlan& plan, int32_t& budget);
+  // Frees slot `s` (ended or preempted): registers its final blocks, releases the rest.
+  void FreeSlot(int32_t s);
+  // Gives every slot that decodes in this step the block its input token's K/V goes to,
+  // oldest admission first, preempting the newest running request while the pool is short.
+  // Returns whether any request was preempted.
+  bool SecureDecodeBlocks(StepPlan& plan);
+  // Slot `s` back to the head of the queue with what it generated.
+  void Preempt(int32_t s);
+  // Grows slot `s`'s blocks to hold positions [0, tokens) if the pool can give them and still
+  // keep `keep_free` blocks; records the grant in `plan`.
+  bool Grow(int32_t s, int32_t tokens, int32_t keep_free, StepPlan& plan);
   // Adds a decode chunk for every slot past its prompt that may still generate, with the
   // proposals the policy allows; returns the decode tokens (proposals included).
   int32_t PlanDecodes(StepPlan& plan);
+  // Positions slot `s`'s next decode writes with `draft` proposals (at most the request's).
+  int32_t DecodeExtent(const Slot& slot, int32_t draft) const;
+  // Lowers each slot's bound by the proposals of `result` that did not stand.
+  void SettleDrafts(const StepResult& result);
   // Feeds the policy the throughput of a collected decode-only step.
   void ObserveStep(const StepResult& result);
 
@@ -162,13 +234,17 @@ class Scheduler {
   PrefixCache cache_;
   std::vector<Slot> slots_;
   std::vector<int32_t> free_slots_;  // stack, lowest index on top
-  std::list<RequestPtr> queue_;
-  std::unordered_map<uint64_t, std::list<RequestPtr>::iterator> queued_;
+  std::list<Queued> queue_;
+  std::unordered_map<uint64_t, std::list<Queued>::iterator> queued_;
   std::unordered_map<uint64_t, int32_t> slot_of_;  // running request -> slot
   std::vector<int32_t> prefill_order_;             // slots in kPrefill, oldest admission first
   std::vector<int32_t> unsent_releases_;  // retired slots no launched plan has released yet
+  std::vector<int32_t> outputs_scratch_;  // per slot, outputs in the result being applied
   int64_t queued_prompt_tokens_ = 0;
   int32_t running_ = 0;
+  int32_t preempted_queued_ = 0;
+  uint64_t preemptions_ = 0;
+  uint64_t admissions_ = 0;
   uint64_t step_id_ = 0;
 
   // Speculation: the policy, and what each plan not yet collected asked for.

@@ -24,18 +24,34 @@
 namespace llm::engine {
 
 // A request placed into a slot this step; the runner installs it before running the step.
+// A request readmitted after a preemption carries the tokens it had generated (`resumed`): its
+// prefix is the prompt followed by them, the runner counts them as generated (max_tokens,
+// penalties, the sampler's counter, the constraint's state), and the prefix's last chunk
+// samples the token after them.
 struct SlotAdmission {
   int32_t slot;
   RequestPtr request;
-  std::vector<int32_t> blocks;  // KV blocks for positions [0, prompt + max_tokens)
+  // KV blocks for the first positions: at least the prefix and its first decode; all of
+  // prompt + max_tokens when the scheduler reserves (SchedulerConfig::kv_on_demand off).
+  std::vector<int32_t> blocks;
+  std::vector<int32_t> resumed;
+  bool readmission = false;  // it ran before and was preempted (resumed may still be empty)
 };
 
-// Prompt tokens [start, start + num_tokens) of the request in `slot`.
+// Blocks appended to the block table of the request in `slot` (KV on demand); applied after
+// the plan's admissions.
+struct BlockGrant {
+  int32_t slot;
+  std::vector<int32_t> blocks;
+};
+
+// Prefix tokens [start, start + num_tokens) of the request in `slot` (its prompt, then any
+// resumed tokens).
 struct PrefillChunk {
   int32_t slot;
   int32_t start;
   int32_t num_tokens;
-  bool samples;  // the prompt's last chunk: sample the first output token
+  bool samples;  // the prefix's last chunk: sample the next output token
 };
 
 // A decoding slot: its last sampled token, then at most `max_draft` proposed tokens to verify
@@ -50,6 +66,7 @@ struct StepPlan {
   uint64_t step_id = 0;
   std::vector<int32_t> releases;  // slots whose request ended; applied first
   std::vector<SlotAdmission> admissions;
+  std::vector<BlockGrant> grants;  // after the admissions
   std::vector<PrefillChunk> prefills;
   std::vector<DecodeChunk> decodes;  // slots that feed their last sampled token
 

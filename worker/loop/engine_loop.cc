@@ -111,6 +111,7 @@ void EngineLoop::PublishStats() {
       a.queued_requests != b.queued_requests || a.queued_prompt_tokens != b.queued_prompt_tokens ||
       a.running_requests != b.running_requests || a.free_slots != b.free_slots ||
       a.kv_blocks_used != b.kv_blocks_used || a.kv_blocks_cached != b.kv_blocks_cached ||
+      a.preemptions != b.preemptions || a.preempted_requests != b.preempted_requests ||
       s.busy_ratio != stats_.busy_ratio || s.aborted != stats_.aborted;
   s.version = stats_.version + (changed ? 1 : 0);
   stats_ = s;
@@ -199,8 +200,11 @@ void EngineLoop::Run() {
     may_have_work = !plan.empty();
     if (!plan.admissions.empty()) {
       admitted_scratch_.clear();
-      for (const auto& a : plan.admissions) admitted_scratch_.push_back(a.request->key);
-      events_->OnAdmitted(admitted_scratch_, Clock::now());
+      // A readmission after a preemption is not a new admission (its queue time was counted).
+      for (const auto& a : plan.admissions) {
+        if (!a.readmission) admitted_scratch_.push_back(a.request->key);
+      }
+      if (!admitted_scratch_.empty()) events_->OnAdmitted(admitted_scratch_, Clock::now());
     }
     if (plan.empty()) {
       // Nothing to compute (the scheduler keeps any releases for the next plan).

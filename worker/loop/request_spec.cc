@@ -123,7 +123,8 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
   // Validated above: max_tokens < max_context fits an int32.
   int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
   if (max_tokens == 0) {  // the rest of what the request may hold
-    max_tokens = std::min(l.default_max_tokens, context - prompt);
+    max_tokens = context - prompt;
+    if (l.default_max_tokens > 0) max_tokens = std::min(max_tokens, l.default_max_tokens);
     if (l.max_tokens_cap > 0) max_tokens = std::min(max_tokens, l.max_tokens_cap);
   } else if (prompt + max_tokens > l.max_context) {
     return Invalid("max_tokens",

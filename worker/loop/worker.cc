@@ -59,6 +59,8 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
     options.scheduler.max_prefill_tokens_alone =
         std::min(options.scheduler.max_prefill_tokens_alone, info.max_prefill_tokens);
   }
+  // KV on demand needs a runner that grows block tables and resumes preempted requests.
+  options.scheduler.kv_on_demand = options.scheduler.kv_on_demand && info.kv_on_demand;
   if (absl::Status st = options.scheduler.Validate(); !st.ok()) return st;
   RequestLimits& l = options.limits;
   l.vocab_size = info.vocab_size;

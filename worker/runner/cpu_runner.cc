@@ -43,6 +43,7 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.kv_cache_bytes = kv_.bytes() + (draft_ != nullptr ? draft_->kv_bytes() : 0);
   info_.default_prefill_tokens = kCpuDefaultPrefillTokens;
   info_.constraints = true;
+  info_.kv_on_demand = true;
   if (options_.async) {
     thread_ = std::thread([this] {
       SetCurrentThreadName("runner");
@@ -133,23 +134,50 @@ absl::Status CpuRunner::ApplyAdmissions(const StepPlan& plan) {
     if (a.request->constraint) {
       slot.matcher = std::make_unique<constraint::Matcher>(a.request->constraint);
     }
+    if (!a.resumed.empty()) Resume(slot, a.resumed);
+  }
+  for (const engine::BlockGrant& g : plan.grants) {
+    if (g.slot < 0 || g.slot >= options_.sizes.max_slots || slots_[g.slot].request == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan ", plan.step_id, ": blocks granted to free slot ", g.slot));
+    }
+    std::vector<int32_t>& blocks = slots_[g.slot].blocks;
+    blocks.insert(blocks.end(), g.blocks.begin(), g.blocks.end());
   }
   return absl::OkStatus();
+}
+
+void CpuRunner::Resume(SlotState& slot, const std::vector<int32_t>& resumed) {
+  // The tokens count as generated: max_tokens, penalties, the sampler's counter, the
+  // proposers' history and the constraint continue from them.
+  slot.prefix = slot.request->prompt_ids;
+  slot.prefix.insert(slot.prefix.end(), resumed.begin(), resumed.end());
+  for (const int32_t token : resumed) {
+    ++slot.generated;
+    slot.penalties.AddOutput(token);
+    if (options_.speculative.enabled()) slot.history.push_back(token);
+    if (slot.matcher != nullptr) slot.matcher->Advance(token);
+  }
+  slot.last_token = resumed.back();
 }
 
 absl::Status CpuRunner::AddPrefills(const StepPlan& plan) {
   for (const auto& p : plan.prefills) {
     SlotState& slot = slots_[p.slot];
+    const std::vector<int32_t>& prefix =
+        slot.prefix.empty() && slot.request != nullptr ? slot.request->prompt_ids : slot.prefix;
     if (slot.request == nullptr || p.start < 0 ||
-        p.start + p.num_tokens > static_cast<int32_t>(slot.request->prompt_ids.size())) {
+        p.start + p.num_tokens > static_cast<int32_t>(prefix.size()) ||
+        static_cast<int64_t>(slot.blocks.size()) * options_.sizes.block_tokens <
+            p.start + p.num_tokens) {
       return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": bad prefill"));
     }
     // The first chunk starts after the prompt's cached blocks, which hold the draft's K/V too.
     if (slot.draft_written < 0) slot.draft_written = p.start;
     chunks_.push_back(SeqChunk{static_cast<int32_t>(tokens_.size()), p.num_tokens, p.start,
                                slot.blocks, p.samples});
-    tokens_.insert(tokens_.end(), slot.request->prompt_ids.begin() + p.start,
-                   slot.request->prompt_ids.begin() + p.start + p.num_tokens);
+    tokens_.insert(tokens_.end(), prefix.begin() + p.start,
+                   prefix.begin() + p.start + p.num_tokens);
     if (p.samples) sampling_.push_back(SamplingSlot{p.slot});
   }
   return absl::OkStatus();
@@ -167,12 +195,19 @@ absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
     }
     const SlotState& slot = slots_[d.slot];
     if (slot.request == nullptr || slot.finished || slot.generated == 0) continue;
-    // No proposal past max_tokens (the last output is sampled after the proposals) or the
-    // context, so every position written lies in the blocks reserved at admission.
+    // No proposal past max_tokens (the last output is sampled after the proposals), the
+    // context or the slot's blocks.
     const auto position =
         static_cast<int32_t>(slot.request->prompt_ids.size()) + slot.generated - 1;
-    const int32_t room =
-        std::min(slot.request->max_tokens - slot.generated - 1, info_.max_context - 1 - position);
+    const int32_t held =
+        static_cast<int32_t>(slot.blocks.size()) * options_.sizes.block_tokens - 1 - position;
+    if (held < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": slot ", d.slot,
+                                                     " decodes position ", position,
+                                                     " past its KV blocks"));
+    }
+    const int32_t room = std::min(
+        {slot.request->max_tokens - slot.generated - 1, info_.max_context - 1 - position, held});
     // A constrained slot does not speculate (its proposals would need the constraint's masks).
     const int32_t max_draft = options_.speculative.enabled() && slot.matcher == nullptr
                                   ? std::clamp(d.max_draft, 0, room)

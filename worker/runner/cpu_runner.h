@@ -78,6 +78,9 @@ class CpuRunner : public ModelRunner {
     int32_t draft_written = -1;
     // Structured output: where the output stands in the request's constraint.
     std::unique_ptr<constraint::Matcher> matcher;
+    // After a preemption: the prompt and the tokens generated before it (the prefill's
+    // tokens); empty otherwise (the prompt).
+    std::vector<int32_t> prefix;
   };
 
   // A slot that samples in this step: its logits rows [row, row + 1 + drafts.size()).
@@ -98,7 +101,10 @@ class CpuRunner : public ModelRunner {
 
   // Runs one plan into `result`.
   absl::Status Execute(const Pending& pending, engine::StepResult& result);
+  // Releases, admissions and block grants.
   absl::Status ApplyAdmissions(const engine::StepPlan& plan);
+  // Installs the tokens a readmitted request generated before its preemption.
+  void Resume(SlotState& slot, const std::vector<int32_t>& resumed);
   // The step's batch (tokens_, chunks_) and its sampling slots (sampling_), proposals included.
   absl::Status BuildBatch(const engine::StepPlan& plan);
   // The prompt chunks of the step into the batch.

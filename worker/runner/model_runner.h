@@ -3,8 +3,8 @@
 //
 // Contract:
 //  - Launch and Collect are called from one thread (the engine thread).
-//  - Plans run in launch order. Releases and admissions in a plan take effect before its
-//    tokens are computed, and after every earlier plan has run.
+//  - Plans run in launch order. Releases, admissions and block grants in a plan take effect,
+//    in that order, before its tokens are computed, and after every earlier plan has run.
 //  - For each sampling prefill chunk and each decode of a live slot the result holds one
 //    SlotOutput. The backend keeps each slot's last token, generated count, sampling state and
 //    stop conditions itself; it reports a slot as finished (stop token or max_tokens) and gives
@@ -38,6 +38,9 @@ struct RunnerInfo {
   int32_t default_prefill_tokens_alone = 0;
   int32_t max_stop_ids = 0;  // stop ids (EOS included) a request may have; 0: any
   bool constraints = false;  // applies EngineRequest::constraint (structured output)
+  // Takes BlockGrants and readmissions with resumed tokens (SchedulerConfig::kv_on_demand);
+  // false: the scheduler reserves prompt + max_tokens at admission.
+  bool kv_on_demand = false;
   std::string device;        // "cpu (2 threads)", "NVIDIA H100 ..."
   std::string pci_bus_id;    // a GPU's, for the driver's counters (NVML); empty on the CPU
   uint64_t kv_cache_bytes = 0;

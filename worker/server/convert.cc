@@ -251,6 +251,8 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   r.set_kv_blocks_cached(static_cast<uint32_t>(s.kv_blocks_cached));
   r.set_prefix_cache_query_tokens(static_cast<uint64_t>(s.prefix_query_tokens));
   r.set_prefix_cache_hit_tokens(static_cast<uint64_t>(s.prefix_hit_tokens));
+  r.set_preempted_requests(static_cast<uint32_t>(s.preempted_requests));
+  r.set_preemptions_total(s.preemptions);
   r.set_kv_block_tokens(worker.runner_info().sizes.block_tokens);
   r.set_step_time_ewma_ms(load.engine.step_time_ewma_ms);
   r.set_prefill_ms_per_token(load.engine.prefill_ms_per_token);

@@ -81,6 +81,20 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                             .Help("Prompt tokens found in the prefix cache (not computed).")
                             .Register(r)
                             .Add({});
+  preemptions_ = &BuildCounter()
+                      .Name("llm_num_preemptions_total")
+                      .Help(
+                          "Running requests preempted to free KV blocks (each resumes later "
+                          "with nothing lost).")
+                      .Register(r)
+                      .Add({});
+  preempted_ = &BuildGauge()
+                    .Name("llm_num_requests_preempted")
+                    .Help(
+                        "Requests waiting to resume after a preemption (counted in "
+                        "llm_num_requests_waiting too).")
+                    .Register(r)
+                    .Add({});
   busy_ =
       &BuildGauge()
            .Name("llm_engine_busy_ratio")
@@ -217,6 +231,11 @@ void WorkerMetrics::RefreshGauges() const {
     prefix_hit_tokens_->Increment(static_cast<double>(s.prefix_hit_tokens - prefix_hit_seen_));
     prefix_hit_seen_ = s.prefix_hit_tokens;
   }
+  if (s.preemptions > preemptions_seen_) {
+    preemptions_->Increment(static_cast<double>(s.preemptions - preemptions_seen_));
+    preemptions_seen_ = s.preemptions;
+  }
+  preempted_->Set(s.preempted_requests);
   draining_->Set(load.draining ? 1 : 0);
   if (const DeviceMonitor* monitor = monitor_.load(); monitor != nullptr) {
     const DeviceSample d = monitor->Latest();

@@ -88,6 +88,9 @@ class WorkerMetrics : public loop::RequestObserver,
   mutable std::mutex prefix_mu_;           // scrapes may run at once
   mutable int64_t prefix_query_seen_ = 0;  // the scheduler's totals already added
   mutable int64_t prefix_hit_seen_ = 0;
+  prometheus::Counter* preemptions_;
+  mutable uint64_t preemptions_seen_ = 0;
+  prometheus::Gauge* preempted_;
   prometheus::Gauge* busy_;
   std::atomic<const DeviceMonitor*> monitor_{nullptr};  // set after its gauges
   prometheus::Gauge* device_utilization_ = nullptr;

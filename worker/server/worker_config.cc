@@ -115,6 +115,10 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.prefix_cache", true,
             "keep the KV of finished prompts' full blocks and reuse it for requests that start "
             "with the same tokens (evicted least recently used when room is needed)")
+      .Bool("engine.kv_on_demand", true,
+            "take KV blocks as sequences grow and preempt the newest request (it resumes later "
+            "with nothing lost) when the cache runs out; false: reserve prompt + max_tokens at "
+            "admission (the cuda backend reserves until it grows on demand)")
       .String("engine.speculative.method", "off",
               "speculative decoding: off, ngram (prompt lookup in the request's own tokens) or "
               "draft (a smaller model sharing the tokenizer); cpu backend only so far")
@@ -144,7 +148,9 @@ config::ConfigSchema WorkerConfigSchema() {
               "(mutual TLS)")
       .Int("tls.reload_seconds", 10, 1, 86400,
            "how often the TLS files are checked; changed files apply to new connections")
-      .Int("limits.default_max_tokens", 256, 1, 1 << 24, "max_tokens when a request leaves it 0")
+      .Int("limits.default_max_tokens", 0, 0, 1 << 24,
+           "max_tokens when a request leaves it 0; 0: the rest of the context (as OpenAI's "
+           "chat API), capped by limits.max_tokens")
       .Int("limits.max_tokens", 0, 0, 1 << 24, "largest max_tokens accepted (0: the context)")
       .Int("limits.max_prompt_tokens", 0, 0, 1 << 24, "largest prompt accepted (0: the context)")
       .Int("limits.max_prompt_bytes", 1 << 20, 1, 1 << 30, "largest text prompt accepted (bytes)")
@@ -227,6 +233,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   w.scheduler.max_batch_tokens = static_cast<int32_t>(v->Int("engine.max_batch_tokens"));
   w.scheduler.max_prefill_tokens = static_cast<int32_t>(v->Int("engine.max_prefill_tokens"));
   w.scheduler.prefix_cache = v->Bool("engine.prefix_cache");
+  w.scheduler.kv_on_demand = v->Bool("engine.kv_on_demand");
   w.scheduler.speculative = b.speculative;
   // Cached KV belongs to one model: its name (and the checkpoint's path) salt the block hashes.
   w.scheduler.cache_salt = std::hash<std::string>{}(c.model_name + "\n" + b.model);

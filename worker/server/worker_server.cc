@@ -147,6 +147,7 @@ absl::Status WorkerServer::Start() {
                "llm-worker: prompt tokens per step: up to %d while requests decode, %d with "
                "none%s\n",
                decoding, alone, capped ? " (capped by engine.max_batch_tokens)" : "");
+  std::fprintf(stderr, "llm-worker: KV blocks: %s\n", sc.DescribeKvPolicy().c_str());
   LLM_RETURN_IF_ERROR(SetUpChat());
   LoadFacts facts;
   facts.worker_id =

@@ -118,9 +118,11 @@ TEST(PrefixCacheTest, ALaterRequestSharesTheCachedPrefixWithReferenceCounts) {
   const auto& blocks2 = p.admissions[0].blocks;
   EXPECT_EQ(d.of(2).prefilled, 7);
   EXPECT_EQ(d.of(2).cached, 48);
-  // Shared blocks are counted once: 53+20 -> 5 blocks for 1; 55+20 -> 5 blocks, 3 shared.
-  EXPECT_EQ(s.stats().kv_blocks_used, 5 + 2);
-  EXPECT_EQ(blocks2.size(), 5u);
+  // Shared blocks are counted once, and blocks are taken on demand: request 1 holds its 53
+  // prompt positions and its first decode's (4 blocks); request 2 its 55 and one more (4
+  // blocks, 3 shared).
+  EXPECT_EQ(s.stats().kv_blocks_used, 4 + 1);
+  EXPECT_EQ(blocks2.size(), 4u);
   EXPECT_EQ(s.stats().prefix_hit_tokens, 48);
   EXPECT_EQ(s.stats().prefix_query_tokens, 53 + 55);
   ExpectAccounted(s);
@@ -172,7 +174,9 @@ TEST(PrefixCacheTest, ACancelWhileSharedKeepsTheOtherRequestsBlocks) {
   const int32_t used_both = s.stats().kv_blocks_used;
   ASSERT_TRUE(s.Abort(1));
   d.Step();  // retires request 1: the shared blocks stay with request 2
-  EXPECT_EQ(s.stats().kv_blocks_used, used_both - (BlocksFor(35 + 50, kBt) - 2));
+  // Request 1 held 36 positions (3 blocks, 2 shared); request 2 keeps its 3.
+  EXPECT_EQ(used_both, 4);
+  EXPECT_EQ(s.stats().kv_blocks_used, 3);
   EXPECT_EQ(s.stats().running_requests, 1);
   ExpectAccounted(s);
   d.RunIdle();

@@ -205,9 +205,12 @@ TEST(SchedulerTest, SlotsBoundAdmissionAndFreedSlotsAreRefilled) {
   EXPECT_EQ(p4.admissions[0].request->key, 3u);
 }
 
-TEST(SchedulerTest, BlocksBoundAdmissionFirstComeFirstServed) {
-  // 6 blocks of 16: request 1 needs 4 (prompt 40 + 20), request 2 needs 3, request 3 needs 1.
-  Scheduler s(Config(4, 6));
+TEST(SchedulerTest, ReservedBlocksBoundAdmissionFirstComeFirstServed) {
+  // Reserving (kv_on_demand off), 6 blocks of 16: request 1 needs 4 (prompt 40 + 20), request
+  // 2 needs 3, request 3 needs 1.
+  SchedulerConfig c = Config(4, 6);
+  c.kv_on_demand = false;
+  Scheduler s(c);
   FakeRunner runner;
   s.Add(Req(1, 40, 20));
   s.Add(Req(2, 30, 10));
