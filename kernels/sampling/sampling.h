@@ -41,7 +41,10 @@ struct SlotSampling {
   int32_t num_top_logprobs;  // 0..kMaxTopLogprobs
   uint8_t want_logprob;
   uint8_t has_penalties;
-  uint8_t pad[6];
+  uint8_t pad[2];
+  // The prompt's length: a prefill row past it holds a token the request generated before a
+  // preemption, counted as an output (penalties) rather than marked as a prompt token.
+  int32_t prompt_tokens;
   int32_t stop_ids[kMaxStopIds];  // EOS ids and the request's stop ids
 };
 

@@ -5,10 +5,20 @@
 namespace llm::kernels {
 namespace {
 
-// Blocks [0, num_admits) each install one admission; the last block applies the row changes.
+// Blocks [0, num_admits) each install one admission, the next num_grants blocks one grant
+// each; the last block applies the row changes.
 __global__ void SlotUpdateKernel(SlotUpdateParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
-  if (blockIdx.x == p.num_admits) {
+  if (static_cast<int32_t>(blockIdx.x) >= p.num_admits &&
+      static_cast<int32_t>(blockIdx.x) < p.num_admits + p.num_grants) {
+    const SlotGrant g = p.grants[blockIdx.x - p.num_admits];
+    int32_t* table = p.block_tables + static_cast<int64_t>(g.slot) * p.max_blocks_per_seq;
+    for (int32_t i = threadIdx.x; i < g.num_blocks; i += blockDim.x) {
+      table[g.first + i] = p.blocks[g.blocks_offset + i];
+    }
+    return;
+  }
+  if (blockIdx.x == p.num_admits + p.num_grants) {
     for (int32_t i = threadIdx.x; i < p.num_row_changes; i += blockDim.x) {
       p.decode_list[p.row_changes[2 * i]] = p.row_changes[2 * i + 1];
     }
@@ -19,7 +29,7 @@ __global__ void SlotUpdateKernel(SlotUpdateParams p) {
     p.sampling_table[a.slot] = p.settings[blockIdx.x];
     p.slots.last_token[a.slot] = 0;
     p.slots.pos[a.slot] = 0;
-    p.slots.generated[a.slot] = 0;
+    p.slots.generated[a.slot] = a.generated;
     p.slots.done[a.slot] = 0;
   }
   int32_t* table = p.block_tables + static_cast<int64_t>(a.slot) * p.max_blocks_per_seq;
@@ -39,8 +49,8 @@ __global__ void SlotUpdateKernel(SlotUpdateParams p) {
 }  // namespace
 
 cudaError_t LaunchSlotUpdate(const SlotUpdateParams& p, cudaStream_t stream) {
-  if (p.num_admits == 0 && p.num_row_changes == 0) return cudaSuccess;
-  return Launch(SlotUpdateKernel, p.num_admits + 1, 256, 0, stream, p);
+  if (p.num_admits == 0 && p.num_grants == 0 && p.num_row_changes == 0) return cudaSuccess;
+  return Launch(SlotUpdateKernel, p.num_admits + p.num_grants + 1, 256, 0, stream, p);
 }
 
 }  // namespace llm::kernels

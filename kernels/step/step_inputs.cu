@@ -6,6 +6,21 @@
 namespace llm::kernels {
 namespace {
 
+// Adds one to a saturating 16-bit output count; rows of one slot run in parallel blocks, so
+// through a compare-and-swap on the aligned 32-bit word holding it.
+__device__ void CountOutput(uint16_t* count) {
+  const auto address = reinterpret_cast<uintptr_t>(count);
+  auto* word = reinterpret_cast<unsigned int*>(address & ~uintptr_t{3});
+  const unsigned int shift = (address & 2) != 0 ? 16u : 0u;
+  unsigned int seen = *word;
+  for (;;) {
+    if (((seen >> shift) & 0xFFFFu) == 0xFFFFu) return;
+    const unsigned int prior = atomicCAS(word, seen, seen + (1u << shift));
+    if (prior == seen) return;
+    seen = prior;
+  }
+}
+
 // Row r's slot, position and token (written to the row tables); returns the token.
 __device__ int32_t RowInputs(const StepInputsParams& p, int32_t r) {
   if (r < p.num_prefill) {
@@ -15,7 +30,12 @@ __device__ int32_t RowInputs(const StepInputsParams& p, int32_t r) {
     p.row_pos[r] = p.prefill_pos[r];
     p.row_token[r] = token;
     if (slot >= 0 && p.slots.sampling[slot].has_penalties && token >= 0 && token < p.vocab) {
-      p.slots.prompt_mask[static_cast<int64_t>(slot) * p.vocab + token] = 1;
+      const int64_t at = static_cast<int64_t>(slot) * p.vocab + token;
+      if (p.prefill_pos[r] < p.slots.sampling[slot].prompt_tokens) {
+        p.slots.prompt_mask[at] = 1;
+      } else {
+        CountOutput(p.slots.out_counts + at);  // generated before a preemption
+      }
     }
     return token;
   }

@@ -2,7 +2,8 @@
 // slot, position and id the host uploaded with the step; rows [num_prefill, num_prefill +
 // num_decode) decode one token for each slot of `decode_list` (-1: a padding row), reading the
 // token and position from the device slot table, so decode steps need no host-to-device copy.
-// Prompt tokens of slots using the repetition penalty are marked in the slot's prompt mask.
+// Prompt tokens of slots using the repetition penalty are marked in the slot's prompt mask;
+// prefill rows past the prompt (tokens a preempted request generated) add to its output counts.
 // In the same launch, each row's token is embedded into the fp32 residual stream (x[r, :] =
 // float(embedding[token, :]), zeros for an id outside [0, vocab); a padding row embeds id 0):
 // one block per row, its first thread picking the row's inputs, the block gathering the row

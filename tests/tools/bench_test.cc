@@ -37,6 +37,26 @@ TEST(BenchTest, GenerateBatchedDecodeReportsEveryBatch) {
   EXPECT_NE(bad.err.find("--batch"), std::string::npos) << bad.err;
 }
 
+TEST(BenchTest, KvComparesOnDemandWithReservations) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const auto r = RunCommand({BinPath("llm-bench"), "kv", "--model",
+                             llm::testing::SharedPath("models/tinystories-656k"), "--slots", "16",
+                             "--kv-blocks", "96", "--requests", "32", "--prompt", "8", "--answer",
+                             "60", "--spread", "30", "--max-tokens", "400"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["benchmark"], "kv");
+  ASSERT_EQ(j["runs"].size(), 3u);
+  for (const auto& run : j["runs"]) {
+    EXPECT_GT(run["tokens_per_second"].get<double>(), 0.0) << run["run"];
+    // Every answer's tokens arrive, whichever way its end came.
+    EXPECT_EQ(run["output_tokens"], j["runs"][0]["output_tokens"]) << run["run"];
+  }
+  const auto bad = RunCommand({BinPath("llm-bench"), "kv", "--spread", "300", "--answer", "200"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--spread"), std::string::npos) << bad.err;
+}
+
 TEST(BenchTest, TokenizerComparesWithHuggingFace) {
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   const auto r = RunCommand({BinPath("llm-bench"), "tokenizer", "--seconds", "0.05", "--tokenizer",

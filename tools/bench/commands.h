@@ -18,6 +18,7 @@ int RunAttentionBench(const std::vector<std::string>& args);
 int RunAccuracyBench(const std::vector<std::string>& args);
 int RunSpeculativeBench(const std::vector<std::string>& args);
 int RunStructuredBench(const std::vector<std::string>& args);
+int RunKvBench(const std::vector<std::string>& args);
 
 }  // namespace llm::bench
 

@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "  accuracy   a model (FP8) against a reference: top-1 agreement, perplexity, logit cosine\n"
     "  speculative  speculative decoding on and off, side by side: tokens/s, acceptance\n"
     "  structured  structured output: compile and mask times per schema and tokenizer, tokens/s\n"
+    "  kv         KV blocks on demand against reservations: tokens/s when answers end early\n"
     "Run `llm-bench BENCHMARK --help` for its flags.\n";
 
 }  // namespace
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   if (name == "accuracy") return llm::bench::RunAccuracyBench(args);
   if (name == "speculative") return llm::bench::RunSpeculativeBench(args);
   if (name == "structured") return llm::bench::RunStructuredBench(args);
+  if (name == "kv") return llm::bench::RunKvBench(args);
   std::fprintf(stderr, "llm-bench: unknown benchmark '%s'\n%s", name.c_str(), kUsage);
   return 2;
 }

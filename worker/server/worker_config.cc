@@ -118,7 +118,7 @@ config::ConfigSchema WorkerConfigSchema() {
       .Bool("engine.kv_on_demand", true,
             "take KV blocks as sequences grow and preempt the newest request (it resumes later "
             "with nothing lost) when the cache runs out; false: reserve prompt + max_tokens at "
-            "admission (the cuda backend reserves until it grows on demand)")
+            "admission")
       .String("engine.speculative.method", "off",
               "speculative decoding: off, ngram (prompt lookup in the request's own tokens) or "
               "draft (a smaller model sharing the tokenizer); cpu backend only so far")

@@ -132,6 +132,9 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   info_.default_prefill_tokens = options_.max_prefill_tokens;
   info_.default_prefill_tokens_alone = std::max(0, options_.max_prefill_tokens_alone);
   info_.max_stop_ids = kernels::kMaxStopIds;
+  // Block grants and readmissions (resumed tokens prefilled and counted) are applied by the
+  // slot update; not yet run on a GPU, so the switch engine.kv_on_demand can turn it off.
+  info_.kv_on_demand = true;
   info_.device = kernels::DeviceDescription(options_.device);
   char bus_id[32] = {0};
   if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), options_.device) == cudaSuccess) {
@@ -193,6 +196,7 @@ absl::Status CudaRunner::AllocateStaging() {
   // The step layout's arrays, at their largest, so Launch never allocates.
   layout_.admits.reserve(S);
   layout_.settings.reserve(S);
+  layout_.grants.reserve(S);
   layout_.blocks.reserve(S * static_cast<size_t>(sizes_.max_blocks_per_seq));
   layout_.row_changes.reserve(4 * S);
   layout_.prefill_slot.reserve(R);
@@ -279,6 +283,7 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   Staging staging(ring.upload.get(), sizes_.upload_bytes);
   const int64_t off_admits = staging.Put(l.admits);
   const int64_t off_settings = staging.Put(l.settings);
+  const int64_t off_grants = staging.Put(l.grants);
   const int64_t off_blocks = staging.Put(l.blocks);
   const int64_t off_rows = staging.Put(l.row_changes);
   const int64_t off_pslot = staging.Put(l.prefill_slot);
@@ -288,8 +293,8 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   const int64_t off_tiles = staging.Put(l.prefill_tiles);
   const int64_t off_last_tiles = staging.Put(l.last_token_tiles);
   const int64_t off_samples = staging.Put(l.sample_rows);
-  for (int64_t off : {off_admits, off_settings, off_blocks, off_rows, off_pslot, off_ppos,
-                      off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples}) {
+  for (int64_t off : {off_admits, off_settings, off_grants, off_blocks, off_rows, off_pslot,
+                      off_ppos, off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples}) {
     if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
   }
   auto dev = [&](int64_t off) { return buffers_.upload + off; };
@@ -317,7 +322,9 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.settings = reinterpret_cast<const SlotSampling*>(dev(off_settings));
   up.blocks = reinterpret_cast<const int32_t*>(dev(off_blocks));
   up.row_changes = reinterpret_cast<const int32_t*>(dev(off_rows));
+  up.grants = reinterpret_cast<const kernels::SlotGrant*>(dev(off_grants));
   up.num_admits = static_cast<int32_t>(l.admits.size());
+  up.num_grants = static_cast<int32_t>(l.grants.size());
   up.num_row_changes = static_cast<int32_t>(l.row_changes.size() / 2);
   up.slots = buffers_.slots;
   up.sampling_table = buffers_.sampling_table;

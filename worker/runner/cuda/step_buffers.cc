@@ -120,12 +120,14 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
       kernels::MaxPrefillTiles(max_prefill_tokens, S, c.num_heads / std::max(1, c.num_kv_heads));
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   if (fp8) z.fp8_max_in = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
-  // Admissions, their block lists, decode row changes, prefill rows, prompt chunks and their
+  // Admissions, block grants (at most one a slot), their block lists (at most a table a slot
+  // between them), decode row changes, prefill rows, prompt chunks and their
   // attention tiles (all, and the last layer's: at most two a chunk), and sampling rows of one
   // step, each array 16-byte aligned.
   const size_t s = static_cast<size_t>(S), r = static_cast<size_t>(z.max_rows);
   z.upload_bytes =
-      s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling)) +
+      s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling) +
+           sizeof(kernels::SlotGrant)) +
       s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
       s * sizeof(kernels::PrefillChunk) +
       (static_cast<size_t>(z.max_prefill_tiles) + 2 * s) * sizeof(kernels::PrefillTile) +

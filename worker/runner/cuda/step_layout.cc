@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace llm::runner::cuda {
 
@@ -45,6 +46,7 @@ kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& r) {
   s.num_top_logprobs = r.num_top_logprobs;
   s.want_logprob = r.want_logprobs ? 1 : 0;
   s.has_penalties = r.sampling.has_penalties() ? 1 : 0;
+  s.prompt_tokens = static_cast<int32_t>(r.prompt_ids.size());
   return s;
 }
 
@@ -52,85 +54,144 @@ SlotMirror::SlotMirror(const StepLimits& limits, std::vector<int32_t> buckets)
     : limits_(limits),
       buckets_(std::move(buckets)),
       slots_(limits.sizes.max_slots),
+      blocks_after_(limits.sizes.max_slots, 0),
       decode_rows_(limits.sizes.max_slots, -1),
       row_changed_(limits.sizes.max_slots, 0) {
   changed_rows_.reserve(2 * limits.sizes.max_slots);
 }
 
+namespace {
+
+absl::Status Bad(const engine::StepPlan& plan, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": ", what));
+}
+
+}  // namespace
+
+int32_t SlotMirror::PrefixToken(const Slot& x, int32_t pos) {
+  const auto prompt = static_cast<int32_t>(x.request->prompt_ids.size());
+  return pos < prompt ? x.request->prompt_ids[pos] : x.resumed[pos - prompt];
+}
+
+absl::Status SlotMirror::CheckAdmissions(const engine::StepPlan& plan) {
+  const int32_t S = limits_.sizes.max_slots;
+  for (const auto& a : plan.admissions) {
+    if (a.slot < 0 || a.slot >= S || a.request == nullptr) return Bad(plan, "bad admission");
+    const Slot& x = slots_[a.slot];
+    if (x.admitted == mark_ || (x.released != mark_ && x.request != nullptr)) {
+      return Bad(plan, absl::StrCat("admission into busy slot ", a.slot));
+    }
+    const engine::EngineRequest& r = *a.request;
+    const auto prefix = static_cast<int64_t>(r.prompt_ids.size() + a.resumed.size());
+    if (static_cast<int32_t>(a.blocks.size()) > limits_.max_blocks_per_seq ||
+        static_cast<int64_t>(a.blocks.size()) * limits_.sizes.block_tokens < prefix ||
+        r.total_tokens() > limits_.max_context) {
+      return Bad(plan, absl::StrCat("slot ", a.slot, ": blocks do not cover the request"));
+    }
+    for (int32_t b : a.blocks) {
+      if (b < 0 || b >= limits_.sizes.kv_blocks) return Bad(plan, absl::StrCat("KV block ", b));
+    }
+    if (r.stop_token_ids.size() > static_cast<size_t>(kernels::kMaxStopIds) ||
+        r.num_top_logprobs < 0 || r.num_top_logprobs > kernels::kMaxTopLogprobs ||
+        r.max_tokens < 1 || r.prompt_ids.empty() ||
+        static_cast<int64_t>(a.resumed.size()) >= r.max_tokens) {
+      return Bad(plan, absl::StrCat("slot ", a.slot, ": request outside the runner's limits"));
+    }
+    for (const auto* ids : {&r.prompt_ids, &a.resumed}) {
+      for (int32_t t : *ids) {
+        if (t < 0 || t >= limits_.vocab_size) return Bad(plan, absl::StrCat("prompt token ", t));
+      }
+    }
+    slots_[a.slot].admitted = mark_;
+    blocks_after_[a.slot] = static_cast<int32_t>(a.blocks.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlotMirror::CheckGrants(const engine::StepPlan& plan) {
+  for (const engine::BlockGrant& g : plan.grants) {
+    if (g.slot < 0 || g.slot >= limits_.sizes.max_slots) {
+      return Bad(plan, absl::StrCat("grant to slot ", g.slot, " out of range"));
+    }
+    Slot& x = slots_[g.slot];
+    if (x.admitted == mark_ || x.released == mark_ || x.request == nullptr || x.granted == mark_) {
+      return Bad(plan, absl::StrCat("grant to slot ", g.slot,
+                                    ", which holds no running request "
+                                    "(or is admitted or granted twice in the same plan)"));
+    }
+    blocks_after_[g.slot] = x.blocks + static_cast<int32_t>(g.blocks.size());
+    if (blocks_after_[g.slot] > limits_.max_blocks_per_seq) {
+      return Bad(plan, absl::StrCat("slot ", g.slot, ": ", blocks_after_[g.slot],
+                                    " blocks overflow its block table"));
+    }
+    for (int32_t b : g.blocks) {
+      if (b < 0 || b >= limits_.sizes.kv_blocks) return Bad(plan, absl::StrCat("KV block ", b));
+    }
+    x.granted = mark_;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
   const int32_t S = limits_.sizes.max_slots;
   ++mark_;
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("plan ", plan.step_id, ": ", what));
-  };
   for (int32_t s : plan.releases) {
-    if (s < 0 || s >= S) return bad(absl::StrCat("release of slot ", s, " out of range"));
+    if (s < 0 || s >= S) return Bad(plan, absl::StrCat("release of slot ", s, " out of range"));
     slots_[s].released = mark_;
   }
+  for (int32_t s = 0; s < S; ++s) blocks_after_[s] = slots_[s].blocks;
+  LLM_RETURN_IF_ERROR(CheckAdmissions(plan));
+  LLM_RETURN_IF_ERROR(CheckGrants(plan));
   auto occupied = [&](int32_t s) {
     const Slot& x = slots_[s];
     return x.admitted == mark_ || (x.released != mark_ && x.request != nullptr);
   };
-  for (const auto& a : plan.admissions) {
-    if (a.slot < 0 || a.slot >= S || a.request == nullptr) return bad("bad admission");
-    if (occupied(a.slot)) return bad(absl::StrCat("admission into busy slot ", a.slot));
-    const engine::EngineRequest& r = *a.request;
-    if (static_cast<int32_t>(a.blocks.size()) > limits_.max_blocks_per_seq ||
-        static_cast<int64_t>(a.blocks.size()) * limits_.sizes.block_tokens < r.total_tokens() ||
-        r.total_tokens() > limits_.max_context) {
-      return bad(absl::StrCat("slot ", a.slot, ": blocks do not cover the request"));
-    }
-    for (int32_t b : a.blocks) {
-      if (b < 0 || b >= limits_.sizes.kv_blocks) return bad(absl::StrCat("KV block ", b));
-    }
-    if (r.stop_token_ids.size() > static_cast<size_t>(kernels::kMaxStopIds) ||
-        r.num_top_logprobs < 0 || r.num_top_logprobs > kernels::kMaxTopLogprobs ||
-        r.max_tokens < 1 || r.prompt_ids.empty()) {
-      return bad(absl::StrCat("slot ", a.slot, ": request outside the runner's limits"));
-    }
-    for (int32_t t : r.prompt_ids) {
-      if (t < 0 || t >= limits_.vocab_size) return bad(absl::StrCat("prompt token ", t));
-    }
-    slots_[a.slot].admitted = mark_;
-  }
-  auto request_in = [&](int32_t s) -> const engine::EngineRequest* {
+  // The prefix length of the request in slot `s` after this plan's admissions; -1 when free.
+  auto prefix_in = [&](int32_t s) -> int64_t {
     if (slots_[s].admitted == mark_) {
       for (const auto& a : plan.admissions) {
-        if (a.slot == s) return a.request.get();
+        if (a.slot == s)
+          return static_cast<int64_t>(a.request->prompt_ids.size() + a.resumed.size());
       }
     }
-    return occupied(s) ? slots_[s].request.get() : nullptr;
+    if (!occupied(s)) return -1;
+    return static_cast<int64_t>(slots_[s].request->prompt_ids.size() + slots_[s].resumed.size());
   };
   auto prompt_done = [&](int32_t s) {
     const Slot& x = slots_[s];
     return x.admitted != mark_ && x.released != mark_ && x.request != nullptr && x.sampled;
   };
+  const int32_t bt = limits_.sizes.block_tokens;
   int32_t prefill_tokens = 0;
   for (const auto& p : plan.prefills) {
-    if (p.slot < 0 || p.slot >= S) return bad("prefill slot out of range");
-    const engine::EngineRequest* r = request_in(p.slot);
-    if (r == nullptr || p.start < 0 || p.num_tokens < 1 ||
-        p.start + p.num_tokens > static_cast<int32_t>(r->prompt_ids.size()) ||
+    if (p.slot < 0 || p.slot >= S) return Bad(plan, "prefill slot out of range");
+    const int64_t prefix = prefix_in(p.slot);
+    if (prefix < 0 || p.start < 0 || p.num_tokens < 1 || p.start + p.num_tokens > prefix ||
+        int64_t{p.start} + p.num_tokens > int64_t{blocks_after_[p.slot]} * bt ||
         prompt_done(p.slot) || slots_[p.slot].prefilled == mark_) {
-      return bad(absl::StrCat("bad prefill of slot ", p.slot));
+      return Bad(plan, absl::StrCat("bad prefill of slot ", p.slot));
     }
     slots_[p.slot].prefilled = mark_;
     prefill_tokens += p.num_tokens;
   }
   if (prefill_tokens > limits_.max_prefill_tokens) {
-    return bad(absl::StrCat(prefill_tokens, " prompt tokens; the runner takes at most ",
-                            limits_.max_prefill_tokens));
+    return Bad(plan, absl::StrCat(prefill_tokens, " prompt tokens; the runner takes at most ",
+                                  limits_.max_prefill_tokens));
   }
   for (const engine::DecodeChunk& d : plan.decodes) {
     const int32_t s = d.slot;
     if (d.max_draft != 0) {
-      return bad(absl::StrCat("decode of slot ", s, " with ", d.max_draft,
-                              " proposals: the CUDA runner does not speculate yet"));
+      return Bad(plan, absl::StrCat("decode of slot ", s, " with ", d.max_draft,
+                                    " proposals: the CUDA runner does not speculate yet"));
     }
     if (s < 0 || s >= S || !prompt_done(s) || slots_[s].prefilled == mark_) {
-      return bad(absl::StrCat("decode of slot ", s, ", which holds no prefilled request"));
+      return Bad(plan, absl::StrCat("decode of slot ", s, ", which holds no prefilled request"));
     }
-    if (slots_[s].decoded == mark_) return bad(absl::StrCat("decode of slot ", s, " twice"));
+    if (slots_[s].decoded == mark_) return Bad(plan, absl::StrCat("decode of slot ", s, " twice"));
+    if (int64_t{slots_[s].written} >= int64_t{blocks_after_[s]} * bt) {
+      return Bad(plan, absl::StrCat("decode of slot ", s, " writes position ", slots_[s].written,
+                                    " past its ", blocks_after_[s], " KV blocks"));
+    }
     slots_[s].decoded = mark_;
   }
   checked_prefill_tokens_ = prefill_tokens;
@@ -140,6 +201,7 @@ absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
 void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   l.admits.clear();
   l.settings.clear();
+  l.grants.clear();
   l.blocks.clear();
   l.row_changes.clear();
   l.prefill_slot.clear();
@@ -166,19 +228,31 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
       change_row(x.decode_row);
     }
     x.request = nullptr;
+    x.resumed.clear();
+    x.blocks = x.written = 0;
     x.decode_row = -1;
     x.sampled = false;
   }
   for (const auto& a : plan.admissions) {
     Slot& x = slots_[a.slot];
     x.request = a.request;
+    x.resumed = a.resumed;
+    x.blocks = static_cast<int32_t>(a.blocks.size());
+    x.written = 0;
     x.sampled = false;
-    l.admits.push_back(kernels::SlotAdmit{a.slot, static_cast<int32_t>(a.blocks.size()),
-                                          static_cast<int32_t>(l.blocks.size()),
-                                          a.request->sampling.has_penalties() ? 1 : 0});
+    l.admits.push_back(kernels::SlotAdmit{
+        a.slot, static_cast<int32_t>(a.blocks.size()), static_cast<int32_t>(l.blocks.size()),
+        a.request->sampling.has_penalties() ? 1 : 0, static_cast<int32_t>(a.resumed.size())});
     l.settings.push_back(ToSlotSampling(*a.request));
     x.argmax_only = kernels::ArgmaxOnly(l.settings.back());
     l.blocks.insert(l.blocks.end(), a.blocks.begin(), a.blocks.end());
+  }
+  for (const engine::BlockGrant& g : plan.grants) {
+    Slot& x = slots_[g.slot];
+    l.grants.push_back(kernels::SlotGrant{g.slot, x.blocks, static_cast<int32_t>(g.blocks.size()),
+                                          static_cast<int32_t>(l.blocks.size())});
+    l.blocks.insert(l.blocks.end(), g.blocks.begin(), g.blocks.end());
+    x.blocks += static_cast<int32_t>(g.blocks.size());
   }
 
   // Decode rows: slots that stopped decoding free theirs, new ones take the lowest free.
@@ -228,13 +302,13 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     l.identity_sampling = true;
   } else {
     for (const auto& p : plan.prefills) {
-      const engine::EngineRequest& r = *slots_[p.slot].request;
+      const Slot& x = slots_[p.slot];
       l.prefill_chunks.push_back(
           {static_cast<int32_t>(l.prefill_slot.size()), p.num_tokens, p.slot, p.start});
       for (int32_t i = 0; i < p.num_tokens; ++i) {
         l.prefill_slot.push_back(p.slot);
         l.prefill_pos.push_back(p.start + i);
-        l.prefill_token.push_back(r.prompt_ids[p.start + i]);
+        l.prefill_token.push_back(PrefixToken(x, p.start + i));
       }
       if (p.samples) l.sample_rows.push_back(static_cast<int32_t>(l.prefill_slot.size()) - 1);
       l.chunk_samples.push_back(p.samples ? 1 : 0);
@@ -262,7 +336,9 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     if (!p.samples) continue;
     l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;
     slots_[p.slot].sampled = true;
+    slots_[p.slot].written = p.start + p.num_tokens;
   }
+  for (const engine::DecodeChunk& d : plan.decodes) ++slots_[d.slot].written;
 }
 
 }  // namespace llm::runner::cuda

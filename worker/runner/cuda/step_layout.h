@@ -46,7 +46,8 @@ struct StepLimits {
 struct StepLayout {
   std::vector<kernels::SlotAdmit> admits;
   std::vector<kernels::SlotSampling> settings;
-  std::vector<int32_t> blocks;       // the admissions' block lists, back to back
+  std::vector<kernels::SlotGrant> grants;
+  std::vector<int32_t> blocks;       // the admissions' then the grants' block lists, back to back
   std::vector<int32_t> row_changes;  // (decode row, slot or -1) pairs
   std::vector<int32_t> prefill_slot, prefill_pos, prefill_token;  // [prefill_rows], -1 slots pad
   // The prompt chunks (their rows back to back from row 0) and the prefill attention's tiles.
@@ -69,7 +70,8 @@ struct StepLayout {
 
   // Nothing to upload: a decode step whose decoding slots did not change.
   bool upload_empty() const {
-    return admits.empty() && row_changes.empty() && prefill_slot.empty() && sample_rows.empty();
+    return admits.empty() && grants.empty() && row_changes.empty() && prefill_slot.empty() &&
+           sample_rows.empty();
   }
 };
 
@@ -79,10 +81,12 @@ class SlotMirror {
   SlotMirror(const StepLimits& limits, std::vector<int32_t> buckets);
 
   // Checks `plan` against the table: slots in range, admissions into free slots with blocks
-  // covering prompt + max_tokens and settings within the device's limits, prompt chunks inside
-  // their prompt (one per slot, none after the prompt completed), decodes only of slots whose
-  // prompt completed in an earlier step, each once. INVALID_ARGUMENT naming the plan and the
-  // slot; the table is unchanged either way.
+  // covering their prefix (prompt and resumed tokens) and settings within the device's limits,
+  // block grants to running slots not admitted by the same plan and within a block table,
+  // prefix chunks inside their prefix and blocks (one per slot, none after the prefix
+  // completed), decodes only of slots whose prefix completed in an earlier step, each once and
+  // writing inside the slot's blocks. INVALID_ARGUMENT naming the plan and the slot; the table
+  // is unchanged either way.
   absl::Status Check(const engine::StepPlan& plan);
   // Applies a plan that passed Check (and nothing in between) and lays out its step.
   void Apply(const engine::StepPlan& plan, StepLayout& layout);
@@ -95,17 +99,25 @@ class SlotMirror {
  private:
   struct Slot {
     engine::RequestPtr request;
+    std::vector<int32_t> resumed;  // tokens generated before a preemption (the prefix's tail)
+    int32_t blocks = 0;            // KV blocks in its table
+    int32_t written = 0;           // positions its planned steps write
     int32_t decode_row = -1;
     bool sampled = false;      // its prompt is complete: it decodes from now on
     bool argmax_only = false;  // kernels::ArgmaxOnly of its settings
     // == mark_ when this plan releases, admits, prefills or decodes it.
-    uint64_t released = 0, admitted = 0, prefilled = 0, decoded = 0;
+    uint64_t released = 0, admitted = 0, prefilled = 0, decoded = 0, granted = 0;
   };
+  absl::Status CheckAdmissions(const engine::StepPlan& plan);
+  absl::Status CheckGrants(const engine::StepPlan& plan);
+  // The prefix token at `pos` of the request in slot `x`.
+  static int32_t PrefixToken(const Slot& x, int32_t pos);
 
   StepLimits limits_;
   std::vector<int32_t> buckets_;
   std::vector<Slot> slots_;
-  std::vector<int32_t> decode_rows_;  // slot per row, -1 unused
+  std::vector<int32_t> blocks_after_;  // per slot, its blocks after the checked plan
+  std::vector<int32_t> decode_rows_;   // slot per row, -1 unused
   std::vector<uint64_t> row_changed_;
   std::vector<int32_t> changed_rows_;
   int32_t rows_in_use_ = 0;  // highest used decode row + 1

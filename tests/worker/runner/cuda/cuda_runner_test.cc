@@ -204,6 +204,39 @@ TEST(CudaRunnerTest, LastLayerOnSampledRowsGivesTheSameIds) {
   }
 }
 
+// KV on demand on the device: a crowd (greedy and sampled, some with penalties) on a pool too
+// small for it preempts requests, which resume by prefilling their prompt and the tokens they
+// had (block grants, SlotAdmit::generated, output counts from the prefill rows). Each gets
+// the ids of a run on a pool large enough for no preemption (batch_invariant, so a row's bits
+// do not depend on its step's company), and every block comes back.
+TEST(CudaRunnerTest, PreemptedRequestsGiveTheIdsOfAnUnpreemptedRun) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<GenerateSpec> specs = CrowdSpecs();
+  WorkerSetup setup;
+  setup.slots = 8;
+  setup.prefill_tokens = 64;
+  setup.batch_invariant = true;
+  std::vector<std::vector<int32_t>> ids[2];
+  uint64_t preemptions[2] = {0, 0};
+  for (const int tight : {0, 1}) {
+    setup.kv_blocks = tight == 1 ? 24 : 1024;
+    auto w = MakeWorker(setup);
+    ASSERT_NE(w, nullptr);
+    ids[tight] = RunCrowd(*w, specs);
+    ASSERT_TRUE(WaitForLoad(*w, [](const loop::WorkerLoad& l) {
+      return l.in_flight == 0 && l.engine.scheduler.kv_blocks_used == 0;
+    }));
+    preemptions[tight] = w->Load().engine.scheduler.preemptions;
+  }
+  EXPECT_EQ(preemptions[0], 0u);
+  EXPECT_GT(preemptions[1], 0u);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(ids[1][i], ids[0][i]) << "request " << i << ": first difference at "
+                                    << CommonPrefix(ids[1][i], ids[0][i]);
+  }
+}
+
 TEST(CudaRunnerTest, CancelStormLeavesNothingBehind) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");

@@ -53,6 +53,8 @@ struct WorkerSetup {
   bool graphs = true;
   bool batch_invariant = false;
   bool prefix_cache = true;
+  int32_t kv_blocks = 1024;
+  bool kv_on_demand = true;
   bool tiled_prefill = true;
   bool pdl = false;
   bool fused_norm = true;
@@ -71,7 +73,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.max_prefill_tokens = s.prefill_tokens;
   o.max_prefill_tokens_alone =
       s.prefill_tokens_alone > 0 ? s.prefill_tokens_alone : s.prefill_tokens;
-  o.sizes.kv_blocks = 1024;
+  o.sizes.kv_blocks = s.kv_blocks;
   o.cuda.graphs = s.graphs;
   o.cuda.batch_invariant = s.batch_invariant;
   o.cuda.tiled_prefill = s.tiled_prefill;
@@ -86,6 +88,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   wo.scheduler.max_prefill_tokens = s.prefill_tokens;
   wo.scheduler.max_prefill_tokens_alone = o.max_prefill_tokens_alone;
   wo.scheduler.prefix_cache = s.prefix_cache;
+  wo.scheduler.kv_on_demand = s.kv_on_demand;
   auto w =
       Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
   EXPECT_TRUE(w.ok()) << w.status();

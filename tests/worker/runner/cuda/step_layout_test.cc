@@ -318,7 +318,10 @@ TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
   p.admissions.push_back({0, Request(5, 4), {4}});
   refused(p, "busy slot 0");
   p = {};
-  p.admissions.push_back({1, Request(5, 4, 100), {4}});  // 104 tokens, 1 block
+  p.admissions.push_back({1, Request(5, 20), {4}});  // a 20-token prompt, 1 block
+  refused(p, "blocks do not cover");
+  p = {};
+  p.admissions.push_back({1, Request(5, 4, 200), {4}});  // 204 tokens: past the context
   refused(p, "blocks do not cover");
   p = {};
   p.admissions.push_back({1, Request(5, 4), {64}});
@@ -353,6 +356,87 @@ TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
   p.admissions.push_back({1, Request(9, 4), {4}});
   p.prefills = {{1, 0, 4, true}};
   EXPECT_TRUE(mirror_.Check(p).ok());
+}
+
+// KV on demand: a grant appends to a running slot's block table (after the admissions, in the
+// same upload); a decode must write inside the slot's blocks.
+TEST_F(SlotMirrorTest, GrantsExtendABlockTableAndDecodesStayInside) {
+  engine::StepPlan p;
+  p.step_id = 1;
+  p.admissions.push_back({0, Request(100, 15), {7}});
+  p.prefills.push_back({0, 0, 15, true});
+  Step(p);
+  engine::StepPlan d;
+  d.step_id = 2;
+  d.decodes = {{0}};
+  Step(d);  // writes position 15, the first block's last
+  d.step_id = 3;
+  const absl::Status past = mirror_.Check(d);
+  EXPECT_THAT(std::string(past.message()), HasSubstr("past its 1 KV blocks"));
+  d.grants.push_back({0, {9}});
+  const StepLayout& l = Step(d);
+  ASSERT_EQ(l.grants.size(), 1u);
+  EXPECT_EQ(l.grants[0].slot, 0);
+  EXPECT_EQ(l.grants[0].first, 1);
+  EXPECT_EQ(l.grants[0].num_blocks, 1);
+  EXPECT_THAT(l.blocks, ElementsAre(9));
+  EXPECT_FALSE(l.upload_empty());
+  // Positions 16..31 fit the second block.
+  d = {};
+  d.step_id = 4;
+  d.decodes = {{0}};
+  EXPECT_TRUE(Step(d).upload_empty());
+}
+
+TEST_F(SlotMirrorTest, BadGrantsAreRefused) {
+  Step(AdmitAndPrefill(1, 0, 4));
+  auto refused = [&](const engine::StepPlan& p, const std::string& what) {
+    const absl::Status st = mirror_.Check(p);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(what));
+  };
+  engine::StepPlan p;
+  p.step_id = 2;
+  p.grants.push_back({1, {20}});  // a free slot
+  refused(p, "grant to slot 1");
+  p = {};
+  p.admissions.push_back({1, Request(5, 4), {4}});
+  p.grants.push_back({1, {20}});  // admitted by the same plan
+  refused(p, "grant to slot 1");
+  p = {};
+  p.grants.push_back({0, {20, 21, 22, 23, 24, 25, 26}});  // 2 + 7 > 8 per table
+  refused(p, "overflow");
+  p = {};
+  p.grants.push_back({0, {64}});
+  refused(p, "KV block 64");
+  p = {};
+  p.grants.push_back({0, {20}});
+  p.grants.push_back({0, {21}});
+  refused(p, "twice");
+}
+
+// A readmitted request prefills its prompt and the tokens it generated before its preemption;
+// the device counts those as generated (the sampler's counter and the penalties).
+TEST_F(SlotMirrorTest, AReadmissionPrefillsItsResumedTokens) {
+  engine::StepPlan p;
+  p.step_id = 1;
+  engine::SlotAdmission a{1, Request(100, 4), {3}, {500, 501, 502}, true};
+  p.admissions.push_back(a);
+  p.prefills.push_back({1, 0, 8, true});
+  EXPECT_THAT(std::string(mirror_.Check(p).message()), HasSubstr("bad prefill of slot 1"));
+  p.prefills = {{1, 0, 7, true}};
+  const StepLayout& l = Step(p);
+  ASSERT_EQ(l.admits.size(), 1u);
+  EXPECT_EQ(l.admits[0].generated, 3);
+  EXPECT_EQ(l.settings[0].prompt_tokens, 4);
+  EXPECT_THAT(std::vector<int32_t>(l.prefill_token.begin(), l.prefill_token.begin() + 7),
+              ElementsAre(100, 101, 102, 103, 500, 501, 502));
+  engine::StepPlan bad;
+  bad.step_id = 2;
+  bad.admissions.push_back({2, Request(101, 4), {4}, {5000}, true});  // outside the vocabulary
+  EXPECT_THAT(std::string(mirror_.Check(bad).message()), HasSubstr("prompt token 5000"));
+  bad.admissions = {{2, Request(101, 4, 2), {4}, {5, 6}, true}};  // max_tokens already reached
+  EXPECT_THAT(std::string(mirror_.Check(bad).message()), HasSubstr("limits"));
 }
 
 }  // namespace
