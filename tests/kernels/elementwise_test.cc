@@ -155,7 +155,9 @@ TEST(RandomInitKernelTest, SameNumbersAsTheHost) {
 }
 
 // Prompt rows' tokens (given) and decode rows' (the slot table's last token; a padding row
-// embeds id 0) picked and embedded exactly.
+// embeds id 0) picked and embedded exactly. A slot with penalties marks its prompt's tokens
+// in its prompt mask and counts the prefill rows past its prompt (tokens it generated before a
+// preemption) as outputs.
 TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {
   LLM_REQUIRE_GPU();
   const int slots = 4, vocab = 16, hidden = 8;
@@ -164,6 +166,7 @@ TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {
   std::vector<SlotSampling> params(slots);
   for (auto& p : params) p = SlotSampling{};
   params[3].has_penalties = 1;
+  params[3].prompt_tokens = 1;  // row 1 (position 1) is a resumed output
   DeviceBuffer<SlotSampling> d_params(params);
   DeviceBuffer<uint16_t> counts(std::vector<uint16_t>(slots * vocab, 0));
   DeviceBuffer<uint8_t> mask(std::vector<uint8_t>(slots * vocab, 0));
@@ -190,8 +193,11 @@ TEST(StepInputsKernelTest, DecodeRowsReadTheSlotTable) {
   EXPECT_EQ(row_pos.Download(), (std::vector<int32_t>{0, 1, 6, 0, 5, 7}));
   const auto m = mask.Download();
   EXPECT_EQ(m[3 * vocab + 9], 1);
-  EXPECT_EQ(m[3 * vocab + 10], 1);
+  EXPECT_EQ(m[3 * vocab + 10], 0);
   EXPECT_EQ(m[3 * vocab + 11], 0);
+  const auto c = counts.Download();
+  EXPECT_EQ(c[3 * vocab + 9], 0);
+  EXPECT_EQ(c[3 * vocab + 10], 1);
 }
 
 // The embedding gather in the step-inputs launch: prompt rows (no slot) whose tokens pick table

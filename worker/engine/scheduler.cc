@@ -310,9 +310,12 @@ bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget) {
   // logits give the next output token).
   std::vector<uint64_t> hashes = cache_.ChainHashes(prefix, len / bt);
   size_t matchable = std::min(hashes.size(), static_cast<size_t>((len - 1) / bt));
-  if (!head.resumed.empty() && r.sampling.has_penalties()) {
-    // Penalties count generated tokens: a runner counts the resumed ones as it prefills them
-    // (the CUDA sampler's output counts), so they are recomputed rather than found cached.
+  // Penalties see the prompt's tokens (repetition) and the generated ones (all three), which
+  // the CUDA runner takes from the rows it prefills (its prompt mask and output counts): what
+  // they need is computed, not taken from the cache.
+  if (r.sampling.repetition_penalty != 1.0f) {
+    matchable = 0;
+  } else if (!head.resumed.empty() && r.sampling.has_penalties()) {
     matchable = std::min(matchable, r.prompt_ids.size() / static_cast<size_t>(bt));
   }
   std::vector<int32_t> blocks =
