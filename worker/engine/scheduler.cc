@@ -116,6 +116,7 @@ void Scheduler::SettleDrafts(const StepResult& result) {
 }
 
 bool Scheduler::SecureDecodeBlocks(StepPlan& plan) {
+  for (Slot& slot : slots_) slot.waits = false;
   if (!config_.kv_on_demand) return false;
   std::vector<int32_t> order;
   for (int32_t s = 0; s < config_.sizes.max_slots; ++s) {
@@ -126,8 +127,16 @@ bool Scheduler::SecureDecodeBlocks(StepPlan& plan) {
             [&](int32_t a, int32_t b) { return slots_[a].admission < slots_[b].admission; });
   bool preempted = false;
   for (const int32_t s : order) {
-    const Slot& slot = slots_[s];
+    Slot& slot = slots_[s];
     if (slot.phase != Phase::kDecode) continue;  // preempted by an older slot's need
+    // A slot whose last decode is still in flight (that step may end it: this one would be
+    // the pipeline's extra step) waits a step for its block rather than preempting anyone.
+    const int32_t need = BlocksFor(DecodeExtent(slot, 0), config_.sizes.block_tokens) -
+                         static_cast<int32_t>(slot.blocks.size());
+    if (need > cache_.available() && static_cast<int32_t>(slot.outputs.size()) < slot.planned) {
+      slot.waits = true;
+      continue;
+    }
     while (!Grow(s, DecodeExtent(slot, 0), 0, plan)) {
       int32_t newest = -1;
       for (int32_t v = 0; v < config_.sizes.max_slots; ++v) {
@@ -147,7 +156,7 @@ bool Scheduler::SecureDecodeBlocks(StepPlan& plan) {
 
 int32_t Scheduler::PlanDecodes(StepPlan& plan) {
   auto decodes = [&](const Slot& slot) {
-    return slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens;
+    return slot.phase == Phase::kDecode && slot.planned < slot.request->max_tokens && !slot.waits;
   };
   int32_t decoding = 0;
   for (const Slot& slot : slots_) decoding += decodes(slot) ? 1 : 0;
@@ -313,7 +322,9 @@ bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget) {
   // Penalties see the prompt's tokens (repetition) and the generated ones (all three), which
   // the CUDA runner takes from the rows it prefills (its prompt mask and output counts): what
   // they need is computed, not taken from the cache.
-  if (r.sampling.repetition_penalty != 1.0f) {
+  if (!config_.penalties_from_prefill) {
+    // The runner keeps penalties from the token ids themselves (the CPU's).
+  } else if (r.sampling.repetition_penalty != 1.0f) {
     matchable = 0;
   } else if (!head.resumed.empty() && r.sampling.has_penalties()) {
     matchable = std::min(matchable, r.prompt_ids.size() / static_cast<size_t>(bt));
@@ -330,7 +341,8 @@ bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget) {
   const std::vector<int32_t> fresh = *cache_.Allocate(need);
   blocks.insert(blocks.end(), fresh.begin(), fresh.end());
   const auto cached = static_cast<int32_t>(blocks.size() - fresh.size());
-  cache_.RecordLookup(len, static_cast<int64_t>(cached) * bt);
+  // Prompts looked up, not readmissions (their own blocks would inflate the hit rate).
+  if (!head.preempted) cache_.RecordLookup(len, static_cast<int64_t>(cached) * bt);
   const int32_t s = free_slots_.back();
   free_slots_.pop_back();
   Slot& slot = slots_[s];

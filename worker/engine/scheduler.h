@@ -89,6 +89,9 @@ struct SchedulerConfig {
   // Take KV blocks as sequences grow and preempt when the pool runs out (needs a runner with
   // RunnerInfo::kv_on_demand); false: reserve prompt + max_tokens at admission.
   bool kv_on_demand = true;
+  // The runner takes penalty state from the rows it prefills (RunnerInfo::
+  // penalties_from_prefill): what penalties need is computed rather than taken from the cache.
+  bool penalties_from_prefill = false;
   uint64_t cache_salt = 0;  // mixed into every block hash (the model's identity)
   // Speculative decoding: decode chunks carry up to speculative.num_tokens proposals, as
   // SpeculationPolicy chooses per step (the runner proposes and verifies them).
@@ -179,6 +182,7 @@ class Scheduler {
     // proposals; lowered as results show how many proposals stood.
     int32_t bound = 0;
     std::deque<std::pair<uint64_t, int32_t>> drafts;  // (step, proposals) of uncollected decodes
+    bool waits = false;  // this step: no block for its decode while its last one is in flight
     uint64_t admitted_step = 0;
     uint64_t admission = 0;        // admission order (preemption takes the newest)
     std::vector<uint64_t> hashes;  // chain hashes of the prefix's full blocks

@@ -61,6 +61,12 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   }
   // KV on demand needs a runner that grows block tables and resumes preempted requests.
   options.scheduler.kv_on_demand = options.scheduler.kv_on_demand && info.kv_on_demand;
+  options.scheduler.penalties_from_prefill = info.penalties_from_prefill;
+  if (!options.scheduler.kv_on_demand && options.limits.default_max_tokens == 0) {
+    // Reserving, the rest of the context would reserve it all for every request that leaves
+    // max_tokens out: the former default instead.
+    options.limits.default_max_tokens = kReservedDefaultMaxTokens;
+  }
   if (absl::Status st = options.scheduler.Validate(); !st.ok()) return st;
   RequestLimits& l = options.limits;
   l.vocab_size = info.vocab_size;

@@ -33,6 +33,10 @@
 
 namespace llm::loop {
 
+// limits.default_max_tokens 0 means the rest of the context when KV blocks are taken on
+// demand; when they are reserved (engine.kv_on_demand off), this.
+inline constexpr int32_t kReservedDefaultMaxTokens = 256;
+
 struct WorkerOptions {
   // scheduler.sizes is replaced by the runner's (RunnerInfo::sizes).
   engine::SchedulerConfig scheduler;

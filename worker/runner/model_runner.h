@@ -41,6 +41,10 @@ struct RunnerInfo {
   // Takes BlockGrants and readmissions with resumed tokens (SchedulerConfig::kv_on_demand);
   // false: the scheduler reserves prompt + max_tokens at admission.
   bool kv_on_demand = false;
+  // Takes penalty state (prompt tokens, generated tokens) from the rows it prefills, so a
+  // request with penalties must compute them rather than find them in the prefix cache
+  // (SchedulerConfig::penalties_from_prefill).
+  bool penalties_from_prefill = false;
   std::string device;        // "cpu (2 threads)", "NVIDIA H100 ..."
   std::string pci_bus_id;    // a GPU's, for the driver's counters (NVML); empty on the CPU
   uint64_t kv_cache_bytes = 0;

@@ -150,7 +150,7 @@ config::ConfigSchema WorkerConfigSchema() {
            "how often the TLS files are checked; changed files apply to new connections")
       .Int("limits.default_max_tokens", 0, 0, 1 << 24,
            "max_tokens when a request leaves it 0; 0: the rest of the context (as OpenAI's "
-           "chat API), capped by limits.max_tokens")
+           "chat API; 256 with engine.kv_on_demand off), capped by limits.max_tokens")
       .Int("limits.max_tokens", 0, 0, 1 << 24, "largest max_tokens accepted (0: the context)")
       .Int("limits.max_prompt_tokens", 0, 0, 1 << 24, "largest prompt accepted (0: the context)")
       .Int("limits.max_prompt_bytes", 1 << 20, 1, 1 << 30, "largest text prompt accepted (bytes)")

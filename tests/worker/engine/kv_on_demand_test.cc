@@ -56,6 +56,9 @@ class FakeRunner {
  public:
   std::map<uint64_t, int32_t> eos_after;  // a stop token as output number n
   int32_t accept = 0;                     // proposals accepted per verifying decode
+  // Per request, where the first prefill chunk of each readmission started (past its cache
+  // hits).
+  std::map<uint64_t, std::vector<int32_t>> readmission_starts;
 
   StepResult Run(const StepPlan& plan) {
     for (int32_t s : plan.releases) slots_.erase(s);
@@ -70,6 +73,8 @@ class FakeRunner {
     for (const PrefillChunk& p : plan.prefills) {
       State& st = slots_.at(p.slot);
       EXPECT_LE(p.start + p.num_tokens, st.prefix) << "prefill past the prefix";
+      if (st.readmitted && !st.prefilled) readmission_starts[st.req->key].push_back(p.start);
+      st.prefilled = true;
       for (int32_t pos = p.start; pos < p.start + p.num_tokens; ++pos) Write(p.slot, pos);
       if (p.samples) {
         EXPECT_EQ(p.start + p.num_tokens, st.prefix);
@@ -102,6 +107,8 @@ class FakeRunner {
     int32_t generated = 0;
     int32_t prefix = 0;
     bool finished = false;
+    bool readmitted = false;
+    bool prefilled = false;
   };
 
   void Admit(const SlotAdmission& a) {
@@ -112,6 +119,7 @@ class FakeRunner {
       EXPECT_EQ(a.resumed[i], TokenAt(a.request->key, static_cast<int32_t>(i)));
     }
     EXPECT_EQ(a.readmission || a.resumed.empty(), true);
+    st.readmitted = a.readmission;
     slots_[a.slot] = std::move(st);
   }
 
@@ -291,7 +299,29 @@ TEST(KvOnDemandTest, TheNewestRequestIsPreemptedAndRequeuedAtTheHead) {
   EXPECT_EQ(d.out.tokens.at(1).size(), 40u);
   EXPECT_EQ(d.out.tokens.at(2).size(), 40u);
   EXPECT_EQ(d.out.tokens.at(3).size(), 4u);
-  EXPECT_GT(s.stats().prefix_hit_tokens, 0);  // the readmission reused its cached blocks
+  // The readmission found its prompt's block still cached (its output block, the chain's tail,
+  // was evicted first when request 1 grew) and prefilled from there.
+  ASSERT_EQ(runner.readmission_starts[2].size(), 1u);
+  EXPECT_EQ(runner.readmission_starts[2][0], 16);
+  // Prefix-cache figures count prompts looked up, not readmissions.
+  EXPECT_EQ(s.stats().prefix_query_tokens, 16 + 16 + 4);
+}
+
+// With a step in flight, a slot short of a block whose last decode is not back yet waits a
+// step instead of preempting: here that decode ends the request (EOS), so nobody is preempted
+// for the pipeline's extra step.
+TEST(KvOnDemandTest, ASlotWhoseLastDecodeIsInFlightWaitsForItsBlock) {
+  Scheduler s(Config(2, 5));
+  FakeRunner runner;
+  runner.eos_after[2] = 17;  // output 16, sampled by the decode before the boundary
+  Driver d(s, runner, /*depth=*/2);
+  s.Add(Req(1, Tokens(16, 1), 40));
+  s.Add(Req(2, Tokens(16, 100), 40));
+  d.RunIdle();
+  EXPECT_EQ(s.stats().preemptions, 0u);
+  EXPECT_EQ(d.out.tokens.at(1).size(), 40u);
+  EXPECT_EQ(d.out.tokens.at(2).size(), 17u);
+  EXPECT_EQ(d.out.finish.at(2), FinishReason::kStopToken);
 }
 
 TEST(KvOnDemandTest, AbortingAPreemptedRequestWhileQueued) {

@@ -135,6 +135,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   // Block grants and readmissions (resumed tokens prefilled and counted) are applied by the
   // slot update; not yet run on a GPU, so the switch engine.kv_on_demand can turn it off.
   info_.kv_on_demand = true;
+  info_.penalties_from_prefill = true;  // the prompt mask and output counts (step inputs)
   info_.device = kernels::DeviceDescription(options_.device);
   char bus_id[32] = {0};
   if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), options_.device) == cudaSuccess) {
