@@ -17,6 +17,19 @@ config::ConfigSchema RouterConfigSchema() {
       .String("router.http_listen", ":8000",
               "HTTP address of the OpenAI-compatible API (/v1/chat/completions, /v1/completions, "
               "/v1/models, /health); host:port or :port; empty disables")
+      .Double("router.http_read_timeout_seconds", 30, 0, 86400,
+              "HTTP API: a request's headers and body must arrive within this from its first "
+              "byte (a new connection's from its accept), else the connection is closed "
+              "(slowloris); 0: no limit")
+      .Double("router.http_idle_timeout_seconds", 60, 0, 86400,
+              "HTTP API: a keep-alive connection idle this long between requests is closed; 0: "
+              "never")
+      .Int("router.http_max_connections", 4096, 0, 1 << 24,
+           "HTTP API: open connections at once; past it a new one gets 503 with Retry-After and "
+           "is closed; 0: no cap")
+      .Int("router.http_max_connections_per_client", 0, 0, 1 << 24,
+           "HTTP API: open connections from one client address; past it a new one gets 503; 0: "
+           "no cap (behind an ingress every client shares its address)")
       .String("router.health_listen", "",
               "plaintext gRPC address serving only grpc.health.v1 (for Kubernetes probes when "
               "router.listen needs TLS); empty disables")
@@ -99,6 +112,11 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   c.metrics_listen = v->String("router.metrics_listen");
   c.health_listen = v->String("router.health_listen");
   c.http_listen = v->String("router.http_listen");
+  c.http_limits.read_timeout_seconds = v->Double("router.http_read_timeout_seconds");
+  c.http_limits.idle_timeout_seconds = v->Double("router.http_idle_timeout_seconds");
+  c.http_limits.max_connections = static_cast<int>(v->Int("router.http_max_connections"));
+  c.http_limits.max_connections_per_client =
+      static_cast<int>(v->Int("router.http_max_connections_per_client"));
   for (const auto& [key, value, may_be_empty] :
        {std::tuple<const char*, const std::string&, bool>{"router.listen", c.listen, false},
         {"router.metrics_listen", c.metrics_listen, true},

@@ -20,6 +20,7 @@ struct RouterConfig {
   std::string metrics_listen;  // HTTP /metrics; empty disables
   std::string health_listen;   // plaintext grpc.health.v1 only; empty disables
   std::string http_listen;     // the OpenAI-compatible HTTP API; empty disables
+  HttpLimits http_limits;      // its slow-client timeouts and connection caps
   SecurityOptions security;    // tls.*, upstream_tls.*, auth.token_file
   // Discovery: exactly one of a static list and a DNS name.
   std::vector<std::string> workers;

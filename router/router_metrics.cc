@@ -107,6 +107,22 @@ RouterMetrics::RouterMetrics(const PolicyOptions& policy_options)
                     .Help("Calls in progress.")
                     .Register(r)
                     .Add({});
+  http_open_ = &BuildGauge()
+                    .Name("llm_router_http_connections")
+                    .Help("Open connections of the OpenAI-compatible HTTP API.")
+                    .Register(r)
+                    .Add({});
+  auto& ended = BuildCounter()
+                    .Name("llm_router_http_connections_limited_total")
+                    .Help(
+                        "HTTP API connections closed by a timeout (read_timeout: a request "
+                        "too slow to arrive; idle_timeout) or refused with 503 by a cap "
+                        "(max_connections, max_connections_per_client).")
+                    .Register(r);
+  for (const char* reason :
+       {"read_timeout", "idle_timeout", "max_connections", "max_connections_per_client"}) {
+    http_limited_.push_back(&ended.Add({{"reason", reason}}));
+  }
   workers_ = &BuildGauge()
                   .Name("llm_router_workers")
                   .Help(
@@ -205,6 +221,16 @@ void RouterMetrics::OnRelayed(int64_t messages) {
 void RouterMetrics::RefreshGauges() const {
   if (const RelayServer* relay = relay_.load()) {
     in_flight_->Set(static_cast<double>(relay->in_flight()));
+    const HttpConnectionStats h = relay->http_stats();
+    http_open_->Set(static_cast<double>(h.open));
+    std::lock_guard<std::mutex> lock(http_mu_);
+    const uint64_t now[4] = {h.read_timeouts, h.idle_timeouts, h.refused, h.refused_per_client};
+    for (size_t i = 0; i < 4; ++i) {
+      if (now[i] > http_seen_[i]) {
+        http_limited_[i]->Increment(static_cast<double>(now[i] - http_seen_[i]));
+        http_seen_[i] = now[i];
+      }
+    }
   }
   const WorkerPool* pool = pool_.load();
   if (pool == nullptr) return;

@@ -10,6 +10,9 @@
 //   llm_router_workers{state}                     gauge: ready, unknown (stale report),
 //                                                 saturated, draining, ejected, down
 //   llm_router_worker_in_flight{worker}           gauge: this router's streams per worker
+//   llm_router_http_connections                   gauge: open OpenAI-API connections
+//   llm_router_http_connections_limited_total{reason}  counter: closed by a timeout or refused
+//                                                 by a cap (router.http_*)
 #ifndef LLM_ROUTER_ROUTER_METRICS_H_
 #define LLM_ROUTER_ROUTER_METRICS_H_
 
@@ -24,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/metrics_http/metrics_http_server.h"
@@ -71,6 +75,10 @@ class RouterMetrics : public PoolObserver, public ProxyObserver {
   prometheus::Counter* relayed_;
   prometheus::Histogram* first_message_;
   prometheus::Gauge* in_flight_;
+  prometheus::Gauge* http_open_;
+  std::vector<prometheus::Counter*> http_limited_;  // by reason, as HttpConnectionStats
+  mutable std::mutex http_mu_;                      // scrapes may run at once
+  mutable uint64_t http_seen_[4] = {0, 0, 0, 0};    // the relay's totals already added
   prometheus::Family<prometheus::Gauge>* workers_;
   prometheus::Family<prometheus::Gauge>* worker_in_flight_;
 

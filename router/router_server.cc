@@ -81,6 +81,7 @@ absl::Status RouterServer::Start() {
   ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
   ro.security = security_.get();
   ro.http_listen = config_.http_listen;
+  ro.http_limits = config_.http_limits;
   ro.addresses = &worker_addresses_;
   // Static workers named by host name are resolved here, before the first call, and then on
   // their own threads; a name that does not resolve yet is tried again there (its calls fail

@@ -47,6 +47,10 @@ class RouterServer {
   int health_port() const { return health_port_; }
   int http_port() const { return http_port_; }  // 0: router.http_listen is empty
   WorkerPool& pool() { return *pool_; }
+  // What the HTTP API's limits did (zeros before Start).
+  HttpConnectionStats http_stats() const {
+    return relay_ != nullptr ? relay_->http_stats() : HttpConnectionStats{};
+  }
 
  private:
   void SetServing(bool serving);

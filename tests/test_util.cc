@@ -44,6 +44,15 @@ int FreeLoopbackPort() {
   return ntohs(addr.sin_port);
 }
 
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 namespace fs = std::filesystem;
 
 std::string SharedPath(const std::string& relative) {

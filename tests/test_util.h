@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +29,10 @@ std::string MakeTempDir(const std::string& name);
 int ConnectLoopback(int port);
 // A loopback port that was free a moment ago (for programs that cannot be given port 0).
 int FreeLoopbackPort();
+
+// Polls `done` every few milliseconds until it holds (true) or `timeout` passes (false): how a
+// test waits on state it can only observe from outside.
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
 struct CommandResult {
   int exit_code;

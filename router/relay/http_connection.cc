@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "router/relay/grpc_wire.h"
+#include "router/relay/http_gate.h"
 #include "router/relay/security.h"
 
 namespace llm::router::relay {
@@ -72,9 +73,10 @@ std::string Find(const Headers& headers, std::string_view name) {
 
 }  // namespace
 
-HttpConnection::HttpConnection(LoopContext* ctx, int fd, SSL* ssl)
+HttpConnection::HttpConnection(LoopContext* ctx, int fd, SSL* ssl, std::string client)
     : ctx_(ctx),
       fd_(fd),
+      client_(std::move(client)),
       lane_(ctx->next_lane++ %
             static_cast<uint32_t>(std::max(1, ctx->options->proxy.upstream_connections))) {
   if (ssl != nullptr) tls_ = std::make_unique<TlsPipe>(ssl, "http/1.1");
@@ -82,10 +84,35 @@ HttpConnection::HttpConnection(LoopContext* ctx, int fd, SSL* ssl)
   parser_.data = this;
   ctx_->http_connections.insert(this);
   ctx_->loop.Add(fd_, EPOLLIN | EPOLLRDHUP, this);
+  ArmTimeout(/*idle=*/false);  // its first request, headers and body, within the read timeout
 }
 
 HttpConnection::~HttpConnection() {
   if (fd_ >= 0) ::close(fd_);
+  if (ctx_->http_gate != nullptr) ctx_->http_gate->Release(client_);
+}
+
+void HttpConnection::ArmTimeout(bool idle) {
+  DisarmTimeout();
+  const HttpLimits& limits = ctx_->http_gate->limits();
+  const double seconds = idle ? limits.idle_timeout_seconds : limits.read_timeout_seconds;
+  if (seconds <= 0) return;
+  timer_idle_ = idle;
+  timer_ = ctx_->loop.AddTimer(
+      Clock::now() +
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)),
+      [this] {
+        timer_ = 0;
+        if (closed_ || in_request_) return;
+        ctx_->http_gate->TimedOut(timer_idle_ ? HttpGate::Timeout::kIdle : HttpGate::Timeout::kRead,
+                                  client_);
+        Close();
+      });
+}
+
+void HttpConnection::DisarmTimeout() {
+  if (timer_ != 0) ctx_->loop.CancelTimer(timer_);
+  timer_ = 0;
 }
 
 void HttpConnection::OnEvents(uint32_t events) {
@@ -97,6 +124,7 @@ void HttpConnection::OnEvents(uint32_t events) {
 void HttpConnection::Close() {
   if (closed_) return;
   closed_ = true;
+  DisarmTimeout();
   ctx_->loop.Remove(fd_);
   ::shutdown(fd_, SHUT_RDWR);
   if (call_ != nullptr) call_->OnClientClosed(NGHTTP2_CANCEL);  // cancels at the worker
@@ -333,7 +361,8 @@ void HttpConnection::RequestDone() {
     return;
   }
   in_request_ = false;
-  ParsePending();  // the pipelined requests (a no-op inside ParsePending's own loop)
+  ArmTimeout(/*idle=*/true);  // until the next request's first byte
+  ParsePending();             // the pipelined requests (a no-op inside ParsePending's own loop)
 }
 
 // ---- Input ----
@@ -384,6 +413,7 @@ const http_parser_settings& HttpConnection::Settings() {
     http_parser_settings_init(&s);
     s.on_message_begin = [](http_parser* p) {
       auto* c = static_cast<HttpConnection*>(p->data);
+      if (c->timer_idle_ || c->timer_ == 0) c->ArmTimeout(/*idle=*/false);
       c->url_.clear();
       c->body_.clear();
       c->authorization_.clear();
@@ -436,6 +466,7 @@ const http_parser_settings& HttpConnection::Settings() {
       c->keep_alive_ = http_should_keep_alive(p) != 0;
       c->chunked_ = p->http_major > 1 || (p->http_major == 1 && p->http_minor >= 1);
       c->in_request_ = true;
+      c->DisarmTimeout();  // answering: the request's deadline governs
       http_parser_pause(p, 1);
       return 0;
     };

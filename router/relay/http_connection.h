@@ -9,10 +9,13 @@
 // one loop, a body over the limit answered 413 before it is read, Expect: 100-continue, HEAD). A
 // completion request becomes an llm.v1 GenerateRequest (router/openai) and a ClientCall call whose
 // client side is this connection: the pick, retries before the first token, ejection, deadlines,
-// the bearer token and metrics are the gRPC path's own code. The worker's gRPC response bytes are
-// taken from the call at the end of each loop iteration, parsed and written as JSON or SSE; taking
-// stops while more than 1 MiB waits for a slow client (which slows only its own worker stream). A
-// client that closes its connection cancels its call at the worker.
+// the bearer token and metrics are the gRPC path's own code. Slow and idle clients are closed
+// (HttpLimits: a request must arrive within the read timeout of its first byte, a new
+// connection's first request within it of the accept; a keep-alive connection may idle for
+// the idle timeout); no timeout runs while a request is answered. The worker's gRPC response bytes
+// are taken from the call at the end of each loop iteration, parsed and written as JSON or SSE;
+// taking stops while more than 1 MiB waits for a slow client (which slows only its own worker
+// stream). A client that closes its connection cancels its call at the worker.
 #ifndef LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
 #define LLM_ROUTER_RELAY_HTTP_CONNECTION_H_
 
@@ -32,8 +35,9 @@ namespace llm::router::relay {
 class HttpConnection final : public FdHandler, public CallClient {
  public:
   // Takes `fd` (connected, non-blocking) and `ssl` (null: plaintext; else HTTPS with the
-  // gRPC port's certificate, tls.*) and starts watching the socket.
-  HttpConnection(LoopContext* ctx, int fd, SSL* ssl);
+  // gRPC port's certificate, tls.*) and starts watching the socket. `client`: the peer's
+  // address, counted by ctx->http_gate (released when the connection is deleted).
+  HttpConnection(LoopContext* ctx, int fd, SSL* ssl, std::string client);
   ~HttpConnection() override;
 
   void OnEvents(uint32_t events) override;
@@ -66,6 +70,10 @@ class HttpConnection final : public FdHandler, public CallClient {
   void EndCall(const Headers& trailers);
   void RequestDone();
 
+  // The timeout of the state the connection is in: reading a request, or idle between them.
+  void ArmTimeout(bool idle);
+  void DisarmTimeout();
+
   void Write(std::string_view bytes);
   void WriteChunk(std::string_view bytes);
   void Respond(int status, std::string_view body, const std::vector<std::string>& extra = {});
@@ -74,7 +82,10 @@ class HttpConnection final : public FdHandler, public CallClient {
 
   LoopContext* ctx_;
   int fd_;
+  std::string client_;
   uint32_t lane_;
+  uint64_t timer_ = 0;       // the armed timeout's, 0: none
+  bool timer_idle_ = false;  // it is the idle timeout
   http_parser parser_;
   // The request being parsed.
   std::string url_, body_, authorization_, field_, value_;

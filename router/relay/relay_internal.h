@@ -59,6 +59,7 @@ struct LoopContext {
   uint32_t next_lane = 0;  // the lane of the next client connection
   std::map<H2Connection*, std::unique_ptr<H2Connection>> connections;
   std::set<HttpConnection*> http_connections;  // the OpenAI front's (owned by the loop)
+  HttpGate* http_gate = nullptr;               // their caps and timeouts (shared by the loops)
 
   // The connection to `address` for `lane` (0 .. upstream_connections-1), connecting if there
   // is none. Null when the socket fails.

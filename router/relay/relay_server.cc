@@ -1,5 +1,6 @@
 #include "router/relay/relay_server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_name.h"
 #include "router/relay/http_connection.h"
+#include "router/relay/http_gate.h"
 #include "router/relay/relay_internal.h"
 #include "router/relay/security.h"
 
@@ -29,7 +31,10 @@ class Acceptor : public FdHandler {
       : fd_(fd), loops_(loops), http_(http) {}
   void OnEvents(uint32_t) override {
     for (;;) {
-      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage peer{};
+      socklen_t peer_len = sizeof(peer);
+      const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                              SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (c < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) Pause();  // EMFILE, ENFILE, ENOBUFS...
@@ -39,9 +44,7 @@ class Acceptor : public FdHandler {
       ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       LoopContext* ctx = (*loops_)[next_++ % loops_->size()].get();
       if (http_) {
-        const RelaySecurity* sec = ctx->options->security;
-        SSL* ssl = sec != nullptr ? sec->NewServerSsl(/*http1=*/true) : nullptr;
-        ctx->loop.Post([ctx, c, ssl] { new HttpConnection(ctx, c, ssl); });  // owned by its loop
+        AcceptHttp(ctx, c, PeerAddress(peer));
         continue;
       }
       if (ctx == (*loops_)[0].get()) {
@@ -55,6 +58,38 @@ class Acceptor : public FdHandler {
   }
 
  private:
+  // A connection of the OpenAI front: counted by the gate, or refused with a 503 past its caps.
+  static void AcceptHttp(LoopContext* ctx, int c, std::string client) {
+    const HttpGate::Verdict verdict = ctx->http_gate->Admit(client);
+    if (verdict != HttpGate::Verdict::kAdmitted) {
+      const RelaySecurity* sec = ctx->options->security;
+      if (sec == nullptr || !sec->server_tls()) {  // best effort: it fits the socket's buffer
+        const std::string answer = RefusalResponse(verdict);
+        (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
+      }
+      ::shutdown(c, SHUT_RDWR);
+      ::close(c);
+      return;
+    }
+    const RelaySecurity* sec = ctx->options->security;
+    SSL* ssl = sec != nullptr ? sec->NewServerSsl(/*http1=*/true) : nullptr;
+    ctx->loop.Post([ctx, c, ssl, client = std::move(client)] {
+      new HttpConnection(ctx, c, ssl, client);  // owned by its loop
+    });
+  }
+
+  static std::string PeerAddress(const sockaddr_storage& peer) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (peer.ss_family == AF_INET6) {
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr, text,
+                  sizeof(text));
+    } else if (peer.ss_family == AF_INET) {
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, text,
+                  sizeof(text));
+    }
+    return text[0] != '\0' ? text : "unknown";
+  }
+
   // Out of descriptors: the pending connection would wake the loop again at once, so stop
   // watching the socket for a moment (connections wait in the backlog meanwhile).
   void Pause() {
@@ -124,9 +159,14 @@ absl::StatusOr<int> ListenTcp(const std::string& address, int* port, const std::
 }
 
 RelayServer::RelayServer(WorkerPool* pool, const Options& options, ProxyObserver* observer)
-    : pool_(pool), options_(std::make_unique<relay::RelayOptions>()), observer_(observer) {
+    : pool_(pool),
+      options_(std::make_unique<relay::RelayOptions>()),
+      observer_(observer),
+      http_gate_(std::make_unique<relay::HttpGate>(options.http_limits)) {
   static_cast<Options&>(*options_) = options;
 }
+
+HttpConnectionStats RelayServer::http_stats() const { return http_gate_->stats(); }
 
 RelayServer::~RelayServer() { Stop(); }
 
@@ -143,6 +183,7 @@ absl::Status RelayServer::Start() {
     ctx->options = options_.get();
     ctx->observer = observer_;
     ctx->in_flight = &in_flight_;
+    ctx->http_gate = http_gate_.get();
     loops_.push_back(std::move(ctx));
   }
   acceptor_ = std::make_unique<relay::Acceptor>(listen_fd_, &loops_);

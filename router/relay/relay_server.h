@@ -78,7 +78,31 @@ inline bool IsWorkerFailure(int code) { return code == kGrpcUnavailable; }
 
 class RelaySecurity;
 
+// The OpenAI front's limits on slow, idle and too many clients (router.http_*).
+struct HttpLimits {
+  // A request's headers and body must arrive within this, from its first byte (a new
+  // connection's first request: from the accept); else the connection is closed. 0: none.
+  double read_timeout_seconds = 30;
+  // A keep-alive connection with no request in progress is closed after this. 0: never.
+  double idle_timeout_seconds = 60;
+  // Open connections at once, in all and per client address; past either, a new connection
+  // is answered 503 with Retry-After and closed. 0: no cap.
+  int max_connections = 4096;
+  // Off by default: behind an ingress or a load balancer every client shares its address.
+  int max_connections_per_client = 0;
+};
+
+// What the front's limits did, since the start (metrics).
+struct HttpConnectionStats {
+  int64_t open = 0;
+  uint64_t read_timeouts = 0;       // closed: a request did not arrive in time
+  uint64_t idle_timeouts = 0;       // closed: idle between requests
+  uint64_t refused = 0;             // refused: max_connections
+  uint64_t refused_per_client = 0;  // refused: max_connections_per_client
+};
+
 namespace relay {
+class HttpGate;
 struct RelayOptions;
 struct LoopContext;
 class Acceptor;
@@ -93,6 +117,7 @@ class RelayServer {
     std::string internal_target;  // host:port of the in-process gRPC server
     // The OpenAI-compatible HTTP/1.1 API (host:port or :port); empty: none.
     std::string http_listen;
+    HttpLimits http_limits;
     // TLS on both legs and the bearer token; null: plaintext, no token. Not owned.
     const RelaySecurity* security = nullptr;
     // Where workers named by host name are connected to (resolved off the loops); null: only
@@ -114,11 +139,13 @@ class RelayServer {
   int port() const { return port_; }
   int http_port() const { return http_port_; }  // 0: no HTTP API
   int64_t in_flight() const { return in_flight_.load(); }
+  HttpConnectionStats http_stats() const;
 
  private:
   WorkerPool* pool_;
   std::unique_ptr<relay::RelayOptions> options_;
   ProxyObserver* observer_;
+  std::unique_ptr<relay::HttpGate> http_gate_;  // outlives the loops' connections
   std::vector<std::unique_ptr<relay::LoopContext>> loops_;
   std::vector<std::thread> threads_;
   std::unique_ptr<relay::Acceptor> acceptor_;
