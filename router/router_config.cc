@@ -17,6 +17,9 @@ config::ConfigSchema RouterConfigSchema() {
       .String("router.http_listen", ":8000",
               "HTTP address of the OpenAI-compatible API (/v1/chat/completions, /v1/completions, "
               "/v1/models, /health); host:port or :port; empty disables")
+      .String("router.unknown_fields", "reject",
+              "HTTP API: a body field no OpenAI reference has: reject (a 400 naming it) or "
+              "ignore (logged once per field name)")
       .Double("router.http_read_timeout_seconds", 30, 0, 86400,
               "HTTP API: a request's headers and body must arrive within this from its first "
               "byte (a new connection's from its accept), else the connection is closed "
@@ -112,6 +115,12 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
   c.metrics_listen = v->String("router.metrics_listen");
   c.health_listen = v->String("router.health_listen");
   c.http_listen = v->String("router.http_listen");
+  const std::string unknown_fields = v->String("router.unknown_fields");
+  if (unknown_fields != "reject" && unknown_fields != "ignore") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("router.unknown_fields: '", unknown_fields, "' is neither reject nor ignore"));
+  }
+  c.ignore_unknown_fields = unknown_fields == "ignore";
   c.http_limits.read_timeout_seconds = v->Double("router.http_read_timeout_seconds");
   c.http_limits.idle_timeout_seconds = v->Double("router.http_idle_timeout_seconds");
   c.http_limits.max_connections = static_cast<int>(v->Int("router.http_max_connections"));

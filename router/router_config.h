@@ -16,12 +16,13 @@
 namespace llm::router {
 
 struct RouterConfig {
-  std::string listen;          // gRPC, host:port
-  std::string metrics_listen;  // HTTP /metrics; empty disables
-  std::string health_listen;   // plaintext grpc.health.v1 only; empty disables
-  std::string http_listen;     // the OpenAI-compatible HTTP API; empty disables
-  HttpLimits http_limits;      // its slow-client timeouts and connection caps
-  SecurityOptions security;    // tls.*, upstream_tls.*, auth.token_file
+  std::string listen;                  // gRPC, host:port
+  std::string metrics_listen;          // HTTP /metrics; empty disables
+  std::string health_listen;           // plaintext grpc.health.v1 only; empty disables
+  std::string http_listen;             // the OpenAI-compatible HTTP API; empty disables
+  HttpLimits http_limits;              // its slow-client timeouts and connection caps
+  bool ignore_unknown_fields = false;  // router.unknown_fields: ignore
+  SecurityOptions security;            // tls.*, upstream_tls.*, auth.token_file
   // Discovery: exactly one of a static list and a DNS name.
   std::vector<std::string> workers;
   std::string dns;

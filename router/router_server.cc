@@ -82,6 +82,7 @@ absl::Status RouterServer::Start() {
   ro.security = security_.get();
   ro.http_listen = config_.http_listen;
   ro.http_limits = config_.http_limits;
+  ro.http_ignore_unknown_fields = config_.ignore_unknown_fields;
   ro.addresses = &worker_addresses_;
   // Static workers named by host name are resolved here, before the first call, and then on
   // their own threads; a name that does not resolve yet is tried again there (its calls fail

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
 #include "router/openai/body_fields.h"
+#include "router/openai/reference_fields.h"
 #include "router/openai/structured_params.h"
 #include "router/openai/tool_params.h"
 
@@ -56,8 +57,7 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "include_stop_str_in_output",
                                              "parallel_tool_calls",
                                              "functions",
-                                             "function_call",
-                                             "logit_bias"};
+                                             "function_call"};
   static const std::set<std::string> completion = {"model",
                                                    "prompt",
                                                    "max_tokens",
@@ -87,7 +87,6 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "guided_choice",
                                                    "guided_grammar",
                                                    "stop_token_ids",
-                                                   "logit_bias",
                                                    "skip_special_tokens",
                                                    "include_stop_str_in_output",
                                                    "add_special_tokens"};
@@ -214,10 +213,6 @@ absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
   auto got = Int(body, "n", 1, std::numeric_limits<int32_t>::max(), &n, e);
   if (!got.ok()) return got.status();
   if (n != 1) return Bad(e, "n", "'n' must be 1: one choice per request is supported");
-  if (Present(body, "logit_bias") &&
-      !(body["logit_bias"].is_object() && body["logit_bias"].empty())) {
-    return Bad(e, "logit_bias", "'logit_bias' is not supported");
-  }
   if (kind == ApiKind::kCompletion) {
     int64_t best_of = 1;
     got = Int(body, "best_of", 1, std::numeric_limits<int32_t>::max(), &best_of, e);
@@ -245,15 +240,22 @@ std::string OpenAiErrorBody(const ApiError& e) {
 
 namespace {
 
-absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, ApiError* e) {
+absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
+                                        const ParseOptions& options, ApiError* e) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
     return Bad(e, "", "the request body is not valid JSON");
   }
   if (!body.is_object()) return Bad(e, "", "the request body must be a JSON object");
+  std::vector<std::string> unknown;
   for (const auto& [key, value] : body.items()) {
-    if (!Known(kind).count(key)) {
-      return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
+    if (!Known(kind).count(key) && !IsReferenceField(kind, key)) {
+      if (!options.ignore_unknown_fields) {
+        return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
+      }
+      LogIgnoredOnce(key, "not in the OpenAI reference (router.unknown_fields: ignore)");
+      unknown.push_back(key);
+      continue;
     }
     // Before anything walks it recursively (dump, the worker's template values).
     if (JsonNestsDeeperThan(value, kMaxJsonNesting - 1)) {
@@ -268,6 +270,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
   }
   p.model = body["model"].get<std::string>();
   if (auto s = Unsupported(body, kind, e); !s.ok()) return s;
+  for (const std::string& key : unknown) body.erase(key);
   llm::v1::GenerateRequest& r = p.request;
   if (auto s = ParseConstraint(body, r, e); !s.ok()) return s;
   if (kind == ApiKind::kChat) {
@@ -291,6 +294,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
     if (!got.ok()) return got.status();
     if (*got) r.set_add_special_tokens(add);
   }
+  if (auto s = ParseReferenceFields(body, kind, r, e); !s.ok()) return s;
   constexpr int64_t kU32 = std::numeric_limits<uint32_t>::max();
   int64_t max_tokens = 0;
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
@@ -407,11 +411,12 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text, Api
 
 }  // namespace
 
-absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view text, ApiError* e) {
+absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view text, ApiError* e,
+                                                 const ParseOptions& options) {
   // Every field is checked before it is read; this catch is the backstop that keeps a check
   // missed in future from taking the router down with an uncaught exception.
   try {
-    return ParseBody(kind, text, e);
+    return ParseBody(kind, text, options, e);
   } catch (const json::exception& x) {
     return Bad(e, "", absl::StrCat("the request body could not be read: ", x.what()));
   }

@@ -43,9 +43,16 @@ struct ParsedRequest {
   llm::v1::GenerateRequest request;
 };
 
-// Parses a request body of `kind`. Errors are 400 with `param` naming the field.
+struct ParseOptions {
+  // A field no OpenAI reference has is logged once and ignored rather than a 400
+  // (router.unknown_fields: ignore).
+  bool ignore_unknown_fields = false;
+};
+
+// Parses a request body of `kind`. Errors are 400 with `param` naming the field. The fields of
+// the OpenAI references it implements or ignores, and why: reference_fields.h.
 absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
-                                                 ApiError* error);
+                                                 ApiError* error, const ParseOptions& options = {});
 
 // The error a gRPC status becomes: INVALID_ARGUMENT 400 (param from the message's field name),
 // UNAUTHENTICATED 401, RESOURCE_EXHAUSTED 429 (retry_after_ms from the pushback), UNAVAILABLE

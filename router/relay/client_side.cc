@@ -182,6 +182,16 @@ void ClientCall::ComputePrefix() {
     default:
       return;
   }
+  // A prompt_cache_key leads the chain, padded to whole chunks: requests that share it share a
+  // prefix whatever their prompts, so they go where the first of them went (while that
+  // worker's load allows).
+  if (!req.prompt_cache_key().empty()) {
+    std::string key = req.prompt_cache_key() + '\0';
+    key.resize((key.size() + PrefixIndex::kChunkBytes - 1) / PrefixIndex::kChunkBytes *
+                   PrefixIndex::kChunkBytes,
+               '\0');
+    bytes = key + bytes;
+  }
   prefix_ = PrefixIndex::Chain(bytes);
 }
 

@@ -587,7 +587,10 @@ void HttpConnection::Handle() {
     Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
     return RequestDone();
   }
-  auto parsed = openai::ParseOpenAiRequest(chat ? ApiKind::kChat : ApiKind::kCompletion, body_, &e);
+  openai::ParseOptions parse_options;
+  parse_options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
+  auto parsed = openai::ParseOpenAiRequest(chat ? ApiKind::kChat : ApiKind::kCompletion, body_, &e,
+                                           parse_options);
   if (!parsed.ok()) {
     RespondError(e);
     return RequestDone();

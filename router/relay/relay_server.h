@@ -118,6 +118,8 @@ class RelayServer {
     // The OpenAI-compatible HTTP/1.1 API (host:port or :port); empty: none.
     std::string http_listen;
     HttpLimits http_limits;
+    // A body field no OpenAI reference has is ignored (logged once) rather than a 400.
+    bool http_ignore_unknown_fields = false;
     // TLS on both legs and the bearer token; null: plaintext, no token. Not owned.
     const RelaySecurity* security = nullptr;
     // Where workers named by host name are connected to (resolved off the loops); null: only

@@ -125,6 +125,11 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
   if (spec.chat && !chat_renderer_) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
   }
+  if (!spec.sampling.logit_bias.empty() && !engine_->runner_info().logit_bias) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.logit_bias: the ", engine_->runner_info().device,
+                     " backend does not apply a logit bias yet (the cpu backend does)"));
+  }
   if (spec.chat) {
     // Before the constraint's compile: tool_choice may set the constraint.
     if (absl::Status st = PrepareToolCalls(tool_format_, spec, sink); !st.ok()) return st;

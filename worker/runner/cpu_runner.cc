@@ -43,6 +43,7 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.kv_cache_bytes = kv_.bytes() + (draft_ != nullptr ? draft_->kv_bytes() : 0);
   info_.default_prefill_tokens = kCpuDefaultPrefillTokens;
   info_.constraints = true;
+  info_.logit_bias = true;
   info_.kv_on_demand = true;
   if (options_.async) {
     thread_ = std::thread([this] {

@@ -38,6 +38,7 @@ struct RunnerInfo {
   int32_t default_prefill_tokens_alone = 0;
   int32_t max_stop_ids = 0;  // stop ids (EOS included) a request may have; 0: any
   bool constraints = false;  // applies EngineRequest::constraint (structured output)
+  bool logit_bias = false;   // applies SamplingParams::logit_bias
   // Takes BlockGrants and readmissions with resumed tokens (SchedulerConfig::kv_on_demand);
   // false: the scheduler reserves prompt + max_tokens at admission.
   bool kv_on_demand = false;

@@ -145,6 +145,14 @@ void ApplyPenalties(std::span<float> logits, const SamplingParams& p, const Pena
   }
 }
 
+void Adjust(std::span<float> logits, const SamplingParams& p, const PenaltyState& st) {
+  const auto n = static_cast<int32_t>(logits.size());
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id >= 0 && id < n) logits[id] += bias;
+  }
+  if (p.has_penalties()) ApplyPenalties(logits, p, st);
+}
+
 int32_t Argmax(std::span<const float> logits) {
   const auto n = static_cast<int32_t>(logits.size());
   const float m = MaxOf(logits.data(), n);
@@ -275,7 +283,7 @@ SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
                              bool want_logprob) {
   SampledToken result{0, 0.0f, {}};
   if (logits.empty()) return result;
-  if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
+  Adjust(logits, p, penalties);
 
   const bool need_logprobs = want_logprob || num_top_logprobs > 0;
   if (p.greedy() && !need_logprobs) {
@@ -298,7 +306,7 @@ void Sampler::Distribution(std::span<float> logits, const SamplingParams& p,
   const auto n = static_cast<int32_t>(logits.size());
   probs.assign(static_cast<size_t>(n), 0.0f);
   if (n == 0) return;
-  if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
+  Adjust(logits, p, penalties);
   if (p.greedy()) {
     probs[static_cast<size_t>(Argmax(logits))] = 1.0f;
     return;
@@ -325,7 +333,7 @@ SampledToken Sampler::Verify(std::span<float> logits, const SamplingParams& p,
   accepted = false;
   const auto n = static_cast<int32_t>(logits.size());
   if (n == 0) return result;
-  if (p.has_penalties()) ApplyPenalties(logits, p, penalties);
+  Adjust(logits, p, penalties);
   const double total = Kept(logits, p, true);
   const bool in_vocab = draft >= 0 && draft < n;
   const double p_draft = in_vocab && total > 0.0 ? probs_[draft] / total : 0.0;

@@ -102,6 +102,8 @@ int32_t DrawFrom(std::span<const float> probs, double u);
 // Applies step 1 (penalties) to `logits` in place.
 void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
                     const PenaltyState& penalties);
+// Step 0 and 1: adds the request's logit bias to `logits`, then applies its penalties.
+void Adjust(std::span<float> logits, const SamplingParams& params, const PenaltyState& penalties);
 
 // Argmax with ties to the lowest id.
 int32_t Argmax(std::span<const float> logits);

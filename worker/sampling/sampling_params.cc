@@ -35,6 +35,21 @@ absl::Status SamplingParams::Validate(int32_t vocab_size) const {
        }) {
     if (!st.ok()) return st;
   }
+  if (logit_bias.size() > kMaxLogitBias) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.logit_bias: ", logit_bias.size(),
+                                                   " entries; at most ", kMaxLogitBias));
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.logit_bias: token id ", id,
+                                                     " is outside the vocabulary [0, ", vocab_size,
+                                                     ")"));
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.logit_bias[", id, "]: ", bias, " is outside [-100, 100]"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -3,6 +3,8 @@
 #define LLM_WORKER_SAMPLING_SAMPLING_PARAMS_H_
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -17,6 +19,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // over output tokens
   float frequency_penalty = 0.0f;   // over output tokens
   uint64_t seed = 0;
+  // Added to these ids' logits before anything else (OpenAI's logit_bias); sorted by id.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  static constexpr size_t kMaxLogitBias = 1024;
 
   bool greedy() const { return temperature == 0.0f; }
   bool has_penalties() const {

@@ -113,6 +113,8 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   s.sampling.repetition_penalty = sp.has_repetition_penalty() ? sp.repetition_penalty() : 1.0f;
   s.sampling.presence_penalty = sp.presence_penalty();
   s.sampling.frequency_penalty = sp.frequency_penalty();
+  s.sampling.logit_bias.assign(sp.logit_bias().begin(), sp.logit_bias().end());
+  std::sort(s.sampling.logit_bias.begin(), s.sampling.logit_bias.end());
   if (sp.has_seed()) {
     s.sampling.seed = sp.seed();
   } else {
