@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/mapped_file.h"
+#include "common/version.h"
 
 namespace llm::config {
 namespace {
@@ -307,9 +308,14 @@ std::optional<int> HandleInfoFlags(const ConfigSchema& schema, const std::string
                   schema.DefaultsYaml(placeholder).c_str());
       return 0;
     }
+    if (a == "--version") {
+      std::printf("%s\n", VersionLine(program).c_str());
+      return 0;
+    }
     if (a == "--help" || a == "-h") {
-      std::printf("usage: %s [--config FILE] [--key value ...] | --print-config\nkeys:\n%s",
-                  program.c_str(), schema.Help().c_str());
+      std::printf(
+          "usage: %s [--config FILE] [--key value ...] | --print-config | --version\nkeys:\n%s",
+          program.c_str(), schema.Help().c_str());
       return 0;
     }
   }

@@ -1,6 +1,7 @@
 // End-to-end tests of the llm-cli binary.
 #include <fstream>
 
+#include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -121,6 +122,22 @@ TEST_F(CliTest, TokenizeAndDetokenizeLines) {
   r = RunCommand({BinPath("llm-cli"), "detokenize", "--tokenizer", tok, "--keep-special"},
                  "{\"ids\": [1,80,147]}\n");
   EXPECT_EQ(r.out, "{\"text\":\"<|start_story|> On\"}\n");
+}
+
+}  // namespace
+}  // namespace llm
+
+namespace llm {
+namespace {
+
+// Every binary says which build it is.
+TEST(VersionTest, EveryBinaryHasVersion) {
+  for (const char* name : {"llm-worker", "llm-router", "llm-cli", "llm-bench"}) {
+    const auto r = llm::testing::RunCommand({llm::testing::BinPath(name), "--version"});
+    EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_EQ(r.out.rfind(std::string(name) + " " + std::string(Version()) + " (git ", 0), 0u)
+        << name << ": " << r.out;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "tools/bench/commands.h"
 
 namespace {
@@ -29,6 +30,10 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("%s\n", llm::VersionLine("llm-bench").c_str());
+    return 0;
+  }
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

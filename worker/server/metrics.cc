@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 
 namespace llm::server {
 
@@ -51,6 +52,12 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
   auto& r = *registry_;
+  BuildGauge()
+      .Name("llm_build_info")
+      .Help("1, labelled with the build's version and git commit.")
+      .Register(r)
+      .Add({{"version", std::string(Version())}, {"git_commit", std::string(GitCommit())}})
+      .Set(1);
   waiting_ = &BuildGauge()
                   .Name("llm_num_requests_waiting")
                   .Help("Requests accepted and waiting for a slot (including tokenizing).")

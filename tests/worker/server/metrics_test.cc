@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/version.h"
 #include "gtest/gtest.h"
 
 namespace llm::server {
@@ -14,6 +15,14 @@ bool HasLine(const std::string& text, const std::string& line) {
 
 // Verified proposals count under vLLM's names, and each verification's tokens (accepted + 1)
 // land in the acceptance-length histogram.
+TEST(WorkerMetricsTest, BuildInfoCarriesTheVersion) {
+  WorkerMetrics m;
+  const std::string text = m.Render();
+  EXPECT_TRUE(HasLine(text, "llm_build_info{git_commit=\"" + std::string(GitCommit()) +
+                                "\",version=\"" + std::string(Version()) + "\"} 1"))
+      << text;
+}
+
 TEST(WorkerMetricsTest, SpeculativeDecodingCounters) {
   WorkerMetrics m;
   m.OnVerified(4, 3);
