@@ -269,6 +269,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
     return Bad(e, "model", "'model' is required and must be a string");
   }
   p.model = body["model"].get<std::string>();
+  p.request.set_model(p.model);
   if (auto s = Unsupported(body, kind, e); !s.ok()) return s;
   for (const std::string& key : unknown) body.erase(key);
   llm::v1::GenerateRequest& r = p.request;

@@ -9,10 +9,12 @@
 #ifndef LLM_ROUTER_POLICY_POLICY_H_
 #define LLM_ROUTER_POLICY_POLICY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +34,13 @@ struct WorkerLoadReport {
   double busy_ratio = 0.0;
   bool draining = false;
   std::string model;  // the served model's name (the HTTP front's /v1/models and `model`)
+  std::vector<std::string> served_names;  // its aliases
+
+  // Whether a request naming `name` may come here.
+  bool Serves(std::string_view name) const {
+    return name == model ||
+           std::find(served_names.begin(), served_names.end(), name) != served_names.end();
+  }
 };
 
 struct WorkerView {

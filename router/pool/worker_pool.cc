@@ -1,7 +1,10 @@
 #include "router/pool/worker_pool.h"
 
 #include <algorithm>
+#include <set>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/thread_name.h"
 #include "common/tls/grpc_tls.h"
 #include "llm/v1/worker_load.grpc.pb.h"
@@ -40,6 +43,7 @@ WorkerLoadReport FromProto(const llm::v1::LoadReport& r) {
       r.has_device() && r.device().busy_ratio() > 0 ? r.device().busy_ratio() : r.busy_ratio();
   w.draining = r.draining();
   w.model = r.model();
+  w.served_names.assign(r.served_names().begin(), r.served_names().end());
   return w;
 }
 
@@ -208,8 +212,41 @@ void WorkerPool::SetWorkers(const std::vector<std::string>& addresses) {
   }
 }
 
+namespace {
+
+// Excludes the workers that do not serve `model` (see Pick); an error when none can.
+absl::Status ExcludeOtherModels(const std::vector<WorkerView>& views, std::string_view model,
+                                std::vector<size_t>& exclude) {
+  std::set<std::string> models;  // the names the workers report, aliases included
+  std::set<std::string> primary;
+  for (const WorkerView& v : views) {
+    if (v.report.model.empty()) continue;
+    primary.insert(v.report.model);
+    models.insert(v.report.model);
+    models.insert(v.report.served_names.begin(), v.report.served_names.end());
+  }
+  if (model.empty()) {
+    if (primary.size() <= 1) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("model: this router serves several models (",
+                                                   absl::StrJoin(primary, ", "),
+                                                   "); the request must name one"));
+  }
+  if (!models.count(std::string(model))) {
+    return absl::NotFoundError(
+        absl::StrCat("model: '", std::string(model), "' is not served here (served: ",
+                     models.empty() ? "none yet" : absl::StrJoin(models, ", "), ")"));
+  }
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (!views[i].report.Serves(model)) exclude.push_back(i);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<WorkerHandle>> WorkerPool::Pick(
-    const std::vector<const WorkerHandle*>& tried, std::span<const uint64_t> prefix) {
+    const std::vector<const WorkerHandle*>& tried, std::span<const uint64_t> prefix,
+    std::string_view model) {
   std::vector<std::shared_ptr<WorkerHandle>> handles;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -226,6 +263,7 @@ absl::StatusOr<std::shared_ptr<WorkerHandle>> WorkerPool::Pick(
       exclude.push_back(i);
     }
   }
+  if (absl::Status st = ExcludeOtherModels(views, model, exclude); !st.ok()) return st;
   uint64_t random;
   {
     std::lock_guard<std::mutex> lock(rng_mu_);

@@ -115,8 +115,12 @@ class WorkerPool {
   // Picks a worker for a request; `tried` are the ones already tried for it (never picked
   // again). UNAVAILABLE when no worker is healthy, RESOURCE_EXHAUSTED when all are saturated.
   // `prefix`: the request's prompt prefix chain (PrefixIndex::Chain), for cache-aware policies.
+  // `model`: only workers that report serving it (a name or alias) are candidates; NOT_FOUND
+  // naming it and the served models when none does. Empty: the pool's only model;
+  // INVALID_ARGUMENT when its workers serve several.
   absl::StatusOr<std::shared_ptr<WorkerHandle>> Pick(const std::vector<const WorkerHandle*>& tried,
-                                                     std::span<const uint64_t> prefix = {});
+                                                     std::span<const uint64_t> prefix = {},
+                                                     std::string_view model = {});
 
   // The current view of every worker (metrics, tests).
   std::vector<WorkerView> Snapshot() const;

@@ -163,6 +163,7 @@ void ClientCall::ComputePrefix() {
   if (path_ != "/llm.v1.Generation/Generate" || request_.size() < 5 || request_[0] != 0) return;
   llm::v1::GenerateRequest req;
   if (!req.ParseFromArray(request_.data() + 5, static_cast<int>(request_.size() - 5))) return;
+  model_ = req.model();
   std::string bytes;
   switch (req.prompt_case()) {
     case llm::v1::GenerateRequest::kText:
@@ -199,7 +200,7 @@ void ClientCall::StartAttempt() {
   std::string address;
   if (to_workers_) {
     if (!prefix_done_) ComputePrefix();
-    auto picked = ctx_->pool->Pick(tried_, prefix_);
+    auto picked = ctx_->pool->Pick(tried_, prefix_, model_);
     if (!picked.ok()) {
       const int code = static_cast<int>(picked.status().code());
       if (refusal_) {

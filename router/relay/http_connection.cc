@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/http_gate.h"
@@ -578,6 +579,7 @@ void HttpConnection::Handle() {
     if (!v.healthy || v.report.draining) continue;
     any_worker = true;
     if (!v.report.model.empty()) models.insert(v.report.model);
+    models.insert(v.report.served_names.begin(), v.report.served_names.end());
   }
   if (models_path) {
     nlohmann::json data = nlohmann::json::array();
@@ -606,7 +608,9 @@ void HttpConnection::Handle() {
     e.http_status = 404;
     e.param = "model";
     e.code = "model_not_found";
-    e.message = absl::StrCat("the model '", parsed->model, "' is not served here (GET /v1/models)");
+    e.message = absl::StrCat("the model '", parsed->model,
+                             "' is not served here (served: ", absl::StrJoin(models, ", "),
+                             "; GET /v1/models)");
     RespondError(e);
     return RequestDone();
   }

@@ -188,6 +188,7 @@ class ClientCall {
   // The prompt's prefix chain (PrefixIndex::Chain) for cache-aware picks; computed once.
   void ComputePrefix();
   std::vector<uint64_t> prefix_;
+  std::string model_;  // the model the request names (Generate), for the pick
   bool prefix_done_ = false;
 
   // Attempts.

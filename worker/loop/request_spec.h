@@ -35,6 +35,7 @@ struct ChatPrompt {
 
 struct GenerateSpec {
   std::string request_id;  // empty: the worker assigns one
+  std::string model;       // the model the request names; empty: whatever this worker serves
   // Prompt given as text (else as token ids). A chat prompt is text too: rendered, then
   // tokenized without special tokens (the template writes them).
   bool has_text = true;

@@ -47,6 +47,7 @@ struct WorkerOptions {
   // Requests beyond the slots that may wait; more get RESOURCE_EXHAUSTED.
   int32_t max_queued_requests = 1024;
   std::string model_name;
+  std::vector<std::string> served_names;  // aliases a request may name instead
 };
 
 struct WorkerLoad {

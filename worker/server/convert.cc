@@ -105,6 +105,7 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   }
   s.add_special_tokens = r.has_add_special_tokens() ? r.add_special_tokens() : true;
   s.max_tokens = r.max_tokens();
+  s.model = r.model();
   const auto& sp = r.sampling();
   s.sampling.temperature = sp.has_temperature() ? sp.temperature() : 1.0f;
   s.sampling.top_k = sp.top_k();
@@ -262,6 +263,7 @@ void ToLoadReport(const loop::WorkerLoad& load, const loop::Worker& worker, cons
   r.set_draining(load.draining);
   r.set_max_context_tokens(worker.limits().accepted_context());
   r.set_model(facts.model);
+  for (const std::string& name : facts.served_names) r.add_served_names(name);
   auto* d = r.mutable_device();
   d->set_name(facts.device);
   d->set_busy_ratio(load.engine.busy_ratio);

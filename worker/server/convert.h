@@ -31,6 +31,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 struct LoadFacts {
   std::string worker_id;
   std::string model;
+  std::vector<std::string> served_names;  // aliases
   std::string device;
   const DeviceMonitor* monitor = nullptr;  // the driver's counters (may be unavailable)
   // Without the driver's counters: what the runner reserved, and the device's size.

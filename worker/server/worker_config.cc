@@ -1,8 +1,11 @@
 #include "worker/server/worker_config.h"
 
+#include <algorithm>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "common/tls/tls_files.h"
 #include "worker/model/kv_cache_spec.h"
@@ -57,6 +60,8 @@ config::ConfigSchema WorkerConfigSchema() {
               "tokenizer.json (or its directory) to use instead of the model's; random models "
               "default to a byte-level one of the model's vocabulary size")
       .String("model.name", "", "name reported to clients and routers (default: folder name)")
+      .String("model.served_names", "",
+              "more names the model answers to (comma-separated aliases), reported to routers")
       .String("model.chat_template", "",
               "Jinja chat template file for chat requests (default: the tokenizer's: "
               "chat_template.jinja or tokenizer_config.json chat_template)")
@@ -177,6 +182,14 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   }
   c.model_name = v->String("model.name");
   if (c.model_name.empty()) c.model_name = source->name();
+  for (absl::string_view name :
+       absl::StrSplit(v->String("model.served_names"), ',', absl::SkipWhitespace())) {
+    const std::string alias(absl::StripAsciiWhitespace(name));
+    if (alias != c.model_name &&
+        std::find(c.served_names.begin(), c.served_names.end(), alias) == c.served_names.end()) {
+      c.served_names.push_back(alias);
+    }
+  }
   b.backend = v->String("engine.backend");
   if (b.backend != "auto" && b.backend != "cpu" && b.backend != "cuda") {
     return absl::InvalidArgumentError(
@@ -245,6 +258,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   w.tokenizer_threads = static_cast<int>(v->Int("engine.tokenizer_threads"));
   w.output_threads = static_cast<int>(v->Int("engine.output_threads"));
   w.model_name = c.model_name;
+  w.served_names = c.served_names;
   auto& l = w.limits;
   l.default_max_tokens = static_cast<int32_t>(v->Int("limits.default_max_tokens"));
   l.max_tokens_cap = static_cast<int32_t>(v->Int("limits.max_tokens"));

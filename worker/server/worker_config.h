@@ -16,6 +16,7 @@ namespace llm::server {
 struct WorkerConfig {
   backend::BackendOptions backend;  // model, tokenizer and engine.* of the runner
   std::string model_name;
+  std::vector<std::string> served_names;  // aliases of model_name (model.served_names)
   // A chat template file overriding the model's (tokenizer_config.json / chat_template.jinja).
   std::string chat_template;
   // The tool-call format of chat requests with tools: auto (from the template), llama3_json,

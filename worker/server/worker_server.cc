@@ -153,6 +153,7 @@ absl::Status WorkerServer::Start() {
   facts.worker_id =
       config_.worker_id.empty() ? absl::StrCat(HostName(), ":", port_) : config_.worker_id;
   facts.model = config_.model_name;
+  facts.served_names = config_.served_names;
   facts.device = info.device;
   facts.monitor = device_monitor_.get();
   facts.memory_reserved_bytes = info.weight_bytes + info.kv_cache_bytes;
