@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/engine_test_util.h"
 #include "worker/engine/scheduler.h"
 
 namespace llm::engine {
@@ -26,19 +27,6 @@ constexpr int32_t kBt = 16;
 // request must continue with the same tokens.
 int32_t TokenAt(uint64_t key, int32_t i) {
   return static_cast<int32_t>((key * 7919 + static_cast<uint64_t>(i) * 104729) % 50000);
-}
-
-RequestPtr Req(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
-  auto r = std::make_shared<EngineRequest>();
-  r->key = key;
-  r->prompt_ids = std::move(prompt);
-  r->max_tokens = max_tokens;
-  return r;
-}
-std::vector<int32_t> Tokens(int32_t n, int32_t first) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
 }
 
 SchedulerConfig Config(int32_t slots, int32_t blocks) {

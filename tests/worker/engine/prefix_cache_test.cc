@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/engine/engine_test_util.h"
 #include "worker/engine/scheduler.h"
 
 namespace llm::engine {
@@ -17,19 +18,6 @@ using sampling::FinishReason;
 
 constexpr int32_t kBt = 16;
 
-// A request whose prompt is `prefix` followed by `tail` tokens of value `salt`.
-RequestPtr Req(uint64_t key, std::vector<int32_t> prompt, int32_t max_tokens) {
-  auto r = std::make_shared<EngineRequest>();
-  r->key = key;
-  r->prompt_ids = std::move(prompt);
-  r->max_tokens = max_tokens;
-  return r;
-}
-std::vector<int32_t> Tokens(int32_t n, int32_t first) {
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
 std::vector<int32_t> Cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;

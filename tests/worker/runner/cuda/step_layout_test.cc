@@ -54,6 +54,13 @@ class SlotMirrorTest : public ::testing::Test {
     return p;
   }
 
+  // Check refuses `p` with INVALID_ARGUMENT saying `what`.
+  void Refused(const engine::StepPlan& p, const std::string& what) {
+    const absl::Status st = mirror_.Check(p);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
+    EXPECT_THAT(std::string(st.message()), HasSubstr(what));
+  }
+
   SlotMirror mirror_;
   StepLayout layout_;
 };
@@ -305,50 +312,45 @@ TEST_F(SlotMirrorTest, ArgmaxOnlyWhenEverySamplingSlotIsGreedyWithoutLogprobs) {
 
 TEST_F(SlotMirrorTest, BadPlansAreRefusedAndChangeNothing) {
   Step(AdmitAndPrefill(1, 0, 4));
-  auto refused = [&](const engine::StepPlan& p, const std::string& what) {
-    const absl::Status st = mirror_.Check(p);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
-    EXPECT_THAT(std::string(st.message()), HasSubstr(what));
-  };
   engine::StepPlan p;
   p.step_id = 7;
   p.releases = {8};
-  refused(p, "release of slot 8");
+  Refused(p, "release of slot 8");
   p = {};
   p.admissions.push_back({0, Request(5, 4), {4}});
-  refused(p, "busy slot 0");
+  Refused(p, "busy slot 0");
   p = {};
   p.admissions.push_back({1, Request(5, 20), {4}});  // a 20-token prompt, 1 block
-  refused(p, "blocks do not cover");
+  Refused(p, "blocks do not cover");
   p = {};
   p.admissions.push_back({1, Request(5, 4, 200), {4}});  // 204 tokens: past the context
-  refused(p, "blocks do not cover");
+  Refused(p, "blocks do not cover");
   p = {};
   p.admissions.push_back({1, Request(5, 4), {64}});
-  refused(p, "KV block 64");
+  Refused(p, "KV block 64");
   p = {};
   auto many_stops = Request(5, 4);
   std::const_pointer_cast<engine::EngineRequest>(many_stops)->stop_token_ids.assign(81, 3);
   p.admissions.push_back({1, many_stops, {4}});
-  refused(p, "limits");
+  Refused(p, "limits");
   p = {};
   p.admissions.push_back({1, Request(5, 4), {4}});
   p.decodes = {{1}};  // decodes before its prompt is in
-  refused(p, "decode of slot 1");
+  Refused(p, "decode of slot 1");
   p = {};
   p.decodes = {{0}, {0}};
-  refused(p, "twice");
+  Refused(p, "twice");
   p = {};
   p.decodes = {{0, 4}};  // proposals: the CUDA runner does not verify them yet
-  refused(p, "does not speculate");
+  Refused(p, "does not speculate");
   p = {};
   p.prefills = {{3, 0, 2, false}};
-  refused(p, "bad prefill of slot 3");
+  Refused(p, "bad prefill of slot 3");
   p = {};
   p.admissions.push_back({1, Request(5, 90), {4, 5, 6, 7, 8, 9, 10}});
   p.admissions.push_back({2, Request(6, 20), {11, 12}});
   p.prefills = {{1, 0, 90, true}, {2, 0, 20, true}};
-  refused(p, "110 prompt tokens");
+  Refused(p, "110 prompt tokens");
   // Nothing above took effect: slot 0 still decodes, slot 1 is still free.
   p = {};
   p.step_id = 8;
@@ -390,29 +392,24 @@ TEST_F(SlotMirrorTest, GrantsExtendABlockTableAndDecodesStayInside) {
 
 TEST_F(SlotMirrorTest, BadGrantsAreRefused) {
   Step(AdmitAndPrefill(1, 0, 4));
-  auto refused = [&](const engine::StepPlan& p, const std::string& what) {
-    const absl::Status st = mirror_.Check(p);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
-    EXPECT_THAT(std::string(st.message()), HasSubstr(what));
-  };
   engine::StepPlan p;
   p.step_id = 2;
   p.grants.push_back({1, {20}});  // a free slot
-  refused(p, "grant to slot 1");
+  Refused(p, "grant to slot 1");
   p = {};
   p.admissions.push_back({1, Request(5, 4), {4}});
   p.grants.push_back({1, {20}});  // admitted by the same plan
-  refused(p, "grant to slot 1");
+  Refused(p, "grant to slot 1");
   p = {};
   p.grants.push_back({0, {20, 21, 22, 23, 24, 25, 26}});  // 2 + 7 > 8 per table
-  refused(p, "overflow");
+  Refused(p, "overflow");
   p = {};
   p.grants.push_back({0, {64}});
-  refused(p, "KV block 64");
+  Refused(p, "KV block 64");
   p = {};
   p.grants.push_back({0, {20}});
   p.grants.push_back({0, {21}});
-  refused(p, "twice");
+  Refused(p, "twice");
 }
 
 // A readmitted request prefills its prompt and the tokens it generated before its preemption;
