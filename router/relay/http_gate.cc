@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
+#include "router/openai/openai_api.h"
 
 namespace llm::router::relay {
 
@@ -72,16 +72,15 @@ void HttpGate::Log(int kind, const std::string& message) {
 }
 
 std::string RefusalResponse(HttpGate::Verdict verdict) {
-  const std::string message =
+  openai::ApiError e;
+  e.http_status = 503;
+  e.type = "server_error";
+  e.code = "connection_limit";
+  e.message =
       verdict == HttpGate::Verdict::kOverClientCapacity
           ? "too many open connections from this address (router.http_max_connections_per_client)"
           : "too many open connections (router.http_max_connections); retry later";
-  const std::string body = nlohmann::json{{"error",
-                                           {{"message", message},
-                                            {"type", "server_error"},
-                                            {"param", nullptr},
-                                            {"code", "connection_limit"}}}}
-                               .dump();
+  const std::string body = openai::OpenAiErrorBody(e);
   return absl::StrCat(
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
       "Connection: close\r\nContent-Length: ",

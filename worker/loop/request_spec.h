@@ -67,8 +67,8 @@ struct RequestLimits {
   int32_t max_context = 0;         // prompt + max_tokens
   int32_t kv_capacity_tokens = 0;  // what the whole KV pool can hold for one request
   int32_t default_max_tokens = 0;  // 0: the rest of the context
-  int32_t max_tokens_cap = 0;     // 0: no cap beyond the context
-  int32_t max_prompt_tokens = 0;  // 0: no cap beyond the context
+  int32_t max_tokens_cap = 0;      // 0: no cap beyond the context
+  int32_t max_prompt_tokens = 0;   // 0: no cap beyond the context
   size_t max_prompt_bytes = 1 << 20;
   size_t max_request_id_bytes = 128;
   int32_t max_stop_strings = 16;

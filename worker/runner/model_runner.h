@@ -46,8 +46,8 @@ struct RunnerInfo {
   // request with penalties must compute them rather than find them in the prefix cache
   // (SchedulerConfig::penalties_from_prefill).
   bool penalties_from_prefill = false;
-  std::string device;        // "cpu (2 threads)", "NVIDIA H100 ..."
-  std::string pci_bus_id;    // a GPU's, for the driver's counters (NVML); empty on the CPU
+  std::string device;      // "cpu (2 threads)", "NVIDIA H100 ..."
+  std::string pci_bus_id;  // a GPU's, for the driver's counters (NVML); empty on the CPU
   uint64_t kv_cache_bytes = 0;
   uint64_t weight_bytes = 0;
   uint64_t memory_total_bytes = 0;  // the device's memory; 0 when not applicable

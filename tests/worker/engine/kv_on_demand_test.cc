@@ -263,16 +263,20 @@ TEST(KvOnDemandTest, PreemptionLosesNothingAndRepeatsNothing) {
   }
 }
 
-TEST(KvOnDemandTest, TheNewestRequestIsPreemptedAndRequeuedAtTheHead) {
-  // Two requests of 16 prompt tokens on 5 blocks: each holds 2 after admission (the second
-  // leaves one for the first). At their first boundary (decode 17) the older takes the last
-  // block and the newer is preempted.
-  Scheduler s(Config(2, 5));
-  FakeRunner runner;
-  Driver d(s, runner, 1);
+// Two requests of 16 prompt tokens on 5 blocks (Config(2, 5)): each holds 2 after admission
+// (the second leaves one for the first). At their first boundary (decode 17) the older takes
+// the last block and the newer is preempted; steps until then.
+void StepUntilTheNewerIsPreempted(Scheduler& s, Driver& d) {
   s.Add(Req(1, Tokens(16, 1), 40));
   s.Add(Req(2, Tokens(16, 100), 40));
   for (int i = 0; i < 100 && s.stats().preemptions == 0; ++i) d.Step();
+}
+
+TEST(KvOnDemandTest, TheNewestRequestIsPreemptedAndRequeuedAtTheHead) {
+  Scheduler s(Config(2, 5));
+  FakeRunner runner;
+  Driver d(s, runner, 1);
+  StepUntilTheNewerIsPreempted(s, d);
   ASSERT_EQ(s.stats().preemptions, 1u);
   EXPECT_EQ(s.stats().queued_requests, 1);
   EXPECT_EQ(s.stats().preempted_requests, 1);
@@ -316,9 +320,7 @@ TEST(KvOnDemandTest, AbortingAPreemptedRequestWhileQueued) {
   Scheduler s(Config(2, 5));
   FakeRunner runner;
   Driver d(s, runner, 1);
-  s.Add(Req(1, Tokens(16, 1), 40));
-  s.Add(Req(2, Tokens(16, 100), 40));
-  for (int i = 0; i < 100 && s.stats().preemptions == 0; ++i) d.Step();
+  StepUntilTheNewerIsPreempted(s, d);
   ASSERT_EQ(s.stats().preempted_requests, 1);
   EXPECT_TRUE(s.Abort(2));
   EXPECT_FALSE(s.Abort(2));

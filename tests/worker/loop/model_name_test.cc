@@ -38,8 +38,7 @@ TEST(ModelNameTest, ARequestForAnotherModelIsNotFound) {
   const auto refused = (*w)->Submit(other, std::make_shared<CollectingSink>());
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_NE(refused.status().message().find("'llama' is not served here (tiny)"),
-            std::string::npos)
+  EXPECT_NE(refused.status().message().find("'llama' is not served here (tiny)"), std::string::npos)
       << refused.status();
 }
 

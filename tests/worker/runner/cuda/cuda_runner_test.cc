@@ -232,8 +232,8 @@ TEST(CudaRunnerTest, PreemptedRequestsGiveTheIdsOfAnUnpreemptedRun) {
   EXPECT_EQ(preemptions[0], 0u);
   EXPECT_GT(preemptions[1], 0u);
   for (size_t i = 0; i < specs.size(); ++i) {
-    EXPECT_EQ(ids[1][i], ids[0][i]) << "request " << i << ": first difference at "
-                                    << CommonPrefix(ids[1][i], ids[0][i]);
+    EXPECT_EQ(ids[1][i], ids[0][i])
+        << "request " << i << ": first difference at " << CommonPrefix(ids[1][i], ids[0][i]);
   }
 }
 
