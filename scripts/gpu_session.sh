@@ -27,6 +27,10 @@
 #                                         #   checkpoint
 #   build-gpu-bundle/session.sh fp8-kv    # issue 30: the FP8 cache's tests, sanitizers and
 #                                         #   llama-3-8b with each cache dtype
+#   build-gpu-bundle/session.sh kv-lease  # issues 30 and 34 in one call: every GPU test,
+#                                         #   each cache dtype, KV on demand, sanitizers
+#   build-gpu-bundle/session.sh kv-rerun  # what kv-lease failed, and the FP8 decode kernel
+#                                         #   on half products, measured again
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -39,7 +43,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -114,6 +118,18 @@ fp8_sanitizers() {
     "$here/bin/kernels_test" --gtest_filter="$fp8_tests"
   step racecheck-fp8 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
     "$here/bin/kernels_test" --gtest_filter='Fp8KernelTest.*:GemvFp8Test.*'
+}
+
+# The FP8 cache's kernel tests (issue 30).
+kv_tests='AttentionKernelTest.Fp8Cache*:PrefillAttentionKernelTest.Fp8Cache*'
+kv_tests+=':RopeKvKernelTest.Fp8Cache*'
+
+# The FP8 cache's kernel tests under memcheck and racecheck. SECONDS: each run's limit.
+kv_sanitizers() {
+  step memcheck-fp8-kv "$1" "$sanitizer" --tool memcheck --error-exitcode 9 \
+    "$here/bin/kernels_test" --gtest_filter="$kv_tests"
+  step racecheck-fp8-kv "$1" "$sanitizer" --tool racecheck --error-exitcode 9 \
+    "$here/bin/kernels_test" --gtest_filter="$kv_tests"
 }
 
 # Issue 29's comparison: llama-3-8b in bf16 beside FP8 quantised at load, on the same machine,
@@ -297,15 +313,10 @@ case "$phase" in
     # Issue 30 (not yet run on a GPU when written): the FP8 cache's kernel and runner tests,
     # the attention ones under the sanitizers, then llama-3-8b with each cache dtype beside
     # bf16 (256 slots x 1k, 64 slots x 8k), and FP8 weights with an FP8 cache.
-    kv_tests='AttentionKernelTest.Fp8Cache*:PrefillAttentionKernelTest.Fp8Cache*'
-    kv_tests+=':RopeKvKernelTest.Fp8Cache*'
     step kernels_test-fp8-kv 90 "${run[@]}" kernels_test --gtest_filter="$kv_tests"
     step cuda_runner_test-fp8-kv 150 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaFp8KvRunnerTest.*'
-    step memcheck-fp8-kv 90 "$sanitizer" --tool memcheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter="$kv_tests"
-    step racecheck-fp8-kv 90 "$sanitizer" --tool racecheck --error-exitcode 9 \
-      "$here/bin/kernels_test" --gtest_filter="$kv_tests"
+    kv_sanitizers 90
     # The decode attention kernels alone, each cache dtype: time and K/V bandwidth per shape.
     for dtype in bf16 fp8; do
       step "attention-$dtype" 60 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
@@ -317,8 +328,54 @@ case "$phase" in
     bench llama-3-8b-bf16 90 "${kv_runs[@]}"
     bench llama-3-8b-kv-fp8 90 "${kv_runs[@]}" --kv-cache-dtype fp8
     bench llama-3-8b-fp8-kv-fp8 90 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
-    bench llama-3-8b-kv-fp8-8k 90 --model random:llama-3-8b --slots 64 --context 8000 \
+    bench llama-3-8b-kv-fp8-8k 90 --model random:llama-3-8b --slots 64 --context 7680 \
       --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
+    ;;
+  kv-lease)
+    # Issues 30 and 34 in one call (not yet run on a GPU when written): every GPU test (the bf16
+    # attention kernels are templated on the cache type since they last ran; the preemption
+    # test is new), llama-3-8b with each cache dtype beside bf16 (256 slots x 1k), 64 slots x 8k
+    # on an FP8 cache, issue 34's KV-on-demand bench with an H100's block count, then the FP8
+    # cache's kernel tests under the sanitizers and the decode attention kernels alone.
+    step kernels_test 120 "${run[@]}" kernels_test
+    step cuda_runner_test 180 "${run[@]}" cuda_runner_test
+    kv_runs=(--model random:llama-3-8b --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    bench llama-3-8b-bf16 70 "${kv_runs[@]}"
+    bench llama-3-8b-kv-fp8 70 "${kv_runs[@]}" --kv-cache-dtype fp8
+    bench llama-3-8b-fp8-kv-fp8 70 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    bench llama-3-8b-kv-fp8-8k 60 --model random:llama-3-8b --slots 64 --context 7680 \
+      --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
+    # An H100's 28,780 blocks (bf16), where reserving max_tokens 4,096 halves the batch.
+    step kv-on-demand 150 "${run[@]}" llm-bench kv --backend cuda --model random:llama-3-8b \
+      --slots 256 --kv-blocks 28780 --requests 1024 --answer 200 --spread 100 --max-tokens 4096
+    kv_sanitizers 60
+    for dtype in bf16 fp8; do
+      step "attention-$dtype" 45 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
+      [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
+        "$out/attention-$dtype.json"
+    done
+    ;;
+  kv-rerun)
+    # After kv-lease (2026-11-27): the three tests it failed, fixed; the FP8 decode kernel on
+    # half products (LoadKvHalfWords8) under its tests and the sanitizers; then llama-3-8b with
+    # each cache dtype beside bf16 again, and 64 slots x 7.7k on each cache dtype.
+    step kernels_test-attention 60 "${run[@]}" kernels_test --gtest_filter='AttentionKernelTest.*'
+    step cuda_runner_test-fixed 120 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaRunnerTest.Preempted*:CudaRunnerTest.BadPlans*:CudaFp8KvRunnerTest.*'
+    step attention-fp8 45 "${run[@]}" llm-bench attention --kv-cache-dtype fp8
+    [[ -f "$out/attention-fp8.out" ]] && mv "$out/attention-fp8.out" "$out/attention-fp8.json"
+    kv_runs=(--model random:llama-3-8b --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    bench llama-3-8b-bf16 60 "${kv_runs[@]}"
+    bench llama-3-8b-kv-fp8 60 "${kv_runs[@]}" --kv-cache-dtype fp8
+    bench llama-3-8b-fp8-kv-fp8 60 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    for dtype in bf16 fp8; do
+      bench "llama-3-8b-kv-$dtype-8k" 60 --model random:llama-3-8b --slots 64 --context 7680 \
+        --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype "$dtype"
+    done
+    step memcheck-attention-fp8 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
+    step racecheck-attention-fp8 60 "$sanitizer" --tool racecheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
     ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
@@ -335,7 +392,7 @@ case "$phase" in
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
-      "fp8-lease, fp8-probe, fp8-final or fp8-kv)" >&2
+      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease or kv-rerun)" >&2
     exit 2
     ;;
 esac

@@ -159,9 +159,11 @@ std::vector<Fp8Model> Models() {
 // it. With batch_invariant every product runs on cuBLASLt's FP8 tensor cores with E4M3 inputs
 // (W8A8, as the CPU computes them): 0.1 (bf16 activations on the GPU move an input across an
 // E4M3 rounding boundary now and then). Otherwise decode steps of one row take the FP8 GEMV with
-// bf16 inputs (W8A16): 0.5. From graphs and eagerly.
+// bf16 inputs (W8A16): 0.5. From graphs and eagerly. `invariant_tol` replaces the 0.1 where
+// more values are rounded to E4M3 on both sides (an FP8 cache).
 void ExpectGreedyIdsNearTheCpuReference(const std::vector<Fp8Model>& models,
-                                        const std::string& kv_cache_dtype) {
+                                        const std::string& kv_cache_dtype,
+                                        float invariant_tol = 0.1f) {
   const std::string prompt = "Once upon a time, a little girl named Lily";
   constexpr int32_t kTokens = 32;
   for (const Fp8Model& m : models) {
@@ -172,7 +174,7 @@ void ExpectGreedyIdsNearTheCpuReference(const std::vector<Fp8Model>& models,
     CpuReference ref = LoadCpuReference(m.dir, m.quantization, kv_cache_dtype);
     ASSERT_NE(ref.cpu, nullptr) << m.what;
     for (const bool invariant : {true, false}) {
-      const float tol = invariant ? 0.1f : 0.5f;
+      const float tol = invariant ? invariant_tol : 0.5f;
       for (const bool graphs : {true, false}) {
         WorkerSetup s;
         s.model = m.dir;
@@ -264,6 +266,15 @@ TEST(CudaFp8RunnerTest, BlocksAcrossUnevenModulesAreRefusedOnTheDevice) {
 // An FP8 KV cache (issue 30) against the CPU reference with the same cache rounding, with bf16
 // and FP8 weights, scales 1.0 and the checkpoint's per-layer ones, in both numerics modes, from
 // graphs and eagerly (the same rule as above).
+// An FP8 cache rounds every rotated k and every v element to E4M3 (3 mantissa bits). The GPU
+// computes them from bf16 products, the CPU reference in fp32, so an element near a rounding
+// boundary is cached one E4M3 step (1/16 to 1/8 of its value) apart now and then, in every
+// layer and position. Random qwen2-0.5b (per channel, batch-invariant) showed a worst gap of
+// 0.215 against logits that spread 4.47 on an H200 (2026-11-27); on a bf16 cache the same
+// shape (in 128x128 blocks) kept within 0.079. So 0.3 here, and 0.5 as before without batch
+// invariance (where it showed 0.316).
+constexpr float kFp8CacheInvariantTol = 0.3f;
+
 TEST(CudaFp8KvRunnerTest, GreedyIdsAgreeWithTheCpuReference) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");
@@ -276,7 +287,7 @@ TEST(CudaFp8KvRunnerTest, GreedyIdsAgreeWithTheCpuReference) {
        {"random qwen2-0.5b per channel",
         Fp8Checkpoint("kv-channel", "random:qwen2-0.5b:3", model::WeightScaling::kChannel),
         "none"}},
-      "fp8");
+      "fp8", kFp8CacheInvariantTol);
 }
 
 TEST(CudaFp8KvRunnerTest, BatchInvariantAcrossCrowdsAndPrefixHitsMatchComputing) {

@@ -204,15 +204,23 @@ TEST(CudaRunnerTest, LastLayerOnSampledRowsGivesTheSameIds) {
   }
 }
 
-// KV on demand on the device: a crowd (greedy and sampled, some with penalties) on a pool too
-// small for it preempts requests, which resume by prefilling their prompt and the tokens they
-// had (block grants, SlotAdmit::generated, output counts from the prefill rows). Each gets
-// the ids of a run on a pool large enough for no preemption (batch_invariant, so a row's bits
-// do not depend on its step's company), and every block comes back.
-TEST(CudaRunnerTest, PreemptedRequestsGiveTheIdsOfAnUnpreemptedRun) {
+// KV on demand on the device: requests that all outgrow a pool too small for them (greedy and
+// sampled, some with penalties) preempt one another, and resume by prefilling their prompt and
+// the tokens they had (block grants, SlotAdmit::generated, output counts from the prefill rows).
+// With 16 blocks the headroom rule admits at most five two-block prompts, and each needs five
+// blocks before its 60th token, so preemption does not depend on the steps' timing. Each request
+// gets all its tokens and every block comes back. Unlike on the CPU (loop/preemption_test.cc),
+// the ids are not compared with an unpreempted run's: the resume computes the generated
+// positions' K/V through the prefill attention kernel, which rounds differently from the decode
+// kernel that first computed them, so a greedy request can take another token after a resume
+// (on an H200, 2026-11-27: 4 of 12 requests, first differing at tokens 27 to 71). The test
+// prints how many agree.
+TEST(CudaRunnerTest, PreemptedRequestsGetAllTheirTokensAndGiveBackEveryBlock) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");
-  const std::vector<GenerateSpec> specs = CrowdSpecs();
+  std::vector<GenerateSpec> specs = CrowdSpecs();
+  specs.resize(12);
+  for (size_t i = 0; i < specs.size(); ++i) specs[i].max_tokens = 60 + static_cast<int>(i) * 5;
   WorkerSetup setup;
   setup.slots = 8;
   setup.prefill_tokens = 64;
@@ -220,7 +228,7 @@ TEST(CudaRunnerTest, PreemptedRequestsGiveTheIdsOfAnUnpreemptedRun) {
   std::vector<std::vector<int32_t>> ids[2];
   uint64_t preemptions[2] = {0, 0};
   for (const int tight : {0, 1}) {
-    setup.kv_blocks = tight == 1 ? 24 : 1024;
+    setup.kv_blocks = tight == 1 ? 16 : 1024;
     auto w = MakeWorker(setup);
     ASSERT_NE(w, nullptr);
     ids[tight] = RunCrowd(*w, specs);
@@ -231,10 +239,18 @@ TEST(CudaRunnerTest, PreemptedRequestsGiveTheIdsOfAnUnpreemptedRun) {
   }
   EXPECT_EQ(preemptions[0], 0u);
   EXPECT_GT(preemptions[1], 0u);
+  int identical = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    EXPECT_EQ(ids[1][i], ids[0][i])
-        << "request " << i << ": first difference at " << CommonPrefix(ids[1][i], ids[0][i]);
+    EXPECT_EQ(ids[1][i].size(), static_cast<size_t>(specs[i].max_tokens)) << "request " << i;
+    if (ids[1][i] == ids[0][i]) {
+      ++identical;
+    } else {
+      std::printf("request %zu: first difference at token %zu of %zu\n", i,
+                  CommonPrefix(ids[1][i], ids[0][i]), ids[1][i].size());
+    }
   }
+  std::printf("%llu preemptions; %d of %zu requests identical to the unpreempted run\n",
+              static_cast<unsigned long long>(preemptions[1]), identical, specs.size());
 }
 
 TEST(CudaRunnerTest, CancelStormLeavesNothingBehind) {
@@ -318,7 +334,10 @@ TEST(CudaRunnerTest, BadPlansAreRefusedAndTheRunnerStaysUsable) {
   bad.decodes = {};
   bad.admissions.push_back({9, Request(1, 4), {0}});  // slot out of range
   EXPECT_EQ(r.Launch(bad).code(), absl::StatusCode::kInvalidArgument);
-  bad.admissions = {{0, Request(1, 400), {0}}};  // blocks do not cover the request
+  // Blocks that do not cover the prompt (with KV on demand, those after it come as grants).
+  auto long_prompt = std::make_shared<engine::EngineRequest>(*Request(1, 4));
+  long_prompt->prompt_ids.assign(100, 300);
+  bad.admissions = {{0, long_prompt, {0}}};
   EXPECT_EQ(r.Launch(bad).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(r.in_flight(), 0);
 
