@@ -36,9 +36,22 @@ constexpr int ScratchFloats() {
   return kWarpO > kMaxGroup * kMaxAttentionSplits ? kWarpO : kMaxGroup * kMaxAttentionSplits;
 }
 
+// Eight elements of the cache as B words: bf16 pairs, or half pairs from E4M3.
+template <bool FP8>
+__device__ __forceinline__ void LoadKeyOrValue(const void* cache, int64_t at, bool keep,
+                                               uint32_t* w) {
+  if constexpr (FP8) {
+    LoadKvHalfWords8(cache, at, keep, w);
+  } else {
+    LoadKvWords8<false>(cache, at, keep, w);
+  }
+}
+
 // One block per (row, kv head, chunk); warp w takes the chunk's 16-key tiles w, w + 4, ...
-// FP8: the cache's elements are E4M3, loaded unscaled into the bf16 fragments (kv_load.cuh);
-// the K scale multiplies the scores and the V scale the output.
+// FP8: the cache's elements are E4M3, converted unscaled (exactly) into half fragments
+// (LoadKvHalfWords8: one conversion a pair, where bf16 would take four and bound the kernel),
+// so the products run in fp16: Q as half (Bf16PairToHalfPair), P as half. The K scale
+// multiplies the scores and the V scale the output.
 template <int D, bool FP8>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(AttentionParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
@@ -85,7 +98,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
 #pragma unroll
     for (int kk = 2 * b; kk < 2 * b + 2; ++kk) {
 #pragma unroll
-      for (int khalf = 0; khalf < 2; ++khalf) q[kk][khalf] = w[decode_mma::DimWord(kk, khalf)];
+      for (int khalf = 0; khalf < 2; ++khalf) {
+        const uint32_t word = w[decode_mma::DimWord(kk, khalf)];
+        q[kk][khalf] = FP8 ? Bf16PairToHalfPair(word) : word;
+      }
     }
   }
 
@@ -112,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
       const int64_t at = PagedCacheOffset(p, slot, valid ? t : range.begin, kv_head);
 #pragma unroll
       for (int b = 0; b < kKeyLoads; ++b) {
-        LoadKvWords8<FP8>(p.k_cache, at + decode_mma::KeyLoad(lane, nt, b).dim, valid, kw[nt][b]);
+        LoadKeyOrValue<FP8>(p.k_cache, at + decode_mma::KeyLoad(lane, nt, b).dim, valid, kw[nt][b]);
       }
     }
     uint32_t vw[4][kValueWords];
@@ -124,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
                          decode_mma::ValueDim(lane, D);
 #pragma unroll
       for (int l = 0; l < kValueWords / 4; ++l) {
-        LoadKvWords8<FP8>(p.v_cache, at + 8 * l, valid, &vw[i][4 * l]);
+        LoadKeyOrValue<FP8>(p.v_cache, at + 8 * l, valid, &vw[i][4 * l]);
       }
     }
 
@@ -134,9 +150,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
     for (int kk = 0; kk < kSteps; ++kk) {
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        MmaRows0To7(s[nt][0], s[nt][1], q[kk][0], q[kk][1],
-                    kw[nt][kk / 2][decode_mma::DimWord(kk, 0)],
-                    kw[nt][kk / 2][decode_mma::DimWord(kk, 1)]);
+        MmaRows0To7<FP8>(s[nt][0], s[nt][1], q[kk][0], q[kk][1],
+                         kw[nt][kk / 2][decode_mma::DimWord(kk, 0)],
+                         kw[nt][kk / 2][decode_mma::DimWord(kk, 1)]);
       }
     }
     // Mask past the chunk, then the online softmax of row `group` (elements 0 and 1). The
@@ -171,11 +187,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
     }
     // O += P V: P's A registers 0 and 2 are the C fragments of S's n tiles 0 and 1 (rows
     // group + 8, registers 1 and 3, are zero); V's B registers come from the lane's V keys.
-    const uint32_t pa0 = PackBf16(s[0][0], s[0][1]), pa2 = PackBf16(s[1][0], s[1][1]);
+    const uint32_t pa0 = FP8 ? PackHalf(s[0][0], s[0][1]) : PackBf16(s[0][0], s[0][1]);
+    const uint32_t pa2 = FP8 ? PackHalf(s[1][0], s[1][1]) : PackBf16(s[1][0], s[1][1]);
 #pragma unroll
     for (int j = 0; j < kDimTiles; ++j) {
-      MmaRows0To7(o[j][0], o[j][1], pa0, pa2, decode_mma::ValueRegister(vw[0], vw[1], j),
-                  decode_mma::ValueRegister(vw[2], vw[3], j));
+      MmaRows0To7<FP8>(o[j][0], o[j][1], pa0, pa2, decode_mma::ValueRegister(vw[0], vw[1], j),
+                       decode_mma::ValueRegister(vw[2], vw[3], j));
     }
   }
 

@@ -1,14 +1,15 @@
 // Where the tensor-core decode attention (kernels/attention/attention_mma.cu) puts K, V and Q in
-// the registers of mma.m16n8k16 (bf16 in, fp32 accumulate; mma_fragment.h has the PTX layouts),
-// loading them 8 elements at a time straight from the paged cache (16 bytes of bf16, or 8 of
-// E4M3 decoded in registers: kv_load.cuh): no shared memory, no ldmatrix.
+// the registers of mma.m16n8k16 (bf16 in, or half for an FP8 cache; fp32 accumulate;
+// mma_fragment.h has the PTX layouts), loading them 8 elements at a time straight from the
+// paged cache (16 bytes of bf16, or 8 of E4M3 converted to half in registers: kv_load.cuh): no
+// shared memory, no ldmatrix.
 // Plain index arithmetic shared by the kernel and the host test that emulates it lane by lane
 // (tests/kernels/decode_mma_test.cc).
 //
 // A warp takes kDecodeTileKeys keys at a time. S = Q K^T has the group's query heads as the 16
 // rows of A (at most 8 heads: rows 8-15 are zero) and the tile's keys as two n tiles of 8 (B);
-// O += P V has P (S's C fragments, rounded to bf16) as A and V as B. Two freedoms make every
-// load 16 contiguous bytes:
+// O += P V has P (S's C fragments, rounded to bf16 or half) as A and V as B. Two freedoms make
+// every bf16 load 16 contiguous bytes:
 // - A dot product may add its dims in any order so long as Q and K use the same one: in
 //   k-steps 2b and 2b + 1, a lane's A and B registers hold the 8 consecutive dims
 //   [32 b + 8 quad, 32 b + 8 quad + 8) of its head (Q) or key (K), one 16-byte load.

@@ -60,6 +60,23 @@ __device__ __forceinline__ void LoadKvWords8(const void* cache, int64_t at, bool
   }
 }
 
+// Elements [at, at + 8) of an E4M3 `cache` as four words of half pairs (element 2i in the low
+// half of word i), or zeros where !keep, unscaled: exact (E4M3 is a subset of half), and one
+// conversion per pair on sm_89 and newer, against three more per pair to reach bf16 through
+// floats (LoadKvWords8<true>). For the fp16 products of the FP8 decode kernel, whose
+// conversions bound it otherwise.
+__device__ __forceinline__ void LoadKvHalfWords8(const void* cache, int64_t at, bool keep,
+                                                 uint32_t* w) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(cache) + at);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t word = i < 2 ? raw.x : raw.y;
+    const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (16 * (i % 2))) & 0xFFFFu);
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    w[i] = keep ? (static_cast<uint32_t>(h.y) << 16) | h.x : 0u;
+  }
+}
+
 }  // namespace llm::kernels
 
 #endif  // LLM_KERNELS_ATTENTION_KV_LOAD_CUH_
