@@ -31,6 +31,7 @@
 #                                         #   each cache dtype, KV on demand, sanitizers
 #   build-gpu-bundle/session.sh kv-rerun  # what kv-lease failed, and the FP8 decode kernel
 #                                         #   on half products, measured again
+#   build-gpu-bundle/session.sh kv-prefetch # the FP8 decode kernel loading a tile ahead
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -43,7 +44,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -377,6 +378,27 @@ case "$phase" in
     step racecheck-attention-fp8 60 "$sanitizer" --tool racecheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
     ;;
+  kv-prefetch)
+    # The FP8 decode kernel issuing the next tile's loads before this tile's products: its tests,
+    # both decode kernels alone on each cache dtype, llama-3-8b with each cache dtype beside
+    # bf16, then the sanitizers (about 2 minutes on an H200).
+    step kernels_test-attention 60 "${run[@]}" kernels_test --gtest_filter='AttentionKernelTest.*'
+    step cuda_runner_test-fp8-kv 60 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaRunnerTest.GoldenIds*:CudaFp8KvRunnerTest.BatchInvariant*'
+    for dtype in bf16 fp8; do
+      step "attention-$dtype" 45 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
+      [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
+        "$out/attention-$dtype.json"
+    done
+    kv_runs=(--model random:llama-3-8b --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
+    bench llama-3-8b-bf16 60 "${kv_runs[@]}"
+    bench llama-3-8b-kv-fp8 60 "${kv_runs[@]}" --kv-cache-dtype fp8
+    bench llama-3-8b-fp8-kv-fp8 60 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    step memcheck-attention-fp8 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
+    step racecheck-attention-fp8 60 "$sanitizer" --tool racecheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -392,7 +414,7 @@ case "$phase" in
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
-      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease or kv-rerun)" >&2
+      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun or kv-prefetch)" >&2
     exit 2
     ;;
 esac

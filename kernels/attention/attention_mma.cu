@@ -36,22 +36,13 @@ constexpr int ScratchFloats() {
   return kWarpO > kMaxGroup * kMaxAttentionSplits ? kWarpO : kMaxGroup * kMaxAttentionSplits;
 }
 
-// Eight elements of the cache as B words: bf16 pairs, or half pairs from E4M3.
-template <bool FP8>
-__device__ __forceinline__ void LoadKeyOrValue(const void* cache, int64_t at, bool keep,
-                                               uint32_t* w) {
-  if constexpr (FP8) {
-    LoadKvHalfWords8(cache, at, keep, w);
-  } else {
-    LoadKvWords8<false>(cache, at, keep, w);
-  }
-}
-
 // One block per (row, kv head, chunk); warp w takes the chunk's 16-key tiles w, w + 4, ...
 // FP8: the cache's elements are E4M3, converted unscaled (exactly) into half fragments
-// (LoadKvHalfWords8: one conversion a pair, where bf16 would take four and bound the kernel),
+// (E4M3x8ToHalfWords: one conversion a pair, where bf16 would take four and bound the kernel),
 // so the products run in fp16: Q as half (Bf16PairToHalfPair), P as half. The K scale
-// multiplies the scores and the V scale the output.
+// multiplies the scores and the V scale the output. A tile's loads carry half the bytes of
+// bf16's, so a warp issues the next tile's loads (raw bytes, RawTile) before this tile's
+// products: about the bytes in flight of the bf16 kernel.
 template <int D, bool FP8>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(AttentionParams p) {
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
@@ -115,35 +106,30 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
   const float scale_log2 = p.scale * (FP8 ? p.kv.k_scale : 1.0f) * kLog2e;
   const float out_scale = FP8 ? p.kv.v_scale : 1.0f;
 
-  for (int32_t t0 = range.begin + warp * kDecodeTileKeys; t0 < range.end;
-       t0 += kWarps * kDecodeTileKeys) {
-    // Every load of the tile first (2 K keys and 4 V keys per lane), so 2 * kKeyLoads +
-    // kValueWords loads are in flight. A key past the chunk reads the chunk's first key and
-    // drops it: its score is masked, and its V must be zero (0 times stale bits could be NaN).
-    uint32_t kw[2][kKeyLoads][4];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const int32_t t = t0 + decode_mma::KeyLoad(lane, nt, 0).key;
-      const bool valid = t < range.end;
-      const int64_t at = PagedCacheOffset(p, slot, valid ? t : range.begin, kv_head);
-#pragma unroll
-      for (int b = 0; b < kKeyLoads; ++b) {
-        LoadKeyOrValue<FP8>(p.k_cache, at + decode_mma::KeyLoad(lane, nt, b).dim, valid, kw[nt][b]);
-      }
-    }
-    uint32_t vw[4][kValueWords];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int32_t t = t0 + decode_mma::ValueKey(lane, i);
-      const bool valid = t < range.end;
-      const int64_t at = PagedCacheOffset(p, slot, valid ? t : range.begin, kv_head) +
-                         decode_mma::ValueDim(lane, D);
-#pragma unroll
-      for (int l = 0; l < kValueWords / 4; ++l) {
-        LoadKeyOrValue<FP8>(p.v_cache, at + 8 * l, valid, &vw[i][4 * l]);
-      }
-    }
-
+  // Where a lane's K load (ntile, b) and V load (i, l) of the tile at t0 read; a key past the
+  // chunk reads the chunk's first key and is dropped (`valid`): its score is masked, and its V
+  // must be zero (0 times stale bits could be NaN).
+  auto valid = [&](int32_t t) { return t < range.end; };
+  auto key_at = [&](int32_t t0, int nt, int b) {
+    const int32_t t = t0 + decode_mma::KeyLoad(lane, nt, 0).key;
+    return PagedCacheOffset(p, slot, valid(t) ? t : range.begin, kv_head) +
+           decode_mma::KeyLoad(lane, nt, b).dim;
+  };
+  auto value_at = [&](int32_t t0, int i, int l) {
+    const int32_t t = t0 + decode_mma::ValueKey(lane, i);
+    return PagedCacheOffset(p, slot, valid(t) ? t : range.begin, kv_head) +
+           decode_mma::ValueDim(lane, D) + 8 * l;
+  };
+  // FP8: a tile's loads as raw E4M3 bytes, kept until its products.
+  struct RawTile {
+    uint2 k[2][kKeyLoads];
+    uint2 v[4][kValueWords / 4];
+  };
+  // The products and the online softmax of the tile at t0, from its K as B words and its V as
+  // B words (`bf16_values`, [4][kValueWords]) or, for FP8, as raw bytes (`raw`), converted only
+  // when P V needs them so that fewer registers are live.
+  auto tile = [&](int32_t t0, const uint32_t(&kw)[2][kKeyLoads][4], const uint32_t* bf16_values,
+                  const RawTile* raw) {
     // S = Q K^T: two n tiles of 8 keys (row `group`: elements 0 and 1).
     float s[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
 #pragma unroll
@@ -189,10 +175,79 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) AttentionMmaKernel(Atten
     // group + 8, registers 1 and 3, are zero); V's B registers come from the lane's V keys.
     const uint32_t pa0 = FP8 ? PackHalf(s[0][0], s[0][1]) : PackBf16(s[0][0], s[0][1]);
     const uint32_t pa2 = FP8 ? PackHalf(s[1][0], s[1][1]) : PackBf16(s[1][0], s[1][1]);
+    uint32_t vw[4][kValueWords];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (FP8) {
+        const bool keep = valid(t0 + decode_mma::ValueKey(lane, i));
+#pragma unroll
+        for (int l = 0; l < kValueWords / 4; ++l) {
+          E4M3x8ToHalfWords(raw->v[i][l], keep, &vw[i][4 * l]);
+        }
+      } else {
+#pragma unroll
+        for (int w = 0; w < kValueWords; ++w) vw[i][w] = bf16_values[i * kValueWords + w];
+      }
+    }
 #pragma unroll
     for (int j = 0; j < kDimTiles; ++j) {
       MmaRows0To7<FP8>(o[j][0], o[j][1], pa0, pa2, decode_mma::ValueRegister(vw[0], vw[1], j),
                        decode_mma::ValueRegister(vw[2], vw[3], j));
+    }
+  };
+  constexpr int32_t kStride = kWarps * kDecodeTileKeys;
+  if constexpr (FP8) {
+    auto load = [&](int32_t t0, RawTile& raw) {
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int b = 0; b < kKeyLoads; ++b) raw.k[nt][b] = LoadKvRaw8(p.k_cache, key_at(t0, nt, b));
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int l = 0; l < kValueWords / 4; ++l)
+          raw.v[i][l] = LoadKvRaw8(p.v_cache, value_at(t0, i, l));
+      }
+    };
+    int32_t t0 = range.begin + warp * kDecodeTileKeys;
+    RawTile next;
+    if (t0 < range.end) load(t0, next);
+    for (; t0 < range.end; t0 += kStride) {
+      const RawTile cur = next;
+      if (t0 + kStride < range.end) load(t0 + kStride, next);  // warp-uniform
+      uint32_t kw[2][kKeyLoads][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const bool keep = valid(t0 + decode_mma::KeyLoad(lane, nt, 0).key);
+#pragma unroll
+        for (int b = 0; b < kKeyLoads; ++b) E4M3x8ToHalfWords(cur.k[nt][b], keep, kw[nt][b]);
+      }
+      tile(t0, kw, nullptr, &cur);
+    }
+  } else {
+    for (int32_t t0 = range.begin + warp * kDecodeTileKeys; t0 < range.end; t0 += kStride) {
+      // Every load of the tile first (2 K keys and 4 V keys per lane), so 2 * kKeyLoads +
+      // kValueWords loads are in flight.
+      uint32_t kw[2][kKeyLoads][4];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const bool keep = valid(t0 + decode_mma::KeyLoad(lane, nt, 0).key);
+#pragma unroll
+        for (int b = 0; b < kKeyLoads; ++b) {
+          LoadKvWords8<false>(p.k_cache, key_at(t0, nt, b), keep, kw[nt][b]);
+        }
+      }
+      uint32_t vw[4][kValueWords];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const bool keep = valid(t0 + decode_mma::ValueKey(lane, i));
+#pragma unroll
+        for (int l = 0; l < kValueWords / 4; ++l) {
+          LoadKvWords8<false>(p.v_cache, value_at(t0, i, l), keep, &vw[i][4 * l]);
+        }
+      }
+      tile(t0, kw, &vw[0][0], nullptr);
     }
   }
 

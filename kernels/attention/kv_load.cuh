@@ -60,14 +60,12 @@ __device__ __forceinline__ void LoadKvWords8(const void* cache, int64_t at, bool
   }
 }
 
-// Elements [at, at + 8) of an E4M3 `cache` as four words of half pairs (element 2i in the low
-// half of word i), or zeros where !keep, unscaled: exact (E4M3 is a subset of half), and one
-// conversion per pair on sm_89 and newer, against three more per pair to reach bf16 through
-// floats (LoadKvWords8<true>). For the fp16 products of the FP8 decode kernel, whose
-// conversions bound it otherwise.
-__device__ __forceinline__ void LoadKvHalfWords8(const void* cache, int64_t at, bool keep,
-                                                 uint32_t* w) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(cache) + at);
+// Eight E4M3 elements (`raw`, element 0 in the low byte of x) as four words of half pairs
+// (element 2i in the low half of word i), or zeros where !keep, unscaled: exact (E4M3 is a subset
+// of half), and one conversion per pair on sm_89 and newer, against three more per pair to reach
+// bf16 through floats (LoadKvWords8<true>). For the fp16 products of the FP8 decode kernel,
+// whose conversions bound it otherwise.
+__device__ __forceinline__ void E4M3x8ToHalfWords(uint2 raw, bool keep, uint32_t* w) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const uint32_t word = i < 2 ? raw.x : raw.y;
@@ -75,6 +73,11 @@ __device__ __forceinline__ void LoadKvHalfWords8(const void* cache, int64_t at, 
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
     w[i] = keep ? (static_cast<uint32_t>(h.y) << 16) | h.x : 0u;
   }
+}
+
+// The 8 bytes of E4M3 elements [at, at + 8) of `cache` (8-byte aligned), as they are.
+__device__ __forceinline__ uint2 LoadKvRaw8(const void* cache, int64_t at) {
+  return *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(cache) + at);
 }
 
 }  // namespace llm::kernels
