@@ -102,13 +102,11 @@ RouterMetrics::RouterMetrics(const PolicyOptions& policy_options)
                   .Help("Response messages relayed from workers to clients.")
                   .Register(r)
                   .Add({});
-  prometheus::Histogram::BucketBoundaries b;
-  for (double v = 0.0005; v < 70; v *= 2) b.push_back(v);
+  for (double v = 0.0005; v < 70; v *= 2) first_message_buckets_.push_back(v);
   first_message_ = &BuildHistogram()
                         .Name("llm_router_time_to_first_message_seconds")
                         .Help("Time from a Generate call's arrival to its first relayed message.")
-                        .Register(r)
-                        .Add({}, b);
+                        .Register(r);
   in_flight_ = &BuildGauge()
                     .Name("llm_router_requests_in_flight")
                     .Help("Calls in progress.")
@@ -210,17 +208,29 @@ void RouterMetrics::OnUpstreamError(const std::string& worker, int code) {
   it->second->Increment();
 }
 
-void RouterMetrics::OnCallDone(int code, int) {
+void RouterMetrics::OnCallDone(int code, int, const std::string& model) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = request_codes_.find(code);
+  auto it = request_codes_.find({code, model});
   if (it == request_codes_.end()) {
-    it = request_codes_.emplace(code, &requests_->Add({{"code", StatusCodeName(code)}})).first;
+    it = request_codes_
+             .emplace(std::make_pair(code, model),
+                      &requests_->Add({{"code", StatusCodeName(code)}, {"model_name", model}}))
+             .first;
   }
   it->second->Increment();
 }
 
 void RouterMetrics::OnRetry() { retries_->Increment(); }
-void RouterMetrics::OnFirstMessage(double seconds) { first_message_->Observe(seconds); }
+void RouterMetrics::OnFirstMessage(double seconds, const std::string& model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = first_messages_.find(model);
+  if (it == first_messages_.end()) {
+    it = first_messages_
+             .emplace(model, &first_message_->Add({{"model_name", model}}, first_message_buckets_))
+             .first;
+  }
+  it->second->Observe(seconds);
+}
 void RouterMetrics::OnRelayed(int64_t messages) {
   relayed_->Increment(static_cast<double>(messages));
 }

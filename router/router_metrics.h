@@ -1,11 +1,13 @@
 // llm-router's Prometheus metrics (prometheus-cpp), on their own HTTP port:
-//   llm_router_requests_total{code}               counter: calls ended, by gRPC status code
+//   llm_router_requests_total{code,model_name}    counter: calls ended, by gRPC status code and
+//                                                 the model.name of the worker that served it
 //   llm_router_retries_total                      counter: calls moved to another worker
 //   llm_router_picks_total{worker}                counter: workers chosen
 //   llm_router_ejections_total{worker}            counter: back-offs after repeated failures
 //   llm_router_upstream_errors_total{worker,code} counter: calls a worker ended with an error
 //   llm_router_relayed_messages_total             counter: response messages relayed
-//   llm_router_time_to_first_message_seconds      histogram: arrival to the first message
+//   llm_router_time_to_first_message_seconds{model_name}  histogram: arrival to the first
+//                                                 message
 //   llm_router_requests_in_flight                 gauge
 //   llm_router_workers{state}                     gauge: ready, unknown (stale report),
 //                                                 saturated, draining, ejected, down
@@ -50,10 +52,10 @@ class RouterMetrics : public PoolObserver, public ProxyObserver {
   void OnEject(const std::string& worker) override;
   void OnWorkerAdded(const std::string& worker) override;
   void OnWorkerRemoved(const std::string& worker) override;
-  void OnCallDone(int code, int attempts) override;
+  void OnCallDone(int code, int attempts, const std::string& model) override;
   void OnRetry() override;
   void OnUpstreamError(const std::string& worker, int code) override;
-  void OnFirstMessage(double seconds) override;
+  void OnFirstMessage(double seconds, const std::string& model) override;
   void OnRelayed(int64_t messages) override;
 
  private:
@@ -73,7 +75,8 @@ class RouterMetrics : public PoolObserver, public ProxyObserver {
   prometheus::Family<prometheus::Counter>* ejections_;
   prometheus::Family<prometheus::Counter>* upstream_errors_;
   prometheus::Counter* relayed_;
-  prometheus::Histogram* first_message_;
+  prometheus::Family<prometheus::Histogram>* first_message_;
+  prometheus::Histogram::BucketBoundaries first_message_buckets_;
   prometheus::Gauge* in_flight_;
   prometheus::Gauge* http_open_;
   std::vector<prometheus::Counter*> http_limited_;  // by reason, as HttpConnectionStats
@@ -91,7 +94,8 @@ class RouterMetrics : public PoolObserver, public ProxyObserver {
   };
   mutable std::mutex mu_;
   std::map<std::string, WorkerSeries> series_;
-  std::map<int, prometheus::Counter*> request_codes_;
+  std::map<std::pair<int, std::string>, prometheus::Counter*> request_codes_;
+  std::map<std::string, prometheus::Histogram*> first_messages_;  // by model
   WorkerSeries& SeriesLocked(const std::string& worker);
 };
 

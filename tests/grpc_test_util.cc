@@ -77,13 +77,6 @@ bool RouterProcess::WaitReady(int n, int timeout_ms) const {
   return false;
 }
 
-double MetricValue(const std::string& page, const std::string& series) {
-  const std::string key = "\n" + series + " ";
-  const size_t pos = page.find(key);
-  if (pos == std::string::npos) return -1;
-  return std::atof(page.c_str() + pos + key.size());
-}
-
 namespace {
 
 // One call of GenerateConcurrently.

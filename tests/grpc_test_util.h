@@ -100,10 +100,6 @@ std::vector<TimedResult> GenerateConcurrently(const std::vector<llm::v1::Generat
                                               int deadline_ms = 120000,
                                               const std::vector<bool>& cancel_after_first = {});
 
-// The value of an unlabelled sample (or a labelled one, given as `name{labels}`) in a
-// Prometheus text page; -1 when absent.
-double MetricValue(const std::string& page, const std::string& series);
-
 // grpc.health.v1.Health/Check for `service` ("" = the server): 1 SERVING, 2 NOT_SERVING,
 // negative when the call failed.
 int HealthStatus(const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "");

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -51,6 +52,47 @@ bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeou
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+namespace {
+
+// A sample line's or a series' name and labels ("name{a=\"x\",b=\"y\"}" -> name, {a=x, b=y}).
+// Label values hold no '"' or ',' here (our metrics' values are names and numbers).
+std::pair<std::string, std::map<std::string, std::string>> SplitSeries(const std::string& s) {
+  const size_t brace = s.find('{');
+  std::map<std::string, std::string> labels;
+  if (brace == std::string::npos) return {s, labels};
+  const size_t end = s.rfind('}');
+  std::stringstream in(s.substr(brace + 1, end - brace - 1));
+  for (std::string item; std::getline(in, item, ',');) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    std::string value = item.substr(eq + 1);
+    if (value.size() >= 2 && value.front() == '"') value = value.substr(1, value.size() - 2);
+    labels[item.substr(0, eq)] = value;
+  }
+  return {s.substr(0, brace), labels};
+}
+
+}  // namespace
+
+double MetricValue(const std::string& page, const std::string& series) {
+  const auto [name, want] = SplitSeries(series);
+  std::stringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == std::string::npos) continue;
+    const auto [line_name, have] = SplitSeries(line.substr(0, space));
+    if (line_name != name) continue;
+    bool match = true;
+    for (const auto& [k, v] : want) {
+      const auto it = have.find(k);
+      if (it == have.end() || it->second != v) match = false;
+    }
+    if (match) return std::atof(line.c_str() + space + 1);
+  }
+  return -1;
 }
 
 namespace fs = std::filesystem;

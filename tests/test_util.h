@@ -34,6 +34,11 @@ int FreeLoopbackPort();
 // test waits on state it can only observe from outside.
 bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
 
+// The value of `series` in a Prometheus text page: "name" or "name{a=\"x\",...}", matching the
+// first sample of that name whose labels include the given ones (others, such as model_name,
+// may be there too). -1 when none does.
+double MetricValue(const std::string& page, const std::string& series);
+
 struct CommandResult {
   int exit_code;
   std::string out;  // stdout

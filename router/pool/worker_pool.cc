@@ -157,6 +157,11 @@ void WorkerHandle::OnFailure() {
   if (ejected && observer_ != nullptr) observer_->OnEject(address_);
 }
 
+std::string WorkerHandle::model() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return report_.model;
+}
+
 WorkerView WorkerHandle::View(Clock::time_point now) const {
   std::lock_guard<std::mutex> lock(mu_);
   WorkerView v;

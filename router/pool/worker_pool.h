@@ -64,6 +64,8 @@ class WorkerHandle {
   WorkerHandle& operator=(const WorkerHandle&) = delete;
 
   const std::string& address() const { return address_; }
+  // The model.name of its last load report (empty before one).
+  std::string model() const;
 
   // The router's bookkeeping, on every path of a request: picked (+1 in flight), first token
   // reached the client, stream ended (-1 in flight: finish, error, cancel, or a failed attempt

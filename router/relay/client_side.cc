@@ -225,6 +225,7 @@ void ClientCall::StartAttempt() {
     // another worker).
     if (attempts_ > 0 && ctx_->observer != nullptr) ctx_->observer->OnRetry();
     worker_ = *std::move(picked);
+    if (ctx_->observer != nullptr) served_model_ = worker_->model();
     tried_.push_back(worker_.get());
     tried_handles_.push_back(worker_);
     address = worker_->address();
@@ -339,7 +340,8 @@ void ClientCall::AttemptEnded(int code, const std::string& message, const Header
 void ClientCall::Commit(const Headers* headers) {
   phase_ = Phase::kCommitted;
   if (ctx_->observer != nullptr && to_workers_) {
-    ctx_->observer->OnFirstMessage(std::chrono::duration<double>(Clock::now() - arrival_).count());
+    ctx_->observer->OnFirstMessage(std::chrono::duration<double>(Clock::now() - arrival_).count(),
+                                   served_model_);
   }
   if (client_ != nullptr) client_->StartResponse(headers);
 }
@@ -427,7 +429,7 @@ void ClientCall::MaybeDelete() {
 
 void ClientCall::CallDone(int code) {
   if (!to_workers_ || ctx_->observer == nullptr) return;
-  ctx_->observer->OnCallDone(code, attempts_);
+  ctx_->observer->OnCallDone(code, attempts_, served_model_);
   if (counter_.messages() > 0) ctx_->observer->OnRelayed(counter_.messages());
 }
 

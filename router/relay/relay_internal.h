@@ -188,7 +188,8 @@ class ClientCall {
   // The prompt's prefix chain (PrefixIndex::Chain) for cache-aware picks; computed once.
   void ComputePrefix();
   std::vector<uint64_t> prefix_;
-  std::string model_;  // the model the request names (Generate), for the pick
+  std::string model_;         // the model the request names (Generate), for the pick
+  std::string served_model_;  // the picked worker's model.name, for the metrics' label
   bool prefix_done_ = false;
 
   // Attempts.

@@ -52,10 +52,12 @@ class ProxyObserver {
  public:
   virtual ~ProxyObserver() = default;
   // A call ended with gRPC status `code` after `attempts` workers (0: refused before any).
-  virtual void OnCallDone(int code, int attempts) = 0;
+  // `model`: the name the last worker it reached reports (model.name; empty when it reached
+  // none), never the client's text, so the label's values stay the served models.
+  virtual void OnCallDone(int code, int attempts, const std::string& model) = 0;
   virtual void OnRetry() = 0;
   virtual void OnUpstreamError(const std::string& worker, int code) = 0;
-  virtual void OnFirstMessage(double seconds_since_arrival) = 0;
+  virtual void OnFirstMessage(double seconds_since_arrival, const std::string& model) = 0;
   virtual void OnRelayed(int64_t messages) = 0;
 };
 

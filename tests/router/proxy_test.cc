@@ -14,6 +14,7 @@
 #include "llm/v1/generation.grpc.pb.h"
 #include "router/router_server.h"
 #include "tests/router/tcp_forwarder.h"
+#include "tests/test_util.h"
 #include "tools/fake_worker/fake_worker.h"
 
 namespace llm::router {
@@ -112,9 +113,7 @@ class ProxyTest : public ::testing::Test {
   }
   // A counter or gauge of the router's /metrics text (-1: absent).
   double Metric(const std::string& name) {
-    const std::string text = router_->metrics().Render();
-    const size_t pos = text.find("\n" + name + " ");
-    return pos == std::string::npos ? -1 : std::atof(text.c_str() + pos + name.size() + 2);
+    return llm::testing::MetricValue(router_->metrics().Render(), name);
   }
   WorkerView View(const FakeWorker& w) {
     for (const auto& v : router_->pool().Snapshot()) {
@@ -143,6 +142,13 @@ TEST_F(ProxyTest, RelaysEveryMessage) {
     EXPECT_TRUE(r.finished_reason);
   }
   EXPECT_EQ(View(*w).in_flight, 0);
+  // Counted under the model.name the worker reports (model_name), not the client's text.
+  ASSERT_TRUE(llm::testing::WaitFor(
+      [&] {
+        return Metric("llm_router_requests_total{code=\"OK\",model_name=\"fake-model\"}") == 5;
+      },
+      std::chrono::seconds(5)));
+  EXPECT_GE(Metric("llm_router_time_to_first_message_seconds_count{model_name=\"fake-model\"}"), 5);
 }
 
 TEST_F(ProxyTest, RetriesOnAnotherWorkerOnlyBeforeTheFirstMessageAndEjects) {

@@ -47,7 +47,8 @@ const char* ReasonLabel(sampling::FinishReason r) {
 
 }  // namespace
 
-WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+WorkerMetrics::WorkerMetrics(const std::string& model_name)
+    : registry_(std::make_shared<prometheus::Registry>()), labels_{{"model_name", model_name}} {
   using prometheus::BuildCounter;
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
@@ -55,37 +56,44 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
   BuildGauge()
       .Name("llm_build_info")
       .Help("1, labelled with the build's version and git commit.")
+      .Labels(labels_)
       .Register(r)
       .Add({{"version", std::string(Version())}, {"git_commit", std::string(GitCommit())}})
       .Set(1);
   waiting_ = &BuildGauge()
                   .Name("llm_num_requests_waiting")
                   .Help("Requests accepted and waiting for a slot (including tokenizing).")
+                  .Labels(labels_)
                   .Register(r)
                   .Add({});
   running_ = &BuildGauge()
                   .Name("llm_num_requests_running")
                   .Help("Requests holding a slot.")
+                  .Labels(labels_)
                   .Register(r)
                   .Add({});
   kv_usage_ = &BuildGauge()
                    .Name("llm_kv_cache_usage_ratio")
                    .Help("KV-cache blocks reserved by running requests over all blocks (0..1).")
+                   .Labels(labels_)
                    .Register(r)
                    .Add({});
   prefix_blocks_ = &BuildGauge()
                         .Name("llm_prefix_cache_blocks")
                         .Help("KV-cache blocks holding a reusable prompt prefix.")
+                        .Labels(labels_)
                         .Register(r)
                         .Add({});
   prefix_query_tokens_ = &BuildCounter()
                               .Name("llm_prefix_cache_queries_total")
                               .Help("Prompt tokens looked up in the prefix cache at admission.")
+                              .Labels(labels_)
                               .Register(r)
                               .Add({});
   prefix_hit_tokens_ = &BuildCounter()
                             .Name("llm_prefix_cache_hits_total")
                             .Help("Prompt tokens found in the prefix cache (not computed).")
+                            .Labels(labels_)
                             .Register(r)
                             .Add({});
   preemptions_ = &BuildCounter()
@@ -93,6 +101,7 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                       .Help(
                           "Running requests preempted to free KV blocks (each resumes later "
                           "with nothing lost).")
+                      .Labels(labels_)
                       .Register(r)
                       .Add({});
   preempted_ = &BuildGauge()
@@ -100,73 +109,91 @@ WorkerMetrics::WorkerMetrics() : registry_(std::make_shared<prometheus::Registry
                     .Help(
                         "Requests waiting to resume after a preemption (counted in "
                         "llm_num_requests_waiting too).")
+                    .Labels(labels_)
                     .Register(r)
                     .Add({});
   busy_ =
       &BuildGauge()
            .Name("llm_engine_busy_ratio")
            .Help("Fraction of wall time the backend spent computing steps over the last second.")
+           .Labels(labels_)
            .Register(r)
            .Add({});
   draining_ = &BuildGauge()
                    .Name("llm_worker_draining")
                    .Help("1 while the worker drains (takes no new requests).")
+                   .Labels(labels_)
                    .Register(r)
                    .Add({});
   ttft_ = &BuildHistogram()
                .Name("llm_time_to_first_token_seconds")
                .Help("Time from a request's arrival to its first token.")
+               .Labels(labels_)
                .Register(r)
                .Add({}, Exponential(0.001, 2, 17));
   tpot_ = &BuildHistogram()
                .Name("llm_time_per_output_token_seconds")
                .Help("Mean time per output token after the first, per request.")
+               .Labels(labels_)
                .Register(r)
                .Add({}, Exponential(0.0001, 2, 16));
   e2e_ = &BuildHistogram()
               .Name("llm_e2e_request_latency_seconds")
               .Help("Time from a request's arrival to its last token.")
+              .Labels(labels_)
               .Register(r)
               .Add({}, Exponential(0.005, 2, 18));
   queue_ = &BuildHistogram()
                 .Name("llm_request_queue_time_seconds")
                 .Help("Time a request waited for a slot.")
+                .Labels(labels_)
                 .Register(r)
                 .Add({}, Exponential(0.0005, 2, 18));
   step_ = &BuildHistogram()
                .Name("llm_engine_step_duration_seconds")
                .Help("Backend time of one engine step.")
+               .Labels(labels_)
                .Register(r)
                .Add({}, Exponential(0.00002, 2, 18));
   gap_ = &BuildHistogram()
               .Name("llm_engine_step_gap_seconds")
               .Help("Backend idle time between the end of one step and the start of the next.")
+              .Labels(labels_)
               .Register(r)
               .Add({}, Exponential(0.000001, 2, 22));
   prompt_tokens_ = &BuildCounter()
                         .Name("llm_prompt_tokens_total")
                         .Help("Prompt tokens of finished requests.")
+                        .Labels(labels_)
                         .Register(r)
                         .Add({});
   generation_tokens_ = &BuildCounter()
                             .Name("llm_generation_tokens_total")
                             .Help("Generated tokens of finished requests.")
+                            .Labels(labels_)
                             .Register(r)
                             .Add({});
-  steps_ =
-      &BuildCounter().Name("llm_engine_steps_total").Help("Engine steps run.").Register(r).Add({});
+  steps_ = &BuildCounter()
+                .Name("llm_engine_steps_total")
+                .Help("Engine steps run.")
+                .Labels(labels_)
+                .Register(r)
+                .Add({});
   cancelled_ = &BuildCounter()
                     .Name("llm_requests_cancelled_total")
                     .Help("Requests ended by a client cancel or an expired deadline.")
+                    .Labels(labels_)
                     .Register(r)
                     .Add({});
   finished_ = &BuildCounter()
                    .Name("llm_requests_finished_total")
                    .Help("Requests that ended, by reason: stop, length or error.")
+                   .Labels(labels_)
                    .Register(r);
   rejected_ = &BuildCounter()
                    .Name("llm_requests_rejected_total")
                    .Help("Requests refused before starting, by gRPC status code.")
+                   .Labels(labels_)
                    .Register(r);
   for (const char* reason : {"stop", "length", "error"}) finished_->Add({{"reason", reason}});
   RegisterSpeculationMetrics();
@@ -179,16 +206,19 @@ void WorkerMetrics::RegisterSpeculationMetrics() {
   spec_drafts_ = &BuildCounter()
                       .Name("llm_spec_decode_num_drafts_total")
                       .Help("Decodes that verified proposed tokens (speculative decoding).")
+                      .Labels(labels_)
                       .Register(r)
                       .Add({});
   spec_draft_tokens_ = &BuildCounter()
                             .Name("llm_spec_decode_num_draft_tokens_total")
                             .Help("Proposed tokens verified.")
+                            .Labels(labels_)
                             .Register(r)
                             .Add({});
   spec_accepted_tokens_ = &BuildCounter()
                                .Name("llm_spec_decode_num_accepted_tokens_total")
                                .Help("Proposed tokens the model accepted.")
+                               .Labels(labels_)
                                .Register(r)
                                .Add({});
   prometheus::Histogram::BucketBoundaries lengths;
@@ -199,6 +229,7 @@ void WorkerMetrics::RegisterSpeculationMetrics() {
            .Help(
                "Tokens one verifying decode produced: accepted proposals plus the token sampled "
                "after them.")
+           .Labels(labels_)
            .Register(r)
            .Add({}, lengths);
 }
@@ -257,7 +288,12 @@ void WorkerMetrics::RefreshGauges() const {
 void WorkerMetrics::SetDeviceMonitor(const DeviceMonitor* monitor) {
   if (monitor == nullptr || !monitor->unavailable_reason().empty() || monitor_ != nullptr) return;
   auto gauge = [&](const char* name, const char* help) {
-    return &prometheus::BuildGauge().Name(name).Help(help).Register(*registry_).Add({});
+    return &prometheus::BuildGauge()
+                .Name(name)
+                .Help(help)
+                .Labels(labels_)
+                .Register(*registry_)
+                .Add({});
   };
   device_utilization_ =
       gauge("llm_device_utilization_ratio", "The driver's GPU utilisation counter (NVML), 0..1.");

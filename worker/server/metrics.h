@@ -48,7 +48,9 @@ class WorkerMetrics : public loop::RequestObserver,
                       public loop::StepObserver,
                       public RequestCounters {
  public:
-  WorkerMetrics();
+  // Every series carries the label model_name=`model_name` (model.name), as vLLM's do, so that
+  // an autoscaler or a dashboard can select one model's workers.
+  explicit WorkerMetrics(const std::string& model_name = "");
 
   // Serves /metrics on `listen` ("0.0.0.0:9090"; port 0 picks one). Returns the bound port.
   absl::StatusOr<int> Serve(const std::string& listen);
@@ -75,6 +77,7 @@ class WorkerMetrics : public loop::RequestObserver,
   void RegisterSpeculationMetrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
+  const prometheus::Labels labels_;  // on every family: model_name
   std::shared_ptr<ScrapeHook> hook_;
   std::unique_ptr<llm::MetricsHttpServer> http_;
   std::atomic<const loop::Worker*> worker_{nullptr};

@@ -28,6 +28,7 @@ std::string HostName() {
 
 WorkerServer::WorkerServer(WorkerConfig config)
     : config_(std::move(config)),
+      metrics_(config_.model_name),
       generation_(&metrics_, static_cast<size_t>(config_.max_message_bytes)) {}
 
 WorkerServer::~WorkerServer() {
