@@ -35,26 +35,90 @@ the workers' certificate.
 {{- end -}}
 
 {{/*
-llm-worker configuration file: what the chart manages, with worker.config merged over it.
+The worker Deployments, as a JSON list: one per entry of .Values.models, each entry's fields
+over the worker.* defaults; with no models, one from worker.model (named <prefix>-worker, as
+before models existed). Fields: id (the name suffix, "" or "-<name>"), name (model.name, ""
+for the directory's), servedNames, path, volume {claimName, hostPath, image}, gpus, replicas,
+autoscaling, nodeSelector, tolerations, resources, config (merged over worker.config).
+*/}}
+{{- define "llm.workerModels" -}}
+{{- $w := .Values.worker -}}
+{{- $defaults := dict
+  "id" "" "name" "" "servedNames" (list) "path" $w.model.path
+  "volume" (dict "claimName" $w.model.claimName "hostPath" $w.model.hostPath "image" $w.model.image)
+  "gpus" (ternary $w.gpus 0 .Values.gpu.enabled) "replicas" $w.replicas
+  "autoscaling" $w.autoscaling "nodeSelector" $w.nodeSelector "tolerations" $w.tolerations
+  "resources" $w.resources "config" $w.config -}}
+{{- $out := list -}}
+{{- if not .Values.models -}}
+{{- $out = append $out $defaults -}}
+{{- else -}}
+{{- range $m := .Values.models -}}
+{{- $e := deepCopy $defaults -}}
+{{- $_ := set $e "id" (printf "-%s" $m.name) -}}
+{{- $_ := set $e "name" $m.name -}}
+{{- $_ := set $e "servedNames" (default (list) $m.servedNames) -}}
+{{- $_ := set $e "path" $m.path -}}
+{{- if $m.volume -}}
+{{- $_ := set $e "volume" (merge (deepCopy $m.volume) (dict "claimName" "" "hostPath" "" "image" "")) -}}
+{{- end -}}
+{{- if and $.Values.gpu.enabled (hasKey $m "gpus") -}}
+{{- $_ := set $e "gpus" $m.gpus -}}
+{{- end -}}
+{{- range $k := list "replicas" "nodeSelector" "tolerations" "resources" -}}
+{{- if hasKey $m $k -}}
+{{- $_ := set $e $k (index $m $k) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $e "autoscaling" (mergeOverwrite (deepCopy $w.autoscaling) (default (dict) $m.autoscaling)) -}}
+{{- $_ := set $e "config" (mergeOverwrite (deepCopy $w.config) (default (dict) $m.config)) -}}
+{{- $out = append $out $e -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The pod selector of one worker Deployment (dict "root" $ "m" <an llm.workerModels entry>):
+with models, each Deployment's pods also carry llm-serving/model, so selectors never overlap.
+*/}}
+{{- define "llm.modelSelector" -}}
+{{ include "llm.workerSelector" .root }}
+{{- if .m.id }}
+llm-serving/model: {{ .m.name }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+llm-worker configuration file of one worker Deployment (dict "root" $ "m" <an
+llm.workerModels entry>): what the chart manages, with its config merged over it.
 */}}
 {{- define "llm.workerConfig" -}}
+{{- $root := .root -}}
+{{- $model := dict "path" .m.path -}}
+{{- if .m.name -}}
+{{- $_ := set $model "name" .m.name -}}
+{{- end -}}
+{{- if .m.servedNames -}}
+{{- $_ := set $model "served_names" (join "," .m.servedNames) -}}
+{{- end -}}
 {{- $managed := dict
-  "model" (dict "path" .Values.worker.model.path)
+  "model" $model
   "server" (dict
     "listen" "0.0.0.0:50051"
     "metrics_listen" "0.0.0.0:9090"
     "health_listen" "0.0.0.0:50052"
-    "drain_grace_seconds" .Values.worker.drainGraceSeconds)
+    "drain_grace_seconds" $root.Values.worker.drainGraceSeconds)
   "engine" (dict
-    "backend" (ternary "cuda" "cpu" .Values.gpu.enabled)
-    "watchdog_seconds" .Values.worker.watchdogSeconds) -}}
-{{- if .Values.tls.enabled -}}
+    "backend" (ternary "cuda" "cpu" $root.Values.gpu.enabled)
+    "watchdog_seconds" $root.Values.worker.watchdogSeconds) -}}
+{{- if $root.Values.tls.enabled -}}
 {{- $_ := set $managed "tls" (dict
     "cert_file" "/etc/llm/tls/tls.crt"
     "key_file" "/etc/llm/tls/tls.key"
     "client_ca_file" "/etc/llm/tls/ca.crt") -}}
 {{- end -}}
-{{- toYaml (mergeOverwrite $managed (deepCopy .Values.worker.config)) -}}
+{{- toYaml (mergeOverwrite $managed (deepCopy .m.config)) -}}
 {{- end -}}
 
 {{/*

@@ -35,8 +35,11 @@ except ImportError:
 #   field is allowed and checked by hand (GRPC_ACTION_FIELDS).
 # - autoscaling/v2 (GA in 1.23): its HorizontalPodAutoscaler has the same schema as v2beta2
 #   for every field used here, so it is checked against the v2beta2 models.
-EXTRA_FIELDS = {"V1Probe": {"grpc"}}
+# The Helm chart can also mount checkpoints from an image volume (Volume.image, Kubernetes
+# 1.31+), likewise allowed and checked by hand (IMAGE_VOLUME_FIELDS).
+EXTRA_FIELDS = {"V1Probe": {"grpc"}, "V1Volume": {"image"}}
 GRPC_ACTION_FIELDS = {"port": int, "service": str}
+IMAGE_VOLUME_FIELDS = {"reference": str, "pullPolicy": str}
 MODEL_ALIASES = {("autoscaling/v2", "HorizontalPodAutoscaler"): "V2beta2HorizontalPodAutoscaler"}
 
 # Custom resources: their apiVersion, and the allowed fields of spec and its nested parts.
@@ -101,7 +104,7 @@ def model_problems(value, type_name, where):
     for key, sub in value.items():
         here = f"{where}.{key}"
         if key in EXTRA_FIELDS.get(type_name, ()):
-            problems += grpc_action_problems(sub, here)
+            problems += (grpc_action_problems if key == "grpc" else image_volume_problems)(sub, here)
         elif key not in json_to_attr:
             problems.append(f"{here}: unknown field of {type_name}")
         else:
@@ -118,6 +121,13 @@ def grpc_action_problems(value, where):
                  for k, v in value.items()
                  if k in GRPC_ACTION_FIELDS and not isinstance(v, GRPC_ACTION_FIELDS[k])]
     return problems
+
+
+def image_volume_problems(value, where):
+    if not isinstance(value, dict) or not isinstance(value.get("reference"), str):
+        return [f"{where}: an image volume needs a reference"]
+    return [f"{where}.{k}: unknown field of an image volume" for k in value
+            if k not in IMAGE_VOLUME_FIELDS]
 
 
 def model_name(obj):
@@ -382,4 +392,13 @@ class KustomizeTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # --objects FILE...: only the schema check, of the objects in those YAML files (the Helm
+    # chart as Helm renders it: helm_render_test.py); prints each problem, exits 1 on any.
+    if sys.argv[1:2] == ["--objects"]:
+        import yaml
+        objects = [o for f in sys.argv[2:] for o in yaml.safe_load_all(open(f, encoding="utf-8"))
+                   if o]
+        found = schema_problems(objects) + ([] if objects else ["no objects"])
+        print("\n".join(found))
+        sys.exit(1 if found else 0)
     unittest.main(verbosity=2)
