@@ -159,10 +159,24 @@ void ClientCall::OnRequestEnd() {
 
 void ClientCall::ComputePrefix() {
   prefix_done_ = true;
-  // Only Generate carries a prompt; the request is one gRPC message (5-byte prefix).
-  if (path_ != "/llm.v1.Generation/Generate" || request_.size() < 5 || request_[0] != 0) return;
+  // Only Generate carries a prompt, and it and (De)Tokenize a model; the request is one gRPC
+  // message (5-byte prefix).
+  if (request_.size() < 5 || request_[0] != 0) return;
+  const auto* message = request_.data() + 5;
+  const int size = static_cast<int>(request_.size() - 5);
+  if (path_ == "/llm.v1.Generation/Tokenize") {
+    llm::v1::TokenizeRequest t;
+    if (t.ParseFromArray(message, size)) model_ = t.model();
+    return;
+  }
+  if (path_ == "/llm.v1.Generation/Detokenize") {
+    llm::v1::DetokenizeRequest d;
+    if (d.ParseFromArray(message, size)) model_ = d.model();
+    return;
+  }
+  if (path_ != "/llm.v1.Generation/Generate") return;
   llm::v1::GenerateRequest req;
-  if (!req.ParseFromArray(request_.data() + 5, static_cast<int>(request_.size() - 5))) return;
+  if (!req.ParseFromArray(message, size)) return;
   model_ = req.model();
   std::string bytes;
   switch (req.prompt_case()) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "router/openai/tokenize_api.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/http_gate.h"
 #include "router/relay/security.h"
@@ -31,6 +32,20 @@ using openai::OpenAiResponder;
 constexpr size_t kMaxBuffered = 1 << 20;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr char kGeneratePath[] = "/llm.v1.Generation/Generate";
+constexpr char kTokenizePath[] = "/llm.v1.Generation/Tokenize";
+constexpr char kDetokenizePath[] = "/llm.v1.Generation/Detokenize";
+
+// The JSON answer to a unary call's response message (`bytes`).
+std::string UnaryResponseBody(const char* path, const std::string& bytes) {
+  if (std::string_view(path) == kTokenizePath) {
+    llm::v1::TokenizeResponse r;
+    (void)r.ParseFromString(bytes);
+    return openai::TokenizeResponseBody(r);
+  }
+  llm::v1::DetokenizeResponse r;
+  (void)r.ParseFromString(bytes);
+  return openai::DetokenizeResponseBody(r);
+}
 
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> next{1};
@@ -257,10 +272,19 @@ void HttpConnection::StartCall(openai::ParsedRequest request) {
   responder_ = std::make_unique<OpenAiResponder>(
       *request_, NewId(request_->kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"),
       static_cast<int64_t>(std::time(nullptr)));
+  SendToWorkers(kGeneratePath, request_->request.SerializeAsString());
+}
+
+void HttpConnection::StartUnary(const char* path, const std::string& message) {
+  unary_path_ = path;
+  unary_reply_.clear();
+  SendToWorkers(path, message);
+}
+
+void HttpConnection::SendToWorkers(const char* path, const std::string& message) {
   stream_started_ = false;
   grpc_in_.clear();
   trailers_only_.reset();
-  std::string message = request_->request.SerializeAsString();
   std::string framed(5, '\0');
   const uint32_t n = static_cast<uint32_t>(message.size());
   framed[1] = static_cast<char>(n >> 24);
@@ -269,7 +293,7 @@ void HttpConnection::StartCall(openai::ParsedRequest request) {
   framed[4] = static_cast<char>(n);
   framed += message;
   call_ = new ClientCall(ctx_, this);  // deletes itself once we let go and it is done
-  call_->AddHeader(":path", kGeneratePath);
+  call_->AddHeader(":path", path);
   if (!authorization_.empty()) call_->AddHeader("authorization", authorization_);
   call_->OnRequestHeaders();
   if (call_ == nullptr) return;
@@ -312,6 +336,10 @@ void HttpConnection::Pump() {
 }
 
 void HttpConnection::OnMessage(const std::string& bytes) {
+  if (unary_path_ != nullptr) {
+    unary_reply_ = bytes;
+    return;
+  }
   llm::v1::GenerateResponse m;
   if (!m.ParseFromString(bytes)) return;  // a worker bug; the status still ends the call
   if (request_->stream) {
@@ -327,7 +355,9 @@ void HttpConnection::EndCall(const Headers& trailers) {
   (void)absl::SimpleAtoi(Find(trailers, "grpc-status"), &code);
   int64_t pushback = 0;
   (void)absl::SimpleAtoi(Find(trailers, "grpc-retry-pushback-ms"), &pushback);
-  if (code == kGrpcOk) {
+  if (code == kGrpcOk && unary_path_ != nullptr) {
+    Respond(200, UnaryResponseBody(unary_path_, unary_reply_));
+  } else if (code == kGrpcOk) {
     if (request_->stream) {
       if (!stream_started_) StartStream();
       WriteChunk(responder_->StreamEnd());
@@ -355,6 +385,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
 void HttpConnection::RequestDone() {
   request_.reset();
   responder_.reset();
+  unary_path_ = nullptr;
   head_request_ = false;  // an error before the next request's first byte has a body
   if (!keep_alive_) {
     close_when_written_ = true;
@@ -542,12 +573,13 @@ void HttpConnection::Handle() {
   const bool chat = path == "/v1/chat/completions";
   const bool completion = path == "/v1/completions";
   const bool models_path = path == "/v1/models";
+  const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
   if (path == "/health") {
     Respond(ctx_->draining ? 503 : 200,
             ctx_->draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
     return RequestDone();
   }
-  if (!models_path && !chat && !completion) {
+  if (!models_path && !chat && !completion && !tokenize && !detokenize) {
     e.http_status = 404;
     e.message = absl::StrCat("no such path: ", path);
     e.code = "not_found";
@@ -581,6 +613,7 @@ void HttpConnection::Handle() {
     if (!v.report.model.empty()) models.insert(v.report.model);
     models.insert(v.report.served_names.begin(), v.report.served_names.end());
   }
+  if (tokenize || detokenize) return HandleTokenize(tokenize, models, any_worker);
   if (models_path) {
     nlohmann::json data = nlohmann::json::array();
     for (const auto& m : models) {
@@ -615,6 +648,49 @@ void HttpConnection::Handle() {
     return RequestDone();
   }
   StartCall(*std::move(parsed));
+}
+
+void HttpConnection::HandleTokenize(bool tokenize, const std::set<std::string>& models,
+                                    bool any_worker) {
+  ApiError e;
+  openai::ParseOptions options;
+  options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
+  std::string model, message;
+  if (tokenize) {
+    auto r = openai::ParseTokenizeBody(body_, &e, options);
+    if (r.ok()) {
+      model = r->model();
+      message = r->SerializeAsString();
+    }
+  } else {
+    auto r = openai::ParseDetokenizeBody(body_, &e, options);
+    if (r.ok()) {
+      model = r->model();
+      message = r->SerializeAsString();
+    }
+  }
+  if (!e.message.empty()) {
+    RespondError(e);
+    return RequestDone();
+  }
+  if (!any_worker) {
+    e.http_status = 503;
+    e.type = "service_unavailable";
+    e.message = "no worker can take the request";
+    RespondError(e);
+    return RequestDone();
+  }
+  if (!model.empty() && !models.count(model)) {
+    e.http_status = 404;
+    e.param = "model";
+    e.code = "model_not_found";
+    e.message = absl::StrCat("the model '", model,
+                             "' is not served here (served: ", absl::StrJoin(models, ", "),
+                             "; GET /v1/models)");
+    RespondError(e);
+    return RequestDone();
+  }
+  StartUnary(tokenize ? kTokenizePath : kDetokenizePath, message);
 }
 
 }  // namespace llm::router::relay

@@ -23,6 +23,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ class HttpConnection final : public FdHandler, public CallClient {
   void HeaderDone();
   void Handle();
   void StartCall(openai::ParsedRequest request);
+  // A unary call (Tokenize, Detokenize) of `path` with `message`, answered as JSON at its end.
+  void StartUnary(const char* path, const std::string& message);
+  void SendToWorkers(const char* path, const std::string& message);
+  // POST /tokenize or /detokenize (router/openai/tokenize_api.h), sent to a worker of its model.
+  void HandleTokenize(bool tokenize, const std::set<std::string>& models, bool any_worker);
   // Takes the call's response bytes and, at its end, its status.
   void Pump();
   void OnMessage(const std::string& bytes);
@@ -101,6 +107,9 @@ class HttpConnection final : public FdHandler, public CallClient {
   ClientCall* call_ = nullptr;
   std::optional<openai::ParsedRequest> request_;
   std::unique_ptr<openai::OpenAiResponder> responder_;
+  // A unary call in progress (request_ unset): its path, and its response message.
+  const char* unary_path_ = nullptr;
+  std::string unary_reply_;
   bool stream_started_ = false;
   std::string grpc_in_;  // gRPC-framed response bytes not yet parsed
   std::optional<Headers> trailers_only_;

@@ -4,8 +4,8 @@ models: tinystories-656k named "tiny", and random:tiny named "rand" with the ali
 three names once each; 200 interleaved completions and chat completions, 16 at a time, each
 name their model and are answered by it (the response's model field, and the prompt token
 count of that model's tokenizer); each worker's finished-request counter adds up to the calls
-that named its model; an unknown name is a 404 model_not_found listing the served names. The
-gRPC side of the same cluster: two_model_test.cc.
+that named its model; /tokenize and /detokenize go by model too; an unknown name is a 404
+model_not_found listing the served names. The gRPC side of the same cluster: two_model_test.cc.
 
 Run with the virtual environment's Python (.venv/bin/python holds the pinned `openai`):
 
@@ -20,6 +20,7 @@ import os
 import sys
 import time
 
+import httpx
 import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -118,6 +119,25 @@ def main():
                      f"rand {finished(worker_metrics['rand'])} (102 each expected)")
             time.sleep(0.05)
         check(True, "each worker finished the 102 calls that named its model")
+
+        # /tokenize and /detokenize (vLLM's shapes) go to a worker of the model they name.
+        base = f"http://127.0.0.1:{http_port}"
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        for name, served in (("tiny", "tiny"), ("rand-latest", "rand")):
+            t = httpx.post(f"{base}/tokenize", headers=headers, timeout=30,
+                           json={"model": name, "prompt": PROMPT}).json()
+            check(t["count"] == len(t["tokens"]) == expected[served][0] and t["max_model_len"] > 0,
+                  f"/tokenize naming {name}: {t['count']} tokens, as its completions count")
+            d = httpx.post(f"{base}/detokenize", headers=headers, timeout=30,
+                           json={"model": name, "tokens": t["tokens"]}).json()
+            check(PROMPT in d["prompt"], f"/detokenize naming {name} gives the prompt back: "
+                  f"{d['prompt']!r}")
+        r = httpx.post(f"{base}/tokenize", headers=headers, timeout=30, json={"prompt": PROMPT})
+        check(r.status_code == 400, f"/tokenize without a model, two served: {r.status_code}")
+        r = httpx.post(f"{base}/tokenize", headers=headers, timeout=30,
+                       json={"model": "gpt-4o", "prompt": PROMPT})
+        check(r.status_code == 404 and r.json()["error"]["code"] == "model_not_found",
+              f"/tokenize naming an unknown model: {r.status_code}")
 
         try:
             client.completions.create(model="gpt-4o", prompt=PROMPT, max_tokens=2)

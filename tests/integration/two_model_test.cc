@@ -3,7 +3,8 @@
 // prompt has another token count there). 1,000 interleaved gRPC calls (100 at a time), each naming
 // one of the three names, are each answered by a worker of the model they name: the prompt token
 // count of every answer is that model's, and each worker's finished-request counter and the
-// router's per-model counter add up to the calls that named its model. The OpenAI SDK's side of the
+// router's per-model counter add up to the calls that named its model; Tokenize calls go by
+// model too. The OpenAI SDK's side of the
 // same cluster: openai_two_models_test.py.
 #include <grpcpp/grpcpp.h>
 
@@ -96,6 +97,19 @@ TEST(TwoModelTest, EachOfAThousandInterleavedCallsIsAnsweredByTheModelItNames) {
       std::chrono::seconds(10)))
       << "finished: tiny " << Finished(*tiny) << ", rand " << Finished(*rand)
       << "; router OK: tiny " << router_ok("tiny") << ", rand " << router_ok("rand");
+
+  // Tokenize goes to a worker of the model it names too: that model's token count.
+  for (const auto& [name, count] : {std::pair<std::string, uint32_t>{"tiny", prompt_tokens["tiny"]},
+                                    {"rand-latest", prompt_tokens["rand"]}}) {
+    grpc::ClientContext ctx;
+    llm::v1::TokenizeRequest t;
+    t.set_text(kPrompt);
+    t.set_model(name);
+    llm::v1::TokenizeResponse reply;
+    const grpc::Status st = stub->Tokenize(&ctx, t, &reply);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.error_message();
+    EXPECT_EQ(static_cast<uint32_t>(reply.token_ids_size()), count) << name;
+  }
 
   // A name nobody serves is NOT_FOUND naming those served; no name, with two models, is refused.
   const GenerateResult unknown = Generate(*stub, Named("gpt-4o"));

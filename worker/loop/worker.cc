@@ -119,15 +119,20 @@ void Worker::SetChatRenderer(ChatRenderer render, std::string why_none) {
   if (!why_none.empty()) no_chat_reason_ = std::move(why_none);
 }
 
+absl::Status Worker::CheckModel(std::string_view model) const {
+  if (model.empty() || model == options_.model_name ||
+      std::find(options_.served_names.begin(), options_.served_names.end(), model) !=
+          options_.served_names.end()) {
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("model: '", std::string(model), "' is not served here (",
+                                          options_.model_name, ")"));
+}
+
 absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<StreamSink> sink) {
   if (draining_) return absl::UnavailableError("the worker is draining; try another worker");
   if (absl::Status st = ValidateSpec(spec, options_.limits); !st.ok()) return st;
-  if (!spec.model.empty() && spec.model != options_.model_name &&
-      std::find(options_.served_names.begin(), options_.served_names.end(), spec.model) ==
-          options_.served_names.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("model: '", spec.model, "' is not served here (", options_.model_name, ")"));
-  }
+  if (absl::Status st = CheckModel(spec.model); !st.ok()) return st;
   if (spec.chat && !chat_renderer_) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
   }

@@ -83,6 +83,8 @@ class Worker {
   // further call reaches its sink once the output stage has processed the cancel.
   void Cancel(uint64_t key);
 
+  // OK when `model` is empty, model.name or one of served_names; else NOT_FOUND naming it.
+  absl::Status CheckModel(std::string_view model) const;
   absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const;
   absl::StatusOr<std::string> Detokenize(std::span<const int32_t> ids, bool skip_special) const;
   const frontend::Tokenizer& tokenizer() const { return *tokenizer_; }

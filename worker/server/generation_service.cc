@@ -26,7 +26,7 @@ const StringFields kChatStrings = {{1, {"messages[]", &kChatMessageStrings}},
                                    {5, {"tool_choice", &kToolChoiceStrings}}};
 const StringFields kGenerateStrings = {
     {1, "request_id"}, {2, "text"}, {7, "stop[]"}, {12, {"chat", &kChatStrings}}};
-const StringFields kTokenizeStrings = {{1, "text"}};
+const StringFields kTokenizeStrings = {{1, "text"}, {3, "model"}};
 
 class GenerateReactor;
 
@@ -229,6 +229,10 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
+  if (absl::Status st = worker->CheckModel(request.model()); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
   auto ids = worker->Tokenize(
       request.text(), request.has_add_special_tokens() ? request.add_special_tokens() : true);
   if (ids.ok()) {
@@ -248,6 +252,10 @@ grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerCont
   loop::Worker* worker = worker_.load();
   if (worker == nullptr) {
     reactor->Finish(NotReady());
+    return reactor;
+  }
+  if (absl::Status st = worker->CheckModel(request->model()); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
   const std::vector<int32_t> ids(request->token_ids().begin(), request->token_ids().end());
