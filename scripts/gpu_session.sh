@@ -133,6 +133,26 @@ kv_sanitizers() {
     "$here/bin/kernels_test" --gtest_filter="$kv_tests"
 }
 
+# llama-3-8b on each cache dtype (issue 30): bf16 weights and cache, bf16 weights with an FP8
+# cache, FP8 weights and cache. SECONDS: each run's limit; ARGS: the runs' flags.
+kv_dtype_runs() {
+  local limit="$1"
+  shift
+  bench llama-3-8b-bf16 "$limit" "$@"
+  bench llama-3-8b-kv-fp8 "$limit" "$@" --kv-cache-dtype fp8
+  bench llama-3-8b-fp8-kv-fp8 "$limit" "$@" --quantization fp8 --kv-cache-dtype fp8
+}
+
+# The decode attention kernels alone on each cache dtype: time and K/V bandwidth per shape.
+# SECONDS: each run's limit.
+attention_by_dtype() {
+  for dtype in bf16 fp8; do
+    step "attention-$dtype" "$1" "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
+    [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
+      "$out/attention-$dtype.json"
+  done
+}
+
 # Issue 29's comparison: llama-3-8b in bf16 beside FP8 quantised at load, on the same machine,
 # with --kernels and a 4k TTFT. SECONDS: each run's limit.
 fp8_beside_bf16() {
@@ -318,17 +338,10 @@ case "$phase" in
     step cuda_runner_test-fp8-kv 150 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaFp8KvRunnerTest.*'
     kv_sanitizers 90
-    # The decode attention kernels alone, each cache dtype: time and K/V bandwidth per shape.
-    for dtype in bf16 fp8; do
-      step "attention-$dtype" 60 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
-      [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
-        "$out/attention-$dtype.json"
-    done
+    attention_by_dtype 60
     kv_runs=(--model random:llama-3-8b --ttft-prompts 4096 --stall-prompt 0 --ttft-runs 1
       --kernels)
-    bench llama-3-8b-bf16 90 "${kv_runs[@]}"
-    bench llama-3-8b-kv-fp8 90 "${kv_runs[@]}" --kv-cache-dtype fp8
-    bench llama-3-8b-fp8-kv-fp8 90 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    kv_dtype_runs 90 "${kv_runs[@]}"
     bench llama-3-8b-kv-fp8-8k 90 --model random:llama-3-8b --slots 64 --context 7680 \
       --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
     ;;
@@ -341,20 +354,14 @@ case "$phase" in
     step kernels_test 120 "${run[@]}" kernels_test
     step cuda_runner_test 180 "${run[@]}" cuda_runner_test
     kv_runs=(--model random:llama-3-8b --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    bench llama-3-8b-bf16 70 "${kv_runs[@]}"
-    bench llama-3-8b-kv-fp8 70 "${kv_runs[@]}" --kv-cache-dtype fp8
-    bench llama-3-8b-fp8-kv-fp8 70 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    kv_dtype_runs 70 "${kv_runs[@]}"
     bench llama-3-8b-kv-fp8-8k 60 --model random:llama-3-8b --slots 64 --context 7680 \
       --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype fp8
     # An H100's 28,780 blocks (bf16), where reserving max_tokens 4,096 halves the batch.
     step kv-on-demand 150 "${run[@]}" llm-bench kv --backend cuda --model random:llama-3-8b \
       --slots 256 --kv-blocks 28780 --requests 1024 --answer 200 --spread 100 --max-tokens 4096
     kv_sanitizers 60
-    for dtype in bf16 fp8; do
-      step "attention-$dtype" 45 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
-      [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
-        "$out/attention-$dtype.json"
-    done
+    attention_by_dtype 45
     ;;
   kv-rerun)
     # After kv-lease (2026-11-27): the three tests it failed, fixed; the FP8 decode kernel on
@@ -366,9 +373,7 @@ case "$phase" in
     step attention-fp8 45 "${run[@]}" llm-bench attention --kv-cache-dtype fp8
     [[ -f "$out/attention-fp8.out" ]] && mv "$out/attention-fp8.out" "$out/attention-fp8.json"
     kv_runs=(--model random:llama-3-8b --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    bench llama-3-8b-bf16 60 "${kv_runs[@]}"
-    bench llama-3-8b-kv-fp8 60 "${kv_runs[@]}" --kv-cache-dtype fp8
-    bench llama-3-8b-fp8-kv-fp8 60 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    kv_dtype_runs 60 "${kv_runs[@]}"
     for dtype in bf16 fp8; do
       bench "llama-3-8b-kv-$dtype-8k" 60 --model random:llama-3-8b --slots 64 --context 7680 \
         --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1 --kv-cache-dtype "$dtype"
@@ -385,15 +390,9 @@ case "$phase" in
     step kernels_test-attention 60 "${run[@]}" kernels_test --gtest_filter='AttentionKernelTest.*'
     step cuda_runner_test-fp8-kv 60 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaRunnerTest.GoldenIds*:CudaFp8KvRunnerTest.BatchInvariant*'
-    for dtype in bf16 fp8; do
-      step "attention-$dtype" 45 "${run[@]}" llm-bench attention --kv-cache-dtype "$dtype"
-      [[ -f "$out/attention-$dtype.out" ]] && mv "$out/attention-$dtype.out" \
-        "$out/attention-$dtype.json"
-    done
+    attention_by_dtype 45
     kv_runs=(--model random:llama-3-8b --ttft-prompts 1024 --stall-prompt 0 --ttft-runs 1)
-    bench llama-3-8b-bf16 60 "${kv_runs[@]}"
-    bench llama-3-8b-kv-fp8 60 "${kv_runs[@]}" --kv-cache-dtype fp8
-    bench llama-3-8b-fp8-kv-fp8 60 "${kv_runs[@]}" --quantization fp8 --kv-cache-dtype fp8
+    kv_dtype_runs 60 "${kv_runs[@]}"
     step memcheck-attention-fp8 60 "$sanitizer" --tool memcheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
     step racecheck-attention-fp8 60 "$sanitizer" --tool racecheck --error-exitcode 9 \

@@ -630,24 +630,31 @@ void HttpConnection::Handle() {
     RespondError(e);
     return RequestDone();
   }
+  if (RefusedAsUnserved(parsed->model, /*optional=*/false, models, any_worker)) {
+    return RequestDone();
+  }
+  StartCall(*std::move(parsed));
+}
+
+bool HttpConnection::RefusedAsUnserved(const std::string& model, bool optional,
+                                       const std::set<std::string>& models, bool any_worker) {
+  ApiError e;
   if (!any_worker) {
     e.http_status = 503;
     e.type = "service_unavailable";
     e.message = "no worker can take the request";
-    RespondError(e);
-    return RequestDone();
-  }
-  if (!models.count(parsed->model)) {
+  } else if ((!optional || !model.empty()) && !models.count(model)) {
     e.http_status = 404;
     e.param = "model";
     e.code = "model_not_found";
-    e.message = absl::StrCat("the model '", parsed->model,
+    e.message = absl::StrCat("the model '", model,
                              "' is not served here (served: ", absl::StrJoin(models, ", "),
                              "; GET /v1/models)");
-    RespondError(e);
-    return RequestDone();
+  } else {
+    return false;
   }
-  StartCall(*std::move(parsed));
+  RespondError(e);
+  return true;
 }
 
 void HttpConnection::HandleTokenize(bool tokenize, const std::set<std::string>& models,
@@ -673,23 +680,7 @@ void HttpConnection::HandleTokenize(bool tokenize, const std::set<std::string>& 
     RespondError(e);
     return RequestDone();
   }
-  if (!any_worker) {
-    e.http_status = 503;
-    e.type = "service_unavailable";
-    e.message = "no worker can take the request";
-    RespondError(e);
-    return RequestDone();
-  }
-  if (!model.empty() && !models.count(model)) {
-    e.http_status = 404;
-    e.param = "model";
-    e.code = "model_not_found";
-    e.message = absl::StrCat("the model '", model,
-                             "' is not served here (served: ", absl::StrJoin(models, ", "),
-                             "; GET /v1/models)");
-    RespondError(e);
-    return RequestDone();
-  }
+  if (RefusedAsUnserved(model, /*optional=*/true, models, any_worker)) return RequestDone();
   StartUnary(tokenize ? kTokenizePath : kDetokenizePath, message);
 }
 

@@ -79,7 +79,8 @@ def metric(port, name):
     return float(m.group(1)) if m else None
 
 
-def main():
+def parse_args():
+    """--bin, --model (the test model's folder, which must exist) and --chat-template."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--model", required=True)
@@ -87,6 +88,11 @@ def main():
     args = ap.parse_args()
     if not os.path.isdir(args.model):
         fail(f"the test model is missing: {args.model} (../shared is required)")
+    return args
+
+
+def main():
+    args = parse_args()
     tmp = token_dir("openai-sdk-")
     procs = []
     try:

@@ -14,7 +14,6 @@ Run with the virtual environment's Python (.venv/bin/python holds the pinned `op
 
 Exits 1 on the first failed check, saying which.
 """
-import argparse
 import concurrent.futures
 import os
 import sys
@@ -24,7 +23,7 @@ import httpx
 import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir  # noqa: E402
+from openai_sdk_test import TOKEN, Proc, check, fail, metric, parse_args, token_dir  # noqa: E402
 
 PROMPT = "Once upon a time there was a"
 
@@ -75,13 +74,7 @@ def ask(client, i, name):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--chat-template", required=True)
-    args = ap.parse_args()
-    if not os.path.isdir(args.model):
-        fail(f"the test model is missing: {args.model} (../shared is required)")
+    args = parse_args()
     tmp = token_dir("openai-two-models-")
     procs = []
     try:
