@@ -209,13 +209,9 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, ApiError
 
 // Parameters we cannot honour are refused by name rather than ignored.
 absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
-  int64_t n = 1;
-  auto got = Int(body, "n", 1, std::numeric_limits<int32_t>::max(), &n, e);
-  if (!got.ok()) return got.status();
-  if (n != 1) return Bad(e, "n", "'n' must be 1: one choice per request is supported");
   if (kind == ApiKind::kCompletion) {
     int64_t best_of = 1;
-    got = Int(body, "best_of", 1, std::numeric_limits<int32_t>::max(), &best_of, e);
+    auto got = Int(body, "best_of", 1, std::numeric_limits<int32_t>::max(), &best_of, e);
     if (!got.ok()) return got.status();
     if (best_of != 1) return Bad(e, "best_of", "'best_of' must be 1");
     if (Present(body, "echo") && body["echo"] != false) {
@@ -271,6 +267,11 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
   p.model = body["model"].get<std::string>();
   p.request.set_model(p.model);
   if (auto s = Unsupported(body, kind, e); !s.ok()) return s;
+  // n choices, 1 to 16 (as many as a worker takes a request).
+  int64_t n = 1;
+  if (auto got = Int(body, "n", 1, 16, &n, e); !got.ok()) return got.status();
+  p.n = static_cast<int>(n);
+  if (n > 1) p.request.set_n(static_cast<uint32_t>(n));
   for (const std::string& key : unknown) body.erase(key);
   llm::v1::GenerateRequest& r = p.request;
   if (auto s = ParseConstraint(body, r, e); !s.ok()) return s;
@@ -483,7 +484,12 @@ OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, i
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
       id_(std::move(id)),
-      created_(created) {}
+      created_(created),
+      choices_(static_cast<size_t>(std::max(1, request.n))) {}
+
+OpenAiResponder::Choice* OpenAiResponder::ChoiceOf(const llm::v1::GenerateResponse& m) {
+  return m.index() < choices_.size() ? &choices_[m.index()] : nullptr;
+}
 
 namespace {
 
@@ -541,7 +547,7 @@ json OpenAiResponder::Chunk() const {
               {"model", model_}};
 }
 
-json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
+json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const {
   if (!logprobs_) return nullptr;
   if (kind_ == ApiKind::kChat) {
     json content = json::array();
@@ -570,83 +576,86 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m) const {
     top.push_back(alts);
     // In bytes of the output, token by token (the text a message carries lags what a partial
     // character holds back, and U+FFFD is 3 bytes where a token may hold 1).
-    offsets.push_back(text_offset_);
-    text_offset_ +=
+    offsets.push_back(c.text_offset);
+    c.text_offset +=
         lp.sampled().bytes().empty() ? lp.sampled().text().size() : lp.sampled().bytes().size();
   }
   return json{
       {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-void OpenAiResponder::TakeUsage(const llm::v1::GenerateResponse& m) {
-  if (m.has_usage()) {
-    prompt_tokens_ = m.usage().prompt_tokens();
-    cached_tokens_ = m.usage().cached_prompt_tokens();
-    completion_tokens_ = m.usage().completion_tokens();
-    draft_tokens_ = m.usage().draft_tokens();
-    accepted_draft_tokens_ = m.usage().accepted_draft_tokens();
-  }
-}
-
 json OpenAiResponder::UsageJson() const {
-  json usage{{"prompt_tokens", prompt_tokens_},
-             {"completion_tokens", completion_tokens_},
-             {"total_tokens", prompt_tokens_ + completion_tokens_},
-             {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
-  if (draft_tokens_ > 0) {
+  // The prompt once (every choice has the same), and of it the most any choice found cached.
+  uint32_t prompt = 0, cached = 0, completion = 0, drafts = 0, accepted = 0;
+  for (const Choice& c : choices_) {
+    prompt = std::max(prompt, c.usage.prompt_tokens());
+    cached = std::max(cached, c.usage.cached_prompt_tokens());
+    completion += c.usage.completion_tokens();
+    drafts += c.usage.draft_tokens();
+    accepted += c.usage.accepted_draft_tokens();
+  }
+  json usage{{"prompt_tokens", prompt},
+             {"completion_tokens", completion},
+             {"total_tokens", prompt + completion},
+             {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  if (drafts > 0) {
     // Speculative decoding's proposals, in the fields OpenAI uses for predicted outputs.
-    usage["completion_tokens_details"] = {
-        {"accepted_prediction_tokens", accepted_draft_tokens_},
-        {"rejected_prediction_tokens", draft_tokens_ - accepted_draft_tokens_}};
+    usage["completion_tokens_details"] = {{"accepted_prediction_tokens", accepted},
+                                          {"rejected_prediction_tokens", drafts - accepted}};
   }
   return usage;
 }
 
-std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m) {
-  TakeUsage(m);
-  const std::string finish = FinishReason(m.finish_reason());
+std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Choice& c,
+                                          const std::string& finish) {
   std::string out;
   json chunk = Chunk();
   if (include_usage_) chunk["usage"] = nullptr;
-  const bool has_content = !m.text().empty() || m.logprobs_size() > 0;
-  if (kind_ == ApiKind::kChat) {
-    if (!role_sent_ || has_content) {
-      json delta = json::object();
-      if (!role_sent_) delta["role"] = "assistant";
-      delta["content"] = m.text();
-      role_sent_ = true;
-      chunk["choices"] = json::array({{{"index", 0},
-                                       {"delta", delta},
-                                       {"logprobs", LogprobsJson(m)},
-                                       {"finish_reason", nullptr}}});
-      out += Event(chunk);
-    }
-    if (m.tool_calls_size() > 0) {
-      chunk["choices"] = json::array({{{"index", 0},
-                                       {"delta", {{"tool_calls", ToolCallsJson(m, true)}}},
-                                       {"logprobs", nullptr},
-                                       {"finish_reason", nullptr}}});
-      out += Event(chunk);
-    }
-    if (!finish.empty()) {
-      chunk["choices"] = json::array({{{"index", 0},
-                                       {"delta", json::object()},
-                                       {"logprobs", nullptr},
-                                       {"finish_reason", finish}}});
-      out += Event(chunk);
-    }
-  } else {
-    if (has_content || !finish.empty()) {
-      chunk["choices"] =
-          json::array({{{"index", 0},
-                        {"text", m.text()},
-                        {"logprobs", LogprobsJson(m)},
-                        {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}}});
-      out += Event(chunk);
-    }
+  const json index = m.index();
+  if (!c.role_sent || !m.text().empty() || m.logprobs_size() > 0) {
+    json delta = json::object();
+    if (!c.role_sent) delta["role"] = "assistant";
+    delta["content"] = m.text();
+    c.role_sent = true;
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", delta},
+                                     {"logprobs", LogprobsJson(m, c)},
+                                     {"finish_reason", nullptr}}});
+    out += Event(chunk);
   }
-  text_ += m.text();
+  if (m.tool_calls_size() > 0) {
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", {{"tool_calls", ToolCallsJson(m, true)}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    out += Event(chunk);
+  }
+  if (!finish.empty()) {
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", json::object()},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", finish}}});
+    out += Event(chunk);
+  }
   return out;
+}
+
+std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m) {
+  Choice* c = ChoiceOf(m);
+  if (c == nullptr) return "";
+  if (m.has_usage()) c->usage = m.usage();
+  const std::string finish = FinishReason(m.finish_reason());
+  c->text += m.text();
+  if (kind_ == ApiKind::kChat) return OnStreamChat(m, *c, finish);
+  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty()) return "";
+  json chunk = Chunk();
+  if (include_usage_) chunk["usage"] = nullptr;
+  chunk["choices"] =
+      json::array({{{"index", m.index()},
+                    {"text", m.text()},
+                    {"logprobs", LogprobsJson(m, *c)},
+                    {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}}});
+  return Event(chunk);
 }
 
 std::string OpenAiResponder::StreamEnd() {
@@ -666,24 +675,26 @@ std::string OpenAiResponder::StreamError(const ApiError& e) {
 }
 
 void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
-  TakeUsage(m);
+  Choice* c = ChoiceOf(m);
+  if (c == nullptr) return;
+  if (m.has_usage()) c->usage = m.usage();
   if (logprobs_) {
-    const json lp = LogprobsJson(m);
+    const json lp = LogprobsJson(m, *c);
     if (kind_ == ApiKind::kChat) {
-      for (const auto& x : lp["content"]) logprob_entries_.push_back(x);
+      for (const auto& x : lp["content"]) c->logprob_entries.push_back(x);
     } else {
-      for (const auto& x : lp["tokens"]) tokens_.push_back(x);
-      for (const auto& x : lp["token_logprobs"]) token_logprobs_.push_back(x);
-      for (const auto& x : lp["top_logprobs"]) top_.push_back(x);
-      for (const auto& x : lp["text_offset"]) offsets_.push_back(x);
+      for (const auto& x : lp["tokens"]) c->tokens.push_back(x);
+      for (const auto& x : lp["token_logprobs"]) c->token_logprobs.push_back(x);
+      for (const auto& x : lp["top_logprobs"]) c->top.push_back(x);
+      for (const auto& x : lp["text_offset"]) c->offsets.push_back(x);
     }
   }
-  text_ += m.text();
+  c->text += m.text();
   if (m.tool_calls_size() > 0) {  // most messages carry none: no JSON built for them
-    for (auto& call : ToolCallsJson(m, false)) tool_calls_.push_back(std::move(call));
+    for (auto& call : ToolCallsJson(m, false)) c->tool_calls.push_back(std::move(call));
   }
   const std::string finish = FinishReason(m.finish_reason());
-  if (!finish.empty()) finish_reason_ = finish;
+  if (!finish.empty()) c->finish_reason = finish;
 }
 
 std::string OpenAiResponder::Body() const {
@@ -691,24 +702,29 @@ std::string OpenAiResponder::Body() const {
                {"object", kind_ == ApiKind::kChat ? "chat.completion" : "text_completion"},
                {"created", created_},
                {"model", model_}};
-  json choice = {{"index", 0}};
-  if (kind_ == ApiKind::kChat) {
-    // With calls and nothing else, content is null (as OpenAI answers).
-    const bool calls = !tool_calls_.empty();
-    choice["message"] = {{"role", "assistant"},
-                         {"content", calls && text_.empty() ? json(nullptr) : json(text_)}};
-    if (calls) choice["message"]["tool_calls"] = tool_calls_;
-    choice["logprobs"] = logprobs_ ? json{{"content", logprob_entries_}} : json(nullptr);
-  } else {
-    choice["text"] = text_;
-    choice["logprobs"] = logprobs_ ? json{{"tokens", tokens_},
-                                          {"token_logprobs", token_logprobs_},
-                                          {"top_logprobs", top_},
-                                          {"text_offset", offsets_}}
-                                   : json(nullptr);
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (kind_ == ApiKind::kChat) {
+      // With calls and nothing else, content is null (as OpenAI answers).
+      const bool calls = !c.tool_calls.empty();
+      choice["message"] = {{"role", "assistant"},
+                           {"content", calls && c.text.empty() ? json(nullptr) : json(c.text)}};
+      if (calls) choice["message"]["tool_calls"] = c.tool_calls;
+      choice["logprobs"] = logprobs_ ? json{{"content", c.logprob_entries}} : json(nullptr);
+    } else {
+      choice["text"] = c.text;
+      choice["logprobs"] = logprobs_ ? json{{"tokens", c.tokens},
+                                            {"token_logprobs", c.token_logprobs},
+                                            {"top_logprobs", c.top},
+                                            {"text_offset", c.offsets}}
+                                     : json(nullptr);
+    }
+    choice["finish_reason"] = c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason);
+    choices.push_back(std::move(choice));
   }
-  choice["finish_reason"] = finish_reason_.empty() ? json(nullptr) : json(finish_reason_);
-  body["choices"] = json::array({choice});
+  body["choices"] = std::move(choices);
   body["usage"] = UsageJson();
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -2,8 +2,8 @@
 // no socket, no gRPC call).
 //
 //   ParseOpenAiRequest   a /v1/chat/completions or /v1/completions JSON body -> GenerateRequest,
-//                        or a 400 naming the parameter. Parameters we cannot honour (n > 1,
-//                        functions, logit_bias, ...) are refused, never ignored. Structured
+//                        or a 400 naming the parameter. Parameters we cannot honour (best_of,
+//                        echo, functions, ...) are refused, never ignored. Structured
 //                        output's parameters: structured_params.h; tools: tool_params.h.
 //   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object.
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "llm/v1/generation.pb.h"
@@ -38,6 +39,7 @@ struct ParsedRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int n = 1;                   // choices (GenerateRequest.n)
   bool logprobs = false;       // report logprobs
   int top_logprobs = 0;        // alternatives to report per token
   llm::v1::GenerateRequest request;
@@ -59,7 +61,10 @@ absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
 // 503, DEADLINE_EXCEEDED 504, CANCELLED 499, anything else 500.
 ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms);
 
-// Builds the response of one request from its GenerateResponse messages.
+// Builds the response of one request from its GenerateResponse messages, one choice per
+// GenerateResponse.index (n > 1: their messages interleave). Usage counts the prompt once: the
+// prompt tokens and, of those, the most any choice took from the prefix cache, and every
+// choice's completion tokens.
 class OpenAiResponder {
  public:
   // `id` e.g. "chatcmpl-..."; `created` in Unix seconds.
@@ -78,10 +83,28 @@ class OpenAiResponder {
   std::string Body() const;
 
  private:
+  // One choice's state.
+  struct Choice {
+    bool role_sent = false;
+    size_t text_offset = 0;  // completions' text_offset of the next logprob entry
+    std::string text;
+    nlohmann::ordered_json logprob_entries = nlohmann::ordered_json::array();  // chat: content
+    nlohmann::ordered_json tokens = nlohmann::ordered_json::array(),
+                           token_logprobs = nlohmann::ordered_json::array(),
+                           top = nlohmann::ordered_json::array(),
+                           offsets = nlohmann::ordered_json::array();
+    nlohmann::ordered_json tool_calls = nlohmann::ordered_json::array();  // message.tool_calls
+    std::string finish_reason;
+    llm::v1::Usage usage;
+  };
+
+  // The choice `m` belongs to (null for an index past the request's n: a worker's bug).
+  Choice* ChoiceOf(const llm::v1::GenerateResponse& m);
   nlohmann::ordered_json Chunk() const;
-  nlohmann::ordered_json LogprobsJson(const llm::v1::GenerateResponse& m) const;
+  nlohmann::ordered_json LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const;
   nlohmann::ordered_json UsageJson() const;
-  void TakeUsage(const llm::v1::GenerateResponse& m);
+  std::string OnStreamChat(const llm::v1::GenerateResponse& m, Choice& c,
+                           const std::string& finish);
 
   ApiKind kind_;
   std::string model_;
@@ -90,20 +113,7 @@ class OpenAiResponder {
   int top_logprobs_;
   std::string id_;
   int64_t created_;
-  bool role_sent_ = false;
-  mutable size_t text_offset_ = 0;  // completions' text_offset of the next logprob entry
-  // Accumulated.
-  std::string text_;
-  nlohmann::ordered_json logprob_entries_ =
-      nlohmann::ordered_json::array();  // chat: content entries
-  nlohmann::ordered_json tokens_ = nlohmann::ordered_json::array(),
-                         token_logprobs_ = nlohmann::ordered_json::array(),
-                         top_ = nlohmann::ordered_json::array(),
-                         offsets_ = nlohmann::ordered_json::array();
-  nlohmann::ordered_json tool_calls_ = nlohmann::ordered_json::array();  // chat: message.tool_calls
-  std::string finish_reason_;
-  uint32_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
-  uint32_t draft_tokens_ = 0, accepted_draft_tokens_ = 0;  // speculative decoding
+  std::vector<Choice> choices_;  // by index
 };
 
 }  // namespace llm::router::openai

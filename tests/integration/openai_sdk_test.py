@@ -232,7 +232,7 @@ def main():
 
         # Bad fields: 400 naming the parameter.
         bad = [
-            ("n", dict(n=2)),
+            ("n", dict(n=17)),  # 1 to 16
             ("max_tokens", dict(max_tokens=0)),
             ("temperature", dict(temperature="hot")),
             ("stop", dict(stop=5)),

@@ -5,7 +5,8 @@ three names once each; 200 interleaved completions and chat completions, 16 at a
 name their model and are answered by it (the response's model field, and the prompt token
 count of that model's tokenizer); each worker's finished-request counter adds up to the calls
 that named its model; /tokenize and /detokenize go by model too; an unknown name is a 404
-model_not_found listing the served names. The gRPC side of the same cluster: two_model_test.cc.
+model_not_found listing the served names; n = 4 gives four choices, the prompt computed once.
+The gRPC side of the same cluster: two_model_test.cc.
 
 Run with the virtual environment's Python (.venv/bin/python holds the pinned `openai`):
 
@@ -73,6 +74,39 @@ def ask(client, i, name):
     return r.model, r.usage.prompt_tokens
 
 
+def check_choices(client):
+    """n = 4: four choices with their index, the prompt computed once (the later choices take
+    its full 16-token blocks from the prefix cache: usage's cached tokens), usage counting the
+    prompt once and every choice's tokens; streamed, each choice's deltas under its index."""
+    story = ("Once upon a time, in a small town by the sea, there lived a boy called Sam who "
+             "kept a red kite under his bed. Every windy morning he ran up the hill")
+    r = client.completions.create(model="tiny", prompt=story, n=4, max_tokens=8, temperature=1.0,
+                                  seed=11, extra_body={"ignore_eos": True})
+    indexes = sorted(c.index for c in r.choices)
+    u = r.usage
+    check(indexes == [0, 1, 2, 3] and all(c.finish_reason == "length" for c in r.choices),
+          f"n=4: four choices, indexes {indexes}")
+    check(u.prompt_tokens >= 32 and u.completion_tokens == 32 and
+          u.total_tokens == u.prompt_tokens + 32,
+          f"n=4: usage counts the prompt once ({u.prompt_tokens}) and 4 x 8 completion tokens "
+          f"({u.completion_tokens})")
+    cached = u.prompt_tokens_details.cached_tokens if u.prompt_tokens_details else 0
+    check(cached == u.prompt_tokens // 16 * 16,
+          f"n=4: the later choices found the prompt's full blocks cached ({cached} of "
+          f"{u.prompt_tokens})")
+    check(len({c.text for c in r.choices}) > 1, "n=4: the choices sample their own streams")
+    text, finishes = {}, {}
+    for chunk in client.chat.completions.create(
+            model="tiny", n=4, max_tokens=8, temperature=1.0, seed=12, stream=True,
+            messages=[{"role": "user", "content": story}]):
+        for c in chunk.choices:
+            text[c.index] = text.get(c.index, "") + (c.delta.content or "")
+            if c.finish_reason:
+                finishes[c.index] = c.finish_reason
+    check(sorted(text) == [0, 1, 2, 3] and sorted(finishes) == [0, 1, 2, 3],
+          f"n=4 streamed: deltas and a finish for each index ({sorted(finishes)})")
+
+
 def main():
     args = parse_args()
     tmp = token_dir("openai-two-models-")
@@ -131,6 +165,8 @@ def main():
                        json={"model": "gpt-4o", "prompt": PROMPT})
         check(r.status_code == 404 and r.json()["error"]["code"] == "model_not_found",
               f"/tokenize naming an unknown model: {r.status_code}")
+
+        check_choices(client)
 
         try:
             client.completions.create(model="gpt-4o", prompt=PROMPT, max_tokens=2)

@@ -192,7 +192,7 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
   };
   ExpectBadParam("/v1/chat/completions", json{{"model", "fake-model"}}, "messages");
   ExpectBadParam("/v1/chat/completions", json{{"messages", chat["messages"]}}, "model");
-  ExpectBadParam("/v1/chat/completions", with("n", 2), "n");
+  ExpectBadParam("/v1/chat/completions", with("n", 17), "n");  // 1 to 16
   ExpectBadParam("/v1/chat/completions", with("tools", json::array({{{"type", "function"}}})),
                  "tools");
   ExpectBadParam("/v1/chat/completions", with("tool_choice", "required"), "tool_choice");

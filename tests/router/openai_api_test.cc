@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -265,6 +266,59 @@ TEST(OpenAiResponderTest, ToolCallsInOpenAisShape) {
   EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
   EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
   EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
+}
+
+// n = 2: the choices' messages interleave; each choice gets its role once and its own index,
+// the body holds both, and usage counts the prompt once, the most cached of it, and both
+// choices' completions.
+TEST(OpenAiResponderTest, ChoicesKeepTheirIndexAndUsageCountsThePromptOnce) {
+  const ParsedRequest req = Parse(
+      ApiKind::kChat, R"({"model": "m", "n": 2, "messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_EQ(req.n, 2);
+  EXPECT_EQ(req.request.n(), 2u);
+  auto message = [](uint32_t index, const std::string& text, bool last, uint32_t cached) {
+    llm::v1::GenerateResponse m;
+    m.set_index(index);
+    m.set_text(text);
+    if (last) {
+      m.set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+      m.mutable_usage()->set_prompt_tokens(40);
+      m.mutable_usage()->set_cached_prompt_tokens(cached);
+      m.mutable_usage()->set_completion_tokens(3);
+    }
+    return m;
+  };
+  const std::vector<llm::v1::GenerateResponse> messages = {
+      message(0, "a", false, 0), message(1, "x", false, 0), message(0, "b", true, 0),
+      message(1, "y", true, 32), message(5, "beyond n: dropped", true, 0)};
+  OpenAiResponder whole(req, "chatcmpl-1", 0);
+  for (const auto& m : messages) whole.Accumulate(m);
+  const json body = json::parse(whole.Body());
+  ASSERT_EQ(body["choices"].size(), 2u);
+  EXPECT_EQ(body["choices"][0]["index"], 0);
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "ab");
+  EXPECT_EQ(body["choices"][1]["index"], 1);
+  EXPECT_EQ(body["choices"][1]["message"]["content"], "xy");
+  EXPECT_EQ(body["usage"], json::parse(R"({"prompt_tokens": 40, "completion_tokens": 6,
+      "total_tokens": 46, "prompt_tokens_details": {"cached_tokens": 32}})"));
+
+  OpenAiResponder stream(req, "chatcmpl-2", 0);
+  std::map<int, std::string> text;
+  std::map<int, int> roles, finishes;
+  for (const auto& m : messages) {
+    const std::string events = stream.OnStreamMessage(m);
+    for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
+      const json c =
+          json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6))["choices"][0];
+      const int i = c["index"];
+      if (c["delta"].contains("role")) ++roles[i];
+      if (c["delta"].contains("content")) text[i] += c["delta"]["content"].get<std::string>();
+      if (!c["finish_reason"].is_null()) ++finishes[i];
+    }
+  }
+  EXPECT_EQ(text, (std::map<int, std::string>{{0, "ab"}, {1, "xy"}}));
+  EXPECT_EQ(roles, (std::map<int, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
 }
 
 }  // namespace

@@ -119,6 +119,8 @@ void Worker::SetChatRenderer(ChatRenderer render, std::string why_none) {
   if (!why_none.empty()) no_chat_reason_ = std::move(why_none);
 }
 
+void Worker::Post(std::function<void()> task) { tokenizer_pool_->Post(std::move(task)); }
+
 absl::Status Worker::CheckModel(std::string_view model) const {
   if (model.empty() || model == options_.model_name ||
       std::find(options_.served_names.begin(), options_.served_names.end(), model) !=

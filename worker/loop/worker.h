@@ -83,6 +83,9 @@ class Worker {
   // further call reaches its sink once the output stage has processed the cancel.
   void Cancel(uint64_t key);
 
+  // Runs `task` on the worker's tokenizer pool: for what a sink must not do on the output stage
+  // (submitting further requests: GenerateRequest.n).
+  void Post(std::function<void()> task);
   // OK when `model` is empty, model.name or one of served_names; else NOT_FOUND naming it.
   absl::Status CheckModel(std::string_view model) const;
   absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const;

@@ -1,10 +1,14 @@
 #include "worker/server/generation_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
+#include "common/status_macros.h"
 #include "worker/server/convert.h"
 #include "worker/server/wire_check.h"
 
@@ -30,11 +34,14 @@ const StringFields kTokenizeStrings = {{1, "text"}, {3, "model"}};
 
 class GenerateReactor;
 
-// The worker's handle on a stream. It outlives the reactor: once the RPC is done, updates are
-// dropped.
+// Choices a request may ask for (GenerateRequest.n).
+constexpr uint32_t kMaxChoices = 16;
+
+// The worker's handle on one choice of a stream. It outlives the reactor: once the RPC is done,
+// updates are dropped.
 class ReactorSink : public loop::StreamSink {
  public:
-  explicit ReactorSink(GenerateReactor* reactor) : reactor_(reactor) {}
+  ReactorSink(GenerateReactor* reactor, int index) : reactor_(reactor), index_(index) {}
   void OnUpdate(loop::StreamUpdate update) override;
   void OnError(const absl::Status& status) override;
   void Detach() {
@@ -45,14 +52,52 @@ class ReactorSink : public loop::StreamSink {
  private:
   std::mutex mu_;  // guards reactor_; held while calling into it
   GenerateReactor* reactor_;
+  const int index_;
+};
+
+// The choices after the first of a request with n > 1: submitted from the worker's pool once
+// the first has its first token (its prompt's blocks are in the prefix cache by then), and
+// cancelled with the call. Shared with that task, which may outlive the reactor.
+struct LaterChoices {
+  std::mutex mu;
+  bool cancelled = false;
+  std::vector<loop::GenerateSpec> specs;            // choices 1..n-1
+  std::vector<std::shared_ptr<ReactorSink>> sinks;  // in the same order
+  std::vector<uint64_t> keys;                       // those submitted
+
+  // Submits each (a failure ends the call through its sink); stops once cancelled.
+  void SubmitAll(loop::Worker* worker) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (cancelled) return;
+      }
+      auto key = worker->Submit(specs[i], sinks[i]);
+      if (!key.ok()) {
+        sinks[i]->OnError(key.status());
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      keys.push_back(*key);
+      if (cancelled) worker->Cancel(*key);
+    }
+  }
+  void CancelAll(loop::Worker* worker) {
+    std::vector<uint64_t> submitted;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      cancelled = true;
+      submitted = keys;
+    }
+    for (uint64_t k : submitted) worker->Cancel(k);
+  }
 };
 
 class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GenerateReactor(grpc::CallbackServerContext* context, loop::Worker* worker,
                   RequestCounters* counters, const grpc::ByteBuffer& raw, size_t max_bytes)
-      : worker_(worker) {
-    sink_ = std::make_shared<ReactorSink>(this);
+      : worker_(worker), counters_(counters) {
     // A client that cancelled before its request arrived leaves no message (an invalid buffer):
     // a cancel, not a bad request (it was refused as unreadable and counted INVALID_ARGUMENT).
     if (context->IsCancelled() || !raw.Valid()) {
@@ -61,39 +106,16 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled before it arrived"));
       return;
     }
-    llm::v1::GenerateRequest request;
-    if (absl::Status st = ParseChecked(raw, max_bytes, kGenerateStrings, request); !st.ok()) {
-      if (counters != nullptr) counters->OnRejected(grpc::StatusCode::INVALID_ARGUMENT);
-      std::lock_guard<std::mutex> lock(mu_);
-      FinishLocked(ToGrpcStatus(st));
+    auto spec = Read(raw, max_bytes);
+    if (!spec.ok()) {
+      Refuse(context, spec.status());
       return;
     }
-    auto converted = ToSpec(request);
-    if (!converted.ok()) {
-      if (counters != nullptr) counters->OnRejected(grpc::StatusCode::INVALID_ARGUMENT);
-      std::lock_guard<std::mutex> lock(mu_);
-      FinishLocked(ToGrpcStatus(converted.status()));
-      return;
-    }
-    loop::GenerateSpec spec = *std::move(converted);
-    request_id_ = spec.request_id;
-    if (worker_ == nullptr) {
-      if (counters != nullptr) counters->OnRejected(grpc::StatusCode::UNAVAILABLE);
-      std::lock_guard<std::mutex> lock(mu_);
-      FinishLocked(NotReady());
-      return;
-    }
+    request_id_ = spec->request_id;
     // Not under mu_: the sink may be called before Submit returns.
-    auto key = worker_->Submit(std::move(spec), sink_);
+    auto key = worker_->Submit(*std::move(spec), sinks_[0]);
     if (!key.ok()) {
-      const grpc::Status status = ToGrpcStatus(key.status());
-      // Overload: tell the client when to retry (gRPC's retry policy honours this trailer).
-      if (const auto ms = RetryAfterMs(key.status())) {
-        context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(*ms));
-      }
-      if (counters != nullptr) counters->OnRejected(status.error_code());
-      std::lock_guard<std::mutex> lock(mu_);
-      FinishLocked(status);
+      Refuse(context, key.status());
       return;
     }
     // The output stage may already have delivered (Deliver and Fail wait for started_): the
@@ -104,32 +126,49 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     if (request_id_.empty()) request_id_ = "req-" + std::to_string(key_);
     started_ = true;
     if (finishing_ || writing_) return;
-    if (has_pending_) {
+    if (AnyPendingLocked()) {
       WriteNextLocked();
     } else if (has_error_) {
       FinishLocked(error_);
     }
   }
 
-  // From the output stage.
-  void Deliver(loop::StreamUpdate update) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (finishing_) return;
-    if (has_pending_) {
-      pending_.Merge(std::move(update));
-    } else {
-      pending_ = std::move(update);
-      has_pending_ = true;
+  // From the output stage: an update of choice `index`.
+  void Deliver(int index, loop::StreamUpdate update) {
+    bool start_later = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finishing_) return;
+      Choice& c = choices_[static_cast<size_t>(index)];
+      if (c.has_pending) {
+        c.pending.Merge(std::move(update));
+      } else {
+        c.pending = std::move(update);
+        c.has_pending = true;
+      }
+      if (index == 0 && later_ && !later_started_) start_later = later_started_ = true;
+      if (started_ && !writing_) WriteNextLocked();
     }
-    if (started_ && !writing_) WriteNextLocked();
+    // Off the output stage: Submit may tokenize, refuse or queue.
+    if (start_later)
+      worker_->Post([later = later_, worker = worker_] { later->SubmitAll(worker); });
   }
 
   void Fail(const absl::Status& status) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (finishing_) return;
-    error_ = ToGrpcStatus(status);
-    has_error_ = true;
-    if (started_ && !writing_) FinishLocked(error_);
+    bool cancel_first = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (finishing_) return;
+      error_ = ToGrpcStatus(status);
+      has_error_ = true;
+      if (started_ && !writing_) FinishLocked(error_);
+      cancel_first = submitted_;
+    }
+    // The call ends with the error: the other choices go too.
+    if (later_) {
+      if (cancel_first) worker_->Cancel(key_);
+      later_->CancelAll(worker_);
+    }
   }
 
   void OnWriteDone(bool ok) override {
@@ -141,17 +180,18 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
-    if (has_pending_) {
+    if (AnyPendingLocked()) {
       WriteNextLocked();
     } else if (has_error_) {
       FinishLocked(error_);
-    } else if (last_written_) {
+    } else if (unfinished_ == 0) {
       FinishLocked(grpc::Status::OK);
     }
   }
 
   void OnCancel() override {
     if (submitted_) worker_->Cancel(key_);
+    if (later_) later_->CancelAll(worker_);
     std::lock_guard<std::mutex> lock(mu_);
     if (!finishing_ && !writing_) {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
@@ -159,17 +199,75 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    sink_->Detach();
+    for (auto& sink : sinks_) sink->Detach();
     delete this;
   }
 
  private:
+  struct Choice {
+    loop::StreamUpdate pending;
+    bool has_pending = false;
+  };
+
+  // The request's first choice's spec, with the sinks (and the later choices, for n > 1) set up.
+  absl::StatusOr<loop::GenerateSpec> Read(const grpc::ByteBuffer& raw, size_t max_bytes) {
+    llm::v1::GenerateRequest request;
+    LLM_RETURN_IF_ERROR(ParseChecked(raw, max_bytes, kGenerateStrings, request));
+    LLM_ASSIGN_OR_RETURN(loop::GenerateSpec spec, ToSpec(request));
+    const uint32_t n = std::max<uint32_t>(1, request.n());
+    if (n > kMaxChoices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("n: at most ", kMaxChoices, " choices a request, not ", n));
+    }
+    if (worker_ == nullptr) return absl::UnavailableError("the model is still loading");
+    choices_.resize(n);
+    unfinished_ = static_cast<int>(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      sinks_.push_back(std::make_shared<ReactorSink>(this, static_cast<int>(i)));
+    }
+    if (n > 1) {
+      later_ = std::make_shared<LaterChoices>();
+      for (uint32_t i = 1; i < n; ++i) {
+        loop::GenerateSpec s = spec;
+        s.sampling.seed += i;  // its own random stream
+        later_->specs.push_back(std::move(s));
+        later_->sinks.push_back(sinks_[i]);
+      }
+    }
+    return spec;
+  }
+
+  void Refuse(grpc::CallbackServerContext* context, const absl::Status& st) {
+    const grpc::Status status = ToGrpcStatus(st);
+    // Overload: tell the client when to retry (gRPC's retry policy honours this trailer).
+    if (const auto ms = RetryAfterMs(st)) {
+      context->AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(*ms));
+    }
+    if (counters_ != nullptr) counters_->OnRejected(status.error_code());
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishLocked(status);
+  }
+
+  bool AnyPendingLocked() const {
+    for (const Choice& c : choices_) {
+      if (c.has_pending) return true;
+    }
+    return false;
+  }
+
+  // Writes the next choice's pending update, the choices taken in turn.
   void WriteNextLocked() {
-    ToResponse(request_id_, pending_, message_);
+    const int n = static_cast<int>(choices_.size());
+    int j = next_write_;
+    while (!choices_[static_cast<size_t>(j)].has_pending) j = (j + 1) % n;
+    next_write_ = (j + 1) % n;
+    Choice& c = choices_[static_cast<size_t>(j)];
+    ToResponse(request_id_, c.pending, message_);
+    message_.set_index(static_cast<uint32_t>(j));
+    if (c.pending.finished) --unfinished_;
+    c.pending = loop::StreamUpdate{};
+    c.has_pending = false;
     SerializeTo(message_, response_);
-    last_written_ = pending_.finished;
-    pending_ = loop::StreamUpdate{};
-    has_pending_ = false;
     writing_ = true;
     StartWrite(&response_);
   }
@@ -179,17 +277,20 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   loop::Worker* worker_;
+  RequestCounters* counters_;
   std::string request_id_;
-  std::shared_ptr<ReactorSink> sink_;
-  uint64_t key_ = 0;
+  std::vector<std::shared_ptr<ReactorSink>> sinks_;  // one per choice
+  std::shared_ptr<LaterChoices> later_;              // n > 1
+  uint64_t key_ = 0;                                 // the first choice's
   bool submitted_ = false;
 
   std::mutex mu_;
   bool started_ = false;  // submitted and request_id_ settled: writing may begin
-  loop::StreamUpdate pending_;
-  bool has_pending_ = false;
+  bool later_started_ = false;
+  std::vector<Choice> choices_;
+  int next_write_ = 0;
+  int unfinished_ = 1;  // choices whose last update is not yet written
   bool writing_ = false;
-  bool last_written_ = false;
   bool finishing_ = false;
   bool has_error_ = false;
   grpc::Status error_;
@@ -199,7 +300,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 void ReactorSink::OnUpdate(loop::StreamUpdate update) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (reactor_ != nullptr) reactor_->Deliver(std::move(update));
+  if (reactor_ != nullptr) reactor_->Deliver(index_, std::move(update));
 }
 
 void ReactorSink::OnError(const absl::Status& status) {
