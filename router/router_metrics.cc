@@ -4,8 +4,8 @@
 #include <prometheus/text_serializer.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics_http/build_info.h"
 #include "common/status_macros.h"
-#include "common/version.h"
 
 namespace llm::router {
 
@@ -68,12 +68,7 @@ RouterMetrics::RouterMetrics(const PolicyOptions& policy_options)
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
   auto& r = *registry_;
-  BuildGauge()
-      .Name("llm_build_info")
-      .Help("1, labelled with the build's version and git commit.")
-      .Register(r)
-      .Add({{"version", std::string(Version())}, {"git_commit", std::string(GitCommit())}})
-      .Set(1);
+  RegisterBuildInfo(r);
   requests_ = &BuildCounter()
                    .Name("llm_router_requests_total")
                    .Help("Calls ended, by gRPC status code.")

@@ -446,6 +446,13 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       e.param = field;
       break;
     }
+    case 5:  // NOT_FOUND: a model nobody serves ("model: ...", the pool's or a worker's)
+      e.http_status = 404;
+      if (message.rfind("model:", 0) == 0) {
+        e.param = "model";
+        e.code = "model_not_found";
+      }
+      break;
     case 16:
       e.http_status = 401;
       e.type = "authentication_error";

@@ -57,8 +57,9 @@ absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
                                                  ApiError* error, const ParseOptions& options = {});
 
 // The error a gRPC status becomes: INVALID_ARGUMENT 400 (param from the message's field name),
-// UNAUTHENTICATED 401, RESOURCE_EXHAUSTED 429 (retry_after_ms from the pushback), UNAVAILABLE
-// 503, DEADLINE_EXCEEDED 504, CANCELLED 499, anything else 500.
+// NOT_FOUND 404 (model_not_found for "model: ..."), UNAUTHENTICATED 401, RESOURCE_EXHAUSTED 429
+// (retry_after_ms from the pushback), UNAVAILABLE 503, DEADLINE_EXCEEDED 504, CANCELLED 499,
+// anything else 500.
 ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms);
 
 // Builds the response of one request from its GenerateResponse messages, one choice per

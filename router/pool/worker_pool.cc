@@ -219,32 +219,47 @@ void WorkerPool::SetWorkers(const std::vector<std::string>& addresses) {
 
 namespace {
 
-// Excludes the workers that do not serve `model` (see Pick); an error when none can.
-absl::Status ExcludeOtherModels(const std::vector<WorkerView>& views, std::string_view model,
-                                std::vector<size_t>& exclude) {
-  std::set<std::string> models;  // the names the workers report, aliases included
-  std::set<std::string> primary;
+// The names `views` report (with `aliases`, their served_names too), sorted, for errors.
+std::string ServedNames(const std::vector<WorkerView>& views, bool aliases) {
+  std::set<std::string> names;
   for (const WorkerView& v : views) {
     if (v.report.model.empty()) continue;
-    primary.insert(v.report.model);
-    models.insert(v.report.model);
-    models.insert(v.report.served_names.begin(), v.report.served_names.end());
+    names.insert(v.report.model);
+    if (aliases) names.insert(v.report.served_names.begin(), v.report.served_names.end());
   }
+  return absl::StrJoin(names, ", ");
+}
+
+// Excludes the workers that do not serve `model` (see Pick); an error when none can. Before any
+// worker has reported its model, nothing is excluded (the health checks answer).
+absl::Status ExcludeOtherModels(const std::vector<WorkerView>& views, std::string_view model,
+                                std::vector<size_t>& exclude) {
   if (model.empty()) {
-    if (primary.size() <= 1) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("model: this router serves several models (",
-                                                   absl::StrJoin(primary, ", "),
-                                                   "); the request must name one"));
+    const std::string* only = nullptr;
+    for (const WorkerView& v : views) {
+      if (v.report.model.empty()) continue;
+      if (only == nullptr) only = &v.report.model;
+      if (*only != v.report.model) {
+        return absl::InvalidArgumentError(absl::StrCat("model: this router serves several models (",
+                                                       ServedNames(views, /*aliases=*/false),
+                                                       "); the request must name one"));
+      }
+    }
+    return absl::OkStatus();
   }
-  if (!models.count(std::string(model))) {
-    return absl::NotFoundError(
-        absl::StrCat("model: '", std::string(model), "' is not served here (served: ",
-                     models.empty() ? "none yet" : absl::StrJoin(models, ", "), ")"));
-  }
+  bool known = false, served = false;
   for (size_t i = 0; i < views.size(); ++i) {
-    if (!views[i].report.Serves(model)) exclude.push_back(i);
+    known = known || !views[i].report.model.empty();
+    if (views[i].report.Serves(model)) {
+      served = true;
+    } else {
+      exclude.push_back(i);
+    }
   }
-  return absl::OkStatus();
+  if (served || !known) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("model: '", std::string(model),
+                   "' is not served here (served: ", ServedNames(views, /*aliases=*/true), ")"));
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "router/openai/tokenize_api.h"
 #include "router/relay/grpc_wire.h"
@@ -604,24 +603,10 @@ void HttpConnection::Handle() {
     RespondError(e);
     return RequestDone();
   }
-  std::set<std::string> models;
-  bool any_worker = false;
-  for (const WorkerView& v : ctx_->pool->Snapshot()) {
-    // Ejected workers count: the pick falls back to them when no other can serve.
-    if (!v.healthy || v.report.draining) continue;
-    any_worker = true;
-    if (!v.report.model.empty()) models.insert(v.report.model);
-    models.insert(v.report.served_names.begin(), v.report.served_names.end());
-  }
-  if (tokenize || detokenize) return HandleTokenize(tokenize, models, any_worker);
-  if (models_path) {
-    nlohmann::json data = nlohmann::json::array();
-    for (const auto& m : models) {
-      data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "llm-serving"}});
-    }
-    Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
-    return RequestDone();
-  }
+  // Whether the model is served is the pick's to say (NOT_FOUND: a 404 model_not_found, or
+  // 503 when no worker is up), as for gRPC: nothing here looks at the pool per request.
+  if (models_path) return ListModels();
+  if (tokenize || detokenize) return HandleTokenize(tokenize);
   openai::ParseOptions parse_options;
   parse_options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
   auto parsed = openai::ParseOpenAiRequest(chat ? ApiKind::kChat : ApiKind::kCompletion, body_, &e,
@@ -630,57 +615,41 @@ void HttpConnection::Handle() {
     RespondError(e);
     return RequestDone();
   }
-  if (RefusedAsUnserved(parsed->model, /*optional=*/false, models, any_worker)) {
-    return RequestDone();
-  }
   StartCall(*std::move(parsed));
 }
 
-bool HttpConnection::RefusedAsUnserved(const std::string& model, bool optional,
-                                       const std::set<std::string>& models, bool any_worker) {
-  ApiError e;
-  if (!any_worker) {
-    e.http_status = 503;
-    e.type = "service_unavailable";
-    e.message = "no worker can take the request";
-  } else if ((!optional || !model.empty()) && !models.count(model)) {
-    e.http_status = 404;
-    e.param = "model";
-    e.code = "model_not_found";
-    e.message = absl::StrCat("the model '", model,
-                             "' is not served here (served: ", absl::StrJoin(models, ", "),
-                             "; GET /v1/models)");
-  } else {
-    return false;
+void HttpConnection::ListModels() {
+  std::set<std::string> models;  // each name once
+  for (const WorkerView& v : ctx_->pool->Snapshot()) {
+    // Ejected workers count: the pick falls back to them when no other can serve.
+    if (!v.healthy || v.report.draining) continue;
+    if (!v.report.model.empty()) models.insert(v.report.model);
+    models.insert(v.report.served_names.begin(), v.report.served_names.end());
   }
-  RespondError(e);
-  return true;
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& m : models) {
+    data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "llm-serving"}});
+  }
+  Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+  RequestDone();
 }
 
-void HttpConnection::HandleTokenize(bool tokenize, const std::set<std::string>& models,
-                                    bool any_worker) {
+void HttpConnection::HandleTokenize(bool tokenize) {
   ApiError e;
   openai::ParseOptions options;
   options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
-  std::string model, message;
+  std::string message;
   if (tokenize) {
     auto r = openai::ParseTokenizeBody(body_, &e, options);
-    if (r.ok()) {
-      model = r->model();
-      message = r->SerializeAsString();
-    }
+    if (r.ok()) message = r->SerializeAsString();
   } else {
     auto r = openai::ParseDetokenizeBody(body_, &e, options);
-    if (r.ok()) {
-      model = r->model();
-      message = r->SerializeAsString();
-    }
+    if (r.ok()) message = r->SerializeAsString();
   }
   if (!e.message.empty()) {
     RespondError(e);
     return RequestDone();
   }
-  if (RefusedAsUnserved(model, /*optional=*/true, models, any_worker)) return RequestDone();
   StartUnary(tokenize ? kTokenizePath : kDetokenizePath, message);
 }
 

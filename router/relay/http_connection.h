@@ -23,7 +23,6 @@
 
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -69,11 +68,9 @@ class HttpConnection final : public FdHandler, public CallClient {
   void StartUnary(const char* path, const std::string& message);
   void SendToWorkers(const char* path, const std::string& message);
   // POST /tokenize or /detokenize (router/openai/tokenize_api.h), sent to a worker of its model.
-  void HandleTokenize(bool tokenize, const std::set<std::string>& models, bool any_worker);
-  // Answers 503 when no worker is up, or 404 model_not_found when `model` (which may be empty
-  // where `optional`) is not among `models`; true when it answered.
-  bool RefusedAsUnserved(const std::string& model, bool optional,
-                         const std::set<std::string>& models, bool any_worker);
+  void HandleTokenize(bool tokenize);
+  // GET /v1/models: every name (and alias) the healthy workers report, once.
+  void ListModels();
   // Takes the call's response bytes and, at its end, its status.
   void Pump();
   void OnMessage(const std::string& bytes);

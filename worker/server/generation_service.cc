@@ -77,9 +77,13 @@ struct LaterChoices {
         sinks[i]->OnError(key.status());
         return;
       }
-      std::lock_guard<std::mutex> lock(mu);
-      keys.push_back(*key);
-      if (cancelled) worker->Cancel(*key);
+      bool cancel = false;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        keys.push_back(*key);
+        cancel = cancelled;  // cancelled while it was being submitted
+      }
+      if (cancel) worker->Cancel(*key);
     }
   }
   void CancelAll(loop::Worker* worker) {

@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/metrics_http/build_info.h"
 #include "common/status_macros.h"
-#include "common/version.h"
 
 namespace llm::server {
 
@@ -53,13 +53,7 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name)
   using prometheus::BuildGauge;
   using prometheus::BuildHistogram;
   auto& r = *registry_;
-  BuildGauge()
-      .Name("llm_build_info")
-      .Help("1, labelled with the build's version and git commit.")
-      .Labels(labels_)
-      .Register(r)
-      .Add({{"version", std::string(Version())}, {"git_commit", std::string(GitCommit())}})
-      .Set(1);
+  RegisterBuildInfo(r, labels_);
   waiting_ = &BuildGauge()
                   .Name("llm_num_requests_waiting")
                   .Help("Requests accepted and waiting for a slot (including tokenizing).")
