@@ -19,7 +19,7 @@ build_packages=(
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev python3 python3-venv python3-pip
   prometheus nginx openssl
-  yamllint python3-kubernetes python3-yaml
+  yamllint python3-yaml
 )
 # tests/deploy renders deploy/k8s with `kubectl kustomize`. Debian's kubernetes-client has an old
 # kubectl (1.20, whose kustomize the overlays are written for too); add it only when neither

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies rules.yaml (the one to edit) into the two PrometheusRule objects that ship it:
-# deploy/k8s/base/prometheusrule.yaml (kustomize reads no file outside its folder) and
+# deploy/k8s/common/prometheusrule.yaml (kustomize reads no file outside its folder) and
 # helm/files/rules.yaml (Helm reads no file outside the chart). Run it after editing rules.yaml;
 # tests/deploy/prometheus_test.py fails while the copies differ.
 set -euo pipefail
@@ -22,4 +22,4 @@ spec:
 HEADER
   # Everything from `groups:` on, indented under spec (empty lines stay empty).
   sed -n '/^groups:/,$p' rules.yaml | sed 's/^\(.\)/  \1/'
-} >../k8s/base/prometheusrule.yaml
+} >../k8s/common/prometheusrule.yaml

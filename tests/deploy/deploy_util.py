@@ -1,9 +1,10 @@
 """Helpers shared by the deployment tests (tests/deploy/*_test.py).
 
-The tests run under /usr/bin/python3, not the first python3 on PATH (a pyenv or virtual
-environment one): they import Debian's python3-yaml and python3-kubernetes, which only the
-system interpreter sees. A missing tool or module is a failure naming its Debian package,
-never a skip.
+Most tests run under /usr/bin/python3, not the first python3 on PATH (a pyenv or virtual
+environment one): they import Debian's python3-yaml, which only the system interpreter sees.
+k8s_test.py and helm_render_test.py run under .venv/bin/python, whose PyYAML and kubernetes
+client are pinned in scripts/requirements.txt. A missing tool or module is a failure naming its
+package, never a skip.
 """
 
 import shutil

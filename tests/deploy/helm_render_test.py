@@ -7,7 +7,7 @@ the chart's sources; this one its output.
 - values.schema.json accepts values.yaml, values-cpu-demo.yaml and values-two-models.yaml, and
   refuses bad values naming the key.
 - Each values file renders, and every object passes the strict schema check of the kustomize
-  output (k8s_test.py --objects, under /usr/bin/python3 with Debian's python3-kubernetes).
+  output (k8s_test.py --objects: Kubernetes 1.30's API, from the pinned kubernetes client).
 - The defaults keep the single worker Deployment's names (<prefix>-worker).
 - values-two-models.yaml gives one worker Deployment, ConfigMap, HPA and PodDisruptionBudget
   per model, with selectors that do not overlap, each pod's configuration naming its model,
@@ -81,7 +81,7 @@ class HelmRenderTest(unittest.TestCase):
                 with open(path, "w", encoding="utf-8") as f:
                     yaml.safe_dump_all(render(self.chart, values(name)), f)
                 files.append(path)
-            r = subprocess.run(["/usr/bin/python3", "-B", str(REPO / "tests/deploy/k8s_test.py"),
+            r = subprocess.run([sys.executable, "-B", str(REPO / "tests/deploy/k8s_test.py"),
                                 "--objects", *files], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 

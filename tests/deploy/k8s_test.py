@@ -1,7 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Renders deploy/k8s (base, overlays, cert-manager) and checks every object.
 
-Run with /usr/bin/python3 (Debian's python3-kubernetes and python3-yaml; see deploy_util.py).
+Run with the test environment's Python, .venv/bin/python: it holds the Kubernetes Python client
+pinned in scripts/requirements.txt (kubernetes 30.1.0, whose models are Kubernetes 1.30's API).
 
 1. Schema: each object of a built-in kind is walked against the typed models of the Kubernetes
    Python client (openapi_types / attribute_map): an unknown field anywhere (a typo, a wrong
@@ -21,26 +22,26 @@ import deploy_util
 from deploy_util import K8S, REPO, flatten_keys, kustomize, load_yaml
 
 try:
+    import kubernetes
     import kubernetes.client as k8s_models
     from kubernetes.client import ApiClient
 except ImportError:
     sys.exit(
-        f"{__file__}: cannot import kubernetes: install the Debian package python3-kubernetes "
-        "and run the tests with /usr/bin/python3"
+        f"{__file__}: cannot import kubernetes: run it with .venv/bin/python (scripts/setup.sh "
+        "installs scripts/requirements.txt there)"
     )
 
-# python3-kubernetes 22.6 (Debian 12) models Kubernetes 1.22, which predates two things the
-# manifests use. Both are handled here explicitly rather than by skipping the check:
-# - gRPC probes (Probe.grpc, GA in Kubernetes 1.27): V1Probe lacks the field, so exactly that
-#   field is allowed and checked by hand (GRPC_ACTION_FIELDS).
-# - autoscaling/v2 (GA in 1.23): its HorizontalPodAutoscaler has the same schema as v2beta2
-#   for every field used here, so it is checked against the v2beta2 models.
+# The Kubernetes version whose API the manifests are checked against: the client's major version
+# is the Kubernetes minor version it models.
+KUBERNETES_VERSION = "1.30"
+if kubernetes.__version__.split(".")[0] != KUBERNETES_VERSION.split(".")[1]:
+    sys.exit(f"{__file__}: kubernetes {kubernetes.__version__} models another Kubernetes than "
+             f"{KUBERNETES_VERSION}: install scripts/requirements.txt into .venv")
+
 # The Helm chart can also mount checkpoints from an image volume (Volume.image, Kubernetes
-# 1.31+), likewise allowed and checked by hand (IMAGE_VOLUME_FIELDS).
-EXTRA_FIELDS = {"V1Probe": {"grpc"}, "V1Volume": {"image"}}
-GRPC_ACTION_FIELDS = {"port": int, "service": str}
+# 1.31+), newer than the models: exactly that field is allowed and checked by hand.
+EXTRA_FIELDS = {"V1Volume": {"image"}}
 IMAGE_VOLUME_FIELDS = {"reference": str, "pullPolicy": str}
-MODEL_ALIASES = {("autoscaling/v2", "HorizontalPodAutoscaler"): "V2beta2HorizontalPodAutoscaler"}
 
 # Custom resources: their apiVersion, and the allowed fields of spec and its nested parts.
 CRD_API_VERSIONS = {
@@ -104,22 +105,11 @@ def model_problems(value, type_name, where):
     for key, sub in value.items():
         here = f"{where}.{key}"
         if key in EXTRA_FIELDS.get(type_name, ()):
-            problems += (grpc_action_problems if key == "grpc" else image_volume_problems)(sub, here)
+            problems += image_volume_problems(sub, here)
         elif key not in json_to_attr:
             problems.append(f"{here}: unknown field of {type_name}")
         else:
             problems += model_problems(sub, model.openapi_types[json_to_attr[key]], here)
-    return problems
-
-
-def grpc_action_problems(value, where):
-    if not isinstance(value, dict) or "port" not in value:
-        return [f"{where}: a gRPC probe needs a port"]
-    problems = [f"{where}.{k}: unknown field of a gRPC probe"
-                for k in value if k not in GRPC_ACTION_FIELDS]
-    problems += [f"{where}.{k}: {v!r} is not a {GRPC_ACTION_FIELDS[k].__name__}"
-                 for k, v in value.items()
-                 if k in GRPC_ACTION_FIELDS and not isinstance(v, GRPC_ACTION_FIELDS[k])]
     return problems
 
 
@@ -132,8 +122,6 @@ def image_volume_problems(value, where):
 
 def model_name(obj):
     api_version, kind = obj["apiVersion"], obj["kind"]
-    if (api_version, kind) in MODEL_ALIASES:
-        return MODEL_ALIASES[(api_version, kind)]
     version = api_version.split("/")[-1]
     name = version[0].upper() + version[1:] + kind
     return name if hasattr(k8s_models, name) else None
@@ -237,13 +225,18 @@ def check_wiring(test, objects, namespace):
     for svc in by_kind(objects, "Service"):
         targets = [p for p in pods.values()
                    if selects(svc["spec"]["selector"], p["metadata"]["labels"])]
-        test.assertEqual(len(targets), 1, f"Service {svc['metadata']['name']} must select one "
-                         "Deployment's pods")
-        port_names = {p["name"] for p in targets[0]["spec"]["containers"][0]["ports"]}
-        for port in svc["spec"]["ports"]:
-            test.assertIn(port["targetPort"], port_names,
-                          f"Service {svc['metadata']['name']}: no container port "
-                          f"{port['targetPort']}")
+        # The workers' headless Service selects the workers of every model (one Deployment
+        # each); any other Service selects one Deployment's pods.
+        test.assertTrue(targets, f"Service {svc['metadata']['name']} selects no pod")
+        if "worker" not in svc["metadata"]["name"]:
+            test.assertEqual(len(targets), 1, f"Service {svc['metadata']['name']} must select "
+                             "one Deployment's pods")
+        for target in targets:
+            port_names = {p["name"] for p in target["spec"]["containers"][0]["ports"]}
+            for port in svc["spec"]["ports"]:
+                test.assertIn(port["targetPort"], port_names,
+                              f"Service {svc['metadata']['name']}: no container port "
+                              f"{port['targetPort']}")
     for kind in ("PodDisruptionBudget", "NetworkPolicy"):
         for obj in by_kind(objects, kind):
             sel = (obj["spec"].get("selector") or obj["spec"].get("podSelector"))["matchLabels"]
@@ -329,7 +322,8 @@ class KustomizeTest(unittest.TestCase):
     def setUpClass(cls):
         cls.rendered = {name: kustomize(K8S / path) for name, path in (
             ("base", "base"), ("cpu-demo", "overlays/cpu-demo"), ("gpu", "overlays/gpu"),
-            ("cert-manager", "cert-manager"))}
+            ("two-models", "overlays/two-models"), ("cert-manager", "cert-manager"),
+            ("common", "common"), ("worker", "worker"))}
 
     def test_schema(self):
         for name, objects in self.rendered.items():
@@ -337,8 +331,21 @@ class KustomizeTest(unittest.TestCase):
                 self.assertTrue(objects, f"{name} renders nothing")
                 self.assertEqual(schema_problems(objects), [])
 
+    def test_schema_check_is_strict(self):
+        pod = {"containers": [{"name": "c", "readinessProbe": {"grpc": {"port": "x", "servise": ""}}}]}
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                      "spec": {"selector": {}, "template": {"spec": pod}}}
+        hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+               "metadata": {"name": "h"}, "spec": {"maxReplicas": 2, "behaviour": {},
+                                                   "scaleTargetRef": {"kind": "D", "name": "d"}}}
+        found = "\n".join(schema_problems([deployment, hpa]))
+        for wanted in ("grpc.port: 'x' is not a int", "grpc.servise: unknown field of V1GRPCAction",
+                       "spec.behaviour: unknown field of V2HorizontalPodAutoscalerSpec"):
+            self.assertIn(wanted, found)
+
     def test_wiring(self):
-        for name, namespace in (("base", None), ("cpu-demo", "llm-demo"), ("gpu", "llm")):
+        for name, namespace in (("base", None), ("cpu-demo", "llm-demo"), ("gpu", "llm"),
+                                ("two-models", "llm-two-models")):
             with self.subTest(name):
                 check_wiring(self, self.rendered[name], namespace)
 
@@ -347,6 +354,49 @@ class KustomizeTest(unittest.TestCase):
         self.assertEqual(kinds, {
             "ConfigMap", "Deployment", "Service", "PodDisruptionBudget",
             "HorizontalPodAutoscaler", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"})
+
+    def test_base_is_common_plus_one_worker(self):
+        def ids(name):
+            return sorted((o["kind"], o["metadata"]["name"]) for o in self.rendered[name])
+        self.assertEqual(ids("base"), sorted(ids("common") + ids("worker")))
+        # Nothing of one model's workers is in common (its Services select every model's).
+        per_model = ("Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ConfigMap")
+        self.assertEqual([o["metadata"]["name"] for o in self.rendered["common"]
+                          if o["kind"] in per_model and "worker" in o["metadata"]["name"]], [])
+
+    def test_two_models_get_a_worker_deployment_each(self):
+        objects = self.rendered["two-models"]
+        workers = [d for d in by_kind(objects, "Deployment") if "worker" in d["metadata"]["name"]]
+        self.assertEqual(sorted(d["metadata"]["name"] for d in workers),
+                         ["llm-worker-small", "llm-worker-tiny"])
+        headless = one(objects, "Service", "worker-headless")
+        for d in workers:
+            name, tmpl = d["metadata"]["name"], d["spec"]["template"]
+            model = tmpl["metadata"]["labels"]["llm-serving/model"]
+            self.assertEqual(name, f"llm-worker-{model}")
+            _, config, _ = pod_config(objects, d)
+            self.assertEqual(config["model"]["name"], model, f"{name}: model.name")
+            # Its own HPA and PodDisruptionBudget count only its pods...
+            hpa = one(objects, "HorizontalPodAutoscaler", name)
+            self.assertEqual(hpa["spec"]["scaleTargetRef"]["name"], name)
+            self.assertEqual(hpa["spec"]["metrics"][0]["pods"]["metric"]["name"],
+                             "llm_num_requests_waiting")
+            pdb = one(objects, "PodDisruptionBudget", name)
+            owners = [w["metadata"]["name"] for w in workers
+                      if selects(pdb["spec"]["selector"]["matchLabels"],
+                                 w["spec"]["template"]["metadata"]["labels"])]
+            self.assertEqual(owners, [name], f"PodDisruptionBudget {name} selects {owners}")
+            others = [w for w in workers if w is not d]
+            for other in others:
+                self.assertFalse(selects(d["spec"]["selector"]["matchLabels"],
+                                         other["spec"]["template"]["metadata"]["labels"]),
+                                 f"{name}'s selector also selects {other['metadata']['name']}")
+            # ...while the routers reach it through the one headless Service.
+            self.assertTrue(selects(headless["spec"]["selector"], tmpl["metadata"]["labels"]))
+        self.assertEqual(len({one(objects, "HorizontalPodAutoscaler", d["metadata"]["name"])
+                              ["spec"]["maxReplicas"] for d in workers}), 2,
+                         "each model has its own replica range")
+        self.assertEqual(len(by_kind(objects, "Service")), 2)
 
     def test_worker_autoscaling_on_queue_depth(self):
         hpa = one(self.rendered["gpu"], "HorizontalPodAutoscaler", "worker")
