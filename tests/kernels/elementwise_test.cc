@@ -2,11 +2,13 @@
 // gather against the CPU reference.
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "common/random_weights.h"
 #include "kernels/elementwise/activation.h"
 #include "kernels/elementwise/gather_rows.h"
+#include "kernels/elementwise/head_rmsnorm.h"
 #include "kernels/elementwise/rmsnorm.h"
 #include "kernels/step/step_inputs.h"
 #include "kernels/weights/random_init.h"
@@ -55,6 +57,45 @@ TEST(RmsNormKernelTest, FusedResidualAndRowIndexMatchReference) {
       }
     }
   }
+}
+
+// Qwen3's q/k head norms in place in bf16 q/k/v rows (head_dim 128 and 64, GQA, 1 and 37 rows):
+// every q and k head against runner::RmsNorm of its bf16 input with its own weights; the v heads
+// and the padding past them untouched (exact).
+TEST(HeadRmsNormKernelTest, NormalisesQAndKHeadsOnly) {
+  LLM_REQUIRE_GPU();
+  for (const auto& [heads, kv_heads, head_dim] : {std::tuple{16, 8, 128}, std::tuple{4, 1, 64}}) {
+    for (int rows : {1, 37}) {
+      const int qkv = (heads + 2 * kv_heads) * head_dim, stride = qkv + 8;
+      const auto in = ToBf16Vector(RandomFloats(size_t(rows) * stride, 5, -4, 4));
+      const auto wq = RandomFloats(head_dim, 6, 0.5f, 1.5f);
+      const auto wk = RandomFloats(head_dim, 7, 0.5f, 1.5f);
+      DeviceBuffer<__nv_bfloat16> d_qkv(in), d_wq(ToBf16Vector(wq)), d_wk(ToBf16Vector(wk));
+      LLM_CUDA_OK(LaunchHeadRmsNorm(
+          {d_qkv.get(), d_wq.get(), d_wk.get(), rows, stride, heads, kv_heads, head_dim, 1e-6f},
+          0));
+      const auto out = FromBf16Vector(d_qkv.Download());
+      const auto x = FromBf16Vector(in);
+      const auto wq16 = FromBf16Vector(ToBf16Vector(wq)), wk16 = FromBf16Vector(ToBf16Vector(wk));
+      for (int r = 0; r < rows; ++r) {
+        const float* row = &x[size_t(r) * stride];
+        std::vector<float> ref(row, row + stride);
+        runner::RmsNorm(row, wq16.data(), ref.data(), heads, head_dim, 1e-6f);
+        runner::RmsNorm(row + heads * head_dim, wk16.data(), ref.data() + heads * head_dim,
+                        kv_heads, head_dim, 1e-6f);
+        for (int i = 0; i < stride; ++i) {
+          const float got = out[size_t(r) * stride + i], want = ref[i];
+          if (i >= (heads + kv_heads) * head_dim) {
+            ASSERT_EQ(got, want) << "v or padding changed: row " << r << " i " << i;
+          } else {
+            ASSERT_NEAR(got, want, std::fabs(want) / 128 + 1e-6) << "row " << r << " i " << i;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(LaunchHeadRmsNorm({nullptr, nullptr, nullptr, 1, 100, 1, 1, 64, 1e-6f}, 0),
+            cudaErrorInvalidValue);
 }
 
 // Two tables gathered in one launch (the last layer's x and attention output: fp32 and bf16

@@ -115,10 +115,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
   const auto mt = j.find("model_type");
   if (mt == j.end() || !mt->is_string()) return FieldError(source, "model_type", "missing");
   c.model_type = mt->get<std::string>();
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2") {
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
+      c.model_type != "qwen3") {
     return FieldError(
         source, "model_type",
-        absl::StrCat("'", c.model_type, "' is not supported (llama, mistral, qwen2)"));
+        absl::StrCat("'", c.model_type, "' is not supported (llama, mistral, qwen2, qwen3)"));
   }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
     return FieldError(source, "hidden_act",
@@ -152,11 +153,18 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
   LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source));
   LLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
 
-  if (c.model_type == "qwen2") {
-    c.qkv_bias = true;
+  if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+    // Qwen2 always has q/k/v biases; Qwen3 has none (attention_bias false) and q/k norms.
+    if (c.model_type == "qwen3") {
+      LLM_ASSIGN_OR_RETURN(c.qkv_bias, GetBool(j, source, "attention_bias", false));
+      c.qk_norm = true;
+    } else {
+      c.qkv_bias = true;
+    }
     LLM_ASSIGN_OR_RETURN(bool sliding, GetBool(j, source, "use_sliding_window", false));
     if (sliding) {
-      return FieldError(source, "use_sliding_window", "true is not supported for qwen2");
+      return FieldError(source, "use_sliding_window",
+                        absl::StrCat("true is not supported for ", c.model_type));
     }
   } else {
     LLM_ASSIGN_OR_RETURN(bool attention_bias, GetBool(j, source, "attention_bias", false));
@@ -214,6 +222,7 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
 json ModelConfigToJson(const ModelConfig& c) {
   json j;
   j["architectures"] = {c.model_type == "qwen2"     ? "Qwen2ForCausalLM"
+                        : c.model_type == "qwen3"   ? "Qwen3ForCausalLM"
                         : c.model_type == "mistral" ? "MistralForCausalLM"
                                                     : "LlamaForCausalLM"};
   j["model_type"] = c.model_type;
@@ -239,7 +248,7 @@ json ModelConfigToJson(const ModelConfig& c) {
     j["rope_scaling"] = nullptr;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (c.model_type == "llama") {
+  if (c.model_type == "llama" || c.model_type == "qwen3") {
     j["attention_bias"] = c.qkv_bias;
     j["mlp_bias"] = c.mlp_bias;
   }

@@ -24,7 +24,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type;  // "llama", "mistral" or "qwen2"
+  std::string model_type;  // "llama", "mistral", "qwen2" or "qwen3"
   int32_t vocab_size = 0;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -37,9 +37,12 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   bool tie_word_embeddings = false;
-  bool qkv_bias = false;       // q_proj/k_proj/v_proj carry biases (qwen2; llama attention_bias)
-  bool o_bias = false;         // o_proj carries a bias (llama attention_bias)
-  bool mlp_bias = false;       // gate/up/down carry biases (llama mlp_bias)
+  bool qkv_bias = false;  // q_proj/k_proj/v_proj carry biases (qwen2; llama attention_bias)
+  bool o_bias = false;    // o_proj carries a bias (llama attention_bias)
+  bool mlp_bias = false;  // gate/up/down carry biases (llama mlp_bias)
+  // Each head's q and k pass through an RMSNorm of head_dim weights (q_norm, k_norm) after the
+  // projection and before RoPE (qwen3).
+  bool qk_norm = false;
   int32_t sliding_window = 0;  // attend to at most this many past positions; 0 = unlimited
   int32_t bos_token_id = -1;   // -1 when the model has none
   std::vector<int32_t> eos_token_ids;

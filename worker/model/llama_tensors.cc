@@ -19,6 +19,8 @@ LayerTensorNames LlamaLayerTensorNames(int layer) {
   n.k_bias = p + "self_attn.k_proj.bias";
   n.v_bias = p + "self_attn.v_proj.bias";
   n.o_bias = p + "self_attn.o_proj.bias";
+  n.q_norm = p + "self_attn.q_norm.weight";
+  n.k_norm = p + "self_attn.k_norm.weight";
   n.post_norm = p + "post_attention_layernorm.weight";
   n.gate = p + "mlp.gate_proj.weight";
   n.up = p + "mlp.up_proj.weight";
@@ -54,6 +56,10 @@ std::vector<TensorSpec> LlamaTensorSpecs(const ModelConfig& c) {
       s.push_back({n.q_bias, {q}, TensorKind::kBias, h});
       s.push_back({n.k_bias, {kv}, TensorKind::kBias, h});
       s.push_back({n.v_bias, {kv}, TensorKind::kBias, h});
+    }
+    if (c.qk_norm) {
+      s.push_back({n.q_norm, {c.head_dim}, TensorKind::kNorm});
+      s.push_back({n.k_norm, {c.head_dim}, TensorKind::kNorm});
     }
     s.push_back({n.o, {h, q}, TensorKind::kLinear, q});
     if (c.o_bias) s.push_back({n.o_bias, {h}, TensorKind::kBias, q});

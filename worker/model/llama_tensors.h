@@ -24,7 +24,7 @@ struct TensorSpec {
 
 // Names of one decoder layer's tensors.
 struct LayerTensorNames {
-  std::string input_norm, q, k, v, o, q_bias, k_bias, v_bias, o_bias;
+  std::string input_norm, q, k, v, o, q_bias, k_bias, v_bias, o_bias, q_norm, k_norm;
   std::string post_norm, gate, up, down, gate_bias, up_bias, down_bias;
 };
 LayerTensorNames LlamaLayerTensorNames(int layer);

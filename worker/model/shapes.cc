@@ -1,5 +1,7 @@
 #include "worker/model/shapes.h"
 
+#include <tuple>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -76,6 +78,19 @@ std::vector<Shape> Shapes() {
     c.bos_token_id = 151643;
     c.eos_token_ids = {151643, 151645};
     s.push_back({"qwen2-0.5b", c});
+  }
+  for (const auto& [name, hidden, inter, layers, heads, tied] :
+       {std::tuple{"qwen3-0.6b", 1024, 3072, 28, 16, true},
+        std::tuple{"qwen3-8b", 4096, 12288, 36, 32, false}}) {
+    // Qwen3: head_dim 128 whatever the width, no q/k/v biases, an RMSNorm on each head's q and k.
+    ModelConfig c = Llama(151936, hidden, inter, layers, heads, 8, 40960, 1000000.0, tied);
+    c.model_type = "qwen3";
+    c.head_dim = 128;
+    c.qk_norm = true;
+    c.rms_norm_eps = 1e-6;
+    c.bos_token_id = 151643;
+    c.eos_token_ids = {151645, 151643};
+    s.push_back({name, c});
   }
   {
     ModelConfig c = Llama(32000, 4096, 14336, 32, 32, 8, 32768, 1000000.0, false);

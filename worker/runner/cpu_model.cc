@@ -138,6 +138,11 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
         const int32_t pos = positions_[t];
         RopeCosSin(inv_freq_.data(), half, pos, cos.data(), sin.data());
         float* row = &qkv_[t * qkv_dim];
+        if (c.qk_norm) {  // each head's q and k normalised before RoPE (in place: RmsNorm allows
+                          // it)
+          RmsNorm(row, w.q_norm.data(), row, c.num_heads, c.head_dim, eps);
+          RmsNorm(row + q_dim, w.k_norm.data(), row + q_dim, c.num_kv_heads, c.head_dim, eps);
+        }
         for (int hd = 0; hd < c.num_heads; ++hd) {
           ApplyRope(row + hd * c.head_dim, cos.data(), sin.data(), c.head_dim);
         }

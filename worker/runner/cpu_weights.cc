@@ -55,6 +55,10 @@ class Loader {
     LLM_ASSIGN_OR_RETURN(
         w.qkv,
         Product({n.q, n.k, n.v}, c_.qkv_bias ? Names{n.q_bias, n.k_bias, n.v_bias} : Names{}));
+    if (c_.qk_norm) {
+      LLM_RETURN_IF_ERROR(Append(n.q_norm, w.q_norm));
+      LLM_RETURN_IF_ERROR(Append(n.k_norm, w.k_norm));
+    }
     LLM_ASSIGN_OR_RETURN(w.o, Product({n.o}, c_.o_bias ? Names{n.o_bias} : Names{}));
     LLM_RETURN_IF_ERROR(Append(n.post_norm, w.post_norm));
     LLM_ASSIGN_OR_RETURN(

@@ -18,6 +18,8 @@ namespace llm::runner {
 struct CpuLayerWeights {
   std::vector<float> input_norm;  // [hidden]
   CpuLinear qkv;                  // [q_dim + 2 * kv_dim, hidden]: q, k, v stacked
+  std::vector<float> q_norm;      // [head_dim], qk_norm models only (qwen3)
+  std::vector<float> k_norm;      // [head_dim]
   CpuLinear o;                    // [hidden, q_dim]
   std::vector<float> post_norm;   // [hidden]
   CpuLinear gate_up;              // [2 * intermediate, hidden]: gate, up stacked

@@ -5,6 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "worker/model/llama_tensors.h"
 
 namespace llm::model {
 namespace {
@@ -63,6 +64,35 @@ TEST(ConfigTest, Qwen2HasQkvBias) {
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->qkv_bias);
   EXPECT_FALSE(c->o_bias);
+}
+
+TEST(ConfigTest, Qwen3HasQkNormsNoBiasAndItsOwnHeadDim) {
+  json j = BaseConfig();
+  j["model_type"] = "qwen3";
+  j["head_dim"] = 128;
+  j["attention_bias"] = false;
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->qkv_bias);
+  EXPECT_EQ(c->head_dim, 128);
+  // Its tensors carry q_norm and k_norm of head_dim, and it round-trips through config.json.
+  int norms = 0;
+  for (const auto& spec : LlamaTensorSpecs(*c)) {
+    if (spec.name.find("_norm.weight") != std::string::npos &&
+        spec.name.find("self_attn") != std::string::npos) {
+      EXPECT_EQ(spec.shape, (std::vector<int64_t>{128})) << spec.name;
+      ++norms;
+    }
+  }
+  EXPECT_EQ(norms, 2 * c->num_layers);
+  auto again = ParseModelConfig(ModelConfigToJson(*c), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->qk_norm);
+  EXPECT_EQ(ModelConfigToJson(*c)["architectures"][0], "Qwen3ForCausalLM");
+  j["use_sliding_window"] = true;
+  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()),
+              HasSubstr("not supported for qwen3"));
 }
 
 TEST(ConfigTest, RejectsUnsupportedRopeScalingByName) {

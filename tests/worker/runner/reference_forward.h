@@ -1,8 +1,8 @@
 // An independent, naive double-precision Llama forward (no KV cache, no paging, no fused
 // weights), the reference the CPU forward is checked against: random checkpoints with biases,
-// GQA, explicit head_dim, Llama 3 RoPE scaling and sliding windows, and FP8 checkpoints, whose
-// dequantised weights it takes from their writer and whose products' input rounding it does
-// itself, in double, with its own E4M3 table (RefActivations).
+// GQA, explicit head_dim, Qwen3's q/k norms, Llama 3 RoPE scaling and sliding windows, and FP8
+// checkpoints, whose dequantised weights it takes from their writer and whose products' input
+// rounding it does itself, in double, with its own E4M3 table (RefActivations).
 #ifndef LLM_TESTS_WORKER_RUNNER_REFERENCE_FORWARD_H_
 #define LLM_TESTS_WORKER_RUNNER_REFERENCE_FORWARD_H_
 
@@ -131,6 +131,11 @@ class Reference {
     return y;
   }
 
+  void HeadNorm(double* head, const Mat& w) const {
+    const Mat y = Norm(Mat(head, head + w.size()), w);
+    std::copy(y.begin(), y.end(), head);
+  }
+
   // Hugging Face's default and llama3 inverse frequencies, written out independently.
   std::vector<double> InvFreq() const {
     const int d = c_.head_dim;
@@ -184,6 +189,10 @@ class Reference {
         q[t] = Linear(wq, bq, xn);
         k[t] = Linear(wk, bk, xn);
         v[t] = Linear(wv, bv, xn);
+        if (c_.qk_norm) {  // Qwen3: an RMSNorm over each head's q and k, before RoPE
+          for (int h = 0; h < H; ++h) HeadNorm(&q[t][h * hd], W(names.q_norm));
+          for (int h = 0; h < KV; ++h) HeadNorm(&k[t][h * hd], W(names.k_norm));
+        }
         for (int h = 0; h < H; ++h) Rope(&q[t][h * hd], t, inv);
         for (int h = 0; h < KV; ++h) Rope(&k[t][h * hd], t, inv);
         kv_.Apply(l, k[t].data(), v[t].data(), KV * hd);

@@ -67,6 +67,16 @@ TEST(ReferenceForwardTest, Qwen2QkvBiasUntied) {
   ExpectMatchesReference(c, 2);
 }
 
+TEST(ReferenceForwardTest, Qwen3QkNormExplicitHeadDimGqa) {
+  ModelConfig c = Base();
+  c.model_type = "qwen3";
+  c.qk_norm = true;  // q_norm and k_norm: 1 +- 0.5, so the norms' weights matter
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 24;  // wider than hidden / heads, as Qwen3's 128 is
+  ExpectMatchesReference(c, 5);
+}
+
 TEST(ReferenceForwardTest, MistralSlidingWindowGqa8) {
   ModelConfig c = Base();
   c.model_type = "mistral";

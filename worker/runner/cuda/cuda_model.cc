@@ -8,6 +8,7 @@
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/elementwise/activation.h"
 #include "kernels/elementwise/gather_rows.h"
+#include "kernels/elementwise/head_rmsnorm.h"
 #include "kernels/elementwise/quantize_rows.h"
 #include "kernels/elementwise/rmsnorm.h"
 #include "kernels/elementwise/rope_kv.h"
@@ -338,12 +339,21 @@ absl::Status CudaModel::AttentionBlock(Pass& p, int l, bool* done) {
   kernels::GemmArgs qkv = ProductArgs(L.qkv, p.b.xn, p.b.qkv, p.s.rows, c.hidden_size, p.z.qkv_dim,
                                       kernels::GemmOut::kBf16);
   // A few rows: RoPE and the K/V write are the GEMV's epilogue; otherwise a kernel of their own
-  // after the product. Decided before the norm, which makes the input that product takes.
+  // after the product. Decided before the norm, which makes the input that product takes. With
+  // q/k norms (qwen3) the heads are normalised between the product and RoPE: never fused.
   qkv.rope_kv = &rope;
-  const bool fused_rope = gemm_.FusesEpilogue(qkv);
+  const bool fused_rope = !c.qk_norm && gemm_.FusesEpilogue(qkv);
   if (!fused_rope) qkv.rope_kv = nullptr;
   LLM_RETURN_IF_ERROR(NormBefore(p, qkv, input_norm, L.qkv));
   LLM_RETURN_IF_ERROR(RunProduct(p, qkv, "qkv projection"));
+  if (c.qk_norm) {
+    const kernels::HeadRmsNormParams heads{
+        p.b.qkv,        L.q_norm,    L.k_norm,
+        p.s.rows,       p.z.qkv_dim, c.num_heads,
+        c.num_kv_heads, c.head_dim,  static_cast<float>(c.rms_norm_eps)};
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchHeadRmsNorm(heads, p.st), "q/k head norm");
+    p.Mark(KernelClass::kNorms);
+  }
   if (!fused_rope) {
     LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchRopeKv(rope, p.st), "rope");
     p.Mark(KernelClass::kRopeKv);

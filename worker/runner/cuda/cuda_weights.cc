@@ -155,6 +155,12 @@ void Place(const model::ModelConfig& c, Placer& p, CudaWeights& w) {
     L.input_norm = Bf16(p.Put(n.input_norm));
     L.qkv = p.Product({n.q, n.k, n.v}, c.qkv_bias ? Names{n.q_bias, n.k_bias, n.v_bias} : Names{},
                       false);
+    if (c.qk_norm) {
+      p.Align();
+      L.q_norm = Bf16(p.Put(n.q_norm));
+      p.Align();
+      L.k_norm = Bf16(p.Put(n.k_norm));
+    }
     L.o = p.Product({n.o}, c.o_bias ? Names{n.o_bias} : Names{}, true);
     p.Align();
     L.post_norm = Bf16(p.Put(n.post_norm));

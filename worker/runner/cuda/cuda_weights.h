@@ -43,6 +43,8 @@ struct CudaProduct {
 struct CudaLayerWeights {
   const bf16* input_norm = nullptr;  // [hidden]
   CudaProduct qkv;                   // [q_dim + 2 * kv_dim, hidden]
+  const bf16* q_norm = nullptr;      // [head_dim], qk_norm models only (qwen3)
+  const bf16* k_norm = nullptr;      // [head_dim]
   CudaProduct o;                     // [hidden, q_dim]
   const bf16* post_norm = nullptr;   // [hidden]
   CudaProduct gate_up;               // [2 * intermediate, hidden]

@@ -1,8 +1,9 @@
 // The CUDA runner on FP8 models and with an FP8 KV cache, end to end in process: greedy ids
 // against the CPU reference on the same checkpoint (per channel, per tensor, quantised at load,
 // 128x128 blocks; the cache rounded alike), batch invariance across crowds, graphs and eager
-// steps, prefix-cache hits, the block layouts it refuses, and the FP8 cache's block count. Label
-// `gpu`: each test skips with the reason when no device is usable.
+// steps, prefix-cache hits, the block layouts it refuses, and the FP8 cache's block count; and,
+// by the same gap measure, a bf16 Qwen3 (its q/k head norms). Label `gpu`: each test skips with
+// the reason when no device is usable.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -200,6 +201,36 @@ void ExpectGreedyIdsNearTheCpuReference(const std::vector<Fp8Model>& models,
       }
     }
   }
+}
+
+// random:qwen3-0.6b's weights cut to 4 layers, written as a bf16 checkpoint with its synthetic
+// tokenizer: Qwen3's q/k head norms (LaunchHeadRmsNorm between the q/k/v product and RoPE).
+std::string Qwen3Checkpoint() {
+  const std::string out = llm::testing::MakeTempDir("qwen3");
+  ThreadPool pool(4);
+  auto config = model::ShapeConfig("qwen3-0.6b");
+  EXPECT_TRUE(config.ok());
+  config->num_layers = 4;
+  auto store = model::MakeSyntheticStore(*config, 3, model::DType::kBF16, &pool);
+  EXPECT_TRUE(store.ok());
+  std::vector<model::TensorData> tensors;
+  for (const std::string& name : (*store)->Names()) {
+    const model::TensorView* v = (*store)->Find(name);
+    tensors.push_back({v->name, v->dtype, v->shape,
+                       std::string(reinterpret_cast<const char*>(v->data), v->num_bytes)});
+  }
+  EXPECT_TRUE(model::WriteSafetensors(out + "/model.safetensors", tensors).ok());
+  EXPECT_TRUE(
+      WriteStringToFile(out + "/config.json", model::ModelConfigToJson(*config).dump()).ok());
+  EXPECT_TRUE(backend::WriteSyntheticSideFiles(*config, out).ok());
+  return out;
+}
+
+TEST(CudaRunnerQwen3Test, GreedyIdsNearTheCpuReference) {
+  LLM_REQUIRE_GPU();
+  // bf16 products against the fp32 reference, as the FP8 models' W8A16 bound allows.
+  ExpectGreedyIdsNearTheCpuReference({{"random qwen3-0.6b, 4 layers", Qwen3Checkpoint(), "none"}},
+                                     "auto", 0.5f);
 }
 
 TEST(CudaFp8RunnerTest, GreedyIdsAgreeWithTheCpuReference) {
