@@ -106,7 +106,8 @@ class DockerfileTest(unittest.TestCase):
                     self.assertIn(f">{source}", runs.replace("> ", ">"),
                                   f"{path.name}: no RUN in the build stage writes {source}")
         # Runtime: the manifests' numeric non-root user, the copied binary, their ports.
-        deployment = load_yaml(K8S / "base" / f"{role}-deployment.yaml")
+        deployment = load_yaml(K8S / "worker" / "deployment.yaml" if role == "worker"
+                               else K8S / "common" / "router-deployment.yaml")
         pod = deployment["spec"]["template"]["spec"]
         uid = pod["securityContext"]["runAsUser"]
         self.assertIn(("USER", f"{uid}:{uid}"), runtime, f"{path.name}: USER {uid}:{uid}")
