@@ -120,6 +120,7 @@ int RunCall(const std::vector<std::string>& args) {
   FlagSet flags;
   flags.Value("target", "worker or router address, host:port")
       .Value("prompt", "prompt text")
+      .Value("model", "the model to answer (empty: the only one the target serves)")
       .Value("max-tokens", "tokens to generate at most (0: the server's default)", "0")
       .Value("stop", "stop string (repeatable)")
       .Value("timeout-ms", "deadline of the call (0: none)", "0")
@@ -145,6 +146,7 @@ int RunCall(const std::vector<std::string>& args) {
   llm::v1::GenerateRequest req;
   req.set_request_id(flags.GetString("request-id"));
   req.set_text(flags.GetString("prompt"));
+  req.set_model(flags.GetString("model"));
   req.set_max_tokens(static_cast<uint32_t>(std::max<int64_t>(0, *max_tokens)));
   auto* sp = req.mutable_sampling();
   sp->set_temperature(sampling->temperature);

@@ -12,6 +12,7 @@ int RunTokenize(const std::vector<std::string>& args);
 int RunDetokenize(const std::vector<std::string>& args);
 int RunMakeModel(const std::vector<std::string>& args);
 int RunQuantize(const std::vector<std::string>& args);
+int RunConvert(const std::vector<std::string>& args);
 int RunCall(const std::vector<std::string>& args);
 int RunLoad(const std::vector<std::string>& args);
 int RunChatTemplate(const std::vector<std::string>& args);

@@ -74,8 +74,9 @@ class PrintingSink : public loop::StreamSink {
 int RunGenerate(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli generate";
   FlagSet flags;
-  flags.Value("model", "Hugging Face checkpoint directory, or random:<shape>[:<seed>]")
-      .Value("tokenizer", "tokenizer.json (or its directory) instead of the model's")
+  flags.Value("model", "Hugging Face checkpoint directory, GGUF file, or random:<shape>[:<seed>]")
+      .Value("tokenizer",
+             "tokenizer.json (or its directory, or a GGUF file) instead of the model's")
       .Value("backend", "cpu (the fp32 reference), cuda or auto", "cpu")
       .Value("max-context",
              "positions per sequence (prompt + output); 0: the model's, at most 4096", "0")

@@ -1,5 +1,5 @@
-// llm-cli: offline tools (generate, tokenize, detokenize, make-model, quantize) and gRPC clients
-// (call, load).
+// llm-cli: offline tools (generate, tokenize, detokenize, make-model, quantize, convert) and gRPC
+// clients (call, load).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,7 +21,9 @@ constexpr char kUsage[] =
     "              (constraints' token masks along random walks, for a reference to check)\n"
     "  make-model  --shape NAME --out DIR [--seed S] [--dtype bf16|f16|f32]\n"
     "  quantize    --fp8 channel|tensor|block --model DIR|random:SHAPE --out DIR\n"
-    "  call        --target HOST:PORT --prompt TEXT [sampling flags]  (streams the answer)\n"
+    "  convert     --gguf FILE --out DIR [--dtype bf16|f32]  (a GGUF file as a Hugging Face "
+    "checkpoint)\n"
+    "  call        --target HOST:PORT --prompt TEXT [--model NAME] [sampling flags]  (streams)\n"
     "  load        --target HOST:PORT [--count N]  (prints load reports as JSON lines)\n"
     "Run `llm-cli COMMAND --help` for a command's flags.\n";
 
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   if (command == "detokenize") return llm::cli::RunDetokenize(args);
   if (command == "make-model") return llm::cli::RunMakeModel(args);
   if (command == "quantize") return llm::cli::RunQuantize(args);
+  if (command == "convert") return llm::cli::RunConvert(args);
   if (command == "call") return llm::cli::RunCall(args);
   if (command == "load") return llm::cli::RunLoad(args);
   if (command == "chat-template") return llm::cli::RunChatTemplate(args);

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(const FlagSet
 int RunTokenize(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli tokenize";
   FlagSet flags;
-  flags.Value("tokenizer", "directory holding tokenizer.json, or the file")
+  flags.Value("tokenizer", "directory holding tokenizer.json, the file, or a GGUF file")
       .Bool("add-special", "add special tokens (BOS) as the tokenizer config says");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto tokenizer = LoadTokenizer(flags);
@@ -74,7 +74,7 @@ int RunTokenize(const std::vector<std::string>& args) {
 int RunDetokenize(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli detokenize";
   FlagSet flags;
-  flags.Value("tokenizer", "directory holding tokenizer.json, or the file")
+  flags.Value("tokenizer", "directory holding tokenizer.json, the file, or a GGUF file")
       .Bool("keep-special", "keep special tokens in the text (default: skip them)");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto tokenizer = LoadTokenizer(flags);

@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "worker/frontend/synthetic_tokenizer.h"
 #include "worker/model/dtype.h"
+#include "worker/model/gguf_model.h"
 #include "worker/runner/cpu_model.h"
 #include "worker/runner/cpu_runner.h"
 #ifdef LLM_HAVE_CUDA
@@ -13,6 +14,23 @@
 namespace llm::backend {
 
 namespace {
+
+// The weights of `source`: a checkpoint directory's files mapped, a GGUF file's tensors
+// dequantised to `gguf_dtype` (on `pool`, with progress lines), or a synthetic model generated in
+// bf16.
+absl::StatusOr<std::unique_ptr<model::TensorStore>> OpenWeights(const model::ModelSource& source,
+                                                                const model::ModelConfig& config,
+                                                                model::DType gguf_dtype,
+                                                                ThreadPool* pool) {
+  if (source.synthetic()) {
+    return model::MakeSyntheticStore(config, source.seed, model::DType::kBF16, pool);
+  }
+  if (source.gguf()) {
+    LLM_ASSIGN_OR_RETURN(auto file, model::GgufFile::Open(source.dir));
+    return model::LoadGgufTensors(*file, config, {gguf_dtype, pool, /*progress=*/true});
+  }
+  return model::TensorStore::Open(source.dir);
+}
 
 absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(
     const BackendOptions& options, const model::ModelSource& source,
@@ -54,17 +72,9 @@ absl::StatusOr<std::unique_ptr<runner::CpuModel>> LoadDraftModel(const BackendOp
                      config->vocab_size, " tokens, the model ", target.vocab_size,
                      "; a draft model must share the model's tokenizer"));
   }
-  std::unique_ptr<model::TensorStore> store;
-  if (source->synthetic()) {
-    auto made = model::MakeSyntheticStore(*config, source->seed, model::DType::kBF16, pool);
-    if (!made.ok()) return fail(made.status());
-    store = *std::move(made);
-  } else {
-    auto opened = model::TensorStore::Open(source->dir);
-    if (!opened.ok()) return fail(opened.status());
-    store = *std::move(opened);
-  }
-  auto draft = runner::CpuModel::FromStore(*config, *store, pool);
+  auto store = OpenWeights(*source, *config, model::DType::kF32, pool);
+  if (!store.ok()) return fail(store.status());
+  auto draft = runner::CpuModel::FromStore(*config, **store, pool);
   if (!draft.ok()) return fail(draft.status());
   return draft;
 }
@@ -72,13 +82,8 @@ absl::StatusOr<std::unique_ptr<runner::CpuModel>> LoadDraftModel(const BackendOp
 absl::Status CreateCpuRunner(const BackendOptions& options, const model::QuantScheme& checkpoint,
                              Backend& b) {
   b.pool = std::make_unique<ThreadPool>(options.cpu_threads);
-  std::unique_ptr<model::TensorStore> store;
-  if (b.source.synthetic()) {
-    LLM_ASSIGN_OR_RETURN(store, model::MakeSyntheticStore(b.config, b.source.seed,
-                                                          model::DType::kBF16, b.pool.get()));
-  } else {
-    LLM_ASSIGN_OR_RETURN(store, model::TensorStore::Open(b.source.dir));
-  }
+  LLM_ASSIGN_OR_RETURN(auto store,
+                       OpenWeights(b.source, b.config, model::DType::kF32, b.pool.get()));
   LLM_ASSIGN_OR_RETURN(b.kv, model::ResolveKvCache(options.kv_cache_dtype, checkpoint, b.config,
                                                    b.source.synthetic() ? nullptr : store.get()));
   LLM_ASSIGN_OR_RETURN(auto model,
@@ -120,9 +125,10 @@ absl::Status CreateCpuRunner(const BackendOptions& options, const model::QuantSc
 #ifdef LLM_HAVE_CUDA
 absl::Status CreateCudaRunner(const BackendOptions& options, const model::QuantScheme& checkpoint,
                               Backend& b) {
-  std::unique_ptr<model::TensorStore> store;
+  std::unique_ptr<model::TensorStore> store;  // none for a synthetic model: generated on the device
   if (!b.source.synthetic()) {
-    LLM_ASSIGN_OR_RETURN(store, model::TensorStore::Open(b.source.dir));
+    ThreadPool pool(0);
+    LLM_ASSIGN_OR_RETURN(store, OpenWeights(b.source, b.config, model::DType::kBF16, &pool));
   }
   LLM_ASSIGN_OR_RETURN(
       b.kv, model::ResolveKvCache(options.kv_cache_dtype, checkpoint, b.config, store.get()));
@@ -161,7 +167,7 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   LLM_ASSIGN_OR_RETURN(b.config, model::LoadSourceConfig(b.source));
   LLM_ASSIGN_OR_RETURN(b.tokenizer, LoadTokenizer(options, b.source, b.config));
   model::QuantScheme checkpoint;
-  if (!b.source.synthetic()) {
+  if (!b.source.synthetic() && !b.source.gguf()) {  // a GGUF file is dequantised at load
     LLM_ASSIGN_OR_RETURN(checkpoint, model::LoadQuantScheme(b.source.dir));
   }
   LLM_ASSIGN_OR_RETURN(b.quant, model::ApplyQuantizationOption(options.quantization, checkpoint));

@@ -8,6 +8,8 @@
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "worker/frontend/gguf_tokenizer.h"
+#include "worker/model/gguf_model.h"
 
 namespace llm::frontend {
 namespace {
@@ -34,6 +36,10 @@ std::optional<std::string> ConfigToken(const json& config, const char* key) {
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
   namespace fs = std::filesystem;
+  if (model::IsGgufPath(path)) {  // tokenizer.ggml.* metadata as tokenizer.json
+    LLM_ASSIGN_OR_RETURN(const HfTokenizerFiles files, TokenizerFilesFromGgufPath(path));
+    return FromJson(files.tokenizer.dump(), files.tokenizer_config.dump(), path);
+  }
   fs::path file = path;
   if (fs::is_directory(file)) file /= "tokenizer.json";
   LLM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file.string()));

@@ -30,8 +30,9 @@ namespace llm::frontend {
 // Immutable after Load; Encode and Decode are safe to call from many threads at once.
 class Tokenizer {
  public:
-  // `path` is a directory holding tokenizer.json (and optionally tokenizer_config.json), or a
-  // tokenizer.json file. Errors name the file and what is wrong or unsupported.
+  // `path` is a directory holding tokenizer.json (and optionally tokenizer_config.json), a
+  // tokenizer.json file, or a GGUF file (its tokenizer metadata: gguf_tokenizer.h). Errors name
+  // the file and what is wrong or unsupported.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
   // From file contents; `config_json` may be empty. `source` names them in errors.
   static absl::StatusOr<std::unique_ptr<Tokenizer>> FromJson(std::string_view tokenizer_json,

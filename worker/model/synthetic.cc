@@ -8,6 +8,7 @@
 #include "common/random_weights.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
+#include "worker/model/gguf_model.h"
 #include "worker/model/shapes.h"
 
 namespace llm::model {
@@ -16,11 +17,13 @@ namespace {
 constexpr char kRandomPrefix[] = "random:";
 }  // namespace
 
+bool ModelSource::gguf() const { return !synthetic() && IsGgufPath(dir); }
+
 std::string ModelSource::name() const {
   if (synthetic()) return absl::StrCat(kRandomPrefix, shape);
   std::filesystem::path p(dir);
   if (!p.has_filename()) p = p.parent_path();  // "models/x/" names x
-  return p.filename().string();
+  return gguf() ? p.stem().string() : p.filename().string();
 }
 
 absl::StatusOr<ModelSource> ParseModelSource(const std::string& spec) {
@@ -50,6 +53,10 @@ absl::StatusOr<ModelSource> ParseModelSource(const std::string& spec) {
 
 absl::StatusOr<ModelConfig> LoadSourceConfig(const ModelSource& source) {
   if (source.synthetic()) return ShapeConfig(source.shape);
+  if (source.gguf()) {
+    LLM_ASSIGN_OR_RETURN(auto file, GgufFile::Open(source.dir));
+    return GgufModelConfig(*file);
+  }
   return LoadModelConfig(source.dir);
 }
 

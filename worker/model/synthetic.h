@@ -21,23 +21,26 @@ class ThreadPool;
 
 namespace llm::model {
 
-// Where a model comes from: a Hugging Face checkpoint directory, or random:<shape>[:<seed>].
+// Where a model comes from: a Hugging Face checkpoint directory, a GGUF file (gguf_model.h), or
+// random:<shape>[:<seed>].
 struct ModelSource {
-  std::string dir;    // the checkpoint directory; empty for a synthetic model
+  std::string dir;    // the checkpoint directory or GGUF file; empty for a synthetic model
   std::string shape;  // the shape of a synthetic model
   uint64_t seed = 0;
 
   bool synthetic() const { return !shape.empty(); }
-  // The model's name in load reports: the directory's last component, or "random:<shape>".
+  bool gguf() const;  // `dir` names a .gguf file
+  // The model's name in load reports: the directory's last component (a GGUF file's name without
+  // .gguf), or "random:<shape>".
   std::string name() const;
 };
 
 // Parses "random:<shape>[:<seed>]" (the shape checked against ShapeNames) or takes `spec` as a
-// directory. INVALID_ARGUMENT naming the spec for an unknown shape or a bad seed.
+// directory or GGUF file. INVALID_ARGUMENT naming the spec for an unknown shape or a bad seed.
 absl::StatusOr<ModelSource> ParseModelSource(const std::string& spec);
 
-// The model's configuration: config.json and generation_config.json of the directory, or the
-// shape's.
+// The model's configuration: config.json and generation_config.json of the directory, a GGUF
+// file's metadata, or the shape's.
 absl::StatusOr<ModelConfig> LoadSourceConfig(const ModelSource& source);
 
 // Writes elements [begin, begin + count) of the synthetic tensor `spec` as `dtype` (a weight

@@ -53,13 +53,16 @@ config::ConfigSchema WorkerConfigSchema() {
   config::ConfigSchema s;
   s.RequiredString(
        "model.path",
-       "Hugging Face checkpoint directory, or random:<shape>[:<seed>] for synthetic "
+       "Hugging Face checkpoint directory, a GGUF file, or random:<shape>[:<seed>] for synthetic "
        "weights of a real shape (tiny, small, llama-3.2-1b, llama-3-8b, llama-3.1-8b, qwen2-0.5b, "
-       "mistral-7b)")
+       "qwen3-0.6b, qwen3-8b, mistral-7b)")
       .String("model.tokenizer", "",
-              "tokenizer.json (or its directory) to use instead of the model's; random models "
+              "tokenizer.json (or its directory, or a GGUF file) to use instead of the model's; "
+              "random models "
               "default to a byte-level one of the model's vocabulary size")
-      .String("model.name", "", "name reported to clients and routers (default: folder name)")
+      .String("model.name", "",
+              "name reported to clients and routers (default: the folder's name, or a GGUF "
+              "file's without .gguf)")
       .String("model.served_names", "",
               "more names the model answers to (comma-separated aliases), reported to routers")
       .String("model.chat_template", "",

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/tls/grpc_tls.h"
 #include "worker/frontend/chat/chat_template.h"
+#include "worker/model/gguf_model.h"
 #include "worker/tools/tool_format.h"
 
 namespace llm::server {
@@ -190,12 +191,14 @@ bool WorkerServer::Drain() {
 }
 
 absl::Status WorkerServer::SetUpChat() {
-  // The template's directory: the tokenizer's (a file's folder), else the model's.
+  // The template's directory: the tokenizer's (a file's folder), else the model's; a GGUF
+  // file's own metadata (tokenizer.chat_template) where the tokenizer or the model is one.
   std::string dir = config_.backend.tokenizer;
-  if (!dir.empty() && std::filesystem::is_regular_file(dir)) {
+  if (!dir.empty() && std::filesystem::is_regular_file(dir) && !model::IsGgufPath(dir)) {
     dir = std::filesystem::path(dir).parent_path().string();
   }
-  if (dir.empty() && std::filesystem::is_directory(config_.backend.model)) {
+  if (dir.empty() && (std::filesystem::is_directory(config_.backend.model) ||
+                      model::IsGgufPath(config_.backend.model))) {
     dir = config_.backend.model;
   }
   auto chat = frontend::ChatTemplate::Load(dir, config_.chat_template);

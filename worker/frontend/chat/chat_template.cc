@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
+#include "worker/frontend/gguf_tokenizer.h"
+#include "worker/model/gguf_model.h"
 
 namespace llm::frontend {
 
@@ -59,8 +61,16 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
                                                 const std::string& override_file) {
   ChatTemplate c;
   nlohmann::json config = nlohmann::json::object();
-  const std::string config_path = dir.empty() ? "" : dir + "/tokenizer_config.json";
-  if (!config_path.empty() && std::filesystem::exists(config_path)) {
+  const bool gguf = model::IsGgufPath(dir);  // its tokenizer.chat_template, as tokenizer_config
+  const std::string config_path =
+      dir.empty() ? "" : (gguf ? dir + " tokenizer.chat_template" : dir + "/tokenizer_config.json");
+  if (gguf) {
+    auto files = TokenizerFilesFromGgufPath(dir);
+    if (!files.ok()) return files.status();
+    config = std::move(files->tokenizer_config);
+    c.bos_token_ = Token(config, "bos_token");
+    c.eos_token_ = Token(config, "eos_token");
+  } else if (!config_path.empty() && std::filesystem::exists(config_path)) {
     auto text = ReadFile(config_path);
     if (!text.ok()) return text.status();
     config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -70,7 +80,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
     c.bos_token_ = Token(config, "bos_token");
     c.eos_token_ = Token(config, "eos_token");
   }
-  const std::string beside = dir.empty() ? "" : dir + "/chat_template.jinja";
+  const std::string beside = dir.empty() || gguf ? "" : dir + "/chat_template.jinja";
   for (const std::string& file : {override_file, beside}) {
     if (file.empty() || (file == beside && !std::filesystem::exists(file))) continue;
     auto text = ReadFile(file);
@@ -86,9 +96,11 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
   if (it == config.end() || it->is_null()) {
     return absl::NotFoundError(
         dir.empty() ? "no chat template (set model.chat_template)"
+        : gguf      ? absl::StrCat("no chat template in ", dir,
+                                   " (no tokenizer.chat_template; set model.chat_template)")
                     : absl::StrCat("no chat template in ", dir,
                                    " (tokenizer_config.json has no chat_template and there is "
-                                   "no chat_template.jinja; set model.chat_template)"));
+                                        "no chat_template.jinja; set model.chat_template)"));
   }
   if (it->is_string()) {
     auto t = Compile(it->get<std::string>(), config_path + " chat_template");

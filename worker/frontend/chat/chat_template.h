@@ -7,7 +7,7 @@
 // Where the template comes from, first found wins: an explicit file (model.chat_template),
 // chat_template.jinja in the tokenizer's directory, tokenizer_config.json's `chat_template`
 // (a string, or a list of named templates: "tool_use" when tools are given and it exists,
-// else "default").
+// else "default"); for a GGUF file in place of the directory, its tokenizer.chat_template.
 #ifndef LLM_WORKER_FRONTEND_CHAT_CHAT_TEMPLATE_H_
 #define LLM_WORKER_FRONTEND_CHAT_CHAT_TEMPLATE_H_
 
@@ -23,9 +23,9 @@ namespace llm::frontend {
 
 class ChatTemplate {
  public:
-  // From `dir` (a tokenizer or model directory; may be empty) and `override_file` (may be
-  // empty). NOT_FOUND when neither holds a template; INVALID_ARGUMENT naming the file and line
-  // when one does not parse.
+  // From `dir` (a tokenizer or model directory, or a GGUF file; may be empty) and
+  // `override_file` (may be empty). NOT_FOUND when neither holds a template; INVALID_ARGUMENT
+  // naming the file and line when one does not parse.
   static absl::StatusOr<ChatTemplate> Load(const std::string& dir,
                                            const std::string& override_file);
   // A template from its text (named templates: none), with these special tokens.
