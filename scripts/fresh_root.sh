@@ -147,7 +147,7 @@ while IFS='=' read -r name value; do
   case $name in
     http_proxy | https_proxy | no_proxy | HTTP_PROXY | HTTPS_PROXY | NO_PROXY | PIP_INDEX_URL | \
       PIP_EXTRA_INDEX_URL | PIP_TRUSTED_HOST | PIP_DEFAULT_TIMEOUT | PIP_CERT | SSL_CERT_FILE | \
-      REQUESTS_CA_BUNDLE)
+      REQUESTS_CA_BUNDLE | LLM_CI)
       env_args+=("$name=$value")
       ;;
   esac

