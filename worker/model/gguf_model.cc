@@ -1,10 +1,7 @@
 #include "worker/model/gguf_model.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <utility>
@@ -18,6 +15,7 @@
 #include "common/thread_pool.h"
 #include "worker/model/gguf_quant.h"
 #include "worker/model/llama_tensors.h"
+#include "worker/model/load_progress.h"
 
 namespace llm::model {
 namespace {
@@ -259,38 +257,6 @@ absl::StatusOr<std::vector<Job>> PlanJobs(const GgufFile& f, const ModelConfig& 
   return jobs;
 }
 
-// Progress on stderr, at most once a second, from whichever thread finishes a tensor.
-class Progress {
- public:
-  Progress(const std::string& path, uint64_t total_bytes, size_t total_tensors, bool on)
-      : path_(path), total_bytes_(total_bytes), total_tensors_(total_tensors), on_(on) {}
-
-  void Done(uint64_t bytes) {
-    const uint64_t b = bytes_ += bytes;
-    const size_t n = ++tensors_;
-    if (!on_) return;
-    const int64_t now = Now();
-    int64_t last = last_.load();
-    if (now - last < 1'000'000'000 || !last_.compare_exchange_strong(last, now)) return;
-    std::fprintf(stderr, "%s: dequantised %.0f of %.0f MiB, %zu of %zu tensors\n", path_.c_str(),
-                 b / 1048576.0, total_bytes_ / 1048576.0, n, total_tensors_);
-  }
-
- private:
-  static int64_t Now() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  const std::string& path_;
-  const uint64_t total_bytes_;
-  const size_t total_tensors_;
-  const bool on_;
-  std::atomic<uint64_t> bytes_{0};
-  std::atomic<size_t> tensors_{0};
-  std::atomic<int64_t> last_{Now()};
-};
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TensorStore>> LoadGgufTensors(const GgufFile& f,
@@ -303,7 +269,7 @@ absl::StatusOr<std::unique_ptr<TensorStore>> LoadGgufTensors(const GgufFile& f,
   LLM_ASSIGN_OR_RETURN(const std::vector<Job> jobs, PlanJobs(f, c, specs));
   uint64_t total = 0;
   for (const Job& j : jobs) total += j.tensor->num_bytes;
-  Progress progress(f.path(), total, jobs.size(), options.progress);
+  LoadProgress progress(f.path(), "dequantised", total, jobs.size(), options.progress);
   std::vector<TensorData> tensors(jobs.size());
   std::vector<absl::Status> errors(jobs.size());
   auto run = [&](size_t begin, size_t end) {
@@ -317,7 +283,7 @@ absl::StatusOr<std::unique_ptr<TensorStore>> LoadGgufTensors(const GgufFile& f,
         UndoRopePermutation(out.bytes, j.permuted_heads, rows,
                             static_cast<int64_t>(out.bytes.size()) / rows);
       }
-      progress.Done(j.tensor->num_bytes);
+      progress.Add(j.tensor->num_bytes, 1);
     }
   };
   if (options.pool != nullptr) {

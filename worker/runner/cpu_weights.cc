@@ -1,11 +1,15 @@
 #include "worker/runner/cpu_weights.h"
 
+#include <cstdio>
 #include <map>
+#include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/model/linear_weights.h"
 #include "worker/model/llama_tensors.h"
+#include "worker/model/load_progress.h"
 
 namespace llm::runner {
 namespace {
@@ -96,9 +100,24 @@ absl::StatusOr<CpuWeights> LoadCpuWeights(const model::ModelConfig& c, const Ten
         absl::StrCat(store.dir(), ": missing tensor '", model::kLmHeadName, "'"));
   }
   LLM_RETURN_IF_ERROR(loader.Append(model::kFinalNormName, w.final_norm));
+  // Progress by layer (the checkpoint's bytes of each), once the load has taken a second.
+  std::vector<uint64_t> layer_bytes(c.num_layers);
+  uint64_t total = 0;
+  for (const std::string& name : store.Names()) {
+    const uint64_t bytes = store.Find(name)->num_bytes;
+    total += bytes;
+    int layer = -1;
+    if (std::sscanf(name.c_str(), "model.layers.%d.", &layer) == 1 && layer >= 0 &&
+        layer < c.num_layers) {
+      layer_bytes[layer] += bytes;
+    }
+  }
+  model::LoadProgress progress(store.dir(), "converted", total, 0);
+  progress.Add(total - std::accumulate(layer_bytes.begin(), layer_bytes.end(), uint64_t{0}), 0);
   for (int l = 0; l < c.num_layers; ++l) {
     LLM_ASSIGN_OR_RETURN(CpuLayerWeights layer, loader.Layer(l));
     w.layers.push_back(std::move(layer));
+    progress.Add(layer_bytes[l], 0);
   }
   return w;
 }

@@ -15,6 +15,7 @@
 #include "worker/model/fp8_quant.h"
 #include "worker/model/linear_weights.h"
 #include "worker/model/llama_tensors.h"
+#include "worker/model/load_progress.h"
 
 namespace llm::runner::cuda {
 namespace {
@@ -229,9 +230,11 @@ void Convert(const model::TensorView& view, size_t begin, size_t count, bool f32
   }
 }
 
-// Host-to-device copies through two pinned buffers, each reused once its copy is done.
+// Host-to-device copies through two pinned buffers, each reused once its copy is done; each
+// chunk counted in `progress` when given.
 class Uploader {
  public:
+  explicit Uploader(model::LoadProgress* progress = nullptr) : progress_(progress) {}
   absl::Status Init() {
     for (int i = 0; i < 2; ++i) {
       LLM_RETURN_IF_ERROR(staging_[i].Allocate(kStagingBytes, "weight staging"));
@@ -256,11 +259,13 @@ class Uploader {
       LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(copied_[next_].get(), stream), "weight upload");
       used_[next_] = true;
       next_ = 1 - next_;
+      if (progress_ != nullptr) progress_->Add(count, 0);
     }
     return absl::OkStatus();
   }
 
  private:
+  model::LoadProgress* progress_;
   PinnedMemory staging_[2];
   Event copied_[2];
   bool used_[2] = {false, false};
@@ -421,7 +426,8 @@ absl::StatusOr<CudaWeights> UploadCudaWeights(const model::ModelConfig& config,
       }
     }
   }
-  Uploader up;
+  model::LoadProgress progress(store.dir(), "uploaded", placer.size(), 0);
+  Uploader up(&progress);
   LLM_RETURN_IF_ERROR(up.Init());
   std::byte* base = w.memory.get();
   for (const TensorPlacement& p : placer.tensors()) {
