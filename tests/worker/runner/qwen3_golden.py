@@ -12,7 +12,6 @@ misplaced norm changes the answer), head_dim 32 where hidden / heads is 16, GQA 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -20,6 +19,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_util import compare  # noqa: E402
 from numpy_reference import LlamaFamily  # noqa: E402
 
 CONFIG = {
@@ -67,17 +67,6 @@ def random_weights(c, seed):
     return {k: v.astype(np.float32) for k, v in w.items()}
 
 
-def ours(cli, model, tokenizer, prompt):
-    out = subprocess.run(
-        [cli, "generate", "--model", model, "--tokenizer", tokenizer, "--prompt", prompt,
-         "--max-tokens", str(NEW_TOKENS), "--temperature", "0", "--ignore-eos", "--ids",
-         "--backend", "cpu", "--threads", "2"],
-        capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        sys.exit(f"llm-cli generate failed ({out.returncode}): {out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cli", required=True)
@@ -87,26 +76,12 @@ def main():
         sys.exit(f"{args.tokenizer}: no tokenizer.json (is ../shared present?)")
     weights = random_weights(CONFIG, seed=3)
     reference = LlamaFamily(CONFIG, weights)
-    failures = 0
     with tempfile.TemporaryDirectory() as model:
         with open(os.path.join(model, "config.json"), "w", encoding="utf-8") as f:
             json.dump(CONFIG, f)
         save_file(weights, os.path.join(model, "model.safetensors"))
-        for prompt in PROMPTS:
-            got = ours(args.cli, model, args.tokenizer, prompt)
-            want, margins = reference.greedy(got["prompt_ids"], NEW_TOKENS)
-            if got["generated_ids"] != want:
-                i = next(i for i, (a, b) in enumerate(zip(got["generated_ids"], want)) if a != b)
-                print(f"FAIL {prompt!r}: token {i}: ours {got['generated_ids'][i]}, reference "
-                      f"{want[i]} (reference margin {margins[i]:.2e})\n  ours {got['generated_ids']}"
-                      f"\n  want {want}")
-                failures += 1
-            else:
-                print(f"ok   {prompt!r}: {len(want)} tokens (smallest margin {min(margins):.2e})")
-    if failures:
-        sys.exit(f"{failures} of {len(PROMPTS)} prompts differ from the float64 reference")
-    print(f"all {len(PROMPTS)} prompts agree with the float64 numpy reference")
-
+        compare(args.cli, model, reference, PROMPTS, NEW_TOKENS, "--tokenizer", args.tokenizer,
+                "--threads", "2")
 
 if __name__ == "__main__":
     main()

@@ -24,11 +24,11 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_util import compare, generate  # noqa: E402
 from numpy_reference import LlamaFamily  # noqa: E402
 
 NEW_TOKENS = 32
@@ -94,16 +94,6 @@ def load(path):
     return config, weights
 
 
-def ours(cli, model, prompt):
-    out = subprocess.run(
-        [cli, "generate", "--model", model, "--prompt", prompt, "--max-tokens", str(NEW_TOKENS),
-         "--temperature", "0", "--ignore-eos", "--ids", "--backend", "cpu"],
-        capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        sys.exit(f"llm-cli generate failed ({out.returncode}): {out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--cli", required=True)
@@ -115,20 +105,7 @@ def main():
         sys.exit(1 if os.environ.get("LLM_CI") else 77)
     config, weights = load(args.model)
     reference = LlamaFamily(config, weights)
-    failures = 0
-    for prompt in PROMPTS:
-        got = ours(args.cli, args.model, prompt)
-        want, margins = reference.greedy(got["prompt_ids"], NEW_TOKENS)
-        if got["generated_ids"] != want:
-            i = next(i for i, (a, b) in enumerate(zip(got["generated_ids"], want)) if a != b)
-            print(f"FAIL {prompt!r}: token {i}: ours {got['generated_ids'][i]}, reference "
-                  f"{want[i]} (reference margin {margins[i]:.2e})")
-            failures += 1
-        else:
-            print(f"ok   {prompt!r}: {NEW_TOKENS} tokens (smallest margin {min(margins):.2e})")
-    if failures:
-        sys.exit(f"{failures} of {len(PROMPTS)} prompts differ from the float64 reference")
-    print(f"all {len(PROMPTS)} prompts agree with the float64 numpy reference")
+    compare(args.cli, args.model, reference, PROMPTS, NEW_TOKENS)
     check_convert(args.cli, args.model)
 
 
@@ -143,7 +120,8 @@ def check_convert(cli, model):
         if (config["model_type"], config["num_hidden_layers"], config["torch_dtype"]) != \
                 ("llama", 30, "float32"):
             sys.exit(f"convert: config.json is {config}")
-        want, got = ours(cli, model, PROMPTS[0]), ours(cli, out, PROMPTS[0])
+        want = generate(cli, model, PROMPTS[0], NEW_TOKENS)
+        got = generate(cli, out, PROMPTS[0], NEW_TOKENS)
         if got != want:
             sys.exit(f"convert: the Hugging Face directory gives {got}, the GGUF file {want}")
     print("ok   llm-cli convert: the Hugging Face directory generates the GGUF file's ids")
