@@ -111,6 +111,11 @@ Written WriteModel(const std::string& arch, const std::vector<std::string>& skip
     both("attn_q", {32, 16}, 4);
     both("attn_k", {16, 16}, 2);
     both("attn_v", {16, 16});
+    if (arch == "qwen2") {  // Qwen2's q/k/v biases
+      for (const char* part : {"attn_q", "attn_k", "attn_v"}) {
+        add(g + part + ".bias", h + names.at(part) + ".bias", {part[5] == 'q' ? 32 : 16}, 0);
+      }
+    }
     if (arch == "qwen3") {
       both("attn_q_norm", {8});
       both("attn_k_norm", {8});
@@ -184,6 +189,18 @@ TEST(GgufModelTest, Qwen3HasQkNormsAndIsNotPermuted) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->model_type, "qwen3");
   EXPECT_TRUE(c->qk_norm);
+  ExpectTensorsAre(w, DType::kF32);
+}
+
+TEST(GgufModelTest, Qwen2HasQkvBiasesAndIsNotPermuted) {
+  const Written w = WriteModel("qwen2");
+  auto file = GgufFile::Open(w.path);
+  ASSERT_TRUE(file.ok());
+  auto c = GgufModelConfig(**file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model_type, "qwen2");
+  EXPECT_TRUE(c->qkv_bias);
+  EXPECT_FALSE(c->qk_norm);
   ExpectTensorsAre(w, DType::kF32);
 }
 
