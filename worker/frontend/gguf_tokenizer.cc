@@ -331,6 +331,10 @@ json PostProcessorJson(const GgufVocab& v, bool add_bos, bool add_eos) {
           {"special_tokens", std::move(specials)}};
 }
 
+// NOTE: transformers adds BOS to a "llama" vocabulary that does not say (so does llama.cpp).
+bool AddsBos(const GgufVocab& v) { return v.add_bos.value_or(v.model == "llama") && v.bos_id; }
+bool AddsEos(const GgufVocab& v) { return v.add_eos.value_or(false) && v.eos_id.has_value(); }
+
 json ConfigJson(const GgufVocab& v, bool add_bos, bool add_eos) {
   auto name = [&](const std::optional<int32_t>& id) -> json {
     return id ? json(v.tokens[*id]) : json(nullptr);
@@ -363,13 +367,17 @@ absl::StatusOr<HfTokenizerFiles> TokenizerFilesFromGguf(const GgufVocab& vocab,
     return Invalid(source, "model",
                    absl::StrCat("'", vocab.model, "' is not supported (gpt2, llama)"));
   }
-  // NOTE: transformers adds BOS to a "llama" vocabulary that does not say (so does llama.cpp).
-  const bool add_bos = vocab.add_bos.value_or(vocab.model == "llama") && vocab.bos_id.has_value();
-  const bool add_eos = vocab.add_eos.value_or(false) && vocab.eos_id.has_value();
   tokenizer["added_tokens"] = AddedTokensJson(vocab);
-  tokenizer["post_processor"] = PostProcessorJson(vocab, add_bos, add_eos);
-  files.tokenizer_config = ConfigJson(vocab, add_bos, add_eos);
+  tokenizer["post_processor"] = PostProcessorJson(vocab, AddsBos(vocab), AddsEos(vocab));
+  files.tokenizer_config = ConfigJson(vocab, AddsBos(vocab), AddsEos(vocab));
   return files;
+}
+
+absl::StatusOr<nlohmann::json> TokenizerConfigFromGgufPath(const std::string& path) {
+  LLM_ASSIGN_OR_RETURN(auto file, model::GgufFile::Open(path));
+  LLM_ASSIGN_OR_RETURN(const GgufVocab vocab, ReadGgufVocab(*file));
+  LLM_RETURN_IF_ERROR(ValidateVocab(vocab, path));
+  return ConfigJson(vocab, AddsBos(vocab), AddsEos(vocab));
 }
 
 namespace {

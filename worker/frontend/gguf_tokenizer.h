@@ -91,6 +91,9 @@ absl::StatusOr<GgufVocab> ReadGgufVocab(const model::GgufFile& file);
 absl::StatusOr<HfTokenizerFiles> TokenizerFilesFromGgufFile(const model::GgufFile& file);
 // The same for the GGUF file at `path` (opened, and its metadata read: the tensors are not).
 absl::StatusOr<HfTokenizerFiles> TokenizerFilesFromGgufPath(const std::string& path);
+// tokenizer_config.json alone (the special tokens' text, the BOS/EOS flags, the chat template)
+// of the GGUF file at `path`, without building tokenizer.json: what a chat template needs.
+absl::StatusOr<nlohmann::json> TokenizerConfigFromGgufPath(const std::string& path);
 
 }  // namespace llm::frontend
 

@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
   namespace fs = std::filesystem;
   if (model::IsGgufPath(path)) {  // tokenizer.ggml.* metadata as tokenizer.json
     LLM_ASSIGN_OR_RETURN(const HfTokenizerFiles files, TokenizerFilesFromGgufPath(path));
-    return FromJson(files.tokenizer.dump(), files.tokenizer_config.dump(), path);
+    return FromParsed(files.tokenizer, files.tokenizer_config, path);
   }
   fs::path file = path;
   if (fs::is_directory(file)) file /= "tokenizer.json";
@@ -65,6 +65,11 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view 
       return absl::InvalidArgumentError(source + ": tokenizer_config.json is not a JSON object");
     }
   }
+  return FromParsed(j, config, source);
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromParsed(const json& j, const json& config,
+                                                                 const std::string& source) {
   std::unique_ptr<Tokenizer> t(new Tokenizer());
   auto model = BpeModel::FromJson(j.value("model", json()));
   if (!model.ok()) return Prefixed(source, model.status());

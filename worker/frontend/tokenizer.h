@@ -59,6 +59,10 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // FromJson's work on the parsed files (a GGUF file's are built as JSON: no text round trip).
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> FromParsed(const nlohmann::json& tokenizer,
+                                                               const nlohmann::json& config,
+                                                               const std::string& source);
   absl::Status LoadPostProcessor(const nlohmann::json& j, const nlohmann::json& config);
   void EncodePiece(Piece piece, std::vector<int32_t>& out) const;
   absl::StatusOr<std::string> DecodeChain(std::span<const int32_t> ids, bool skip_special_tokens,

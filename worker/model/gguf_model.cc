@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -217,13 +218,13 @@ void UndoRopePermutation(std::string& bytes, int32_t heads, int64_t rows, int64_
 
 absl::StatusOr<std::vector<Job>> PlanJobs(const GgufFile& f, const ModelConfig& c,
                                           const std::vector<TensorSpec>& specs) {
+  std::set<std::string, std::less<>> wanted;
+  for (const TensorSpec& s : specs) wanted.insert(s.name);
   std::map<std::string, const GgufTensor*> by_hf_name;
   for (const GgufTensor& t : f.tensors()) {
     if (t.name == kRopeFreqs) continue;  // taken into the config (GgufModelConfig)
     const std::optional<std::string> hf = HfTensorName(t.name);
-    const bool wanted = hf && std::any_of(specs.begin(), specs.end(),
-                                          [&](const TensorSpec& s) { return s.name == *hf; });
-    if (!wanted) {
+    if (!hf || !wanted.contains(*hf)) {
       return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor '", t.name, "' (",
                                                      GgufTypeName(t.type), ") has no place in a ",
                                                      c.model_type, " model of this configuration"));

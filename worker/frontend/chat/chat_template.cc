@@ -65,9 +65,9 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& dir,
   const std::string config_path =
       dir.empty() ? "" : (gguf ? dir + " tokenizer.chat_template" : dir + "/tokenizer_config.json");
   if (gguf) {
-    auto files = TokenizerFilesFromGgufPath(dir);
-    if (!files.ok()) return files.status();
-    config = std::move(files->tokenizer_config);
+    auto gguf_config = TokenizerConfigFromGgufPath(dir);
+    if (!gguf_config.ok()) return gguf_config.status();
+    config = *std::move(gguf_config);
     c.bos_token_ = Token(config, "bos_token");
     c.eos_token_ = Token(config, "eos_token");
   } else if (!config_path.empty() && std::filesystem::exists(config_path)) {
