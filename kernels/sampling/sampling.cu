@@ -9,8 +9,9 @@
 //   4. KeptMassKernel: each chunk's kept mass; the row's last block draws u and picks the chunk.
 //   5. DrawKernel, a block per row: the token inside the chosen chunk (or the argmax), the
 //      logprobs, the append and the stop check.
-// A row that is ArgmaxOnly (sampling.h) returns at once from 2 to 4; a launch whose rows all are
-// (SampleParams::argmax_only) runs only 1 and 5.
+// Pass 1 applies a constrained row's bitmask first. A row that is ArgmaxOnly (sampling.h)
+// returns at once from 2 to 4; a launch whose rows all are (SampleParams::argmax_only) runs only
+// 1 and 5.
 // "The row's last block" is the block whose arrival on the row's counter completes it (after a
 // fence), so it sees every block's histogram and sums; what it reduces is integers or values in
 // chunk order, so which block is last changes nothing.
@@ -252,10 +253,17 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
   int32_t bi = INT32_MAX;
   const uint16_t* counts = p.slots.out_counts + static_cast<int64_t>(slot) * p.vocab;
   const uint8_t* mask = p.slots.prompt_mask + static_cast<int64_t>(slot) * p.vocab;
+  const int32_t mask_k = p.mask_index != nullptr ? p.mask_index[row] : -1;
+  const uint64_t* allowed =
+      mask_k >= 0 ? p.masks + static_cast<int64_t>(mask_k) * p.mask_words : nullptr;
 #pragma unroll 4
   for (int32_t i = range.begin + threadIdx.x; i < range.end; i += blockDim.x) {
     float l = logits[i];
-    if (s.has_penalties) {
+    if (allowed != nullptr && ((allowed[i / 64] >> (i % 64)) & 1) == 0) {
+      // Forbidden by the row's constraint: -inf, which no penalty changes.
+      l = -INFINITY;
+      logits[i] = l;
+    } else if (s.has_penalties) {
       const int32_t c = counts[i];
       if (s.repetition_penalty != 1.0f && (mask[i] != 0 || c > 0)) {
         l = sampling::RepetitionPenalised(l, s.repetition_penalty);

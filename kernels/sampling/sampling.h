@@ -9,7 +9,7 @@
 // (p >= min_p, the top probability being exactly 1), and the first token in id order whose
 // cumulative kept mass exceeds u * kept mass, u = UniformDouble(seed, tokens generated so far).
 // Every reduction has a fixed order or adds integers, so a row's result never depends on the
-// rest of the batch.
+// rest of the batch. A constrained row's bitmask (SampleParams::masks) applies first.
 #ifndef LLM_KERNELS_SAMPLING_SAMPLING_H_
 #define LLM_KERNELS_SAMPLING_SAMPLING_H_
 
@@ -114,6 +114,13 @@ struct SampleParams {
   // only the first and last kernels run (2 launches instead of 9), with the same results. A
   // row that is not ArgmaxOnly gets its argmax and no logprobs then.
   bool argmax_only = false;
+  // Structured output (worker/runner/slot_constraints.h): a row with mask_index[row] = k >= 0
+  // may sample only the ids whose bit is set in mask k (`mask_words` words at masks + k *
+  // mask_words; bit t of word t / 64); every other id's logit becomes -inf before the
+  // penalties, as constraint::ApplyTokenMask does on the CPU. Null: no row is masked.
+  const int32_t* mask_index = nullptr;
+  const uint64_t* masks = nullptr;
+  int32_t mask_words = 0;
 };
 
 // A row whose token is its argmax and that reports no logprobs: it needs no probabilities, no

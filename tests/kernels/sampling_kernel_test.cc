@@ -8,6 +8,7 @@
 
 #include "kernels/sampling/sampling.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "worker/constraint/constraint.h"
 #include "worker/sampling/sampler.h"
 
 namespace llm::kernels {
@@ -154,6 +155,10 @@ struct SamplerRun {
   int vocab = 0;
   int valid_vocab = 0;
   bool argmax_only = false;  // SampleParams::argmax_only
+  // Constraint masks (SampleParams::mask_index, masks): none when mask_index is empty.
+  std::vector<int32_t> mask_index;  // [rows]
+  std::vector<uint64_t> masks;      // [masks, mask_words]
+  int mask_words = 0;
 };
 
 std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleRowWork>& work) {
@@ -170,10 +175,17 @@ std::vector<SampleOutput> RunSampler(const SamplerRun& run, DeviceBuffer<SampleR
   DeviceBuffer<SampleOutput> d_out(rows);
   DeviceSlots ds{d_last.get(),  d_pos.get(),    d_generated.get(), d_done.get(),
                  d_table.get(), d_counts.get(), d_mask.get()};
-  const cudaError_t launched =
-      LaunchSample({d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
-                    d_out.get(), rows, run.vocab, run.valid_vocab, work.get(), run.argmax_only},
-                   0);
+  DeviceBuffer<int32_t> d_mask_index(run.mask_index);
+  DeviceBuffer<uint64_t> d_masks(run.masks);
+  SampleParams sp{d_logits.get(), d_probs.get(), d_row_slot.get(), d_row_pos.get(), ds,
+                  d_out.get(),    rows,          run.vocab,        run.valid_vocab, work.get(),
+                  run.argmax_only};
+  if (!run.mask_index.empty()) {
+    sp.mask_index = d_mask_index.get();
+    sp.masks = d_masks.get();
+    sp.mask_words = run.mask_words;
+  }
+  const cudaError_t launched = LaunchSample(sp, 0);
   EXPECT_EQ(launched, cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return d_out.Download();
@@ -362,6 +374,128 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
     EXPECT_EQ(single[0].logprob, out[r].logprob) << "row " << r;
   }
   EXPECT_GE(agree, slots - 1) << agree << " of " << slots;
+}
+
+// Structured output's masks (SampleParams::masks) against the CPU runner's path (the row masked
+// by constraint::ApplyTokenMask, then the CPU sampler): over a Llama 3 vocabulary, rows that
+// allow a few ids (one past valid_vocab, one the row's lowest logit), half the ids, every id, or
+// one id; greedy and drawn, penalties on an allowed prompt token, top logprobs; unmasked rows
+// and a padding row beside them; the two-launch argmax path too.
+TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
+  LLM_REQUIRE_GPU();
+  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 8;
+  const int words = (vocab + 63) / 64;
+  SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/91, /*generated=*/2);
+  std::vector<sampling::SamplingParams> params(slots);
+  std::vector<int> top(slots, 0);
+  std::vector<std::vector<uint64_t>> row_masks(slots);  // empty: unmasked
+  const auto allow = [&](int r, int id) { row_masks[r][id / 64] |= uint64_t{1} << (id % 64); };
+  for (int r = 0; r < slots; ++r) {
+    float* row = run.logits.data() + size_t(r) * vocab;
+    sampling::SamplingParams& p = params[r];
+    p.seed = 700 + r;
+    p.temperature = r % 2 == 0 ? 0.0f : 0.9f;
+    if (r != 2) row_masks[r].assign(words, 0);
+    switch (r) {
+      case 0:
+      case 1: {  // a few ids: one invalid, one the row's lowest logit
+        const int lowest = static_cast<int>(std::min_element(row, row + valid) - row);
+        for (int id : {17, 40000, 99999, lowest, valid + 5}) allow(r, id);
+        row[valid + 5] = 100.0f;  // never sampled: past valid_vocab
+        break;
+      }
+      case 3:
+      case 5:  // every other word of ids, top logprobs among them
+        for (int w = 0; w < words; w += 2) row_masks[r][w] = ~uint64_t{0};
+        top[r] = 5;
+        break;
+      case 4:  // every id, with penalties: as unmasked
+        std::fill(row_masks[r].begin(), row_masks[r].end(), ~uint64_t{0});
+        p.repetition_penalty = 1.3f;
+        p.presence_penalty = 0.3f;
+        break;
+      case 6:  // one id
+        allow(r, 12345);
+        break;
+      case 7:  // penalties on allowed prompt tokens
+        for (int k = 0; k < 3000; ++k) allow(r, (k * 37 + 11) % valid);
+        p.repetition_penalty = 1.5f;
+        p.frequency_penalty = 0.2f;
+        break;
+      default:
+        break;
+    }
+    SlotSampling& t = run.table[r];
+    t = TableEntry(p, 400 + r);
+    t.has_penalties = p.has_penalties();
+    t.want_logprob = top[r] > 0 ? 1 : 0;
+    t.num_top_logprobs = top[r];
+    if (t.has_penalties) {
+      for (int k = 0; k < 50; ++k) run.mask[size_t(r) * vocab + (k * 37 + 11) % valid] = 1;
+      for (int k = 0; k < 20; ++k) run.counts[size_t(r) * vocab + (k * 97 + r) % valid] = 1 + k % 3;
+    }
+  }
+  // Rows: the slots in order, then a padding row that names a mask.
+  run.row_slot.resize(slots + 1);
+  for (int r = 0; r < slots; ++r) run.row_slot[r] = r;
+  run.row_slot[slots] = -1;
+  run.logits.insert(run.logits.end(), run.logits.begin(), run.logits.begin() + vocab);
+  run.mask_words = words;
+  for (int r = 0; r < slots; ++r) {
+    run.mask_index.push_back(row_masks[r].empty() ? -1
+                                                  : static_cast<int32_t>(run.masks.size() / words));
+    run.masks.insert(run.masks.end(), row_masks[r].begin(), row_masks[r].end());
+  }
+  run.mask_index.push_back(0);
+  DeviceBuffer<SampleRowWork> work(slots + 1);
+  const auto out = RunSampler(run, work);
+  EXPECT_EQ(out[slots].slot, -1);
+
+  int agree = 0;
+  for (int r = 0; r < slots; ++r) {
+    std::vector<float> row = CpuRow(run, r);
+    if (!row_masks[r].empty()) constraint::ApplyTokenMask(row, row_masks[r]);
+    sampling::PenaltyState st;
+    if (params[r].has_penalties()) {
+      std::vector<int32_t> prompt;
+      for (int k = 0; k < 50; ++k) prompt.push_back((k * 37 + 11) % valid);
+      st.AddPrompt(prompt);
+      for (int k = 0; k < 20; ++k) {
+        for (int c = 0; c < 1 + k % 3; ++c) st.AddOutput((k * 97 + r) % valid);
+      }
+    }
+    sampling::Sampler cpu;
+    const auto want = cpu.Sample(row, params[r], st, 2, top[r], top[r] > 0);
+    ASSERT_GE(out[r].token, 0) << "row " << r;
+    ASSERT_LT(out[r].token, valid) << "row " << r;
+    if (!row_masks[r].empty()) {
+      EXPECT_TRUE((row_masks[r][out[r].token / 64] >> (out[r].token % 64)) & 1) << "row " << r;
+    }
+    if (params[r].greedy()) {
+      EXPECT_EQ(out[r].token, want.token_id) << "greedy row " << r;
+    }
+    agree += out[r].token == want.token_id ? 1 : 0;
+    ASSERT_EQ(out[r].num_top, top[r]) << "row " << r;
+    for (int k = 0; k < top[r]; ++k) {
+      EXPECT_EQ(out[r].top_ids[k], want.top[k].token_id) << "row " << r << " top " << k;
+      EXPECT_NEAR(out[r].top_logprobs[k], want.top[k].logprob, 1e-4) << "row " << r;
+    }
+  }
+  EXPECT_GE(agree, slots - 1) << agree << " of " << slots;
+  EXPECT_EQ(out[6].token, 12345);
+
+  // The two-launch path on the greedy rows: the same tokens.
+  SamplerRun greedy = run;
+  for (int r = 0; r < slots; ++r) {
+    if (!params[r].greedy() || top[r] > 0) greedy.row_slot[r] = -1;
+  }
+  greedy.argmax_only = true;
+  const auto fast = RunSampler(greedy, work);
+  for (int r = 0; r < slots; ++r) {
+    if (greedy.row_slot[r] >= 0) {
+      EXPECT_EQ(fast[r].token, out[r].token) << "row " << r;
+    }
+  }
 }
 
 // The two-launch path (every row greedy without logprobs) gives every row the full launch's

@@ -4,14 +4,17 @@
 //      one token's logits (p50, p99, max) along random walks through the constraint (each step
 //      takes a random allowed token, as a sampler would), a state's first mask included; and
 //      the median time of a mask that walks the whole vocabulary (a first mask's worst case).
-//   2. On a backend (--model, default random:small on the CPU): output tokens/s with every
-//      request constrained (json_object) against none, at each --batches concurrency, side by
-//      side in one process.
+//   2. On a backend (--model, default random:small; --backend cpu or cuda): output tokens/s
+//      with every request constrained (json_object) against none, at each --batches
+//      concurrency, side by side in one process; with the device busy ratio and the gaps over
+//      the steps in which every request decodes (on CUDA, a constrained step's wait for its
+//      masks counts as a gap).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -113,16 +116,18 @@ absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
   return out;
 }
 
-// Output tokens/s of `batch` concurrent requests of `max_tokens`, constrained or not.
-absl::StatusOr<double> Throughput(const backend::BackendOptions& bo, int batch, int32_t max_tokens,
-                                  bool constrained) {
+// Output tokens/s of `batch` concurrent requests of `max_tokens`, constrained or not, and the
+// busy ratio and gaps of the steps in which all `batch` decode.
+absl::StatusOr<nlohmann::json> Throughput(const backend::BackendOptions& bo, int batch,
+                                          int32_t max_tokens, bool constrained) {
   LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(bo));
   loop::WorkerOptions wo;
   wo.scheduler.max_batch_tokens = 0;
   wo.scheduler.prefix_cache = false;
+  Recorder recorder;
   LLM_ASSIGN_OR_RETURN(auto worker,
                        loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
-                                            b.config.eos_token_ids));
+                                            b.config.eos_token_ids, &recorder, &recorder));
   // Counts the tokens of every stream; `done` counts the streams down.
   struct Sink : loop::StreamSink {
     Countdown* done;
@@ -155,7 +160,25 @@ absl::StatusOr<double> Throughput(const backend::BackendOptions& bo, int batch, 
     }
   }
   LLM_RETURN_IF_ERROR(done.Wait());
-  return static_cast<double>(tokens) / std::chrono::duration<double>(Clock::now() - start).count();
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  nlohmann::json out = {{"tokens_per_second", static_cast<double>(tokens) / wall}};
+  std::vector<double> step_s, gaps;
+  Clock::time_point first{}, last{};
+  for (const StepRecord& r : recorder.TakeSteps()) {
+    if (r.decodes != batch || r.prompt_tokens != 0) continue;
+    if (step_s.empty()) first = r.at;
+    last = r.at;
+    step_s.push_back(r.step_s);
+    if (r.gap_s >= 0) gaps.push_back(r.gap_s);
+  }
+  out["steady_steps"] = step_s.size();
+  if (step_s.size() >= 2) {
+    const double busy = std::accumulate(step_s.begin() + 1, step_s.end(), 0.0);
+    out["busy_ratio"] = busy / std::chrono::duration<double>(last - first).count();
+    out["gap_us_p50"] = Percentile(gaps, 0.5) * 1e6;
+    out["gap_us_p99"] = Percentile(gaps, 0.99) * 1e6;
+  }
+  return out;
 }
 
 }  // namespace
@@ -172,6 +195,7 @@ int RunStructuredBench(const std::vector<std::string>& args) {
       .Value("walks", "random walks per schema", "20")
       .Value("steps", "tokens per walk at most", "64")
       .Value("model", "model of the throughput runs", "random:small")
+      .Value("backend", "backend of the throughput runs: cpu or cuda", "cpu")
       .Value("batches", "concurrent requests of the throughput runs, comma-separated", "1,64")
       .Value("max-tokens", "output tokens per request of the throughput runs", "64")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
@@ -201,7 +225,7 @@ int RunStructuredBench(const std::vector<std::string>& args) {
   out["masks"] = masks;
   backend::BackendOptions bo;
   bo.model = flags.GetString("model");
-  bo.backend = "cpu";
+  bo.backend = flags.GetString("backend");
   bo.cpu_threads = static_cast<int>(*threads);
   nlohmann::json runs = nlohmann::json::array();
   for (int32_t batch : ParsePositiveInts(flags.GetString("batches"))) {
@@ -210,10 +234,14 @@ int RunStructuredBench(const std::vector<std::string>& args) {
     if (!plain.ok()) return Fail(cmd, plain.status());
     auto constrained = Throughput(bo, batch, static_cast<int32_t>(*max_tokens), true);
     if (!constrained.ok()) return Fail(cmd, constrained.status());
+    const double plain_tps = (*plain)["tokens_per_second"];
+    const double constrained_tps = (*constrained)["tokens_per_second"];
     runs.push_back({{"batch", batch},
-                    {"tokens_per_second_unconstrained", *plain},
-                    {"tokens_per_second_json_object", *constrained},
-                    {"ratio", *constrained / *plain}});
+                    {"tokens_per_second_unconstrained", plain_tps},
+                    {"tokens_per_second_json_object", constrained_tps},
+                    {"ratio", constrained_tps / plain_tps},
+                    {"unconstrained", *plain},
+                    {"json_object", *constrained}});
   }
   out["throughput"] = runs;
   std::printf("%s\n", out.dump(2).c_str());

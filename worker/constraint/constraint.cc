@@ -113,29 +113,47 @@ Matcher::Matcher(std::shared_ptr<const CompiledConstraint> constraint)
     : c_(std::move(constraint)), state_(c_->dfa().start()) {}
 
 void Matcher::Apply(std::span<float> logits, std::span<const int32_t> stop_ids) {
-  const float neg_inf = -std::numeric_limits<float>::infinity();
+  scratch_.resize(MaskWords(static_cast<int64_t>(logits.size())));
+  WriteMask(scratch_, stop_ids);
+  ApplyTokenMask(logits, scratch_);
+}
+
+void Matcher::WriteMask(std::span<uint64_t> words, std::span<const int32_t> stop_ids) const {
+  const size_t ids = words.size() * 64;
+  const auto set = [&](int32_t id, bool on) {
+    if (id < 0 || static_cast<size_t>(id) >= ids) return;
+    const uint64_t bit = uint64_t{1} << (id % 64);
+    words[id / 64] = on ? words[id / 64] | bit : words[id / 64] & ~bit;
+  };
+  std::fill(words.begin(), words.end(), uint64_t{0});
   if (state_ == ByteDfa::kDead) {
-    // Cannot happen when every sampled token went through Apply; end the output if it does.
-    for (size_t t = 0; t < logits.size(); ++t) {
-      if (std::find(stop_ids.begin(), stop_ids.end(), static_cast<int32_t>(t)) == stop_ids.end()) {
-        logits[t] = neg_inf;
-      }
-    }
+    // Cannot happen when every sampled token went through the mask; end the output if it does.
+    for (int32_t id : stop_ids) set(id, true);
     return;
   }
   const std::shared_ptr<const TokenMask> shared = c_->MaskOf(state_);
   const TokenMask& mask = *shared;
-  stop_logits_.clear();
-  for (int32_t id : stop_ids) {
-    stop_logits_.push_back(id >= 0 && static_cast<size_t>(id) < logits.size() ? logits[id]
-                                                                              : neg_inf);
-  }
+  const size_t vocab = std::min(ids, static_cast<size_t>(c_->tokens().vocab_size()));
+  const size_t full = vocab / 64;
+  std::copy(mask.begin(), mask.begin() + static_cast<std::ptrdiff_t>(full), words.begin());
+  if (vocab % 64 != 0) words[full] = mask[full] & ((uint64_t{1} << (vocab % 64)) - 1);
+  // A complete output may end: its stop ids are allowed (their mask bits are clear: special
+  // tokens). An incomplete one may not, unless nothing else can follow (a vocabulary that
+  // cannot spell the rest): then it ends rather than loop. Not even a stop id that is an
+  // ordinary token (a request's "," say) may end an incomplete output.
+  const bool may_end = c_->dfa().accepting(state_) ||
+                       std::all_of(mask.begin(), mask.end(), [](uint64_t w) { return w == 0; });
+  for (int32_t id : stop_ids) set(id, may_end);
+}
+
+void ApplyTokenMask(std::span<float> logits, std::span<const uint64_t> words) {
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const size_t covered = std::min(logits.size(), words.size() * 64);
   // A word at a time: all-allowed words (inside a string, most) cost nothing.
-  const auto vocab = std::min(logits.size(), static_cast<size_t>(c_->tokens().vocab_size()));
-  for (size_t w = 0; w * 64 < vocab; ++w) {
-    const uint64_t bits = mask[w];
-    const size_t end = std::min(vocab, (w + 1) * 64);
-    if (bits == ~uint64_t{0} && end == (w + 1) * 64) continue;
+  for (size_t w = 0; w * 64 < covered; ++w) {
+    const uint64_t bits = words[w];
+    const size_t end = std::min(covered, (w + 1) * 64);
+    if (bits == ~uint64_t{0}) continue;
     if (bits == 0) {
       std::fill(logits.begin() + static_cast<std::ptrdiff_t>(w * 64),
                 logits.begin() + static_cast<std::ptrdiff_t>(end), neg_inf);
@@ -145,23 +163,7 @@ void Matcher::Apply(std::span<float> logits, std::span<const int32_t> stop_ids) 
       if (!((bits >> (t % 64)) & 1)) logits[t] = neg_inf;
     }
   }
-  std::fill(logits.begin() + static_cast<std::ptrdiff_t>(vocab), logits.end(), neg_inf);
-  // A complete output may end: its stop ids stay (their mask bits are clear: special tokens).
-  // An incomplete one may not, unless nothing else can follow (a vocabulary that cannot spell
-  // the rest): then it ends rather than loop.
-  const bool may_end = c_->dfa().accepting(state_) ||
-                       std::all_of(mask.begin(), mask.end(), [](uint64_t w) { return w == 0; });
-  if (!may_end) {
-    // Not even a stop id that is an ordinary token (a request's "," say) may end it here.
-    for (int32_t id : stop_ids) {
-      if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = neg_inf;
-    }
-    return;
-  }
-  for (size_t i = 0; i < stop_ids.size(); ++i) {
-    const int32_t id = stop_ids[i];
-    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] = stop_logits_[i];
-  }
+  std::fill(logits.begin() + static_cast<std::ptrdiff_t>(covered), logits.end(), neg_inf);
 }
 
 bool Matcher::Advance(int32_t token) {

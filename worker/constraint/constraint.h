@@ -90,6 +90,10 @@ class Matcher {
   // and `stop_ids` unless the output so far is in it. Where nothing else may follow a complete
   // output, only `stop_ids` remain.
   void Apply(std::span<float> logits, std::span<const int32_t> stop_ids);
+  // The mask Apply applies, as bits: bit t of words[t / 64] set when token t may come next,
+  // over ids [0, 64 * words.size()) (ids the vocabulary does not have are clear). Apply is
+  // this and ApplyTokenMask; a backend that samples elsewhere (the CUDA sampler) uploads it.
+  void WriteMask(std::span<uint64_t> words, std::span<const int32_t> stop_ids) const;
   // Moves past `token`; false when the constraint forbids it (its bytes left the language).
   bool Advance(int32_t token);
   bool complete() const;  // the output so far is in the language
@@ -98,8 +102,15 @@ class Matcher {
  private:
   std::shared_ptr<const CompiledConstraint> c_;
   int32_t state_;
-  std::vector<float> stop_logits_;  // scratch
+  std::vector<uint64_t> scratch_;  // Apply's mask
 };
+
+// Words of a mask over `vocab` ids.
+inline size_t MaskWords(int64_t vocab) { return static_cast<size_t>((vocab + 63) / 64); }
+
+// Sets logits[t] to -inf where bit t of `words` is clear (ids past the words' end too). The
+// CPU reference of the CUDA sampler's mask (kernels/sampling/sampling.h).
+void ApplyTokenMask(std::span<float> logits, std::span<const uint64_t> words);
 
 }  // namespace llm::constraint
 

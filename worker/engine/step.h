@@ -110,8 +110,9 @@ struct StepResult {
   // Tokens the forward pass computed (prompt, decode and proposed tokens); -1 when unknown.
   int32_t computed_tokens = -1;
   // Time the backend sat idle between the end of the previous step and the start of this one,
-  // when this step was launched while the previous one was still running (a pipeline bubble);
-  // negative when unknown or when the backend was idle for lack of work.
+  // when this step was launched while the previous one was still running (a pipeline bubble),
+  // plus any time the step itself waited for the host (a constrained step's masks); negative
+  // when unknown or when the backend was idle for lack of work.
   double gap_seconds = -1.0;
 };
 

@@ -170,6 +170,27 @@ TEST(MatcherTest, AStopIdThatIsATokenEndsOnlyACompleteOutput) {
   EXPECT_EQ(logits[kEos], -std::numeric_limits<float>::infinity());
 }
 
+// The CPU reference of the device sampler's mask: clear bits and ids past the words become
+// -inf, set bits keep their logit; WriteMask leaves ids the vocabulary lacks clear.
+TEST(MatcherTest, TokenMaskBitsAndWords) {
+  std::vector<float> logits(150, 1.5f);
+  std::vector<uint64_t> words = {~uint64_t{0}, uint64_t{1} << 5};  // 0..63 and 69
+  ApplyTokenMask(logits, words);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int t = 0; t < 150; ++t) {
+    EXPECT_EQ(logits[t], t < 64 || t == 69 ? 1.5f : neg_inf) << t;
+  }
+  auto c = Compile({Kind::kRegex, ".*", {}}, Vocabulary());
+  ASSERT_TRUE(c.ok());
+  Matcher m(*c);
+  std::vector<uint64_t> mask(3, 0);  // 192 ids over a 30-token vocabulary
+  const int32_t stops[] = {kEos, 100};
+  m.WriteMask(mask, stops);
+  EXPECT_EQ(mask[0], ((uint64_t{1} << kVocab) - 1));  // every token, and EOS (complete)
+  EXPECT_EQ(mask[1], uint64_t{1} << (100 - 64));      // a stop id past the vocabulary
+  EXPECT_EQ(mask[2], 0u);
+}
+
 // Random walks through json_object's masks: every token sampled from the allowed set keeps the
 // output a prefix of a JSON object, and the walks that end are complete objects.
 TEST(MatcherTest, JsonObjectWalksStayJson) {

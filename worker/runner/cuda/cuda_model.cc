@@ -420,8 +420,6 @@ absl::Status CudaModel::Head(Pass& p) {
           p.st),
       "final rmsnorm");
   p.Mark(KernelClass::kNorms);
-  const int32_t* sample_slot = b.row_slot;
-  const int32_t* sample_pos = b.row_pos;
   if (!s.identity_sampling) {
     LLM_CUDA_RETURN_IF_ERROR(
         kernels::LaunchGatherInts(b.row_slot, rows_index, b.sample_slot, s.sample_rows, p.st),
@@ -430,27 +428,35 @@ absl::Status CudaModel::Head(Pass& p) {
         kernels::LaunchGatherInts(b.row_pos, rows_index, b.sample_pos, s.sample_rows, p.st),
         "sampling rows");
     p.Mark(KernelClass::kOther);
-    sample_slot = b.sample_slot;
-    sample_pos = b.sample_pos;
   }
   LLM_RETURN_IF_ERROR(RunProduct(p,
                                  {b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
                                   c.hidden_size, c.vocab_size, kernels::GemmOut::kF32},
                                  "lm head"));
+  if (s.defer_sampling) return absl::OkStatus();
+  LLM_RETURN_IF_ERROR(Sample(s, b, p.st));
+  p.Mark(KernelClass::kSampler);
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Sample(const ForwardShape& s, const StepBuffers& b, cudaStream_t st) {
   kernels::SampleParams sp{};
   sp.logits = b.logits;
   sp.probs = b.probs;
-  sp.row_slot = sample_slot;
-  sp.row_pos = sample_pos;
+  // Head gathered the sampling rows' slots and positions unless every row samples in order.
+  sp.row_slot = s.identity_sampling ? b.row_slot : b.sample_slot;
+  sp.row_pos = s.identity_sampling ? b.row_pos : b.sample_pos;
   sp.slots = b.slots;
   sp.out = b.out;
   sp.rows = s.sample_rows;
-  sp.vocab = c.vocab_size;
+  sp.vocab = config_.vocab_size;
   sp.valid_vocab = options_.valid_vocab_size;
   sp.work = b.sample_work;
   sp.argmax_only = s.argmax_only;
-  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, p.st), "sampling");
-  p.Mark(KernelClass::kSampler);
+  sp.mask_index = s.mask_index;
+  sp.masks = s.masks;
+  sp.mask_words = s.mask_words;
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
   return absl::OkStatus();
 }
 

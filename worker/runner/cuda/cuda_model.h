@@ -50,6 +50,13 @@ struct ForwardShape {
   // The last layer's tiles: those holding the rows that are sampled (StepLayout).
   const kernels::PrefillTile* last_token_tiles = nullptr;
   int32_t num_last_token_tiles = 0;
+  // Forward stops after the lm head; CudaModel::Sample enqueues the sampling later (a step with
+  // constrained rows waits for its masks, worker/runner/slot_constraints.h).
+  bool defer_sampling = false;
+  // The constrained rows' masks (kernels::SampleParams::mask_index, masks); null: none.
+  const int32_t* mask_index = nullptr;
+  const uint64_t* masks = nullptr;
+  int32_t mask_words = 0;
 };
 
 struct CudaModelOptions {
@@ -95,6 +102,8 @@ class CudaModel {
   // kernel with its class.
   absl::Status Forward(const ForwardShape& shape, const StepSizes& sizes, const StepBuffers& b,
                        const KvCache& kv, cudaStream_t stream, KernelClock* clock = nullptr);
+  // The sampling of a step whose Forward had shape.defer_sampling, enqueued after it.
+  absl::Status Sample(const ForwardShape& shape, const StepBuffers& b, cudaStream_t stream);
   // Marks Forward makes per layer, and besides the layers, at most.
   static constexpr int kMarksPerLayer = 12;
   static constexpr int kMarksOutsideLayers = 16;

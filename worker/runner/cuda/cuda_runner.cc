@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -178,6 +180,12 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   limits.max_prefill_tokens = prompt_rows;
   limits.attention_group = c.num_heads / c.num_kv_heads;
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
+  // Structured output: masks written by up to a quarter of the host's cores (8 at most).
+  const int mask_threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency() / 4), 1, 8);
+  constraints_ =
+      std::make_unique<SlotConstraints>(options_.sizes.max_slots, c.vocab_size, mask_threads);
+  info_.constraints = true;
   LLM_RETURN_IF_ERROR(CaptureGraphs());
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
@@ -193,7 +201,11 @@ absl::Status CudaRunner::AllocateStaging() {
     LLM_RETURN_IF_ERROR(e.outputs.Allocate(SR * sizeof(SampleOutput), "step outputs"));
     LLM_RETURN_IF_ERROR(e.start.Create());
     LLM_RETURN_IF_ERROR(e.end.Create());
+    LLM_RETURN_IF_ERROR(e.forward_end.Create());
+    LLM_RETURN_IF_ERROR(e.sample_start.Create());
   }
+  LLM_RETURN_IF_ERROR(mask_staging_.Allocate(sizes_.mask_bytes(), "mask staging"));
+  mask_row_slots_.reserve(SR);
   // The step layout's arrays, at their largest, so Launch never allocates.
   layout_.admits.reserve(S);
   layout_.settings.reserve(S);
@@ -263,7 +275,14 @@ absl::Status CudaRunner::Launch(StepPlan plan) {
   // A bad plan is refused and changes nothing; past the check, the host's view of the device
   // changes, so an error there leaves the runner broken.
   LLM_RETURN_IF_ERROR(mirror_->Check(plan));
+  if (pending_.has_value()) {
+    // Cannot happen with kMaxInFlight 2: the step waiting for its masks is enqueued by the
+    // Collect that must come first. A later step launched before it would read stale tokens.
+    broken_ = absl::InternalError("Launch: a step is still waiting for its masks");
+    return broken_;
+  }
   mirror_->Apply(plan, layout_);
+  constraints_->OnPlan(plan);
   absl::Status st = Enqueue(plan.step_id);
   if (!st.ok()) broken_ = st;
   return st;
@@ -334,16 +353,26 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.decode_list = buffers_.decode_list;
   up.vocab = config_.vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
+  // A step with a constrained sampling row samples once its masks are written.
+  bool masked = false;
+  if (constraints_->active() > 0 && shape.sample_rows > 0) {
+    mirror_->SampleRowSlots(l, mask_row_slots_);
+    masked = std::any_of(mask_row_slots_.begin(), mask_row_slots_.end(), [&](int32_t slot) {
+      return slot >= 0 && constraints_->constrained(slot);
+    });
+  }
   // Timed steps: those of the kind ProfileSteps asks for, while it asks, eagerly.
   bool profiled = false;
   const bool kind_asked = profile_prompt_steps_.load(std::memory_order_relaxed)
                               ? shape.prefill_rows > 0
                               : shape.identity_sampling && shape.prefill_rows == 0;
-  if (kind_asked && clocks_made_.load(std::memory_order_acquire) &&
+  if (!masked && kind_asked && clocks_made_.load(std::memory_order_acquire) &&
       profile_steps_.load(std::memory_order_relaxed) > 0) {
     profiled = profile_steps_.fetch_sub(1, std::memory_order_relaxed) > 0;
   }
-  if (profiled) {
+  if (masked) {
+    LLM_RETURN_IF_ERROR(EnqueueMaskedForward(shape, ring));
+  } else if (profiled) {
     KernelClock& clock = clocks_[next_ring_];
     clock.Start(st);
     LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
@@ -355,6 +384,59 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
       LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
     }
   }
+  if (!masked) LLM_RETURN_IF_ERROR(EnqueueStepEnd(shape, ring));
+  in_flight_.push_back(
+      InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty(), profiled, masked});
+  next_ring_ = (next_ring_ + 1) % kRing;
+  // With no earlier step in flight, every token the masks depend on has been collected.
+  if (masked && in_flight_.size() == 1) return EnqueuePendingSample();
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ring) {
+  // Eager rather than a graph replay: the sampling is enqueued later, after the masks' upload.
+  shape.defer_sampling = true;
+  shape.mask_index = reinterpret_cast<const int32_t*>(buffers_.mask_upload);
+  shape.masks = reinterpret_cast<const uint64_t*>(buffers_.mask_upload + sizes_.masks_offset());
+  shape.mask_words = sizes_.mask_words;
+  LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+  LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.forward_end.get(), stream_.get()), "forward end");
+  pending_ = PendingSample{shape, next_ring_};
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunner::EnqueuePendingSample() {
+  const PendingSample p = *pending_;
+  pending_.reset();
+  RingEntry& ring = ring_[p.ring];
+  // One staging buffer serves every step: the last masks' copy finished with the step that
+  // Collect (or, with nothing in flight, the last Collect) has waited for.
+  auto* index = reinterpret_cast<int32_t*>(mask_staging_.get());
+  auto* masks = reinterpret_cast<uint64_t*>(mask_staging_.get() + sizes_.masks_offset());
+  const size_t words = static_cast<size_t>(sizes_.mask_words);
+  const int32_t written = constraints_->WriteMasks(
+      mask_row_slots_, std::span<int32_t>(index, mask_row_slots_.size()),
+      std::span<uint64_t>(masks, static_cast<size_t>(options_.sizes.max_slots) * words));
+  if (written < 0) return absl::InternalError("a step's masks overflow their staging");
+  const cudaStream_t st = stream_.get();
+  LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.sample_start.get(), st), "sampling start");
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(buffers_.mask_upload, index, mask_row_slots_.size() * sizeof(int32_t),
+                      cudaMemcpyHostToDevice, st),
+      "mask upload");
+  if (written > 0) {
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(buffers_.mask_upload + sizes_.masks_offset(), masks,
+                        static_cast<size_t>(written) * words * sizeof(uint64_t),
+                        cudaMemcpyHostToDevice, st),
+        "mask upload");
+  }
+  LLM_RETURN_IF_ERROR(model_->Sample(p.shape, buffers_, st));
+  return EnqueueStepEnd(p.shape, ring);
+}
+
+absl::Status CudaRunner::EnqueueStepEnd(const ForwardShape& shape, RingEntry& ring) {
+  const cudaStream_t st = stream_.get();
   if (shape.sample_rows > 0) {
     LLM_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(ring.outputs.get(), buffers_.out, shape.sample_rows * sizeof(SampleOutput),
@@ -362,9 +444,6 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
         "step outputs");
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.end.get(), st), "step end");
-  in_flight_.push_back(
-      InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty(), profiled});
-  next_ring_ = (next_ring_ + 1) % kRing;
   return absl::OkStatus();
 }
 
@@ -375,6 +454,10 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
   const InFlight f = in_flight_.front();
   in_flight_.pop_front();
   const RingEntry& ring = ring_[f.ring];
+  if (pending_.has_value() && pending_->ring == f.ring) {
+    broken_ = absl::InternalError("Collect: the step has not sampled yet");
+    return broken_;
+  }
   // The one host synchronisation of a step.
   if (absl::Status st = CudaStatus(cudaEventSynchronize(ring.end.get()), "step"); !st.ok()) {
     broken_ = st;
@@ -385,6 +468,13 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
   result.device_seconds = std::max(0.0, ElapsedSeconds(ring.start, ring.end));
   if (!f.after_idle && last_collected_ring_ >= 0) {
     result.gap_seconds = std::max(0.0, ElapsedSeconds(ring_[last_collected_ring_].end, ring.start));
+  }
+  if (f.masked) {
+    // The device idled from the forward pass's end to the sampling's start when the masks came
+    // late: a gap, not busy time.
+    const double wait = std::max(0.0, ElapsedSeconds(ring.forward_end, ring.sample_start));
+    result.device_seconds = std::max(0.0, result.device_seconds - wait);
+    result.gap_seconds = std::max(0.0, result.gap_seconds) + wait;
   }
   last_collected_ring_ = f.ring;
   if (f.profiled) {
@@ -401,11 +491,21 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
                                            o.token, " outside the vocabulary"));
       return broken_;
     }
+    if (constraints_->active() > 0) {
+      constraints_->OnToken(f.step_id, o.slot, o.key, o.token, o.finish);
+    }
     SlotOutput out{o.slot, o.key, {o.token, o.logprob, {}}, o.finish};
     for (int32_t k = 0; k < o.num_top && k < kernels::kMaxTopLogprobs; ++k) {
       out.sampled.top.push_back({o.top_ids[k], o.top_logprobs[k]});
     }
     result.outputs.push_back(std::move(out));
+  }
+  // The next step's constrained rows: their masks now, while the device runs its forward pass.
+  if (pending_.has_value()) {
+    if (absl::Status st = EnqueuePendingSample(); !st.ok()) {
+      broken_ = st;
+      return st;
+    }
   }
   return result;
 }

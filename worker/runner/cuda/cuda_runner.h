@@ -7,8 +7,10 @@
 // one asynchronous copy of the sampled ids back, and two events.
 //
 // Steps are launched on one stream without waiting: Launch enqueues step N+1 while step N runs,
-// and Collect waits on step N's end event only. Nothing is allocated in the step loop; every
-// buffer, plan and graph is made by Create.
+// and Collect waits on step N's end event only. A step with constrained rows (structured output)
+// enqueues its forward pass at Launch and its sampling from Collect(N), once step N's tokens have
+// moved the matchers and the masks are uploaded (slot_constraints.h); other steps never wait.
+// Nothing is allocated in the step loop; every buffer, plan and graph is made by Create.
 //
 // The parts: the batch layout of a step and the checks of a plan are SlotMirror's
 // (step_layout.h), the device memory is planned by step_buffers.h, the layer wiring is CudaModel's
@@ -24,6 +26,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -36,6 +39,7 @@
 #include "worker/runner/cuda/step_buffers.h"
 #include "worker/runner/cuda/step_layout.h"
 #include "worker/runner/model_runner.h"
+#include "worker/runner/slot_constraints.h"
 
 namespace llm::runner::cuda {
 
@@ -78,6 +82,9 @@ class CudaRunner : public ModelRunner {
     PinnedMemory upload;
     PinnedMemory outputs;  // SampleOutput[max sample rows]
     Event start, end;
+    // A step with constrained rows: its forward pass's end and its sampling's start (the device
+    // idles between them while the host is late with the masks).
+    Event forward_end, sample_start;
   };
 
   struct InFlight {
@@ -86,6 +93,14 @@ class CudaRunner : public ModelRunner {
     int32_t sample_rows;
     bool after_idle;  // launched with nothing else in flight: no gap to measure
     bool profiled;    // timed by clocks_[ring]
+    bool masked;      // constrained rows: sampling enqueued once their masks were written
+  };
+
+  // A step whose sampling waits for its masks: the previous step's tokens move its
+  // constrained slots' matchers first (slot_constraints.h).
+  struct PendingSample {
+    ForwardShape shape;
+    int ring;
   };
 
   CudaRunner(const model::ModelConfig& config, const CudaRunnerOptions& options);
@@ -95,6 +110,12 @@ class CudaRunner : public ModelRunner {
   absl::Status CaptureGraphs();
   // Stages layout_'s upload and enqueues its step.
   absl::Status Enqueue(uint64_t step_id);
+  // A constrained step's forward pass without its sampling, which becomes pending_.
+  absl::Status EnqueueMaskedForward(ForwardShape& shape, RingEntry& ring);
+  // Writes pending_'s masks, uploads them and enqueues its sampling and the step's end.
+  absl::Status EnqueuePendingSample();
+  // The outputs' copy back and the end event.
+  absl::Status EnqueueStepEnd(const ForwardShape& shape, RingEntry& ring);
 
   model::ModelConfig config_;
   CudaRunnerOptions options_;
@@ -113,6 +134,13 @@ class CudaRunner : public ModelRunner {
   // The host's mirror of the slot table, and the layout of the step being launched.
   std::unique_ptr<SlotMirror> mirror_;
   StepLayout layout_;
+
+  // Structured output: the slots' matchers, the staging of a step's masks (one: a step's masks
+  // are written after every earlier step ended), and the step waiting for its masks.
+  std::unique_ptr<SlotConstraints> constraints_;
+  PinnedMemory mask_staging_;
+  std::vector<int32_t> mask_row_slots_;  // the pending step's sampling rows' slots
+  std::optional<PendingSample> pending_;
 
   std::vector<int32_t> buckets_;
   // Per bucket, twice: graphs_[2 * bucket + argmax_only] (StepLayout::argmax_only picks the

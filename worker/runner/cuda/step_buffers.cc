@@ -81,6 +81,7 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.part_max = k.Take<float>(parts);
   b.part_sum = k.Take<float>(parts);
   b.upload = k.Take<std::byte>(z.upload_bytes);
+  b.mask_upload = k.Take<std::byte>(z.mask_bytes());
   if (z.fp8_max_in > 0) {
     b.xq = k.Take<uint8_t>(R * z.fp8_max_in);
     b.xq_scale = k.Take<float>(R * kernels::Fp8Blocks(z.fp8_max_in));
@@ -120,6 +121,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
       kernels::MaxPrefillTiles(max_prefill_tokens, S, c.num_heads / std::max(1, c.num_kv_heads));
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   if (fp8) z.fp8_max_in = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
+  z.mask_words = (c.vocab_size + 63) / 64;
   // Admissions, block grants (at most one a slot), their block lists (at most a table a slot
   // between them), decode row changes, prefill rows, prompt chunks and their
   // attention tiles (all, and the last layer's: at most two a chunk), and sampling rows of one

@@ -42,6 +42,14 @@ struct StepSizes {
   size_t upload_bytes = 0;        // one step's upload (admissions, rows, sampling rows)
   // FP8 products: the widest input an FP8 product's E4M3 rows hold (0: no FP8 products).
   int32_t fp8_max_in = 0;
+  // Structured output: a token mask's 64-bit words. StepBuffers::mask_upload holds the mask
+  // index of each sampling row, then the masks (at most one a slot).
+  int32_t mask_words = 0;
+  size_t masks_offset() const { return (static_cast<size_t>(max_sample_rows) * 4 + 15) / 16 * 16; }
+  size_t mask_bytes() const {
+    return masks_offset() +
+           static_cast<size_t>(engine.max_slots) * static_cast<size_t>(mask_words) * 8;
+  }
 };
 
 // `fp8`: the layers' products are FP8 (buffers for their quantised inputs).
@@ -92,6 +100,9 @@ struct StepBuffers {
   int32_t* split_arrivals =
       nullptr;                  // [max slots, KV heads] decode attention's, zero between steps
   std::byte* upload = nullptr;  // [upload_bytes], a step's uploaded arrays
+  // The constrained rows' masks (kernels::SampleParams), uploaded by the steps that have them
+  // (StepSizes::mask_bytes).
+  std::byte* mask_upload = nullptr;
   // An FP8 product's input on cuBLASLt: E4M3 rows and their scales (kernels/gemm/weight.h), made
   // by the kernel before it and read by the product; zeroed at start, so the rows a product pads
   // to (Fp8GemmRows) are finite. Null without FP8 products.

@@ -341,4 +341,13 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   for (const engine::DecodeChunk& d : plan.decodes) ++slots_[d.slot].written;
 }
 
+void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots) const {
+  slots.assign(static_cast<size_t>(l.num_sample_rows), -1);
+  for (int32_t i = 0; i < l.num_sample_rows; ++i) {
+    const int32_t row = l.identity_sampling ? i : l.sample_rows[i];
+    if (row < 0) continue;
+    slots[i] = row < l.prefill_rows ? l.prefill_slot[row] : decode_rows_[row - l.prefill_rows];
+  }
+}
+
 }  // namespace llm::runner::cuda

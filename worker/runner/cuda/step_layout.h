@@ -95,6 +95,9 @@ class SlotMirror {
   int32_t rows_in_use() const { return rows_in_use_; }
   // The decode row of `slot`, or -1.
   int32_t decode_row(int32_t slot) const { return slots_[slot].decode_row; }
+  // The slot each sampling row of `layout` (the last one Apply made) samples for, -1 for
+  // padding: what the device's row_slot holds, on the host (structured output's masks).
+  void SampleRowSlots(const StepLayout& layout, std::vector<int32_t>& slots) const;
 
  private:
   struct Slot {

@@ -125,6 +125,48 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
   EXPECT_TRUE(l.last_token_tiles.empty());
 }
 
+// The slot of each sampling row, as the device's row_slot has it: a completed prompt's last
+// row, then the decode rows (mixed steps), or the decode rows in order (decode-only steps).
+TEST(SlotMirrorPrefillTest, SampleRowSlotsFollowTheLayout) {
+  SlotMirror mirror(Limits(), MakeBuckets(8));
+  StepLayout l;
+  std::vector<int32_t> slots;
+  const auto step = [&](const engine::StepPlan& p) {
+    ASSERT_TRUE(mirror.Check(p).ok());
+    mirror.Apply(p, l);
+    mirror.SampleRowSlots(l, slots);
+  };
+  engine::StepPlan p1;
+  p1.step_id = 1;
+  p1.admissions.push_back({3, Request(103, 5), {0}});
+  p1.admissions.push_back({5, Request(105, 40), {1, 2, 3}});
+  p1.prefills.push_back({3, 0, 5, true});
+  p1.prefills.push_back({5, 0, 20, false});
+  step(p1);
+  ASSERT_EQ(slots.size(), static_cast<size_t>(kSampleRowAlign));
+  EXPECT_EQ(slots[0], 3);  // slot 5's chunk does not complete its prompt
+  for (size_t i = 1; i < slots.size(); ++i) EXPECT_EQ(slots[i], -1) << i;
+
+  engine::StepPlan p2;  // slot 3 decodes while slot 5's prompt completes
+  p2.step_id = 2;
+  p2.prefills.push_back({5, 20, 20, true});
+  p2.decodes = {{3}};
+  step(p2);
+  EXPECT_EQ(slots[0], 5);
+  EXPECT_EQ(slots[1], 3);
+  for (size_t i = 2; i < slots.size(); ++i) EXPECT_EQ(slots[i], -1) << i;
+
+  engine::StepPlan p3;  // decode only: slot 3 kept row 0, slot 5 took row 1
+  p3.step_id = 3;
+  p3.decodes = {{5}, {3}};
+  step(p3);
+  ASSERT_TRUE(l.identity_sampling);
+  ASSERT_EQ(slots.size(), static_cast<size_t>(l.num_sample_rows));
+  EXPECT_EQ(slots[0], 3);
+  EXPECT_EQ(slots[1], 5);
+  for (size_t i = 2; i < slots.size(); ++i) EXPECT_EQ(slots[i], -1) << i;
+}
+
 TEST(MakeBucketsTest, CoverEverySizeUpToMaxSlots) {
   EXPECT_THAT(MakeBuckets(8), ElementsAre(1, 2, 4, 8));
   EXPECT_THAT(MakeBuckets(20), ElementsAre(1, 2, 4, 8, 16, 20));

@@ -1,0 +1,65 @@
+#include "worker/runner/slot_constraints.h"
+
+#include <chrono>
+
+namespace llm::runner {
+
+SlotConstraints::SlotConstraints(int32_t max_slots, int32_t vocab, int threads)
+    : slots_(static_cast<size_t>(max_slots)),
+      words_(constraint::MaskWords(vocab)),
+      pool_(threads, std::chrono::microseconds{0}) {
+  todo_.reserve(static_cast<size_t>(max_slots));
+}
+
+void SlotConstraints::OnPlan(const engine::StepPlan& plan) {
+  for (int32_t s : plan.releases) {
+    if (s < 0 || static_cast<size_t>(s) >= slots_.size()) continue;
+    if (slots_[s].matcher != nullptr) --active_;
+    slots_[s] = Slot{};
+  }
+  for (const engine::SlotAdmission& a : plan.admissions) {
+    if (a.slot < 0 || static_cast<size_t>(a.slot) >= slots_.size()) continue;
+    Slot& slot = slots_[a.slot];
+    if (slot.matcher != nullptr) --active_;
+    slot = Slot{};
+    if (a.request == nullptr || !a.request->constraint) continue;
+    slot.matcher = std::make_unique<constraint::Matcher>(a.request->constraint);
+    slot.key = a.request->key;
+    slot.since_step = plan.step_id;
+    slot.stop_ids = a.request->stop_token_ids;
+    for (int32_t token : a.resumed) slot.matcher->Advance(token);
+    ++active_;
+  }
+}
+
+void SlotConstraints::OnToken(uint64_t step_id, int32_t slot, uint64_t key, int32_t token,
+                              sampling::FinishReason finish) {
+  if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return;
+  Slot& s = slots_[slot];
+  if (s.matcher == nullptr || s.key != key || step_id < s.since_step) return;
+  if (finish == sampling::FinishReason::kStopToken) return;
+  s.matcher->Advance(token);
+}
+
+int32_t SlotConstraints::WriteMasks(std::span<const int32_t> row_slots,
+                                    std::span<int32_t> mask_index, std::span<uint64_t> masks) {
+  todo_.clear();
+  for (size_t i = 0; i < row_slots.size(); ++i) {
+    const int32_t s = row_slots[i];
+    const bool has = s >= 0 && static_cast<size_t>(s) < slots_.size() && constrained(s);
+    mask_index[i] = has ? static_cast<int32_t>(todo_.size()) : -1;
+    if (has) todo_.push_back(static_cast<int32_t>(i));
+  }
+  if (todo_.size() * words_ > masks.size()) return -1;
+  // A mask is a lookup and a copy where its state was seen before, a walk of the vocabulary's
+  // trie where not: a few rows per thread.
+  pool_.ParallelFor(todo_.size(), 4, [&](size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+      const Slot& s = slots_[row_slots[todo_[k]]];
+      s.matcher->WriteMask(masks.subspan(k * words_, words_), s.stop_ids);
+    }
+  });
+  return static_cast<int32_t>(todo_.size());
+}
+
+}  // namespace llm::runner

@@ -1,0 +1,70 @@
+// Structured output for a runner that samples on the device (the CUDA runner): each slot's
+// constraint::Matcher, advanced by the tokens the device sampled, and the bitmask rows the
+// device sampler applies (kernels::SampleParams::masks). Pure logic, tested without a GPU; the
+// runner's engine thread owns it.
+//
+// Pipelining. Step N+1 is launched before the host has seen step N's tokens, and a constrained
+// row's mask depends on them. So the runner launches step N+1's forward pass at once, and
+// enqueues its sampling only once Collect(N) has passed step N's tokens to OnToken (the
+// device runs the forward meanwhile): the masks are computed while the GPU works, and no
+// unconstrained step waits for anything.
+//
+// Stale tokens. A slot released and admitted again while an earlier step is in flight still
+// gets that step's token for the old request: a token counts only when it carries the slot's
+// request key and comes from a step launched at or after the admission.
+#ifndef LLM_WORKER_RUNNER_SLOT_CONSTRAINTS_H_
+#define LLM_WORKER_RUNNER_SLOT_CONSTRAINTS_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/finish_reason.h"
+#include "common/thread_pool.h"
+#include "worker/constraint/constraint.h"
+#include "worker/engine/step.h"
+
+namespace llm::runner {
+
+class SlotConstraints {
+ public:
+  // Masks over `vocab` ids; rows of a step are written by `threads` threads (1: the caller).
+  SlotConstraints(int32_t max_slots, int32_t vocab, int threads);
+
+  // The plan's releases, then its admissions: a constrained request gets a matcher, advanced
+  // over its resumed tokens.
+  void OnPlan(const engine::StepPlan& plan);
+  // A token the device sampled for `slot` in step `step_id`; a stop token does not advance.
+  void OnToken(uint64_t step_id, int32_t slot, uint64_t key, int32_t token,
+               sampling::FinishReason finish);
+
+  bool constrained(int32_t slot) const { return slots_[slot].matcher != nullptr; }
+  // Slots with a matcher (a step without any of them samples as before).
+  int32_t active() const { return active_; }
+  size_t words() const { return words_; }
+
+  // The step's mask rows: for each sampling row i (its slot in row_slots[i], -1 padding),
+  // mask_index[i] is -1 for an unconstrained row, else k, whose mask is written to
+  // masks[k * words(), (k + 1) * words()). Returns the number of masks written, or -1 when
+  // `masks` cannot hold them.
+  int32_t WriteMasks(std::span<const int32_t> row_slots, std::span<int32_t> mask_index,
+                     std::span<uint64_t> masks);
+
+ private:
+  struct Slot {
+    std::unique_ptr<constraint::Matcher> matcher;
+    uint64_t key = 0;
+    uint64_t since_step = 0;  // tokens of earlier steps belong to an earlier request
+    std::vector<int32_t> stop_ids;
+  };
+  std::vector<Slot> slots_;
+  size_t words_;
+  int32_t active_ = 0;
+  ThreadPool pool_;
+  std::vector<int32_t> todo_;  // scratch: the sampling rows that have a mask
+};
+
+}  // namespace llm::runner
+
+#endif  // LLM_WORKER_RUNNER_SLOT_CONSTRAINTS_H_
