@@ -15,11 +15,18 @@ struct BuildNode {
 
 }  // namespace
 
+std::string SpecialTokenBytes(int32_t id) { return "\xFF" + std::to_string(id) + "\xFE"; }
+
 TokenTable::TokenTable(const std::vector<std::string>& bytes)
     : vocab_size_(static_cast<int32_t>(bytes.size())), bytes_(bytes) {
   BuildNode root;
   for (size_t id = 0; id < bytes.size(); ++id) {
     if (bytes[id].empty()) continue;
+    if (bytes[id].find_first_of("\xFE\xFF") != std::string::npos &&
+        bytes[id] != SpecialTokenBytes(static_cast<int32_t>(id))) {
+      bytes_[id].clear();  // not UTF-8 text: it could spell a special token's bytes
+      continue;
+    }
     BuildNode* at = &root;
     for (char c : bytes[id]) {
       auto& kid = at->kids[static_cast<uint8_t>(c)];

@@ -1,6 +1,8 @@
 // The vocabulary as bytes, for token masks: each token's bytes as they stand inside a text
 // (a word's leading space kept), arranged in a trie so a mask walks shared prefixes once.
-// Special tokens never appear in a constrained output (a stop token may end it; Matcher).
+// A special token has bytes no text has (SpecialTokenBytes), so it appears in a constrained
+// output only where a pattern the worker builds names it (a tool call's marker, when the
+// model's tokenizer has it as a special token); a stop token may end any output (Matcher).
 // Immutable once built; one per worker, shared by every constrained request.
 #ifndef LLM_WORKER_CONSTRAINT_TOKEN_TABLE_H_
 #define LLM_WORKER_CONSTRAINT_TOKEN_TABLE_H_
@@ -11,10 +13,18 @@
 
 namespace llm::constraint {
 
+// A special token's bytes in a TokenTable: 0xFF, the id in decimal, 0xFE. No UTF-8 text holds
+// 0xFF or 0xFE, and a request's pattern is UTF-8 text whose escapes and classes stand for
+// well-formed UTF-8, so only a pattern that embeds these bytes (as a byte regex's literal
+// bytes) matches the token. Ordinary tokens holding either byte (a byte-level vocabulary's
+// 0xFF token, say) are left out of the table, so the pattern cannot be spelled with them.
+std::string SpecialTokenBytes(int32_t id);
+
 class TokenTable {
  public:
   // `bytes[id]`: token id's bytes; empty for ids that may never be generated under a
-  // constraint (special tokens, unused ids).
+  // constraint (unused ids; special tokens no pattern names may have SpecialTokenBytes(id)).
+  // Other tokens with 0xFE or 0xFF bytes are never generated under a constraint either.
   explicit TokenTable(const std::vector<std::string>& bytes);
 
   int32_t vocab_size() const { return vocab_size_; }

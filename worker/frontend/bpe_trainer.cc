@@ -124,6 +124,7 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
     specials.emplace_back(spec.eos_ids[i],
                           i == 0 ? "<|end_of_text|>" : absl::StrCat("<|eot_", i, "|>"));
   }
+  specials.insert(specials.end(), spec.extra_specials.begin(), spec.extra_specials.end());
   Vocab v;
   v.tokens.assign(spec.vocab_size, "");
   for (const auto& [id, name] : specials) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,6 +18,8 @@ struct ByteLevelTokenizerSpec {
   int32_t vocab_size = 0;  // > 256 + number of special tokens
   int32_t bos_id = -1;     // or -1 for none
   std::vector<int32_t> eos_ids;
+  // More special tokens (id, text), e.g. a chat format's markers.
+  std::vector<std::pair<int32_t, std::string>> extra_specials;
   std::string_view training_text;  // UTF-8
 };
 

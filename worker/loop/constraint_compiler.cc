@@ -16,7 +16,8 @@ std::vector<std::string> TokenBytesOf(const frontend::Tokenizer& tokenizer) {
   std::iota(ids.begin(), ids.end(), 0);
   std::vector<std::string> bytes = context.BytesOf(ids);
   for (int32_t id : ids) {
-    if (tokenizer.IsSpecial(id)) bytes[static_cast<size_t>(id)].clear();  // never constrained
+    // Reached only by a pattern that names it (a tool call's marker).
+    if (tokenizer.IsSpecial(id)) bytes[static_cast<size_t>(id)] = constraint::SpecialTokenBytes(id);
   }
   return bytes;
 }

@@ -18,7 +18,7 @@
 namespace llm::loop {
 
 // Each token's bytes as it stands inside a text (after a plain anchor token, so a word's
-// leading space is kept); empty for special tokens.
+// leading space is kept); constraint::SpecialTokenBytes for special tokens.
 std::vector<std::string> TokenBytesOf(const frontend::Tokenizer& tokenizer);
 
 class ConstraintCompiler {

@@ -7,8 +7,22 @@
 
 namespace llm::loop {
 
-absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
-                              std::shared_ptr<StreamSink>& sink) {
+namespace {
+
+// The regex of a marker: the special token where the tokenizer has the marker as one.
+tools::MarkerRegex MarkersOf(const frontend::Tokenizer* tokenizer) {
+  if (tokenizer == nullptr) return nullptr;
+  return [tokenizer](std::string_view marker) {
+    const auto id = tokenizer->TokenToId(std::string(marker));
+    return id && tokenizer->IsSpecial(*id) ? constraint::SpecialTokenBytes(*id)
+                                           : constraint::EscapeRegex(marker);
+  };
+}
+
+}  // namespace
+
+absl::Status PrepareToolCalls(tools::ToolFormat format, const frontend::Tokenizer* tokenizer,
+                              GenerateSpec& spec, std::shared_ptr<StreamSink>& sink) {
   const ChatPrompt& chat = *spec.chat;
   auto parsed = tools::ParseTools(chat.tools);
   if (!parsed.ok()) return parsed.status();
@@ -32,7 +46,8 @@ absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
           "tool_choice: a required or named call cannot be combined with a constraint "
           "(response_format); use one or the other");
     }
-    auto regex = tools::ToolCallRegex(format, *parsed, choice, chat.parallel_tool_calls);
+    auto regex = tools::ToolCallRegex(format, *parsed, choice, chat.parallel_tool_calls,
+                                      MarkersOf(tokenizer));
     if (!regex.ok()) return regex.status();
     spec.constraint.kind = constraint::Kind::kRegex;
     spec.constraint.text = *std::move(regex);

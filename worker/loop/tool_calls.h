@@ -3,7 +3,9 @@
 //
 // With tools and a tool_choice other than "none", and a format to read calls in:
 //   - "required" or a named function become the request's constraint (the calls' grammar in
-//     the model's own format), so the answer is nothing but valid calls;
+//     the model's own format), so the answer is nothing but valid calls; a marker that the
+//     tokenizer has as a special token is that token in the grammar, not its text spelled in
+//     ordinary tokens;
 //   - the output's text keeps special tokens (the formats' markers, <|python_tag|> or
 //     [TOOL_CALLS], may be special tokens), and the parser takes the markers out;
 //   - the stream's text is the content outside calls; each call comes whole, with an id; the
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/frontend/tokenizer.h"
 #include "worker/loop/request_spec.h"
 #include "worker/loop/stream.h"
 #include "worker/tools/tool_call_parser.h"
@@ -26,9 +29,9 @@ namespace llm::loop {
 // Prepares `spec` (a chat request) for its tools under `format`, wrapping `sink` in the parser.
 // INVALID_ARGUMENT naming the field for bad tools, a tool_choice they cannot meet, a
 // required call together with another constraint or ignore_eos, or a worker with no format
-// to read calls in.
-absl::Status PrepareToolCalls(tools::ToolFormat format, GenerateSpec& spec,
-                              std::shared_ptr<StreamSink>& sink);
+// to read calls in. `tokenizer` (may be null: markers as text) is the model's.
+absl::Status PrepareToolCalls(tools::ToolFormat format, const frontend::Tokenizer* tokenizer,
+                              GenerateSpec& spec, std::shared_ptr<StreamSink>& sink);
 
 // Reads calls out of a stream's text; forwards everything else to `inner` unchanged.
 class ToolCallSink : public StreamSink {

@@ -102,7 +102,11 @@ absl::Status CheckToolChoice(const std::vector<Tool>& tools, const ToolChoice& c
 }
 
 absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<Tool>& tools,
-                                          const ToolChoice& choice, bool parallel) {
+                                          const ToolChoice& choice, bool parallel,
+                                          const MarkerRegex& marker) {
+  const auto mark = [&](std::string_view m) {
+    return marker ? absl::StrCat("(?:", marker(m), ")") : constraint::EscapeRegex(m);
+  };
   if (absl::Status st = CheckToolChoice(tools, choice); !st.ok()) return st;
   std::vector<std::string> alternatives;
   size_t bytes = 0;
@@ -123,13 +127,13 @@ absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<T
   switch (format) {
     case ToolFormat::kHermes: {
       // As the templates write calls: <tool_call>\n{...}\n</tool_call>, one per line.
-      const std::string one = absl::StrCat(constraint::EscapeRegex("<tool_call>\n"), call,
-                                           constraint::EscapeRegex("\n</tool_call>"));
+      const std::string one =
+          absl::StrCat(mark("<tool_call>"), "\\n", call, "\\n", mark("</tool_call>"));
       return parallel ? absl::StrCat(one, "(\\n", one, ")*") : one;
     }
     case ToolFormat::kMistral: {
       const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
-      return absl::StrCat(constraint::EscapeRegex("[TOOL_CALLS] ["), call, more, "\\]");
+      return absl::StrCat(mark("[TOOL_CALLS]"), " \\[", call, more, "\\]");
     }
     case ToolFormat::kLlama3Json:
       return call;

@@ -4,7 +4,9 @@
 #ifndef LLM_WORKER_TOOLS_TOOL_GRAMMAR_H_
 #define LLM_WORKER_TOOLS_TOOL_GRAMMAR_H_
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,12 +34,19 @@ absl::StatusOr<std::vector<Tool>> ParseTools(const nlohmann::ordered_json& tools
 // requires a call with no tools.
 absl::Status CheckToolChoice(const std::vector<Tool>& tools, const ToolChoice& choice);
 
+// The regex of a format's marker ("[TOOL_CALLS]", "<tool_call>", "</tool_call>"): the text
+// itself, or where the model's tokenizer has the marker as a special token, that token alone
+// (constraint::SpecialTokenBytes), as the model was trained to write it.
+using MarkerRegex = std::function<std::string(std::string_view marker)>;
+
 // The regex of an answer that is nothing but calls in `format`: of `choice`'s function, or of
 // any tool when it is kRequired; exactly one call unless `parallel` (llama3_json: always one).
 // Arguments are compact JSON valid under the tool's parameters (json_schema.h); a schema that
 // does not compile is INVALID_ARGUMENT naming it ("tools[0].function.parameters.properties.x").
+// `marker` null: markers as text.
 absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<Tool>& tools,
-                                          const ToolChoice& choice, bool parallel);
+                                          const ToolChoice& choice, bool parallel,
+                                          const MarkerRegex& marker = nullptr);
 
 }  // namespace llm::tools
 

@@ -191,6 +191,31 @@ TEST(MatcherTest, TokenMaskBitsAndWords) {
   EXPECT_EQ(mask[2], 0u);
 }
 
+// A special token's bytes (SpecialTokenBytes) are matched only by a pattern that embeds them:
+// a regex of text never allows the token, and one that names it allows it where it names it.
+TEST(MatcherTest, SpecialTokensOnlyWhereThePatternNamesThem) {
+  std::vector<std::string> bytes = {"", "[", "TOOL", "_CALLS", "]", " ", "a", "\xFF", "1"};
+  bytes[0] = SpecialTokenBytes(0);  // a special token (its bytes begin with the "\xFF" token's)
+  auto vocab = std::make_shared<TokenTable>(bytes);
+  const int32_t stops[] = {99};
+  auto text = Compile({Kind::kRegex, "(.|\\n)*", {}}, vocab);
+  ASSERT_TRUE(text.ok()) << text.status();
+  Matcher any(*text);
+  std::vector<uint64_t> mask(1);
+  any.WriteMask(mask, stops);
+  EXPECT_EQ(mask[0] & 1, 0u);         // not the special token
+  EXPECT_EQ((mask[0] >> 7) & 1, 0u);  // nor a lone 0xFF (not UTF-8)
+  EXPECT_EQ((mask[0] >> 6) & 1, 1u);  // text is
+  auto named = Compile({Kind::kRegex, SpecialTokenBytes(0) + " a", {}}, vocab);
+  ASSERT_TRUE(named.ok()) << named.status();
+  Matcher m(*named);
+  m.WriteMask(mask, stops);
+  EXPECT_EQ(mask[0], uint64_t{1} << 0);  // only the special token first
+  ASSERT_TRUE(m.Advance(0));
+  m.WriteMask(mask, stops);
+  EXPECT_EQ(mask[0], uint64_t{1} << 5);
+}
+
 // Random walks through json_object's masks: every token sampled from the allowed set keeps the
 // output a prefix of a JSON object, and the walks that end are complete objects.
 TEST(MatcherTest, JsonObjectWalksStayJson) {

@@ -13,7 +13,9 @@
 #include "tests/worker/loop/collecting_sink.h"
 #include "tests/worker/loop/worker_test_util.h"
 #include "worker/backend/backend.h"
+#include "worker/frontend/bpe_trainer.h"
 #include "worker/frontend/chat/chat_template.h"
+#include "worker/frontend/sample_text.h"
 #include "worker/loop/tool_calls.h"
 #include "worker/loop/worker.h"
 
@@ -185,6 +187,76 @@ TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
   // Nothing was left behind: the next request runs.
   worker_->SetToolFormat(tools::ToolFormat::kHermes);
   EXPECT_FALSE(Run(Spec({tools::ToolChoice::Mode::kRequired, ""}, 3)).tool_calls.empty());
+}
+
+// Mistral v0.3's own tokenizer has [TOOL_CALLS] as a special token. A required call then begins
+// with that token, as the model was trained to write it, not with the marker spelled in
+// ordinary tokens, and the calls read back as before: a random model (random:tiny) under Mistral
+// v0.3's template, with a synthetic tokenizer whose id 509 (below BOS and EOS) is [TOOL_CALLS].
+TEST(ToolCallsSpecialMarkerTest, ARequiredCallBeginsWithTheMarkerToken) {
+  const std::string file = "chat-templates/templates/mistral_v03.jinja";
+  LLM_REQUIRE_SHARED(file);
+  backend::BackendOptions bo;
+  bo.model = "random:tiny";
+  bo.backend = "cpu";
+  bo.cpu_threads = 1;
+  bo.sizes.max_slots = 4;
+  auto b = backend::CreateBackend(bo);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const int32_t marker = 509;
+  ASSERT_EQ(b->config.vocab_size, 512);
+  ASSERT_EQ(b->config.bos_token_id, 510);
+  frontend::ByteLevelTokenizerSpec ts;
+  ts.vocab_size = b->config.vocab_size;
+  ts.bos_id = b->config.bos_token_id;
+  ts.eos_ids = b->config.eos_token_ids;
+  ts.extra_specials = {{marker, "[TOOL_CALLS]"}};
+  ts.training_text = frontend::kSampleText;
+  auto files = frontend::MakeByteLevelTokenizer(ts);
+  ASSERT_TRUE(files.ok()) << files.status();
+  auto tok = frontend::Tokenizer::FromJson(files->tokenizer_json, files->tokenizer_config_json,
+                                           "synthetic tokenizer with [TOOL_CALLS]");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  ASSERT_TRUE((*tok)->IsSpecial(marker));
+  std::unique_ptr<ThreadPool> pool = std::move(b->pool);  // the runner's threads: outlive it
+  WorkerOptions wo;
+  wo.scheduler.max_batch_tokens = 0;
+  auto w = Worker::Create(wo, std::move(b->runner), *std::move(tok), b->config.eos_token_ids);
+  ASSERT_TRUE(w.ok()) << w.status();
+  std::ifstream in(llm::testing::SharedPath(file));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto chat = frontend::ChatTemplate::FromSource(text, std::string("<|begin_of_text|>"),
+                                                 std::string("<|end_of_text|>"));
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  auto shared_chat = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
+  (*w)->SetChatRenderer([shared_chat](const ChatPrompt& c) {
+    return shared_chat->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);
+  });
+  ASSERT_EQ(tools::DetectToolFormat(shared_chat->text()), tools::ToolFormat::kMistral);
+  (*w)->SetToolFormat(tools::ToolFormat::kMistral);
+  for (int seed = 0; seed < 8; ++seed) {
+    GenerateSpec s;
+    ChatPrompt c;
+    c.messages = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}}});
+    c.tools = kTools;
+    c.tool_choice = {tools::ToolChoice::Mode::kRequired, ""};
+    c.parallel_tool_calls = seed % 2 == 1;
+    s.chat = std::move(c);
+    s.max_tokens = 1200;
+    s.sampling.temperature = seed % 4 == 0 ? 0.0f : 1.0f;
+    s.sampling.seed = static_cast<uint64_t>(seed);
+    auto sink = std::make_shared<CollectingSink>();
+    ASSERT_TRUE((*w)->Submit(std::move(s), sink).ok());
+    ASSERT_TRUE(sink->Wait());
+    ASSERT_TRUE(sink->error().ok()) << sink->error();
+    const StreamUpdate r = sink->result();
+    ASSERT_FALSE(r.token_ids.empty());
+    EXPECT_EQ(r.token_ids[0], marker) << "seed " << seed;
+    EXPECT_EQ(std::count(r.token_ids.begin(), r.token_ids.end(), marker), 1) << "seed " << seed;
+    ASSERT_FALSE(r.tool_calls.empty()) << "seed " << seed << ": '" << r.text << "'";
+    EXPECT_EQ(r.text, "") << "seed " << seed;
+    for (const ToolCall& call : r.tool_calls) ExpectValidCall(call);
+  }
 }
 
 // The sink alone: calls split over updates come whole, numbered, with ids of the format's

@@ -10,6 +10,7 @@
 #include "tests/test_util.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
+#include "worker/constraint/token_table.h"
 #include "worker/tools/tool_call_parser.h"
 
 namespace llm::tools {
@@ -80,6 +81,26 @@ TEST(ToolGrammarTest, Llama3AndMistral) {
   EXPECT_TRUE(Accepts(Regex(ToolFormat::kMistral, required, true), mistral));
   EXPECT_FALSE(Accepts(Regex(ToolFormat::kMistral, required, false), mistral));
   EXPECT_TRUE(Accepts(Regex(ToolFormat::kMistral, required, false), "[TOOL_CALLS] [" + kNow + "]"));
+}
+
+// A marker the tokenizer has as a special token is that token's bytes in the grammar
+// (constraint::SpecialTokenBytes), never its text; other markers stay text.
+TEST(ToolGrammarTest, SpecialTokenMarkers) {
+  auto tools = ParseTools(kTools);
+  ASSERT_TRUE(tools.ok());
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  const MarkerRegex special = [](std::string_view m) {
+    return m == "[TOOL_CALLS]" || m == "<tool_call>" ? constraint::SpecialTokenBytes(7)
+                                                     : constraint::EscapeRegex(m);
+  };
+  auto mistral = ToolCallRegex(ToolFormat::kMistral, *tools, required, true, special);
+  ASSERT_TRUE(mistral.ok()) << mistral.status();
+  EXPECT_TRUE(Accepts(*mistral, constraint::SpecialTokenBytes(7) + " [" + kNow + "]"));
+  EXPECT_FALSE(Accepts(*mistral, "[TOOL_CALLS] [" + kNow + "]"));
+  auto hermes = ToolCallRegex(ToolFormat::kHermes, *tools, required, true, special);
+  ASSERT_TRUE(hermes.ok()) << hermes.status();
+  EXPECT_TRUE(Accepts(*hermes, constraint::SpecialTokenBytes(7) + "\n" + kNow + "\n</tool_call>"));
+  EXPECT_FALSE(Accepts(*hermes, "<tool_call>\n" + kNow + "\n</tool_call>"));
 }
 
 TEST(ToolGrammarTest, BadToolsNameTheField) {
