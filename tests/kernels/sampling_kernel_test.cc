@@ -207,16 +207,17 @@ std::vector<float> CpuRow(const SamplerRun& run, int r) {
   return row;
 }
 
-SamplerRun LlamaVocabularyRun(int slots, int extra_slots, uint32_t seed, int32_t generated) {
+SamplerRun LlamaVocabularyRun(int slots, int extra_slots, uint32_t seed, int32_t generated,
+                              int vocab = kLlamaVocab, int invalid = 256) {
   SamplerRun run;
-  run.vocab = kLlamaVocab;
-  run.valid_vocab = kLlamaVocab - 256;
-  run.logits = RandomFloats(size_t(slots) * kLlamaVocab, seed, -8, 8);
+  run.vocab = vocab;
+  run.valid_vocab = vocab - invalid;
+  run.logits = RandomFloats(size_t(slots) * vocab, seed, -8, 8);
   run.table.resize(slots);
   run.generated.assign(slots, generated);
   run.done.assign(slots + extra_slots, 0);
-  run.counts.assign(size_t(slots + extra_slots) * kLlamaVocab, 0);
-  run.mask.assign(size_t(slots + extra_slots) * kLlamaVocab, 0);
+  run.counts.assign(size_t(slots + extra_slots) * vocab, 0);
+  run.mask.assign(size_t(slots + extra_slots) * vocab, 0);
   return run;
 }
 
@@ -377,15 +378,15 @@ TEST(SampleKernelTest, LargeVocabularyTiesDeterminismAndBatchIndependence) {
 }
 
 // Structured output's masks (SampleParams::masks) against the CPU runner's path (the row masked
-// by constraint::ApplyTokenMask, then the CPU sampler): over a Llama 3 vocabulary, rows that
-// allow a few ids (one past valid_vocab, one the row's lowest logit), half the ids, every id, or
-// one id; greedy and drawn, penalties on an allowed prompt token, top logprobs; unmasked rows
-// and a padding row beside them; the two-launch argmax path too.
-TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
-  LLM_REQUIRE_GPU();
-  const int vocab = kLlamaVocab, valid = vocab - 256, slots = 8;
+// by constraint::ApplyTokenMask, then the CPU sampler): rows that allow a few ids (one past
+// valid_vocab, one the row's lowest logit), half the ids, every id, or one id; greedy and drawn,
+// penalties on an allowed prompt token, top logprobs; unmasked rows and a padding row beside
+// them; the two-launch argmax path too. Over `vocab` ids, the last `invalid` never sampled.
+void ExpectConstraintMasksMatchTheCpuPath(int vocab, int invalid) {
+  const int valid = vocab - invalid, slots = 8;
   const int words = (vocab + 63) / 64;
-  SamplerRun run = LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/91, /*generated=*/2);
+  SamplerRun run =
+      LlamaVocabularyRun(slots, /*extra_slots=*/0, /*seed=*/91, /*generated=*/2, vocab, invalid);
   std::vector<sampling::SamplingParams> params(slots);
   std::vector<int> top(slots, 0);
   std::vector<std::vector<uint64_t>> row_masks(slots);  // empty: unmasked
@@ -400,7 +401,7 @@ TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
       case 0:
       case 1: {  // a few ids: one invalid, one the row's lowest logit
         const int lowest = static_cast<int>(std::min_element(row, row + valid) - row);
-        for (int id : {17, 40000, 99999, lowest, valid + 5}) allow(r, id);
+        for (int id : {17, valid / 3, valid * 3 / 4, lowest, valid + 5}) allow(r, id);
         row[valid + 5] = 100.0f;  // never sampled: past valid_vocab
         break;
       }
@@ -415,7 +416,7 @@ TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
         p.presence_penalty = 0.3f;
         break;
       case 6:  // one id
-        allow(r, 12345);
+        allow(r, valid / 2 + 1);
         break;
       case 7:  // penalties on allowed prompt tokens
         for (int k = 0; k < 3000; ++k) allow(r, (k * 37 + 11) % valid);
@@ -439,7 +440,8 @@ TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
   run.row_slot.resize(slots + 1);
   for (int r = 0; r < slots; ++r) run.row_slot[r] = r;
   run.row_slot[slots] = -1;
-  run.logits.insert(run.logits.end(), run.logits.begin(), run.logits.begin() + vocab);
+  const std::vector<float> first_row(run.logits.begin(), run.logits.begin() + vocab);
+  run.logits.insert(run.logits.end(), first_row.begin(), first_row.end());
   run.mask_words = words;
   for (int r = 0; r < slots; ++r) {
     run.mask_index.push_back(row_masks[r].empty() ? -1
@@ -482,7 +484,7 @@ TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
     }
   }
   EXPECT_GE(agree, slots - 1) << agree << " of " << slots;
-  EXPECT_EQ(out[6].token, 12345);
+  EXPECT_EQ(out[6].token, valid / 2 + 1);
 
   // The two-launch path on the greedy rows: the same tokens.
   SamplerRun greedy = run;
@@ -496,6 +498,13 @@ TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
       EXPECT_EQ(fast[r].token, out[r].token) << "row " << r;
     }
   }
+}
+
+// A Llama 3 vocabulary (whole mask words), and one whose last word is partial.
+TEST(SampleKernelTest, ConstraintMasksMatchTheCpuPath) {
+  LLM_REQUIRE_GPU();
+  ExpectConstraintMasksMatchTheCpuPath(kLlamaVocab, 256);
+  ExpectConstraintMasksMatchTheCpuPath(5003, 11);
 }
 
 // The two-launch path (every row greedy without logprobs) gives every row the full launch's

@@ -201,11 +201,12 @@ absl::Status CudaRunner::AllocateStaging() {
     LLM_RETURN_IF_ERROR(e.outputs.Allocate(SR * sizeof(SampleOutput), "step outputs"));
     LLM_RETURN_IF_ERROR(e.start.Create());
     LLM_RETURN_IF_ERROR(e.end.Create());
+    LLM_RETURN_IF_ERROR(e.masks.Allocate(sizes_.mask_bytes(), "mask staging"));
     LLM_RETURN_IF_ERROR(e.forward_end.Create());
     LLM_RETURN_IF_ERROR(e.sample_start.Create());
   }
-  LLM_RETURN_IF_ERROR(mask_staging_.Allocate(sizes_.mask_bytes(), "mask staging"));
   mask_row_slots_.reserve(SR);
+  last_sample_step_.assign(S, 0);
   // The step layout's arrays, at their largest, so Launch never allocates.
   layout_.admits.reserve(S);
   layout_.settings.reserve(S);
@@ -224,24 +225,25 @@ absl::Status CudaRunner::AllocateStaging() {
 }
 
 absl::Status CudaRunner::CaptureGraphs() {
-  // Decode-only shape `i`, as graphs_ is indexed: bucket i / 2, with the full sampler (even i)
-  // or its two-launch argmax path (odd i).
+  // Decode-only shape `i`, as graphs_ is indexed: bucket i / kGraphVariants, with the full
+  // sampler, its two-launch argmax path, or no sampling (a constrained step samples later).
   const auto decode_shape = [&](size_t i) {
     ForwardShape s;
-    s.rows = s.decode_rows = s.sample_rows = buckets_[i / 2];
+    s.rows = s.decode_rows = s.sample_rows = buckets_[i / kGraphVariants];
     s.identity_sampling = true;
-    s.argmax_only = i % 2 == 1;
+    s.argmax_only = i % kGraphVariants == kArgmaxGraph;
+    s.defer_sampling = i % kGraphVariants == kForwardGraph;
     return s;
   };
   // Every decode shape runs once eagerly first: all rows are padding (the decode list is
   // empty), so nothing in the slot table changes, and every lazily made resource exists
   // before capture.
-  for (size_t i = 0; i < 2 * buckets_.size(); ++i) {
+  for (size_t i = 0; i < kGraphVariants * buckets_.size(); ++i) {
     LLM_RETURN_IF_ERROR(model_->Forward(decode_shape(i), sizes_, buffers_, kv_, stream_.get()));
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "warm-up step");
   if (!options_.switches.graphs) return absl::OkStatus();
-  graphs_.resize(2 * buckets_.size());
+  graphs_.resize(kGraphVariants * buckets_.size());
   for (size_t i = 0; i < graphs_.size(); ++i) {
     const ForwardShape s = decode_shape(i);
     LLM_CUDA_RETURN_IF_ERROR(
@@ -283,6 +285,7 @@ absl::Status CudaRunner::Launch(StepPlan plan) {
   }
   mirror_->Apply(plan, layout_);
   constraints_->OnPlan(plan);
+  for (const engine::SlotAdmission& a : plan.admissions) last_sample_step_[a.slot] = 0;
   absl::Status st = Enqueue(plan.step_id);
   if (!st.ok()) broken_ = st;
   return st;
@@ -353,13 +356,21 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.decode_list = buffers_.decode_list;
   up.vocab = config_.vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
-  // A step with a constrained sampling row samples once its masks are written.
-  bool masked = false;
+  // A step with a constrained sampling row samples once its masks are written: at once when
+  // none of its constrained slots samples in a step still in flight (a request just admitted,
+  // say), else from the Collect of the step before.
+  bool masked = false, masks_ready = true;
   if (constraints_->active() > 0 && shape.sample_rows > 0) {
     mirror_->SampleRowSlots(l, mask_row_slots_);
-    masked = std::any_of(mask_row_slots_.begin(), mask_row_slots_.end(), [&](int32_t slot) {
-      return slot >= 0 && constraints_->constrained(slot);
-    });
+    const uint64_t oldest = in_flight_.empty() ? step_id : in_flight_.front().step_id;
+    for (int32_t slot : mask_row_slots_) {
+      if (slot < 0) continue;
+      if (constraints_->constrained(slot)) {
+        masked = true;
+        masks_ready = masks_ready && last_sample_step_[slot] < oldest;
+      }
+      last_sample_step_[slot] = step_id;
+    }
   }
   // Timed steps: those of the kind ProfileSteps asks for, while it asks, eagerly.
   bool profiled = false;
@@ -378,7 +389,8 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
     LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
   } else if (shape.rows > 0) {
     if (shape.identity_sampling && !graphs_.empty()) {
-      const GraphExec& graph = graphs_[2 * l.bucket + (l.argmax_only ? 1 : 0)];
+      const GraphExec& graph =
+          graphs_[kGraphVariants * l.bucket + (l.argmax_only ? kArgmaxGraph : kSampleGraph)];
       LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), st), "graph launch");
     } else {
       LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
@@ -388,18 +400,24 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   in_flight_.push_back(
       InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty(), profiled, masked});
   next_ring_ = (next_ring_ + 1) % kRing;
-  // With no earlier step in flight, every token the masks depend on has been collected.
-  if (masked && in_flight_.size() == 1) return EnqueuePendingSample();
+  // Every token the masks depend on has been collected.
+  if (masked && masks_ready) return EnqueuePendingSample();
   return absl::OkStatus();
 }
 
 absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ring) {
-  // Eager rather than a graph replay: the sampling is enqueued later, after the masks' upload.
+  // The forward pass alone (a decode-only step's graph without sampling); the sampling is
+  // enqueued later, after the masks' upload.
   shape.defer_sampling = true;
   shape.mask_index = reinterpret_cast<const int32_t*>(buffers_.mask_upload);
   shape.masks = reinterpret_cast<const uint64_t*>(buffers_.mask_upload + sizes_.masks_offset());
   shape.mask_words = sizes_.mask_words;
-  LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+  if (shape.identity_sampling && !graphs_.empty()) {
+    const GraphExec& graph = graphs_[kGraphVariants * layout_.bucket + kForwardGraph];
+    LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), stream_.get()), "graph launch");
+  } else {
+    LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+  }
   LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.forward_end.get(), stream_.get()), "forward end");
   pending_ = PendingSample{shape, next_ring_};
   return absl::OkStatus();
@@ -409,10 +427,11 @@ absl::Status CudaRunner::EnqueuePendingSample() {
   const PendingSample p = *pending_;
   pending_.reset();
   RingEntry& ring = ring_[p.ring];
-  // One staging buffer serves every step: the last masks' copy finished with the step that
-  // Collect (or, with nothing in flight, the last Collect) has waited for.
-  auto* index = reinterpret_cast<int32_t*>(mask_staging_.get());
-  auto* masks = reinterpret_cast<uint64_t*>(mask_staging_.get() + sizes_.masks_offset());
+  // The step's own staging: an earlier step's masks may still wait to be copied from theirs.
+  // The device's copy is one buffer: this step's upload follows the earlier step's sampling
+  // on the stream.
+  auto* index = reinterpret_cast<int32_t*>(ring.masks.get());
+  auto* masks = reinterpret_cast<uint64_t*>(ring.masks.get() + sizes_.masks_offset());
   const size_t words = static_cast<size_t>(sizes_.mask_words);
   const int32_t written = constraints_->WriteMasks(
       mask_row_slots_, std::span<int32_t>(index, mask_row_slots_.size()),
@@ -449,7 +468,12 @@ absl::Status CudaRunner::EnqueueStepEnd(const ForwardShape& shape, RingEntry& ri
 
 absl::StatusOr<StepResult> CudaRunner::Collect() {
   if (in_flight_.empty()) return absl::FailedPreconditionError("Collect: no step in flight");
-  if (!broken_.ok()) return broken_;
+  if (!broken_.ok()) {
+    // Each call takes a step off, so the engine's drain of a broken runner ends.
+    in_flight_.pop_front();
+    pending_.reset();
+    return broken_;
+  }
   LLM_RETURN_IF_ERROR(UseDevice(options_.device));
   const InFlight f = in_flight_.front();
   in_flight_.pop_front();
@@ -474,7 +498,9 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
     // late: a gap, not busy time.
     const double wait = std::max(0.0, ElapsedSeconds(ring.forward_end, ring.sample_start));
     result.device_seconds = std::max(0.0, result.device_seconds - wait);
-    result.gap_seconds = std::max(0.0, result.gap_seconds) + wait;
+    if (result.gap_seconds >= 0.0 || wait > 0.0) {
+      result.gap_seconds = std::max(0.0, result.gap_seconds) + wait;
+    }
   }
   last_collected_ring_ = f.ring;
   if (f.profiled) {

@@ -81,6 +81,9 @@ class CudaRunner : public ModelRunner {
   struct RingEntry {
     PinnedMemory upload;
     PinnedMemory outputs;  // SampleOutput[max sample rows]
+    // A step with constrained rows: its mask rows, staged (StepSizes::mask_bytes); one per
+    // entry, since a step's masks may be written while the last step's still wait to be copied.
+    PinnedMemory masks;
     Event start, end;
     // A step with constrained rows: its forward pass's end and its sampling's start (the device
     // idles between them while the host is late with the masks).
@@ -135,16 +138,20 @@ class CudaRunner : public ModelRunner {
   std::unique_ptr<SlotMirror> mirror_;
   StepLayout layout_;
 
-  // Structured output: the slots' matchers, the staging of a step's masks (one: a step's masks
-  // are written after every earlier step ended), and the step waiting for its masks.
+  // Structured output: the slots' matchers and the step waiting for its masks.
   std::unique_ptr<SlotConstraints> constraints_;
-  PinnedMemory mask_staging_;
   std::vector<int32_t> mask_row_slots_;  // the pending step's sampling rows' slots
+  // Per slot, the last step launched with a sampling row for it, while constraints are active
+  // (0: none since its admission).
+  std::vector<uint64_t> last_sample_step_;
   std::optional<PendingSample> pending_;
 
   std::vector<int32_t> buckets_;
-  // Per bucket, twice: graphs_[2 * bucket + argmax_only] (StepLayout::argmax_only picks the
-  // sampler's path). Empty without cuda_graphs.
+  // Per bucket, three: graphs_[kGraphVariants * bucket + variant], the full sampler, its
+  // two-launch argmax path (StepLayout::argmax_only picks it) or the forward pass alone (a
+  // step with constrained rows). Empty without cuda_graphs.
+  static constexpr size_t kGraphVariants = 3;
+  static constexpr size_t kSampleGraph = 0, kArgmaxGraph = 1, kForwardGraph = 2;
   std::vector<GraphExec> graphs_;
   // Kernel timing: one clock per ring entry (made by the first ProfileSteps).
   std::array<KernelClock, kRing> clocks_;
