@@ -2,6 +2,7 @@
 // NOT_FOUND naming it (a router sends it only to workers reporting the name).
 #include "gtest/gtest.h"
 #include "tests/worker/loop/collecting_sink.h"
+#include "tests/worker/loop/worker_test_util.h"
 #include "worker/backend/backend.h"
 #include "worker/loop/worker.h"
 
@@ -9,12 +10,7 @@ namespace llm::loop {
 namespace {
 
 TEST(ModelNameTest, ARequestForAnotherModelIsNotFound) {
-  backend::BackendOptions bo;
-  bo.model = "random:tiny";
-  bo.backend = "cpu";
-  bo.cpu_threads = 1;
-  bo.sizes.max_slots = 2;
-  auto b = backend::CreateBackend(bo);
+  auto b = backend::CreateBackend(RandomTinyOnCpu(2));
   ASSERT_TRUE(b.ok()) << b.status();
   WorkerOptions wo;
   wo.model_name = "tiny";

@@ -196,12 +196,7 @@ TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
 TEST(ToolCallsSpecialMarkerTest, ARequiredCallBeginsWithTheMarkerToken) {
   const std::string file = "chat-templates/templates/mistral_v03.jinja";
   LLM_REQUIRE_SHARED(file);
-  backend::BackendOptions bo;
-  bo.model = "random:tiny";
-  bo.backend = "cpu";
-  bo.cpu_threads = 1;
-  bo.sizes.max_slots = 4;
-  auto b = backend::CreateBackend(bo);
+  auto b = backend::CreateBackend(RandomTinyOnCpu(4));
   ASSERT_TRUE(b.ok()) << b.status();
   const int32_t marker = 509;
   ASSERT_EQ(b->config.vocab_size, 512);

@@ -35,13 +35,19 @@ struct ByteLevelWorker {
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Worker> worker;
 };
-inline absl::StatusOr<ByteLevelWorker> MakeByteLevelWorker(int32_t slots) {
+
+// The CPU backend of random:tiny on one thread.
+inline backend::BackendOptions RandomTinyOnCpu(int32_t slots) {
   backend::BackendOptions bo;
   bo.model = "random:tiny";
   bo.backend = "cpu";
   bo.cpu_threads = 1;
   bo.sizes.max_slots = slots;
-  auto b = backend::CreateBackend(bo);
+  return bo;
+}
+
+inline absl::StatusOr<ByteLevelWorker> MakeByteLevelWorker(int32_t slots) {
+  auto b = backend::CreateBackend(RandomTinyOnCpu(slots));
   if (!b.ok()) return b.status();
   WorkerOptions wo;
   wo.scheduler.max_batch_tokens = 0;
