@@ -32,6 +32,18 @@ void SlotConstraints::OnPlan(const engine::StepPlan& plan) {
   }
 }
 
+SlotConstraints::LaunchMasks SlotConstraints::OnLaunch(uint64_t step_id, uint64_t oldest_in_flight,
+                                                       std::span<const int32_t> row_slots) {
+  LaunchMasks m;
+  for (int32_t s : row_slots) {
+    if (s < 0 || static_cast<size_t>(s) >= slots_.size() || !constrained(s)) continue;
+    m.masked = true;
+    m.ready = m.ready && slots_[s].last_sampled < oldest_in_flight;
+    slots_[s].last_sampled = step_id;
+  }
+  return m;
+}
+
 void SlotConstraints::OnToken(uint64_t step_id, int32_t slot, uint64_t key, int32_t token,
                               sampling::FinishReason finish) {
   if (slot < 0 || static_cast<size_t>(slot) >= slots_.size()) return;

@@ -39,6 +39,18 @@ class SlotConstraints {
   void OnToken(uint64_t step_id, int32_t slot, uint64_t key, int32_t token,
                sampling::FinishReason finish);
 
+  // The launch of step `step_id`, whose sampling rows sample for `row_slots` (-1: padding),
+  // `oldest_in_flight` being the oldest step launched and not yet collected (step_id when none
+  // is): whether a row is constrained, and whether its masks can be written now, which they can
+  // when none of its constrained slots samples in a step still in flight (whose token would
+  // move the matcher first): nothing in flight, or requests just admitted.
+  struct LaunchMasks {
+    bool masked = false;
+    bool ready = true;
+  };
+  LaunchMasks OnLaunch(uint64_t step_id, uint64_t oldest_in_flight,
+                       std::span<const int32_t> row_slots);
+
   bool constrained(int32_t slot) const { return slots_[slot].matcher != nullptr; }
   // Slots with a matcher (a step without any of them samples as before).
   int32_t active() const { return active_; }
@@ -55,7 +67,8 @@ class SlotConstraints {
   struct Slot {
     std::unique_ptr<constraint::Matcher> matcher;
     uint64_t key = 0;
-    uint64_t since_step = 0;  // tokens of earlier steps belong to an earlier request
+    uint64_t since_step = 0;    // tokens of earlier steps belong to an earlier request
+    uint64_t last_sampled = 0;  // the last step launched with a sampling row for it
     std::vector<int32_t> stop_ids;
   };
   std::vector<Slot> slots_;

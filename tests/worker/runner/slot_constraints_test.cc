@@ -142,6 +142,37 @@ TEST_F(SlotConstraintsTest, StaleAndStopTokensDoNotMoveTheMatcher) {
   EXPECT_EQ(sc.active(), 1);
 }
 
+// The pipelined runner's rule: a step's masks are written at its launch only when none of its
+// constrained slots sampled in a step still in flight; unconstrained rows never count.
+TEST_F(SlotConstraintsTest, MasksAreReadyAtLaunchUnlessATokenIsInFlight) {
+  const auto choice = Compiled({Kind::kChoice, "", {"yes", "no"}});
+  SlotConstraints sc(4, kVocab, 1);
+  sc.OnPlan(Admit(1, 0, Request(41, nullptr)));
+  auto m = sc.OnLaunch(1, 1, std::vector<int32_t>{0, -1});
+  EXPECT_FALSE(m.masked);  // nothing constrained: samples as before
+  sc.OnPlan(Admit(2, 1, Request(42, choice)));
+  m = sc.OnLaunch(2, 1, std::vector<int32_t>{0, 1});  // step 1 in flight; slot 1 just admitted
+  EXPECT_TRUE(m.masked);
+  EXPECT_TRUE(m.ready);
+  m = sc.OnLaunch(3, 2, std::vector<int32_t>{0, 1});  // slot 1's token of step 2 in flight
+  EXPECT_TRUE(m.masked);
+  EXPECT_FALSE(m.ready);
+  m = sc.OnLaunch(4, 4, std::vector<int32_t>{1});  // everything collected
+  EXPECT_TRUE(m.ready);
+  // A slot that skipped a step (its last token from step 4, collected): ready beside step 5.
+  sc.OnPlan(Admit(5, 2, Request(43, choice)));
+  m = sc.OnLaunch(5, 5, std::vector<int32_t>{2});
+  EXPECT_TRUE(m.ready);
+  m = sc.OnLaunch(6, 5, std::vector<int32_t>{1});
+  EXPECT_TRUE(m.ready);
+  m = sc.OnLaunch(7, 6, std::vector<int32_t>{1, 2});  // slot 1 sampled in step 6
+  EXPECT_FALSE(m.ready);
+  // Readmitted into a slot whose last step is in flight: a new matcher, ready.
+  sc.OnPlan(Admit(8, 1, Request(44, choice)));
+  m = sc.OnLaunch(8, 7, std::vector<int32_t>{1});
+  EXPECT_TRUE(m.ready);
+}
+
 // A readmitted request's resumed tokens move its new matcher, as CpuRunner::Resume does.
 TEST_F(SlotConstraintsTest, ResumedTokensMoveTheMatcher) {
   const auto json = Compiled({Kind::kJsonObject, "", {}});

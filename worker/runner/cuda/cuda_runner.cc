@@ -206,7 +206,6 @@ absl::Status CudaRunner::AllocateStaging() {
     LLM_RETURN_IF_ERROR(e.sample_start.Create());
   }
   mask_row_slots_.reserve(SR);
-  last_sample_step_.assign(S, 0);
   // The step layout's arrays, at their largest, so Launch never allocates.
   layout_.admits.reserve(S);
   layout_.settings.reserve(S);
@@ -285,7 +284,6 @@ absl::Status CudaRunner::Launch(StepPlan plan) {
   }
   mirror_->Apply(plan, layout_);
   constraints_->OnPlan(plan);
-  for (const engine::SlotAdmission& a : plan.admissions) last_sample_step_[a.slot] = 0;
   absl::Status st = Enqueue(plan.step_id);
   if (!st.ok()) broken_ = st;
   return st;
@@ -356,22 +354,21 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.decode_list = buffers_.decode_list;
   up.vocab = config_.vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
+  return EnqueueForward(step_id, shape, ring);
+}
+
+absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, RingEntry& ring) {
+  const StepLayout& l = layout_;
+  const cudaStream_t st = stream_.get();
   // A step with a constrained sampling row samples once its masks are written: at once when
-  // none of its constrained slots samples in a step still in flight (a request just admitted,
-  // say), else from the Collect of the step before.
-  bool masked = false, masks_ready = true;
+  // they can be, else from the Collect of the step before (SlotConstraints::OnLaunch).
+  SlotConstraints::LaunchMasks masks;
   if (constraints_->active() > 0 && shape.sample_rows > 0) {
     mirror_->SampleRowSlots(l, mask_row_slots_);
-    const uint64_t oldest = in_flight_.empty() ? step_id : in_flight_.front().step_id;
-    for (int32_t slot : mask_row_slots_) {
-      if (slot < 0) continue;
-      if (constraints_->constrained(slot)) {
-        masked = true;
-        masks_ready = masks_ready && last_sample_step_[slot] < oldest;
-      }
-      last_sample_step_[slot] = step_id;
-    }
+    masks = constraints_->OnLaunch(
+        step_id, in_flight_.empty() ? step_id : in_flight_.front().step_id, mask_row_slots_);
   }
+  const bool masked = masks.masked;
   // Timed steps: those of the kind ProfileSteps asks for, while it asks, eagerly.
   bool profiled = false;
   const bool kind_asked = profile_prompt_steps_.load(std::memory_order_relaxed)
@@ -401,7 +398,7 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
       InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty(), profiled, masked});
   next_ring_ = (next_ring_ + 1) % kRing;
   // Every token the masks depend on has been collected.
-  if (masked && masks_ready) return EnqueuePendingSample();
+  if (masked && masks.ready) return EnqueuePendingSample();
   return absl::OkStatus();
 }
 

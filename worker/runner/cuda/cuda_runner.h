@@ -113,6 +113,10 @@ class CudaRunner : public ModelRunner {
   absl::Status CaptureGraphs();
   // Stages layout_'s upload and enqueues its step.
   absl::Status Enqueue(uint64_t step_id);
+  // The step's forward pass and sampling (a graph replay for decode-only steps), the outputs'
+  // copy back and the end event; or, with constrained rows, the forward pass and what of the
+  // rest its masks allow now.
+  absl::Status EnqueueForward(uint64_t step_id, ForwardShape& shape, RingEntry& ring);
   // A constrained step's forward pass without its sampling, which becomes pending_.
   absl::Status EnqueueMaskedForward(ForwardShape& shape, RingEntry& ring);
   // Writes pending_'s masks, uploads them and enqueues its sampling and the step's end.
@@ -141,9 +145,6 @@ class CudaRunner : public ModelRunner {
   // Structured output: the slots' matchers and the step waiting for its masks.
   std::unique_ptr<SlotConstraints> constraints_;
   std::vector<int32_t> mask_row_slots_;  // the pending step's sampling rows' slots
-  // Per slot, the last step launched with a sampling row for it, while constraints are active
-  // (0: none since its admission).
-  std::vector<uint64_t> last_sample_step_;
   std::optional<PendingSample> pending_;
 
   std::vector<int32_t> buckets_;
