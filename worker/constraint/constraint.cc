@@ -94,7 +94,7 @@ std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const
   }
   // Computed outside the lock; two requests racing to the same new state both compute it and
   // the first result is kept (the same bits either way).
-  auto mask = std::make_shared<TokenMask>((static_cast<size_t>(tokens_->vocab_size()) + 63) / 64);
+  auto mask = std::make_shared<TokenMask>(MaskWords(tokens_->vocab_size()));
   TokenMask& m = *mask;
   tokens_->ForEachAccepted(
       state, [&](int32_t s, uint8_t b) { return dfa_.Next(s, b); },

@@ -145,7 +145,8 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
   }
   if (spec.chat) {
     // Before the constraint's compile: tool_choice may set the constraint.
-    if (absl::Status st = PrepareToolCalls(tool_format_, tokenizer_.get(), spec, sink); !st.ok()) return st;
+    if (absl::Status st = PrepareToolCalls(tool_format_, tokenizer_.get(), spec, sink); !st.ok())
+      return st;
   }
   if (spec.constraint.enabled()) {
     if (!engine_->runner_info().constraints) {

@@ -142,32 +142,13 @@ void UnpackScaleMinK4(const uint8_t* p, uint8_t* sc, uint8_t* mn) {
 }
 
 // Q4_K {f16 d, dmin; u8 scales[12]; u8 qs[128]}: 8 sub-blocks of 32; sub-block 2c + k holds
-// nibble k of qs[32c .. 32c + 31]; (d * sc) * q - dmin * m.
-void BlockQ4_K(const uint8_t* b, float* y) {
+// nibble k of qs[32c .. 32c + 31]; (d * sc) * q - dmin * m. Q5_K {f16 d, dmin; u8 scales[12];
+// u8 qh[32]; u8 qs[128]} adds a fifth bit, bit `sub` of qh[l] (`qh` null for Q4_K).
+void BlockQ45_K(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
   const float d = LoadF16(b);
   const float dmin = LoadF16(b + 2);
   uint8_t sc[8], mn[8];
   UnpackScaleMinK4(b + 4, sc, mn);
-  const uint8_t* qs = b + 16;
-  for (int sub = 0; sub < 8; ++sub) {
-    const float d1 = d * static_cast<float>(sc[sub]);
-    const float m1 = dmin * static_cast<float>(mn[sub]);
-    const uint8_t* q = qs + 32 * (sub / 2);
-    const int shift = 4 * (sub % 2);
-    float* out = y + 32 * sub;
-    for (int l = 0; l < 32; ++l) out[l] = d1 * static_cast<float>((q[l] >> shift) & 0xF) - m1;
-  }
-}
-
-// Q5_K {f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}: Q4_K plus a fifth bit, bit `sub`
-// of qh[l].
-void BlockQ5_K(const uint8_t* b, float* y) {
-  const float d = LoadF16(b);
-  const float dmin = LoadF16(b + 2);
-  uint8_t sc[8], mn[8];
-  UnpackScaleMinK4(b + 4, sc, mn);
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
   for (int sub = 0; sub < 8; ++sub) {
     const float d1 = d * static_cast<float>(sc[sub]);
     const float m1 = dmin * static_cast<float>(mn[sub]);
@@ -175,11 +156,14 @@ void BlockQ5_K(const uint8_t* b, float* y) {
     const int shift = 4 * (sub % 2);
     float* out = y + 32 * sub;
     for (int l = 0; l < 32; ++l) {
-      const int v = ((q[l] >> shift) & 0xF) | ((qh[l] >> sub) & 1) << 4;
-      out[l] = d1 * static_cast<float>(v) - m1;
+      const int high = qh == nullptr ? 0 : ((qh[l] >> sub) & 1) << 4;
+      out[l] = d1 * static_cast<float>(((q[l] >> shift) & 0xF) | high) - m1;
     }
   }
 }
+
+void BlockQ4_K(const uint8_t* b, float* y) { BlockQ45_K(b, nullptr, b + 16, y); }
+void BlockQ5_K(const uint8_t* b, float* y) { BlockQ45_K(b, b + 16, b + 48, y); }
 
 // Q6_K {u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d}: element e = h*128 + s*32 + l takes its
 // low 4 bits from nibble s/2 of ql[h*64 + (s%2)*32 + l] and its high 2 bits from bits 2s..2s+1

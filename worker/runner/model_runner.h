@@ -62,7 +62,7 @@ class ModelRunner {
   // Starts `plan`. Errors are for malformed plans; they leave the runner usable.
   virtual absl::Status Launch(engine::StepPlan plan) = 0;
   // Waits for the oldest launched step and returns its result. FAILED_PRECONDITION when none is
-  // in flight.
+  // in flight. Every other call takes the step off, an error included, so in_flight() falls.
   virtual absl::StatusOr<engine::StepResult> Collect() = 0;
   virtual int in_flight() const = 0;
 };

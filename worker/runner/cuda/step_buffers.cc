@@ -8,6 +8,7 @@
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/gemm/weight.h"
 #include "kernels/step/slot_update.h"
+#include "worker/constraint/constraint.h"
 #include "worker/runner/cpu_ops.h"
 #include "worker/runner/cuda/step_layout.h"
 
@@ -121,7 +122,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
       kernels::MaxPrefillTiles(max_prefill_tokens, S, c.num_heads / std::max(1, c.num_kv_heads));
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   if (fp8) z.fp8_max_in = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
-  z.mask_words = (c.vocab_size + 63) / 64;
+  z.mask_words = static_cast<int32_t>(constraint::MaskWords(c.vocab_size));
   // Admissions, block grants (at most one a slot), their block lists (at most a table a slot
   // between them), decode row changes, prefill rows, prompt chunks and their
   // attention tiles (all, and the last layer's: at most two a chunk), and sampling rows of one
