@@ -513,16 +513,24 @@ std::string FinishReason(llm::v1::FinishReason r) {
   }
 }
 
-// OpenAI's tool_calls entries; streamed deltas carry their index.
-json ToolCallsJson(const llm::v1::GenerateResponse& m, bool stream) {
+// OpenAI's tool_calls entry for a call's first piece; a streamed delta carries its index.
+json ToolCallJson(const llm::v1::ToolCall& c, bool stream) {
+  json call = json::object();
+  if (stream) call["index"] = c.index();
+  call["id"] = c.id();
+  call["type"] = "function";
+  call["function"] = {{"name", c.name()}, {"arguments", c.arguments()}};
+  return call;
+}
+
+// A streamed chunk's delta.tool_calls: a later piece of a call is its index and the next part
+// of its arguments, as OpenAI streams them.
+json ToolCallDeltas(const llm::v1::GenerateResponse& m) {
   json calls = json::array();
   for (const llm::v1::ToolCall& c : m.tool_calls()) {
-    json call = json::object();
-    if (stream) call["index"] = c.index();
-    call["id"] = c.id();
-    call["type"] = "function";
-    call["function"] = {{"name", c.name()}, {"arguments", c.arguments()}};
-    calls.push_back(std::move(call));
+    calls.push_back(c.id().empty() ? json{{"index", c.index()},
+                                          {"function", {{"arguments", c.arguments()}}}}
+                                   : ToolCallJson(c, true));
   }
   return calls;
 }
@@ -632,7 +640,7 @@ std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Ch
   }
   if (m.tool_calls_size() > 0) {
     chunk["choices"] = json::array({{{"index", index},
-                                     {"delta", {{"tool_calls", ToolCallsJson(m, true)}}},
+                                     {"delta", {{"tool_calls", ToolCallDeltas(m)}}},
                                      {"logprobs", nullptr},
                                      {"finish_reason", nullptr}}});
     out += Event(chunk);
@@ -697,8 +705,12 @@ void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
     }
   }
   c->text += m.text();
-  if (m.tool_calls_size() > 0) {  // most messages carry none: no JSON built for them
-    for (auto& call : ToolCallsJson(m, false)) c->tool_calls.push_back(std::move(call));
+  for (const llm::v1::ToolCall& call : m.tool_calls()) {
+    if (!call.id().empty() || c->tool_calls.empty()) {
+      c->tool_calls.push_back(ToolCallJson(call, false));
+    } else {  // the last call's next piece
+      c->tool_calls.back()["function"]["arguments"].get_ref<std::string&>() += call.arguments();
+    }
   }
   const std::string finish = FinishReason(m.finish_reason());
   if (!finish.empty()) c->finish_reason = finish;

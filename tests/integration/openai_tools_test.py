@@ -3,7 +3,8 @@ llm-worker on a model with random weights and a byte-level vocabulary (so any te
 spelled), once per call format we parse (the Qwen3, Llama 3.1 and Mistral v0.3 chat templates).
 
 For each format: tool_choice "required" and a named function, streaming and not, give
-finish_reason "tool_calls" and calls whose arguments validate against the tool's schema
+finish_reason "tool_calls" and calls whose arguments validate against the tool's schema,
+streamed as OpenAI streams them (id and name first, then the arguments over several deltas)
 (Python's `jsonschema`); the SDK's `chat.completions.parse` reads them into Pydantic models.
 A second turn sends the calls and their results back (role "tool") with tool_choice "none".
 With the Qwen3 template also: `chat.completions.parse` with a Pydantic response_format, and
@@ -60,20 +61,31 @@ def check_calls(calls, names, what):
         check(True, f"{what}: arguments {c.function.arguments} validate")
 
 
+MOST_DELTAS = [0]  # the most deltas one streamed call came in, per format
+
+
 def streamed_calls(stream):
-    """The SDK's chunks put together, as a client does: calls by index."""
-    calls, finish, text = {}, None, ""
+    """The SDK's chunks put together, as a client does: calls by index. Each call streams: its
+    first delta has the id and name, and its arguments come over several deltas."""
+    calls, finish, text, deltas = {}, None, "", {}
     for chunk in stream:
         if not chunk.choices:
             continue
         choice = chunk.choices[0]
         text += choice.delta.content or ""
         for d in choice.delta.tool_calls or []:
+            first = d.index not in calls
+            check(bool(d.id) == first and bool(d.function.name) == first,
+                  f"call {d.index}: id and name on its first delta only ({d})")
             c = calls.setdefault(d.index, {"id": None, "name": "", "arguments": ""})
             c["id"] = d.id or c["id"]
             c["name"] += d.function.name or ""
             c["arguments"] += d.function.arguments or ""
+            deltas[d.index] = deltas.get(d.index, 0) + 1
         finish = choice.finish_reason or finish
+    # A reader that falls behind gets pieces joined, so one call may come in one delta; over a
+    # format's streams, some must not.
+    MOST_DELTAS[0] = max([MOST_DELTAS[0]] + list(deltas.values()))
     out = [openai.types.chat.ChatCompletionMessageToolCall(
         id=c["id"], type="function", function={"name": c["name"], "arguments": c["arguments"]})
         for _, c in sorted(calls.items())]
@@ -200,7 +212,10 @@ def main():
             log = open(procs[-2].log_path).read()
             check(f"tool calls: {fmt} (from the chat template)" in log,
                   f"{template}: the worker reads {fmt} calls")
+            MOST_DELTAS[0] = 0
             model = calls_in_every_mode(client, fmt)
+            check(MOST_DELTAS[0] > 1,
+                  f"{fmt}: calls' arguments stream (at most {MOST_DELTAS[0]} deltas a call)")
             if fmt == "hermes":
                 qwen_extras(client, model)
             for p in procs:

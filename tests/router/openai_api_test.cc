@@ -268,6 +268,51 @@ TEST(OpenAiResponderTest, ToolCallsInOpenAisShape) {
   EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
 }
 
+// A call streamed in pieces: the first delta has the id, type and name, later ones only the
+// index and the next part of the arguments (OpenAI's shape); the whole answer joins them.
+TEST(OpenAiResponderTest, ToolCallPiecesStreamAsArgumentDeltas) {
+  const ParsedRequest req =
+      Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
+  std::vector<llm::v1::GenerateResponse> messages(3);
+  const auto piece = [&](int m, uint32_t index, const char* id, const char* args) {
+    auto* call = messages[m].add_tool_calls();
+    call->set_index(index);
+    call->set_id(id);
+    if (*id != '\0') call->set_name(index == 0 ? "f" : "g");
+    call->set_arguments(args);
+  };
+  piece(0, 0, "call_1", "{\"a\":");
+  piece(1, 0, "", "1}");
+  piece(1, 1, "call_2", "{");
+  piece(2, 1, "", "}");
+  messages[2].set_finish_reason(llm::v1::FINISH_REASON_TOOL_CALLS);
+  OpenAiResponder whole(req, "chatcmpl-1", 0);
+  OpenAiResponder stream(req, "chatcmpl-2", 0);
+  std::vector<json> deltas;
+  for (const auto& m : messages) {
+    whole.Accumulate(m);
+    const std::string events = stream.OnStreamMessage(m);
+    for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
+      const json chunk = json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6));
+      const json& delta = chunk["choices"][0]["delta"];
+      if (delta.contains("tool_calls")) {
+        for (const json& d : delta["tool_calls"]) deltas.push_back(d);
+      }
+    }
+  }
+  EXPECT_EQ(json::parse(whole.Body())["choices"][0]["message"]["tool_calls"],
+            json::parse(R"([{"id": "call_1", "type": "function",
+                             "function": {"name": "f", "arguments": "{\"a\":1}"}},
+                            {"id": "call_2", "type": "function",
+                             "function": {"name": "g", "arguments": "{}"}}])"));
+  ASSERT_EQ(deltas.size(), 4u);
+  EXPECT_EQ(deltas[0], json::parse(R"({"index": 0, "id": "call_1", "type": "function",
+                                       "function": {"name": "f", "arguments": "{\"a\":"}})"));
+  EXPECT_EQ(deltas[1], json::parse(R"({"index": 0, "function": {"arguments": "1}"}})"));
+  EXPECT_EQ(deltas[2]["id"], "call_2");
+  EXPECT_EQ(deltas[3], json::parse(R"({"index": 1, "function": {"arguments": "}"}})"));
+}
+
 // n = 2: the choices' messages interleave; each choice gets its role once and its own index,
 // the body holds both, and usage counts the prompt once, the most cached of it, and both
 // choices' completions.

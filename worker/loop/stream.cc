@@ -11,7 +11,13 @@ void StreamUpdate::Merge(StreamUpdate&& next) {
   reason = next.reason;
   if (!next.stop_string.empty()) stop_string = std::move(next.stop_string);
   if (next.stop_token_id >= 0) stop_token_id = next.stop_token_id;
-  for (auto& c : next.tool_calls) tool_calls.push_back(std::move(c));
+  for (auto& c : next.tool_calls) {
+    if (c.id.empty() && !tool_calls.empty() && tool_calls.back().index == c.index) {
+      tool_calls.back().arguments += c.arguments;  // the same call's next piece
+    } else {
+      tool_calls.push_back(std::move(c));
+    }
+  }
   called_tools = called_tools || next.called_tools;
   if (next.has_usage) {
     has_usage = true;

@@ -38,12 +38,14 @@ struct Usage {
   int32_t accepted_draft_tokens = 0;
 };
 
-// A tool call read out of the output (worker/tools), reported whole.
+// A tool call read out of the output (worker/tools), or a piece of one. A call's first piece
+// has its id and name; a later piece (same index, no id, no name) carries more of its
+// arguments, to append. A call read whole is one piece.
 struct ToolCall {
   int index = 0;  // its position among the request's calls, from 0
   std::string id;
   std::string name;
-  std::string arguments;  // a JSON object's text
+  std::string arguments;  // a JSON object's text, or the next piece of it
 };
 
 struct StreamUpdate {
@@ -57,10 +59,11 @@ struct StreamUpdate {
   int32_t stop_token_id = -1;  // when a stop token (EOS included) ended it
   bool has_usage = false;
   Usage usage;
-  std::vector<ToolCall> tool_calls;  // calls completed since the previous update
+  std::vector<ToolCall> tool_calls;  // calls, or pieces of them, since the previous update
   bool called_tools = false;         // last update: the output held calls
 
-  // Appends `next` (a later update) to this one, for a reader that fell behind.
+  // Appends `next` (a later update) to this one, for a reader that fell behind; a call's
+  // pieces join.
   void Merge(StreamUpdate&& next);
 };
 

@@ -85,10 +85,11 @@ void ToolCallSink::OnUpdate(StreamUpdate update) {
     update.called_tools = parser_.calls() > 0;
   }
   update.text = std::move(out.content);
-  const int first = parser_.calls() - static_cast<int>(out.calls.size());
-  for (size_t i = 0; i < out.calls.size(); ++i) {
-    update.tool_calls.push_back({first + static_cast<int>(i), NewId(), std::move(out.calls[i].name),
-                                 std::move(out.calls[i].arguments)});
+  for (tools::ParsedCall& piece : out.calls) {
+    // A call's first piece has its name, and gets its id; later pieces extend its arguments.
+    std::string id = piece.name.empty() ? std::string() : NewId();
+    update.tool_calls.push_back(
+        {piece.index, std::move(id), std::move(piece.name), std::move(piece.arguments)});
   }
   inner_->OnUpdate(std::move(update));
 }

@@ -8,8 +8,10 @@
 //     ordinary tokens;
 //   - the output's text keeps special tokens (the formats' markers, <|python_tag|> or
 //     [TOOL_CALLS], may be special tokens), and the parser takes the markers out;
-//   - the stream's text is the content outside calls; each call comes whole, with an id; the
-//     last update says whether there were calls (finish_reason tool_calls).
+//   - the stream's text is the content outside calls; a call comes as the parser reads it
+//     (tool_call_parser.h): its first piece with an id and its name, later pieces with more of
+//     its arguments, or whole in one piece; the last update says whether there were calls
+//     (finish_reason tool_calls).
 #ifndef LLM_WORKER_LOOP_TOOL_CALLS_H_
 #define LLM_WORKER_LOOP_TOOL_CALLS_H_
 

@@ -1,6 +1,7 @@
 #include "worker/tools/tool_call_parser.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "common/json_depth.h"
@@ -25,6 +26,64 @@ size_t HeldBack(std::string_view s, std::string_view marker) {
 
 size_t SkipSpace(std::string_view s) { return std::min(s.find_first_not_of(kSpace), s.size()); }
 
+// Whether a call's object opens as {"name": "<name>", "arguments" or "parameters": {, the
+// shape in which its arguments stream. kMore: `s` ends before that can be told.
+enum class Opening { kMore, kNo, kYes };
+
+// Reads that opening off `s`, one token at a time; `length`: the bytes it spans.
+class OpeningReader {
+ public:
+  explicit OpeningReader(std::string_view s) : s_(s) {}
+
+  Opening Read(std::string& name, size_t& length) {
+    std::string key;
+    Opening o;
+    if ((o = Punct('{')) != Opening::kYes || (o = String(key)) != Opening::kYes) return o;
+    if (key != "name") return Opening::kNo;
+    if ((o = Punct(':')) != Opening::kYes || (o = String(name)) != Opening::kYes ||
+        (o = Punct(',')) != Opening::kYes || (o = String(key)) != Opening::kYes) {
+      return o;
+    }
+    if (key != "arguments" && key != "parameters") return Opening::kNo;
+    if ((o = Punct(':')) != Opening::kYes || (o = Punct('{')) != Opening::kYes) return o;
+    length = i_;
+    return name.empty() ? Opening::kNo : Opening::kYes;
+  }
+
+ private:
+  Opening Punct(char c) {
+    i_ += SkipSpace(s_.substr(i_));
+    if (i_ == s_.size()) return Opening::kMore;
+    if (s_[i_] != c) return Opening::kNo;
+    ++i_;
+    return Opening::kYes;
+  }
+
+  Opening String(std::string& out) {
+    if (Opening o = Punct('"'); o != Opening::kYes) return o;
+    const size_t start = i_ - 1;
+    for (bool escaped = false; i_ < s_.size(); ++i_) {
+      if (escaped) {
+        escaped = false;
+      } else if (s_[i_] == '\\') {
+        escaped = true;
+      } else if (s_[i_] == '"') {
+        const auto j = nlohmann::json::parse(s_.substr(start, ++i_ - start), nullptr, false);
+        if (!j.is_string()) return Opening::kNo;
+        out = j.get<std::string>();
+        return Opening::kYes;
+      }
+    }
+    return Opening::kMore;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+// An opening this long and still undecided is not one a call writes: the object is read whole.
+constexpr size_t kMaxOpening = 4096;
+
 // A call's JSON object: {"name": ..., "arguments" or "parameters": {...} or its text}, of one
 // of `names` (empty: any); `need_args`: one of the two keys must be there.
 std::optional<ParsedCall> ParseCall(std::string_view text, const std::vector<std::string>& names,
@@ -35,7 +94,7 @@ std::optional<ParsedCall> ParseCall(std::string_view text, const std::vector<std
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) {
     return std::nullopt;
   }
-  ParsedCall call{name->get<std::string>(), "{}"};
+  ParsedCall call{0, name->get<std::string>(), "{}"};
   if (!names.empty() && std::find(names.begin(), names.end(), call.name) == names.end()) {
     return std::nullopt;
   }
@@ -79,7 +138,7 @@ ParseOutput ToolCallParser::Finish() {
   ParseOutput out;
   if (state_ == State::kStart || state_ == State::kBeforeList || state_ == State::kBeforeObject ||
       state_ == State::kObject) {
-    // A call that never completed: its text is content.
+    // A call that never completed nor committed: its text is content.
     Content(out, raw_);
     raw_.clear();
   }
@@ -144,10 +203,14 @@ bool ToolCallParser::Step(ParseOutput& out) {
       scanned_ = 0;
       depth_ = 0;
       in_string_ = escaped_ = false;
+      whole_ = !parallel_ && calls_ > 0;  // a dropped call: no need to stream it
       return true;
     }
     case State::kObject:
       return StepObject(out);
+    case State::kArguments:
+    case State::kCallRest:
+      return StepCommitted(out);
     case State::kAfterObject:
       return StepAfterObject();
   }
@@ -191,10 +254,10 @@ bool ToolCallParser::StepText(ParseOutput& out) {
   return false;
 }
 
-bool ToolCallParser::StepObject(ParseOutput& out) {
-  bool complete = false;
-  for (; scanned_ < pending_.size() && !complete; ++scanned_) {
-    const char c = pending_[scanned_];
+size_t ToolCallParser::Scan(std::string_view s, size_t from, int max_depth, std::string* emit) {
+  for (size_t i = from; i < s.size(); ++i) {
+    const char c = s[i];
+    bool keep = true, closed = false;
     if (in_string_) {
       if (escaped_) {
         escaped_ = false;
@@ -206,18 +269,40 @@ bool ToolCallParser::StepObject(ParseOutput& out) {
     } else if (c == '"') {
       in_string_ = true;
     } else if (c == '{' || c == '[') {
-      if (++depth_ > kMaxJsonNesting) {  // no call nests this deep: text
-        GiveBack(out);
-        return true;
-      }
+      ++depth_;
     } else if (c == '}' || c == ']') {
-      complete = --depth_ == 0;
+      closed = --depth_ == 0;
+    } else {
+      keep = kSpace.find(c) == std::string_view::npos;
     }
+    if (emit != nullptr && keep) *emit += c;
+    if (closed || depth_ > max_depth) return i + 1;
   }
-  if (!complete) return false;
+  return s.size();
+}
+
+bool ToolCallParser::StepObject(ParseOutput& out) {
+  if (!whole_) {
+    std::string name;
+    size_t length = 0;
+    const Opening opening = OpeningReader(pending_).Read(name, length);
+    const bool offered =
+        names_.empty() || std::find(names_.begin(), names_.end(), name) != names_.end();
+    if (opening == Opening::kYes && offered) {
+      StartArguments(out, std::move(name), length);
+      return true;
+    }
+    whole_ = opening != Opening::kMore || pending_.size() > kMaxOpening;
+  }
+  scanned_ = Scan(pending_, scanned_, kMaxJsonNesting, nullptr);
+  if (depth_ > kMaxJsonNesting) {  // no call nests this deep: text
+    GiveBack(out);
+    return true;
+  }
+  if (depth_ != 0) return false;
   const size_t length = scanned_;
   const bool need_args = format_ == ToolFormat::kLlama3Json && !tagged_;
-  const std::optional<ParsedCall> call =
+  std::optional<ParsedCall> call =
       ParseCall(std::string_view(pending_).substr(0, length), names_, need_args);
   Consume(length);
   if (!call) {
@@ -225,10 +310,40 @@ bool ToolCallParser::StepObject(ParseOutput& out) {
     return true;
   }
   if (parallel_ || calls_ == 0) {
-    out.calls.push_back(*call);
-    ++calls_;
+    call->index = calls_++;
+    out.calls.push_back(*std::move(call));
   }
   raw_.clear();
+  space_.clear();
+  state_ = State::kAfterObject;
+  return true;
+}
+
+void ToolCallParser::StartArguments(ParseOutput& out, std::string name, size_t length) {
+  pending_.erase(0, length);
+  raw_.clear();
+  out.calls.push_back({calls_++, std::move(name), "{"});
+  depth_ = 1;  // inside the arguments' object
+  in_string_ = escaped_ = false;
+  state_ = State::kArguments;
+}
+
+bool ToolCallParser::StepCommitted(ParseOutput& out) {
+  std::string piece;
+  const bool arguments = state_ == State::kArguments;
+  pending_.erase(0,
+                 Scan(pending_, 0, std::numeric_limits<int>::max(), arguments ? &piece : nullptr));
+  if (!piece.empty()) {
+    const int index = calls_ - 1;
+    if (out.calls.empty() || out.calls.back().index != index) out.calls.push_back({index, "", ""});
+    out.calls.back().arguments += piece;
+  }
+  if (depth_ != 0) return false;
+  if (arguments) {
+    depth_ = 1;  // the call's object is still open
+    state_ = State::kCallRest;
+    return true;
+  }
   space_.clear();
   state_ = State::kAfterObject;
   return true;

@@ -2,12 +2,24 @@
 // tool_format.h. Pure logic, one per request; not thread-safe.
 //
 // Text outside calls passes through as content, held back only while it could be the start of
-// the format's marker. A call is reported whole, once its JSON object is complete (the name
-// and its arguments together). Text that looks like a call but is not one (malformed JSON, no
-// "name", a name the request did not offer, arguments that are not an object; in llama3_json
-// without <|python_tag|>, an object with neither "arguments" nor "parameters") is given back
-// as content, unchanged, so nothing the model wrote is lost. Whitespace between calls is
-// dropped.
+// the format's marker.
+//
+// A call streams when its object opens as every format's calls do, and as a required call's
+// grammar writes them: {"name": "<one of the request's functions>", "arguments" (or
+// "parameters"): {. From there the call is committed: its first piece has the name and the
+// arguments' text so far, and each later Feed adds a piece with what the arguments' object
+// grew by, whitespace outside strings dropped, until it closes. A committed call is never
+// given back: if the output ends inside it, its arguments are left as far as the model wrote
+// them (OpenAI's own streams end so at max_tokens), and arguments that turn out malformed
+// (tool_choice auto: no grammar holds the model) are passed on as written.
+//
+// Any other call is reported whole, once its JSON object is complete and checked (arguments
+// given as a JSON string, or after other keys, or missing where the format allows it; the
+// arguments then compact, as nlohmann writes them). Text that looks like a call but is not one
+// (malformed JSON, no "name", a name the request did not offer, arguments that are not an
+// object; in llama3_json without <|python_tag|>, an object with neither "arguments" nor
+// "parameters") is given back as content, unchanged, so nothing the model wrote is lost.
+// Whitespace between calls is dropped.
 #ifndef LLM_WORKER_TOOLS_TOOL_CALL_PARSER_H_
 #define LLM_WORKER_TOOLS_TOOL_CALL_PARSER_H_
 
@@ -19,14 +31,17 @@
 
 namespace llm::tools {
 
+// A call, or a piece of one.
 struct ParsedCall {
-  std::string name;
-  std::string arguments;  // a JSON object, compact; "{}" when the model gave none
+  int index = 0;          // the call's position among the output's calls, from 0
+  std::string name;       // on a call's first piece only: a later piece has none
+  std::string arguments;  // a JSON object's text ("{}" when the model gave none), or a piece
+                          // of it to append to the pieces before
 };
 
 struct ParseOutput {
   std::string content;
-  std::vector<ParsedCall> calls;
+  std::vector<ParsedCall> calls;  // at most one piece per call
 };
 
 class ToolCallParser {
@@ -48,7 +63,9 @@ class ToolCallParser {
     kText,          // content; watching for the marker
     kBeforeList,    // mistral: after the marker, before '['
     kBeforeObject,  // before a call's '{'
-    kObject,        // inside a call's JSON object
+    kObject,        // inside a call's JSON object, not yet committed
+    kArguments,     // inside a committed call's arguments object
+    kCallRest,      // a committed call, after its arguments: up to the object's end
     kAfterObject,   // after a call: its end tag or the separator before the next
     kTail,          // content to the end, no more calls (llama3_json after text)
   };
@@ -57,6 +74,13 @@ class ToolCallParser {
   bool StepStart();
   bool StepText(ParseOutput& out);
   bool StepObject(ParseOutput& out);
+  // Commits the call whose object's opening (`length` bytes of pending_) names `name`.
+  void StartArguments(ParseOutput& out, std::string name, size_t length);
+  bool StepCommitted(ParseOutput& out);
+  // Scans JSON text from `from` until the value open at depth_ closes, depth_ passes
+  // `max_depth`, or `s` ends; returns where it stopped. Strings and escapes carry across calls.
+  // `emit` (may be null) gets the bytes scanned less whitespace outside strings.
+  size_t Scan(std::string_view s, size_t from, int max_depth, std::string* emit);
   bool StepAfterObject();
   void Content(ParseOutput& out, std::string_view text);
   // Leaves the call region: what it consumed goes back to content.
@@ -67,6 +91,7 @@ class ToolCallParser {
   bool parallel_;
   std::vector<std::string> names_;
   bool tagged_ = false;  // llama3_json: the answer began with <|python_tag|>
+  bool whole_ = false;   // the current call's object cannot stream: it is read whole
   State state_;
   std::string pending_;  // text not yet decided
   std::string raw_;      // the current call region's text, given back if it is not a call

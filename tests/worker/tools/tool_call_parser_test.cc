@@ -1,6 +1,7 @@
 #include "worker/tools/tool_call_parser.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -13,9 +14,20 @@ struct Result {
   std::vector<std::string> calls;  // "name arguments"
 };
 
+// Puts a call's pieces together, checking their order: a first piece (named) opens the next
+// call, a later one (no name) extends the last.
 void Add(Result& r, const ParseOutput& out) {
   r.content += out.content;
-  for (const ParsedCall& c : out.calls) r.calls.push_back(c.name + " " + c.arguments);
+  for (const ParsedCall& c : out.calls) {
+    if (c.name.empty()) {
+      ASSERT_EQ(c.index + 1, static_cast<int>(r.calls.size())) << "a piece of no open call";
+      EXPECT_FALSE(c.arguments.empty()) << "an empty piece";
+      r.calls.back() += c.arguments;
+    } else {
+      ASSERT_EQ(c.index, static_cast<int>(r.calls.size()));
+      r.calls.push_back(c.name + " " + c.arguments);
+    }
+  }
 }
 
 // The output fed in pieces of `step` bytes (0: whole).
@@ -74,6 +86,63 @@ TEST(ToolCallParserTest, Hermes) {
                 "<tool_call>{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":1}\"}</tool_call>",
                 "",
                 {"f {\"a\":1}"}});
+}
+
+// A call whose object opens with its name and then its arguments' object streams: the name
+// comes as soon as the arguments' '{' is read, and the arguments in pieces as they are written,
+// whitespace outside strings dropped.
+TEST(ToolCallParserTest, ACallStreamsAsTheModelWritesIt) {
+  const std::string head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {";
+  const std::string text = head + " \"city\" : \"Le Havre\", \"days\": [1, 2] }}\n</tool_call>";
+  ToolCallParser parser(ToolFormat::kHermes, true, {"get_weather"});
+  Result r;
+  int pieces = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const ParseOutput out = parser.Feed(text.substr(i, 1));
+    Add(r, out);
+    pieces += static_cast<int>(out.calls.size());
+    if (i + 1 == head.size()) {  // the opening is complete: the call is there, named
+      ASSERT_EQ(r.calls, std::vector<std::string>{"get_weather {"});
+    }
+  }
+  Add(r, parser.Finish());
+  EXPECT_EQ(r.content, "");
+  EXPECT_EQ(r.calls,
+            std::vector<std::string>{"get_weather {\"city\":\"Le Havre\",\"days\":[1,2]}"});
+  EXPECT_GT(pieces, 20);  // one per byte that the arguments kept
+  EXPECT_EQ(parser.calls(), 1);
+}
+
+// A committed call is not given back: cut off (max_tokens), its arguments stay as written.
+TEST(ToolCallParserTest, ACutOffStreamedCallKeepsWhatWasWritten) {
+  ExpectParses({ToolFormat::kHermes,
+                "<tool_call>{\"name\": \"f\", \"arguments\": {\"city\": \"Pa",
+                "",
+                {"f {\"city\":\"Pa"}});
+  ExpectParses({ToolFormat::kMistral,
+                "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", "
+                "\"arguments\": {\"b\": [",
+                "",
+                {"f {\"a\":1}", "g {\"b\":["}});
+}
+
+// Calls of other shapes are read whole: the arguments before the name, or as a string.
+TEST(ToolCallParserTest, OtherShapesAreReadWhole) {
+  const ToolFormat f = ToolFormat::kHermes;
+  ExpectParses({f,
+                "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"f\"}</tool_call>",
+                "",
+                {"f {\"a\":1}"}});
+  ExpectParses({f,
+                "<tool_call>{\"name\": \"f\", \"id\": 3, \"arguments\": {\"a\": 1}}</tool_call>",
+                "",
+                {"f {\"a\":1}"}});
+  // Keys after the arguments end the object as usual.
+  ExpectParses({f,
+                "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"}\"}, \"x\": [\"]\"]}"
+                "</tool_call> ok",
+                " ok",
+                {"f {\"a\":\"}\"}"}});
 }
 
 TEST(ToolCallParserTest, HermesGivesBackWhatIsNotACall) {
@@ -152,13 +221,18 @@ TEST(ToolCallParserTest, NoneIsText) {
   ExpectParses({ToolFormat::kNone, text, text, {}});
 }
 
+// Calls after the first are dropped, whether read whole or streamed.
 TEST(ToolCallParserTest, OneCallWhenNotParallel) {
-  const Result r = Parse(ToolFormat::kHermes,
-                         "<tool_call>{\"name\":\"a\"}</tool_call>\n<tool_call>{\"name\":\"b\"}"
-                         "</tool_call>",
-                         1, /*parallel=*/false);
-  EXPECT_EQ(r.calls, std::vector<std::string>{"a {}"});
-  EXPECT_EQ(r.content, "");
+  for (const auto& [text, first] : std::vector<std::pair<std::string, std::string>>{
+           {"<tool_call>{\"name\":\"a\"}</tool_call>\n<tool_call>{\"name\":\"b\"}</tool_call>",
+            "a {}"},
+           {"<tool_call>{\"name\":\"a\",\"arguments\":{\"x\":1}}</tool_call>\n"
+            "<tool_call>{\"name\":\"b\",\"arguments\":{\"y\":2}}</tool_call>",
+            "a {\"x\":1}"}}) {
+    const Result r = Parse(ToolFormat::kHermes, text, 1, /*parallel=*/false);
+    EXPECT_EQ(r.calls, std::vector<std::string>{first});
+    EXPECT_EQ(r.content, "");
+  }
 }
 
 TEST(ToolCallParserTest, DeepNestingIsText) {
