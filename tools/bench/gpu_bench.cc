@@ -154,6 +154,10 @@ int RunGpuBench(const std::vector<std::string>& args) {
       .Value("max-prefill-tokens", "prompt tokens per step while other requests decode", "2048")
       .Value("max-prefill-tokens-alone",
              "prompt tokens of a step with no decode in it (0: the backend's default, 4096)", "0")
+      .Value("max-decode-slowdown",
+             "engine.max_decode_slowdown: a long prompt's chunks spaced out so that decoding "
+             "requests stay within this many times a decode-only step's time per token (0: off)",
+             "2")
       .Value("kv-memory-fraction", "of the free device memory, for the KV cache", "0.9")
       .Value("temperature",
              "sampling temperature of the batch-1, throughput and kernel runs (0: greedy, the "
@@ -174,6 +178,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
   auto max_prefill = flags.GetInt("max-prefill-tokens");
   auto max_prefill_alone = flags.GetInt("max-prefill-tokens-alone");
   auto fraction = flags.GetDouble("kv-memory-fraction");
+  auto slowdown = flags.GetDouble("max-decode-slowdown");
+  if (!slowdown.ok()) return Fail(cmd, slowdown.status());
   for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
                         &max_prefill_alone, &stall_prompt, &stall_decodes}) {
     if (!v->ok()) return Fail(cmd, v->status());
@@ -243,6 +249,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   wo.scheduler.max_batch_tokens = 0;  // the slots and the prompt budgets bound a step
   wo.max_queued_requests = 4 * max_slots;
   wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
+  wo.scheduler.max_decode_slowdown = *slowdown;
   auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
                                      config.eos_token_ids, &recorder, &recorder);
   if (!worker.ok()) return Fail(cmd, worker.status());
@@ -250,6 +257,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   const int32_t prompt_chunk_alone = (*worker)->scheduler_config().PrefillBudget(0);
   out["max_prefill_tokens"] = bo.max_prefill_tokens;
   out["max_prefill_tokens_alone"] = prompt_chunk_alone;
+  out["max_decode_slowdown"] = *slowdown;
 
   // Bytes one decode step must read: every weight but the embedding table (only a row of it is
   // read; a tied head is read whole as the head), plus the sequence's K and V.
@@ -340,7 +348,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
                                    max_slots, " slots, context ", info.max_context, ")")}};
     } else {
       auto stall = MeasureStall(**worker, recorder, n, long_prompt,
-                                static_cast<int32_t>(*max_prefill), id_range);
+                                static_cast<int32_t>(*max_prefill), *slowdown, id_range);
       if (!stall.ok()) return Fail(cmd, stall.status());
       out["stall"] = *stall;
     }

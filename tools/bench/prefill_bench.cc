@@ -5,11 +5,17 @@
 // MeasureStall (--stall-decodes requests decoding while a --stall-prompt-token prompt
 // prefills). A run's chunk is the same with and without decodes (engine.max_prefill_tokens and
 // engine.max_prefill_tokens_alone both set to it), so the idle TTFT shows what the chunk costs.
-// The per-backend defaults of both come from this (docs/engine.md).
+// The per-backend defaults of both come from this (docs/engine.md). Each chunk is run at each
+// --slowdowns value (engine.max_decode_slowdown: 0 leaves the long prompt unpaced), and the
+// stall reports the decoders' mean time per token over the long prompt's prefill.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "tools/bench/bench_util.h"
 #include "tools/bench/commands.h"
@@ -18,6 +24,70 @@
 #include "worker/loop/worker.h"
 
 namespace llm::bench {
+
+namespace {
+
+// The run's settings, from the flags.
+struct PrefillSettings {
+  std::string model, tokenizer, backend;
+  int32_t slots = 8, max_context = 0, threads = 0;
+  std::vector<int32_t> ttft_prompts;
+  int32_t ttft_runs = 1, stall_prompt = 0, stall_decodes = 4;
+};
+
+// One fresh backend and worker at `chunk` and `slowdown`: the idle TTFT and the stall. Sets the
+// backend's name and device in `out`.
+absl::StatusOr<nlohmann::json> RunOne(const PrefillSettings& p, int32_t chunk, double slowdown,
+                                      nlohmann::json& out) {
+  backend::BackendOptions bo;
+  bo.model = p.model;
+  bo.tokenizer = p.tokenizer;
+  bo.backend = p.backend;
+  bo.sizes.max_slots = p.slots;
+  bo.max_prefill_tokens = chunk;
+  bo.max_prefill_tokens_alone = chunk;
+  bo.max_context = p.max_context;
+  bo.cpu_threads = p.threads;
+  auto b = backend::CreateBackend(bo);
+  if (!b.ok()) return b.status();
+  const runner::RunnerInfo info = b->runner->info();
+  out["backend"] = b->backend;
+  out["device"] = info.device;
+  const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
+  Recorder recorder;
+  loop::WorkerOptions wo;
+  wo.scheduler.max_prefill_tokens = chunk;
+  wo.scheduler.max_prefill_tokens_alone = chunk;
+  wo.scheduler.max_batch_tokens = 0;  // the slots and the chunk bound a step
+  wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
+  wo.scheduler.max_decode_slowdown = slowdown;
+  auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
+                                     b->config.eos_token_ids, &recorder, &recorder);
+  if (!worker.ok()) return worker.status();
+  nlohmann::json run = {{"max_prefill_tokens", chunk}, {"max_decode_slowdown", slowdown}};
+  // One request first, so one-time costs (module load, first touch of buffers) stay out.
+  LLM_RETURN_IF_ERROR(
+      RunRequests(**worker, 1, std::min(2 * chunk, info.max_context / 2), 2, id_range, 7));
+  recorder.TakeSteps();
+  recorder.TakeRequests();
+  auto ttft =
+      MeasureTtft(**worker, recorder, p.ttft_prompts, p.ttft_runs, info.max_context, id_range);
+  if (!ttft.ok()) return ttft.status();
+  run["ttft"] = *ttft;
+  if (p.stall_prompt >= info.max_context) {
+    run["stall"] = {{"skipped", "--stall-prompt " + std::to_string(p.stall_prompt) +
+                                    " is past the runner's context of " +
+                                    std::to_string(info.max_context)}};
+  } else if (p.stall_prompt > 0) {
+    auto stall = MeasureStall(**worker, recorder, p.stall_decodes, p.stall_prompt, chunk, slowdown,
+                              id_range);
+    if (!stall.ok()) return stall.status();
+    run["stall"] = *stall;
+  }
+  return run;
+}
+
+}  // namespace
 
 int RunPrefillBench(const std::vector<std::string>& args) {
   const char* cmd = "llm-bench prefill";
@@ -30,6 +100,7 @@ int RunPrefillBench(const std::vector<std::string>& args) {
       .Value("ttft-runs", "runs per TTFT prompt length; the median is reported", "1")
       .Value("stall-prompt", "prompt tokens of the long request of the stall run", "1536")
       .Value("stall-decodes", "requests decoding during the stall run", "4")
+      .Value("slowdowns", "engine.max_decode_slowdown values to compare (0: off)", "0,2")
       .Value("slots", "slot table size", "8")
       .Value("max-context", "positions per sequence (0: the model's)", "0")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
@@ -44,64 +115,38 @@ int RunPrefillBench(const std::vector<std::string>& args) {
        {&ttft_runs, &stall_prompt, &stall_decodes, &slots, &max_context, &threads}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
+  const PrefillSettings p{flags.GetString("model"),
+                          flags.GetString("tokenizer"),
+                          flags.GetString("backend"),
+                          static_cast<int32_t>(*slots),
+                          static_cast<int32_t>(*max_context),
+                          static_cast<int32_t>(*threads),
+                          ParsePositiveInts(flags.GetString("ttft-prompts")),
+                          static_cast<int32_t>(*ttft_runs),
+                          static_cast<int32_t>(*stall_prompt),
+                          static_cast<int32_t>(*stall_decodes)};
   const std::vector<int32_t> chunks = ParsePositiveInts(flags.GetString("chunks"));
-  const std::vector<int32_t> ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
   if (chunks.empty()) return Fail(cmd, absl::InvalidArgumentError("--chunks: no size"));
-  if (*stall_decodes < 1 || *stall_decodes >= *slots) {
+  std::vector<double> slowdowns;
+  for (absl::string_view v : absl::StrSplit(flags.GetString("slowdowns"), ',')) {
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x) || !(x == 0 || x > 1)) {
+      return Fail(cmd, absl::InvalidArgumentError(
+                           absl::StrCat("--slowdowns: 0 or more than 1 each, got '", v, "'")));
+    }
+    slowdowns.push_back(x);
+  }
+  if (p.stall_decodes < 1 || p.stall_decodes >= p.slots) {
     return Fail(cmd, absl::InvalidArgumentError("--stall-decodes: between 1 and --slots - 1"));
   }
-
-  nlohmann::json out = {{"benchmark", "prefill"}, {"model", flags.GetString("model")}};
+  nlohmann::json out = {{"benchmark", "prefill"}, {"model", p.model}};
   nlohmann::json runs = nlohmann::json::array();
   for (int32_t chunk : chunks) {
-    backend::BackendOptions bo;
-    bo.model = flags.GetString("model");
-    bo.tokenizer = flags.GetString("tokenizer");
-    bo.backend = flags.GetString("backend");
-    bo.sizes.max_slots = static_cast<int32_t>(*slots);
-    bo.max_prefill_tokens = chunk;
-    bo.max_prefill_tokens_alone = chunk;
-    bo.max_context = static_cast<int32_t>(*max_context);
-    bo.cpu_threads = static_cast<int>(*threads);
-    auto b = backend::CreateBackend(bo);
-    if (!b.ok()) return Fail(cmd, b.status());
-    const runner::RunnerInfo info = b->runner->info();
-    out["backend"] = b->backend;
-    out["device"] = info.device;
-    const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
-    Recorder recorder;
-    loop::WorkerOptions wo;
-    wo.scheduler.max_prefill_tokens = chunk;
-    wo.scheduler.max_prefill_tokens_alone = chunk;
-    wo.scheduler.max_batch_tokens = 0;  // the slots and the chunk bound a step
-    wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
-    auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
-                                       b->config.eos_token_ids, &recorder, &recorder);
-    if (!worker.ok()) return Fail(cmd, worker.status());
-    nlohmann::json run = {{"max_prefill_tokens", chunk}};
-    // One request first, so one-time costs (module load, first touch of buffers) stay out.
-    if (absl::Status st =
-            RunRequests(**worker, 1, std::min(2 * chunk, info.max_context / 2), 2, id_range, 7);
-        !st.ok()) {
-      return Fail(cmd, st);
+    for (double slowdown : slowdowns) {
+      auto run = RunOne(p, chunk, slowdown, out);
+      if (!run.ok()) return Fail(cmd, run.status());
+      runs.push_back(*std::move(run));
     }
-    recorder.TakeSteps();
-    recorder.TakeRequests();
-    auto ttft =
-        MeasureTtft(**worker, recorder, ttft_prompts, *ttft_runs, info.max_context, id_range);
-    if (!ttft.ok()) return Fail(cmd, ttft.status());
-    run["ttft"] = *ttft;
-    if (*stall_prompt >= info.max_context) {
-      run["stall"] = {{"skipped", "--stall-prompt " + std::to_string(*stall_prompt) +
-                                      " is past the runner's context of " +
-                                      std::to_string(info.max_context)}};
-    } else if (*stall_prompt > 0) {
-      auto stall = MeasureStall(**worker, recorder, static_cast<int32_t>(*stall_decodes),
-                                static_cast<int32_t>(*stall_prompt), chunk, id_range);
-      if (!stall.ok()) return Fail(cmd, stall.status());
-      run["stall"] = *stall;
-    }
-    runs.push_back(run);
   }
   out["runs"] = runs;
   std::printf("%s\n", out.dump(2).c_str());

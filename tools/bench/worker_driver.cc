@@ -1,6 +1,7 @@
 #include "tools/bench/worker_driver.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <utility>
 
@@ -145,7 +146,8 @@ absl::StatusOr<nlohmann::json> MeasureTtft(loop::Worker& worker, Recorder& recor
 
 absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& recorder,
                                             int32_t decodes, int32_t long_prompt,
-                                            int32_t max_prefill_tokens, int32_t id_range) {
+                                            int32_t max_prefill_tokens, double slowdown,
+                                            int32_t id_range) {
   nlohmann::json stall = {{"decoding_requests", decodes},
                           {"prompt_tokens", long_prompt},
                           {"max_prefill_tokens", max_prefill_tokens}};
@@ -157,8 +159,12 @@ absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& reco
   const int32_t chunks = (long_prompt + max_prefill_tokens - 1) / max_prefill_tokens;
   const int32_t admission = (decodes * kShortPrompt + max_prefill_tokens - 1) / max_prefill_tokens;
   Countdown decoding, prefilling;
-  LLM_RETURN_IF_ERROR(SubmitRequests(worker, decodes, kShortPrompt, 2 * chunks + admission + 128,
-                                     id_range, 3000, decoding));
+  // Paced, a chunk may wait many steps (about its cost over (slowdown - 1) decode steps).
+  const int32_t per_chunk =
+      slowdown > 0 ? 2 + static_cast<int32_t>(std::ceil(64 / (slowdown - 1))) : 2;
+  LLM_RETURN_IF_ERROR(SubmitRequests(worker, decodes, kShortPrompt,
+                                     per_chunk * chunks + admission + 128, id_range, 3000,
+                                     decoding));
   // From here the decoding requests hold `decoding`: every path waits for them.
   absl::Status st = absl::OkStatus();
   if (!recorder.WaitForDecodes(decodes, decoding)) {
@@ -175,9 +181,26 @@ absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& reco
   LLM_RETURN_IF_ERROR(st);
   LLM_RETURN_IF_ERROR(decoded);
   std::vector<double> mixed, plain;
-  for (const StepRecord& r : recorder.TakeSteps()) {
+  const std::vector<StepRecord> steps = recorder.TakeSteps();
+  // The decoders' time per token while the prompt prefills: every step from its first chunk
+  // to its last (paced steps without a chunk included), with every decoder in it.
+  double window_ms = 0;
+  int window_steps = 0, pending = 0;
+  double pending_ms = 0;
+  bool started = false;
+  for (const StepRecord& r : steps) {
     if (r.decodes < decodes) continue;  // before all decode, or after some finished
     (r.prompt_tokens > 0 ? mixed : plain).push_back(r.step_s * 1e3);
+    started = started || r.prompt_tokens > 0;
+    if (!started) continue;
+    pending_ms += r.step_s * 1e3;
+    ++pending;
+    if (r.prompt_tokens > 0) {  // the window reaches this chunk
+      window_ms += pending_ms;
+      window_steps += pending;
+      pending_ms = 0;
+      pending = 0;
+    }
   }
   for (const auto& s : recorder.TakeRequests()) {
     if (s.prompt_tokens == long_prompt && s.ttft_seconds >= 0) {
@@ -188,6 +211,8 @@ absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& reco
   stall["tpot_ms_during_prefill_median"] = Percentile(mixed, 0.5);
   stall["tpot_ms_during_prefill_max"] = Percentile(mixed, 1.0);
   stall["tpot_ms_decode_only_median"] = Percentile(plain, 0.5);
+  stall["tpot_ms_during_prefill_mean"] = window_steps > 0 ? window_ms / window_steps : 0.0;
+  stall["prefill_window_steps"] = window_steps;
   return stall;
 }
 

@@ -90,10 +90,13 @@ absl::StatusOr<nlohmann::json> MeasureTtft(loop::Worker& worker, Recorder& recor
 // in chunks of the scheduler's max_prefill_tokens. Reports, over the steps in which every
 // decoding request decodes, the device time of those that also carry the long prompt (each is
 // one token of every decoding request; `prefill_steps` of them) and of those that decode only,
-// and the long prompt's TTFT under that load.
+// the decoding requests' mean time per token from the prompt's first chunk to its last (paced
+// steps without a chunk included), and the long prompt's TTFT under that load. `slowdown`: the
+// worker's max_decode_slowdown (0: off), so that the decoders outlast a paced prefill.
 absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& recorder,
                                             int32_t decodes, int32_t long_prompt,
-                                            int32_t max_prefill_tokens, int32_t id_range);
+                                            int32_t max_prefill_tokens, double slowdown,
+                                            int32_t id_range);
 
 }  // namespace llm::bench
 

@@ -21,6 +21,10 @@ absl::Status SchedulerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_prefill_tokens_alone: must be >= 0, got ", max_prefill_tokens_alone));
   }
+  if (!(max_decode_slowdown == 0.0 || max_decode_slowdown > 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_decode_slowdown: must be 0 (off) or more than 1, got ", max_decode_slowdown));
+  }
   if (max_batch_tokens < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_tokens: must be >= 0 (0: no cap), got ", max_batch_tokens));
@@ -53,7 +57,8 @@ Scheduler::Scheduler(const SchedulerConfig& config)
       cache_(config.sizes.kv_blocks, config.sizes.block_tokens, config.prefix_cache,
              config.cache_salt),
       slots_(config.sizes.max_slots),
-      policy_(config.speculative) {
+      policy_(config.speculative),
+      pacer_(config.max_decode_slowdown) {
   for (int32_t s = config.sizes.max_slots - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
@@ -303,10 +308,14 @@ void Scheduler::FreeSlot(int32_t s) {
   --running_;
 }
 
-bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget) {
+bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok) {
   const int32_t bt = config_.sizes.block_tokens;
   Queued& head = queue_.front();
   const EngineRequest& r = *head.request;
+  // (Its length before the cache is looked up: a long prompt mostly cached may wait a step.)
+  if (!long_ok && IsLong(static_cast<int32_t>(r.prompt_ids.size() + head.resumed.size()))) {
+    return false;
+  }
   std::vector<int32_t> joined;  // prompt + resumed outputs, after a preemption
   if (!head.resumed.empty()) {
     joined = r.prompt_ids;
@@ -395,10 +404,19 @@ StepPlan Scheduler::Schedule() {
 
   // 3. Continue prefixes, oldest admission first, within the prefill budget: the longer one
   // when nothing decodes in this step (no stream waits on it).
-  int32_t budget = config_.PrefillBudget(decode_tokens);
+  // A long prompt's chunk only where PrefillPacer allows it (short prompts go on meanwhile).
+  const int32_t full_budget = config_.PrefillBudget(decode_tokens);
+  const bool long_ok = pacer_.Allow(decode_tokens);
+  int32_t budget = full_budget, paced = 0;
   for (int32_t s : prefill_order_) {
     if (budget <= 0) break;
-    if (slots_[s].phase == Phase::kPrefill) budget -= PlanPrefill(s, budget, plan);
+    const Slot& slot = slots_[s];
+    if (slot.phase != Phase::kPrefill) continue;
+    const bool is_long = IsLong(static_cast<int32_t>(Prefix(slot).size()) - slot.cached_tokens);
+    if (is_long && !long_ok) continue;
+    const int32_t n = PlanPrefill(s, budget, plan);
+    budget -= n;
+    if (is_long) paced += n;
   }
   prefill_order_.erase(
       std::remove_if(prefill_order_.begin(), prefill_order_.end(),
@@ -408,12 +426,18 @@ StepPlan Scheduler::Schedule() {
   // 4. Admit queued requests, first come first served: the head waits for room rather than
   // being overtaken, so a large request is never starved. None in a step that preempted.
   while (!preempted && budget > 0 && !free_slots_.empty() && !queue_.empty()) {
-    if (!AdmitHead(plan, budget)) break;
+    const int32_t before = budget;
+    if (!AdmitHead(plan, budget, long_ok)) break;
+    const Slot& admitted = slots_[plan.prefills.back().slot];
+    if (IsLong(static_cast<int32_t>(Prefix(admitted).size()) - admitted.cached_tokens)) {
+      paced += before - budget;
+    }
   }
 
   // 5. Releases go out with a plan that computes something (one that does not is not launched).
   if (!plan.empty()) {
     plan.releases.swap(unsent_releases_);
+    pacer_.Planned(plan.step_id, decode_tokens, full_budget - budget, paced);
     if (config_.speculative.enabled()) {
       planned_steps_.push_back(PlannedStep{plan.step_id, static_cast<int32_t>(plan.decodes.size()),
                                            last_k_, !plan.prefills.empty()});
@@ -436,6 +460,7 @@ void Scheduler::ObserveStep(const StepResult& result) {
 
 void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events) {
   ObserveStep(result);
+  pacer_.Observe(result.step_id, result.device_seconds);
   SettleDrafts(result);
   for (const SlotOutput& out : result.outputs) {
     if (out.slot < 0 || out.slot >= config_.sizes.max_slots) continue;

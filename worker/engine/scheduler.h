@@ -68,6 +68,7 @@
 #include "absl/status/status.h"
 #include "worker/engine/block_allocator.h"
 #include "worker/engine/engine_sizes.h"
+#include "worker/engine/prefill_pacer.h"
 #include "worker/engine/prefix_cache.h"
 #include "worker/engine/request.h"
 #include "worker/engine/speculation.h"
@@ -85,6 +86,11 @@ struct SchedulerConfig {
   // no stream's time per output token to protect, a longer chunk only shortens the prompt's
   // time to first token (fewer steps, larger products). 0: max_prefill_tokens.
   int32_t max_prefill_tokens_alone = 0;
+  // While requests decode, a long prompt's chunks (a prompt of more than max_prefill_tokens
+  // to compute) are spaced out so that the decoding requests' time per output token stays
+  // within this many times a decode-only step's, as measured (PrefillPacer). 0: off, every
+  // step takes its chunks; else more than 1. (The worker's configuration defaults to 2.)
+  double max_decode_slowdown = 0.0;
   bool prefix_cache = true;  // reuse the KV of cached prompt prefixes
   // Take KV blocks as sequences grow and preempt when the pool runs out (needs a runner with
   // RunnerInfo::kv_on_demand); false: reserve prompt + max_tokens at admission.
@@ -212,7 +218,10 @@ class Scheduler {
   // Plans the next chunk of slot `s`'s prefix within `budget`; returns tokens used.
   int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
   // Admits the head of the queue into a free slot if blocks and the headroom rule allow.
-  bool AdmitHead(StepPlan& plan, int32_t& budget);
+  // `long_ok`: a long prompt may start (PrefillPacer); else one waits at the head.
+  bool AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok);
+  // A prompt of more than one chunk: PrefillPacer spaces its chunks out.
+  bool IsLong(int32_t prefix_tokens) const { return prefix_tokens > config_.max_prefill_tokens; }
   // Frees slot `s` (ended or preempted): registers its final blocks, releases the rest.
   void FreeSlot(int32_t s);
   // Gives every slot that decodes in this step the block its input token's K/V goes to,
@@ -259,6 +268,7 @@ class Scheduler {
     bool prompt;       // it also computes prompt tokens (not a sample of decode throughput)
   };
   SpeculationPolicy policy_;
+  PrefillPacer pacer_;
   std::list<PlannedStep> planned_steps_;
   int32_t last_k_ = 0;
 };

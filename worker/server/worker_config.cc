@@ -120,6 +120,11 @@ config::ConfigSchema WorkerConfigSchema() {
            "prompt tokens of a step in which no request decodes, when above "
            "engine.max_prefill_tokens (no stream to stall, so only time to first token counts); "
            "0: the backend's default (cpu: engine.max_prefill_tokens, cuda 4096: docs/engine.md)")
+      .Double("engine.max_decode_slowdown", 2.0, 0, 1000,
+              "while requests decode, a long prompt's chunks (more than "
+              "engine.max_prefill_tokens) are spaced out so that their time per output token "
+              "stays within this many times a decode-only step's, as measured; the prompt's time "
+              "to first token grows instead (docs/engine.md); 0: off, more than 1 otherwise")
       .Bool("engine.prefix_cache", true,
             "keep the KV of finished prompts' full blocks and reuse it for requests that start "
             "with the same tokens (evicted least recently used when room is needed)")
@@ -248,6 +253,7 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   auto& w = c.worker;
   w.scheduler.max_batch_tokens = static_cast<int32_t>(v->Int("engine.max_batch_tokens"));
   w.scheduler.max_prefill_tokens = static_cast<int32_t>(v->Int("engine.max_prefill_tokens"));
+  w.scheduler.max_decode_slowdown = v->Double("engine.max_decode_slowdown");
   w.scheduler.prefix_cache = v->Bool("engine.prefix_cache");
   w.scheduler.kv_on_demand = v->Bool("engine.kv_on_demand");
   w.scheduler.speculative = b.speculative;

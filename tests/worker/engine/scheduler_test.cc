@@ -289,6 +289,60 @@ TEST(SchedulerTest, APromptAloneTakesTheLongerChunk) {
   EXPECT_EQ(shorter.Schedule().prefills[0].num_tokens, 32);
 }
 
+// With max_decode_slowdown, a long prompt's chunks are spaced out while another request
+// decodes, so that the decoder's time per token stays within the ratio; a short prompt that
+// arrives meanwhile is not held back; and the long prompt still finishes.
+TEST(SchedulerTest, ALongPromptIsPacedWhileOthersDecode) {
+  SchedulerConfig c = Config(4, 200, /*batch=*/0, /*prefill=*/32);
+  c.max_decode_slowdown = 2;
+  c.prefix_cache = false;
+  Scheduler s(c);
+  FakeRunner runner;
+  std::vector<TokenEvent> ev;
+  // The device: 1 ms a step, 0.1 ms a prompt token (a chunk of 32: 4.2 ms).
+  const auto step = [&] {
+    const StepPlan p = s.Schedule();
+    StepResult r = runner.Run(p);
+    int32_t prompt = 0;
+    for (const PrefillChunk& chunk : p.prefills) prompt += chunk.num_tokens;
+    r.device_seconds = 0.001 + 0.0001 * prompt;
+    s.Update(r, ev);
+    return std::make_pair(p, r.device_seconds);
+  };
+  s.Add(Req(1, 10, 400));
+  for (int i = 0; step().first.decodes.empty(); ++i) ASSERT_LT(i, 10);  // request 1 decodes
+  s.Add(Req(2, 320, 3));  // ten chunks
+  double seconds = 0;
+  int steps = 0, chunks = 0;
+  int32_t long_slot = -1;
+  int short_admitted = 0;
+  for (bool done = false; !done;) {
+    if (steps == 10) s.Add(Req(3, 20, 2));
+    const auto [p, t] = step();
+    ++steps;
+    ASSERT_FALSE(p.decodes.empty());
+    seconds += t;
+    for (const SlotAdmission& a : p.admissions) {
+      if (a.request->key == 2) long_slot = a.slot;
+      if (a.request->key == 3) short_admitted = steps;
+    }
+    for (const PrefillChunk& chunk : p.prefills) {
+      if (chunk.slot != long_slot) continue;
+      ++chunks;
+      done = chunk.samples;
+    }
+    ASSERT_LT(steps, 200);
+  }
+  // A short prompt is not paced: its one chunk comes in the next step whose budget the long
+  // prompt does not take.
+  EXPECT_GE(short_admitted, 11);
+  EXPECT_LE(short_admitted, 12);
+  EXPECT_EQ(chunks, 10);
+  EXPECT_LE(seconds / steps, 0.002 * 1.05) << steps << " steps";
+  EXPECT_GT(steps, 20) << "unpaced it takes 10";
+  EXPECT_TRUE(s.CheckAccounting().ok());
+}
+
 TEST(SchedulerTest, BatchTokenBudgetIsRespected) {
   Scheduler s(Config(8, 200, /*batch=*/20, /*prefill=*/100));
   FakeRunner runner;
