@@ -137,8 +137,9 @@ ParseOutput ToolCallParser::Feed(std::string_view text) {
 ParseOutput ToolCallParser::Finish() {
   ParseOutput out;
   if (state_ == State::kStart || state_ == State::kBeforeList || state_ == State::kBeforeObject ||
-      state_ == State::kObject) {
-    // A call that never completed nor committed: its text is content.
+      state_ == State::kObject || state_ == State::kCallRest) {
+    // A call that never completed nor committed, or a committed call's keys after its
+    // arguments that never closed: that text is content.
     Content(out, raw_);
     raw_.clear();
   }
@@ -209,6 +210,7 @@ bool ToolCallParser::Step(ParseOutput& out) {
     case State::kObject:
       return StepObject(out);
     case State::kArguments:
+    case State::kCallEnd:
     case State::kCallRest:
       return StepCommitted(out);
     case State::kAfterObject:
@@ -329,24 +331,51 @@ void ToolCallParser::StartArguments(ParseOutput& out, std::string name, size_t l
 }
 
 bool ToolCallParser::StepCommitted(ParseOutput& out) {
+  if (state_ == State::kCallEnd) return StepCallEnd();
   std::string piece;
   const bool arguments = state_ == State::kArguments;
-  pending_.erase(0,
-                 Scan(pending_, 0, std::numeric_limits<int>::max(), arguments ? &piece : nullptr));
+  const size_t n = Scan(pending_, 0, std::numeric_limits<int>::max(), arguments ? &piece : nullptr);
+  if (!arguments) raw_ += pending_.substr(0, n);  // given back if the object never closes
+  pending_.erase(0, n);
   if (!piece.empty()) {
     const int index = calls_ - 1;
     if (out.calls.empty() || out.calls.back().index != index) out.calls.push_back({index, "", ""});
     out.calls.back().arguments += piece;
   }
-  if (depth_ != 0) return false;
+  if (depth_ != 0) {                                             // all of pending_ scanned
+    if (!arguments && raw_.size() > kMaxOpening) GiveBack(out);  // no call's keys run this long
+    return false;
+  }
   if (arguments) {
-    depth_ = 1;  // the call's object is still open
+    state_ = State::kCallEnd;
+    return true;
+  }
+  EndCall();
+  return true;
+}
+
+bool ToolCallParser::StepCallEnd() {
+  const size_t i = SkipSpace(pending_);
+  if (i == pending_.size()) return false;
+  if (pending_[i] == ',') {  // more keys: the object ends at its '}'
+    raw_ = pending_.substr(0, i + 1);
+    pending_.erase(0, i + 1);
+    depth_ = 1;
+    in_string_ = escaped_ = false;
     state_ = State::kCallRest;
     return true;
   }
+  // '}' ends the object; anything else (an end tag, text) means the model left it open: the
+  // call ends with its arguments, and what follows is read as after any call.
+  if (pending_[i] == '}') pending_.erase(0, i + 1);
+  EndCall();
+  return true;
+}
+
+void ToolCallParser::EndCall() {
+  raw_.clear();
   space_.clear();
   state_ = State::kAfterObject;
-  return true;
 }
 
 bool ToolCallParser::StepAfterObject() {

@@ -65,7 +65,8 @@ class ToolCallParser {
     kBeforeObject,  // before a call's '{'
     kObject,        // inside a call's JSON object, not yet committed
     kArguments,     // inside a committed call's arguments object
-    kCallRest,      // a committed call, after its arguments: up to the object's end
+    kCallEnd,       // a committed call, just after its arguments: '}', ',' or its end
+    kCallRest,      // a committed call's keys after its arguments: up to the object's '}'
     kAfterObject,   // after a call: its end tag or the separator before the next
     kTail,          // content to the end, no more calls (llama3_json after text)
   };
@@ -77,6 +78,8 @@ class ToolCallParser {
   // Commits the call whose object's opening (`length` bytes of pending_) names `name`.
   void StartArguments(ParseOutput& out, std::string name, size_t length);
   bool StepCommitted(ParseOutput& out);
+  bool StepCallEnd();
+  void EndCall();  // the call's object is over: what follows is read as after any call
   // Scans JSON text from `from` until the value open at depth_ closes, depth_ passes
   // `max_depth`, or `s` ends; returns where it stopped. Strings and escapes carry across calls.
   // `emit` (may be null) gets the bytes scanned less whitespace outside strings.

@@ -126,6 +126,21 @@ TEST(ToolCallParserTest, ACutOffStreamedCallKeepsWhatWasWritten) {
                 {"f {\"a\":1}", "g {\"b\":["}});
 }
 
+// A streamed call whose object the model leaves open after its arguments ends there: what
+// follows (its end tag, text, the next call) is read as after any call, nothing lost.
+TEST(ToolCallParserTest, AnObjectLeftOpenAfterItsArgumentsEndsThere) {
+  ExpectParses({ToolFormat::kHermes,
+                "<tool_call>\n{\"name\":\"a\",\"arguments\":{\"x\":1}\n</tool_call>\n"
+                "<tool_call>{\"name\":\"b\",\"arguments\":{\"y\":2}}\n</tool_call>\nDone.",
+                "\nDone.",
+                {"a {\"x\":1}", "b {\"y\":2}"}});
+  // Keys after the arguments that never close are text.
+  ExpectParses({ToolFormat::kHermes,
+                "<tool_call>{\"name\":\"a\",\"arguments\":{},\"id\": \"q",
+                ",\"id\": \"q",
+                {"a {}"}});
+}
+
 // Calls of other shapes are read whole: the arguments before the name, or as a string.
 TEST(ToolCallParserTest, OtherShapesAreReadWhole) {
   const ToolFormat f = ToolFormat::kHermes;
