@@ -22,11 +22,17 @@ double PrefillPacer::decode_seconds(int32_t decode_tokens) const {
 bool PrefillPacer::Allow(int32_t decode_tokens) const {
   if (!enabled() || decode_tokens <= 0) return true;
   const Group& g = groups_[GroupOf(decode_tokens)];
-  // Unmeasured: a decode-only step measures it (one in flight is enough).
-  if (g.seconds < 0.0) return g.in_flight > 0;
   if (g.seconds == 0.0) return true;  // a backend that reports no time: nothing would be earned
   if (unpriced_ > 0) return false;    // a chunk's cost is not known yet: wait for its measure
+  // Unmeasured: a decode-only step measures it (Probe); meanwhile what is owed is owed.
+  if (g.seconds < 0.0) return g.in_flight > 0 && credit_ >= 0.0;
   return credit_ + (ratio_ - 1.0) * g.seconds >= 0.0;  // what this step earns counts
+}
+
+bool PrefillPacer::Probe(int32_t decode_tokens) const {
+  if (!enabled() || decode_tokens <= 0) return false;
+  const Group& g = groups_[GroupOf(decode_tokens)];
+  return g.seconds < 0.0 && g.in_flight == 0;
 }
 
 void PrefillPacer::Planned(uint64_t step_id, int32_t decode_tokens, int32_t prompt_tokens,

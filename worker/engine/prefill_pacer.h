@@ -19,8 +19,8 @@
 // So over a window the decoding requests' time per output token is at most `ratio` times the
 // decode-only step's, and a long prompt's prefill, while others decode, runs at about
 // (ratio - 1) / ratio of its unpaced speed when its chunks cost much more than a decode step
-// (half at ratio 2). Before a group's decode-only time is known, one of its steps is
-// decode-only, to measure it; and until a chunk's cost has been measured, one long chunk at a
+// (half at ratio 2). Before a group's decode-only time is known, one of its steps carries no
+// prompt tokens, to measure it; and until a chunk's cost has been measured, one long chunk at a
 // time is in flight. Only long prompts (more than one chunk) are paced: a short
 // prompt stalls its neighbours for one step, and pacing it would only queue requests.
 #ifndef LLM_WORKER_ENGINE_PREFILL_PACER_H_
@@ -45,6 +45,11 @@ class PrefillPacer {
   // Whether a long prompt's chunk may go into the step about to be planned, with
   // `decode_tokens` decode tokens.
   bool Allow(int32_t decode_tokens) const;
+  // Whether that step must carry no prompt tokens at all: its group's decode-only time is not
+  // measured and no step is on its way to measure it (once per group, unless a result is lost;
+  // without it a stream of short prompts could keep a group unmeasured and a long prompt
+  // waiting for ever).
+  bool Probe(int32_t decode_tokens) const;
   // The step `step_id` was planned: `decode_tokens` decode tokens, `prompt_tokens` prompt
   // tokens, of which `paced_tokens` long prompts'.
   void Planned(uint64_t step_id, int32_t decode_tokens, int32_t prompt_tokens,

@@ -312,8 +312,9 @@ bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok) {
   const int32_t bt = config_.sizes.block_tokens;
   Queued& head = queue_.front();
   const EngineRequest& r = *head.request;
-  // (Its length before the cache is looked up: a long prompt mostly cached may wait a step.)
-  if (!long_ok && IsLong(static_cast<int32_t>(r.prompt_ids.size() + head.resumed.size()))) {
+  // (Its length before the cache is looked up: a long prompt mostly cached may wait a step. A
+  // preempted request, a stream that was decoding, is not held back.)
+  if (!long_ok && head.resumed.empty() && IsLong(static_cast<int32_t>(r.prompt_ids.size()))) {
     return false;
   }
   std::vector<int32_t> joined;  // prompt + resumed outputs, after a preemption
@@ -405,14 +406,16 @@ StepPlan Scheduler::Schedule() {
   // 3. Continue prefixes, oldest admission first, within the prefill budget: the longer one
   // when nothing decodes in this step (no stream waits on it).
   // A long prompt's chunk only where PrefillPacer allows it (short prompts go on meanwhile).
-  const int32_t full_budget = config_.PrefillBudget(decode_tokens);
+  // A step that measures a decode-only time for the pacer takes no prompt tokens.
+  const int32_t full_budget =
+      pacer_.Probe(decode_tokens) ? 0 : config_.PrefillBudget(decode_tokens);
   const bool long_ok = pacer_.Allow(decode_tokens);
   int32_t budget = full_budget, paced = 0;
   for (int32_t s : prefill_order_) {
     if (budget <= 0) break;
     const Slot& slot = slots_[s];
     if (slot.phase != Phase::kPrefill) continue;
-    const bool is_long = IsLong(static_cast<int32_t>(Prefix(slot).size()) - slot.cached_tokens);
+    const bool is_long = Paced(slot);
     if (is_long && !long_ok) continue;
     const int32_t n = PlanPrefill(s, budget, plan);
     budget -= n;
@@ -428,10 +431,7 @@ StepPlan Scheduler::Schedule() {
   while (!preempted && budget > 0 && !free_slots_.empty() && !queue_.empty()) {
     const int32_t before = budget;
     if (!AdmitHead(plan, budget, long_ok)) break;
-    const Slot& admitted = slots_[plan.prefills.back().slot];
-    if (IsLong(static_cast<int32_t>(Prefix(admitted).size()) - admitted.cached_tokens)) {
-      paced += before - budget;
-    }
+    if (Paced(slots_[plan.prefills.back().slot])) paced += before - budget;
   }
 
   // 5. Releases go out with a plan that computes something (one that does not is not launched).

@@ -222,6 +222,11 @@ class Scheduler {
   bool AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok);
   // A prompt of more than one chunk: PrefillPacer spaces its chunks out.
   bool IsLong(int32_t prefix_tokens) const { return prefix_tokens > config_.max_prefill_tokens; }
+  // A slot whose prefill is paced: a long prompt to compute, not a preempted stream's.
+  bool Paced(const Slot& slot) const {
+    return slot.resumed == 0 &&
+           IsLong(static_cast<int32_t>(Prefix(slot).size()) - slot.cached_tokens);
+  }
   // Frees slot `s` (ended or preempted): registers its final blocks, releases the rest.
   void FreeSlot(int32_t s);
   // Gives every slot that decodes in this step the block its input token's K/V goes to,

@@ -50,8 +50,11 @@ TEST(PrefillPacerTest, OffAllowsEveryStep) {
 TEST(PrefillPacerTest, MeasuresADecodeOnlyStepFirst) {
   PrefillPacer pacer(2);
   EXPECT_TRUE(pacer.Allow(0));  // nobody decodes: nothing to protect
+  EXPECT_FALSE(pacer.Probe(0));
   EXPECT_FALSE(pacer.Allow(4));
+  EXPECT_TRUE(pacer.Probe(4));  // the step must carry no prompt tokens, short ones included
   pacer.Planned(1, 4, 0, 0);
+  EXPECT_FALSE(pacer.Probe(4));
   EXPECT_TRUE(pacer.Allow(4));  // the measuring step is in flight
   EXPECT_FALSE(pacer.Allow(64)) << "another group is measured on its own";
   pacer.Observe(1, 0.005);
@@ -61,6 +64,13 @@ TEST(PrefillPacerTest, MeasuresADecodeOnlyStepFirst) {
   pacer.Planned(2, 64, 0, 0);
   pacer.Planned(3, 4, 0, 0);
   pacer.Observe(3, 0.005);
+  EXPECT_FALSE(pacer.Allow(64));
+  EXPECT_TRUE(pacer.Probe(64));  // measured again
+  // A chunk owed is owed in a group not yet measured too.
+  pacer.Planned(4, 4, 2048, 2048);  // unpriced: its cost is measured from its result
+  pacer.Observe(4, 0.005 + 0.1);
+  EXPECT_LT(pacer.credit_seconds(), -0.09);
+  pacer.Planned(5, 64, 0, 0);
   EXPECT_FALSE(pacer.Allow(64));
 }
 
