@@ -528,9 +528,9 @@ json ToolCallJson(const llm::v1::ToolCall& c, bool stream) {
 json ToolCallDeltas(const llm::v1::GenerateResponse& m) {
   json calls = json::array();
   for (const llm::v1::ToolCall& c : m.tool_calls()) {
-    calls.push_back(c.id().empty() ? json{{"index", c.index()},
-                                          {"function", {{"arguments", c.arguments()}}}}
-                                   : ToolCallJson(c, true));
+    calls.push_back(c.id().empty()
+                        ? json{{"index", c.index()}, {"function", {{"arguments", c.arguments()}}}}
+                        : ToolCallJson(c, true));
   }
   return calls;
 }

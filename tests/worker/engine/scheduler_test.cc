@@ -311,7 +311,8 @@ TEST(SchedulerTest, ALongPromptIsPacedWhileOthersDecode) {
   };
   s.Add(Req(1, 10, 400));
   for (int i = 0; step().first.decodes.empty(); ++i) ASSERT_LT(i, 10);  // request 1 decodes
-  s.Add(Req(2, 320, 3));  // ten chunks
+  // Request 2: ten chunks.
+  s.Add(Req(2, 320, 3));
   double seconds = 0;
   int steps = 0, chunks = 0;
   int32_t long_slot = -1;
