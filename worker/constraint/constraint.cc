@@ -1,6 +1,8 @@
 #include "worker/constraint/constraint.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -84,8 +86,31 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
   return std::make_shared<const CompiledConstraint>(*std::move(dfa), std::move(tokens));
 }
 
+namespace {
+
+// The byte classes whose bytes all lead from `state` to one state (TokenTable::MaskByClass),
+// with kComputed set.
+constexpr uint64_t kComputed = uint64_t{1} << 63;
+static_assert(TokenTable::kNumClasses < 63);
+
+uint64_t UniformClasses(const ByteDfa& dfa, int32_t state) {
+  uint64_t split = 0;
+  for (int b = 0; b < 256; ++b) {
+    const int c = TokenTable::ClassOf(static_cast<uint8_t>(b));
+    const bool same =
+        dfa.Next(state, static_cast<uint8_t>(b)) == dfa.Next(state, TokenTable::FirstByteOf(c));
+    split |= same ? 0 : uint64_t{1} << c;
+  }
+  return ~split | kComputed;
+}
+
+}  // namespace
+
 CompiledConstraint::CompiledConstraint(ByteDfa dfa, std::shared_ptr<const TokenTable> tokens)
-    : dfa_(std::move(dfa)), tokens_(std::move(tokens)), masks_(dfa_.num_states()) {}
+    : dfa_(std::move(dfa)),
+      tokens_(std::move(tokens)),
+      uniform_(std::make_unique<std::atomic<uint64_t>[]>(dfa_.num_states())),
+      masks_(dfa_.num_states()) {}
 
 std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const {
   {
@@ -95,10 +120,19 @@ std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const
   // Computed outside the lock; two requests racing to the same new state both compute it and
   // the first result is kept (the same bits either way).
   auto mask = std::make_shared<TokenMask>(MaskWords(tokens_->vocab_size()));
-  TokenMask& m = *mask;
-  tokens_->ForEachAccepted(
+  tokens_->MaskByClass(
       state, [&](int32_t s, uint8_t b) { return dfa_.Next(s, b); },
-      [&](int32_t token) { m[static_cast<size_t>(token) / 64] |= uint64_t{1} << (token % 64); });
+      [&](int32_t s) {
+        // Computed at a state's first walk; two walks racing write the same bits.
+        std::atomic<uint64_t>& u = uniform_[static_cast<size_t>(s)];
+        uint64_t bits = u.load(std::memory_order_relaxed);
+        if (bits == 0) {
+          bits = UniformClasses(dfa_, s);
+          u.store(bits, std::memory_order_relaxed);
+        }
+        return bits;
+      },
+      *mask);
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = masks_[static_cast<size_t>(state)];
   if (slot) return slot;
@@ -146,6 +180,37 @@ void Matcher::WriteMask(std::span<uint64_t> words, std::span<const int32_t> stop
   for (int32_t id : stop_ids) set(id, may_end);
 }
 
+namespace {
+
+// Per byte value, the 8 lanes' keep masks: all ones where the byte's bit is set.
+constexpr std::array<std::array<uint32_t, 8>, 256> MakeKeepLanes() {
+  std::array<std::array<uint32_t, 8>, 256> keep{};
+  for (int b = 0; b < 256; ++b) {
+    for (int i = 0; i < 8; ++i) keep[b][i] = (b >> i & 1) != 0 ? ~uint32_t{0} : 0;
+  }
+  return keep;
+}
+alignas(64) constexpr std::array<std::array<uint32_t, 8>, 256> kKeepLanes = MakeKeepLanes();
+
+// Sets the 64 logits at `logits` to -inf where `bits` is clear, without a branch per logit
+// (eight lanes at a time, as vector selects), so a word of mixed bits costs about as much as
+// copying it: inside a JSON string most words allow all but a token or two.
+void ApplyMixedWord(float* logits, uint64_t bits) {
+  constexpr uint32_t kNegInf = 0xFF800000u;
+  uint32_t lanes[64];
+  std::memcpy(lanes, logits, sizeof(lanes));
+  for (int k = 0; k < 8; ++k) {
+    const std::array<uint32_t, 8>& keep = kKeepLanes[(bits >> (8 * k)) & 0xFF];
+    for (int i = 0; i < 8; ++i) {
+      uint32_t& v = lanes[8 * k + i];
+      v = (v & keep[i]) | (kNegInf & ~keep[i]);
+    }
+  }
+  std::memcpy(logits, lanes, sizeof(lanes));
+}
+
+}  // namespace
+
 void ApplyTokenMask(std::span<float> logits, std::span<const uint64_t> words) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const size_t covered = std::min(logits.size(), words.size() * 64);
@@ -159,9 +224,13 @@ void ApplyTokenMask(std::span<float> logits, std::span<const uint64_t> words) {
                 logits.begin() + static_cast<std::ptrdiff_t>(end), neg_inf);
       continue;
     }
-    for (size_t t = w * 64; t < end; ++t) {
-      if (!((bits >> (t % 64)) & 1)) logits[t] = neg_inf;
+    if (end - w * 64 < 64) {
+      for (size_t t = w * 64; t < end; ++t) {
+        if (!((bits >> (t % 64)) & 1)) logits[t] = neg_inf;
+      }
+      continue;
     }
+    ApplyMixedWord(logits.data() + w * 64, bits);
   }
   std::fill(logits.begin() + static_cast<std::ptrdiff_t>(covered), logits.end(), neg_inf);
 }

@@ -16,6 +16,7 @@
 #ifndef LLM_WORKER_CONSTRAINT_CONSTRAINT_H_
 #define LLM_WORKER_CONSTRAINT_CONSTRAINT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -63,15 +64,20 @@ class CompiledConstraint {
   // Masks kept per constraint at most; past it, a new state's mask is computed per use.
   static constexpr size_t kMaxMaskBytes = size_t{16} << 20;
 
-  // The mask of `state`: computed at its first use (a walk over the vocabulary's byte trie),
-  // then kept (within kMaxMaskBytes).
+  // The mask of `state`: computed at its first use (a walk over the vocabulary's class trie,
+  // TokenTable::MaskByClass), then kept (within kMaxMaskBytes).
   std::shared_ptr<const TokenMask> MaskOf(int32_t state) const;
   // The automaton's memory (its transition table).
-  size_t dfa_bytes() const { return dfa_.num_states() * 256 * sizeof(int32_t); }
+  size_t dfa_bytes() const {
+    return dfa_.num_states() * (256 * sizeof(int32_t) + sizeof(uint64_t));  // uniform_ too
+  }
 
  private:
   ByteDfa dfa_;
   std::shared_ptr<const TokenTable> tokens_;
+  // Per state, bit c set when every byte of TokenTable class c leads to the same next state;
+  // 0 until a walk first reaches the state.
+  std::unique_ptr<std::atomic<uint64_t>[]> uniform_;
   mutable std::mutex mu_;
   mutable std::vector<std::shared_ptr<const TokenMask>> masks_;  // per state
   mutable size_t mask_bytes_ = 0;

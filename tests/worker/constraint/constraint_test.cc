@@ -191,6 +191,26 @@ TEST(MatcherTest, TokenMaskBitsAndWords) {
   EXPECT_EQ(mask[2], 0u);
 }
 
+// Words of every kind (all set, none, mixed, a partial last word) mask exactly their bits.
+TEST(MatcherTest, ApplyTokenMaskKeepsExactlyTheSetBits) {
+  std::mt19937_64 rng(3);
+  for (size_t vocab : {64u, 1000u, 1029u}) {
+    std::vector<uint64_t> words(MaskWords(static_cast<int64_t>(vocab)));
+    for (size_t w = 0; w < words.size(); ++w) {
+      words[w] = w % 4 == 0 ? ~uint64_t{0} : w % 4 == 1 ? 0 : rng() | rng();
+    }
+    std::vector<float> logits(vocab);
+    for (size_t t = 0; t < vocab; ++t) logits[t] = static_cast<float>(t) - 500.5f;
+    ApplyTokenMask(logits, words);
+    for (size_t t = 0; t < vocab; ++t) {
+      const bool keep = (words[t / 64] >> (t % 64) & 1) != 0;
+      EXPECT_EQ(logits[t],
+                keep ? static_cast<float>(t) - 500.5f : -std::numeric_limits<float>::infinity())
+          << vocab << " " << t;
+    }
+  }
+}
+
 // A special token's bytes (SpecialTokenBytes) are matched only by a pattern that embeds them:
 // a regex of text never allows the token, and one that names it allows it where it names it.
 TEST(MatcherTest, SpecialTokensOnlyWhereThePatternNamesThem) {
@@ -218,6 +238,42 @@ TEST(MatcherTest, SpecialTokensOnlyWhereThePatternNamesThem) {
 
 // Random walks through json_object's masks: every token sampled from the allowed set keeps the
 // output a prefix of a JSON object, and the walks that end are complete objects.
+// The class walk (MaskOf) allows exactly the tokens whose bytes the automaton takes one by
+// one, in every state of patterns where byte classes split (letters, digits, UTF-8 lead and
+// continuation bytes told apart) and where they do not (inside a string).
+TEST(MatcherTest, ClassWalkMasksEqualEachTokensOwnWalk) {
+  std::vector<std::string> bytes = {"",         "a",
+                                    "m",        "z",
+                                    "am",       "mz",
+                                    "za",       "abc",
+                                    "\"",       "\\",
+                                    "\\n",      "é",
+                                    "\xC3",     "\xA9",
+                                    "1",        "12",
+                                    "x1",       "\"a",
+                                    "a\"",      "\xE2\x82\xAC",
+                                    "\xED\x9F", "\xF0\x9F\x98\x80",
+                                    " ",        "\t",
+                                    "\x7F"};
+  bytes[0] = SpecialTokenBytes(0);
+  auto vocab = std::make_shared<TokenTable>(bytes);
+  for (const char* pattern :
+       {"[a-m]+z", "\"([^\"\\\\]|\\\\.)*\"x", "[0-5]{2}x|é+|€", "(a|\\d)*[^a-z\"]?", ".*"}) {
+    auto c = Compile({Kind::kRegex, pattern, {}}, vocab);
+    ASSERT_TRUE(c.ok()) << pattern << ": " << c.status();
+    const ByteDfa& dfa = (*c)->dfa();
+    for (int32_t s = 0; s < static_cast<int32_t>(dfa.num_states()); ++s) {
+      const TokenMask& mask = *(*c)->MaskOf(s);
+      for (int32_t t = 0; t < vocab->vocab_size(); ++t) {
+        const bool want =
+            !vocab->bytes(t).empty() && dfa.Walk(s, vocab->bytes(t)) != ByteDfa::kDead;
+        EXPECT_EQ((mask[static_cast<size_t>(t) / 64] >> (t % 64) & 1) != 0, want)
+            << pattern << " state " << s << " token " << t;
+      }
+    }
+  }
+}
+
 TEST(MatcherTest, JsonObjectWalksStayJson) {
   auto c = Compile({Kind::kJsonObject}, Vocabulary());
   ASSERT_TRUE(c.ok()) << c.status();
