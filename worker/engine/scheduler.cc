@@ -308,15 +308,18 @@ void Scheduler::FreeSlot(int32_t s) {
   --running_;
 }
 
+// (Its length before the cache is looked up: a long prompt mostly cached may wait a step.)
+bool Scheduler::HeadPaced(bool long_ok) const {
+  const Queued& head = queue_.front();
+  return !long_ok && head.resumed.empty() &&
+         IsLong(static_cast<int32_t>(head.request->prompt_ids.size()));
+}
+
 bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok) {
   const int32_t bt = config_.sizes.block_tokens;
   Queued& head = queue_.front();
   const EngineRequest& r = *head.request;
-  // (Its length before the cache is looked up: a long prompt mostly cached may wait a step. A
-  // preempted request, a stream that was decoding, is not held back.)
-  if (!long_ok && head.resumed.empty() && IsLong(static_cast<int32_t>(r.prompt_ids.size()))) {
-    return false;
-  }
+  if (HeadPaced(long_ok)) return false;
   std::vector<int32_t> joined;  // prompt + resumed outputs, after a preemption
   if (!head.resumed.empty()) {
     joined = r.prompt_ids;
@@ -411,12 +414,16 @@ StepPlan Scheduler::Schedule() {
       pacer_.Probe(decode_tokens) ? 0 : config_.PrefillBudget(decode_tokens);
   const bool long_ok = pacer_.Allow(decode_tokens);
   int32_t budget = full_budget, paced = 0;
+  bool held = false;  // a long prompt waited for the pacer
   for (int32_t s : prefill_order_) {
     if (budget <= 0) break;
     const Slot& slot = slots_[s];
     if (slot.phase != Phase::kPrefill) continue;
     const bool is_long = Paced(slot);
-    if (is_long && !long_ok) continue;
+    if (is_long && !long_ok) {
+      held = true;
+      continue;
+    }
     const int32_t n = PlanPrefill(s, budget, plan);
     budget -= n;
     if (is_long) paced += n;
@@ -430,9 +437,13 @@ StepPlan Scheduler::Schedule() {
   // being overtaken, so a large request is never starved. None in a step that preempted.
   while (!preempted && budget > 0 && !free_slots_.empty() && !queue_.empty()) {
     const int32_t before = budget;
-    if (!AdmitHead(plan, budget, long_ok)) break;
+    if (!AdmitHead(plan, budget, long_ok)) {
+      held = held || HeadPaced(long_ok);
+      break;
+    }
     if (Paced(slots_[plan.prefills.back().slot])) paced += before - budget;
   }
+  if (held) ++paced_steps_;
 
   // 5. Releases go out with a plan that computes something (one that does not is not launched).
   if (!plan.empty()) {
@@ -486,6 +497,7 @@ SchedulerStats Scheduler::stats() const {
   s.queued_prompt_tokens = queued_prompt_tokens_;
   s.preempted_requests = preempted_queued_;
   s.preemptions = preemptions_;
+  s.paced_steps = paced_steps_;
   s.running_requests = running_;
   s.free_slots = static_cast<int32_t>(free_slots_.size());
   s.max_slots = config_.sizes.max_slots;

@@ -131,6 +131,9 @@ struct SchedulerStats {
   int64_t queued_prompt_tokens = 0;
   int32_t preempted_requests = 0;  // of the queued ones, those waiting after a preemption
   uint64_t preemptions = 0;        // since the start (a request preempted twice counts twice)
+  // Steps, since the start, in which a long prompt's next chunk (or its admission) waited for
+  // PrefillPacer so that decoding streams slow at most max_decode_slowdown times.
+  uint64_t paced_steps = 0;
   int32_t running_requests = 0;
   int32_t free_slots = 0;
   int32_t max_slots = 0;
@@ -222,6 +225,9 @@ class Scheduler {
   bool AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok);
   // A prompt of more than one chunk: PrefillPacer spaces its chunks out.
   bool IsLong(int32_t prefix_tokens) const { return prefix_tokens > config_.max_prefill_tokens; }
+  // The queue's head is a long prompt the pacer holds back (a preempted request, a stream that
+  // was decoding, is not held back).
+  bool HeadPaced(bool long_ok) const;
   // A slot whose prefill is paced: a long prompt to compute, not a preempted stream's.
   bool Paced(const Slot& slot) const {
     return slot.resumed == 0 &&
@@ -262,6 +268,7 @@ class Scheduler {
   int32_t running_ = 0;
   int32_t preempted_queued_ = 0;
   uint64_t preemptions_ = 0;
+  uint64_t paced_steps_ = 0;
   uint64_t admissions_ = 0;
   uint64_t step_id_ = 0;
 

@@ -98,6 +98,14 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name)
                       .Labels(labels_)
                       .Register(r)
                       .Add({});
+  paced_steps_ = &BuildCounter()
+                      .Name("llm_prefill_paced_steps_total")
+                      .Help(
+                          "Engine steps in which a long prompt's next chunk waited so that "
+                          "decoding streams slow at most engine.max_decode_slowdown times.")
+                      .Labels(labels_)
+                      .Register(r)
+                      .Add({});
   preempted_ = &BuildGauge()
                     .Name("llm_num_requests_preempted")
                     .Help(
@@ -266,6 +274,10 @@ void WorkerMetrics::RefreshGauges() const {
   if (s.preemptions > preemptions_seen_) {
     preemptions_->Increment(static_cast<double>(s.preemptions - preemptions_seen_));
     preemptions_seen_ = s.preemptions;
+  }
+  if (s.paced_steps > paced_steps_seen_) {
+    paced_steps_->Increment(static_cast<double>(s.paced_steps - paced_steps_seen_));
+    paced_steps_seen_ = s.paced_steps;
   }
   preempted_->Set(s.preempted_requests);
   draining_->Set(load.draining ? 1 : 0);

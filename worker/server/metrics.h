@@ -93,6 +93,8 @@ class WorkerMetrics : public loop::RequestObserver,
   mutable int64_t prefix_hit_seen_ = 0;
   prometheus::Counter* preemptions_;
   mutable uint64_t preemptions_seen_ = 0;
+  prometheus::Counter* paced_steps_;
+  mutable uint64_t paced_steps_seen_ = 0;
   prometheus::Gauge* preempted_;
   prometheus::Gauge* busy_;
   std::atomic<const DeviceMonitor*> monitor_{nullptr};  // set after its gauges
