@@ -14,7 +14,9 @@
 #   build-gpu-bundle/session.sh compare   # ~2 min: the same with PDL, without the fused
 #                                         #   norms, with CUDA-core decode attention, and
 #                                         #   with drawn tokens (the full sampler)
-#   build-gpu-bundle/session.sh prefill   # ~1 min: TTFT, the prefill stall, chunk sizes (13)
+#   build-gpu-bundle/session.sh prefill   # ~2 min: TTFT, the prefill stall, chunk sizes (13),
+#                                         #   the prefill attention kernel's TFLOP/s and the
+#                                         #   16k stall paced and not (31)
 #   build-gpu-bundle/session.sh gemv      # the GEMV's split: its tests under racecheck and
 #                                         #   memcheck, batch-1 steps at four settings, targets
 #   build-gpu-bundle/session.sh fp8-lease # issue 29 in one call (~4 min on an H200): every GPU
@@ -444,6 +446,16 @@ case "$phase" in
     step prefill-chunks 150 "${run[@]}" llm-bench prefill --backend cuda \
       --model random:llama-3.1-8b --chunks 512,1024,2048,4096 --ttft-prompts 4096 \
       --stall-prompt 16384
+    # Issue 31: the prefill attention kernel alone (TFLOP/s per prompt, whole and the last
+    # 2,048-token chunk), and the 16k stall without the pacer beside the paced run above.
+    for chunk in 0 2048; do
+      step "attention-prefill-$chunk" 90 "${run[@]}" llm-bench attention --prefill \
+        --shapes llama-3.1-8b,llama-3.2-1b --prompts 1024,4096,8192,16384 --chunk "$chunk"
+      [[ -f "$out/attention-prefill-$chunk.out" ]] && mv "$out/attention-prefill-$chunk.out" \
+        "$out/attention-prefill-$chunk.json"
+    done
+    bench llama-3.1-8b-16k-unpaced 180 --model random:llama-3.1-8b --slots 64 \
+      --ttft-prompts 16384 --stall-prompt 16384 --max-decode-slowdown 0
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \

@@ -1,4 +1,6 @@
-// llm-bench attention: the decode attention kernels alone (kernels/attention/attention.h) on one
+// llm-bench attention: the decode attention kernels alone (or, with --prefill, the prefill
+// attention kernel alone: time and TFLOP/s per prompt length; RunPrefillShape).
+// Decode: the decode attention kernels alone (kernels/attention/attention.h) on one
 // device, without a model or a runner: for each model shape's heads, each batch and each context,
 // both kernels (tensor cores and CUDA cores) on a paged cache of random bf16 (or, with
 // --kv-cache-dtype fp8, E4M3 bytes of one repeated value: the kernels' work does not depend on
@@ -26,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/attention.h"
+#include "kernels/attention/prefill_attention.h"
 #include "kernels/device.h"
 #include "kernels/weights/random_init.h"
 #include "tools/bench/device_bandwidth.h"
@@ -49,6 +52,44 @@ namespace {
 template <typename T>
 T* As(const runner::cuda::DeviceMemory& m) {
   return reinterpret_cast<T*>(m.get());
+}
+
+// K and V (random bf16, or E4M3 bytes of one value: the kernels' work does not depend on the
+// values) and q/k/v rows of random bf16.
+absl::Status InitRandomCache(const runner::cuda::DeviceMemory& k,
+                             const runner::cuda::DeviceMemory& v,
+                             const runner::cuda::DeviceMemory& qkv, int64_t cache_elems,
+                             int64_t qkv_elems, bool fp8) {
+  if (fp8) {
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemset(k.get(), 0x2D, k.bytes()), "init K");  // 0.15625
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemset(v.get(), 0xAB, v.bytes()), "init V");  // -0.046875
+  } else {
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRandomInit({As<__nv_bfloat16>(k), nullptr, cache_elems, 1, 1.0f, 0.0f},
+                                  nullptr),
+        "init K");
+    LLM_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchRandomInit({As<__nv_bfloat16>(v), nullptr, cache_elems, 2, 1.0f, 0.0f},
+                                  nullptr),
+        "init V");
+  }
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::LaunchRandomInit({As<__nv_bfloat16>(qkv), nullptr, qkv_elems, 3, 1.0f, 0.0f},
+                                nullptr),
+      "init q");
+  return absl::OkStatus();
+}
+
+// The mean device time of `launches` calls of `launch` (a cudaError_t), after 3 for warm-up.
+template <typename Launch>
+absl::StatusOr<double> TimeLaunches(int32_t launches, runner::cuda::Event& start,
+                                    runner::cuda::Event& stop, Launch launch) {
+  for (int i = 0; i < 3; ++i) LLM_CUDA_RETURN_IF_ERROR(launch(), "warm-up launch");
+  LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get()), "event");
+  for (int i = 0; i < launches; ++i) LLM_CUDA_RETURN_IF_ERROR(launch(), "launch");
+  LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get()), "event");
+  LLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()), "timed launches");
+  return runner::cuda::ElapsedSeconds(start, stop) / launches;
 }
 
 // One model shape's heads at every (rows, context), both kernels.
@@ -85,23 +126,7 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
   LLM_RETURN_IF_ERROR(tables.Allocate(blocks * kI32, "block tables"));
   LLM_RETURN_IF_ERROR(row_pos.Allocate(max_rows * kI32, "positions"));
   LLM_RETURN_IF_ERROR(row_slot.Allocate(max_rows * kI32, "slots"));
-  if (fp8) {
-    LLM_CUDA_RETURN_IF_ERROR(cudaMemset(k.get(), 0x2D, k.bytes()), "init K");  // 0.15625
-    LLM_CUDA_RETURN_IF_ERROR(cudaMemset(v.get(), 0xAB, v.bytes()), "init V");  // -0.046875
-  } else {
-    LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRandomInit({As<__nv_bfloat16>(k), nullptr, cache_elems, 1, 1.0f, 0.0f},
-                                  nullptr),
-        "init K");
-    LLM_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchRandomInit({As<__nv_bfloat16>(v), nullptr, cache_elems, 2, 1.0f, 0.0f},
-                                  nullptr),
-        "init V");
-  }
-  LLM_CUDA_RETURN_IF_ERROR(
-      kernels::LaunchRandomInit({As<__nv_bfloat16>(qkv), nullptr, qkv_elems, 3, 1.0f, 0.0f},
-                                nullptr),
-      "init q");
+  LLM_RETURN_IF_ERROR(InitRandomCache(k, v, qkv, cache_elems, qkv_elems, fp8));
   // Block j of row r is block j * max_rows + r: a row's blocks are far apart.
   std::vector<int32_t> table(static_cast<size_t>(blocks));
   for (int32_t r = 0; r < max_rows; ++r) {
@@ -152,16 +177,9 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
         // A head size without the tensor-core kernel ran the CUDA-core one already.
         if (!tensor_cores && !kernels::AttentionUsesTensorCores(p)) continue;
         p.tensor_cores = tensor_cores;
-        for (int i = 0; i < 3; ++i) {  // warm-up
-          LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(p, nullptr), "attention");
-        }
-        LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get()), "event");
-        for (int i = 0; i < launches; ++i) {
-          LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchAttention(p, nullptr), "attention");
-        }
-        LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get()), "event");
-        LLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()), "attention launches");
-        const double seconds = runner::cuda::ElapsedSeconds(start, stop) / launches;
+        LLM_ASSIGN_OR_RETURN(const double seconds, TimeLaunches(launches, start, stop, [&] {
+                               return kernels::LaunchAttention(p, nullptr);
+                             }));
         const double kv_bytes = 2.0 * rows * context * KV * D * cache_bytes;
         cases.push_back(
             {{"shape", shape},
@@ -183,6 +201,127 @@ absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_
   return absl::OkStatus();
 }
 
+// One sequence's block table, its blocks in reverse order: scattered, as a serving cache's are.
+absl::Status UploadReversedTable(const runner::cuda::DeviceMemory& tables, int32_t blocks) {
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int32_t j = 0; j < blocks; ++j) table[static_cast<size_t>(j)] = blocks - 1 - j;
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(tables.get(), table.data(), table.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice),
+                           "block table");
+  return absl::OkStatus();
+}
+
+// Query-key pairs the last `tokens` queries of a `prompt`-token prompt see (each up to its own
+// position, within the window): each costs QK^T's and PV's head_dim multiply-adds.
+double KeysSeen(int32_t prompt, int32_t tokens, int32_t window) {
+  double keys = 0;
+  for (int32_t pos = prompt - tokens; pos < prompt; ++pos) {
+    keys += pos + 1 - kernels::PrefillFirstKey(pos, window);
+  }
+  return keys;
+}
+
+// The prefill attention kernel alone (kernels/attention/prefill_attention.h) for one model
+// shape's heads: per prompt length, the step that computes its last `chunk` tokens (the whole
+// prompt when `chunk` is 0 or longer) with the earlier ones cached, one sequence, on a paged
+// cache of random bf16 (E4M3 bytes of one value with fp8). TFLOP/s counts the two products'
+// multiply-adds the causal mask (and the sliding window) leaves, as FlashAttention's figures do.
+absl::Status RunPrefillShape(const std::string& shape, const std::vector<int32_t>& prompts,
+                             int32_t chunk, int32_t launches, bool fp8, nlohmann::json& cases) {
+  using runner::cuda::DeviceMemory;
+  auto config = model::ShapeConfig(shape);
+  if (!config.ok()) return config.status();
+  const int32_t H = config->num_heads, KV = config->num_kv_heads, D = config->head_dim;
+  const int32_t window = config->sliding_window;
+  if (!kernels::PrefillAttentionSupported(D, H, KV)) {
+    return absl::InvalidArgumentError(absl::StrCat(shape, ": heads not supported"));
+  }
+  LLM_CUDA_RETURN_IF_ERROR(kernels::PreparePrefillAttention(D), "prefill attention setup");
+  constexpr int32_t kBlockTokens = 16;
+  constexpr size_t kBf16 = sizeof(__nv_bfloat16), kI32 = sizeof(int32_t);
+  const int32_t max_prompt = *std::max_element(prompts.begin(), prompts.end());
+  const int32_t max_blocks = (max_prompt + kBlockTokens - 1) / kBlockTokens;
+  const int64_t cache_elems = int64_t{max_blocks} * KV * kBlockTokens * D;
+  const int64_t qkv_elems = int64_t{max_prompt} * (H + 2 * KV) * D;
+  const int32_t group = H / KV;
+  const size_t cache_bytes = fp8 ? 1 : kBf16;
+  DeviceMemory k, v, qkv, out, tables, chunks_dev, tiles_dev;
+  LLM_RETURN_IF_ERROR(k.Allocate(cache_elems * cache_bytes, "K cache"));
+  LLM_RETURN_IF_ERROR(v.Allocate(cache_elems * cache_bytes, "V cache"));
+  LLM_RETURN_IF_ERROR(qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
+  LLM_RETURN_IF_ERROR(out.Allocate(int64_t{max_prompt} * H * D * kBf16, "output"));
+  LLM_RETURN_IF_ERROR(tables.Allocate(int64_t{max_blocks} * kI32, "block table"));
+  LLM_RETURN_IF_ERROR(chunks_dev.Allocate(sizeof(kernels::PrefillChunk), "chunk"));
+  const int32_t max_tiles = kernels::MaxPrefillTiles(max_prompt, 1, group);
+  LLM_RETURN_IF_ERROR(
+      tiles_dev.Allocate(int64_t{max_tiles} * sizeof(kernels::PrefillTile), "tiles"));
+  LLM_RETURN_IF_ERROR(InitRandomCache(k, v, qkv, cache_elems, qkv_elems, fp8));
+  LLM_RETURN_IF_ERROR(UploadReversedTable(tables, max_blocks));
+  runner::cuda::Event start, stop;
+  LLM_RETURN_IF_ERROR(start.Create());
+  LLM_RETURN_IF_ERROR(stop.Create());
+  for (const int32_t prompt : prompts) {
+    const int32_t tokens = chunk > 0 ? std::min(chunk, prompt) : prompt;
+    const std::vector<kernels::PrefillChunk> chunks = {{0, tokens, 0, prompt - tokens}};
+    std::vector<kernels::PrefillTile> tiles;
+    kernels::PlanPrefillTiles(chunks, group, tiles);
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(chunks_dev.get(), chunks.data(),
+                                        sizeof(kernels::PrefillChunk), cudaMemcpyHostToDevice),
+                             "chunk");
+    LLM_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(tiles_dev.get(), tiles.data(), tiles.size() * sizeof(kernels::PrefillTile),
+                   cudaMemcpyHostToDevice),
+        "tiles");
+    kernels::PrefillAttentionParams p{};
+    p.qkv = As<__nv_bfloat16>(qkv);
+    p.k_cache = k.get();
+    p.v_cache = v.get();
+    p.block_tables = As<int32_t>(tables);
+    p.max_blocks_per_seq = max_blocks;
+    p.chunks = As<kernels::PrefillChunk>(chunks_dev);
+    p.tiles = As<kernels::PrefillTile>(tiles_dev);
+    p.num_tiles = static_cast<int32_t>(tiles.size());
+    p.out = As<__nv_bfloat16>(out);
+    p.num_heads = H;
+    p.num_kv_heads = KV;
+    p.head_dim = D;
+    p.block_tokens = kBlockTokens;
+    p.sliding_window = window;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    p.kv = {fp8, 0.05f, 0.05f};
+    LLM_ASSIGN_OR_RETURN(const double seconds, TimeLaunches(launches, start, stop, [&] {
+                           return kernels::LaunchPrefillAttention(p, nullptr);
+                         }));
+    const double flops = 4.0 * KeysSeen(prompt, tokens, window) * H * D;
+    cases.push_back({{"shape", shape},
+                     {"heads", H},
+                     {"kv_heads", KV},
+                     {"head_dim", D},
+                     {"sliding_window", window},
+                     {"prompt", prompt},
+                     {"chunk_tokens", tokens},
+                     {"tiles", tiles.size()},
+                     {"kv_cache", fp8 ? "fp8" : "bf16"},
+                     {"us", seconds * 1e6},
+                     {"tflop_per_s", flops / seconds / 1e12}});
+  }
+  return absl::OkStatus();
+}
+
+// --prefill: every shape at every prompt length of --prompts.
+absl::Status RunPrefill(const FlagSet& flags, const std::vector<std::string>& shapes,
+                        int32_t launches, bool fp8, nlohmann::json& cases) {
+  const std::vector<int32_t> prompts = ParsePositiveInts(flags.GetString("prompts"));
+  auto chunk = flags.GetInt("chunk");
+  if (prompts.empty()) return absl::InvalidArgumentError("--prompts: no length");
+  if (!chunk.ok() || *chunk < 0) return absl::InvalidArgumentError("--chunk: a token count, or 0");
+  for (const std::string& shape : shapes) {
+    LLM_RETURN_IF_ERROR(
+        RunPrefillShape(shape, prompts, static_cast<int32_t>(*chunk), launches, fp8, cases));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunAttentionBench(const std::vector<std::string>& args) {
@@ -194,7 +333,13 @@ int RunAttentionBench(const std::vector<std::string>& args) {
       .Value("rows", "decode rows (batch sizes), comma-separated", "1,8,64,256")
       .Value("contexts", "context lengths, comma-separated", "1024,4096")
       .Value("launches", "timed launches per case", "20")
-      .Value("kv-cache-dtype", "the cache's elements: bf16 or fp8", "bf16");
+      .Value("kv-cache-dtype", "the cache's elements: bf16 or fp8", "bf16")
+      .Bool("prefill", "time the prefill attention kernel instead, per prompt length")
+      .Value("prompts", "--prefill: prompt lengths, comma-separated", "1024,4096,8192,16384")
+      .Value("chunk",
+             "--prefill: time the step of the prompt's last CHUNK tokens, the rest cached (0: "
+             "the whole prompt in one step)",
+             "0");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto launches = flags.GetInt("launches");
@@ -228,6 +373,17 @@ int RunAttentionBench(const std::vector<std::string>& args) {
   out["d2d_bandwidth_gb_per_s"] = *bandwidth / 1e9;
   out["sm_count"] = sm_count;
   nlohmann::json cases = nlohmann::json::array();
+  if (flags.GetBool("prefill")) {
+    out["benchmark"] = "attention-prefill";
+    if (absl::Status s =
+            RunPrefill(flags, shapes, static_cast<int32_t>(*launches), dtype == "fp8", cases);
+        !s.ok()) {
+      return Fail(cmd, s);
+    }
+    out["cases"] = cases;
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   for (const std::string& shape : shapes) {
     if (absl::Status s = RunShape(shape, rows, contexts, static_cast<int32_t>(*launches), sm_count,
                                   *bandwidth, dtype == "fp8", cases);
