@@ -47,19 +47,7 @@ class TokenTable {
     // nothing else), then each accepted first byte's subtree in one pass.
     for (const auto& [byte, first] : first_level_) {
       if (step(state, byte) < 0) continue;
-      for (uint32_t i = first; i < nodes_[first].end;) {
-        const Node& n = nodes_[i];
-        const int32_t next = step(path[n.depth - 1u], n.byte);
-        if (next < 0) {
-          i = n.end;
-          continue;
-        }
-        path[n.depth] = next;
-        for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) {
-          visit(tokens_[t]);
-        }
-        ++i;
-      }
+      WalkSubtree(first, state, path, step, visit);
     }
   }
 
