@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -314,7 +315,9 @@ absl::Status RunPrefill(const FlagSet& flags, const std::vector<std::string>& sh
   const std::vector<int32_t> prompts = ParsePositiveInts(flags.GetString("prompts"));
   auto chunk = flags.GetInt("chunk");
   if (prompts.empty()) return absl::InvalidArgumentError("--prompts: no length");
-  if (!chunk.ok() || *chunk < 0) return absl::InvalidArgumentError("--chunk: a token count, or 0");
+  if (!chunk.ok() || *chunk < 0 || *chunk > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError("--chunk: a token count, or 0");
+  }
   for (const std::string& shape : shapes) {
     LLM_RETURN_IF_ERROR(
         RunPrefillShape(shape, prompts, static_cast<int32_t>(*chunk), launches, fp8, cases));

@@ -236,8 +236,6 @@ TEST(MatcherTest, SpecialTokensOnlyWhereThePatternNamesThem) {
   EXPECT_EQ(mask[0], uint64_t{1} << 5);
 }
 
-// Random walks through json_object's masks: every token sampled from the allowed set keeps the
-// output a prefix of a JSON object, and the walks that end are complete objects.
 // The class walk (MaskOf) allows exactly the tokens whose bytes the automaton takes one by
 // one, in every state of patterns where byte classes split (letters, digits, UTF-8 lead and
 // continuation bytes told apart) and where they do not (inside a string).
@@ -263,17 +261,19 @@ TEST(MatcherTest, ClassWalkMasksEqualEachTokensOwnWalk) {
     ASSERT_TRUE(c.ok()) << pattern << ": " << c.status();
     const ByteDfa& dfa = (*c)->dfa();
     for (int32_t s = 0; s < static_cast<int32_t>(dfa.num_states()); ++s) {
-      const TokenMask& mask = *(*c)->MaskOf(s);
+      const std::shared_ptr<const TokenMask> mask = (*c)->MaskOf(s);
       for (int32_t t = 0; t < vocab->vocab_size(); ++t) {
         const bool want =
             !vocab->bytes(t).empty() && dfa.Walk(s, vocab->bytes(t)) != ByteDfa::kDead;
-        EXPECT_EQ((mask[static_cast<size_t>(t) / 64] >> (t % 64) & 1) != 0, want)
+        EXPECT_EQ(((*mask)[static_cast<size_t>(t) / 64] >> (t % 64) & 1) != 0, want)
             << pattern << " state " << s << " token " << t;
       }
     }
   }
 }
 
+// Random walks through json_object's masks: every token sampled from the allowed set keeps the
+// output a prefix of a JSON object, and the walks that end are complete objects.
 TEST(MatcherTest, JsonObjectWalksStayJson) {
   auto c = Compile({Kind::kJsonObject}, Vocabulary());
   ASSERT_TRUE(c.ok()) << c.status();

@@ -2,6 +2,7 @@
 // them (TokenTable::MaskByClass) allows exactly the tokens whose bytes the
 // automaton takes, checked token by token against each token's own walk.
 #include <fstream>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -29,10 +30,10 @@ std::set<int32_t> StatesToCheck(const constraint::CompiledConstraint& c, int doc
     int32_t s = dfa.start();
     for (int step = 0; step < 48 && s != constraint::ByteDfa::kDead; ++step) {
       states.insert(s);
-      const constraint::TokenMask& mask = *c.MaskOf(s);
+      const std::shared_ptr<const constraint::TokenMask> mask = c.MaskOf(s);
       std::vector<int32_t> allowed;
       for (int32_t t = 0; t < c.tokens().vocab_size(); ++t) {
-        if (Allowed(mask, t)) allowed.push_back(t);
+        if (Allowed(*mask, t)) allowed.push_back(t);
       }
       if (allowed.empty()) break;
       s = dfa.Walk(s, c.tokens().bytes(allowed[rng() % allowed.size()]));
@@ -65,12 +66,12 @@ TEST(TokenMaskTest, ClassWalkEqualsEachTokensOwnWalkOnSharedTokenizers) {
       ASSERT_TRUE(c.ok()) << name << " " << spec.text << ": " << c.status();
       const constraint::TokenTable& table = (*c)->tokens();
       for (int32_t s : StatesToCheck(**c, 3, 20, rng)) {
-        const constraint::TokenMask& mask = *(*c)->MaskOf(s);
+        const std::shared_ptr<const constraint::TokenMask> mask = (*c)->MaskOf(s);
         int wrong = 0;
         for (int32_t t = 0; t < table.vocab_size() && wrong < 5; ++t) {
           const bool want = !table.bytes(t).empty() &&
                             (*c)->dfa().Walk(s, table.bytes(t)) != constraint::ByteDfa::kDead;
-          if (Allowed(mask, t) == want) continue;
+          if (Allowed(*mask, t) == want) continue;
           ++wrong;
           ADD_FAILURE() << name << " " << spec.text.substr(0, 60) << " state " << s << " token "
                         << t << " '" << table.bytes(t) << "': class walk " << !want;
