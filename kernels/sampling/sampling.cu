@@ -23,6 +23,7 @@
 #include "common/philox.h"
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/sampling/append.h"
 #include "kernels/sampling/sampling.h"
 
 namespace llm::kernels {
@@ -414,7 +415,8 @@ __global__ void __launch_bounds__(kChunkThreads) KeptMassKernel(SampleParams p) 
       masses[c] = __ldcg(&w->chunk_mass[c]);
       eqs[c] = __ldcg(&w->chunk_eq[c]);
     }
-    const uint64_t counter = static_cast<uint64_t>(p.slots.generated[slot]);
+    const int32_t offset = p.row_offset != nullptr ? p.row_offset[row] : 0;
+    const uint64_t counter = static_cast<uint64_t>(p.slots.generated[slot] + offset);
     ChooseChunk(st, masses, eqs, chunks, UniformDouble(s.seed, counter), s.min_p);
     w->state = st;
   }
@@ -433,6 +435,8 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
       out.token = -1;
       out.finish = sampling::FinishReason::kNone;
       out.num_top = 0;
+      out.draft_tokens = 0;
+      out.accepted_tokens = 0;
     }
     return;
   }
@@ -537,24 +541,11 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
     }
   }
 
-  // Append and stop detection.
+  // Append and stop detection (deferred to LaunchVerify for a verify group's rows).
   if (threadIdx.x == 0) {
-    const int32_t generated = p.slots.generated[slot] + 1;
-    p.slots.generated[slot] = generated;
-    p.slots.last_token[slot] = token;
-    p.slots.pos[slot] = p.row_pos[row] + 1;
-    sampling::FinishReason finish = sampling::FinishReason::kNone;
-    for (int k = 0; k < s.num_stop_ids; ++k) {
-      if (s.stop_ids[k] == token) finish = sampling::FinishReason::kStopToken;
-    }
-    if (finish == sampling::FinishReason::kNone && generated >= s.max_tokens) {
-      finish = sampling::FinishReason::kLength;
-    }
-    if (finish != sampling::FinishReason::kNone) p.slots.done[slot] = 1;
-    if (s.has_penalties) {
-      uint16_t& c = p.slots.out_counts[static_cast<int64_t>(slot) * p.vocab + token];
-      if (c < 0xFFFF) ++c;
-    }
+    const sampling::FinishReason finish =
+        p.row_offset != nullptr ? sampling::FinishReason::kNone
+                                : AppendToken(p.slots, slot, token, p.row_pos[row], p.vocab);
     out.key = s.key;
     out.slot = slot;
     out.token = token;
@@ -562,6 +553,8 @@ __global__ void __launch_bounds__(kThreads) DrawKernel(SampleParams p) {
     out.logprob =
         need_probs ? static_cast<float>((logits[token] - max_logit) * inv_t - log_total) : 0.0f;
     out.num_top = num_top;
+    out.draft_tokens = 0;
+    out.accepted_tokens = 0;
     for (int k = 0; k < num_top; ++k) {
       const int32_t id = sh.top_ids[k];
       out.top_ids[k] = id;

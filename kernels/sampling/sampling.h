@@ -57,6 +57,21 @@ struct DeviceSlots {
   const SlotSampling* sampling;
   uint16_t* out_counts;  // [slots, vocab] output token counts (penalties), saturating
   uint8_t* prompt_mask;  // [slots, vocab] 1 for prompt tokens (repetition penalty)
+  // Speculative decoding's token history, or null: [slots, history_stride], entry p the token
+  // at position p (the prompt's, written by the step's prefill rows, then each appended token),
+  // so the n-gram proposer (kernels/speculative/ngram_propose.h) reads it without the host.
+  int32_t* history = nullptr;
+  int32_t history_stride = 0;
+  // [slots] the first position of the history its prefill rows wrote: positions before it came
+  // from the prefix cache and are not in the history (INT32_MAX from admission to its first
+  // prefill row). The proposer searches [history_from, pos].
+  int32_t* history_from = nullptr;
+  // The proposals of each slot's verify group, made on the device by the proposer at the start
+  // of a step: [slots, max_proposals] ids, and how many of them are real ([slots]). Null
+  // without speculative decoding.
+  int32_t* proposals = nullptr;
+  int32_t* num_proposals = nullptr;
+  int32_t max_proposals = 0;
 };
 
 // One sampling row's result. A row that sampled nothing (padding, or a slot already finished:
@@ -68,6 +83,10 @@ struct SampleOutput {
   sampling::FinishReason finish;  // kNone, kStopToken or kLength
   float logprob;
   int32_t num_top;
+  // Speculative verification, on the first row of a slot's verify group: the proposals it
+  // verified and how many of them stood (0 elsewhere).
+  int32_t draft_tokens;
+  int32_t accepted_tokens;
   int32_t top_ids[kMaxTopLogprobs];
   float top_logprobs[kMaxTopLogprobs];
 };
@@ -121,6 +140,13 @@ struct SampleParams {
   const int32_t* mask_index = nullptr;
   const uint64_t* masks = nullptr;
   int32_t mask_words = 0;
+  // Speculative verification (kernels/speculative/verify.h), or null: row r is the
+  // row_offset[r]-th row of its slot's verify group, so its draw uses the counter generated +
+  // row_offset[r] (the draw a run without speculation makes for that token), and DrawKernel
+  // writes the row's token and logprobs but appends nothing: LaunchVerify appends the accepted
+  // run afterwards. Rows of a group must not use the penalties (their counts would miss the
+  // group's earlier tokens): the proposer gives such slots no proposals.
+  const int32_t* row_offset = nullptr;
 };
 
 // A row whose token is its argmax and that reports no logprobs: it needs no probabilities, no

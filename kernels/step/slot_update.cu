@@ -1,3 +1,5 @@
+#include <climits>
+
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/step/slot_update.h"
@@ -31,6 +33,8 @@ __global__ void SlotUpdateKernel(SlotUpdateParams p) {
     p.slots.pos[a.slot] = 0;
     p.slots.generated[a.slot] = a.generated;
     p.slots.done[a.slot] = 0;
+    if (p.slots.history_from != nullptr) p.slots.history_from[a.slot] = INT32_MAX;
+    if (p.slots.num_proposals != nullptr) p.slots.num_proposals[a.slot] = 0;
   }
   int32_t* table = p.block_tables + static_cast<int64_t>(a.slot) * p.max_blocks_per_seq;
   for (int32_t i = threadIdx.x; i < a.num_blocks; i += blockDim.x) {

@@ -1,6 +1,7 @@
 #include "kernels/common.cuh"
 #include "kernels/elementwise/embedding.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/speculative/verify.h"
 #include "kernels/step/step_inputs.h"
 
 namespace llm::kernels {
@@ -29,6 +30,12 @@ __device__ int32_t RowInputs(const StepInputsParams& p, int32_t r) {
     p.row_slot[r] = slot;
     p.row_pos[r] = p.prefill_pos[r];
     p.row_token[r] = token;
+    if (p.row_offset != nullptr) p.row_offset[r] = 0;
+    if (slot >= 0 && p.slots.history != nullptr && p.prefill_pos[r] < p.slots.history_stride) {
+      p.slots.history[static_cast<int64_t>(slot) * p.slots.history_stride + p.prefill_pos[r]] =
+          token;
+      if (p.slots.history_from != nullptr) atomicMin(p.slots.history_from + slot, p.prefill_pos[r]);
+    }
     if (slot >= 0 && p.slots.sampling[slot].has_penalties && token >= 0 && token < p.vocab) {
       const int64_t at = static_cast<int64_t>(slot) * p.vocab + token;
       if (p.prefill_pos[r] < p.slots.sampling[slot].prompt_tokens) {
@@ -39,20 +46,24 @@ __device__ int32_t RowInputs(const StepInputsParams& p, int32_t r) {
     }
     return token;
   }
-  const int32_t slot = p.decode_list[r - p.num_prefill];
-  if (slot < 0) {
+  const int32_t d = (r - p.num_prefill) / p.group, j = (r - p.num_prefill) % p.group;
+  const int32_t slot = p.decode_list[d];
+  // Row j > 0 of a verify group stands only for a real proposal.
+  if (slot < 0 || (j > 0 && (p.slots.proposals == nullptr || j > p.slots.num_proposals[slot]))) {
     p.row_slot[r] = -1;  // padding: skipped by every kernel
     p.row_pos[r] = 0;
     p.row_token[r] = 0;
+    if (p.row_offset != nullptr) p.row_offset[r] = 0;
     return 0;
   }
   // NOTE: a slot that finished in the previous step still decodes here (the pipeline's extra
   // step): its K/V go to the position after its last token, inside its reservation, and the
-  // sampler reports the row as skipped.
-  const int32_t token = p.slots.last_token[slot];
+  // sampler reports the row as skipped (the proposer gives a finished slot no proposals).
+  const int32_t token = VerifyRowToken(p.slots, slot, j);
   p.row_slot[r] = slot;
-  p.row_pos[r] = p.slots.pos[slot];
+  p.row_pos[r] = p.slots.pos[slot] + j;
   p.row_token[r] = token;
+  if (p.row_offset != nullptr) p.row_offset[r] = j;
   return token;
 }
 

@@ -1,0 +1,228 @@
+// Speculative decoding's kernels against the CPU: the n-gram proposer against
+// worker/speculative/ngram.h, and the sampler's verify rows plus LaunchVerify against the draws
+// the sampler makes without speculation.
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/sampling/sampling.h"
+#include "kernels/speculative/ngram_propose.h"
+#include "kernels/speculative/verify.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "worker/speculative/ngram.h"
+
+namespace llm::kernels {
+namespace {
+
+using testing::DeviceBuffer;
+
+// The device slot table of `slots` slots over `vocab` ids, in device memory, with a history and
+// a proposal table.
+struct SlotTable {
+  SlotTable(int32_t slots, int32_t vocab, int32_t stride, int32_t max_proposals)
+      : last(std::vector<int32_t>(slots, 0)),
+        pos(std::vector<int32_t>(slots, 0)),
+        generated(std::vector<int32_t>(slots, 0)),
+        done(std::vector<uint8_t>(slots, 0)),
+        table(slots),
+        counts(std::vector<uint16_t>(size_t(slots) * vocab, 0)),
+        mask(std::vector<uint8_t>(size_t(slots) * vocab, 0)),
+        history(size_t(slots) * stride),
+        proposals(size_t(slots) * max_proposals),
+        num_proposals(std::vector<int32_t>(slots, 0)),
+        stride(stride),
+        max_proposals(max_proposals) {}
+  DeviceSlots View() const {
+    DeviceSlots d{last.get(),  pos.get(),    generated.get(), done.get(),
+                  table.get(), counts.get(), mask.get()};
+    d.history = history.get();
+    d.history_stride = stride;
+    d.proposals = proposals.get();
+    d.num_proposals = num_proposals.get();
+    d.max_proposals = max_proposals;
+    return d;
+  }
+  DeviceBuffer<int32_t> last, pos, generated;
+  DeviceBuffer<uint8_t> done;
+  DeviceBuffer<SlotSampling> table;
+  DeviceBuffer<uint16_t> counts;
+  DeviceBuffer<uint8_t> mask;
+  DeviceBuffer<int32_t> history, proposals, num_proposals;
+  int32_t stride, max_proposals;
+};
+
+SlotSampling Settings(float temperature, uint64_t seed) {
+  SlotSampling s{};
+  s.temperature = temperature;
+  s.top_p = 1.0f;
+  s.repetition_penalty = 1.0f;
+  s.max_tokens = 1000;
+  s.seed = seed;
+  s.key = seed;
+  return s;
+}
+
+TEST(NgramProposeKernelTest, ProposesWhatTheCpuProposerDoes) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSlots = 24, kStride = 3000, kMaxProposals = 6, kMin = 1, kMax = 4;
+  std::mt19937 rng(3);
+  std::vector<int32_t> history(size_t(kSlots) * kStride, 0), pos(kSlots), from(kSlots, 0);
+  std::vector<int32_t> generated(kSlots, 3);
+  std::vector<SlotSampling> table(kSlots, Settings(0.0f, 1));
+  std::vector<uint8_t> done(kSlots, 0);
+  std::vector<int32_t> decode_list, decode_draft, decode_limit;
+  // Blocks hold 2 positions past the last token for some slots, plenty for the others.
+  const auto limit = [&](int32_t s) { return s % 5 == 3 ? pos[s] + 3 : kStride; };
+  for (int32_t s = 0; s < kSlots; ++s) {
+    pos[s] = std::uniform_int_distribution<int32_t>(0, kStride - 1)(rng);
+    const int32_t alphabet = 2 + s % 9;
+    for (int32_t i = 0; i <= pos[s]; ++i) {
+      history[size_t(s) * kStride + i] = std::uniform_int_distribution<int32_t>(0, alphabet)(rng);
+    }
+    if (s % 4 == 1) from[s] = pos[s] / 2;  // a prefix-cache hit: the history starts later
+    decode_list.push_back(s);
+    decode_draft.push_back(s % 8);  // allowances wider than the table are cut to it
+    decode_limit.push_back(limit(s));
+    if (s % 3 == 0) {  // an unused decode row
+      decode_list.push_back(-1);
+      decode_draft.push_back(0);
+      decode_limit.push_back(0);
+    }
+  }
+  done[5] = 1;
+  table[7].has_penalties = 1;
+  table[9].max_tokens = 5;  // 3 generated: one proposal at most
+  SlotTable t(kSlots, 64, kStride, kMaxProposals);
+  t.history.Upload(history);
+  t.pos.Upload(pos);
+  t.generated.Upload(generated);
+  t.done.Upload(done);
+  t.table.Upload(table);
+  DeviceBuffer<int32_t> d_from(from);
+  DeviceSlots slots = t.View();
+  slots.history_from = d_from.get();
+  DeviceBuffer<int32_t> d_list(decode_list), d_draft(decode_draft), d_limit(decode_limit);
+  const NgramProposeParams p{
+      d_list.get(), d_draft.get(), d_limit.get(), static_cast<int32_t>(decode_list.size()),
+      slots,        kMin,          kMax};
+  LLM_CUDA_OK(LaunchNgramPropose(p, 0));
+  LLM_CUDA_OK(cudaDeviceSynchronize());
+  const auto proposals = t.proposals.Download();
+  const auto counts = t.num_proposals.Download();
+  int proposed = 0;
+  for (int32_t s = 0; s < kSlots; ++s) {
+    std::vector<int32_t> want;
+    if (s != 5 && s != 7) {
+      const std::vector<int32_t> h(history.begin() + size_t(s) * kStride + from[s],
+                                   history.begin() + size_t(s) * kStride + pos[s] + 1);
+      speculative::ProposeNgram(h, {.min = kMin, .max = kMax},
+                                ProposalsAllowed(s % 8, kMaxProposals, table[s].max_tokens,
+                                                 generated[s], limit(s) - 1 - pos[s]),
+                                want);
+    }
+    ASSERT_EQ(counts[s], static_cast<int32_t>(want.size())) << "slot " << s;
+    const std::vector<int32_t> got(proposals.begin() + size_t(s) * kMaxProposals,
+                                   proposals.begin() + size_t(s) * kMaxProposals + counts[s]);
+    EXPECT_EQ(got, want) << "slot " << s;
+    proposed += counts[s] > 0 ? 1 : 0;
+  }
+  EXPECT_GT(proposed, kSlots / 2);
+}
+
+constexpr int32_t kVocab = 5000;
+
+// The sampler's tokens for `rows` logits rows, each row r sampling for row_slot[r] with the
+// given generated counts, optionally as verify rows (row_offset), then LaunchVerify.
+struct VerifyRun {
+  std::vector<float> logits;
+  std::vector<int32_t> row_slot, row_pos, row_offset;
+};
+
+std::vector<SampleOutput> Sample(SlotTable& t, const VerifyRun& run, bool verify) {
+  const auto rows = static_cast<int32_t>(run.row_slot.size());
+  DeviceBuffer<float> d_logits(run.logits), d_probs(run.logits.size());
+  DeviceBuffer<int32_t> d_slot(run.row_slot), d_pos(run.row_pos), d_offset(run.row_offset);
+  DeviceBuffer<SampleOutput> d_out(rows);
+  DeviceBuffer<SampleRowWork> work(rows);
+  SampleParams sp{d_logits.get(), d_probs.get(), d_slot.get(), d_pos.get(), t.View(),
+                  d_out.get(),    rows,          kVocab,       kVocab,      work.get()};
+  if (verify) sp.row_offset = d_offset.get();
+  EXPECT_EQ(LaunchSample(sp, 0), cudaSuccess);
+  if (verify) {
+    const VerifyParams vp{d_slot.get(), d_pos.get(), d_offset.get(), d_out.get(),
+                          rows,         t.View(),    kVocab};
+    EXPECT_EQ(LaunchVerify(vp, 0), cudaSuccess);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return d_out.Download();
+}
+
+TEST(VerifyKernelTest, VerifyRowsDrawAsTheRunWithoutSpeculationAndTheAgreeingRunStands) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSlots = 3, kRows = 4, kGenerated = 5, kPos = 40;
+  // Slot 0 sampled, every proposal right; slot 1 sampled, the second wrong; slot 2 greedy, all
+  // right.
+  const std::vector<SlotSampling> table = {Settings(0.9f, 11), Settings(0.7f, 12),
+                                           Settings(0.0f, 13)};
+  VerifyRun run;
+  run.logits = testing::RandomFloats(size_t(kSlots) * kRows * kVocab, 5, -4, 4);
+  for (int32_t s = 0; s < kSlots; ++s) {
+    for (int32_t j = 0; j < kRows; ++j) {
+      run.row_slot.push_back(s);
+      run.row_pos.push_back(kPos + j);
+      run.row_offset.push_back(j);
+    }
+  }
+  // Without speculation: row j of a group is drawn after kGenerated + j tokens, alone.
+  std::vector<int32_t> plain(size_t(kSlots) * kRows);
+  for (int32_t j = 0; j < kRows; ++j) {
+    SlotTable t(kSlots, kVocab, 64, kRows - 1);
+    t.table.Upload(table);
+    t.generated.Upload(std::vector<int32_t>(kSlots, kGenerated + j));
+    VerifyRun one;
+    for (int32_t s = 0; s < kSlots; ++s) {
+      const auto row = run.logits.begin() + (size_t(s) * kRows + j) * kVocab;
+      one.logits.insert(one.logits.end(), row, row + kVocab);
+      one.row_slot.push_back(s);
+      one.row_pos.push_back(kPos + j);
+      one.row_offset.push_back(0);
+    }
+    const auto out = Sample(t, one, false);
+    for (int32_t s = 0; s < kSlots; ++s) plain[size_t(s) * kRows + j] = out[s].token;
+  }
+  std::vector<int32_t> proposals(size_t(kSlots) * (kRows - 1));
+  for (int32_t s = 0; s < kSlots; ++s) {
+    for (int32_t j = 0; j + 1 < kRows; ++j) {
+      proposals[size_t(s) * (kRows - 1) + j] = plain[size_t(s) * kRows + j];
+    }
+  }
+  proposals[1 * (kRows - 1) + 1] = (plain[1 * kRows + 1] + 1) % kVocab;
+  SlotTable t(kSlots, kVocab, 64, kRows - 1);
+  t.table.Upload(table);
+  t.generated.Upload(std::vector<int32_t>(kSlots, kGenerated));
+  t.proposals.Upload(proposals);
+  t.num_proposals.Upload(std::vector<int32_t>(kSlots, kRows - 1));
+  const auto out = Sample(t, run, true);
+  const std::vector<int32_t> accepted = {4, 2, 4};
+  const auto generated = t.generated.Download();
+  const auto pos = t.pos.Download();
+  const auto last = t.last.Download();
+  for (int32_t s = 0; s < kSlots; ++s) {
+    for (int32_t j = 0; j < kRows; ++j) {
+      const SampleOutput& o = out[size_t(s) * kRows + j];
+      if (j < accepted[s]) {
+        EXPECT_EQ(o.slot, s) << s << "/" << j;
+        EXPECT_EQ(o.token, plain[size_t(s) * kRows + j]) << s << "/" << j;
+      } else {
+        EXPECT_EQ(o.slot, -1) << s << "/" << j;
+      }
+    }
+    EXPECT_EQ(generated[s], kGenerated + accepted[s]);
+    EXPECT_EQ(pos[s], kPos + accepted[s]);
+    EXPECT_EQ(last[s], plain[size_t(s) * kRows + accepted[s] - 1]);
+  }
+}
+
+}  // namespace
+}  // namespace llm::kernels
