@@ -138,7 +138,7 @@ bool Scheduler::SecureDecodeBlocks(StepPlan& plan) {
     // the pipeline's extra step) waits a step for its block rather than preempting anyone.
     const int32_t need = BlocksFor(DecodeExtent(slot, 0), config_.sizes.block_tokens) -
                          static_cast<int32_t>(slot.blocks.size());
-    if (need > cache_.available() && static_cast<int32_t>(slot.outputs.size()) < slot.planned) {
+    if (need > cache_.available() && slot.output_step > collected_step_) {
       slot.waits = true;
       continue;
     }
@@ -180,6 +180,7 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
     Slot& slot = slots_[s];
     if (!decodes(slot)) continue;
     ++slot.planned;
+    slot.output_step = plan.step_id;
     // Planned tokens are a lower bound of the generated ones: no proposal past max_tokens.
     // A constrained request does not speculate (its proposals would need its masks).
     const bool speculates = slot.request->speculate && slot.request->constraint == nullptr;
@@ -250,6 +251,7 @@ int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
   if (last) {
     slot.phase = Phase::kDecode;
     slot.planned = slot.bound = slot.resumed + 1;
+    slot.output_step = plan.step_id;
   }
   return n;
 }
@@ -470,6 +472,7 @@ void Scheduler::ObserveStep(const StepResult& result) {
 }
 
 void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events) {
+  collected_step_ = std::max(collected_step_, result.step_id);
   ObserveStep(result);
   pacer_.Observe(result.step_id, result.device_seconds);
   SettleDrafts(result);

@@ -192,6 +192,10 @@ class Scheduler {
     int32_t bound = 0;
     std::deque<std::pair<uint64_t, int32_t>> drafts;  // (step, proposals) of uncollected decodes
     bool waits = false;  // this step: no block for its decode while its last one is in flight
+    // The last planned step that gives it an output (its prompt's last chunk, then each
+    // decode): in flight while later than collected_step_. (Counting outputs against planned
+    // ones cannot tell: accepted proposals give outputs no plan counted.)
+    uint64_t output_step = 0;
     uint64_t admitted_step = 0;
     uint64_t admission = 0;        // admission order (preemption takes the newest)
     std::vector<uint64_t> hashes;  // chain hashes of the prefix's full blocks
@@ -264,6 +268,7 @@ class Scheduler {
   std::vector<int32_t> prefill_order_;             // slots in kPrefill, oldest admission first
   std::vector<int32_t> unsent_releases_;  // retired slots no launched plan has released yet
   std::vector<int32_t> outputs_scratch_;  // per slot, outputs in the result being applied
+  uint64_t collected_step_ = 0;           // the latest step whose result Update applied
   int64_t queued_prompt_tokens_ = 0;
   int32_t running_ = 0;
   int32_t preempted_queued_ = 0;

@@ -316,6 +316,31 @@ TEST(KvOnDemandTest, ASlotWhoseLastDecodeIsInFlightWaitsForItsBlock) {
   EXPECT_EQ(d.out.finish.at(2), FinishReason::kStopToken);
 }
 
+// The same with speculation (two proposals a decode, both accepted): accepted proposals give a
+// slot more outputs than its plans counted, yet a slot whose last decode is in flight still
+// waits rather than preempting. (Counting outputs against planned ones preempted request 2 for
+// the extra step of its EOS as output 17; an EOS after the slot's need, 18 here, is rightly a
+// preemption.)
+TEST(KvOnDemandTest, ASpeculatingSlotWhoseLastDecodeIsInFlightWaitsForItsBlock) {
+  for (const int32_t eos : {15, 16, 17}) {
+    SchedulerConfig c = Config(2, 5);
+    c.speculative.method = SpeculativeMethod::kNgram;
+    c.speculative.num_tokens = 2;
+    c.speculative.adaptive = false;
+    Scheduler s(c);
+    FakeRunner runner;
+    runner.accept = 2;
+    runner.eos_after[2] = eos;
+    Driver d(s, runner, /*depth=*/2);
+    s.Add(Req(1, Tokens(16, 1), 40));
+    s.Add(Req(2, Tokens(16, 100), 40));
+    d.RunIdle();
+    EXPECT_EQ(s.stats().preemptions, 0u) << "EOS as output " << eos;
+    EXPECT_EQ(d.out.tokens.at(1).size(), 40u);
+    EXPECT_EQ(d.out.tokens.at(2).size(), static_cast<size_t>(eos));
+  }
+}
+
 TEST(KvOnDemandTest, AbortingAPreemptedRequestWhileQueued) {
   Scheduler s(Config(2, 5));
   FakeRunner runner;
