@@ -144,6 +144,7 @@ absl::Status CreateCudaRunner(const BackendOptions& options, const model::QuantS
   ro.max_context = options.max_context;
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.switches = options.cuda;
+  ro.speculative = options.speculative;
   LLM_ASSIGN_OR_RETURN(
       b.runner, runner::cuda::CreateCudaRunner(b.config, store.get(), b.quant, b.source.seed, ro));
   b.backend = "cuda";
@@ -189,12 +190,11 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   if (kind == "cpu") {
     LLM_RETURN_IF_ERROR(CreateCpuRunner(options, checkpoint, b));
   } else if (kind == "cuda") {
-    if (options.speculative.enabled()) {
-      return absl::UnimplementedError(absl::StrCat(
-          "engine.speculative.method: ",
-          std::string(engine::SpeculativeMethodName(options.speculative.method)),
-          " runs on the CPU backend only so far; the CUDA runner does not verify proposals yet "
-          "(set engine.speculative.method: off, or engine.backend: cpu)"));
+    if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
+      return absl::UnimplementedError(
+          "engine.speculative.method: draft runs on the CPU backend only so far; the CUDA "
+          "runner speculates with ngram (set engine.speculative.method: ngram or off, or "
+          "engine.backend: cpu)");
     }
 #ifdef LLM_HAVE_CUDA
     LLM_RETURN_IF_ERROR(CreateCudaRunner(options, checkpoint, b));

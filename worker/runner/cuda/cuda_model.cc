@@ -14,6 +14,8 @@
 #include "kernels/elementwise/rope_kv.h"
 #include "kernels/launch.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/speculative/ngram_propose.h"
+#include "kernels/speculative/verify.h"
 #include "kernels/step/step_inputs.h"
 
 namespace llm::runner::cuda {
@@ -205,6 +207,19 @@ absl::Status CudaModel::ResidualProduct(Pass& p, kernels::GemmArgs args, const c
 
 absl::Status CudaModel::StepInputs(Pass& p) {
   const ForwardShape& s = p.s;
+  if (s.group > 1) {
+    // The decoding slots' proposals, from their histories, before their rows are built.
+    kernels::NgramProposeParams propose{};
+    propose.decode_list = p.b.decode_list;
+    propose.decode_draft = s.decode_draft;
+    propose.decode_limit = s.decode_limit;
+    propose.num_decode = s.decode_rows / s.group;
+    propose.slots = p.b.slots;
+    propose.min_n = options_.ngram_min;
+    propose.max_n = options_.ngram_max;
+    // Timed with the step's inputs (both kOther): the clock's marks per step are fixed.
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchNgramPropose(propose, p.st), "n-gram proposals");
+  }
   kernels::StepInputsParams in{};
   in.prefill_slot = s.prefill_slot;
   in.prefill_pos = s.prefill_pos;
@@ -220,6 +235,8 @@ absl::Status CudaModel::StepInputs(Pass& p) {
   in.embedding = weights_.embedding;  // and each row's embedding, in the same launch
   in.x = p.b.x;
   in.hidden = config_.hidden_size;
+  in.group = s.group;
+  in.row_offset = s.group > 1 ? p.b.row_offset : nullptr;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, p.st), "step inputs and embedding");
   p.Mark(KernelClass::kOther);
 
@@ -427,6 +444,11 @@ absl::Status CudaModel::Head(Pass& p) {
     LLM_CUDA_RETURN_IF_ERROR(
         kernels::LaunchGatherInts(b.row_pos, rows_index, b.sample_pos, s.sample_rows, p.st),
         "sampling rows");
+    if (s.group > 1) {
+      LLM_CUDA_RETURN_IF_ERROR(
+          kernels::LaunchGatherInts(b.row_offset, rows_index, b.sample_offset, s.sample_rows, p.st),
+          "sampling rows");
+    }
     p.Mark(KernelClass::kOther);
   }
   LLM_RETURN_IF_ERROR(RunProduct(p,
@@ -456,7 +478,14 @@ absl::Status CudaModel::Sample(const ForwardShape& s, const StepBuffers& b, cuda
   sp.mask_index = s.mask_index;
   sp.masks = s.masks;
   sp.mask_words = s.mask_words;
+  if (s.group > 1) sp.row_offset = s.identity_sampling ? b.row_offset : b.sample_offset;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSample(sp, st), "sampling");
+  if (s.group > 1) {
+    // The verify groups' accepted runs, appended token by token (kernels/speculative/verify.h).
+    const kernels::VerifyParams verify{sp.row_slot,   sp.row_pos, sp.row_offset,     b.out,
+                                       s.sample_rows, b.slots,    config_.vocab_size};
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchVerify(verify, st), "speculative verification");
+  }
   return absl::OkStatus();
 }
 

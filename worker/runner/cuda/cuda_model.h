@@ -57,6 +57,12 @@ struct ForwardShape {
   const int32_t* mask_index = nullptr;
   const uint64_t* masks = nullptr;
   int32_t mask_words = 0;
+  // Speculative decoding (StepLayout::group): rows per decoding slot, and each decoding slot's
+  // proposal allowance (upload area; group > 1 only). The step proposes before its inputs and
+  // verifies after sampling.
+  int32_t group = 1;
+  const int32_t* decode_draft = nullptr;
+  const int32_t* decode_limit = nullptr;  // each one's KV blocks * block_tokens
 };
 
 struct CudaModelOptions {
@@ -64,6 +70,9 @@ struct CudaModelOptions {
   // resolves auto with ProgrammaticLaunchPays).
   CudaSwitches switches;
   int32_t valid_vocab_size = 0;  // ids >= this are never sampled
+  // The n-gram proposer's suffix lengths (engine.speculative.ngram_min/max).
+  int32_t ngram_min = 2;
+  int32_t ngram_max = 4;
 };
 
 // Programmatic dependent launch's default (engine.cuda_pdl: auto): on where a layer's weights

@@ -92,6 +92,13 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                      " key/value heads is not supported (head_dim 16, 32, 64 or 128; at "
                      "most 8 query heads per key/value head)"));
   }
+  if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
+    return absl::UnimplementedError(
+        "engine.speculative.method: draft runs on the CPU backend only so far; the CUDA runner "
+        "speculates with ngram (set engine.speculative.method: ngram or off, or "
+        "engine.backend: cpu)");
+  }
+  if (absl::Status st = options.speculative.Validate(); !st.ok()) return st;
   const int devices = kernels::DeviceCount();
   if (options.device < 0 || options.device >= devices) {
     return absl::FailedPreconditionError(
@@ -117,6 +124,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   model_options.switches.pdl =
       options_.switches.pdl.value_or(ProgrammaticLaunchPays(c, quant.quantized()));
   model_options.valid_vocab_size = options_.valid_vocab_size;
+  model_options.ngram_min = options_.speculative.ngram_min;
+  model_options.ngram_max = options_.speculative.ngram_max;
   LLM_ASSIGN_OR_RETURN(model_,
                        CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
 
@@ -149,16 +158,25 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   LLM_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options_.device),
       "device attributes");
+  const int32_t spec_group =
+      options_.speculative.enabled() ? 1 + options_.speculative.num_tokens : 1;
   sizes_ = PlanStepSizes(c, options_.sizes, max_context, prompt_rows, sm_count,
-                         options_.switches.batch_invariant, model_->weights().fp8);
+                         options_.switches.batch_invariant, model_->weights().fp8, spec_group);
   buckets_ = MakeBuckets(options_.sizes.max_slots);
   LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
   LLM_RETURN_IF_ERROR(AllocateStaging());
+  // The row counts a step can have: decode buckets (times each verify group size), and
+  // multiples of the alignments for steps with prompt rows.
   std::vector<int32_t> rows = buckets_;
+  for (const int32_t g : SpeculativeGroups(sizes_.spec_group)) {
+    for (const int32_t b : buckets_) {
+      if (b * g <= sizes_.max_decode_rows) rows.push_back(b * g);
+    }
+  }
+  std::vector<int32_t> sample_rows = rows;
   for (int32_t r = kPrefillRowAlign; r <= sizes_.max_rows; r += kPrefillRowAlign) {
     rows.push_back(r);
   }
-  std::vector<int32_t> sample_rows = buckets_;
   for (int32_t r = kSampleRowAlign; r <= sizes_.max_sample_rows; r += kSampleRowAlign) {
     sample_rows.push_back(r);
   }
@@ -179,6 +197,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   limits.vocab_size = c.vocab_size;
   limits.max_prefill_tokens = prompt_rows;
   limits.attention_group = c.num_heads / c.num_kv_heads;
+  limits.spec_group = sizes_.spec_group;
+  limits.max_decode_rows = sizes_.max_decode_rows;
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
   // Structured output: masks written by up to a quarter of the host's cores (8 at most).
   const int mask_threads =
@@ -220,6 +240,8 @@ absl::Status CudaRunner::AllocateStaging() {
   layout_.last_token_tiles.reserve(2 * S);
   layout_.chunk_samples.reserve(S);
   layout_.sample_rows.reserve(SR);
+  layout_.decode_draft.reserve(S);
+  layout_.decode_limit.reserve(S);
   return absl::OkStatus();
 }
 
@@ -298,6 +320,7 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   shape.sample_rows = l.num_sample_rows;
   shape.identity_sampling = l.identity_sampling;
   shape.argmax_only = l.argmax_only;
+  shape.group = l.group;
 
   // 4. Stage the upload.
   RingEntry& ring = ring_[next_ring_];
@@ -314,8 +337,11 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   const int64_t off_tiles = staging.Put(l.prefill_tiles);
   const int64_t off_last_tiles = staging.Put(l.last_token_tiles);
   const int64_t off_samples = staging.Put(l.sample_rows);
-  for (int64_t off : {off_admits, off_settings, off_grants, off_blocks, off_rows, off_pslot,
-                      off_ppos, off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples}) {
+  const int64_t off_draft = staging.Put(l.decode_draft);
+  const int64_t off_limit = staging.Put(l.decode_limit);
+  for (int64_t off :
+       {off_admits, off_settings, off_grants, off_blocks, off_rows, off_pslot, off_ppos, off_ptoken,
+        off_chunks, off_tiles, off_last_tiles, off_samples, off_draft, off_limit}) {
     if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
   }
   auto dev = [&](int64_t off) { return buffers_.upload + off; };
@@ -328,6 +354,8 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   shape.last_token_tiles = reinterpret_cast<const kernels::PrefillTile*>(dev(off_last_tiles));
   shape.num_last_token_tiles = static_cast<int32_t>(l.last_token_tiles.size());
   shape.sample_rows_index = reinterpret_cast<const int32_t*>(dev(off_samples));
+  shape.decode_draft = reinterpret_cast<const int32_t*>(dev(off_draft));
+  shape.decode_limit = reinterpret_cast<const int32_t*>(dev(off_limit));
 
   // 5. Enqueue: upload (only when something changed), slot updates, the forward pass and
   // sampling (a graph replay for decode-only steps), the outputs' copy back, the end event.
@@ -385,7 +413,9 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
     clock.Start(st);
     LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
   } else if (shape.rows > 0) {
-    if (shape.identity_sampling && !graphs_.empty()) {
+    // Graphs are captured for decode steps without verify groups; speculative steps run
+    // eagerly.
+    if (shape.identity_sampling && shape.group == 1 && !graphs_.empty()) {
       const GraphExec& graph =
           graphs_[kGraphVariants * l.bucket + (l.argmax_only ? kArgmaxGraph : kSampleGraph)];
       LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), st), "graph launch");
@@ -409,7 +439,7 @@ absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ri
   shape.mask_index = reinterpret_cast<const int32_t*>(buffers_.mask_upload);
   shape.masks = reinterpret_cast<const uint64_t*>(buffers_.mask_upload + sizes_.masks_offset());
   shape.mask_words = sizes_.mask_words;
-  if (shape.identity_sampling && !graphs_.empty()) {
+  if (shape.identity_sampling && shape.group == 1 && !graphs_.empty()) {
     const GraphExec& graph = graphs_[kGraphVariants * layout_.bucket + kForwardGraph];
     LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), stream_.get()), "graph launch");
   } else {
@@ -518,6 +548,8 @@ absl::StatusOr<StepResult> CudaRunner::Collect() {
       constraints_->OnToken(f.step_id, o.slot, o.key, o.token, o.finish);
     }
     SlotOutput out{o.slot, o.key, {o.token, o.logprob, {}}, o.finish};
+    out.draft_tokens = o.draft_tokens;  // a verify group's first row: its proposals
+    out.accepted_tokens = o.accepted_tokens;
     for (int32_t k = 0; k < o.num_top && k < kernels::kMaxTopLogprobs; ++k) {
       out.sampled.top.push_back({o.top_ids[k], o.top_logprobs[k]});
     }

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/engine/engine_sizes.h"
+#include "worker/engine/speculation.h"
 #include "worker/model/config.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/model/quant_scheme.h"
@@ -38,6 +39,9 @@ struct CudaRunnerOptions {
   // The KV cache's dtype and an FP8 cache's per-layer scales (engine.kv_cache_dtype, resolved:
   // model/kv_cache_spec.h). An FP8 cache holds twice the blocks in the same memory.
   model::KvCacheSpec kv;
+  // Speculative decoding (engine.speculative): `ngram` proposes and verifies on the device
+  // (kernels/speculative/); `draft` is refused (UNIMPLEMENTED) until the draft model runs here.
+  engine::SpeculativeConfig speculative;
 };
 
 // CUDA devices this process can use; 0 when there is no driver or no device.

@@ -54,8 +54,20 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.block_tables = k.Take<int32_t>(S * z.max_blocks_per_seq);
   b.decode_list = k.Take<int32_t>(S);
   // Zeroed with the slot table: the decode attention's arrival counters must start at zero.
-  b.split_arrivals = k.Take<int32_t>(S * c.num_kv_heads);
+  b.split_arrivals = k.Take<int32_t>(static_cast<size_t>(z.max_decode_rows) * c.num_kv_heads);
+  if (z.spec_group > 1) {
+    b.slots.history_from = k.Take<int32_t>(S);
+    b.slots.num_proposals = k.Take<int32_t>(S);
+  }
   const size_t slot_table_end = k.used();
+  if (z.spec_group > 1) {
+    b.slots.history = k.Take<int32_t>(S * static_cast<size_t>(z.max_context));
+    b.slots.history_stride = z.max_context;
+    b.slots.max_proposals = z.spec_group - 1;
+    b.slots.proposals = k.Take<int32_t>(S * static_cast<size_t>(b.slots.max_proposals));
+    b.row_offset = k.Take<int32_t>(R);
+    b.sample_offset = k.Take<int32_t>(SR);
+  }
   b.rope_cos = k.Take<float>(static_cast<size_t>(z.max_context) * half);
   b.rope_sin = k.Take<float>(static_cast<size_t>(z.max_context) * half);
   b.x = k.Take<float>(R * H);
@@ -99,15 +111,19 @@ int32_t DecodeSplitsFor(const StepSizes& z, int32_t rows) {
 
 StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& sizes,
                         int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
-                        bool batch_invariant, bool fp8) {
+                        bool batch_invariant, bool fp8, int32_t spec_group) {
   StepSizes z;
   z.engine = sizes;
   z.max_context = max_context;
   z.max_prefill_tokens = max_prefill_tokens;
   const int32_t S = sizes.max_slots;
+  z.spec_group = std::max(1, spec_group);
+  z.max_decode_rows =
+      z.spec_group > 1 ? std::max(S, std::min(S * z.spec_group, kMaxSpeculativeRows)) : S;
   z.max_blocks_per_seq = (max_context + sizes.block_tokens - 1) / sizes.block_tokens;
-  z.max_rows = RoundUp(max_prefill_tokens + S, kPrefillRowAlign);
-  z.max_sample_rows = RoundUp(std::min(2 * S, S + max_prefill_tokens), kSampleRowAlign);
+  z.max_rows = RoundUp(max_prefill_tokens + z.max_decode_rows, kPrefillRowAlign);
+  // Every decode row samples, and each prompt the step completes (one a slot).
+  z.max_sample_rows = RoundUp(z.max_decode_rows + std::min(S, max_prefill_tokens), kSampleRowAlign);
   // Split-K decode attention: at most 64 chunks of at least kAttentionChunkKeys keys; the workspace
   // for the decode batch size that needs the most (row, chunk) pairs.
   z.sm_count = sm_count;
@@ -115,7 +131,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.max_splits =
       std::min(64, (max_context + kernels::kAttentionChunkKeys - 1) / kernels::kAttentionChunkKeys);
   z.batch_invariant = batch_invariant;
-  for (int32_t rows = 1; rows <= S; ++rows) {
+  for (int32_t rows = 1; rows <= z.max_decode_rows; ++rows) {
     z.split_parts = std::max<int64_t>(z.split_parts, int64_t{rows} * DecodeSplitsFor(z, rows));
   }
   z.max_prefill_tiles =
@@ -125,8 +141,9 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.mask_words = static_cast<int32_t>(constraint::MaskWords(c.vocab_size));
   // Admissions, block grants (at most one a slot), their block lists (at most a table a slot
   // between them), decode row changes, prefill rows, prompt chunks and their
-  // attention tiles (all, and the last layer's: at most two a chunk), and sampling rows of one
-  // step, each array 16-byte aligned.
+  // attention tiles (all, and the last layer's: at most two a chunk), sampling rows and the
+  // decoding slots' proposal allowances and block limits of one step, each array 16-byte
+  // aligned.
   const size_t s = static_cast<size_t>(S), r = static_cast<size_t>(z.max_rows);
   z.upload_bytes =
       s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling) +
@@ -134,7 +151,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
       s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
       s * sizeof(kernels::PrefillChunk) +
       (static_cast<size_t>(z.max_prefill_tiles) + 2 * s) * sizeof(kernels::PrefillTile) +
-      static_cast<size_t>(z.max_sample_rows) * 4 + 16 * 16;
+      static_cast<size_t>(z.max_sample_rows) * 4 + 2 * s * 4 + 16 * 16;
   return z;
 }
 

@@ -28,6 +28,12 @@ struct StepSizes {
   int32_t max_blocks_per_seq = 0;
   int32_t max_rows = 0;         // batch rows: padded prefill rows + decode rows
   int32_t max_sample_rows = 0;  // sampling rows, padded
+  // Speculative decoding: the most rows a decoding slot takes (1 + engine.speculative.
+  // num_tokens; 1 without speculation), and the most decode rows a step holds (max_slots, or
+  // more with speculation, up to kMaxSpeculativeRows: a step whose verify groups would need
+  // more decodes without proposals).
+  int32_t spec_group = 1;
+  int32_t max_decode_rows = 0;
   // Split-K decode attention (DecodeSplitsFor): the device's SMs, the most chunks a row is cut
   // into, and the most (row, chunk) pairs any decode batch size needs in the workspace.
   int32_t sm_count = 0;
@@ -52,10 +58,12 @@ struct StepSizes {
   }
 };
 
-// `fp8`: the layers' products are FP8 (buffers for their quantised inputs).
+// `fp8`: the layers' products are FP8 (buffers for their quantised inputs). `spec_group` > 1:
+// speculative decoding with up to spec_group - 1 proposals a slot.
+inline constexpr int32_t kMaxSpeculativeRows = 512;
 StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,
                         int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
-                        bool batch_invariant, bool fp8 = false);
+                        bool batch_invariant, bool fp8 = false, int32_t spec_group = 1);
 
 // Chunks per row of a decode launch of `rows` rows: kernels::DecodeSplits, or with
 // batch_invariant a fixed kInvariantSplits (at most max_splits).
@@ -69,7 +77,7 @@ struct StepBuffers {
   kernels::DeviceSlots slots{};
   kernels::SlotSampling* sampling_table = nullptr;
   int32_t* block_tables = nullptr;  // [max_slots, max_blocks_per_seq]
-  int32_t* decode_list = nullptr;   // [max_slots] slot of each decode row, -1 unused
+  int32_t* decode_list = nullptr;   // [max_slots] slot of each decoding slot's rows, -1 unused
   // RoPE tables [max_context, head_dim / 2], the CPU reference's values.
   const float* rope_cos = nullptr;
   const float* rope_sin = nullptr;
@@ -86,6 +94,10 @@ struct StepBuffers {
   int32_t* row_slot = nullptr;
   int32_t* sample_slot = nullptr;
   int32_t* sample_pos = nullptr;
+  // Speculative decoding (null without): each row's and sampling row's offset in its verify
+  // group. The slot table's history and proposals are in `slots`.
+  int32_t* row_offset = nullptr;
+  int32_t* sample_offset = nullptr;
   // The last layer of a step with prompt rows runs on the sampling rows alone, gathered here.
   float* x_sampled = nullptr;    // [sample rows, hidden]
   bf16* attn_sampled = nullptr;  // [sample rows, q_dim]
@@ -98,7 +110,7 @@ struct StepBuffers {
   float* part_max = nullptr;
   float* part_sum = nullptr;
   int32_t* split_arrivals =
-      nullptr;                  // [max slots, KV heads] decode attention's, zero between steps
+      nullptr;  // [max decode rows, KV heads] decode attention's, zero between steps
   std::byte* upload = nullptr;  // [upload_bytes], a step's uploaded arrays
   // The constrained rows' masks (kernels::SampleParams), uploaded by the steps that have them
   // (StepSizes::mask_bytes).

@@ -28,6 +28,13 @@ std::vector<int32_t> MakeBuckets(int32_t max_slots) {
   return out;
 }
 
+std::vector<int32_t> SpeculativeGroups(int32_t spec_group) {
+  std::vector<int32_t> groups;
+  for (int32_t k = 1; 1 + k < spec_group; k *= 2) groups.push_back(1 + k);
+  if (spec_group > 1) groups.push_back(spec_group);
+  return groups;
+}
+
 kernels::SlotSampling ToSlotSampling(const engine::EngineRequest& r) {
   kernels::SlotSampling s{};
   s.temperature = r.sampling.temperature;
@@ -180,9 +187,10 @@ absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
   }
   for (const engine::DecodeChunk& d : plan.decodes) {
     const int32_t s = d.slot;
-    if (d.max_draft != 0) {
+    if (d.max_draft < 0 || (d.max_draft > 0 && limits_.spec_group <= 1)) {
       return Bad(plan, absl::StrCat("decode of slot ", s, " with ", d.max_draft,
-                                    " proposals: the CUDA runner does not speculate yet"));
+                                    " proposals: this runner does not speculate "
+                                    "(engine.speculative.method is off)"));
     }
     if (s < 0 || s >= S || !prompt_done(s) || slots_[s].prefilled == mark_) {
       return Bad(plan, absl::StrCat("decode of slot ", s, ", which holds no prefilled request"));
@@ -294,7 +302,9 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
       break;
     }
   }
-  const int32_t B = l.bucket < 0 ? 0 : buckets_[l.bucket];
+  const int32_t bucket_rows = l.bucket < 0 ? 0 : buckets_[l.bucket];
+  LayOutGroups(plan, bucket_rows, l);
+  const int32_t B = bucket_rows * l.group;
   l.decode_rows = B;
   if (checked_prefill_tokens_ == 0) {
     l.rows = l.num_sample_rows = B;
@@ -338,7 +348,43 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     slots_[p.slot].sampled = true;
     slots_[p.slot].written = p.start + p.num_tokens;
   }
+  // One position a decode: with proposals, a lower bound (the device knows how many stood).
   for (const engine::DecodeChunk& d : plan.decodes) ++slots_[d.slot].written;
+}
+
+void SlotMirror::LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows,
+                              StepLayout& l) const {
+  l.group = 1;
+  l.decode_draft.clear();
+  l.decode_limit.clear();
+  // A constrained slot's rows would need its masks, one with penalties its counts of the
+  // group's earlier tokens: neither speculates here.
+  const auto allowance = [&](const engine::DecodeChunk& d) {
+    const engine::EngineRequest& r = *slots_[d.slot].request;
+    if (r.constraint != nullptr || r.sampling.has_penalties()) return 0;
+    return std::min(d.max_draft, limits_.spec_group - 1);
+  };
+  int32_t most = 0;
+  for (const engine::DecodeChunk& d : plan.decodes) most = std::max(most, allowance(d));
+  if (most <= 0) return;
+  int32_t group = limits_.spec_group;
+  for (const int32_t g : SpeculativeGroups(limits_.spec_group)) {
+    if (g - 1 >= most) {
+      group = g;
+      break;
+    }
+  }
+  const int32_t capacity =
+      limits_.max_decode_rows > 0 ? limits_.max_decode_rows : limits_.sizes.max_slots;
+  if (int64_t{bucket_rows} * group > capacity) return;  // decodes without proposals
+  l.group = group;
+  l.decode_draft.assign(static_cast<size_t>(bucket_rows), 0);
+  l.decode_limit.assign(static_cast<size_t>(bucket_rows), 0);
+  for (const engine::DecodeChunk& d : plan.decodes) {
+    const Slot& x = slots_[d.slot];
+    l.decode_draft[x.decode_row] = std::min(allowance(d), group - 1);
+    l.decode_limit[x.decode_row] = x.blocks * limits_.sizes.block_tokens;
+  }
 }
 
 void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots) const {
@@ -346,7 +392,13 @@ void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots
   for (int32_t i = 0; i < l.num_sample_rows; ++i) {
     const int32_t row = l.identity_sampling ? i : l.sample_rows[i];
     if (row < 0) continue;
-    slots[i] = row < l.prefill_rows ? l.prefill_slot[row] : decode_rows_[row - l.prefill_rows];
+    if (row < l.prefill_rows) {
+      slots[i] = l.prefill_slot[row];
+      continue;
+    }
+    // A verify group's row past its slot's allowance never samples (the device pads it).
+    const int32_t d = (row - l.prefill_rows) / l.group, j = (row - l.prefill_rows) % l.group;
+    slots[i] = j > 0 && j > l.decode_draft[d] ? -1 : decode_rows_[d];
   }
 }
 

@@ -8,6 +8,16 @@
 // a slot that starts decoding takes the lowest free row, so the device's decode list changes
 // only where slots start or stop. Sampling rows: the last row of each chunk that completes a
 // prompt, then every decode row; in a decode-only step they are the decode rows themselves.
+//
+// Speculative decoding: when a plan's decodes carry proposals, each decoding slot's row becomes
+// a verify group of `group` consecutive rows (1 + the plan's most proposals, rounded up to a
+// power of two, at most StepLimits::spec_group), so decode row d of the device's list owns rows
+// [d * group, (d + 1) * group) of the decode region, and each slot's allowance and block limit
+// go up with the step (decode_draft, decode_limit). A constrained slot or one with penalties
+// gets no allowance (the device would not propose for it either). The device proposes and verifies
+// (kernels/speculative/); the mirror does not learn how many proposals stood, so it counts a decode
+// as one written position, a lower bound, as the scheduler does. A step whose groups would pass
+// max_decode_rows decodes without proposals.
 #ifndef LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
 #define LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
 
@@ -39,7 +49,15 @@ struct StepLimits {
   int32_t vocab_size = 0;
   int32_t max_prefill_tokens = 0;
   int32_t attention_group = 1;  // query heads per kv head: the prefill attention's row packing
+  // Speculative decoding: the most rows a decoding slot takes (1: none, and a plan with
+  // proposals is refused), and the most decode rows a step holds (0: max_slots).
+  int32_t spec_group = 1;
+  int32_t max_decode_rows = 0;
 };
+
+// The verify group sizes a step may use with up to spec_group - 1 proposals a slot: 1 + a power
+// of two, and spec_group itself (the products' plans are made for each).
+std::vector<int32_t> SpeculativeGroups(int32_t spec_group);
 
 // One step, ready to stage: the upload arrays (each copied to the device as it is) and the
 // batch's shape.
@@ -58,11 +76,17 @@ struct StepLayout {
   std::vector<kernels::PrefillTile> last_token_tiles;
   std::vector<uint8_t> chunk_samples;  // [prefill_chunks] whether the chunk completes a prompt
   std::vector<int32_t> sample_rows;    // batch row of each sampling row, -1 pads (mixed steps)
+  // Speculative steps (group > 1): per decode row of the device's list (bucket entries), the
+  // proposals its slot may have (0 for an unused row).
+  std::vector<int32_t> decode_draft;
+  // And the positions its KV blocks hold (blocks * block_tokens): no row writes past them.
+  std::vector<int32_t> decode_limit;
+  int32_t group = 1;  // rows per decoding slot
 
   int32_t bucket = -1;             // index into the buckets; -1: no decode rows
   int32_t rows = 0;                // prefill_rows + decode_rows
   int32_t prefill_rows = 0;        // including padding
-  int32_t decode_rows = 0;         // the bucket's size
+  int32_t decode_rows = 0;         // the bucket's size times group
   int32_t num_sample_rows = 0;     // including padding
   bool identity_sampling = false;  // decode only: the decode rows sample, in order
   // Every slot that samples in this step is kernels::ArgmaxOnly: the sampler's two-launch path.
@@ -71,7 +95,7 @@ struct StepLayout {
   // Nothing to upload: a decode step whose decoding slots did not change.
   bool upload_empty() const {
     return admits.empty() && grants.empty() && row_changes.empty() && prefill_slot.empty() &&
-           sample_rows.empty();
+           sample_rows.empty() && decode_draft.empty() && decode_limit.empty();
   }
 };
 
@@ -85,8 +109,8 @@ class SlotMirror {
   // block grants to running slots not admitted by the same plan and within a block table,
   // prefix chunks inside their prefix and blocks (one per slot, none after the prefix
   // completed), decodes only of slots whose prefix completed in an earlier step, each once and
-  // writing inside the slot's blocks. INVALID_ARGUMENT naming the plan and the slot; the table
-  // is unchanged either way.
+  // writing inside the slot's blocks, with proposals only when the runner speculates.
+  // INVALID_ARGUMENT naming the plan and the slot; the table is unchanged either way.
   absl::Status Check(const engine::StepPlan& plan);
   // Applies a plan that passed Check (and nothing in between) and lays out its step.
   void Apply(const engine::StepPlan& plan, StepLayout& layout);
@@ -96,7 +120,9 @@ class SlotMirror {
   // The decode row of `slot`, or -1.
   int32_t decode_row(int32_t slot) const { return slots_[slot].decode_row; }
   // The slot each sampling row of `layout` (the last one Apply made) samples for, -1 for
-  // padding: what the device's row_slot holds, on the host (structured output's masks).
+  // padding: what the device's row_slot holds, on the host (structured output's masks). A
+  // verify group's row within its slot's allowance counts as the slot's, though the device
+  // pads it when the proposer found fewer proposals.
   void SampleRowSlots(const StepLayout& layout, std::vector<int32_t>& slots) const;
 
  private:
@@ -113,6 +139,8 @@ class SlotMirror {
   };
   absl::Status CheckAdmissions(const engine::StepPlan& plan);
   absl::Status CheckGrants(const engine::StepPlan& plan);
+  // The step's verify group size and each decode row's allowance (group > 1).
+  void LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows, StepLayout& layout) const;
   // The prefix token at `pos` of the request in slot `x`.
   static int32_t PrefixToken(const Slot& x, int32_t pos);
 

@@ -23,6 +23,7 @@ namespace llm::runner::cuda::testing {
 using loop::CollectingSink;
 using loop::GenerateSpec;
 using loop::StoryPrompts;
+using loop::WaitForLoad;
 using loop::WaitForNextStep;
 using loop::Worker;
 
@@ -59,6 +60,7 @@ struct WorkerSetup {
   bool pdl = false;
   bool fused_norm = true;
   bool last_layer_sampled_rows = true;
+  engine::SpeculativeConfig speculative;  // engine.speculative, for the backend and scheduler
 };
 
 inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
@@ -80,6 +82,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.cuda.pdl = s.pdl;
   o.cuda.fused_norm = s.fused_norm;
   o.cuda.last_layer_sampled_rows = s.last_layer_sampled_rows;
+  o.speculative = s.speculative;
   auto b = backend::CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
@@ -89,6 +92,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   wo.scheduler.max_prefill_tokens_alone = o.max_prefill_tokens_alone;
   wo.scheduler.prefix_cache = s.prefix_cache;
   wo.scheduler.kv_on_demand = s.kv_on_demand;
+  wo.scheduler.speculative = s.speculative;
   auto w =
       Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer), b->config.eos_token_ids);
   EXPECT_TRUE(w.ok()) << w.status();

@@ -51,5 +51,27 @@ TEST(StepSizesTest, SmallStepsAreNotPaddedBeyondTheirAlignment) {
   EXPECT_EQ(z.max_splits, 2);          // 100 positions: 2 chunks of 64 keys
 }
 
+// Speculative decoding widens the decode region (each slot a verify group), up to
+// kMaxSpeculativeRows, and every row a step can hold is a sampling row.
+TEST(StepSizesTest, VerifyGroupsWidenTheDecodeRowsUpToTheCap) {
+  auto config = model::ShapeConfig("llama-3-8b");
+  ASSERT_TRUE(config.ok());
+  const engine::EngineSizes small{.max_slots = 16, .kv_blocks = 0, .block_tokens = 16};
+  const StepSizes z = PlanStepSizes(*config, small, 8192, 2048, 132, false, false, 5);
+  EXPECT_EQ(z.spec_group, 5);
+  EXPECT_EQ(z.max_decode_rows, 16 * 5);
+  EXPECT_EQ(z.max_rows, 2048 + 128);  // 2048 + 80, aligned
+  EXPECT_EQ(z.max_sample_rows, 80 + 16);
+  for (int32_t rows = 1; rows <= z.max_decode_rows; ++rows) {
+    EXPECT_LE(int64_t{rows} * DecodeSplitsFor(z, rows), z.split_parts);
+  }
+  const engine::EngineSizes large{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
+  const StepSizes capped = PlanStepSizes(*config, large, 8192, 2048, 132, false, false, 5);
+  EXPECT_EQ(capped.max_decode_rows, kMaxSpeculativeRows);
+  const StepSizes off = PlanStepSizes(*config, large, 8192, 2048, 132, false);
+  EXPECT_EQ(off.spec_group, 1);
+  EXPECT_EQ(off.max_decode_rows, 256);
+}
+
 }  // namespace
 }  // namespace llm::runner::cuda

@@ -264,6 +264,126 @@ TEST_F(SlotMirrorTest, SteadyDecodeUploadsNothingAndRowsStayPut) {
   EXPECT_EQ(l4.decode_rows, 2);
 }
 
+// Speculative decoding: a plan whose decodes carry proposals lays each decoding slot out as a
+// verify group of consecutive rows (1 + the most proposals, rounded up to 1 + a power of two),
+// uploads each decode row's allowance, and falls back to one row a slot past the capacity.
+TEST(SlotMirrorSpeculativeTest, DecodesWithProposalsBecomeVerifyGroups) {
+  StepLimits limits = Limits();
+  limits.spec_group = 5;  // engine.speculative.num_tokens 4
+  limits.max_decode_rows = 20;
+  SlotMirror mirror(limits, MakeBuckets(8));
+  StepLayout l;
+  const auto step = [&](const engine::StepPlan& plan) {
+    const absl::Status st = mirror.Check(plan);
+    EXPECT_TRUE(st.ok()) << st;
+    mirror.Apply(plan, l);
+  };
+  for (int32_t s = 0; s < 3; ++s) {
+    engine::StepPlan p;
+    p.step_id = 1 + s;
+    auto r = std::make_shared<engine::EngineRequest>(*Request(100 + s, 4, 50));
+    if (s == 2) r->sampling.repetition_penalty = 1.2f;  // its rows would share its counts
+    p.admissions.push_back({s, r, {s * 2, s * 2 + 1}});
+    p.prefills.push_back({s, 0, 4, true});
+    step(p);
+  }
+  engine::StepPlan d;
+  d.step_id = 10;
+  d.decodes = {{0, 4}, {1, 2}, {2, 4}};
+  step(d);
+  EXPECT_EQ(l.group, 5);
+  EXPECT_EQ(l.decode_rows, 4 * 5);  // the bucket of 3 decode rows, 5 rows each
+  EXPECT_EQ(l.rows, 20);
+  EXPECT_TRUE(l.identity_sampling);
+  EXPECT_EQ(l.num_sample_rows, 20);
+  EXPECT_THAT(l.decode_draft, ElementsAre(4, 2, 0, 0));     // slot 2 uses penalties: none
+  EXPECT_THAT(l.decode_limit, ElementsAre(32, 32, 32, 0));  // 2 blocks of 16 each
+  EXPECT_FALSE(l.upload_empty());  // the allowances go up with every speculative step
+  std::vector<int32_t> slots;
+  mirror.SampleRowSlots(l, slots);
+  EXPECT_THAT(slots, ElementsAre(0, 0, 0, 0, 0,         // slot 0: 4 proposals
+                                 1, 1, 1, -1, -1,       // slot 1: 2
+                                 2, -1, -1, -1, -1,     // slot 2: none (penalties)
+                                 -1, -1, -1, -1, -1));  // the bucket's unused row
+
+  // At most one proposal: groups of 2. None: one row a slot, nothing extra uploaded.
+  d.step_id = 11;
+  d.decodes = {{0, 1}, {1, 1}, {2, 1}};
+  step(d);
+  EXPECT_EQ(l.group, 2);
+  EXPECT_EQ(l.decode_rows, 8);
+  EXPECT_THAT(l.decode_draft, ElementsAre(1, 1, 0, 0));
+  d.step_id = 12;
+  d.decodes = {{0, 0}, {1, 0}, {2, 4}};  // only the slot with penalties asks: no groups
+  step(d);
+  EXPECT_EQ(l.group, 1);
+  EXPECT_EQ(l.decode_rows, 4);
+  EXPECT_TRUE(l.decode_draft.empty());
+  EXPECT_TRUE(l.upload_empty());
+
+  // Three proposals round up to a group of 5; a fourth slot makes the bucket 4 * 5 = 20 rows,
+  // still within the capacity; with a fifth (bucket 8) the step decodes without proposals.
+  d.step_id = 13;
+  d.decodes = {{0, 3}, {1, 3}, {2, 3}};
+  step(d);
+  EXPECT_EQ(l.group, 5);
+  EXPECT_THAT(l.decode_draft, ElementsAre(3, 3, 0, 0));
+  for (int32_t s = 3; s < 5; ++s) {
+    engine::StepPlan p;
+    p.step_id = 20 + s;
+    p.admissions.push_back({s, Request(100 + s, 4, 50), {s * 2, s * 2 + 1}});
+    p.prefills.push_back({s, 0, 4, true});
+    p.decodes = {{0}, {1}, {2}};
+    for (int32_t t = 3; t < s; ++t) p.decodes.push_back({t});
+    step(p);
+  }
+  d.step_id = 30;
+  d.decodes = {{0, 4}, {1, 4}, {2, 4}, {3, 4}, {4, 4}};
+  step(d);
+  EXPECT_EQ(l.group, 1);
+  EXPECT_EQ(l.decode_rows, 8);
+  EXPECT_TRUE(l.decode_draft.empty());
+}
+
+// In a step with prompt rows, every row of every verify group samples after the prompts'.
+TEST(SlotMirrorSpeculativeTest, MixedStepsSampleEveryGroupRow) {
+  StepLimits limits = Limits();
+  limits.spec_group = 3;
+  limits.max_decode_rows = 24;
+  SlotMirror mirror(limits, MakeBuckets(8));
+  StepLayout l;
+  engine::StepPlan a;
+  a.step_id = 1;
+  a.admissions.push_back({0, Request(100, 4, 50), {0, 1}});
+  a.prefills.push_back({0, 0, 4, true});
+  ASSERT_TRUE(mirror.Check(a).ok());
+  mirror.Apply(a, l);
+  engine::StepPlan b;
+  b.step_id = 2;
+  b.admissions.push_back({1, Request(101, 6, 50), {2, 3}});
+  b.prefills.push_back({1, 0, 6, true});
+  b.decodes = {{0, 2}};
+  ASSERT_TRUE(mirror.Check(b).ok());
+  mirror.Apply(b, l);
+  EXPECT_EQ(l.group, 3);
+  EXPECT_EQ(l.decode_rows, 3);
+  EXPECT_EQ(l.rows, 64);
+  EXPECT_EQ(l.prefill_rows, 61);
+  EXPECT_THAT(std::vector<int32_t>(l.sample_rows.begin(), l.sample_rows.begin() + 5),
+              ElementsAre(5, 61, 62, 63, -1));
+  std::vector<int32_t> slots;
+  mirror.SampleRowSlots(l, slots);
+  EXPECT_THAT(std::vector<int32_t>(slots.begin(), slots.begin() + 5), ElementsAre(1, 0, 0, 0, -1));
+}
+
+TEST(SlotMirrorSpeculativeTest, GroupSizesAreOnePlusPowersOfTwoAndTheMost) {
+  EXPECT_TRUE(SpeculativeGroups(1).empty());
+  EXPECT_THAT(SpeculativeGroups(2), ElementsAre(2));
+  EXPECT_THAT(SpeculativeGroups(4), ElementsAre(2, 3, 4));
+  EXPECT_THAT(SpeculativeGroups(5), ElementsAre(2, 3, 5));
+  EXPECT_THAT(SpeculativeGroups(9), ElementsAre(2, 3, 5, 9));
+}
+
 TEST_F(SlotMirrorTest, ReleaseAndReadmitInOnePlan) {
   Step(AdmitAndPrefill(1, 0, 4));
   engine::StepPlan d;
