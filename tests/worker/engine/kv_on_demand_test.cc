@@ -37,6 +37,14 @@ SchedulerConfig Config(int32_t slots, int32_t blocks) {
   return c;
 }
 
+// With speculative decoding: every decode proposes `num_tokens` (n-gram, not adaptive).
+SchedulerConfig Speculating(SchedulerConfig c, int32_t num_tokens) {
+  c.speculative.method = SpeculativeMethod::kNgram;
+  c.speculative.num_tokens = num_tokens;
+  c.speculative.adaptive = false;
+  return c;
+}
+
 // Plays the runner: applies releases, admissions (resumed tokens must be the request's own)
 // and grants; fails the test for any write outside a slot's blocks, any block written while
 // another slot holds it, or a prefill outside the prefix.
@@ -323,11 +331,7 @@ TEST(KvOnDemandTest, ASlotWhoseLastDecodeIsInFlightWaitsForItsBlock) {
 // preemption.)
 TEST(KvOnDemandTest, ASpeculatingSlotWhoseLastDecodeIsInFlightWaitsForItsBlock) {
   for (const int32_t eos : {15, 16, 17}) {
-    SchedulerConfig c = Config(2, 5);
-    c.speculative.method = SpeculativeMethod::kNgram;
-    c.speculative.num_tokens = 2;
-    c.speculative.adaptive = false;
-    Scheduler s(c);
+    Scheduler s(Speculating(Config(2, 5), 2));
     FakeRunner runner;
     runner.accept = 2;
     runner.eos_after[2] = eos;
@@ -358,11 +362,7 @@ TEST(KvOnDemandTest, AbortingAPreemptedRequestWhileQueued) {
 }
 
 TEST(KvOnDemandTest, ProposalsStayInsideTheSlotsBlocks) {
-  SchedulerConfig c = Config(4, 12);
-  c.speculative.method = SpeculativeMethod::kNgram;
-  c.speculative.num_tokens = 5;
-  c.speculative.adaptive = false;
-  Scheduler s(c);
+  Scheduler s(Speculating(Config(4, 12), 5));
   FakeRunner runner;  // checks every proposal's write
   runner.accept = 3;
   for (uint64_t k = 1; k <= 6; ++k) s.Add(Req(k, Tokens(9, static_cast<int32_t>(k)), 50));
@@ -376,13 +376,7 @@ TEST(KvOnDemandTest, ProposalsStayInsideTheSlotsBlocks) {
 // step, every request's tokens are its own in order, and nothing is left at the end.
 TEST(KvOnDemandTest, RandomRequestsOnATightPoolLeaveEverythingAccounted) {
   for (const bool speculate : {false, true}) {
-    SchedulerConfig c = Config(16, 48);
-    if (speculate) {
-      c.speculative.method = SpeculativeMethod::kNgram;
-      c.speculative.num_tokens = 3;
-      c.speculative.adaptive = false;
-    }
-    Scheduler s(c);
+    Scheduler s(speculate ? Speculating(Config(16, 48), 3) : Config(16, 48));
     FakeRunner runner;
     runner.accept = 2;
     std::mt19937 rng(speculate ? 11 : 7);

@@ -180,6 +180,11 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   for (int32_t r = kSampleRowAlign; r <= sizes_.max_sample_rows; r += kSampleRowAlign) {
     sample_rows.push_back(r);
   }
+  // Each shape once (a bucket times a group may be another bucket): Prepare may tune each.
+  for (std::vector<int32_t>* v : {&rows, &sample_rows}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
   LLM_RETURN_IF_ERROR(model_->PrepareProducts(sizes_, buffers_, rows, sample_rows));
   LLM_ASSIGN_OR_RETURN(
       kv_, AllocateKvCache(c, options_.kv, options_.sizes.block_tokens, options_.sizes.kv_blocks,
