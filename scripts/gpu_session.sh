@@ -41,7 +41,8 @@
 #   build-gpu-bundle/session.sh speculative # issue 32: the n-gram proposer and verification
 #                                         #   kernels (and memcheck), the runner's ids with
 #                                         #   speculation on and off, llm-bench speculative on
-#                                         #   tinystories and random:llama-3-8b at 1, 8 and 64
+#                                         #   tinystories and random:llama-3-8b at 1, 8 and 64,
+#                                         #   and the oracle upper bound at batch 1, k = 4
 #   build-gpu-bundle/session.sh structured # issue 33: the sampler's masks, constrained crowds on
 #                                         #   the CUDA runner, llm-bench structured on
 #                                         #   random:llama-3-8b at batch 1, 64 and 256
@@ -444,10 +445,11 @@ case "$phase" in
     # acceptance (tinystories, story and repeat), and on random llama-3-8b weights, where
     # almost nothing is accepted, what verifying k proposals costs against a plain decode.
     step kernels_test-speculative 60 "${run[@]}" kernels_test \
-      --gtest_filter='NgramProposeKernelTest.*:VerifyKernelTest.*:SampleKernelTest.*'
+      --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:VerifyKernelTest.*:SampleKernelTest.*'
     for tool in memcheck racecheck; do
       step "$tool-speculative" 90 "$sanitizer" --tool "$tool" --error-exitcode 9 \
-        "$here/bin/kernels_test" --gtest_filter='NgramProposeKernelTest.*:VerifyKernelTest.*'
+        "$here/bin/kernels_test" \
+        --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:VerifyKernelTest.*'
     done
     step cuda_runner_test-speculative 200 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaSpeculativeTest.*:CudaRunnerTest.BatchInvariant*'
@@ -460,6 +462,15 @@ case "$phase" in
           --backend cuda --model random:llama-3-8b --workloads repeat --rounds 1 \
           --concurrency "$c" --slots "$c" --num-tokens "$k" --max-tokens 64
       done
+    done
+    # The upper bound (issue 32: >= 3.0x at k = 4): each request proposes its own greedy ids
+    # from the run without speculation; batch-invariant so the ids do not move with the batch's
+    # shape, and without, as served.
+    for inv in 1 0; do
+      step "speculative-llama-3-8b-oracle-inv$inv" 90 "${run[@]}" llm-bench speculative \
+        --backend cuda --model random:llama-3-8b --method oracle --workloads repeat,story \
+        --rounds 1 --concurrency 1 --slots 8 --num-tokens 4 --max-tokens 128 \
+        --batch-invariant "$inv"
     done
     for f in "$out"/speculative-*.out; do [[ -f "$f" ]] && mv "$f" "${f%.out}.json"; done
     ;;

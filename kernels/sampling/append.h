@@ -14,6 +14,20 @@
 
 namespace llm::kernels {
 
+// The output count of `token` that row `offset` of the slot's verify group samples with: the
+// slot's count plus the token's occurrences among the group's first `offset` proposals (the
+// row is reached only if they all stood, so they are the outputs before it). Offset 0 (an
+// ordinary row): the slot's count. Saturating as the counts are.
+__host__ __device__ inline int32_t GroupOutputCount(const DeviceSlots& slots, int32_t slot,
+                                                    int32_t offset, int32_t token, int32_t vocab) {
+  int32_t c = slots.out_counts[static_cast<int64_t>(slot) * vocab + token];
+  if (offset > 0 && slots.proposals != nullptr) {
+    const int32_t* proposals = slots.proposals + static_cast<int64_t>(slot) * slots.max_proposals;
+    for (int32_t j = 0; j < offset; ++j) c += proposals[j] == token ? 1 : 0;
+  }
+  return c < 0xFFFF ? c : 0xFFFF;
+}
+
 // `token`, sampled from the logits of the token at position `row_pos`, becomes the slot's next
 // input: the slot's counters advance, its history (where kept) records it at row_pos + 1, its
 // output count goes up (penalties), and the finish is kStopToken for a stop id, else kLength

@@ -253,6 +253,8 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
   float bv = -INFINITY;
   int32_t bi = INT32_MAX;
   const uint16_t* counts = p.slots.out_counts + static_cast<int64_t>(slot) * p.vocab;
+  // A verify row past its group's first counts the proposals before it (GroupOutputCount).
+  const int32_t offset = p.row_offset != nullptr && s.has_penalties ? p.row_offset[row] : 0;
   const uint8_t* mask = p.slots.prompt_mask + static_cast<int64_t>(slot) * p.vocab;
   const int32_t mask_k = p.mask_index != nullptr ? p.mask_index[row] : -1;
   const uint64_t* allowed =
@@ -265,7 +267,8 @@ __global__ void __launch_bounds__(kChunkThreads) ResetPenaltiesArgmaxKernel(Samp
       l = -INFINITY;
       logits[i] = l;
     } else if (s.has_penalties) {
-      const int32_t c = counts[i];
+      const int32_t c = offset > 0 ? GroupOutputCount(p.slots, slot, offset, i, p.vocab)
+                                   : static_cast<int32_t>(counts[i]);
       if (s.repetition_penalty != 1.0f && (mask[i] != 0 || c > 0)) {
         l = sampling::RepetitionPenalised(l, s.repetition_penalty);
       }

@@ -58,13 +58,15 @@ struct DeviceSlots {
   uint16_t* out_counts;  // [slots, vocab] output token counts (penalties), saturating
   uint8_t* prompt_mask;  // [slots, vocab] 1 for prompt tokens (repetition penalty)
   // Speculative decoding's token history, or null: [slots, history_stride], entry p the token
-  // at position p (the prompt's, written by the step's prefill rows, then each appended token),
+  // at position p (the prompt's, written by the step's prefill rows and the host's history
+  // spans, then each appended token),
   // so the n-gram proposer (kernels/speculative/ngram_propose.h) reads it without the host.
   int32_t* history = nullptr;
   int32_t history_stride = 0;
-  // [slots] the first position of the history its prefill rows wrote: positions before it came
-  // from the prefix cache and are not in the history (INT32_MAX from admission to its first
-  // prefill row). The proposer searches [history_from, pos].
+  // [slots] the first position of the searchable history: the lowest its prefill rows or a
+  // cached prompt's history span (kernels/speculative/history_write.h) wrote; positions before
+  // it are not in the history (INT32_MAX from admission to its first prefill row). The n-gram
+  // proposer searches [history_from, pos]; the oracle reads past pos.
   int32_t* history_from = nullptr;
   // The proposals of each slot's verify group, made on the device by the proposer at the start
   // of a step: [slots, max_proposals] ids, and how many of them are real ([slots]). Null
@@ -144,8 +146,8 @@ struct SampleParams {
   // row_offset[r]-th row of its slot's verify group, so its draw uses the counter generated +
   // row_offset[r] (the draw a run without speculation makes for that token), and DrawKernel
   // writes the row's token and logprobs but appends nothing: LaunchVerify appends the accepted
-  // run afterwards. Rows of a group must not use the penalties (their counts would miss the
-  // group's earlier tokens): the proposer gives such slots no proposals.
+  // run afterwards. A row's penalties count the group's proposals before it as outputs
+  // (GroupOutputCount, kernels/sampling/append.h), as the CPU verifier counts them.
   const int32_t* row_offset = nullptr;
 };
 

@@ -45,8 +45,8 @@ __global__ void __launch_bounds__(kThreads) NgramProposeKernel(NgramProposeParam
                                      s.generated[slot], p.decode_limit[d] - 1 - pos);
   const int32_t from = s.history_from != nullptr ? s.history_from[slot] : 0;
   int32_t* out = s.proposals + static_cast<int64_t>(slot) * s.max_proposals;
-  const bool none = k == 0 || s.done[slot] || settings.has_penalties || s.history == nullptr ||
-                    pos >= s.history_stride || from > pos;
+  const bool none =
+      k == 0 || s.done[slot] || s.history == nullptr || pos >= s.history_stride || from > pos;
   if (none) {
     if (threadIdx.x == 0) s.num_proposals[slot] = 0;
     return;

@@ -9,9 +9,11 @@
 // decode_draft[d] (the plan's allowance), slots.max_proposals, the tokens the slot may still
 // generate after its next one (max_tokens), so no row past max_tokens is computed, and the
 // positions its KV blocks hold (decode_limit[d]), so no row writes K/V past them. A
-// slot gets none when it is finished, uses the penalties (a verify group's rows share the
-// slot's output counts), or has no history. The history searched is [history_from, pos]: a
-// prefix-cached prompt's cached positions were never written to it.
+// slot gets none when it is finished or has no history (a slot with penalties gets them: each
+// verify row counts the proposals before it, kernels/sampling/append.h GroupOutputCount). The
+// history searched is [history_from, pos]: a prefix-cached prompt's cached positions come from the
+// host's history spans (history_write.h), or, where a step's span budget cut them, are not
+// searched.
 #ifndef LLM_KERNELS_SPECULATIVE_NGRAM_PROPOSE_H_
 #define LLM_KERNELS_SPECULATIVE_NGRAM_PROPOSE_H_
 

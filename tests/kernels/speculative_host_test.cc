@@ -2,7 +2,8 @@
 // restatement (ngram_match.h) gives the CPU proposer's proposals whatever the threads' split;
 // verification (verify.h) appends exactly the accepted run with the sampler's append and stop
 // rules; and the two together, over a deterministic stand-in for the model, give the ids of a
-// run without speculation.
+// run without speculation. The oracle proposer (history_write.h, oracle_propose.h) proposes the
+// continuation written past the prompt, and with the greedy run's own ids every proposal stands.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -10,8 +11,11 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/sampling/append.h"
+#include "kernels/speculative/history_write.h"
 #include "kernels/speculative/ngram_match.h"
 #include "kernels/speculative/ngram_propose.h"
+#include "kernels/speculative/oracle_propose.h"
 #include "kernels/speculative/verify.h"
 #include "worker/speculative/ngram.h"
 
@@ -340,6 +344,112 @@ TEST(VerifyGroupTest, TheSpeculativeLoopGivesTheGreedyRunsIds) {
     EXPECT_EQ(static_cast<int32_t>(seq.size()), prompt_len + kMaxTokens);
     EXPECT_GT(accepted, 0) << "no proposal ever stood: the loop tested nothing";
   }
+}
+
+// A verify row's output count: the slot's count plus the proposals before the row, saturating.
+TEST(VerifyGroupTest, RowsCountTheProposalsBeforeThemForPenalties) {
+  HostSlots slots(2);
+  const DeviceSlots d = slots.View();
+  slots.out_counts[HostSlots::kVocab + 5] = 2;
+  slots.out_counts[HostSlots::kVocab + 6] = 0xFFFF;
+  slots.Propose(1, {5, 8, 5, 6});
+  EXPECT_EQ(GroupOutputCount(d, 1, 0, 5, HostSlots::kVocab), 2);
+  EXPECT_EQ(GroupOutputCount(d, 1, 1, 5, HostSlots::kVocab), 3);
+  EXPECT_EQ(GroupOutputCount(d, 1, 3, 5, HostSlots::kVocab), 4);
+  EXPECT_EQ(GroupOutputCount(d, 1, 3, 8, HostSlots::kVocab), 1);
+  EXPECT_EQ(GroupOutputCount(d, 1, 2, 9, HostSlots::kVocab), 0);
+  EXPECT_EQ(GroupOutputCount(d, 1, 4, 6, HostSlots::kVocab), 0xFFFF);
+  EXPECT_EQ(GroupOutputCount(d, 0, 4, 5, HostSlots::kVocab), 0);  // slot 0 has no proposals
+}
+
+// The oracle's loop on the host: the continuation goes into the history past the prompt as the
+// runner writes it at admission (a span ended by -1), each step proposes from it
+// (OracleProposals within ProposalsAllowed) and verifies. With the greedy run's own ids as the
+// oracle every proposal stands and a step gives k + 1 tokens; with a wrong oracle the ids are
+// still the greedy run's. Past the oracle's end nothing is proposed.
+TEST(OracleProposeTest, TheOracleLoopKeepsTheIdsAndItsOwnIdsAllStand) {
+  constexpr int32_t kPrompt = 5, kMaxTokens = 40, kK = 4, kOracle = 30;
+  std::vector<int32_t> plain;
+  for (int32_t i = 0; i < kPrompt; ++i) plain.push_back(i % 4);
+  for (int32_t i = 0; i < kMaxTokens; ++i) plain.push_back(NextToken(plain));
+  const std::vector<int32_t> right(plain.begin() + kPrompt, plain.begin() + kPrompt + kOracle);
+  std::vector<int32_t> wrong = right;
+  for (size_t i = 3; i < wrong.size(); i += 4) wrong[i] = (wrong[i] + 1) % 11;
+  for (const bool own : {true, false}) {
+    HostSlots slots(1);
+    slots.sampling[0].max_tokens = kMaxTokens;
+    std::copy(plain.begin(), plain.begin() + kPrompt, slots.history.begin());
+    std::vector<int32_t> tokens = own ? right : wrong;
+    tokens.push_back(-1);
+    WriteHistorySpan(HistorySpan{0, kPrompt, kOracle + 1, 0, 0}, tokens.data(),
+                     slots.history.data(), HostSlots::kStride, nullptr);
+    std::vector<int32_t> seq(plain.begin(), plain.begin() + kPrompt);
+    seq.push_back(NextToken(seq));  // the prompt's last row, appended
+    slots.history[kPrompt] = seq.back();
+    slots.pos[0] = kPrompt;
+    slots.last_token[0] = seq.back();
+    slots.generated[0] = 1;
+    int32_t proposed = 0, accepted = 0, steps = 0;
+    while (slots.done[0] == 0) {
+      const DeviceSlots d = slots.View();
+      const int32_t allowed =
+          ProposalsAllowed(kK, HostSlots::kMaxProposals, kMaxTokens, slots.generated[0], 1000);
+      const int32_t n = OracleProposals(slots.history.data(), HostSlots::kStride, slots.pos[0],
+                                        allowed, slots.proposals.data());
+      slots.num_proposals[0] = n;
+      // What the CPU runner proposes: oracle_ids from the generated count on.
+      const std::vector<int32_t>& oracle = own ? right : wrong;
+      const int32_t from = std::min<int32_t>(slots.generated[0], kOracle);
+      const std::vector<int32_t> cpu(oracle.begin() + from,
+                                     oracle.begin() + std::min(kOracle, from + allowed));
+      if (own) {
+        EXPECT_EQ(std::vector<int32_t>(slots.proposals.begin(), slots.proposals.begin() + n), cpu);
+      }
+      Rows rows;
+      std::vector<int32_t> inputs(seq.begin(), seq.end() - 1);
+      for (int32_t j = 0; j <= n; ++j) {
+        inputs.push_back(VerifyRowToken(d, 0, j));
+        rows.Add(0, slots.pos[0] + j, j, NextToken(inputs));
+      }
+      const int32_t taken = rows.VerifyAll(d).front();
+      const std::vector<int32_t> out = rows.Tokens();
+      seq.insert(seq.end(), out.begin(), out.end());
+      proposed += n;
+      accepted += taken - 1;
+      ASSERT_LT(++steps, 100);
+    }
+    EXPECT_EQ(seq, plain) << (own ? "own ids" : "wrong oracle");
+    if (own) {
+      EXPECT_EQ(accepted, proposed);
+      // Through the oracle's 29 outputs after the first, 4 of each 5 proposed (the fifth is the
+      // token sampled after them); none past its end.
+      EXPECT_GE(proposed, 20);
+      EXPECT_LE(proposed, kOracle - 1);
+    } else {
+      EXPECT_LT(accepted, proposed);
+    }
+  }
+}
+
+// A searchable span (a cached prompt) lowers history_from to its start; the oracle's does not.
+TEST(OracleProposeTest, OnlyCachedPromptSpansAreSearchable) {
+  HostSlots slots(2);
+  std::vector<int32_t> from = {INT32_MAX, INT32_MAX};
+  const std::vector<int32_t> tokens = {4, 5, 6, 7, 8, 9};
+  WriteHistorySpan(HistorySpan{1, 0, 3, 0, 1}, tokens.data(), slots.history.data(),
+                   HostSlots::kStride, from.data());
+  WriteHistorySpan(HistorySpan{0, 10, 3, 3, 0}, tokens.data(), slots.history.data(),
+                   HostSlots::kStride, from.data());
+  EXPECT_EQ(from[1], 0);
+  EXPECT_EQ(from[0], INT32_MAX);
+  EXPECT_EQ(slots.history[HostSlots::kStride + 2], 6);
+  EXPECT_EQ(slots.history[10], 7);
+  EXPECT_EQ(slots.history[12], 9);
+  // Positions past the history's end are dropped.
+  WriteHistorySpan(HistorySpan{0, HostSlots::kStride - 1, 3, 0, 0}, tokens.data(),
+                   slots.history.data(), HostSlots::kStride, from.data());
+  EXPECT_EQ(slots.history[HostSlots::kStride - 1], 4);
+  EXPECT_EQ(slots.history[HostSlots::kStride], 4);  // slot 1's position 0, untouched
 }
 
 }  // namespace

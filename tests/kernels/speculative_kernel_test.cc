@@ -1,13 +1,16 @@
 // Speculative decoding's kernels against the CPU: the n-gram proposer against
 // worker/speculative/ngram.h, and the sampler's verify rows plus LaunchVerify against the draws
-// the sampler makes without speculation.
+// the sampler makes without speculation; the history spans and the oracle proposer against their
+// host rules.
 #include <algorithm>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/speculative/history_write.h"
 #include "kernels/speculative/ngram_propose.h"
+#include "kernels/speculative/oracle_propose.h"
 #include "kernels/speculative/verify.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "worker/speculative/ngram.h"
@@ -91,8 +94,8 @@ TEST(NgramProposeKernelTest, ProposesWhatTheCpuProposerDoes) {
     }
   }
   done[5] = 1;
-  table[7].has_penalties = 1;
-  table[9].max_tokens = 5;  // 3 generated: one proposal at most
+  table[7].has_penalties = 1;  // proposes as any slot (its rows count the proposals)
+  table[9].max_tokens = 5;     // 3 generated: one proposal at most
   SlotTable t(kSlots, 64, kStride, kMaxProposals);
   t.history.Upload(history);
   t.pos.Upload(pos);
@@ -113,7 +116,7 @@ TEST(NgramProposeKernelTest, ProposesWhatTheCpuProposerDoes) {
   int proposed = 0;
   for (int32_t s = 0; s < kSlots; ++s) {
     std::vector<int32_t> want;
-    if (s != 5 && s != 7) {
+    if (s != 5) {
       const std::vector<int32_t> h(history.begin() + size_t(s) * kStride + from[s],
                                    history.begin() + size_t(s) * kStride + pos[s] + 1);
       speculative::ProposeNgram(h, {.min = kMin, .max = kMax},
@@ -128,6 +131,98 @@ TEST(NgramProposeKernelTest, ProposesWhatTheCpuProposerDoes) {
     proposed += counts[s] > 0 ? 1 : 0;
   }
   EXPECT_GT(proposed, kSlots / 2);
+}
+
+// History spans land where the host rule puts them: clipped at the row's end, history_from
+// lowered by searchable spans only.
+TEST(HistoryWriteKernelTest, WritesTheSpansAsTheHostRuleDoes) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSlots = 6, kStride = 700;
+  std::mt19937 rng(9);
+  std::vector<HistorySpan> spans;
+  std::vector<int32_t> tokens;
+  for (int32_t s = 0; s < kSlots; ++s) {
+    const int32_t pos = std::uniform_int_distribution<int32_t>(0, kStride - 1)(rng);
+    const int32_t count = std::uniform_int_distribution<int32_t>(1, 600)(rng);  // some pass the end
+    spans.push_back({s, pos, count, static_cast<int32_t>(tokens.size()), s % 2});
+    for (int32_t i = 0; i < count; ++i) tokens.push_back(1 + static_cast<int32_t>(rng() % 1000));
+  }
+  std::vector<int32_t> history(size_t(kSlots) * kStride, -7), from(kSlots, INT32_MAX);
+  SlotTable t(kSlots, 64, kStride, 1);
+  t.history.Upload(history);
+  DeviceBuffer<int32_t> d_from(from), d_tokens(tokens);
+  DeviceBuffer<HistorySpan> d_spans(spans);
+  DeviceSlots slots = t.View();
+  slots.history_from = d_from.get();
+  const HistoryWriteParams p{d_spans.get(), kSlots, d_tokens.get(), slots};
+  LLM_CUDA_OK(LaunchHistoryWrite(p, 0));
+  LLM_CUDA_OK(cudaDeviceSynchronize());
+  for (const HistorySpan& s : spans) {
+    WriteHistorySpan(s, tokens.data(), history.data(), kStride, from.data());
+  }
+  EXPECT_EQ(t.history.Download(), history);
+  EXPECT_EQ(d_from.Download(), from);
+}
+
+// The oracle proposes the history past each slot's last token up to its terminator, within
+// the same caps as the n-gram proposer.
+TEST(OracleProposeKernelTest, ProposesWhatTheHostRuleDoes) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSlots = 20, kStride = 300, kMaxProposals = 6;
+  std::mt19937 rng(4);
+  std::vector<int32_t> history(size_t(kSlots) * kStride), pos(kSlots);
+  std::vector<int32_t> generated(kSlots, 3);
+  std::vector<SlotSampling> table(kSlots, Settings(0.0f, 1));
+  std::vector<uint8_t> done(kSlots, 0);
+  std::vector<int32_t> decode_list, decode_draft, decode_limit;
+  for (int32_t s = 0; s < kSlots; ++s) {
+    pos[s] = s == 4 ? kStride - 2 : std::uniform_int_distribution<int32_t>(0, kStride - 20)(rng);
+    for (int32_t i = 0; i < kStride; ++i) {
+      history[size_t(s) * kStride + i] = static_cast<int32_t>(rng() % 500);
+    }
+    if (s % 3 == 1) history[size_t(s) * kStride + pos[s] + 1 + s % 5] = -1;  // the oracle ends
+    decode_list.push_back(s);
+    decode_draft.push_back(s % 8);
+    decode_limit.push_back(s % 7 == 2 ? pos[s] + 3 : kStride);
+  }
+  done[5] = 1;
+  table[7].has_penalties = 1;  // proposes as any slot
+  table[9].max_tokens = 5;
+  decode_list[11] = -1;  // an unused decode row
+  SlotTable t(kSlots, 64, kStride, kMaxProposals);
+  t.history.Upload(history);
+  t.pos.Upload(pos);
+  t.generated.Upload(generated);
+  t.done.Upload(done);
+  t.table.Upload(table);
+  t.num_proposals.Upload(std::vector<int32_t>(kSlots, -3));
+  DeviceBuffer<int32_t> d_list(decode_list), d_draft(decode_draft), d_limit(decode_limit);
+  const OracleProposeParams p{d_list.get(), d_draft.get(), d_limit.get(), kSlots, t.View()};
+  LLM_CUDA_OK(LaunchOraclePropose(p, 0));
+  LLM_CUDA_OK(cudaDeviceSynchronize());
+  const auto proposals = t.proposals.Download();
+  const auto counts = t.num_proposals.Download();
+  int proposed = 0;
+  for (int32_t s = 0; s < kSlots; ++s) {
+    if (s == 11) {
+      EXPECT_EQ(counts[s], -3) << "an unused row's slot is not touched";
+      continue;
+    }
+    std::vector<int32_t> want(kMaxProposals);
+    int32_t n = 0;
+    if (s != 5) {
+      const int32_t k = ProposalsAllowed(decode_draft[s], kMaxProposals, table[s].max_tokens,
+                                         generated[s], decode_limit[s] - 1 - pos[s]);
+      n = OracleProposals(history.data() + size_t(s) * kStride, kStride, pos[s], k, want.data());
+    }
+    ASSERT_EQ(counts[s], n) << "slot " << s;
+    EXPECT_EQ(std::vector<int32_t>(proposals.begin() + size_t(s) * kMaxProposals,
+                                   proposals.begin() + size_t(s) * kMaxProposals + n),
+              std::vector<int32_t>(want.begin(), want.begin() + n))
+        << "slot " << s;
+    proposed += n > 0 ? 1 : 0;
+  }
+  EXPECT_GT(proposed, kSlots / 3);
 }
 
 constexpr int32_t kVocab = 5000;
@@ -222,6 +317,69 @@ TEST(VerifyKernelTest, VerifyRowsDrawAsTheRunWithoutSpeculationAndTheAgreeingRun
     EXPECT_EQ(pos[s], kPos + accepted[s]);
     EXPECT_EQ(last[s], plain[size_t(s) * kRows + accepted[s] - 1]);
   }
+}
+
+// With penalties, row j of a group counts the proposals before it as outputs: every row's
+// logits are the same, so each plain draw is pushed off the earlier ones by the penalties, and
+// the verify rows must draw the same tokens with only the slot's own counts uploaded.
+TEST(VerifyKernelTest, PenaltyRowsCountTheProposalsBeforeThem) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSlots = 2, kRows = 5, kGenerated = 3, kPos = 30;
+  std::vector<SlotSampling> table = {Settings(0.0f, 21), Settings(0.8f, 22)};
+  table[0].repetition_penalty = 1.3f;
+  table[0].frequency_penalty = 0.8f;
+  table[1].presence_penalty = 1.5f;
+  table[1].frequency_penalty = 0.6f;
+  for (SlotSampling& t : table) t.has_penalties = 1;
+  const std::vector<float> row = testing::RandomFloats(kVocab, 8, -2, 2);
+  std::vector<uint16_t> base(size_t(kSlots) * kVocab, 0);
+  base[7] = 2;
+  base[kVocab + 9] = 1;
+  // Without speculation: row j drawn alone after kGenerated + j tokens, counting them.
+  std::vector<int32_t> plain(size_t(kSlots) * kRows);
+  std::vector<uint16_t> counts = base;
+  for (int32_t j = 0; j < kRows; ++j) {
+    SlotTable t(kSlots, kVocab, 64, kRows - 1);
+    t.table.Upload(table);
+    t.generated.Upload(std::vector<int32_t>(kSlots, kGenerated + j));
+    t.counts.Upload(counts);
+    VerifyRun one;
+    for (int32_t s = 0; s < kSlots; ++s) {
+      one.logits.insert(one.logits.end(), row.begin(), row.end());
+      one.row_slot.push_back(s);
+      one.row_pos.push_back(kPos + j);
+      one.row_offset.push_back(0);
+    }
+    const auto out = Sample(t, one, false);
+    for (int32_t s = 0; s < kSlots; ++s) {
+      plain[size_t(s) * kRows + j] = out[s].token;
+      ++counts[size_t(s) * kVocab + out[s].token];
+    }
+  }
+  EXPECT_NE(plain[1], plain[0]) << "the penalties changed nothing: the test tests nothing";
+  VerifyRun run;
+  std::vector<int32_t> proposals(size_t(kSlots) * (kRows - 1));
+  for (int32_t s = 0; s < kSlots; ++s) {
+    for (int32_t j = 0; j < kRows; ++j) {
+      run.logits.insert(run.logits.end(), row.begin(), row.end());
+      run.row_slot.push_back(s);
+      run.row_pos.push_back(kPos + j);
+      run.row_offset.push_back(j);
+      if (j + 1 < kRows) proposals[size_t(s) * (kRows - 1) + j] = plain[size_t(s) * kRows + j];
+    }
+  }
+  SlotTable t(kSlots, kVocab, 64, kRows - 1);
+  t.table.Upload(table);
+  t.generated.Upload(std::vector<int32_t>(kSlots, kGenerated));
+  t.counts.Upload(base);
+  t.proposals.Upload(proposals);
+  t.num_proposals.Upload(std::vector<int32_t>(kSlots, kRows - 1));
+  const auto out = Sample(t, run, true);
+  for (size_t r = 0; r < out.size(); ++r) {
+    EXPECT_EQ(out[r].slot, static_cast<int32_t>(r) / kRows) << "row " << r;
+    EXPECT_EQ(out[r].token, plain[r]) << "row " << r;
+  }
+  EXPECT_EQ(t.counts.Download(), counts);  // the run appended counts every token once
 }
 
 }  // namespace

@@ -6,7 +6,13 @@
 // plus the token sampled after them). Greedy ids must agree between the two runs; the report
 // says whether they did (on the CUDA backend bit for bit only with --batch-invariant 1: a
 // verify group's rows change the batch's shape, and with it the products' and attention's
-// arithmetic otherwise).
+// arithmetic otherwise), and for the steps in which every request of a wave decodes, their
+// median time, the backend's busy share and the gaps between them.
+//
+// --method oracle is the upper bound (benchmark-only): the speculative run proposes, for each
+// request, the ids the run without speculation gave it (EngineRequest::oracle_ids), so every
+// proposal stands while the target agrees and proposing costs nothing. On the CUDA backend run
+// it with --batch-invariant 1, so the target's ids do not move with the batch's shape.
 //
 // Workloads (text prompts in the tinystories style, so the shared test model continues them):
 //   story   story openings the model continues freely (little to copy);
@@ -80,16 +86,41 @@ class Collected : public loop::StreamSink {
   loop::StreamUpdate result_;
 };
 
+// The steps in which `concurrency` requests decode and no prompt runs: their median time, and
+// the backend's busy share and gaps between them (issue 32: >= 0.99 and < 5 us with
+// speculation on, as without).
+void AddDecodeSteps(const std::vector<StepRecord>& steps, int concurrency, nlohmann::json& out) {
+  std::vector<double> step_s, gaps;
+  double busy = 0, idle = 0;
+  for (const StepRecord& r : steps) {
+    if (r.decodes != concurrency || r.prompt_tokens != 0) continue;
+    step_s.push_back(r.step_s);
+    busy += r.step_s;
+    if (r.gap_s >= 0) {
+      gaps.push_back(r.gap_s);
+      idle += r.gap_s;
+    }
+  }
+  out["decode_steps"] = step_s.size();
+  if (step_s.empty()) return;
+  out["decode_step_ms_median"] = Percentile(step_s, 0.5) * 1e3;
+  out["decode_busy_ratio"] = busy / (busy + idle);
+  out["decode_gap_us_p50"] = Percentile(gaps, 0.5) * 1e6;
+  out["decode_gap_us_p99"] = Percentile(gaps, 0.99) * 1e6;
+}
+
 struct RunResult {
   nlohmann::json report;
   std::vector<std::vector<int32_t>> ids;
 };
 
 // Runs every prompt `rounds` times, `concurrency` at a time, on a fresh backend with `spec`.
+// `oracle` (the oracle method): request i's oracle_ids.
 absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
                                       const engine::SpeculativeConfig& spec,
                                       const std::vector<std::string>& prompts, int rounds,
-                                      int concurrency, int32_t max_tokens, float temperature) {
+                                      int concurrency, int32_t max_tokens, float temperature,
+                                      const std::vector<std::vector<int32_t>>* oracle) {
   backend::BackendOptions bo = base;
   bo.speculative = spec;
   LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(bo));
@@ -97,9 +128,10 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
   wo.scheduler.max_batch_tokens = 0;
   wo.scheduler.prefix_cache = false;  // each run computes its prompts
   wo.scheduler.speculative = spec;
+  Recorder recorder;
   LLM_ASSIGN_OR_RETURN(auto worker,
                        loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
-                                            b.config.eos_token_ids));
+                                            b.config.eos_token_ids, &recorder, &recorder));
   RunResult r;
   int64_t tokens = 0, drafted = 0, accepted = 0;
   const auto start = Clock::now();
@@ -116,6 +148,7 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
       g.max_tokens = max_tokens;
       g.sampling.temperature = temperature;
       g.sampling.seed = i;
+      if (oracle != nullptr && i < oracle->size()) g.oracle_ids = (*oracle)[i];
       wave.push_back(std::make_shared<Collected>(&done));
       if (auto key = worker->Submit(g, wave.back()); !key.ok()) {
         for (size_t j = i; j < end; ++j) done.Done(absl::OkStatus());  // never submitted
@@ -139,6 +172,7 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
               {"seconds", seconds},
               {"tokens_per_second", tokens / seconds},
               {"steps", stats.steps}};
+  AddDecodeSteps(recorder.TakeSteps(), concurrency, r.report);
   if (spec.enabled()) {
     const auto verifications = static_cast<double>(stats.spec_drafts);
     r.report["draft_tokens"] = drafted;
@@ -159,7 +193,10 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
   flags.Value("model", "checkpoint directory or random:<shape>", "random:small")
       .Value("tokenizer", "tokenizer.json or its directory (default: the model's)", "")
       .Value("backend", "auto, cpu or cuda", "cpu")
-      .Value("method", "ngram or draft", "ngram")
+      .Value("method",
+             "ngram, draft or oracle (the upper bound: each request's ids without "
+             "speculation)",
+             "ngram")
       .Value("draft-model", "draft: checkpoint directory or random:<shape>", "")
       .Value("num-tokens", "proposals per step at most", "4")
       .Value("ngram-min", "ngram: shortest suffix", "2")
@@ -221,6 +258,7 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
                         {"concurrency", *concurrency},
                         {"max_tokens", *max_tokens}};
   if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
+  if (spec.method == engine::SpeculativeMethod::kOracle) out["upper_bound"] = true;
   const std::vector<std::string> workloads =
       absl::StrSplit(flags.GetString("workloads"), ',', absl::SkipEmpty());
   for (const std::string& workload : workloads) {
@@ -229,13 +267,15 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
                                                   "' is not one of story, repeat"));
     }
     const std::vector<std::string> prompts = Prompts(workload);
-    auto run = [&](const engine::SpeculativeConfig& s) {
+    auto run = [&](const engine::SpeculativeConfig& s,
+                   const std::vector<std::vector<int32_t>>* oracle) {
       return RunWorkload(bo, s, prompts, static_cast<int>(*rounds), static_cast<int>(*concurrency),
-                         static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature));
+                         static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature),
+                         oracle);
     };
-    auto off = run(engine::SpeculativeConfig());
+    auto off = run(engine::SpeculativeConfig(), nullptr);
     if (!off.ok()) return Fail(cmd, off.status());
-    auto on = run(spec);
+    auto on = run(spec, spec.method == engine::SpeculativeMethod::kOracle ? &off->ids : nullptr);
     if (!on.ok()) return Fail(cmd, on.status());
     nlohmann::json w = {{"off", off->report}, {"on", on->report}};
     w["speedup"] = on->report["tokens_per_second"].get<double>() /

@@ -21,6 +21,9 @@ struct EngineRequest {
   bool want_logprobs = false;
   int32_t num_top_logprobs = 0;
   bool speculate = true;  // false: the request opted out of speculative decoding
+  // The oracle proposer's continuation (SpeculativeMethod::kOracle, benchmark-only): output i
+  // is proposed as oracle_ids[i]. Empty for every request a client sends.
+  std::vector<int32_t> oracle_ids;
   // Structured output: the language the output must stay in (null: none). The runner keeps
   // a constraint::Matcher per slot and masks every sampled row with it.
   std::shared_ptr<const constraint::CompiledConstraint> constraint;

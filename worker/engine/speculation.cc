@@ -8,6 +8,7 @@ absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name) 
   if (name == "off") return SpeculativeMethod::kOff;
   if (name == "ngram") return SpeculativeMethod::kNgram;
   if (name == "draft") return SpeculativeMethod::kDraft;
+  if (name == "oracle") return SpeculativeMethod::kOracle;
   return absl::InvalidArgumentError(absl::StrCat("engine.speculative.method: '", std::string(name),
                                                  "' is not one of off, ngram, draft"));
 }
@@ -18,6 +19,8 @@ std::string_view SpeculativeMethodName(SpeculativeMethod method) {
       return "ngram";
     case SpeculativeMethod::kDraft:
       return "draft";
+    case SpeculativeMethod::kOracle:
+      return "oracle";
     case SpeculativeMethod::kOff:
       break;
   }

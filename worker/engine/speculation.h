@@ -20,9 +20,14 @@ enum class SpeculativeMethod : uint8_t {
   kNgram,
   // A smaller model sharing the target's tokenizer, run by the same runner on its own KV cache.
   kDraft,
+  // Benchmark-only (llm-bench speculative --method oracle; a worker's config refuses it): the
+  // request's own oracle continuation (EngineRequest::oracle_ids, typically the target's greedy
+  // ids from a run without speculation), so every proposal stands while the target agrees. The
+  // upper bound of what speculation can give, at no proposing cost.
+  kOracle,
 };
 
-// "off", "ngram", "draft".
+// "off", "ngram", "draft", "oracle".
 absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name);
 std::string_view SpeculativeMethodName(SpeculativeMethod method);
 

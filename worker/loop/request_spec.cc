@@ -97,6 +97,7 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
   if (absl::Status st = CheckIds("stop_token_ids", s.stop_token_ids, l.vocab_size); !st.ok()) {
     return st;
   }
+  if (absl::Status st = CheckIds("oracle_ids", s.oracle_ids, l.vocab_size); !st.ok()) return st;
   if (s.logprobs < 0 || s.logprobs > l.max_logprobs) {
     return Invalid("logprobs", absl::StrCat(s.logprobs, " is outside [0, ", l.max_logprobs, "]"));
   }
@@ -151,6 +152,7 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
   }
   r.want_logprobs = s.logprobs > 0;
   r.speculate = s.speculative;
+  r.oracle_ids = s.oracle_ids;
   r.constraint = s.compiled;
   r.num_top_logprobs = static_cast<int32_t>(s.logprobs);
   return r;

@@ -50,6 +50,9 @@ struct GenerateSpec {
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
   bool speculative = true;  // false: no proposals for this request (engine.speculative)
+  // Benchmark-only, in process (no API carries it): the oracle proposer's continuation
+  // (engine::EngineRequest::oracle_ids).
+  std::vector<int32_t> oracle_ids;
   // Structured output (constraint.*); compiled by Worker::Submit into `compiled`.
   constraint::ConstraintSpec constraint;
   std::shared_ptr<const constraint::CompiledConstraint> compiled;

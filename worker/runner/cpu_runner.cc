@@ -244,6 +244,13 @@ absl::Status CpuRunner::Propose() {
           slot.history,
           {.min = options_.speculative.ngram_min, .max = options_.speculative.ngram_max},
           s.max_draft, s.drafts);
+    } else if (options_.speculative.method == engine::SpeculativeMethod::kOracle) {
+      // Output `generated` comes from the row of the last token; the proposals guess it and
+      // the ones after it.
+      const std::vector<int32_t>& oracle = slot.request->oracle_ids;
+      const auto from = std::min(oracle.size(), static_cast<size_t>(slot.generated));
+      const size_t n = std::min(oracle.size() - from, static_cast<size_t>(s.max_draft));
+      s.drafts.assign(oracle.begin() + from, oracle.begin() + from + n);
     } else if (draft_ != nullptr) {
       jobs.push_back(DraftJob{slot.request.get(), slot.history, slot.blocks, slot.generated,
                               &slot.penalties, s.max_draft, &slot.draft_written, &s.drafts,

@@ -3,7 +3,8 @@
 //
 // Speculative decoding (CpuRunnerOptions::speculative): a decode chunk with max_draft > 0 gets
 // its proposals here, on the runner's thread, from the slot's own history (n-gram lookup, or
-// the draft model of CpuDraft), so proposing adds no round trip to the engine thread. The
+// the draft model of CpuDraft; the benchmark-only oracle reads the request's oracle_ids), so
+// proposing adds no round trip to the engine thread. The
 // slot's last token and its proposals go through the forward pass as one chunk with a logits
 // row per token; the rows are verified in order (Sampler::Verify, then Sample after the last
 // accepted proposal), each with the penalties and the counter of the tokens before it, and the

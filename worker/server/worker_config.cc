@@ -224,6 +224,11 @@ absl::StatusOr<WorkerConfig> LoadWorkerConfig(const std::vector<std::string>& ar
   engine::SpeculativeConfig& spec = b.speculative;
   LLM_ASSIGN_OR_RETURN(spec.method,
                        engine::ParseSpeculativeMethod(v->String("engine.speculative.method")));
+  if (spec.method == engine::SpeculativeMethod::kOracle) {
+    return absl::InvalidArgumentError(
+        "engine.speculative.method: 'oracle' is a benchmark-only proposer (llm-bench "
+        "speculative --method oracle); a worker serves off, ngram or draft");
+  }
   spec.num_tokens = static_cast<int32_t>(v->Int("engine.speculative.num_tokens"));
   spec.ngram_min = static_cast<int32_t>(v->Int("engine.speculative.ngram_min"));
   spec.ngram_max = static_cast<int32_t>(v->Int("engine.speculative.ngram_max"));

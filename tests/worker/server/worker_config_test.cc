@@ -166,6 +166,7 @@ TEST(WorkerConfigTest, SpeculativeKeys) {
   }
   for (const auto& [args, key] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--engine.speculative.method", "eagle"}, "engine.speculative.method"},
+           {{"--engine.speculative.method", "oracle"}, "benchmark-only"},
            {{"--engine.speculative.method", "draft"}, "engine.speculative.draft_model.path"},
            {{"--engine.speculative.method", "ngram", "--engine.speculative.ngram_min", "4",
              "--engine.speculative.ngram_max", "2"},

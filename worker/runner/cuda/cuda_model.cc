@@ -15,6 +15,7 @@
 #include "kernels/launch.h"
 #include "kernels/sampling/sampling.h"
 #include "kernels/speculative/ngram_propose.h"
+#include "kernels/speculative/oracle_propose.h"
 #include "kernels/speculative/verify.h"
 #include "kernels/step/step_inputs.h"
 
@@ -207,7 +208,11 @@ absl::Status CudaModel::ResidualProduct(Pass& p, kernels::GemmArgs args, const c
 
 absl::Status CudaModel::StepInputs(Pass& p) {
   const ForwardShape& s = p.s;
-  if (s.group > 1) {
+  if (s.group > 1 && options_.oracle) {
+    const kernels::OracleProposeParams oracle{p.b.decode_list, s.decode_draft, s.decode_limit,
+                                              s.decode_rows / s.group, p.b.slots};
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchOraclePropose(oracle, p.st), "oracle proposals");
+  } else if (s.group > 1) {
     // The decoding slots' proposals, from their histories, before their rows are built.
     kernels::NgramProposeParams propose{};
     propose.decode_list = p.b.decode_list;

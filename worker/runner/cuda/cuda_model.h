@@ -73,6 +73,8 @@ struct CudaModelOptions {
   // The n-gram proposer's suffix lengths (engine.speculative.ngram_min/max).
   int32_t ngram_min = 2;
   int32_t ngram_max = 4;
+  // The benchmark-only oracle proposer (kernels/speculative/oracle_propose.h) instead.
+  bool oracle = false;
 };
 
 // Programmatic dependent launch's default (engine.cuda_pdl: auto): on where a layer's weights

@@ -11,6 +11,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/device.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/speculative/history_write.h"
 #include "kernels/step/slot_update.h"
 
 namespace llm::runner::cuda {
@@ -126,6 +127,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   model_options.valid_vocab_size = options_.valid_vocab_size;
   model_options.ngram_min = options_.speculative.ngram_min;
   model_options.ngram_max = options_.speculative.ngram_max;
+  model_options.oracle = options_.speculative.method == engine::SpeculativeMethod::kOracle;
   LLM_ASSIGN_OR_RETURN(model_,
                        CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
 
@@ -204,6 +206,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   limits.attention_group = c.num_heads / c.num_kv_heads;
   limits.spec_group = sizes_.spec_group;
   limits.max_decode_rows = sizes_.max_decode_rows;
+  limits.max_history_tokens = sizes_.max_history_tokens;
+  limits.oracle = model_options.oracle;
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
   // Structured output: masks written by up to a quarter of the host's cores (8 at most).
   const int mask_threads =
@@ -250,48 +254,91 @@ absl::Status CudaRunner::AllocateStaging() {
   return absl::OkStatus();
 }
 
+ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t variant) const {
+  ForwardShape s;
+  s.rows = s.decode_rows = s.sample_rows = buckets_[bucket] * group;
+  s.identity_sampling = true;
+  s.argmax_only = variant == kArgmaxGraph;
+  s.defer_sampling = variant == kForwardGraph;
+  s.group = group;
+  if (group > 1) {
+    // Enqueue stages the allowances first and the limits next, bucket entries each.
+    s.decode_draft = reinterpret_cast<const int32_t*>(buffers_.upload);
+    s.decode_limit = reinterpret_cast<const int32_t*>(
+        buffers_.upload + RoundUp(static_cast<size_t>(buckets_[bucket]) * 4, size_t{16}));
+  }
+  return s;
+}
+
+absl::Status CudaRunner::CaptureGraph(const ForwardShape& s, GraphExec& out) {
+  LLM_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal),
+                           "graph capture");
+  const absl::Status enqueued = model_->Forward(s, sizes_, buffers_, kv_, stream_.get());
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_.get(), &graph);
+  if (!enqueued.ok()) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    return enqueued;
+  }
+  LLM_CUDA_RETURN_IF_ERROR(ended, "graph capture");
+  const cudaError_t inst = cudaGraphInstantiate(out.out(), graph, 0);
+  cudaGraphDestroy(graph);
+  LLM_CUDA_RETURN_IF_ERROR(inst, "graph instantiation");
+  return absl::OkStatus();
+}
+
 absl::Status CudaRunner::CaptureGraphs() {
-  // Decode-only shape `i`, as graphs_ is indexed: bucket i / kGraphVariants, with the full
-  // sampler, its two-launch argmax path, or no sampling (a constrained step samples later).
-  const auto decode_shape = [&](size_t i) {
-    ForwardShape s;
-    s.rows = s.decode_rows = s.sample_rows = buckets_[i / kGraphVariants];
-    s.identity_sampling = true;
-    s.argmax_only = i % kGraphVariants == kArgmaxGraph;
-    s.defer_sampling = i % kGraphVariants == kForwardGraph;
-    return s;
-  };
   // Every decode shape runs once eagerly first: all rows are padding (the decode list is
   // empty), so nothing in the slot table changes, and every lazily made resource exists
-  // before capture.
-  for (size_t i = 0; i < kGraphVariants * buckets_.size(); ++i) {
-    LLM_RETURN_IF_ERROR(model_->Forward(decode_shape(i), sizes_, buffers_, kv_, stream_.get()));
-  }
-  LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "warm-up step");
-  if (!options_.switches.graphs) return absl::OkStatus();
+  // before capture. graphs_ is indexed bucket * kGraphVariants + variant: the full sampler,
+  // its two-launch argmax path, or no sampling (a constrained step samples later).
+  std::vector<std::pair<ForwardShape, GraphExec*>> shapes;
   graphs_.resize(kGraphVariants * buckets_.size());
   for (size_t i = 0; i < graphs_.size(); ++i) {
-    const ForwardShape s = decode_shape(i);
-    LLM_CUDA_RETURN_IF_ERROR(
-        cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal), "graph capture");
-    const absl::Status enqueued = model_->Forward(s, sizes_, buffers_, kv_, stream_.get());
-    cudaGraph_t graph = nullptr;
-    const cudaError_t ended = cudaStreamEndCapture(stream_.get(), &graph);
-    if (!enqueued.ok()) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      return enqueued;
-    }
-    LLM_CUDA_RETURN_IF_ERROR(ended, "graph capture");
-    const cudaError_t inst = cudaGraphInstantiate(graphs_[i].out(), graph, 0);
-    cudaGraphDestroy(graph);
-    LLM_CUDA_RETURN_IF_ERROR(inst, "graph instantiation");
+    shapes.emplace_back(DecodeShape(i / kGraphVariants, 1, i % kGraphVariants), &graphs_[i]);
   }
-  // Upload the graphs now so the first replay of each is not slower than the rest.
-  for (const GraphExec& g : graphs_) {
-    LLM_CUDA_RETURN_IF_ERROR(cudaGraphUpload(g.get(), stream_.get()), "graph upload");
+  spec_groups_ = SpeculativeGroups(sizes_.spec_group);
+  spec_graphs_.resize(kSpecVariants * buckets_.size() * spec_groups_.size());
+  for (size_t i = 0; i < spec_graphs_.size(); ++i) {
+    const size_t bucket = (i / kSpecVariants) % buckets_.size();
+    const int32_t group = spec_groups_[i / kSpecVariants / buckets_.size()];
+    if (buckets_[bucket] * group > sizes_.max_decode_rows) continue;
+    shapes.emplace_back(DecodeShape(bucket, group, i % kSpecVariants), &spec_graphs_[i]);
+  }
+  for (const auto& [shape, graph] : shapes) {
+    LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+  }
+  LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "warm-up step");
+  if (!options_.switches.graphs) {
+    graphs_.clear();
+    spec_graphs_.clear();
+    return absl::OkStatus();
+  }
+  for (const auto& [shape, graph] : shapes) {
+    if (absl::Status st = CaptureGraph(shape, *graph); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("decode graph of ", shape.decode_rows, " rows (",
+                                                  shape.group, " a slot): ", st.message()));
+    }
+    // Upload each now so its first replay is not slower than the rest.
+    LLM_CUDA_RETURN_IF_ERROR(cudaGraphUpload(graph->get(), stream_.get()), "graph upload");
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "graph upload");
   return absl::OkStatus();
+}
+
+const GraphExec* CudaRunner::DecodeGraph(size_t variant) const {
+  const StepLayout& l = layout_;
+  if (l.group == 1) {
+    return graphs_.empty() ? nullptr : &graphs_[kGraphVariants * l.bucket + variant];
+  }
+  if (spec_graphs_.empty() || variant >= kSpecVariants) return nullptr;
+  for (size_t g = 0; g < spec_groups_.size(); ++g) {
+    if (spec_groups_[g] != l.group) continue;
+    const GraphExec& graph =
+        spec_graphs_[kSpecVariants * (buckets_.size() * g + l.bucket) + variant];
+    return graph.get() != nullptr ? &graph : nullptr;
+  }
+  return nullptr;
 }
 
 absl::Status CudaRunner::Launch(StepPlan plan) {
@@ -330,6 +377,10 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   // 4. Stage the upload.
   RingEntry& ring = ring_[next_ring_];
   Staging staging(ring.upload.get(), sizes_.upload_bytes);
+  // The verify groups' allowances and limits first: a speculative step's graph reads them at
+  // fixed offsets (DecodeShape).
+  const int64_t off_draft = staging.Put(l.decode_draft);
+  const int64_t off_limit = staging.Put(l.decode_limit);
   const int64_t off_admits = staging.Put(l.admits);
   const int64_t off_settings = staging.Put(l.settings);
   const int64_t off_grants = staging.Put(l.grants);
@@ -342,11 +393,11 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   const int64_t off_tiles = staging.Put(l.prefill_tiles);
   const int64_t off_last_tiles = staging.Put(l.last_token_tiles);
   const int64_t off_samples = staging.Put(l.sample_rows);
-  const int64_t off_draft = staging.Put(l.decode_draft);
-  const int64_t off_limit = staging.Put(l.decode_limit);
-  for (int64_t off :
-       {off_admits, off_settings, off_grants, off_blocks, off_rows, off_pslot, off_ppos, off_ptoken,
-        off_chunks, off_tiles, off_last_tiles, off_samples, off_draft, off_limit}) {
+  const int64_t off_spans = staging.Put(l.history_spans);
+  const int64_t off_history = staging.Put(l.history_tokens);
+  for (int64_t off : {off_admits, off_settings, off_grants, off_blocks, off_rows, off_pslot,
+                      off_ppos, off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples,
+                      off_draft, off_limit, off_spans, off_history}) {
     if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
   }
   auto dev = [&](int64_t off) { return buffers_.upload + off; };
@@ -387,6 +438,13 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   up.decode_list = buffers_.decode_list;
   up.vocab = config_.vocab_size;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
+  if (!l.history_spans.empty()) {
+    const kernels::HistoryWriteParams hw{
+        reinterpret_cast<const kernels::HistorySpan*>(dev(off_spans)),
+        static_cast<int32_t>(l.history_spans.size()),
+        reinterpret_cast<const int32_t*>(dev(off_history)), buffers_.slots};
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchHistoryWrite(hw, st), "history spans");
+  }
   return EnqueueForward(step_id, shape, ring);
 }
 
@@ -418,12 +476,11 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
     clock.Start(st);
     LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
   } else if (shape.rows > 0) {
-    // Graphs are captured for decode steps without verify groups; speculative steps run
-    // eagerly.
-    if (shape.identity_sampling && shape.group == 1 && !graphs_.empty()) {
-      const GraphExec& graph =
-          graphs_[kGraphVariants * l.bucket + (l.argmax_only ? kArgmaxGraph : kSampleGraph)];
-      LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), st), "graph launch");
+    const GraphExec* graph = shape.identity_sampling
+                                 ? DecodeGraph(l.argmax_only ? kArgmaxGraph : kSampleGraph)
+                                 : nullptr;
+    if (graph != nullptr) {
+      LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->get(), st), "graph launch");
     } else {
       LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
     }
@@ -444,9 +501,9 @@ absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ri
   shape.mask_index = reinterpret_cast<const int32_t*>(buffers_.mask_upload);
   shape.masks = reinterpret_cast<const uint64_t*>(buffers_.mask_upload + sizes_.masks_offset());
   shape.mask_words = sizes_.mask_words;
-  if (shape.identity_sampling && shape.group == 1 && !graphs_.empty()) {
-    const GraphExec& graph = graphs_[kGraphVariants * layout_.bucket + kForwardGraph];
-    LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph.get(), stream_.get()), "graph launch");
+  const GraphExec* graph = shape.identity_sampling ? DecodeGraph(kForwardGraph) : nullptr;
+  if (graph != nullptr) {
+    LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->get(), stream_.get()), "graph launch");
   } else {
     LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
   }

@@ -111,6 +111,13 @@ class CudaRunner : public ModelRunner {
                     uint64_t seed);
   absl::Status AllocateStaging();
   absl::Status CaptureGraphs();
+  // Captures `shape`'s forward pass (after an eager warm-up run) into `graph`.
+  absl::Status CaptureGraph(const ForwardShape& shape, GraphExec& graph);
+  // The decode-only shape of `bucket` rows a slot `group`, with `variant`'s sampling; a
+  // speculative one reads its allowances and limits where Enqueue stages them (first).
+  ForwardShape DecodeShape(size_t bucket, int32_t group, size_t variant) const;
+  // The graph for layout_'s decode-only step with `variant`'s sampling, or null (run eagerly).
+  const GraphExec* DecodeGraph(size_t variant) const;
   // Stages layout_'s upload and enqueues its step.
   absl::Status Enqueue(uint64_t step_id);
   // The step's forward pass and sampling (a graph replay for decode-only steps), the outputs'
@@ -154,6 +161,14 @@ class CudaRunner : public ModelRunner {
   static constexpr size_t kGraphVariants = 3;
   static constexpr size_t kSampleGraph = 0, kArgmaxGraph = 1, kForwardGraph = 2;
   std::vector<GraphExec> graphs_;
+  // Speculative decode-only steps (verify groups, StepLayout::group > 1): for each group size
+  // of spec_groups_ (SpeculativeGroups) and bucket, the full sampler's and the argmax path's
+  // graphs, spec_graphs_[kSpecVariants * (buckets * group index + bucket) + variant]; null
+  // where bucket × group passes max_decode_rows. A constrained step's forward pass alone runs
+  // eagerly. Empty without cuda_graphs or speculation.
+  static constexpr size_t kSpecVariants = 2;
+  std::vector<int32_t> spec_groups_;
+  std::vector<GraphExec> spec_graphs_;
   // Kernel timing: one clock per ring entry (made by the first ProfileSteps).
   std::array<KernelClock, kRing> clocks_;
   std::atomic<bool> clocks_made_{false};

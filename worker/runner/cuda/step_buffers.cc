@@ -7,6 +7,7 @@
 #include "kernels/attention/attention.h"
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/gemm/weight.h"
+#include "kernels/speculative/history_write.h"
 #include "kernels/step/slot_update.h"
 #include "worker/constraint/constraint.h"
 #include "worker/runner/cpu_ops.h"
@@ -120,6 +121,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.spec_group = std::max(1, spec_group);
   z.max_decode_rows =
       z.spec_group > 1 ? std::max(S, std::min(S * z.spec_group, kMaxSpeculativeRows)) : S;
+  z.max_history_tokens = z.spec_group > 1 ? max_context * std::min(S, kHistorySpanContexts) : 0;
   z.max_blocks_per_seq = (max_context + sizes.block_tokens - 1) / sizes.block_tokens;
   z.max_rows = RoundUp(max_prefill_tokens + z.max_decode_rows, kPrefillRowAlign);
   // Every decode row samples, and each prompt the step completes (one a slot).
@@ -142,8 +144,8 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   // Admissions, block grants (at most one a slot), their block lists (at most a table a slot
   // between them), decode row changes, prefill rows, prompt chunks and their
   // attention tiles (all, and the last layer's: at most two a chunk), sampling rows and the
-  // decoding slots' proposal allowances and block limits of one step, each array 16-byte
-  // aligned.
+  // decoding slots' proposal allowances and block limits, and the history spans (two a slot)
+  // and their tokens of one step, each array 16-byte aligned.
   const size_t s = static_cast<size_t>(S), r = static_cast<size_t>(z.max_rows);
   z.upload_bytes =
       s * (sizeof(kernels::SlotAdmit) + sizeof(kernels::SlotSampling) +
@@ -151,7 +153,9 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
       s * static_cast<size_t>(z.max_blocks_per_seq) * 4 + 2 * s * 2 * 4 + 3 * r * 4 +
       s * sizeof(kernels::PrefillChunk) +
       (static_cast<size_t>(z.max_prefill_tiles) + 2 * s) * sizeof(kernels::PrefillTile) +
-      static_cast<size_t>(z.max_sample_rows) * 4 + 2 * s * 4 + 16 * 16;
+      static_cast<size_t>(z.max_sample_rows) * 4 + 2 * s * 4 +
+      2 * s * sizeof(kernels::HistorySpan) + static_cast<size_t>(z.max_history_tokens) * 4 +
+      18 * 16;
   return z;
 }
 

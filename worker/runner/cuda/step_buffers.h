@@ -34,6 +34,10 @@ struct StepSizes {
   // more decodes without proposals).
   int32_t spec_group = 1;
   int32_t max_decode_rows = 0;
+  // History spans' tokens one step uploads at most (speculative decoding only): a cached
+  // prompt's positions, the oracle's continuation (step_layout.h). max_context times
+  // kHistorySpanContexts (or max_slots, if fewer).
+  int32_t max_history_tokens = 0;
   // Split-K decode attention (DecodeSplitsFor): the device's SMs, the most chunks a row is cut
   // into, and the most (row, chunk) pairs any decode batch size needs in the workspace.
   int32_t sm_count = 0;
@@ -61,6 +65,7 @@ struct StepSizes {
 // `fp8`: the layers' products are FP8 (buffers for their quantised inputs). `spec_group` > 1:
 // speculative decoding with up to spec_group - 1 proposals a slot.
 inline constexpr int32_t kMaxSpeculativeRows = 512;
+inline constexpr int32_t kHistorySpanContexts = 8;
 StepSizes PlanStepSizes(const model::ModelConfig& config, const engine::EngineSizes& sizes,
                         int32_t max_context, int32_t max_prefill_tokens, int32_t sm_count,
                         bool batch_invariant, bool fp8 = false, int32_t spec_group = 1);

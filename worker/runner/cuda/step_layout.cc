@@ -220,6 +220,8 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   l.last_token_tiles.clear();
   l.chunk_samples.clear();
   l.sample_rows.clear();
+  l.history_spans.clear();
+  l.history_tokens.clear();
   changed_rows_.clear();
   auto change_row = [&](int32_t row) {
     if (row_changed_[row] != mark_) {
@@ -248,6 +250,8 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     x.blocks = static_cast<int32_t>(a.blocks.size());
     x.written = 0;
     x.sampled = false;
+    x.chunked = false;
+    AddOracleSpan(a.slot, l);
     l.admits.push_back(kernels::SlotAdmit{
         a.slot, static_cast<int32_t>(a.blocks.size()), static_cast<int32_t>(l.blocks.size()),
         a.request->sampling.has_penalties() ? 1 : 0, static_cast<int32_t>(a.resumed.size())});
@@ -312,7 +316,9 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     l.identity_sampling = true;
   } else {
     for (const auto& p : plan.prefills) {
-      const Slot& x = slots_[p.slot];
+      Slot& x = slots_[p.slot];
+      if (!x.chunked) AddCachedSpan(p.slot, p.start, l);
+      x.chunked = true;
       l.prefill_chunks.push_back(
           {static_cast<int32_t>(l.prefill_slot.size()), p.num_tokens, p.slot, p.start});
       for (int32_t i = 0; i < p.num_tokens; ++i) {
@@ -352,16 +358,45 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   for (const engine::DecodeChunk& d : plan.decodes) ++slots_[d.slot].written;
 }
 
+void SlotMirror::AddOracleSpan(int32_t slot, StepLayout& l) const {
+  const std::vector<int32_t>& oracle = slots_[slot].request->oracle_ids;
+  if (!limits_.oracle || oracle.empty()) return;
+  // Output i sits at position prompt + i; a negative terminator ends the proposals.
+  const auto prompt = static_cast<int32_t>(slots_[slot].request->prompt_ids.size());
+  const int32_t room =
+      std::min(limits_.max_history_tokens - static_cast<int32_t>(l.history_tokens.size()),
+               limits_.max_context - prompt);
+  const int32_t count = std::min(static_cast<int32_t>(oracle.size()) + 1, room);
+  if (count <= 0) return;
+  l.history_spans.push_back(
+      kernels::HistorySpan{slot, prompt, count, static_cast<int32_t>(l.history_tokens.size()), 0});
+  l.history_tokens.insert(l.history_tokens.end(), oracle.begin(),
+                          oracle.begin() + std::min<int32_t>(count, oracle.size()));
+  if (count > static_cast<int32_t>(oracle.size())) l.history_tokens.push_back(-1);
+}
+
+void SlotMirror::AddCachedSpan(int32_t slot, int32_t start, StepLayout& l) const {
+  const int32_t room = limits_.max_history_tokens - static_cast<int32_t>(l.history_tokens.size());
+  const int32_t count = std::min(start, room);
+  if (count <= 0) return;
+  // The last `count` cached positions: they join the chunk's own in one searchable run.
+  const int32_t from = start - count;
+  l.history_spans.push_back(
+      kernels::HistorySpan{slot, from, count, static_cast<int32_t>(l.history_tokens.size()), 1});
+  for (int32_t pos = from; pos < start; ++pos) {
+    l.history_tokens.push_back(PrefixToken(slots_[slot], pos));
+  }
+}
+
 void SlotMirror::LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows,
                               StepLayout& l) const {
   l.group = 1;
   l.decode_draft.clear();
   l.decode_limit.clear();
-  // A constrained slot's rows would need its masks, one with penalties its counts of the
-  // group's earlier tokens: neither speculates here.
+  // A constrained slot's rows would need masks for tokens the host has not seen: it does not
+  // speculate here.
   const auto allowance = [&](const engine::DecodeChunk& d) {
-    const engine::EngineRequest& r = *slots_[d.slot].request;
-    if (r.constraint != nullptr || r.sampling.has_penalties()) return 0;
+    if (slots_[d.slot].request->constraint != nullptr) return 0;
     return std::min(d.max_draft, limits_.spec_group - 1);
   };
   int32_t most = 0;

@@ -13,11 +13,18 @@
 // a verify group of `group` consecutive rows (1 + the plan's most proposals, rounded up to a
 // power of two, at most StepLimits::spec_group), so decode row d of the device's list owns rows
 // [d * group, (d + 1) * group) of the decode region, and each slot's allowance and block limit
-// go up with the step (decode_draft, decode_limit). A constrained slot or one with penalties
-// gets no allowance (the device would not propose for it either). The device proposes and verifies
-// (kernels/speculative/); the mirror does not learn how many proposals stood, so it counts a decode
-// as one written position, a lower bound, as the scheduler does. A step whose groups would pass
-// max_decode_rows decodes without proposals.
+// go up with the step (decode_draft, decode_limit). A constrained slot gets no allowance (its
+// rows would need masks the host computes from tokens it has not seen). The device proposes and
+// verifies (kernels/speculative/); the mirror does not learn how many proposals stood, so it counts
+// a decode as one written position, a lower bound, as the scheduler does. A step whose groups would
+// pass max_decode_rows decodes without proposals.
+//
+// The device's token history (what the proposers read) gets, besides what the step's rows write,
+// history spans (kernels/speculative/history_write.h): a prefix-cache hit's cached prompt
+// positions, with the slot's first prompt chunk, and the benchmark-only oracle continuation
+// (StepLimits::oracle), with the admission. At most StepLimits::max_history_tokens tokens a step:
+// a cached prefix that does not fit keeps its last positions (contiguous with the chunk's), an
+// oracle its first ones.
 #ifndef LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
 #define LLM_WORKER_RUNNER_CUDA_STEP_LAYOUT_H_
 
@@ -27,6 +34,7 @@
 #include "absl/status/status.h"
 #include "kernels/attention/prefill_attention.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/speculative/history_write.h"
 #include "kernels/step/slot_update.h"
 #include "worker/engine/engine_sizes.h"
 #include "worker/engine/step.h"
@@ -53,6 +61,10 @@ struct StepLimits {
   // proposals is refused), and the most decode rows a step holds (0: max_slots).
   int32_t spec_group = 1;
   int32_t max_decode_rows = 0;
+  // History spans' tokens a step may upload (0: none, without speculation), and whether the
+  // requests' oracle_ids go to the history (the oracle proposer).
+  int32_t max_history_tokens = 0;
+  bool oracle = false;
 };
 
 // The verify group sizes a step may use with up to spec_group - 1 proposals a slot: 1 + a power
@@ -82,6 +94,9 @@ struct StepLayout {
   // And the positions its KV blocks hold (blocks * block_tokens): no row writes past them.
   std::vector<int32_t> decode_limit;
   int32_t group = 1;  // rows per decoding slot
+  // Speculative decoding: tokens for the device's history, written before the step's inputs.
+  std::vector<kernels::HistorySpan> history_spans;
+  std::vector<int32_t> history_tokens;  // the spans' tokens, back to back
 
   int32_t bucket = -1;             // index into the buckets; -1: no decode rows
   int32_t rows = 0;                // prefill_rows + decode_rows
@@ -95,7 +110,8 @@ struct StepLayout {
   // Nothing to upload: a decode step whose decoding slots did not change.
   bool upload_empty() const {
     return admits.empty() && grants.empty() && row_changes.empty() && prefill_slot.empty() &&
-           sample_rows.empty() && decode_draft.empty() && decode_limit.empty();
+           sample_rows.empty() && decode_draft.empty() && decode_limit.empty() &&
+           history_spans.empty();
   }
 };
 
@@ -134,6 +150,7 @@ class SlotMirror {
     int32_t decode_row = -1;
     bool sampled = false;      // its prompt is complete: it decodes from now on
     bool argmax_only = false;  // kernels::ArgmaxOnly of its settings
+    bool chunked = false;      // a prompt chunk of it was laid out since its admission
     // == mark_ when this plan releases, admits, prefills or decodes it.
     uint64_t released = 0, admitted = 0, prefilled = 0, decoded = 0, granted = 0;
   };
@@ -143,6 +160,10 @@ class SlotMirror {
   void LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows, StepLayout& layout) const;
   // The prefix token at `pos` of the request in slot `x`.
   static int32_t PrefixToken(const Slot& x, int32_t pos);
+  // History spans: the oracle continuation of a slot admitted by the plan, and the cached
+  // prompt positions before a slot's first chunk.
+  void AddOracleSpan(int32_t slot, StepLayout& layout) const;
+  void AddCachedSpan(int32_t slot, int32_t start, StepLayout& layout) const;
 
   StepLimits limits_;
   std::vector<int32_t> buckets_;

@@ -2,7 +2,8 @@
 // kernels/speculative/): with the batch-invariant mode on, every request's ids are those of a
 // run without speculation, greedy and seeded sampling alike (each verify row draws what the
 // plain run draws for its token, kernels/speculative/verify.h), proposals do stand on prompts
-// that repeat themselves, and a cancel storm leaves no block behind.
+// that repeat themselves, a prefix-cache hit's cached prompt is searched like a computed one,
+// the benchmark-only oracle's own ids all stand, and a cancel storm leaves no block behind.
 #include <string>
 #include <vector>
 
@@ -19,13 +20,14 @@ std::string RepeatPrompt() {
   return story + story + "Tom had a red ball. He liked";
 }
 
-WorkerSetup SpeculativeSetup(bool on, int32_t num_tokens) {
+WorkerSetup SpeculativeSetup(bool on, int32_t num_tokens,
+                             engine::SpeculativeMethod method = engine::SpeculativeMethod::kNgram) {
   WorkerSetup s;
   s.slots = 8;
   s.prefill_tokens = 48;
   s.batch_invariant = true;
   if (on) {
-    s.speculative.method = engine::SpeculativeMethod::kNgram;
+    s.speculative.method = method;
     s.speculative.num_tokens = num_tokens;
     s.speculative.ngram_min = 1;
     s.speculative.ngram_max = 3;
@@ -50,13 +52,16 @@ TEST(CudaSpeculativeTest, NgramKeepsEveryRequestsIdsGreedyAndSeeded) {
   auto off = MakeWorker(SpeculativeSetup(false, 0));
   ASSERT_NE(off, nullptr);
   const auto plain = RunCrowd(*off, specs);
-  for (const int32_t k : {1, 4}) {
-    auto on = MakeWorker(SpeculativeSetup(true, k));
+  // Speculative decode steps replay their graphs; without graphs they run eagerly.
+  for (const auto& [k, graphs] : {std::pair{1, true}, std::pair{4, true}, std::pair{4, false}}) {
+    WorkerSetup setup = SpeculativeSetup(true, k);
+    setup.graphs = graphs;
+    auto on = MakeWorker(setup);
     ASSERT_NE(on, nullptr);
     const auto spec = RunCrowd(*on, specs);
     ASSERT_EQ(spec.size(), specs.size());
     for (size_t i = 0; i < specs.size(); ++i) {
-      EXPECT_EQ(spec[i], plain[i]) << "k " << k << " request " << i;
+      EXPECT_EQ(spec[i], plain[i]) << "k " << k << " graphs " << graphs << " request " << i;
     }
     // Alone, a greedy repeating prompt's proposals stand (the last two specs are the greedy
     // and the sampled repeat).
@@ -74,6 +79,73 @@ TEST(CudaSpeculativeTest, PrefixCacheHitsMatchComputingThePrompt) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   ExpectPrefixCacheHitsMatchComputingThePrompt(SpeculativeSetup(true, 4), RepeatPrompt());
+}
+
+// The second run of a prompt finds it in the prefix cache; its history spans put the cached
+// positions into the device history, so it proposes and accepts exactly what the first did.
+TEST(CudaSpeculativeTest, ACachedPromptIsSearchedLikeAComputedOne) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  auto w = MakeWorker(SpeculativeSetup(true, 4));
+  ASSERT_NE(w, nullptr);
+  GenerateSpec spec = Spec(RepeatPrompt(), 48);
+  spec.ignore_eos = true;
+  std::vector<loop::StreamUpdate> runs;
+  for (int i = 0; i < 2; ++i) {
+    auto sink = std::make_shared<CollectingSink>();
+    ASSERT_TRUE(w->Submit(spec, sink).ok());
+    ASSERT_TRUE(sink->Wait());
+    runs.push_back(sink->result());
+  }
+  EXPECT_EQ(runs[0].usage.cached_prompt_tokens, 0);
+  EXPECT_GT(runs[1].usage.cached_prompt_tokens, 16);
+  EXPECT_EQ(runs[1].token_ids, runs[0].token_ids);
+  EXPECT_GT(runs[0].usage.draft_tokens, 0);
+  EXPECT_EQ(runs[1].usage.draft_tokens, runs[0].usage.draft_tokens);
+  EXPECT_EQ(runs[1].usage.accepted_draft_tokens, runs[0].usage.accepted_draft_tokens);
+}
+
+// The oracle proposes each request's oracle_ids from the device history: with the plain run's
+// own ids every proposal stands and the ids are unchanged; with a wrong oracle the ids are
+// still unchanged.
+TEST(CudaSpeculativeTest, TheOraclesOwnIdsAllStand) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  std::vector<GenerateSpec> specs;
+  for (const std::string& p : {RepeatPrompt(), std::string("Once upon a time"),
+                               std::string("The little dog"), RepeatPrompt()}) {
+    GenerateSpec s = Spec(p, 64);
+    s.ignore_eos = true;
+    specs.push_back(s);
+  }
+  auto off = MakeWorker(SpeculativeSetup(false, 0));
+  ASSERT_NE(off, nullptr);
+  const auto plain = RunCrowd(*off, specs);
+  auto on = MakeWorker(SpeculativeSetup(true, 4, engine::SpeculativeMethod::kOracle));
+  ASSERT_NE(on, nullptr);
+  for (const bool own : {true, false}) {
+    std::vector<std::shared_ptr<CollectingSink>> sinks;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      GenerateSpec s = specs[i];
+      s.oracle_ids = plain[i];
+      if (!own) {
+        for (size_t j = 2; j < s.oracle_ids.size(); j += 3) s.oracle_ids[j] ^= 1;
+      }
+      sinks.push_back(std::make_shared<CollectingSink>());
+      ASSERT_TRUE(on->Submit(s, sinks.back()).ok());
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ASSERT_TRUE(sinks[i]->Wait());
+      const loop::StreamUpdate r = sinks[i]->result();
+      EXPECT_EQ(r.token_ids, plain[i]) << (own ? "own" : "wrong") << " request " << i;
+      EXPECT_GT(r.usage.draft_tokens, 40) << "request " << i;
+      if (own) {
+        EXPECT_EQ(r.usage.accepted_draft_tokens, r.usage.draft_tokens) << "request " << i;
+      } else {
+        EXPECT_LT(r.usage.accepted_draft_tokens, r.usage.draft_tokens) << "request " << i;
+      }
+    }
+  }
 }
 
 TEST(CudaSpeculativeTest, CancelsInsideAcceptedRunsLeaveEveryBlock) {

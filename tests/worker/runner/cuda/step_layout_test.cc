@@ -282,7 +282,8 @@ TEST(SlotMirrorSpeculativeTest, DecodesWithProposalsBecomeVerifyGroups) {
     engine::StepPlan p;
     p.step_id = 1 + s;
     auto r = std::make_shared<engine::EngineRequest>(*Request(100 + s, 4, 50));
-    if (s == 2) r->sampling.repetition_penalty = 1.2f;  // its rows would share its counts
+    // Penalties speculate too (each verify row counts the proposals before it).
+    if (s == 2) r->sampling.repetition_penalty = 1.2f;
     p.admissions.push_back({s, r, {s * 2, s * 2 + 1}});
     p.prefills.push_back({s, 0, 4, true});
     step(p);
@@ -296,14 +297,14 @@ TEST(SlotMirrorSpeculativeTest, DecodesWithProposalsBecomeVerifyGroups) {
   EXPECT_EQ(l.rows, 20);
   EXPECT_TRUE(l.identity_sampling);
   EXPECT_EQ(l.num_sample_rows, 20);
-  EXPECT_THAT(l.decode_draft, ElementsAre(4, 2, 0, 0));     // slot 2 uses penalties: none
+  EXPECT_THAT(l.decode_draft, ElementsAre(4, 2, 4, 0));
   EXPECT_THAT(l.decode_limit, ElementsAre(32, 32, 32, 0));  // 2 blocks of 16 each
   EXPECT_FALSE(l.upload_empty());  // the allowances go up with every speculative step
   std::vector<int32_t> slots;
   mirror.SampleRowSlots(l, slots);
   EXPECT_THAT(slots, ElementsAre(0, 0, 0, 0, 0,         // slot 0: 4 proposals
                                  1, 1, 1, -1, -1,       // slot 1: 2
-                                 2, -1, -1, -1, -1,     // slot 2: none (penalties)
+                                 2, 2, 2, 2, 2,         // slot 2: 4 (with penalties)
                                  -1, -1, -1, -1, -1));  // the bucket's unused row
 
   // At most one proposal: groups of 2. None: one row a slot, nothing extra uploaded.
@@ -312,9 +313,9 @@ TEST(SlotMirrorSpeculativeTest, DecodesWithProposalsBecomeVerifyGroups) {
   step(d);
   EXPECT_EQ(l.group, 2);
   EXPECT_EQ(l.decode_rows, 8);
-  EXPECT_THAT(l.decode_draft, ElementsAre(1, 1, 0, 0));
+  EXPECT_THAT(l.decode_draft, ElementsAre(1, 1, 1, 0));
   d.step_id = 12;
-  d.decodes = {{0, 0}, {1, 0}, {2, 4}};  // only the slot with penalties asks: no groups
+  d.decodes = {{0, 0}, {1, 0}, {2, 0}};  // no slot asks: no groups
   step(d);
   EXPECT_EQ(l.group, 1);
   EXPECT_EQ(l.decode_rows, 4);
@@ -327,7 +328,7 @@ TEST(SlotMirrorSpeculativeTest, DecodesWithProposalsBecomeVerifyGroups) {
   d.decodes = {{0, 3}, {1, 3}, {2, 3}};
   step(d);
   EXPECT_EQ(l.group, 5);
-  EXPECT_THAT(l.decode_draft, ElementsAre(3, 3, 0, 0));
+  EXPECT_THAT(l.decode_draft, ElementsAre(3, 3, 3, 0));
   for (int32_t s = 3; s < 5; ++s) {
     engine::StepPlan p;
     p.step_id = 20 + s;
@@ -374,6 +375,70 @@ TEST(SlotMirrorSpeculativeTest, MixedStepsSampleEveryGroupRow) {
   std::vector<int32_t> slots;
   mirror.SampleRowSlots(l, slots);
   EXPECT_THAT(std::vector<int32_t>(slots.begin(), slots.begin() + 5), ElementsAre(1, 0, 0, 0, -1));
+}
+
+// The device history gets what no row writes: a prefix-cache hit's cached prompt positions with
+// the slot's first chunk (searchable), and the oracle continuation past the prompt with the
+// admission (not searchable, ended by -1). Within max_history_tokens a step: a cached prefix
+// keeps its last positions, an oracle its first ones. Nothing without speculation.
+TEST(SlotMirrorSpeculativeTest, HistorySpansCarryCachedPromptsAndTheOracle) {
+  StepLimits limits = Limits();
+  limits.spec_group = 3;
+  limits.max_decode_rows = 24;
+  limits.max_history_tokens = 40;
+  limits.oracle = true;
+  SlotMirror mirror(limits, MakeBuckets(8));
+  StepLayout l;
+  const auto step = [&](const engine::StepPlan& plan) {
+    const absl::Status st = mirror.Check(plan);
+    EXPECT_TRUE(st.ok()) << st;
+    mirror.Apply(plan, l);
+  };
+  // Slot 0: 20 prompt tokens, the first 16 cached, an oracle of 3; a second chunk adds nothing.
+  auto r0 = std::make_shared<engine::EngineRequest>(*Request(100, 20, 50));
+  r0->oracle_ids = {7, 8, 9};
+  engine::StepPlan a;
+  a.step_id = 1;
+  a.admissions.push_back({0, r0, {0, 1, 2}});
+  a.prefills.push_back({0, 16, 2, false});
+  step(a);
+  ASSERT_EQ(l.history_spans.size(), 2u);
+  const kernels::HistorySpan oracle = l.history_spans[0], cached = l.history_spans[1];
+  EXPECT_EQ(std::tie(oracle.slot, oracle.pos, oracle.count, oracle.offset, oracle.searchable),
+            std::make_tuple(0, 20, 4, 0, 0));
+  EXPECT_EQ(std::tie(cached.slot, cached.pos, cached.count, cached.offset, cached.searchable),
+            std::make_tuple(0, 0, 16, 4, 1));
+  ASSERT_EQ(l.history_tokens.size(), 20u);
+  EXPECT_THAT(std::vector<int32_t>(l.history_tokens.begin(), l.history_tokens.begin() + 6),
+              ElementsAre(7, 8, 9, -1, 100, 101));
+  EXPECT_EQ(l.history_tokens.back(), 115);
+  EXPECT_FALSE(l.upload_empty());
+  engine::StepPlan b;
+  b.step_id = 2;
+  b.prefills.push_back({0, 18, 2, true});
+  step(b);
+  EXPECT_TRUE(l.history_spans.empty());
+  EXPECT_TRUE(l.history_tokens.empty());
+
+  // Two admissions over the budget: slot 1's 30 cached positions fill 30 of the 40, so slot 2's
+  // 33 keep their last 10 (contiguous with its chunk at 33).
+  engine::StepPlan c;
+  c.step_id = 3;
+  c.admissions.push_back({1, Request(101, 34, 10), {3, 4, 5}});
+  c.admissions.push_back({2, Request(102, 40, 10), {6, 7, 8}});
+  c.prefills.push_back({1, 30, 4, true});
+  c.prefills.push_back({2, 33, 7, true});
+  step(c);
+  ASSERT_EQ(l.history_spans.size(), 2u);  // no oracle ids: no oracle spans
+  EXPECT_EQ(std::tie(l.history_spans[1].pos, l.history_spans[1].count), std::make_tuple(23, 10));
+  EXPECT_EQ(l.history_tokens.size(), 40u);
+  EXPECT_EQ(l.history_tokens.back(), 132);  // prompt token 32 of slot 2
+
+  // Without speculation (no budget) nothing is written.
+  SlotMirror plain(Limits(), MakeBuckets(8));
+  ASSERT_TRUE(plain.Check(a).ok());
+  plain.Apply(a, l);
+  EXPECT_TRUE(l.history_spans.empty());
 }
 
 TEST(SlotMirrorSpeculativeTest, GroupSizesAreOnePlusPowersOfTwoAndTheMost) {
