@@ -39,14 +39,11 @@ __global__ void __launch_bounds__(kThreads) NgramProposeKernel(NgramProposeParam
   const int32_t slot = p.decode_list[d];
   if (slot < 0) return;
   const DeviceSlots& s = p.slots;
-  const SlotSampling& settings = s.sampling[slot];
   const int32_t pos = s.pos[slot];  // the last token sits at pos
-  const int32_t k = ProposalsAllowed(p.decode_draft[d], s.max_proposals, settings.max_tokens,
-                                     s.generated[slot], p.decode_limit[d] - 1 - pos);
+  const int32_t k = SlotAllowance(s, slot, p.decode_draft[d], p.decode_limit[d]);
   const int32_t from = s.history_from != nullptr ? s.history_from[slot] : 0;
   int32_t* out = s.proposals + static_cast<int64_t>(slot) * s.max_proposals;
-  const bool none =
-      k == 0 || s.done[slot] || s.history == nullptr || pos >= s.history_stride || from > pos;
+  const bool none = k == 0 || s.history == nullptr || pos >= s.history_stride || from > pos;
   if (none) {
     if (threadIdx.x == 0) s.num_proposals[slot] = 0;
     return;

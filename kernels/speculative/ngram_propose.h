@@ -50,6 +50,16 @@ __host__ __device__ inline int32_t ProposalsAllowed(int32_t draft, int32_t max_p
   return k > 0 ? k : 0;
 }
 
+// The proposals the slot of a decode entry may have (ProposalsAllowed over its state, its last
+// token at pos), given the entry's allowance and block limit; 0 for a finished slot. Every
+// proposer applies it.
+__host__ __device__ inline int32_t SlotAllowance(const DeviceSlots& s, int32_t slot, int32_t draft,
+                                                 int32_t limit) {
+  if (s.done[slot]) return 0;
+  return ProposalsAllowed(draft, s.max_proposals, s.sampling[slot].max_tokens, s.generated[slot],
+                          limit - 1 - s.pos[slot]);
+}
+
 cudaError_t LaunchNgramPropose(const NgramProposeParams& params, cudaStream_t stream);
 
 }  // namespace llm::kernels

@@ -14,17 +14,10 @@ __global__ void __launch_bounds__(kThreads) OracleProposeKernel(OracleProposePar
   const int32_t slot = p.decode_list[d];
   if (slot < 0) return;
   const DeviceSlots& s = p.slots;
-  const SlotSampling& settings = s.sampling[slot];
-  const int32_t pos = s.pos[slot];  // the last token sits at pos
-  const int32_t k = ProposalsAllowed(p.decode_draft[d], s.max_proposals, settings.max_tokens,
-                                     s.generated[slot], p.decode_limit[d] - 1 - pos);
-  if (k == 0 || s.done[slot]) {
-    s.num_proposals[slot] = 0;
-    return;
-  }
+  const int32_t k = SlotAllowance(s, slot, p.decode_draft[d], p.decode_limit[d]);
   s.num_proposals[slot] =
       OracleProposals(s.history + static_cast<int64_t>(slot) * s.history_stride, s.history_stride,
-                      pos, k, s.proposals + static_cast<int64_t>(slot) * s.max_proposals);
+                      s.pos[slot], k, s.proposals + static_cast<int64_t>(slot) * s.max_proposals);
 }
 
 }  // namespace
