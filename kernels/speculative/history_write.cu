@@ -11,8 +11,9 @@ __global__ void __launch_bounds__(kThreads) HistoryWriteKernel(HistoryWriteParam
   const HistorySpan s = p.spans[blockIdx.x];
   const DeviceSlots& slots = p.slots;
   int32_t* row = slots.history + static_cast<int64_t>(s.slot) * slots.history_stride;
-  for (int32_t i = threadIdx.x; i < s.count && s.pos + i < slots.history_stride; i += blockDim.x) {
-    row[s.pos + i] = p.tokens[s.offset + i];
+  const int32_t end = s.searchable ? s.pos + s.count : slots.history_stride;
+  for (int32_t i = s.pos + threadIdx.x; i < end && i < slots.history_stride; i += blockDim.x) {
+    row[i] = i - s.pos < s.count ? p.tokens[s.offset + i - s.pos] : -1;
   }
   if (threadIdx.x == 0 && s.searchable && s.count > 0 && slots.history_from != nullptr) {
     atomicMin(slots.history_from + s.slot, s.pos);

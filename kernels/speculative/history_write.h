@@ -26,7 +26,9 @@ struct HistorySpan {
   int32_t count;
   int32_t offset;
   // 1: the positions are the slot's searchable history (a cached prompt), so history_from is
-  // lowered to pos; 0: they lie past the last token (the oracle continuation).
+  // lowered to pos; 0: they lie past the last token (the oracle continuation), and the rest of
+  // the row, [pos + count, history_stride), is cleared to -1, so the oracle proposer stops
+  // where the continuation ends (count 0: nothing to propose) whatever the slot held before.
   int32_t searchable;
 };
 
@@ -40,8 +42,10 @@ struct HistoryWriteParams {
 // The CPU reference: span `s` applied to a host copy of the history and history_from.
 inline void WriteHistorySpan(const HistorySpan& s, const int32_t* tokens, int32_t* history,
                              int32_t history_stride, int32_t* history_from) {
-  for (int32_t i = 0; i < s.count && s.pos + i < history_stride; ++i) {
-    history[static_cast<int64_t>(s.slot) * history_stride + s.pos + i] = tokens[s.offset + i];
+  const int32_t end = s.searchable ? s.pos + s.count : history_stride;
+  for (int32_t p = s.pos; p < end && p < history_stride; ++p) {
+    history[static_cast<int64_t>(s.slot) * history_stride + p] =
+        p - s.pos < s.count ? tokens[s.offset + p - s.pos] : -1;
   }
   if (s.searchable && s.count > 0 && history_from != nullptr && history_from[s.slot] > s.pos) {
     history_from[s.slot] = s.pos;

@@ -1,14 +1,16 @@
 // The benchmark-only oracle proposer on the device (engine::SpeculativeMethod::kOracle): each
 // decoding slot proposes the tokens its history holds past its last token, where the host wrote
-// the request's oracle continuation at admission (history_write.h), followed by a negative
-// terminator. Output i sits at position prompt + i, so the proposals are the oracle's ids from
-// the slot's generated count on: what the CPU runner proposes from EngineRequest::oracle_ids.
-// Verification appends the target's own tokens over them as they are accepted.
+// the request's oracle continuation at admission (history_write.h, which clears the rest of
+// the row to -1, so the proposals end where the oracle does). Output i sits at position prompt + i,
+// so the proposals are the oracle's ids from the slot's generated count on: what the CPU runner
+// proposes from EngineRequest::oracle_ids. Verification appends the target's own tokens over them
+// as they are accepted.
 //
 // It proves the upper bound of speculation (every proposal stands while the target agrees with
 // the oracle) at no proposing cost; past a divergence its proposals are the oracle's, as on the
-// CPU. The same caps as the n-gram proposer (ProposalsAllowed): the plan's allowance, the
-// table's width, max_tokens, the slot's KV blocks; none for a finished slot.
+// CPU (an oracle the step's span budget cut proposes only what was written). The same caps as the
+// n-gram proposer (ProposalsAllowed): the plan's allowance, the table's width, max_tokens, the
+// slot's KV blocks; none for a finished slot.
 #ifndef LLM_KERNELS_SPECULATIVE_ORACLE_PROPOSE_H_
 #define LLM_KERNELS_SPECULATIVE_ORACLE_PROPOSE_H_
 

@@ -363,8 +363,8 @@ TEST(VerifyGroupTest, RowsCountTheProposalsBeforeThemForPenalties) {
 }
 
 // The oracle's loop on the host: the continuation goes into the history past the prompt as the
-// runner writes it at admission (a span ended by -1), each step proposes from it
-// (OracleProposals within ProposalsAllowed) and verifies. With the greedy run's own ids as the
+// runner writes it at admission (a span that clears the rest of the row), each step proposes from
+// it (OracleProposals within ProposalsAllowed) and verifies. With the greedy run's own ids as the
 // oracle every proposal stands and a step gives k + 1 tokens; with a wrong oracle the ids are
 // still the greedy run's. Past the oracle's end nothing is proposed.
 TEST(OracleProposeTest, TheOracleLoopKeepsTheIdsAndItsOwnIdsAllStand) {
@@ -378,11 +378,12 @@ TEST(OracleProposeTest, TheOracleLoopKeepsTheIdsAndItsOwnIdsAllStand) {
   for (const bool own : {true, false}) {
     HostSlots slots(1);
     slots.sampling[0].max_tokens = kMaxTokens;
+    // What an earlier request left in the slot: the span clears it past the oracle.
+    std::fill(slots.history.begin(), slots.history.end(), 3);
     std::copy(plain.begin(), plain.begin() + kPrompt, slots.history.begin());
-    std::vector<int32_t> tokens = own ? right : wrong;
-    tokens.push_back(-1);
-    WriteHistorySpan(HistorySpan{0, kPrompt, kOracle + 1, 0, 0}, tokens.data(),
-                     slots.history.data(), HostSlots::kStride, nullptr);
+    const std::vector<int32_t>& tokens = own ? right : wrong;
+    WriteHistorySpan(HistorySpan{0, kPrompt, kOracle, 0, 0}, tokens.data(), slots.history.data(),
+                     HostSlots::kStride, nullptr);
     std::vector<int32_t> seq(plain.begin(), plain.begin() + kPrompt);
     seq.push_back(NextToken(seq));  // the prompt's last row, appended
     slots.history[kPrompt] = seq.back();
@@ -434,6 +435,7 @@ TEST(OracleProposeTest, TheOracleLoopKeepsTheIdsAndItsOwnIdsAllStand) {
 // A searchable span (a cached prompt) lowers history_from to its start; the oracle's does not.
 TEST(OracleProposeTest, OnlyCachedPromptSpansAreSearchable) {
   HostSlots slots(2);
+  std::fill(slots.history.begin(), slots.history.end(), 3);
   std::vector<int32_t> from = {INT32_MAX, INT32_MAX};
   const std::vector<int32_t> tokens = {4, 5, 6, 7, 8, 9};
   WriteHistorySpan(HistorySpan{1, 0, 3, 0, 1}, tokens.data(), slots.history.data(),
@@ -445,6 +447,10 @@ TEST(OracleProposeTest, OnlyCachedPromptSpansAreSearchable) {
   EXPECT_EQ(slots.history[HostSlots::kStride + 2], 6);
   EXPECT_EQ(slots.history[10], 7);
   EXPECT_EQ(slots.history[12], 9);
+  EXPECT_EQ(slots.history[13], -1);  // the oracle's span clears the row after it
+  EXPECT_EQ(slots.history[HostSlots::kStride - 1], -1);
+  EXPECT_EQ(slots.history[HostSlots::kStride + 3], 3);  // slot 1: a cached span clears nothing
+
   // Positions past the history's end are dropped.
   WriteHistorySpan(HistorySpan{0, HostSlots::kStride - 1, 3, 0, 0}, tokens.data(),
                    slots.history.data(), HostSlots::kStride, from.data());

@@ -180,7 +180,9 @@ TEST(OracleProposeKernelTest, ProposesWhatTheHostRuleDoes) {
     for (int32_t i = 0; i < kStride; ++i) {
       history[size_t(s) * kStride + i] = static_cast<int32_t>(rng() % 500);
     }
-    if (s % 3 == 1) history[size_t(s) * kStride + pos[s] + 1 + s % 5] = -1;  // the oracle ends
+    if (s % 3 == 1 && pos[s] + 1 + s % 5 < kStride) {
+      history[size_t(s) * kStride + pos[s] + 1 + s % 5] = -1;  // the oracle ends
+    }
     decode_list.push_back(s);
     decode_draft.push_back(s % 8);
     decode_limit.push_back(s % 7 == 2 ? pos[s] + 3 : kStride);

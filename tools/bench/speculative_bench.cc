@@ -105,6 +105,7 @@ void AddDecodeSteps(const std::vector<StepRecord>& steps, int concurrency, nlohm
   if (step_s.empty()) return;
   out["decode_step_ms_median"] = Percentile(step_s, 0.5) * 1e3;
   out["decode_busy_ratio"] = busy / (busy + idle);
+  if (gaps.empty()) return;
   out["decode_gap_us_p50"] = Percentile(gaps, 0.5) * 1e6;
   out["decode_gap_us_p99"] = Percentile(gaps, 0.99) * 1e6;
 }

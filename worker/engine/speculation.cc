@@ -10,7 +10,8 @@ absl::StatusOr<SpeculativeMethod> ParseSpeculativeMethod(std::string_view name) 
   if (name == "draft") return SpeculativeMethod::kDraft;
   if (name == "oracle") return SpeculativeMethod::kOracle;
   return absl::InvalidArgumentError(absl::StrCat("engine.speculative.method: '", std::string(name),
-                                                 "' is not one of off, ngram, draft"));
+                                                 "' is not one of off, ngram, draft (oracle: "
+                                                 "llm-bench only)"));
 }
 
 std::string_view SpeculativeMethodName(SpeculativeMethod method) {

@@ -359,20 +359,22 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
 }
 
 void SlotMirror::AddOracleSpan(int32_t slot, StepLayout& l) const {
-  const std::vector<int32_t>& oracle = slots_[slot].request->oracle_ids;
-  if (!limits_.oracle || oracle.empty()) return;
-  // Output i sits at position prompt + i; a negative terminator ends the proposals.
-  const auto prompt = static_cast<int32_t>(slots_[slot].request->prompt_ids.size());
-  const int32_t room =
-      std::min(limits_.max_history_tokens - static_cast<int32_t>(l.history_tokens.size()),
-               limits_.max_context - prompt);
-  const int32_t count = std::min(static_cast<int32_t>(oracle.size()) + 1, room);
-  if (count <= 0) return;
+  if (!limits_.oracle) return;
+  // Output i sits at position prompt + i; a readmission's resumed outputs are its prefix (its
+  // rows or its cached span write them), so the span starts after them. The kernel clears the
+  // rest of the row, so the proposals end where the oracle (or the step's budget) does.
+  const Slot& x = slots_[slot];
+  const std::vector<int32_t>& oracle = x.request->oracle_ids;
+  const auto done = std::min(x.resumed.size(), oracle.size());
+  const auto pos = static_cast<int32_t>(x.request->prompt_ids.size() + x.resumed.size());
+  if (pos >= limits_.max_context) return;
+  const int32_t room = limits_.max_history_tokens - static_cast<int32_t>(l.history_tokens.size());
+  const int32_t count = std::max(
+      0, std::min({static_cast<int32_t>(oracle.size() - done), room, limits_.max_context - pos}));
   l.history_spans.push_back(
-      kernels::HistorySpan{slot, prompt, count, static_cast<int32_t>(l.history_tokens.size()), 0});
-  l.history_tokens.insert(l.history_tokens.end(), oracle.begin(),
-                          oracle.begin() + std::min<int32_t>(count, oracle.size()));
-  if (count > static_cast<int32_t>(oracle.size())) l.history_tokens.push_back(-1);
+      kernels::HistorySpan{slot, pos, count, static_cast<int32_t>(l.history_tokens.size()), 0});
+  l.history_tokens.insert(l.history_tokens.end(), oracle.begin() + done,
+                          oracle.begin() + done + count);
 }
 
 void SlotMirror::AddCachedSpan(int32_t slot, int32_t start, StepLayout& l) const {

@@ -378,9 +378,10 @@ TEST(SlotMirrorSpeculativeTest, MixedStepsSampleEveryGroupRow) {
 }
 
 // The device history gets what no row writes: a prefix-cache hit's cached prompt positions with
-// the slot's first chunk (searchable), and the oracle continuation past the prompt with the
-// admission (not searchable, ended by -1). Within max_history_tokens a step: a cached prefix
-// keeps its last positions, an oracle its first ones. Nothing without speculation.
+// the slot's first chunk (searchable), and with the oracle, at every admission, the oracle
+// continuation past the prefix (not searchable; the kernel clears the row after it). Within
+// max_history_tokens a step: a cached prefix keeps its last positions, an oracle its first
+// ones. Nothing without speculation.
 TEST(SlotMirrorSpeculativeTest, HistorySpansCarryCachedPromptsAndTheOracle) {
   StepLimits limits = Limits();
   limits.spec_group = 3;
@@ -405,12 +406,12 @@ TEST(SlotMirrorSpeculativeTest, HistorySpansCarryCachedPromptsAndTheOracle) {
   ASSERT_EQ(l.history_spans.size(), 2u);
   const kernels::HistorySpan oracle = l.history_spans[0], cached = l.history_spans[1];
   EXPECT_EQ(std::tie(oracle.slot, oracle.pos, oracle.count, oracle.offset, oracle.searchable),
-            std::make_tuple(0, 20, 4, 0, 0));
+            std::make_tuple(0, 20, 3, 0, 0));
   EXPECT_EQ(std::tie(cached.slot, cached.pos, cached.count, cached.offset, cached.searchable),
-            std::make_tuple(0, 0, 16, 4, 1));
-  ASSERT_EQ(l.history_tokens.size(), 20u);
-  EXPECT_THAT(std::vector<int32_t>(l.history_tokens.begin(), l.history_tokens.begin() + 6),
-              ElementsAre(7, 8, 9, -1, 100, 101));
+            std::make_tuple(0, 0, 16, 3, 1));
+  ASSERT_EQ(l.history_tokens.size(), 19u);
+  EXPECT_THAT(std::vector<int32_t>(l.history_tokens.begin(), l.history_tokens.begin() + 5),
+              ElementsAre(7, 8, 9, 100, 101));
   EXPECT_EQ(l.history_tokens.back(), 115);
   EXPECT_FALSE(l.upload_empty());
   engine::StepPlan b;
@@ -429,10 +430,25 @@ TEST(SlotMirrorSpeculativeTest, HistorySpansCarryCachedPromptsAndTheOracle) {
   c.prefills.push_back({1, 30, 4, true});
   c.prefills.push_back({2, 33, 7, true});
   step(c);
-  ASSERT_EQ(l.history_spans.size(), 2u);  // no oracle ids: no oracle spans
-  EXPECT_EQ(std::tie(l.history_spans[1].pos, l.history_spans[1].count), std::make_tuple(23, 10));
+  // No oracle ids: empty oracle spans (the row is cleared, nothing is proposed), then the
+  // cached ones.
+  ASSERT_EQ(l.history_spans.size(), 4u);
+  EXPECT_EQ(std::tie(l.history_spans[0].pos, l.history_spans[0].count), std::make_tuple(34, 0));
+  EXPECT_EQ(std::tie(l.history_spans[3].pos, l.history_spans[3].count), std::make_tuple(23, 10));
   EXPECT_EQ(l.history_tokens.size(), 40u);
   EXPECT_EQ(l.history_tokens.back(), 132);  // prompt token 32 of slot 2
+
+  // A readmission's oracle span starts after its resumed outputs, with the oracle's next ids.
+  auto r3 = std::make_shared<engine::EngineRequest>(*Request(103, 6, 20));
+  r3->oracle_ids = {50, 51, 52, 53};
+  engine::StepPlan d;
+  d.step_id = 4;
+  d.admissions.push_back({3, r3, {9, 10}, {50, 51}, true});
+  d.prefills.push_back({3, 0, 8, true});
+  step(d);
+  ASSERT_EQ(l.history_spans.size(), 1u);
+  EXPECT_EQ(std::tie(l.history_spans[0].pos, l.history_spans[0].count), std::make_tuple(8, 2));
+  EXPECT_THAT(l.history_tokens, ElementsAre(52, 53));
 
   // Without speculation (no budget) nothing is written.
   SlotMirror plain(Limits(), MakeBuckets(8));
