@@ -42,7 +42,9 @@
 #                                         #   kernels (and memcheck), the runner's ids with
 #                                         #   speculation on and off, llm-bench speculative on
 #                                         #   tinystories and random:llama-3-8b at 1, 8 and 64,
-#                                         #   and the oracle upper bound at batch 1, k = 4
+#                                         #   the oracle upper bound at batch 1, k = 4, and
+#                                         #   llm-bench gpu --speculative ngram (where the
+#                                         #   policy switches) beside the same without
 #   build-gpu-bundle/session.sh structured # issue 33: the sampler's masks, constrained crowds on
 #                                         #   the CUDA runner, llm-bench structured on
 #                                         #   random:llama-3-8b at batch 1, 64 and 256
@@ -473,6 +475,12 @@ case "$phase" in
         --batch-invariant "$inv"
     done
     for f in "$out"/speculative-*.out; do [[ -f "$f" ]] && mv "$f" "${f%.out}.json"; done
+    # Item 5: where the adaptive policy turns speculation off (each run's
+    # speculation_tokens_per_slot), beside the same runs without speculation.
+    policy=(--model random:llama-3-8b --slots 1,8,64 --context 512 --decode-steps 64
+      --batch1-tokens 128 --ttft-prompts 1024 --ttft-runs 1 --stall-prompt 0)
+    bench llama-3-8b-spec-policy-off 120 "${policy[@]}"
+    bench llama-3-8b-spec-policy-ngram 120 "${policy[@]}" --speculative ngram
     ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \

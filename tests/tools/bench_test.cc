@@ -57,6 +57,29 @@ TEST(BenchTest, KvComparesOnDemandWithReservations) {
   EXPECT_NE(bad.err.find("--spread"), std::string::npos) << bad.err;
 }
 
+// Speculation on and off side by side: the same greedy ids, and under the adaptive policy its
+// choice for the run's batch size (a number once every candidate was measured; 48 tokens of 8
+// prompts are many more decode steps than that takes).
+TEST(BenchTest, SpeculativeReportsThePolicysChoicePerBatch) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const auto r = RunCommand({BinPath("llm-bench"), "speculative", "--model",
+                             llm::testing::SharedPath("models/tinystories-656k"), "--adaptive", "1",
+                             "--rounds", "1", "--max-tokens", "48", "--workloads", "repeat"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& repeat = j["repeat"];
+  EXPECT_EQ(repeat["greedy_ids_identical"], true) << r.out;
+  EXPECT_FALSE(repeat["off"].contains("speculation_by_batch"));
+  const auto& on = repeat["on"];
+  ASSERT_TRUE(on["speculation_at_concurrency"].is_number_integer()) << r.out;
+  const int k = on["speculation_at_concurrency"].get<int>();
+  EXPECT_TRUE(k == 0 || k == 1 || k == 2 || k == 4) << k;
+  EXPECT_EQ(on["speculation_by_batch"]["1"], k) << r.out;
+  const auto bad = RunCommand({BinPath("llm-bench"), "speculative", "--method", "lookahead"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("lookahead"), std::string::npos) << bad.err;
+}
+
 TEST(BenchTest, TokenizerComparesWithHuggingFace) {
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   const auto r = RunCommand({BinPath("llm-bench"), "tokenizer", "--seconds", "0.05", "--tokenizer",

@@ -15,6 +15,13 @@
 //     --stall-prompt-token prompt prefills in chunks of --max-prefill-tokens; the device time of
 //     the steps that carry both (each is one token of every decoding request) against the steps
 //     that decode only, and the long prompt's TTFT under that load;
+//   - with --speculative ngram, every run above speculates (engine.speculative, adaptive: the
+//     policy picks each step's proposals per slot from measured throughput), the decode figures
+//     count every token a step gave, and the batch-1 and throughput runs report the choice the
+//     policy settled on for their batch size (speculation_tokens_per_slot: 0 where verifying
+//     costs more than it saves, so speculation is off there) beside the run's tokens/s: run it
+//     beside the same command without the flag to see where speculation pays and where the
+//     policy switches it off;
 //   - with --kernels, where a decode step's device time goes: a few decode-only steps at batch
 //     1 and at each slot count run eagerly with CUDA events between kernels (KernelClock), and
 //     the mean per step of each kernel class (attention, products, norms, RoPE/KV, sampler,
@@ -163,6 +170,11 @@ int RunGpuBench(const std::vector<std::string>& args) {
              "sampling temperature of the batch-1, throughput and kernel runs (0: greedy, the "
              "sampler's two-launch path)",
              "0")
+      .Value("speculative",
+             "off, or ngram: every run speculates under the adaptive policy, whose choice per "
+             "batch size is reported",
+             "off")
+      .Value("num-tokens", "--speculative: proposals per slot at most", "4")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count, and the steps of a 4k-token prompt");
@@ -175,13 +187,14 @@ int RunGpuBench(const std::vector<std::string>& args) {
   auto ttft_runs = flags.GetInt("ttft-runs");
   auto stall_prompt = flags.GetInt("stall-prompt");
   auto stall_decodes = flags.GetInt("stall-decodes");
+  auto num_tokens = flags.GetInt("num-tokens");
   auto max_prefill = flags.GetInt("max-prefill-tokens");
   auto max_prefill_alone = flags.GetInt("max-prefill-tokens-alone");
   auto fraction = flags.GetDouble("kv-memory-fraction");
   auto slowdown = flags.GetDouble("max-decode-slowdown");
   if (!slowdown.ok()) return Fail(cmd, slowdown.status());
   for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
-                        &max_prefill_alone, &stall_prompt, &stall_decodes}) {
+                        &max_prefill_alone, &stall_prompt, &stall_decodes, &num_tokens}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!fraction.ok()) return Fail(cmd, fraction.status());
@@ -194,6 +207,15 @@ int RunGpuBench(const std::vector<std::string>& args) {
   const std::vector<int32_t> slot_counts = ParsePositiveInts(flags.GetString("slots"));
   const std::vector<int32_t> ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
   if (slot_counts.empty()) return Fail(cmd, absl::InvalidArgumentError("--slots: no count"));
+  engine::SpeculativeConfig spec;
+  auto method = engine::ParseSpeculativeMethod(flags.GetString("speculative"));
+  if (!method.ok()) return Fail(cmd, method.status());
+  if (*method != engine::SpeculativeMethod::kOff && *method != engine::SpeculativeMethod::kNgram) {
+    return Fail(cmd, absl::InvalidArgumentError("--speculative: off or ngram"));
+  }
+  spec.method = *method;
+  spec.num_tokens = static_cast<int32_t>(*num_tokens);
+  if (absl::Status st = spec.Validate(); !st.ok()) return Fail(cmd, st);
   if (kernels::DeviceCount() == 0) {
     return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
   }
@@ -216,6 +238,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   bo.max_prefill_tokens = static_cast<int32_t>(*max_prefill);
   bo.max_prefill_tokens_alone = static_cast<int32_t>(*max_prefill_alone);
   bo.kv_memory_fraction = *fraction;
+  bo.speculative = spec;
   if (absl::Status st = CudaSwitchesFromFlags(flags, bo.cuda); !st.ok()) return Fail(cmd, st);
   const auto load_start = Clock::now();
   auto b = backend::CreateBackend(bo);
@@ -241,6 +264,8 @@ int RunGpuBench(const std::vector<std::string>& args) {
                         {"algorithm_changed", cuda_runner->gemms_tuned_changed()}};
   out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it
   out["temperature"] = temperature;
+  out["speculative"] = engine::SpeculativeMethodName(spec.method);
+  if (spec.enabled()) out["num_tokens"] = spec.num_tokens;
 
   Recorder recorder;
   loop::WorkerOptions wo;
@@ -250,6 +275,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   wo.max_queued_requests = 4 * max_slots;
   wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
   wo.scheduler.max_decode_slowdown = *slowdown;
+  wo.scheduler.speculative = spec;
   auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
                                      config.eos_token_ids, &recorder, &recorder);
   if (!worker.ok()) return Fail(cmd, worker.status());
@@ -274,9 +300,14 @@ int RunGpuBench(const std::vector<std::string>& args) {
         !st.ok()) {
       return Fail(cmd, st);
     }
+    // The decode steps (one token each, or with speculation the run each verification gave).
     std::vector<double> step_s;
+    double busy = 0, tokens = 0;
     for (const StepRecord& r : recorder.TakeSteps()) {
-      if (r.decodes == 1 && r.tokens == 1 && r.prompt_tokens == 0) step_s.push_back(r.step_s);
+      if (r.decodes != 1 || r.prompt_tokens != 0) continue;
+      step_s.push_back(r.step_s);
+      busy += r.step_s;
+      tokens += r.tokens;
     }
     recorder.TakeRequests();
     const double median = Percentile(step_s, 0.5);
@@ -284,8 +315,13 @@ int RunGpuBench(const std::vector<std::string>& args) {
                          kv_bytes_per_token * (prompt + *batch1 / 2.0);
     out["batch1"] = {{"decode_step_ms_median", median * 1e3},
                      {"decode_step_ms_p99", Percentile(step_s, 0.99) * 1e3},
+                     {"decode_tokens_per_s", busy > 0 ? tokens / busy : 0.0},
                      {"bytes_per_step_gb", bytes / 1e9},
                      {"bandwidth_utilization", bytes / median / *bandwidth}};
+    if (spec.enabled()) {
+      out["batch1"]["speculation_tokens_per_slot"] =
+          SpeculationAt((*worker)->Load().engine.scheduler, 1);
+    }
   }
 
   // 2. Throughput at N running slots: requests enough that every slot is busy, long enough
@@ -304,13 +340,15 @@ int RunGpuBench(const std::vector<std::string>& args) {
     std::vector<StepRecord> steps = recorder.TakeSteps();
     recorder.TakeRequests();
     // The steady window: consecutive steps in which all n slots decode.
+    // (With speculation a step gives each slot its accepted run: tokens >= n.)
     std::vector<double> gaps, step_s;
     Clock::time_point first{}, last{};
-    int64_t window_steps = 0;
+    int64_t window_steps = 0, window_tokens = 0;
     for (const StepRecord& r : steps) {
-      if (r.tokens != n || r.decodes != n || r.prompt_tokens != 0) continue;
+      if (r.tokens < n || r.decodes != n || r.prompt_tokens != 0) continue;
       if (window_steps == 0) first = r.at;
       last = r.at;
+      if (window_steps > 0) window_tokens += r.tokens;
       ++window_steps;
       step_s.push_back(r.step_s);
       if (r.gap_s >= 0) gaps.push_back(r.gap_s);
@@ -322,16 +360,21 @@ int RunGpuBench(const std::vector<std::string>& args) {
     if (window_steps >= 2) {
       const double wall = std::chrono::duration<double>(last - first).count();
       const double busy = std::accumulate(step_s.begin() + 1, step_s.end(), 0.0);
-      run["decode_tokens_per_s"] = static_cast<double>(n) * (window_steps - 1) / wall;
+      run["decode_tokens_per_s"] = static_cast<double>(window_tokens) / wall;
       run["step_ms_median"] = Percentile(step_s, 0.5) * 1e3;
       run["busy_ratio"] = busy / wall;
       run["gap_us_p50"] = Percentile(gaps, 0.5) * 1e6;
       run["gap_us_p99"] = Percentile(gaps, 0.99) * 1e6;
       run["gap_us_max"] = Percentile(gaps, 1.0) * 1e6;
     }
+    if (spec.enabled()) {
+      run["speculation_tokens_per_slot"] = SpeculationAt((*worker)->Load().engine.scheduler, n);
+    }
     runs.push_back(run);
   }
   out["throughput"] = runs;
+  if (spec.enabled())
+    out["speculation_by_batch"] = SpeculationByBatch((*worker)->Load().engine.scheduler);
 
   // 3. Time to first token on an idle worker.
   auto ttft = MeasureTtft(**worker, recorder, ttft_prompts, *ttft_runs, info.max_context, id_range);

@@ -7,7 +7,11 @@
 // says whether they did (on the CUDA backend bit for bit only with --batch-invariant 1: a
 // verify group's rows change the batch's shape, and with it the products' and attention's
 // arithmetic otherwise), and for the steps in which every request of a wave decodes, their
-// median time, the backend's busy share and the gaps between them.
+// median time, the backend's busy share and the gaps between them. With --adaptive 1 the
+// speculative run's report also has where the speculation policy settled per group of batch
+// sizes (speculation_by_batch, speculation_at_concurrency: the proposals per slot it chose, 0
+// where it turned speculation off), so runs at several --concurrency values show where it
+// switches.
 //
 // --method oracle is the upper bound (benchmark-only): the speculative run proposes, for each
 // request, the ids the run without speculation gave it (EngineRequest::oracle_ids), so every
@@ -174,6 +178,10 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
               {"tokens_per_second", tokens / seconds},
               {"steps", stats.steps}};
   AddDecodeSteps(recorder.TakeSteps(), concurrency, r.report);
+  if (spec.enabled() && spec.adaptive) {
+    r.report["speculation_by_batch"] = SpeculationByBatch(stats.scheduler);
+    r.report["speculation_at_concurrency"] = SpeculationAt(stats.scheduler, concurrency);
+  }
   if (spec.enabled()) {
     const auto verifications = static_cast<double>(stats.spec_drafts);
     r.report["draft_tokens"] = drafted;

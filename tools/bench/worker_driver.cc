@@ -216,4 +216,22 @@ absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& reco
   return stall;
 }
 
+nlohmann::json SpeculationByBatch(const engine::SchedulerStats& stats) {
+  using engine::SpeculationPolicy;
+  nlohmann::json j = nlohmann::json::object();
+  for (int g = 0; g < SpeculationPolicy::kGroups; ++g) {
+    const int8_t k = stats.speculation_by_batch[static_cast<size_t>(g)];
+    if (k != SpeculationPolicy::kMeasuring) j[SpeculationPolicy::GroupLabel(g)] = k;
+  }
+  return j;
+}
+
+nlohmann::json SpeculationAt(const engine::SchedulerStats& stats, int32_t decoding) {
+  using engine::SpeculationPolicy;
+  const int8_t k =
+      stats.speculation_by_batch[static_cast<size_t>(SpeculationPolicy::GroupOf(decoding))];
+  if (k == SpeculationPolicy::kMeasuring) return "measuring";
+  return k;
+}
+
 }  // namespace llm::bench

@@ -98,6 +98,13 @@ absl::StatusOr<nlohmann::json> MeasureStall(loop::Worker& worker, Recorder& reco
                                             int32_t max_prefill_tokens, double slowdown,
                                             int32_t id_range);
 
+// Speculative decoding's policy as the worker reports it (SchedulerStats::speculation_by_batch):
+// the proposals per slot it settled on per group of batch sizes, {"1": 4, "8-15": 0, ...},
+// groups still measuring left out; and its choice for steps of `decoding` slots, the number or
+// "measuring".
+nlohmann::json SpeculationByBatch(const engine::SchedulerStats& stats);
+nlohmann::json SpeculationAt(const engine::SchedulerStats& stats, int32_t decoding);
+
 }  // namespace llm::bench
 
 #endif  // LLM_TOOLS_BENCH_WORKER_DRIVER_H_

@@ -513,6 +513,7 @@ SchedulerStats Scheduler::stats() const {
   s.prefix_query_tokens = c.query_tokens;
   s.prefix_hit_tokens = c.hit_tokens;
   s.draft_tokens_per_slot = last_k_;
+  s.speculation_by_batch = policy_.standing();
   return s;
 }
 

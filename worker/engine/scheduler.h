@@ -147,6 +147,10 @@ struct SchedulerStats {
   // Proposals per decoding slot in the latest plan with decodes (SpeculationPolicy's choice);
   // 0 with speculation off.
   int32_t draft_tokens_per_slot = 0;
+  // Where the speculation policy stands per group of batch sizes (SpeculationPolicy::standing:
+  // the proposals per slot it settled on, 0 where it turned speculation off, -1 while it
+  // measures or with speculation off).
+  SpeculationPolicy::Standing speculation_by_batch{};
 };
 
 class Scheduler {

@@ -4,9 +4,6 @@
 #include <bit>
 
 namespace llm::engine {
-namespace {
-constexpr int kGroups = 16;  // 1 .. 32k decoding slots
-}  // namespace
 
 SpeculationPolicy::SpeculationPolicy(const SpeculativeConfig& config)
     : config_(config), groups_(kGroups) {
@@ -27,6 +24,11 @@ size_t SpeculationPolicy::BestIndex(const Group& g) {
     if (g.candidates[i].tokens_per_second > g.candidates[best].tokens_per_second) best = i;
   }
   return best;
+}
+
+bool SpeculationPolicy::Settled(const Group& g) {
+  return std::all_of(g.candidates.begin(), g.candidates.end(),
+                     [](const Candidate& c) { return c.samples >= kMinSamples; });
 }
 
 int32_t SpeculationPolicy::Choose(int32_t decoding) {
@@ -70,6 +72,27 @@ const std::vector<SpeculationPolicy::Candidate>& SpeculationPolicy::candidates(
 int32_t SpeculationPolicy::best(int32_t decoding) const {
   const Group& g = groups_[static_cast<size_t>(GroupOf(decoding))];
   return g.candidates[BestIndex(g)].k;
+}
+
+std::string SpeculationPolicy::GroupLabel(int g) {
+  const int32_t min = GroupMin(g);
+  if (g + 1 == kGroups) return std::to_string(min) + "+";
+  if (g == 0) return "1";
+  return std::to_string(min) + "-" + std::to_string(2 * min - 1);
+}
+
+SpeculationPolicy::Standing SpeculationPolicy::standing() const {
+  Standing s;
+  s.fill(static_cast<int8_t>(kMeasuring));
+  if (!config_.enabled()) return s;
+  if (!config_.adaptive) {
+    s.fill(static_cast<int8_t>(config_.num_tokens));
+  } else {
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      if (Settled(groups_[i])) s[i] = static_cast<int8_t>(best(GroupMin(static_cast<int>(i))));
+    }
+  }
+  return s;
 }
 
 }  // namespace llm::engine

@@ -15,7 +15,9 @@
 #ifndef LLM_WORKER_ENGINE_SPECULATION_POLICY_H_
 #define LLM_WORKER_ENGINE_SPECULATION_POLICY_H_
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "worker/engine/speculation.h"
@@ -27,6 +29,15 @@ class SpeculationPolicy {
   static constexpr int kMinSamples = 3;
   static constexpr int kReprobeInterval = 64;
   static constexpr double kAlpha = 0.2;  // weight of a new sample in a candidate's mean
+  // Groups of batch sizes: group g holds the steps in which 2^g to 2^(g+1) - 1 slots decode
+  // (the last one, 32k and more).
+  static constexpr int kGroups = 16;
+  static constexpr int32_t kMeasuring = -1;
+  // Per group, the proposals per slot the policy uses there once every candidate has its
+  // samples (0: speculation off at those batch sizes), or kMeasuring before that and when
+  // speculation is not configured; num_tokens everywhere when it is not adaptive. A plain
+  // array, so it travels in SchedulerStats at no cost: it shows where the policy switches.
+  using Standing = std::array<int8_t, kGroups>;
 
   explicit SpeculationPolicy(const SpeculativeConfig& config);
 
@@ -44,6 +55,13 @@ class SpeculationPolicy {
   // The candidates of the group of `decoding` slots, and the one chosen when not probing.
   const std::vector<Candidate>& candidates(int32_t decoding) const;
   int32_t best(int32_t decoding) const;
+  Standing standing() const;
+  // The group of steps with `decoding` slots decoding; the smallest batch of group `g` (1, 2,
+  // 4, ...), and the group's batches as text ("1",
+  // "2-3", "4-7", ..., "32768+"), for reports and metric labels.
+  static int GroupOf(int32_t decoding);
+  static int32_t GroupMin(int g) { return int32_t{1} << g; }
+  static std::string GroupLabel(int g);
 
  private:
   struct Group {
@@ -51,8 +69,8 @@ class SpeculationPolicy {
     uint64_t choices = 0;
     size_t next_probe = 0;
   };
-  static int GroupOf(int32_t decoding);
   static size_t BestIndex(const Group& g);
+  static bool Settled(const Group& g);
 
   SpeculativeConfig config_;
   std::vector<Group> groups_;

@@ -234,6 +234,13 @@ void WorkerMetrics::RegisterSpeculationMetrics() {
            .Labels(labels_)
            .Register(r)
            .Add({}, lengths);
+  spec_policy_ = &prometheus::BuildGauge()
+                      .Name("llm_spec_decode_policy_tokens")
+                      .Help(
+                          "Proposals per slot the speculation policy settled on for steps of "
+                          "`batch` decoding slots (0: speculation off at those batch sizes).")
+                      .Labels(labels_)
+                      .Register(r);
 }
 
 void WorkerMetrics::OnVerified(int32_t draft_tokens, int32_t accepted_tokens) {
@@ -280,6 +287,11 @@ void WorkerMetrics::RefreshGauges() const {
     paced_steps_seen_ = s.paced_steps;
   }
   preempted_->Set(s.preempted_requests);
+  for (int g = 0; g < engine::SpeculationPolicy::kGroups; ++g) {
+    const int8_t k = s.speculation_by_batch[static_cast<size_t>(g)];
+    if (k == engine::SpeculationPolicy::kMeasuring) continue;
+    spec_policy_->Add({{"batch", engine::SpeculationPolicy::GroupLabel(g)}}).Set(k);
+  }
   draining_->Set(load.draining ? 1 : 0);
   if (const DeviceMonitor* monitor = monitor_.load(); monitor != nullptr) {
     const DeviceSample d = monitor->Latest();

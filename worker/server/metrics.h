@@ -18,6 +18,10 @@
 //   llm_spec_decode_num_accepted_tokens_total      counter: proposals accepted
 //   llm_spec_decode_acceptance_length              histogram: tokens a verifying decode gave
 //                                                  (accepted proposals + the one sampled)
+//   llm_spec_decode_policy_tokens{batch}           gauge: proposals per slot the speculation
+//                                                  policy settled on for steps of `batch`
+//                                                  decoding slots ("1", "2-3", "4-7", ...;
+//                                                  0: off there); absent while it measures
 //   llm_device_utilization_ratio, llm_device_memory_used_bytes, llm_device_memory_total_bytes,
 //   llm_device_power_watts, llm_device_temperature_celsius
 //                                                  gauges from NVML (GPU workers with the driver)
@@ -118,6 +122,7 @@ class WorkerMetrics : public loop::RequestObserver,
   prometheus::Counter* spec_draft_tokens_;
   prometheus::Counter* spec_accepted_tokens_;
   prometheus::Histogram* spec_acceptance_length_;
+  prometheus::Family<prometheus::Gauge>* spec_policy_;
   prometheus::Family<prometheus::Counter>* finished_;
   prometheus::Family<prometheus::Counter>* rejected_;
 };

@@ -87,5 +87,36 @@ TEST(SpeculationPolicyTest, ProbesEveryCandidateAndRevisitsThem) {
   EXPECT_EQ(p.best(8), 4);
 }
 
+// The standing shows where the policy switches: the k it settled on per group of batch sizes,
+// measuring (-1) where a group has not tried every candidate yet.
+TEST(SpeculationPolicyTest, TheStandingShowsWhereSpeculationSwitchesOff) {
+  using P = SpeculationPolicy;
+  SpeculationPolicy p(Config(4));
+  P::Standing expected;
+  expected.fill(P::kMeasuring);
+  EXPECT_EQ(p.standing(), expected);
+  auto gpu_like = [](int32_t tokens) {
+    return tokens <= 64 ? 0.005 + 1e-6 * tokens : 0.005 + 0.00008 * (tokens - 64);
+  };
+  for (int32_t batch : {1, 8, 256}) Simulate(p, batch, 200, 0.7, gpu_like);
+  // Part way through a group's probes it is still measuring.
+  Simulate(p, 64, P::kMinSamples, 0.7, gpu_like);
+  expected[0] = 4;  // batch 1
+  expected[3] = 4;  // 8-15: 40 tokens a step, still flat
+  expected[8] = 0;  // 256-511: compute-bound
+  EXPECT_EQ(p.standing(), expected);
+  EXPECT_EQ(P::GroupLabel(0), "1");
+  EXPECT_EQ(P::GroupLabel(3), "8-15");
+  EXPECT_EQ(P::GroupLabel(P::kGroups - 1), "32768+");
+}
+
+TEST(SpeculationPolicyTest, StandingWithoutThePolicy) {
+  SpeculationPolicy::Standing expected;
+  expected.fill(SpeculationPolicy::kMeasuring);
+  EXPECT_EQ(SpeculationPolicy(SpeculativeConfig()).standing(), expected);
+  expected.fill(3);
+  EXPECT_EQ(SpeculationPolicy(Config(3, /*adaptive=*/false)).standing(), expected);
+}
+
 }  // namespace
 }  // namespace llm::engine

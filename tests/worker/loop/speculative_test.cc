@@ -17,6 +17,7 @@
 #include "worker/model/synthetic.h"
 #include "worker/runner/cpu_runner.h"
 #include "worker/runner/sequence_generator.h"
+#include "worker/server/metrics.h"
 
 namespace llm::loop {
 namespace {
@@ -70,9 +71,10 @@ class SpeculativeWorkerTest : public ::testing::Test {
     return m.ok() ? *std::move(m) : nullptr;
   }
 
-  // A worker with `proposer` proposing num_tokens every step (adaptive off), or none.
+  // A worker with `proposer` proposing num_tokens every step (adaptive off) or as the policy
+  // chooses (`adaptive`), or none.
   std::unique_ptr<Worker> MakeWorker(std::optional<Proposer> proposer, int32_t slots = 6,
-                                     int32_t num_tokens = 4) {
+                                     int32_t num_tokens = 4, bool adaptive = false) {
     engine::SpeculativeConfig spec;
     if (proposer) {
       spec.method = *proposer == Proposer::kNgram    ? engine::SpeculativeMethod::kNgram
@@ -81,7 +83,7 @@ class SpeculativeWorkerTest : public ::testing::Test {
       spec.num_tokens = num_tokens;
       spec.ngram_min = 1;
       spec.ngram_max = 3;
-      spec.adaptive = false;
+      spec.adaptive = adaptive;
     }
     runner::CpuRunnerOptions ro;
     ro.sizes = {.max_slots = slots, .kv_blocks = 512, .block_tokens = 16};
@@ -358,6 +360,40 @@ TEST_F(SpeculativeWorkerTest, TheOracleProposesTheRequestsOwnIds) {
   EXPECT_EQ(key.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(key.status().message().find("oracle_ids"), std::string::npos) << key.status();
   ExpectNothingHeld(*w);
+}
+
+// Under the adaptive policy, a request's decode steps at batch 1 settle the policy's choice for
+// that batch size, which the worker's load and /metrics then report (issue 32 item 5: where
+// speculation switches); batch sizes never seen stay "measuring" and have no series.
+TEST_F(SpeculativeWorkerTest, ThePolicysChoicePerBatchReachesTheLoadAndMetrics) {
+  using engine::SpeculationPolicy;
+  auto w = MakeWorker(Proposer::kNgram, 6, 4, /*adaptive=*/true);
+  ASSERT_NE(w, nullptr);
+  const engine::SchedulerStats before = w->Load().engine.scheduler;
+  for (int8_t k : before.speculation_by_batch) EXPECT_EQ(k, SpeculationPolicy::kMeasuring);
+  GenerateSpec spec = Spec(RepeatPrompt(), 64);
+  spec.ignore_eos = true;
+  const StreamUpdate out = Run(*w, spec);
+  ASSERT_EQ(out.token_ids.size(), 64u);
+  EXPECT_GT(out.usage.draft_tokens, 0);
+  ASSERT_TRUE(WaitForLoad(*w, [](const WorkerLoad& l) {
+    return l.engine.scheduler.speculation_by_batch[0] != SpeculationPolicy::kMeasuring;
+  }));
+  const SpeculationPolicy::Standing standing = w->Load().engine.scheduler.speculation_by_batch;
+  EXPECT_TRUE(standing[0] == 0 || standing[0] == 1 || standing[0] == 2 || standing[0] == 4)
+      << static_cast<int>(standing[0]);
+  for (size_t g = 1; g < standing.size(); ++g)
+    EXPECT_EQ(standing[g], SpeculationPolicy::kMeasuring);
+
+  server::WorkerMetrics metrics("m");
+  metrics.SetWorker(w.get());
+  const std::string text = metrics.Render();
+  EXPECT_EQ(llm::testing::MetricValue(
+                text, "llm_spec_decode_policy_tokens{batch=\"1\",model_name=\"m\"}"),
+            standing[0])
+      << text;
+  EXPECT_EQ(text.find("batch=\"2-3\""), std::string::npos) << text;
+  metrics.SetWorker(nullptr);
 }
 
 }  // namespace
