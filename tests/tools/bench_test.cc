@@ -58,8 +58,8 @@ TEST(BenchTest, KvComparesOnDemandWithReservations) {
 }
 
 // Speculation on and off side by side: the same greedy ids, and under the adaptive policy its
-// choice for the run's batch size (a number once every candidate was measured; 48 tokens of 8
-// prompts are many more decode steps than that takes).
+// choice for the run's batch size (a number once every candidate was measured; 96 tokens of 4
+// prompts are more decode steps than that takes).
 TEST(BenchTest, SpeculativeReportsThePolicysChoicePerBatch) {
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   const auto r = RunCommand({BinPath("llm-bench"), "speculative", "--model",

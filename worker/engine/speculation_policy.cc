@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 namespace llm::engine {
 
@@ -28,7 +29,7 @@ size_t SpeculationPolicy::BestIndex(const Group& g) {
 
 bool SpeculationPolicy::Settled(const Group& g) {
   return std::all_of(g.candidates.begin(), g.candidates.end(),
-                     [](const Candidate& c) { return c.samples >= kMinSamples; });
+                     [](const Candidate& c) { return c.measured(); });
 }
 
 int32_t SpeculationPolicy::Choose(int32_t decoding) {
@@ -39,7 +40,7 @@ int32_t SpeculationPolicy::Choose(int32_t decoding) {
   // Try every candidate until each has its samples (the largest first: the cheap case, where
   // speculation pays, is found without a detour through the others).
   for (auto c = g.candidates.rbegin(); c != g.candidates.rend(); ++c) {
-    if (c->samples < kMinSamples) return c->k;
+    if (!c->measured()) return c->k;
   }
   const size_t best = BestIndex(g);
   if (g.choices % kReprobeInterval == 0 && g.candidates.size() > 1) {
@@ -56,10 +57,12 @@ void SpeculationPolicy::Observe(int32_t decoding, int32_t k, int32_t output_toke
   Group& g = groups_[static_cast<size_t>(GroupOf(decoding))];
   for (Candidate& c : g.candidates) {
     if (c.k != k) continue;
-    const double rate = output_tokens / seconds;
-    c.tokens_per_second =
-        c.samples == 0 ? rate : (1 - kAlpha) * c.tokens_per_second + kAlpha * rate;
+    const double keep = std::pow(1.0 - 1.0 / kWindowDecodes, decoding);
+    c.rate_sum = c.rate_sum * keep + output_tokens / seconds;
+    c.weight = c.weight * keep + 1.0;
+    c.tokens_per_second = c.rate_sum / c.weight;
     ++c.samples;
+    c.decodes += decoding;
     return;
   }
 }

@@ -5,9 +5,12 @@
 // faster than the step slows. Both sides depend on the device, the model, the batch and the
 // traffic (how often proposals are right), so the policy does not model them: it measures.
 // Steps are grouped by how many slots decode (1, 2-3, 4-7, ...: a power-of-two bucket). In each
-// group the candidates k = 0, 1, 2, 4, ... up to num_tokens are each tried kMinSamples times;
-// after that the one with the highest output tokens per second of backend time (an
-// exponentially weighted mean over the decode-only steps that used it) is chosen, and every
+// group the candidates k = 0, 1, 2, 4, ... up to num_tokens are each tried on kMinSamples steps
+// and kMinDecodes slot-decodes at least; after that the one with the highest output tokens per
+// second of backend time is chosen (per candidate, a mean over its steps that forgets the older
+// ones at a rate per slot-decode, kWindowDecodes: a batch-1 step's tokens are one slot's draw
+// of 1 to k + 1, so its estimate needs more steps than a batch of 64's, whose draws average out
+// within the step), and every
 // kReprobeInterval-th step of the group tries the others in turn so a change in traffic or load
 // is noticed. So at batch 1 on a GPU, where a step of 5 tokens costs about what a step of 1
 // does, it speculates; at a batch large enough that the step is compute-bound, k = 0 wins and
@@ -27,8 +30,9 @@ namespace llm::engine {
 class SpeculationPolicy {
  public:
   static constexpr int kMinSamples = 3;
+  static constexpr int64_t kMinDecodes = 24;
+  static constexpr double kWindowDecodes = 64;
   static constexpr int kReprobeInterval = 64;
-  static constexpr double kAlpha = 0.2;  // weight of a new sample in a candidate's mean
   // Groups of batch sizes: group g holds the steps in which 2^g to 2^(g+1) - 1 slots decode
   // (the last one, 32k and more).
   static constexpr int kGroups = 16;
@@ -49,8 +53,14 @@ class SpeculationPolicy {
 
   struct Candidate {
     int32_t k = 0;
-    int samples = 0;
+    int samples = 0;      // steps observed
+    int64_t decodes = 0;  // slot-decodes observed
+    // The mean of its steps' output tokens per second, each step's weight shrinking by
+    // (1 - 1 / kWindowDecodes) per slot-decode observed after it.
+    double rate_sum = 0.0;
+    double weight = 0.0;
     double tokens_per_second = 0.0;
+    bool measured() const { return samples >= kMinSamples && decodes >= kMinDecodes; }
   };
   // The candidates of the group of `decoding` slots, and the one chosen when not probing.
   const std::vector<Candidate>& candidates(int32_t decoding) const;
