@@ -59,6 +59,12 @@ class Staging {
   size_t used_ = 0;
 };
 
+// A speculative step stages its allowances first (offset 0, one int32 per decoding slot of the
+// bucket) and its block limits next, at this offset: its graph reads both at fixed addresses.
+size_t SpecLimitOffset(size_t bucket_slots) {
+  return RoundUp(bucket_slots * sizeof(int32_t), size_t{16});
+}
+
 }  // namespace
 
 CudaRunner::CudaRunner(const model::ModelConfig& config, const CudaRunnerOptions& options)
@@ -265,7 +271,7 @@ ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t varian
     // Enqueue stages the allowances first and the limits next, bucket entries each.
     s.decode_draft = reinterpret_cast<const int32_t*>(buffers_.upload);
     s.decode_limit = reinterpret_cast<const int32_t*>(
-        buffers_.upload + RoundUp(static_cast<size_t>(buckets_[bucket]) * 4, size_t{16}));
+        buffers_.upload + SpecLimitOffset(static_cast<size_t>(buckets_[bucket])));
   }
   return s;
 }
@@ -399,6 +405,12 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
                       off_ppos, off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples,
                       off_draft, off_limit, off_spans, off_history}) {
     if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
+  }
+  if (l.group > 1 && (off_draft != 0 ||
+                      off_limit != static_cast<int64_t>(SpecLimitOffset(l.decode_draft.size())))) {
+    return absl::InternalError(absl::StrCat(
+        "Launch: a speculative step's allowances and limits are not where its graph reads them (",
+        off_draft, ", ", off_limit, ")"));
   }
   auto dev = [&](int64_t off) { return buffers_.upload + off; };
   shape.prefill_slot = reinterpret_cast<const int32_t*>(dev(off_pslot));
