@@ -8,7 +8,8 @@
 // One block per decoding slot. It writes slots.proposals and slots.num_proposals: at most
 // decode_draft[d] (the plan's allowance), slots.max_proposals, the tokens the slot may still
 // generate after its next one (max_tokens), so no row past max_tokens is computed, and the
-// positions its KV blocks hold (decode_limit[d]), so no row writes K/V past them. A
+// positions its KV blocks hold (decode_limit[d]), so no proposal row writes K/V past them (row
+// 0, the slot's own next token, is held to its blocks by the scheduler, as any decode is). A
 // slot gets none when it is finished or has no history (a slot with penalties gets them: each
 // verify row counts the proposals before it, kernels/sampling/append.h GroupOutputCount). The
 // history searched is [history_from, pos]: a prefix-cached prompt's cached positions come from the

@@ -257,6 +257,8 @@ absl::Status CudaRunner::AllocateStaging() {
   layout_.sample_rows.reserve(SR);
   layout_.decode_draft.reserve(S);
   layout_.decode_limit.reserve(S);
+  layout_.history_spans.reserve(2 * S);
+  layout_.history_tokens.reserve(static_cast<size_t>(sizes_.max_history_tokens));
   return absl::OkStatus();
 }
 
