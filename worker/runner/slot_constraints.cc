@@ -38,7 +38,8 @@ SlotConstraints::LaunchMasks SlotConstraints::OnLaunch(uint64_t step_id, uint64_
   for (int32_t s : row_slots) {
     if (s < 0 || static_cast<size_t>(s) >= slots_.size() || !constrained(s)) continue;
     m.masked = true;
-    m.ready = m.ready && slots_[s].last_sampled < oldest_in_flight;
+    const std::optional<uint64_t>& last = slots_[s].last_sampled;
+    m.ready = m.ready && (!last.has_value() || *last < oldest_in_flight);
     slots_[s].last_sampled = step_id;
   }
   return m;

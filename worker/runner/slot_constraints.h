@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -40,10 +41,12 @@ class SlotConstraints {
                sampling::FinishReason finish);
 
   // The launch of step `step_id`, whose sampling rows sample for `row_slots` (-1: padding),
-  // `oldest_in_flight` being the oldest step launched and not yet collected (step_id when none
-  // is): whether a row is constrained, and whether its masks can be written now, which they can
-  // when none of its constrained slots samples in a step still in flight (whose token would
-  // move the matcher first): nothing in flight, or requests just admitted.
+  // `oldest_in_flight` being the oldest step launched and not yet collected (kNothingInFlight
+  // when none is): whether a row is constrained, and whether its masks can be written now,
+  // which they can when none of its constrained slots samples in a step still in flight (whose
+  // token would move the matcher first): nothing in flight, or requests just admitted. Any step
+  // id works, 0 included.
+  static constexpr uint64_t kNothingInFlight = ~uint64_t{0};
   struct LaunchMasks {
     bool masked = false;
     bool ready = true;
@@ -67,8 +70,9 @@ class SlotConstraints {
   struct Slot {
     std::unique_ptr<constraint::Matcher> matcher;
     uint64_t key = 0;
-    uint64_t since_step = 0;    // tokens of earlier steps belong to an earlier request
-    uint64_t last_sampled = 0;  // the last step launched with a sampling row for it
+    uint64_t since_step = 0;  // tokens of earlier steps belong to an earlier request
+    // The last step launched with a sampling row for it, if any since its admission.
+    std::optional<uint64_t> last_sampled;
     std::vector<int32_t> stop_ids;
   };
   std::vector<Slot> slots_;

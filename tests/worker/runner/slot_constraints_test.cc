@@ -173,6 +173,22 @@ TEST_F(SlotConstraintsTest, MasksAreReadyAtLaunchUnlessATokenIsInFlight) {
   EXPECT_TRUE(m.ready);
 }
 
+// Step ids are the plan's, and the runner contract does not make them start at 1: a first step
+// numbered 0, with nothing in flight, is ready; so is a slot admitted beside a step 0 in flight.
+TEST_F(SlotConstraintsTest, AStepNumberedZeroIsReady) {
+  const auto choice = Compiled({Kind::kChoice, "", {"yes", "no"}});
+  SlotConstraints sc(4, kVocab, 1);
+  sc.OnPlan(Admit(0, 0, Request(51, choice)));
+  auto m = sc.OnLaunch(0, SlotConstraints::kNothingInFlight, std::vector<int32_t>{0});
+  EXPECT_TRUE(m.masked);
+  EXPECT_TRUE(m.ready);
+  sc.OnPlan(Admit(1, 1, Request(52, choice)));
+  m = sc.OnLaunch(1, 0, std::vector<int32_t>{1});
+  EXPECT_TRUE(m.ready);
+  m = sc.OnLaunch(2, 0, std::vector<int32_t>{0});  // slot 0's token of step 0 in flight
+  EXPECT_FALSE(m.ready);
+}
+
 // A readmitted request's resumed tokens move its new matcher, as CpuRunner::Resume does.
 TEST_F(SlotConstraintsTest, ResumedTokensMoveTheMatcher) {
   const auto json = Compiled({Kind::kJsonObject, "", {}});

@@ -471,7 +471,9 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
   if (constraints_->active() > 0 && shape.sample_rows > 0) {
     mirror_->SampleRowSlots(l, mask_row_slots_);
     masks = constraints_->OnLaunch(
-        step_id, in_flight_.empty() ? step_id : in_flight_.front().step_id, mask_row_slots_);
+        step_id,
+        in_flight_.empty() ? SlotConstraints::kNothingInFlight : in_flight_.front().step_id,
+        mask_row_slots_);
   }
   const bool masked = masks.masked;
   // Timed steps: those of the kind ProfileSteps asks for, while it asks, eagerly.
