@@ -339,7 +339,7 @@ const GraphExec* CudaRunner::DecodeGraph(size_t variant) const {
   if (l.group == 1) {
     return graphs_.empty() ? nullptr : &graphs_[kGraphVariants * l.bucket + variant];
   }
-  if (spec_graphs_.empty() || variant >= kSpecVariants) return nullptr;
+  if (spec_graphs_.empty()) return nullptr;
   for (size_t g = 0; g < spec_groups_.size(); ++g) {
     if (spec_groups_[g] != l.group) continue;
     const GraphExec& graph =

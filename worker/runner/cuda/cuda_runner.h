@@ -162,11 +162,12 @@ class CudaRunner : public ModelRunner {
   static constexpr size_t kSampleGraph = 0, kArgmaxGraph = 1, kForwardGraph = 2;
   std::vector<GraphExec> graphs_;
   // Speculative decode-only steps (verify groups, StepLayout::group > 1): for each group size
-  // of spec_groups_ (SpeculativeGroups) and bucket, the full sampler's and the argmax path's
-  // graphs, spec_graphs_[kSpecVariants * (buckets * group index + bucket) + variant]; null
-  // where bucket × group passes max_decode_rows. A constrained step's forward pass alone runs
-  // eagerly. Empty without cuda_graphs or speculation.
-  static constexpr size_t kSpecVariants = 2;
+  // of spec_groups_ (SpeculativeGroups) and bucket, the same three variants as graphs_ (a
+  // constrained slot's allowance is 0, staged like the others', so its step's forward pass
+  // alone is a graph too), spec_graphs_[kSpecVariants * (buckets * group index + bucket) +
+  // variant]; null where bucket × group passes max_decode_rows. Empty without cuda_graphs or
+  // speculation.
+  static constexpr size_t kSpecVariants = kGraphVariants;
   std::vector<int32_t> spec_groups_;
   std::vector<GraphExec> spec_graphs_;
   // Kernel timing: one clock per ring entry (made by the first ProfileSteps).

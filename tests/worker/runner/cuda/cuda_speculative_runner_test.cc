@@ -3,7 +3,9 @@
 // run without speculation, greedy and seeded sampling alike (each verify row draws what the
 // plain run draws for its token, kernels/speculative/verify.h), proposals do stand on prompts
 // that repeat themselves, a prefix-cache hit's cached prompt is searched like a computed one,
-// the benchmark-only oracle's own ids all stand, and a cancel storm leaves no block behind.
+// the benchmark-only oracle's own ids all stand, constrained requests share speculative steps,
+// and a cancel storm leaves no block behind.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,61 @@ TEST(CudaSpeculativeTest, NgramKeepsEveryRequestsIdsGreedyAndSeeded) {
     EXPECT_EQ(sink->result().token_ids, plain[greedy]);
     EXPECT_GT(sink->result().usage.draft_tokens, 0) << "k " << k;
     EXPECT_GT(sink->result().usage.accepted_draft_tokens, 0) << "k " << k;
+  }
+}
+
+// A constrained request gets no proposals on the device (its verify rows would need masks for
+// tokens the host has not seen yet), but it shares speculative steps with requests that do:
+// such a step replays the speculative forward-only graph (or runs eagerly), samples once the
+// masks are written, then verifies the other slots' groups. With the batch-invariant mode every
+// request's ids are those of a run without speculation; the constrained ones end in a choice,
+// with no proposals, and the others' proposals do stand.
+TEST(CudaSpeculativeTest, ConstrainedRequestsShareSpeculativeSteps) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<std::string> choices = {"happy", "sad", "a big red ball", "Tim"};
+  std::vector<GenerateSpec> specs;
+  for (int i = 0; i < 8; ++i) {
+    GenerateSpec s = Spec(RepeatPrompt(), 60);
+    if (i % 2 == 0) {
+      s.constraint = {constraint::Kind::kChoice, "", choices};
+    } else {
+      s.ignore_eos = true;
+    }
+    if (i % 4 >= 2) {
+      s.sampling.temperature = 0.8f;
+      s.sampling.seed = 90 + i;
+    }
+    specs.push_back(s);
+  }
+  auto off = MakeWorker(SpeculativeSetup(false, 0));
+  ASSERT_NE(off, nullptr);
+  const auto plain = RunCrowd(*off, specs);
+  for (const bool graphs : {true, false}) {
+    WorkerSetup setup = SpeculativeSetup(true, 4);
+    setup.graphs = graphs;
+    auto on = MakeWorker(setup);
+    ASSERT_NE(on, nullptr);
+    std::vector<std::shared_ptr<CollectingSink>> sinks;
+    for (const GenerateSpec& s : specs) {
+      sinks.push_back(std::make_shared<CollectingSink>());
+      ASSERT_TRUE(on->Submit(s, sinks.back()).ok());
+    }
+    int64_t accepted = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ASSERT_TRUE(sinks[i]->Wait());
+      ASSERT_TRUE(sinks[i]->error().ok()) << sinks[i]->error();
+      const auto r = sinks[i]->result();
+      EXPECT_EQ(r.token_ids, plain[i]) << "graphs " << graphs << " request " << i;
+      if (specs[i].constraint.enabled()) {
+        EXPECT_EQ(r.usage.draft_tokens, 0) << i;
+        EXPECT_NE(std::find(choices.begin(), choices.end(), r.text), choices.end())
+            << i << ": '" << r.text << "'";
+      } else {
+        accepted += r.usage.accepted_draft_tokens;
+      }
+    }
+    EXPECT_GT(accepted, 0) << "graphs " << graphs;
   }
 }
 
