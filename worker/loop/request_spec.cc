@@ -33,6 +33,12 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
     // A constrained output ends by a stop token once it is complete.
     return Invalid("ignore_eos", "cannot be combined with a constraint");
   }
+  if (s.constraint.enabled() && s.stop_token_ids.empty() && l.eos_token_ids.empty()) {
+    // Else a complete output would have no token left to take: every id masked.
+    return Invalid("stop_token_ids",
+                   "a constrained output ends by a stop token, and the model has no EOS id: "
+                   "name one");
+  }
   if (s.chat) {
     const nlohmann::ordered_json& m = s.chat->messages;
     if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");

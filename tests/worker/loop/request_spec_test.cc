@@ -87,6 +87,24 @@ TEST(RequestSpecTest, OutOfRangeNumbersAreQuotedAsSent) {
   EXPECT_THAT(Error(s), HasSubstr("logprobs: 4294967295 is outside [0, 20]"));
 }
 
+// A constrained output ends by a stop token once it is complete; with no EOS id in the model
+// and none named, every id of that step would be masked, so the request is refused.
+TEST(RequestSpecTest, AConstraintNeedsAStopToken) {
+  GenerateSpec s = Text("x");
+  s.constraint.kind = constraint::Kind::kJsonObject;
+  EXPECT_TRUE(ValidateSpec(s, Limits()).ok());
+  RequestLimits no_eos = Limits();
+  no_eos.eos_token_ids.clear();
+  const absl::Status st = ValidateSpec(s, no_eos);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("stop_token_ids: a constrained output"));
+  s.stop_token_ids = {7};
+  EXPECT_TRUE(ValidateSpec(s, no_eos).ok());
+  s.constraint = {};
+  s.stop_token_ids.clear();
+  EXPECT_TRUE(ValidateSpec(s, no_eos).ok());
+}
+
 TEST(RequestSpecTest, BuildChecksTheContextAndAddsEos) {
   GenerateSpec s = Text("x");
   s.max_tokens = 10;
