@@ -447,17 +447,20 @@ case "$phase" in
     # acceptance (tinystories, story and repeat), and on random llama-3-8b weights, where
     # almost nothing is accepted, what verifying k proposals costs against a plain decode.
     step kernels_test-speculative 60 "${run[@]}" kernels_test \
-      --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:VerifyKernelTest.*:SampleKernelTest.*'
+      --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:DraftStepKernelTest.*:VerifyKernelTest.*:SampleKernelTest.*'
     for tool in memcheck racecheck; do
       step "$tool-speculative" 90 "$sanitizer" --tool "$tool" --error-exitcode 9 \
         "$here/bin/kernels_test" \
-        --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:VerifyKernelTest.*'
+        --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:DraftStepKernelTest.*:VerifyKernelTest.*'
     done
     step cuda_runner_test-speculative 200 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaSpeculativeTest.*:CudaRunnerTest.BatchInvariant*'
     tiny="$here/shared/models/tinystories-656k"
     step speculative-tinystories 90 "${run[@]}" llm-bench speculative --backend cuda \
       --model "$tiny" --ngram-min 1 --ngram-max 3 --batch-invariant 1 --rounds 2
+    # The draft model on the device, here the model itself (the upper bound of acceptance).
+    step speculative-tinystories-draft 90 "${run[@]}" llm-bench speculative --backend cuda \
+      --model "$tiny" --method draft --draft-model "$tiny" --batch-invariant 1 --rounds 2
     for c in 1 8 64; do
       for k in 2 4; do
         step "speculative-llama-3-8b-c$c-k$k" 90 "${run[@]}" llm-bench speculative \

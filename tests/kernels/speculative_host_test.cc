@@ -4,6 +4,8 @@
 // rules; and the two together, over a deterministic stand-in for the model, give the ids of a
 // run without speculation. The oracle proposer (history_write.h, oracle_propose.h) proposes the
 // continuation written past the prompt, and with the greedy run's own ids every proposal stands.
+// The draft model's rows and picks (draft_step.h), over a stand-in draft, keep the draft's cache
+// caught up with two rows a step and give the greedy run's ids.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -12,6 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/sampling/append.h"
+#include "kernels/speculative/draft_step.h"
 #include "kernels/speculative/history_write.h"
 #include "kernels/speculative/ngram_match.h"
 #include "kernels/speculative/ngram_propose.h"
@@ -456,6 +459,195 @@ TEST(OracleProposeTest, OnlyCachedPromptSpansAreSearchable) {
                    slots.history.data(), HostSlots::kStride, from.data());
   EXPECT_EQ(slots.history[HostSlots::kStride - 1], 4);
   EXPECT_EQ(slots.history[HostSlots::kStride], 4);  // slot 1's position 0, untouched
+}
+
+// The draft model's passes on the host (draft_step.h), over a stand-in draft whose "cache" is
+// the token it was fed at each position (-1: never) and which predicts from it as NextToken
+// does, perturbed every `wrong_every` positions (0: never, a draft that is the model itself).
+class DraftLoop {
+ public:
+  static constexpr int32_t kSlots = 2, kK = 4, kMaxTokens = 50;
+
+  explicit DraftLoop(int32_t wrong_every) : wrong_every_(wrong_every), slots_(kSlots) {
+    for (int32_t s = 0; s < kSlots; ++s) cache_[s].assign(HostSlots::kStride, -1);
+  }
+
+  int32_t Predict(int32_t slot, int32_t pos) const {
+    const std::vector<int32_t> seen(cache_[slot].begin(), cache_[slot].begin() + pos + 1);
+    const int32_t t = NextToken(seen);
+    return wrong_every_ > 0 && pos % wrong_every_ == 0 ? (t + 1) % 11 : t;
+  }
+
+  // A pass's rows fed to the draft's cache; its picks (a round) applied.
+  void Pass(const DraftRowsParams& p) {
+    std::vector<DraftRow> fed;
+    for (int32_t r = 0; r < DraftRows(p); ++r) {
+      const DraftRow row = DraftRowAt(p, r);
+      fed.push_back(row);
+      if (row.slot >= 0) cache_[row.slot][row.pos] = row.token;
+    }
+    if (p.round == kDraftPromptPass) return;
+    const DraftPickParams pick{nullptr,        11,           11,      p.decode_list, p.decode_draft,
+                               p.decode_limit, p.num_decode, p.round, p.slots};
+    const int32_t per = DraftRowsPerSlot(p.round);
+    for (int32_t d = 0; d < p.num_decode; ++d) {
+      const DraftRow& last = fed[static_cast<size_t>(d * per + per - 1)];
+      DraftPickApply(pick, d, last.slot >= 0 ? Predict(last.slot, last.pos) : -7);
+    }
+  }
+
+  // Runs both slots' requests to the end; returns their sequences (prompt and output).
+  std::vector<std::vector<int32_t>> Run(int32_t* proposed, int32_t* accepted) {
+    const std::vector<std::vector<int32_t>> prompts = {{0, 1, 2, 3, 1}, {2, 2, 5, 1, 0, 3, 3, 1}};
+    std::vector<std::vector<int32_t>> seq(kSlots);
+    std::vector<int32_t> pslot, ppos, ptoken;
+    for (int32_t s = 0; s < kSlots; ++s) {
+      slots_.sampling[s].max_tokens = kMaxTokens;
+      const std::vector<int32_t>& prompt = prompts[s];
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        pslot.push_back(s);
+        ppos.push_back(static_cast<int32_t>(i));
+        ptoken.push_back(prompt[i]);
+        slots_.history[s * HostSlots::kStride + i] = prompt[i];
+      }
+      pslot.push_back(-1);  // a padding row
+      ppos.push_back(0);
+      ptoken.push_back(0);
+      seq[s] = prompt;
+      seq[s].push_back(NextToken(seq[s]));  // the prompt's last row sampled it
+      const auto n = static_cast<int32_t>(prompt.size());
+      slots_.pos[s] = n;
+      slots_.last_token[s] = seq[s].back();
+      slots_.history[s * HostSlots::kStride + n] = seq[s].back();
+      slots_.generated[s] = 1;
+    }
+    const std::vector<int32_t> decode_list = {0, 1}, draft = {kK, kK}, limit = {1000, 1000};
+    DraftRowsParams p{};
+    p.prefill_slot = pslot.data();
+    p.prefill_pos = ppos.data();
+    p.prefill_token = ptoken.data();
+    p.num_prefill = static_cast<int32_t>(pslot.size());
+    p.decode_list = decode_list.data();
+    p.decode_draft = draft.data();
+    p.decode_limit = limit.data();
+    p.num_decode = kSlots;
+    p.round = kDraftPromptPass;
+    p.slots = slots_.View();
+    Pass(p);
+    p.num_prefill = 0;
+    for (int steps = 0; slots_.done[0] == 0 || slots_.done[1] == 0; ++steps) {
+      EXPECT_LT(steps, 200);
+      if (steps >= 200) break;
+      for (p.round = 0; p.round < kK; ++p.round) Pass(p);
+      Verify(seq, proposed, accepted);
+      for (int32_t s = 0; s < kSlots; ++s) {
+        // The draft has seen every position before the new pos - 1.
+        for (int32_t q = 0; q + 1 < slots_.pos[s] && slots_.done[s] == 0; ++q) {
+          EXPECT_EQ(cache_[s][q], seq[s][q]) << "slot " << s << " position " << q;
+        }
+      }
+    }
+    return seq;
+  }
+
+ private:
+  // The target's verify groups over the slots' proposals, as LaunchVerify appends them.
+  void Verify(std::vector<std::vector<int32_t>>& seq, int32_t* proposed, int32_t* accepted) {
+    const DeviceSlots d = slots_.View();
+    Rows rows;
+    for (int32_t s = 0; s < kSlots; ++s) {
+      if (slots_.done[s] != 0) continue;
+      std::vector<int32_t> inputs(seq[s].begin(), seq[s].end() - 1);
+      for (int32_t j = 0; j <= slots_.num_proposals[s]; ++j) {
+        inputs.push_back(VerifyRowToken(d, s, j));
+        rows.Add(s, slots_.pos[s] + j, j, NextToken(inputs));
+      }
+      *proposed += slots_.num_proposals[s];
+    }
+    const std::vector<int32_t> taken = rows.VerifyAll(d);
+    size_t at = 0, group = 0;
+    for (int32_t s = 0; s < kSlots; ++s) {
+      if (rows.row_slot.empty() ||
+          std::find(rows.row_slot.begin(), rows.row_slot.end(), s) == rows.row_slot.end()) {
+        continue;
+      }
+      const int32_t n = taken[group++];
+      *accepted += n - 1;
+      for (int32_t i = 0; i < n; ++i) seq[s].push_back(rows.out[at + static_cast<size_t>(i)].token);
+      while (at < rows.out.size() && rows.row_slot[at] == s) ++at;
+    }
+  }
+
+  int32_t wrong_every_;
+  HostSlots slots_;
+  std::array<std::vector<int32_t>, kSlots> cache_;
+};
+
+TEST(DraftStepTest, TwoCatchUpRowsKeepTheDraftsCacheAndTheGreedyIds) {
+  for (const int32_t wrong_every : {0, 3}) {
+    std::vector<std::vector<int32_t>> plain(DraftLoop::kSlots);
+    const std::vector<std::vector<int32_t>> prompts = {{0, 1, 2, 3, 1}, {2, 2, 5, 1, 0, 3, 3, 1}};
+    for (int32_t s = 0; s < DraftLoop::kSlots; ++s) {
+      plain[s] = prompts[s];
+      for (int32_t i = 0; i < DraftLoop::kMaxTokens; ++i) plain[s].push_back(NextToken(plain[s]));
+    }
+    DraftLoop loop(wrong_every);
+    int32_t proposed = 0, accepted = 0;
+    const auto seq = loop.Run(&proposed, &accepted);
+    for (int32_t s = 0; s < DraftLoop::kSlots; ++s) {
+      EXPECT_EQ(seq[s], plain[s]) << "slot " << s << " wrong every " << wrong_every;
+    }
+    EXPECT_GT(proposed, 20);
+    if (wrong_every == 0) {
+      EXPECT_EQ(accepted, proposed);  // the draft is the model: every proposal stands
+    } else {
+      EXPECT_GT(accepted, 0);
+      EXPECT_LT(accepted, proposed);
+    }
+  }
+}
+
+// A slot past its allowance gets padding rows and keeps its proposals; a finished slot none.
+TEST(DraftStepTest, RowsStopWithTheAllowanceAndAFinishedSlotHasNone) {
+  HostSlots slots(2);
+  slots.pos = {10, 20};
+  slots.last_token = {4, 5};
+  slots.history[9] = 3;
+  slots.sampling[0].max_tokens = 100;
+  slots.sampling[1].max_tokens = 100;
+  slots.done[1] = 1;
+  const std::vector<int32_t> decode_list = {0, 1, -1}, draft = {2, 4, 4}, limit = {1000, 1000, 0};
+  DraftRowsParams p{};
+  p.decode_list = decode_list.data();
+  p.decode_draft = draft.data();
+  p.decode_limit = limit.data();
+  p.num_decode = 3;
+  p.round = 0;
+  p.slots = slots.View();
+  ASSERT_EQ(DraftRows(p), 6);
+  EXPECT_EQ(DraftRowAt(p, 0).token, 3);  // slot 0 at pos - 1, from the history
+  EXPECT_EQ(DraftRowAt(p, 0).pos, 9);
+  EXPECT_EQ(DraftRowAt(p, 1).token, 4);
+  EXPECT_EQ(DraftRowAt(p, 1).pos, 10);
+  EXPECT_EQ(DraftRowAt(p, 2).slot, -1);  // finished
+  EXPECT_EQ(DraftRowAt(p, 5).slot, -1);  // no slot
+  DraftPickParams pick{nullptr,      50, 50, decode_list.data(), draft.data(),
+                       limit.data(), 3,  0,  slots.View()};
+  for (int32_t d = 0; d < 3; ++d) DraftPickApply(pick, d, 7);
+  EXPECT_EQ(slots.num_proposals[0], 1);
+  EXPECT_EQ(slots.num_proposals[1], 0);
+  p.round = pick.round = 1;
+  ASSERT_EQ(DraftRows(p), 3);
+  EXPECT_EQ(DraftRowAt(p, 0).token, 7);
+  EXPECT_EQ(DraftRowAt(p, 0).pos, 11);
+  DraftPickApply(pick, 0, 8);
+  EXPECT_EQ(slots.num_proposals[0], 2);
+  p.round = pick.round = 2;  // past slot 0's allowance of 2
+  EXPECT_EQ(DraftRowAt(p, 0).slot, -1);
+  DraftPickApply(pick, 0, 9);
+  EXPECT_EQ(slots.num_proposals[0], 2);
+  EXPECT_EQ(slots.proposals[0], 7);
+  EXPECT_EQ(slots.proposals[1], 8);
 }
 
 }  // namespace

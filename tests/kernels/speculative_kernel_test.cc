@@ -1,13 +1,14 @@
 // Speculative decoding's kernels against the CPU: the n-gram proposer against
 // worker/speculative/ngram.h, and the sampler's verify rows plus LaunchVerify against the draws
-// the sampler makes without speculation; the history spans and the oracle proposer against their
-// host rules.
+// the sampler makes without speculation; the history spans, the oracle proposer and the draft
+// model's rows and picks against their host rules.
 #include <algorithm>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/speculative/draft_step.h"
 #include "kernels/speculative/history_write.h"
 #include "kernels/speculative/ngram_propose.h"
 #include "kernels/speculative/oracle_propose.h"
@@ -225,6 +226,119 @@ TEST(OracleProposeKernelTest, ProposesWhatTheHostRuleDoes) {
     proposed += n > 0 ? 1 : 0;
   }
   EXPECT_GT(proposed, kSlots / 3);
+}
+
+// The draft model's passes (draft_step.h): every row's slot, position, token and embedding, and
+// each round's argmax proposals, as the host rules give them, over four rounds.
+TEST(DraftStepKernelTest, RowsAndPicksFollowTheHostRules) {
+  LLM_REQUIRE_GPU();
+  constexpr int32_t kSlots = 12, kStride = 200, kMaxProposals = 4, kIds = 3000, kHidden = 72;
+  constexpr int32_t kValid = kIds - 100;
+  std::mt19937 rng(9);
+  std::vector<int32_t> history(size_t(kSlots) * kStride), pos(kSlots), last(kSlots);
+  std::vector<int32_t> generated(kSlots, 2), decode_list, decode_draft, decode_limit;
+  std::vector<SlotSampling> table(kSlots, Settings(0.0f, 1));
+  std::vector<uint8_t> done(kSlots, 0);
+  for (int32_t s = 0; s < kSlots; ++s) {
+    pos[s] = s == 3 ? 0 : std::uniform_int_distribution<int32_t>(1, kStride - 10)(rng);
+    for (int32_t i = 0; i < kStride; ++i) {
+      history[size_t(s) * kStride + i] = static_cast<int32_t>(rng() % kIds);
+    }
+    last[s] = history[size_t(s) * kStride + pos[s]];
+    decode_list.push_back(s);
+    decode_draft.push_back(s % 5);
+    decode_limit.push_back(s % 4 == 1 ? pos[s] + 2 : kStride);
+  }
+  done[6] = 1;
+  decode_list[8] = -1;
+  table[2].max_tokens = 3;  // two generated: nothing left to propose
+  std::vector<int32_t> proposals(size_t(kSlots) * kMaxProposals, -1), counts(kSlots, -3);
+  SlotTable t(kSlots, 8, kStride, kMaxProposals);
+  t.history.Upload(history);
+  t.pos.Upload(pos);
+  t.last.Upload(last);
+  t.generated.Upload(generated);
+  t.done.Upload(done);
+  t.table.Upload(table);
+  t.proposals.Upload(proposals);
+  t.num_proposals.Upload(counts);
+  std::vector<__nv_bfloat16> embedding(size_t(kIds) * kHidden);
+  std::normal_distribution<float> normal;
+  for (auto& e : embedding) e = testing::HostToBf16(normal(rng));
+  DeviceBuffer<__nv_bfloat16> d_embedding(embedding);
+  DeviceBuffer<int32_t> d_list(decode_list), d_draft(decode_draft), d_limit(decode_limit);
+  // The host's view of the same table, which the host rules update.
+  DeviceSlots host{last.data(),  pos.data(), generated.data(), done.data(),
+                   table.data(), nullptr,    nullptr};
+  host.history = history.data();
+  host.history_stride = kStride;
+  host.proposals = proposals.data();
+  host.num_proposals = counts.data();
+  host.max_proposals = kMaxProposals;
+  for (int32_t round = 0; round < kMaxProposals; ++round) {
+    const int32_t rows = kSlots * DraftRowsPerSlot(round);
+    DeviceBuffer<int32_t> row_token(rows), row_pos(rows), row_slot(rows);
+    DeviceBuffer<float> x(size_t(rows) * kHidden);
+    DraftRowsParams p{nullptr,
+                      nullptr,
+                      nullptr,
+                      0,
+                      d_list.get(),
+                      d_draft.get(),
+                      d_limit.get(),
+                      kSlots,
+                      round,
+                      t.View(),
+                      kIds,
+                      row_token.get(),
+                      row_pos.get(),
+                      row_slot.get(),
+                      d_embedding.get(),
+                      x.get(),
+                      kHidden};
+    LLM_CUDA_OK(LaunchDraftRows(p, 0));
+    std::vector<float> logits(size_t(rows) * kIds);
+    for (float& l : logits) l = static_cast<float>(rng() % 40);  // ties: the lowest id wins
+    DeviceBuffer<float> d_logits(logits);
+    const DraftPickParams pick{d_logits.get(), kIds,   kValid, d_list.get(), d_draft.get(),
+                               d_limit.get(),  kSlots, round,  t.View()};
+    LLM_CUDA_OK(LaunchDraftPick(pick, 0));
+    LLM_CUDA_OK(cudaDeviceSynchronize());
+    DraftRowsParams hp = p;
+    hp.decode_list = decode_list.data();
+    hp.decode_draft = decode_draft.data();
+    hp.decode_limit = decode_limit.data();
+    hp.slots = host;
+    const auto tokens = row_token.Download(), positions = row_pos.Download();
+    const auto slots = row_slot.Download();
+    const auto xs = x.Download();
+    for (int32_t r = 0; r < rows; ++r) {
+      const DraftRow want = DraftRowAt(hp, r);
+      ASSERT_EQ(slots[r], want.slot) << "round " << round << " row " << r;
+      ASSERT_EQ(positions[r], want.pos) << "round " << round << " row " << r;
+      ASSERT_EQ(tokens[r], want.token) << "round " << round << " row " << r;
+      for (int32_t i = 0; i < kHidden; i += 17) {
+        ASSERT_EQ(xs[size_t(r) * kHidden + i],
+                  __bfloat162float(embedding[size_t(want.token) * kHidden + i]))
+            << "row " << r;
+      }
+    }
+    DraftPickParams hpick = pick;
+    hpick.decode_list = decode_list.data();
+    hpick.decode_draft = decode_draft.data();
+    hpick.decode_limit = decode_limit.data();
+    hpick.slots = host;
+    const int32_t per = DraftRowsPerSlot(round);
+    for (int32_t d = 0; d < kSlots; ++d) {
+      const float* row = logits.data() + (size_t(d) * per + per - 1) * kIds;
+      DraftPickApply(hpick, d, static_cast<int32_t>(std::max_element(row, row + kValid) - row));
+    }
+    ASSERT_EQ(t.num_proposals.Download(), counts) << "round " << round;
+    ASSERT_EQ(t.proposals.Download(), proposals) << "round " << round;
+  }
+  int32_t slots_with_four = 0;
+  for (int32_t c : counts) slots_with_four += c == 4 ? 1 : 0;
+  EXPECT_GT(slots_with_four, 0);
 }
 
 constexpr int32_t kVocab = 5000;

@@ -1,5 +1,7 @@
 #include "worker/backend/backend.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/frontend/synthetic_tokenizer.h"
@@ -53,30 +55,58 @@ absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(
   return tokenizer;
 }
 
-// The draft model of engine.speculative.method: draft, in fp32 on `pool`, checked against the
-// target: the same vocabulary (it proposes the target's token ids) and at least its context.
-absl::StatusOr<std::unique_ptr<runner::CpuModel>> LoadDraftModel(const BackendOptions& options,
-                                                                 const model::ModelConfig& target,
-                                                                 ThreadPool* pool) {
+// The draft model of engine.speculative.method: draft, checked against the target: the same
+// vocabulary (it proposes the target's token ids) and at least the served context. Its weights
+// in `dtype` (none for a synthetic draft when `synthetic_store` is false: the CUDA runner makes
+// them on the device from its seed).
+struct DraftWeights {
+  model::ModelSource source;
+  model::ModelConfig config;
+  std::unique_ptr<model::TensorStore> store;
+};
+
+absl::StatusOr<DraftWeights> LoadDraftWeights(const BackendOptions& options,
+                                              const model::ModelConfig& target, model::DType dtype,
+                                              bool synthetic_store, ThreadPool* pool) {
   const std::string field = "engine.speculative.draft_model.path";
   auto fail = [&](const absl::Status& st) {
     return absl::Status(st.code(), absl::StrCat(field, ": ", st.message()));
   };
+  DraftWeights d;
   auto source = model::ParseModelSource(options.speculative.draft_model);
   if (!source.ok()) return fail(source.status());
-  auto config = model::LoadSourceConfig(*source);
+  d.source = *source;
+  auto config = model::LoadSourceConfig(d.source);
   if (!config.ok()) return fail(config.status());
-  if (config->vocab_size != target.vocab_size) {
+  d.config = *config;
+  if (d.config.vocab_size != target.vocab_size) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": '", options.speculative.draft_model, "' has a vocabulary of ",
-                     config->vocab_size, " tokens, the model ", target.vocab_size,
+                     d.config.vocab_size, " tokens, the model ", target.vocab_size,
                      "; a draft model must share the model's tokenizer"));
   }
-  auto store = OpenWeights(*source, *config, model::DType::kF32, pool);
+  const int32_t context =
+      options.max_context > 0 ? options.max_context : target.max_position_embeddings;
+  if (d.config.max_position_embeddings < context) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", options.speculative.draft_model, "' has ", d.config.max_position_embeddings,
+        " positions, fewer than the served context of ", context,
+        "; set engine.max_context to at most that"));
+  }
+  if (!d.source.synthetic() && !d.source.gguf()) {
+    auto scheme = model::LoadQuantScheme(d.source.dir);
+    if (!scheme.ok()) return fail(scheme.status());
+    if (scheme->quantized()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": '", options.speculative.draft_model,
+          "' is an FP8 checkpoint; a draft model runs 16-bit weights (give a bf16 one)"));
+    }
+  }
+  if (d.source.synthetic() && !synthetic_store) return d;
+  auto store = OpenWeights(d.source, d.config, dtype, pool);
   if (!store.ok()) return fail(store.status());
-  auto draft = runner::CpuModel::FromStore(*config, **store, pool);
-  if (!draft.ok()) return fail(draft.status());
-  return draft;
+  d.store = *std::move(store);
+  return d;
 }
 
 absl::Status CreateCpuRunner(const BackendOptions& options, const model::QuantScheme& checkpoint,
@@ -107,15 +137,15 @@ absl::Status CreateCpuRunner(const BackendOptions& options, const model::QuantSc
   ro.speculative = options.speculative;
   std::unique_ptr<runner::CpuModel> draft;
   if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
-    LLM_ASSIGN_OR_RETURN(draft, LoadDraftModel(options, b.config, b.pool.get()));
-    const int32_t context =
-        options.max_context > 0 ? options.max_context : b.config.max_position_embeddings;
-    if (draft->config().max_position_embeddings < context) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "engine.speculative.draft_model.path: '", options.speculative.draft_model, "' has ",
-          draft->config().max_position_embeddings, " positions, fewer than the served context of ",
-          context, "; set engine.max_context to at most that"));
+    LLM_ASSIGN_OR_RETURN(DraftWeights d, LoadDraftWeights(options, b.config, model::DType::kF32,
+                                                          /*synthetic_store=*/true, b.pool.get()));
+    auto model = runner::CpuModel::FromStore(d.config, *d.store, b.pool.get());
+    if (!model.ok()) {
+      return absl::Status(
+          model.status().code(),
+          absl::StrCat("engine.speculative.draft_model.path: ", model.status().message()));
     }
+    draft = *std::move(model);
   }
   b.runner = std::make_unique<runner::CpuRunner>(std::move(model), ro, std::move(draft));
   b.backend = "cpu";
@@ -145,8 +175,18 @@ absl::Status CreateCudaRunner(const BackendOptions& options, const model::QuantS
   ro.valid_vocab_size = b.tokenizer->vocab_size();
   ro.switches = options.cuda;
   ro.speculative = options.speculative;
+  std::optional<runner::cuda::CudaDraftSource> draft_source;
+  DraftWeights draft;
+  if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
+    ThreadPool pool(0);
+    LLM_ASSIGN_OR_RETURN(draft, LoadDraftWeights(options, b.config, model::DType::kBF16,
+                                                 /*synthetic_store=*/false, &pool));
+    draft_source =
+        runner::cuda::CudaDraftSource{draft.config, draft.store.get(), draft.source.seed};
+  }
   LLM_ASSIGN_OR_RETURN(
-      b.runner, runner::cuda::CreateCudaRunner(b.config, store.get(), b.quant, b.source.seed, ro));
+      b.runner, runner::cuda::CreateCudaRunner(b.config, store.get(), b.quant, b.source.seed, ro,
+                                               draft_source ? &*draft_source : nullptr));
   b.backend = "cuda";
   return absl::OkStatus();
 }
@@ -190,12 +230,6 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
   if (kind == "cpu") {
     LLM_RETURN_IF_ERROR(CreateCpuRunner(options, checkpoint, b));
   } else if (kind == "cuda") {
-    if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
-      return absl::UnimplementedError(
-          "engine.speculative.method: draft runs on the CPU backend only so far; the CUDA "
-          "runner speculates with ngram (set engine.speculative.method: ngram or off, or "
-          "engine.backend: cpu)");
-    }
 #ifdef LLM_HAVE_CUDA
     LLM_RETURN_IF_ERROR(CreateCudaRunner(options, checkpoint, b));
 #else

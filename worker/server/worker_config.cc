@@ -134,7 +134,7 @@ config::ConfigSchema WorkerConfigSchema() {
             "admission")
       .String("engine.speculative.method", "off",
               "speculative decoding: off, ngram (prompt lookup in the request's own tokens) or "
-              "draft (a smaller model sharing the tokenizer; cpu backend only so far)")
+              "draft (a smaller model sharing the tokenizer, on either backend)")
       .Int("engine.speculative.num_tokens", 4, 1, 16, "proposals per decode step at most")
       .Int("engine.speculative.ngram_min", 2, 1, 64, "ngram: shortest suffix looked up")
       .Int("engine.speculative.ngram_max", 4, 1, 64, "ngram: longest suffix looked up (first)")

@@ -2,6 +2,9 @@
 
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "worker/model/config.h"
+#include "worker/model/fp8_writer.h"
+#include "worker/model/safetensors.h"
 
 namespace llm::backend {
 namespace {
@@ -106,8 +109,8 @@ TEST(BackendTest, ErrorsNameTheOption) {
   EXPECT_NE(b.status().message().find("tokenizer"), std::string::npos) << b.status();
 }
 
-// A draft model must share the model's vocabulary, and runs on the CPU backend only. Both
-// refusals name the key.
+// A draft model must share the model's vocabulary, on either backend; the refusal names the
+// key.
 TEST(BackendTest, SpeculativeDecodingRefusalsNameTheKey) {
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   BackendOptions o;
@@ -130,17 +133,39 @@ TEST(BackendTest, SpeculativeDecodingRefusalsNameTheKey) {
   o.speculative.draft_model = o.model;
   b = CreateBackend(o);
   EXPECT_TRUE(b.ok()) << b.status();
+  // An FP8 draft checkpoint is refused: a draft runs 16-bit weights.
+  {
+    auto config = model::LoadModelConfig(o.model);
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto store = model::TensorStore::Open(o.model);
+    ASSERT_TRUE(store.ok()) << store.status();
+    const std::string fp8 = llm::testing::MakeTempDir("fp8draft");
+    ASSERT_TRUE(
+        model::WriteFp8Checkpoint(*config, **store, model::WeightScaling::kChannel, fp8, nullptr)
+            .ok());
+    o.speculative.draft_model = fp8;
+    b = CreateBackend(o);
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+    EXPECT_NE(b.status().message().find("FP8"), std::string::npos) << b.status();
+    o.speculative.draft_model = o.model;
+  }
 
-  // The CUDA backend speculates with ngram only: a draft model is refused there, naming the key
-  // (whether or not a GPU or the CUDA build is here); ngram is not.
+  // The CUDA backend runs a draft model too: one of another vocabulary is refused there as
+  // well, naming the key, before a device is needed; the model as its own draft loads where a
+  // GPU is, and elsewhere fails for the lack of one.
   o.backend = "cuda";
+  o.speculative.draft_model = "random:tiny";
   b = CreateBackend(o);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnimplemented) << b.status();
-  EXPECT_NE(b.status().message().find("engine.speculative.method"), std::string::npos)
-      << b.status();
-  o.speculative.method = engine::SpeculativeMethod::kNgram;
+  if (CudaBuilt()) {
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+    EXPECT_NE(b.status().message().find("engine.speculative.draft_model.path"), std::string::npos)
+        << b.status();
+  }
+  o.speculative.draft_model = o.model;
   b = CreateBackend(o);
-  EXPECT_NE(b.status().code(), absl::StatusCode::kUnimplemented) << b.status();
+  if (!b.ok()) {
+    EXPECT_EQ(b.status().code(), absl::StatusCode::kFailedPrecondition) << b.status();
+  }
 }
 
 // Where the CUDA backend is built but no GPU is usable, asking for it says why; where it is

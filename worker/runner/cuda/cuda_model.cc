@@ -14,6 +14,7 @@
 #include "kernels/elementwise/rope_kv.h"
 #include "kernels/launch.h"
 #include "kernels/sampling/sampling.h"
+#include "kernels/speculative/draft_step.h"
 #include "kernels/speculative/ngram_propose.h"
 #include "kernels/speculative/oracle_propose.h"
 #include "kernels/speculative/verify.h"
@@ -206,25 +207,60 @@ absl::Status CudaModel::ResidualProduct(Pass& p, kernels::GemmArgs args, const c
   return absl::OkStatus();
 }
 
-absl::Status CudaModel::StepInputs(Pass& p) {
+absl::Status CudaModel::DraftRows(Pass& p) {
   const ForwardShape& s = p.s;
-  if (s.group > 1 && options_.oracle) {
+  kernels::DraftRowsParams rows{};
+  rows.prefill_slot = s.prefill_slot;
+  rows.prefill_pos = s.prefill_pos;
+  rows.prefill_token = s.prefill_token;
+  rows.num_prefill = s.prefill_rows;
+  rows.decode_list = p.b.decode_list;
+  rows.decode_draft = s.decode_draft;
+  rows.decode_limit = s.decode_limit;
+  rows.round = s.draft_round;
+  rows.num_decode = s.draft_round == kernels::kDraftPromptPass
+                        ? 0
+                        : s.decode_rows / kernels::DraftRowsPerSlot(s.draft_round);
+  rows.slots = p.b.slots;
+  rows.vocab = config_.vocab_size;
+  rows.row_token = p.b.row_token;
+  rows.row_pos = p.b.row_pos;
+  rows.row_slot = p.b.row_slot;
+  rows.embedding = weights_.embedding;
+  rows.x = p.b.x;
+  rows.hidden = config_.hidden_size;
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchDraftRows(rows, p.st), "draft rows");
+  p.Mark(KernelClass::kOther);
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::Propose(Pass& p) {
+  const ForwardShape& s = p.s;
+  if (options_.oracle) {
     const kernels::OracleProposeParams oracle{p.b.decode_list, s.decode_draft, s.decode_limit,
                                               s.decode_rows / s.group, p.b.slots};
     LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchOraclePropose(oracle, p.st), "oracle proposals");
-  } else if (s.group > 1) {
-    // The decoding slots' proposals, from their histories, before their rows are built.
-    kernels::NgramProposeParams propose{};
-    propose.decode_list = p.b.decode_list;
-    propose.decode_draft = s.decode_draft;
-    propose.decode_limit = s.decode_limit;
-    propose.num_decode = s.decode_rows / s.group;
-    propose.slots = p.b.slots;
-    propose.min_n = options_.ngram_min;
-    propose.max_n = options_.ngram_max;
-    // Timed with the step's inputs (both kOther): the clock's marks per step are fixed.
-    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchNgramPropose(propose, p.st), "n-gram proposals");
+    return absl::OkStatus();
   }
+  // The decoding slots' proposals, from their histories, before their rows are built.
+  kernels::NgramProposeParams propose{};
+  propose.decode_list = p.b.decode_list;
+  propose.decode_draft = s.decode_draft;
+  propose.decode_limit = s.decode_limit;
+  propose.num_decode = s.decode_rows / s.group;
+  propose.slots = p.b.slots;
+  propose.min_n = options_.ngram_min;
+  propose.max_n = options_.ngram_max;
+  // Timed with the step's inputs (both kOther): the clock's marks per step are fixed.
+  LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchNgramPropose(propose, p.st), "n-gram proposals");
+  return absl::OkStatus();
+}
+
+absl::Status CudaModel::StepRows(Pass& p) {
+  const ForwardShape& s = p.s;
+  if (s.draft_round != ForwardShape::kNotDraft) return DraftRows(p);
+  // The draft model's rounds made the proposals before this pass (proposals_made_before).
+  if (s.group > 1 && !options_.proposals_made_before) LLM_RETURN_IF_ERROR(Propose(p));
   kernels::StepInputsParams in{};
   in.prefill_slot = s.prefill_slot;
   in.prefill_pos = s.prefill_pos;
@@ -244,7 +280,12 @@ absl::Status CudaModel::StepInputs(Pass& p) {
   in.row_offset = s.group > 1 ? p.b.row_offset : nullptr;
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchStepInputs(in, p.st), "step inputs and embedding");
   p.Mark(KernelClass::kOther);
+  return absl::OkStatus();
+}
 
+absl::Status CudaModel::StepInputs(Pass& p) {
+  LLM_RETURN_IF_ERROR(StepRows(p));
+  const ForwardShape& s = p.s;
   const model::ModelConfig& c = config_;
   kernels::AttentionParams& attn = p.attn;
   attn.qkv = p.b.qkv;
@@ -460,6 +501,20 @@ absl::Status CudaModel::Head(Pass& p) {
                                  {b.xs, weights_.head, nullptr, b.logits, s.sample_rows,
                                   c.hidden_size, c.vocab_size, kernels::GemmOut::kF32},
                                  "lm head"));
+  if (s.draft_round >= 0) {
+    const kernels::DraftPickParams pick{b.logits,
+                                        c.vocab_size,
+                                        options_.valid_vocab_size,
+                                        b.decode_list,
+                                        s.decode_draft,
+                                        s.decode_limit,
+                                        s.sample_rows / kernels::DraftRowsPerSlot(s.draft_round),
+                                        s.draft_round,
+                                        b.slots};
+    LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchDraftPick(pick, p.st), "draft proposals");
+    p.Mark(KernelClass::kSampler);
+    return absl::OkStatus();
+  }
   if (s.defer_sampling) return absl::OkStatus();
   LLM_RETURN_IF_ERROR(Sample(s, b, p.st));
   p.Mark(KernelClass::kSampler);

@@ -63,6 +63,12 @@ struct ForwardShape {
   int32_t group = 1;
   const int32_t* decode_draft = nullptr;
   const int32_t* decode_limit = nullptr;  // each one's KV blocks * block_tokens
+  // A draft model's pass (cuda_draft.h; kernels/speculative/draft_step.h): kNotDraft for the
+  // target's, kernels::kDraftPromptPass for the prompt rows (no head), or a round, whose rows
+  // come from LaunchDraftRows and whose head's argmax becomes the slots' next proposal
+  // (LaunchDraftPick) instead of a sample.
+  int32_t draft_round = kNotDraft;
+  static constexpr int32_t kNotDraft = -2;
 };
 
 struct CudaModelOptions {
@@ -75,6 +81,9 @@ struct CudaModelOptions {
   int32_t ngram_max = 4;
   // The benchmark-only oracle proposer (kernels/speculative/oracle_propose.h) instead.
   bool oracle = false;
+  // The proposals are made before Forward (the draft model's rounds, cuda_draft.h): no
+  // proposer runs in it.
+  bool proposals_made_before = false;
 };
 
 // Programmatic dependent launch's default (engine.cuda_pdl: auto): on where a layer's weights
@@ -130,6 +139,12 @@ class CudaModel {
   // One step's forward pass as it goes (cuda_model.cc).
   struct Pass;
   absl::Status StepInputs(Pass& p);
+  // The step's rows and their embedding: the proposer and the step inputs, or a draft pass's
+  // rows (DraftRows).
+  absl::Status StepRows(Pass& p);
+  absl::Status DraftRows(Pass& p);
+  // A speculative step's proposals on the device: the n-gram or the oracle proposer.
+  absl::Status Propose(Pass& p);
   // Norm, q/k/v with RoPE and the K/V write, attention, o with the residual add. In a step with
   // prompt rows, the last layer stops after the K/V write when nothing samples (`*done`).
   absl::Status AttentionBlock(Pass& p, int layer, bool* done);

@@ -81,7 +81,8 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                                                                const model::TensorStore* store,
                                                                const model::QuantScheme& quant,
                                                                uint64_t seed,
-                                                               const CudaRunnerOptions& options) {
+                                                               const CudaRunnerOptions& options,
+                                                               const CudaDraftSource* draft) {
   if (options.sizes.max_slots < 1 || options.sizes.block_tokens < 1 ||
       options.max_prefill_tokens < 1 || options.max_prefill_tokens_alone < 0) {
     return absl::InvalidArgumentError(
@@ -99,11 +100,11 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                      " key/value heads is not supported (head_dim 16, 32, 64 or 128; at "
                      "most 8 query heads per key/value head)"));
   }
-  if (options.speculative.method == engine::SpeculativeMethod::kDraft) {
-    return absl::UnimplementedError(
-        "engine.speculative.method: draft runs on the CPU backend only so far; the CUDA runner "
-        "speculates with ngram (set engine.speculative.method: ngram or off, or "
-        "engine.backend: cpu)");
+  if ((options.speculative.method == engine::SpeculativeMethod::kDraft) != (draft != nullptr)) {
+    return absl::InvalidArgumentError(
+        draft == nullptr ? "engine.speculative.draft_model.path: a draft model is needed with "
+                           "engine.speculative.method: draft"
+                         : "CUDA runner: a draft model without engine.speculative.method: draft");
   }
   if (absl::Status st = options.speculative.Validate(); !st.ok()) return st;
   const int devices = kernels::DeviceCount();
@@ -114,12 +115,12 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
                                     devices, " CUDA devices"));
   }
   std::unique_ptr<CudaRunner> runner(new CudaRunner(config, options));
-  LLM_RETURN_IF_ERROR(runner->Init(store, quant, seed));
+  LLM_RETURN_IF_ERROR(runner->Init(store, quant, seed, draft));
   return runner;
 }
 
 absl::Status CudaRunner::Init(const model::TensorStore* store, const model::QuantScheme& quant,
-                              uint64_t seed) {
+                              uint64_t seed, const CudaDraftSource* draft) {
   const model::ModelConfig& c = config_;
   LLM_RETURN_IF_ERROR(UseDevice(options_.device));
   LLM_RETURN_IF_ERROR(stream_.Create());
@@ -134,6 +135,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   model_options.ngram_min = options_.speculative.ngram_min;
   model_options.ngram_max = options_.speculative.ngram_max;
   model_options.oracle = options_.speculative.method == engine::SpeculativeMethod::kOracle;
+  model_options.proposals_made_before = draft != nullptr;
   LLM_ASSIGN_OR_RETURN(model_,
                        CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
 
@@ -194,14 +196,29 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
     v->erase(std::unique(v->begin(), v->end()), v->end());
   }
   LLM_RETURN_IF_ERROR(model_->PrepareProducts(sizes_, buffers_, rows, sample_rows));
+  double kv_fraction = options_.kv_memory_fraction;
+  if (draft != nullptr) {
+    // The draft's weights and buffers first; then the KV memory is split by bytes per position.
+    LLM_ASSIGN_OR_RETURN(draft_, CudaDraft::Create(*draft, model_options, sizes_, buffers_,
+                                                   buckets_, stream_.get()));
+    const int64_t mine = int64_t{2} * c.num_layers * c.num_kv_heads * c.head_dim *
+                         kernels::KvElementBytes(options_.kv.fp8());
+    kv_fraction *=
+        static_cast<double>(mine) / static_cast<double>(mine + draft_->kv_bytes_per_token());
+    info_.weight_bytes += draft_->weight_bytes();
+  }
   LLM_ASSIGN_OR_RETURN(
-      kv_, AllocateKvCache(c, options_.kv, options_.sizes.block_tokens, options_.sizes.kv_blocks,
-                           options_.kv_memory_fraction,
-                           int64_t{options_.sizes.max_slots} * sizes_.max_blocks_per_seq,
-                           model_->weights().bytes()));
+      kv_,
+      AllocateKvCache(c, options_.kv, options_.sizes.block_tokens, options_.sizes.kv_blocks,
+                      kv_fraction, int64_t{options_.sizes.max_slots} * sizes_.max_blocks_per_seq,
+                      model_->weights().bytes()));
   info_.sizes.kv_blocks = kv_.blocks;
   info_.kv_cache_bytes = kv_.bytes;
   sizes_.engine.kv_blocks = kv_.blocks;
+  if (draft_ != nullptr) {
+    LLM_RETURN_IF_ERROR(draft_->AllocateCache(options_.sizes.block_tokens, kv_.blocks));
+    info_.kv_cache_bytes += draft_->kv_cache_bytes();
+  }
 
   StepLimits limits;
   limits.sizes = info_.sizes;
@@ -278,10 +295,16 @@ ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t varian
   return s;
 }
 
+absl::Status CudaRunner::EnqueueForwardPass(const ForwardShape& shape, KernelClock* clock) {
+  // The draft's passes are not timed: a profiled step's first mark (kOther) takes them.
+  if (draft_ != nullptr) LLM_RETURN_IF_ERROR(draft_->Enqueue(shape, stream_.get()));
+  return model_->Forward(shape, sizes_, buffers_, kv_, stream_.get(), clock);
+}
+
 absl::Status CudaRunner::CaptureGraph(const ForwardShape& s, GraphExec& out) {
   LLM_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal),
                            "graph capture");
-  const absl::Status enqueued = model_->Forward(s, sizes_, buffers_, kv_, stream_.get());
+  const absl::Status enqueued = EnqueueForwardPass(s);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream_.get(), &graph);
   if (!enqueued.ok()) {
@@ -314,7 +337,7 @@ absl::Status CudaRunner::CaptureGraphs() {
     shapes.emplace_back(DecodeShape(bucket, group, i % kSpecVariants), &spec_graphs_[i]);
   }
   for (const auto& [shape, graph] : shapes) {
-    LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+    LLM_RETURN_IF_ERROR(EnqueueForwardPass(shape));
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()), "warm-up step");
   if (!options_.switches.graphs) {
@@ -490,7 +513,7 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
   } else if (profiled) {
     KernelClock& clock = clocks_[next_ring_];
     clock.Start(st);
-    LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, st, &clock));
+    LLM_RETURN_IF_ERROR(EnqueueForwardPass(shape, &clock));
   } else if (shape.rows > 0) {
     const GraphExec* graph = shape.identity_sampling
                                  ? DecodeGraph(l.argmax_only ? kArgmaxGraph : kSampleGraph)
@@ -498,7 +521,7 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
     if (graph != nullptr) {
       LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->get(), st), "graph launch");
     } else {
-      LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+      LLM_RETURN_IF_ERROR(EnqueueForwardPass(shape));
     }
   }
   if (!masked) LLM_RETURN_IF_ERROR(EnqueueStepEnd(shape, ring));
@@ -521,7 +544,7 @@ absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ri
   if (graph != nullptr) {
     LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->get(), stream_.get()), "graph launch");
   } else {
-    LLM_RETURN_IF_ERROR(model_->Forward(shape, sizes_, buffers_, kv_, stream_.get()));
+    LLM_RETURN_IF_ERROR(EnqueueForwardPass(shape));
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.forward_end.get(), stream_.get()), "forward end");
   pending_ = PendingSample{shape, next_ring_};
@@ -672,9 +695,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaRunner(const model::Model
                                                               const model::TensorStore* store,
                                                               const model::QuantScheme& quant,
                                                               uint64_t seed,
-                                                              const CudaRunnerOptions& options) {
+                                                              const CudaRunnerOptions& options,
+                                                              const CudaDraftSource* draft) {
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<CudaRunner> runner,
-                       CudaRunner::Create(config, store, quant, seed, options));
+                       CudaRunner::Create(config, store, quant, seed, options, draft));
   return runner;
 }
 

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "worker/model/config.h"
 #include "worker/model/safetensors.h"
+#include "worker/runner/cuda/cuda_draft.h"
 #include "worker/runner/cuda/cuda_model.h"
 #include "worker/runner/cuda/cuda_util.h"
 #include "worker/runner/cuda/kernel_clock.h"
@@ -45,12 +46,14 @@ namespace llm::runner::cuda {
 
 class CudaRunner : public ModelRunner {
  public:
-  // Weights from `store`, or synthetic ones from `seed` when `store` is null.
+  // Weights from `store`, or synthetic ones from `seed` when `store` is null; `draft`: the
+  // draft model with engine.speculative.method: draft (runner_factory.h).
   static absl::StatusOr<std::unique_ptr<CudaRunner>> Create(const model::ModelConfig& config,
                                                             const model::TensorStore* store,
                                                             const model::QuantScheme& quant,
                                                             uint64_t seed,
-                                                            const CudaRunnerOptions& options);
+                                                            const CudaRunnerOptions& options,
+                                                            const CudaDraftSource* draft = nullptr);
   ~CudaRunner() override;
 
   const RunnerInfo& info() const override { return info_; }
@@ -107,10 +110,12 @@ class CudaRunner : public ModelRunner {
   };
 
   CudaRunner(const model::ModelConfig& config, const CudaRunnerOptions& options);
-  absl::Status Init(const model::TensorStore* store, const model::QuantScheme& quant,
-                    uint64_t seed);
+  absl::Status Init(const model::TensorStore* store, const model::QuantScheme& quant, uint64_t seed,
+                    const CudaDraftSource* draft);
   absl::Status AllocateStaging();
   absl::Status CaptureGraphs();
+  // The draft model's passes of `shape` (with a draft), then its forward pass, on the stream.
+  absl::Status EnqueueForwardPass(const ForwardShape& shape, KernelClock* clock = nullptr);
   // Captures `shape`'s forward pass (after an eager warm-up run) into `graph`.
   absl::Status CaptureGraph(const ForwardShape& shape, GraphExec& graph);
   // The decode-only shape of `bucket` rows a slot `group`, with `variant`'s sampling; a
@@ -136,6 +141,7 @@ class CudaRunner : public ModelRunner {
   RunnerInfo info_;
   Stream stream_;
   std::unique_ptr<CudaModel> model_;
+  std::unique_ptr<CudaDraft> draft_;  // engine.speculative.method: draft
   StepSizes sizes_;
   StepBuffers buffers_;
   KvCache kv_;

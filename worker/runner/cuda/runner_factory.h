@@ -40,8 +40,18 @@ struct CudaRunnerOptions {
   // model/kv_cache_spec.h). An FP8 cache holds twice the blocks in the same memory.
   model::KvCacheSpec kv;
   // Speculative decoding (engine.speculative): `ngram` proposes and verifies on the device
-  // (kernels/speculative/); `draft` is refused (UNIMPLEMENTED) until the draft model runs here.
+  // (kernels/speculative/); `draft` runs the draft model given to CreateCudaRunner on the
+  // device too (cuda_draft.h).
   engine::SpeculativeConfig speculative;
+};
+
+// The draft model of engine.speculative.method: draft: its config, and its weights from
+// `store`, or synthetic ones from `seed` when `store` is null. The backend checks that it shares
+// the model's vocabulary and covers the served context.
+struct CudaDraftSource {
+  model::ModelConfig config;
+  const model::TensorStore* store = nullptr;
+  uint64_t seed = 0;
 };
 
 // CUDA devices this process can use; 0 when there is no driver or no device.
@@ -51,12 +61,12 @@ int CudaDeviceCount();
 // when `store` is null. Errors name the option (engine.device, engine.kv_memory_fraction) or
 // the unsupported shape; FAILED_PRECONDITION without a device.
 // `quant` says how the linear layers run (model/quant_scheme.h): 16-bit, or FP8 with the
-// checkpoint's scales, or quantised at load.
-absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaRunner(const model::ModelConfig& config,
-                                                              const model::TensorStore* store,
-                                                              const model::QuantScheme& quant,
-                                                              uint64_t seed,
-                                                              const CudaRunnerOptions& options);
+// checkpoint's scales, or quantised at load. `draft`: the draft model, required with
+// engine.speculative.method: draft (INVALID_ARGUMENT naming the key without it).
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateCudaRunner(
+    const model::ModelConfig& config, const model::TensorStore* store,
+    const model::QuantScheme& quant, uint64_t seed, const CudaRunnerOptions& options,
+    const CudaDraftSource* draft = nullptr);
 
 }  // namespace llm::runner::cuda
 

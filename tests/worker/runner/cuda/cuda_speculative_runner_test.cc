@@ -4,11 +4,12 @@
 // plain run draws for its token, kernels/speculative/verify.h), proposals do stand on prompts
 // that repeat themselves, a prefix-cache hit's cached prompt is searched like a computed one,
 // the benchmark-only oracle's own ids all stand, constrained requests share speculative steps,
-// and a cancel storm leaves no block behind.
+// the draft model keeps the ids, and a cancel storm leaves no block behind.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/worker/runner/cuda/runner_test_util.h"
 
 namespace llm::runner::cuda::testing {
@@ -38,19 +39,46 @@ WorkerSetup SpeculativeSetup(bool on, int32_t num_tokens,
   return s;
 }
 
-TEST(CudaSpeculativeTest, NgramKeepsEveryRequestsIdsGreedyAndSeeded) {
-  LLM_REQUIRE_GPU();
-  LLM_REQUIRE_SHARED("models/tinystories-656k");
+// The crowd's requests, then `repeats` of the repeating prompt (60 tokens, EOS ignored), the
+// odd ones sampled with seeds `seed` + i.
+std::vector<GenerateSpec> CrowdAndRepeats(int repeats, uint64_t seed) {
   std::vector<GenerateSpec> specs = CrowdSpecs();
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < repeats; ++i) {
     GenerateSpec s = Spec(RepeatPrompt(), 60);
     s.ignore_eos = true;
     if (i % 2 == 1) {
       s.sampling.temperature = 0.8f;
-      s.sampling.seed = 77 + i;
+      s.sampling.seed = seed + static_cast<uint64_t>(i);
     }
     specs.push_back(s);
   }
+  return specs;
+}
+
+// Runs `specs` on a worker of `setup`, expecting each request's ids to be `plain`'s, then
+// specs[alone] by itself, expecting the same of it; returns that request's usage.
+loop::Usage ExpectPlainIds(const WorkerSetup& setup, const std::vector<GenerateSpec>& specs,
+                           const std::vector<std::vector<int32_t>>& plain, size_t alone,
+                           const std::string& label) {
+  auto on = MakeWorker(setup);
+  EXPECT_NE(on, nullptr) << label;
+  if (on == nullptr) return {};
+  const auto spec = RunCrowd(*on, specs);
+  EXPECT_EQ(spec.size(), specs.size()) << label;
+  for (size_t i = 0; i < specs.size() && i < spec.size(); ++i) {
+    EXPECT_EQ(spec[i], plain[i]) << label << " request " << i;
+  }
+  auto sink = std::make_shared<CollectingSink>();
+  EXPECT_TRUE(on->Submit(specs[alone], sink).ok()) << label;
+  EXPECT_TRUE(sink->Wait()) << label;
+  EXPECT_EQ(sink->result().token_ids, plain[alone]) << label << " alone";
+  return sink->result().usage;
+}
+
+TEST(CudaSpeculativeTest, NgramKeepsEveryRequestsIdsGreedyAndSeeded) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<GenerateSpec> specs = CrowdAndRepeats(6, 77);
   auto off = MakeWorker(SpeculativeSetup(false, 0));
   ASSERT_NE(off, nullptr);
   const auto plain = RunCrowd(*off, specs);
@@ -58,22 +86,12 @@ TEST(CudaSpeculativeTest, NgramKeepsEveryRequestsIdsGreedyAndSeeded) {
   for (const auto& [k, graphs] : {std::pair{1, true}, std::pair{4, true}, std::pair{4, false}}) {
     WorkerSetup setup = SpeculativeSetup(true, k);
     setup.graphs = graphs;
-    auto on = MakeWorker(setup);
-    ASSERT_NE(on, nullptr);
-    const auto spec = RunCrowd(*on, specs);
-    ASSERT_EQ(spec.size(), specs.size());
-    for (size_t i = 0; i < specs.size(); ++i) {
-      EXPECT_EQ(spec[i], plain[i]) << "k " << k << " graphs " << graphs << " request " << i;
-    }
     // Alone, a greedy repeating prompt's proposals stand (the last two specs are the greedy
     // and the sampled repeat).
-    const size_t greedy = specs.size() - 2;
-    auto sink = std::make_shared<CollectingSink>();
-    ASSERT_TRUE(on->Submit(specs[greedy], sink).ok());
-    ASSERT_TRUE(sink->Wait());
-    EXPECT_EQ(sink->result().token_ids, plain[greedy]);
-    EXPECT_GT(sink->result().usage.draft_tokens, 0) << "k " << k;
-    EXPECT_GT(sink->result().usage.accepted_draft_tokens, 0) << "k " << k;
+    const loop::Usage usage = ExpectPlainIds(setup, specs, plain, specs.size() - 2,
+                                             absl::StrCat("k ", k, " graphs ", graphs));
+    EXPECT_GT(usage.draft_tokens, 0) << "k " << k;
+    EXPECT_GT(usage.accepted_draft_tokens, 0) << "k " << k;
   }
 }
 
@@ -129,6 +147,29 @@ TEST(CudaSpeculativeTest, ConstrainedRequestsShareSpeculativeSteps) {
       }
     }
     EXPECT_GT(accepted, 0) << "graphs " << graphs;
+  }
+}
+
+// The draft model on the device (engine.speculative.method: draft), here the model itself:
+// every request's ids are those of a run without speculation (batch-invariant), greedy and
+// seeded alike, with graphs and without, and most of a greedy request's proposals stand (its
+// draft sees what the target sees, in passes of other shapes).
+TEST(CudaSpeculativeTest, DraftModelKeepsTheIds) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const std::vector<GenerateSpec> specs = CrowdAndRepeats(4, 300);
+  auto off = MakeWorker(SpeculativeSetup(false, 0));
+  ASSERT_NE(off, nullptr);
+  const auto plain = RunCrowd(*off, specs);
+  for (const bool graphs : {true, false}) {
+    WorkerSetup setup = SpeculativeSetup(true, 4, engine::SpeculativeMethod::kDraft);
+    setup.speculative.draft_model = llm::testing::SharedPath("models/tinystories-656k");
+    setup.graphs = graphs;
+    // Alone: the greedy repeat (the fourth from the end).
+    const loop::Usage usage = ExpectPlainIds(setup, specs, plain, specs.size() - 4,
+                                             absl::StrCat("draft, graphs ", graphs));
+    EXPECT_GT(usage.draft_tokens, 20) << "graphs " << graphs;
+    EXPECT_GT(2 * usage.accepted_draft_tokens, usage.draft_tokens) << "graphs " << graphs;
   }
 }
 
