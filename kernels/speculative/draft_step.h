@@ -41,11 +41,13 @@ inline constexpr int32_t kDraftPromptPass = -1;
 __host__ __device__ inline int32_t DraftRowsPerSlot(int32_t round) { return round == 0 ? 2 : 1; }
 
 struct DraftRowsParams {
-  // The prompt pass: the step's prompt rows (upload; padding rows have slot -1).
+  // The prompt pass: the step's prompt rows (upload; padding rows have slot -1), then padding
+  // rows up to num_rows (the pass's rows, rounded up to a prepared matrix shape).
   const int32_t* prefill_slot;
   const int32_t* prefill_pos;
   const int32_t* prefill_token;
   int32_t num_prefill;
+  int32_t num_rows;
   // A round: the step's decoding slots (-1 unused), their allowances and block limits (as the
   // proposers read them, ngram_propose.h).
   const int32_t* decode_list;
@@ -65,7 +67,7 @@ struct DraftRowsParams {
 };
 
 __host__ __device__ inline int32_t DraftRows(const DraftRowsParams& p) {
-  return p.round == kDraftPromptPass ? p.num_prefill : p.num_decode * DraftRowsPerSlot(p.round);
+  return p.round == kDraftPromptPass ? p.num_rows : p.num_decode * DraftRowsPerSlot(p.round);
 }
 
 struct DraftRow {
@@ -77,6 +79,7 @@ struct DraftRow {
 // Row r of a pass: its slot, position and token (the kernel's rule, run by the host tests).
 __host__ __device__ inline DraftRow DraftRowAt(const DraftRowsParams& p, int32_t r) {
   if (p.round == kDraftPromptPass) {
+    if (r >= p.num_prefill) return {};
     const int32_t slot = p.prefill_slot[r];
     if (slot < 0) return {};
     return {slot, p.prefill_pos[r], p.prefill_token[r]};

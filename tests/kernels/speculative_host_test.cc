@@ -527,12 +527,15 @@ class DraftLoop {
     p.prefill_pos = ppos.data();
     p.prefill_token = ptoken.data();
     p.num_prefill = static_cast<int32_t>(pslot.size());
+    p.num_rows = p.num_prefill + 3;  // padding rows up to a prepared shape
     p.decode_list = decode_list.data();
     p.decode_draft = draft.data();
     p.decode_limit = limit.data();
     p.num_decode = kSlots;
     p.round = kDraftPromptPass;
     p.slots = slots_.View();
+    EXPECT_EQ(DraftRows(p), p.num_rows);
+    for (int32_t r = p.num_prefill; r < p.num_rows; ++r) EXPECT_EQ(DraftRowAt(p, r).slot, -1);
     Pass(p);
     p.num_prefill = 0;
     for (int steps = 0; slots_.done[0] == 0 || slots_.done[1] == 0; ++steps) {

@@ -279,23 +279,20 @@ TEST(DraftStepKernelTest, RowsAndPicksFollowTheHostRules) {
     const int32_t rows = kSlots * DraftRowsPerSlot(round);
     DeviceBuffer<int32_t> row_token(rows), row_pos(rows), row_slot(rows);
     DeviceBuffer<float> x(size_t(rows) * kHidden);
-    DraftRowsParams p{nullptr,
-                      nullptr,
-                      nullptr,
-                      0,
-                      d_list.get(),
-                      d_draft.get(),
-                      d_limit.get(),
-                      kSlots,
-                      round,
-                      t.View(),
-                      kIds,
-                      row_token.get(),
-                      row_pos.get(),
-                      row_slot.get(),
-                      d_embedding.get(),
-                      x.get(),
-                      kHidden};
+    DraftRowsParams p{};
+    p.decode_list = d_list.get();
+    p.decode_draft = d_draft.get();
+    p.decode_limit = d_limit.get();
+    p.num_decode = kSlots;
+    p.round = round;
+    p.slots = t.View();
+    p.vocab = kIds;
+    p.row_token = row_token.get();
+    p.row_pos = row_pos.get();
+    p.row_slot = row_slot.get();
+    p.embedding = d_embedding.get();
+    p.x = x.get();
+    p.hidden = kHidden;
     LLM_CUDA_OK(LaunchDraftRows(p, 0));
     std::vector<float> logits(size_t(rows) * kIds);
     for (float& l : logits) l = static_cast<float>(rng() % 40);  // ties: the lowest id wins

@@ -33,8 +33,9 @@ void DraftRowCounts(const StepSizes& sizes, const std::vector<int32_t>& buckets,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
-    const CudaDraftSource& source, const CudaModelOptions& options, const StepSizes& target,
-    const StepBuffers& shared, const std::vector<int32_t>& buckets, cudaStream_t stream) {
+    const CudaDraftSource& source, const CudaModelOptions& options,
+    const model::ModelConfig& target_config, const StepSizes& target, const StepBuffers& shared,
+    const std::vector<int32_t>& buckets, cudaStream_t stream) {
   const model::ModelConfig& c = source.config;
   if (!kernels::AttentionSupported(c.head_dim, c.num_heads, c.num_kv_heads)) {
     return absl::UnimplementedError(absl::StrCat(
@@ -45,6 +46,12 @@ absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
   CudaModelOptions o = options;
   o.oracle = false;
   o.proposals_made_before = false;
+  // The prompt pass reuses the target's prefill attention tiles, which are laid out for the
+  // target's query heads per key/value head: with another ratio the draft attends untiled.
+  const model::ModelConfig& t = target_config;
+  if (c.num_heads / c.num_kv_heads != t.num_heads / t.num_kv_heads) {
+    o.switches.tiled_prefill = false;
+  }
   auto model = CudaModel::Load(c, source.store, model::QuantScheme{}, source.seed, o, stream);
   if (!model.ok()) {
     return absl::Status(model.status().code(),
@@ -55,6 +62,9 @@ absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
   d->sizes_ = PlanStepSizes(c, target.engine, target.max_context, target.max_prefill_tokens,
                             target.sm_count, target.batch_invariant, /*fp8=*/false,
                             /*spec_group=*/2);
+  // A prompt pass has the target's prompt rows, which sit beside up to the target's decode rows
+  // (more than the draft's own): rounded up, they reach the target's max_rows.
+  d->sizes_.max_rows = std::max(d->sizes_.max_rows, target.max_rows);
   LLM_ASSIGN_OR_RETURN(d->buffers_, AllocateStepBuffers(c, d->sizes_, stream));
   // The target's request state; the draft's own copies stay unused.
   d->buffers_.slots = shared.slots;
@@ -67,9 +77,17 @@ absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
   return d;
 }
 
-absl::Status CudaDraft::AllocateCache(int32_t block_tokens, int32_t blocks) {
-  LLM_ASSIGN_OR_RETURN(kv_, AllocateKvCache(model_->config(), model::KvCacheSpec{}, block_tokens,
-                                            blocks, 1.0, blocks, model_->weights().bytes()));
+absl::Status CudaDraft::AllocateCache(int32_t block_tokens, int32_t blocks, cudaStream_t stream) {
+  auto kv = AllocateKvCache(model_->config(), model::KvCacheSpec{}, block_tokens, blocks, 1.0,
+                            blocks, model_->weights().bytes());
+  if (!kv.ok()) {
+    return absl::Status(kv.status().code(),
+                        absl::StrCat(kField, ": the draft's KV cache: ", kv.status().message()));
+  }
+  kv_ = *std::move(kv);
+  // Zeros, so a position the draft never wrote is finite (costs acceptance, not a NaN).
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv_.memory.get(), 0, kv_.bytes, stream),
+                           "draft KV cache");
   if (kv_.blocks != blocks) {
     return absl::ResourceExhaustedError(absl::StrCat(kField, ": the draft's KV cache holds ",
                                                      kv_.blocks, " blocks, not the ", blocks,
@@ -86,7 +104,8 @@ int64_t CudaDraft::kv_bytes_per_token() const {
 
 ForwardShape CudaDraft::PromptShape(const ForwardShape& target) {
   ForwardShape s = target;
-  s.rows = target.prefill_rows;
+  // Rounded up to a prepared shape (padding rows after the prompt's).
+  s.rows = (target.prefill_rows + kPrefillRowAlign - 1) / kPrefillRowAlign * kPrefillRowAlign;
   s.decode_rows = 0;
   s.sample_rows = 0;  // no head: the last layer stops after its K/V write
   s.identity_sampling = false;

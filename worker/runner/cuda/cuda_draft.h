@@ -31,15 +31,16 @@ namespace llm::runner::cuda {
 class CudaDraft {
  public:
   // Loads the draft's weights (16-bit), plans and allocates its buffers for the target's steps
-  // (`target`: its sizes; `shared`: its buffers, whose slot table, block tables, decode list and
-  // upload the draft reads) and its products' plans for the `buckets` of decode slots.
-  // `options`: the target's (its switches, vocabulary), with no proposer.
+  // (`target_config`; `target`: its sizes; `shared`: its buffers, whose slot table, block
+  // tables, decode list and upload the draft reads) and its products' plans for the `buckets`
+  // of decode slots. `options`: the target's (its switches, vocabulary), with no proposer.
   static absl::StatusOr<std::unique_ptr<CudaDraft>> Create(
-      const CudaDraftSource& source, const CudaModelOptions& options, const StepSizes& target,
-      const StepBuffers& shared, const std::vector<int32_t>& buckets, cudaStream_t stream);
+      const CudaDraftSource& source, const CudaModelOptions& options,
+      const model::ModelConfig& target_config, const StepSizes& target, const StepBuffers& shared,
+      const std::vector<int32_t>& buckets, cudaStream_t stream);
 
-  // The cache: `blocks` blocks of `block_tokens` positions, bf16.
-  absl::Status AllocateCache(int32_t block_tokens, int32_t blocks);
+  // The cache: `blocks` blocks of `block_tokens` positions, bf16, zeroed on `stream`.
+  absl::Status AllocateCache(int32_t block_tokens, int32_t blocks, cudaStream_t stream);
   // Its bytes per cached position (to split the KV memory with the target).
   int64_t kv_bytes_per_token() const;
   uint64_t weight_bytes() const { return model_->weights().bytes(); }

@@ -214,6 +214,7 @@ absl::Status CudaModel::DraftRows(Pass& p) {
   rows.prefill_pos = s.prefill_pos;
   rows.prefill_token = s.prefill_token;
   rows.num_prefill = s.prefill_rows;
+  rows.num_rows = s.rows;
   rows.decode_list = p.b.decode_list;
   rows.decode_draft = s.decode_draft;
   rows.decode_limit = s.decode_limit;

@@ -199,7 +199,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   double kv_fraction = options_.kv_memory_fraction;
   if (draft != nullptr) {
     // The draft's weights and buffers first; then the KV memory is split by bytes per position.
-    LLM_ASSIGN_OR_RETURN(draft_, CudaDraft::Create(*draft, model_options, sizes_, buffers_,
+    LLM_ASSIGN_OR_RETURN(draft_, CudaDraft::Create(*draft, model_options, c, sizes_, buffers_,
                                                    buckets_, stream_.get()));
     const int64_t mine = int64_t{2} * c.num_layers * c.num_kv_heads * c.head_dim *
                          kernels::KvElementBytes(options_.kv.fp8());
@@ -216,7 +216,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   info_.kv_cache_bytes = kv_.bytes;
   sizes_.engine.kv_blocks = kv_.blocks;
   if (draft_ != nullptr) {
-    LLM_RETURN_IF_ERROR(draft_->AllocateCache(options_.sizes.block_tokens, kv_.blocks));
+    LLM_RETURN_IF_ERROR(
+        draft_->AllocateCache(options_.sizes.block_tokens, kv_.blocks, stream_.get()));
     info_.kv_cache_bytes += draft_->kv_cache_bytes();
   }
 
