@@ -65,8 +65,9 @@ absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
   // A prompt pass has the target's prompt rows, which sit beside up to the target's decode rows
   // (more than the draft's own): rounded up, they reach the target's max_rows.
   d->sizes_.max_rows = std::max(d->sizes_.max_rows, target.max_rows);
+  d->sizes_.forward_only = true;
   LLM_ASSIGN_OR_RETURN(d->buffers_, AllocateStepBuffers(c, d->sizes_, stream));
-  // The target's request state; the draft's own copies stay unused.
+  // The target's request state (the draft's own slot table is a small unused remainder).
   d->buffers_.slots = shared.slots;
   d->buffers_.block_tables = shared.block_tables;
   d->buffers_.decode_list = shared.decode_list;

@@ -44,14 +44,16 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   const size_t S = z.engine.max_slots, V = c.vocab_size, H = c.hidden_size;
   const size_t R = z.max_rows, SR = z.max_sample_rows, D = c.head_dim;
   const size_t half = D / 2;
+  // A forward pass alone (a draft model's) reads another slot table and never samples.
+  const bool all = !z.forward_only;
   b.slots.last_token = k.Take<int32_t>(S);
   b.slots.pos = k.Take<int32_t>(S);
   b.slots.generated = k.Take<int32_t>(S);
   b.slots.done = k.Take<uint8_t>(S);
   b.sampling_table = k.Take<kernels::SlotSampling>(S);
   b.slots.sampling = b.sampling_table;
-  b.slots.out_counts = k.Take<uint16_t>(S * V);
-  b.slots.prompt_mask = k.Take<uint8_t>(S * V);
+  b.slots.out_counts = k.Take<uint16_t>(all ? S * V : 0);
+  b.slots.prompt_mask = k.Take<uint8_t>(all ? S * V : 0);
   b.block_tables = k.Take<int32_t>(S * z.max_blocks_per_seq);
   b.decode_list = k.Take<int32_t>(S);
   // Zeroed with the slot table: the decode attention's arrival counters must start at zero.
@@ -62,7 +64,7 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   }
   const size_t slot_table_end = k.used();
   if (z.spec_group > 1) {
-    b.slots.history = k.Take<int32_t>(S * static_cast<size_t>(z.max_context));
+    b.slots.history = k.Take<int32_t>(all ? S * static_cast<size_t>(z.max_context) : 0);
     b.slots.history_stride = z.max_context;
     b.slots.max_proposals = z.spec_group - 1;
     b.slots.proposals = k.Take<int32_t>(S * static_cast<size_t>(b.slots.max_proposals));
@@ -87,15 +89,15 @@ size_t Carve(const model::ModelConfig& c, const StepSizes& z, Carver& k, StepBuf
   b.attn_sampled = k.Take<bf16>(SR * c.q_dim());
   b.xs = k.Take<bf16>(SR * H);
   b.logits = k.Take<float>(SR * V);
-  b.probs = k.Take<float>(SR * V);
+  b.probs = k.Take<float>(all ? SR * V : 0);
   b.out = k.Take<kernels::SampleOutput>(SR);
-  b.sample_work = k.Take<kernels::SampleRowWork>(SR);
+  b.sample_work = k.Take<kernels::SampleRowWork>(all ? SR : 0);
   const size_t parts = static_cast<size_t>(z.split_parts) * c.num_heads;
   b.part_out = k.Take<float>(parts * D);
   b.part_max = k.Take<float>(parts);
   b.part_sum = k.Take<float>(parts);
-  b.upload = k.Take<std::byte>(z.upload_bytes);
-  b.mask_upload = k.Take<std::byte>(z.mask_bytes());
+  b.upload = k.Take<std::byte>(all ? z.upload_bytes : 0);
+  b.mask_upload = k.Take<std::byte>(all ? z.mask_bytes() : 0);
   if (z.fp8_max_in > 0) {
     b.xq = k.Take<uint8_t>(R * z.fp8_max_in);
     b.xq_scale = k.Take<float>(R * kernels::Fp8Blocks(z.fp8_max_in));
@@ -159,12 +161,17 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   return z;
 }
 
-absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, const StepSizes& z,
-                                                cudaStream_t stream) {
+size_t StepBufferBytes(const model::ModelConfig& c, const StepSizes& z) {
   StepBuffers b;
   Carver measure(nullptr);
   Carve(c, z, measure, b);
-  LLM_RETURN_IF_ERROR(b.memory.Allocate(measure.used(), "runner buffers"));
+  return measure.used();
+}
+
+absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, const StepSizes& z,
+                                                cudaStream_t stream) {
+  StepBuffers b;
+  LLM_RETURN_IF_ERROR(b.memory.Allocate(StepBufferBytes(c, z), "runner buffers"));
   Carver carver(b.memory.get());
   const size_t slot_table_bytes = Carve(c, z, carver, b);
   // A clean slot table; every decode row unused.

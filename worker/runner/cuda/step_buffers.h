@@ -52,6 +52,10 @@ struct StepSizes {
   size_t upload_bytes = 0;        // one step's upload (admissions, rows, sampling rows)
   // FP8 products: the widest input an FP8 product's E4M3 rows hold (0: no FP8 products).
   int32_t fp8_max_in = 0;
+  // Buffers for a forward pass alone (the draft model, cuda_draft.h): its slot table's output
+  // counts, prompt mask and history, the sampler's probabilities and workspace, the upload and
+  // the masks take no memory (the draft points at the target's slot table and upload).
+  bool forward_only = false;
   // Structured output: a token mask's 64-bit words. StepBuffers::mask_upload holds the mask
   // index of each sampling row, then the masks (at most one a slot).
   int32_t mask_words = 0;
@@ -126,6 +130,9 @@ struct StepBuffers {
   uint8_t* xq = nullptr;      // [rows, fp8_max_in]
   float* xq_scale = nullptr;  // [ceil(fp8_max_in / 128), rows]
 };
+
+// The bytes AllocateStepBuffers allocates for `sizes`.
+size_t StepBufferBytes(const model::ModelConfig& config, const StepSizes& sizes);
 
 // Allocates the buffers on the current device, clears the slot table (every decode row unused)
 // and writes the RoPE tables, on `stream`, then synchronises it.

@@ -73,5 +73,22 @@ TEST(StepSizesTest, VerifyGroupsWidenTheDecodeRowsUpToTheCap) {
   EXPECT_EQ(off.max_decode_rows, 256);
 }
 
+// A draft model's buffers (a forward pass alone) leave out what only the target's slot table
+// and sampler need: at 256 slots of llama-3's 128k vocabulary and an 8k context, the output
+// counts and prompt mask, the history, and the sampler's probabilities, over 400 MB.
+TEST(StepSizesTest, AForwardPassAloneLeavesOutTheSlotTablesAndSamplersArrays) {
+  auto config = model::ShapeConfig("llama-3.2-1b");
+  ASSERT_TRUE(config.ok());
+  const engine::EngineSizes sizes{.max_slots = 256, .kv_blocks = 0, .block_tokens = 16};
+  StepSizes z = PlanStepSizes(*config, sizes, 8192, 2048, 132, false, false, 2);
+  const size_t whole = StepBufferBytes(*config, z);
+  z.forward_only = true;
+  const size_t forward = StepBufferBytes(*config, z);
+  const size_t S = 256, V = static_cast<size_t>(config->vocab_size);
+  const size_t left_out = S * V * 3 + S * 8192 * 4 + static_cast<size_t>(z.max_sample_rows) * V * 4;
+  EXPECT_GE(whole - forward, left_out);
+  EXPECT_GT(whole - forward, size_t{400} << 20);
+}
+
 }  // namespace
 }  // namespace llm::runner::cuda
