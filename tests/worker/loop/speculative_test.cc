@@ -379,18 +379,25 @@ TEST_F(SpeculativeWorkerTest, ThePolicysChoicePerBatchReachesTheLoadAndMetrics) 
     const StreamUpdate out = Run(*w, spec);
     ASSERT_EQ(out.token_ids.size(), 96u);
   }
-  ASSERT_TRUE(WaitForLoad(*w, [](const WorkerLoad& l) {
-    return l.engine.scheduler.speculation_by_batch[0] != SpeculationPolicy::kMeasuring;
-  }));
-  const SpeculationPolicy::Standing standing = w->Load().engine.scheduler.speculation_by_batch;
-  EXPECT_TRUE(standing[0] == 0 || standing[0] == 1 || standing[0] == 2 || standing[0] == 4)
-      << static_cast<int>(standing[0]);
-  for (size_t g = 1; g < standing.size(); ++g)
-    EXPECT_EQ(standing[g], SpeculationPolicy::kMeasuring);
-
+  // The pipeline's last step may still be collected (and observed) after the streams end: a
+  // render is compared with the loads read just before and after it, until they agree.
   server::WorkerMetrics metrics("m");
   metrics.SetWorker(w.get());
-  const std::string text = metrics.Render();
+  SpeculationPolicy::Standing standing{};
+  std::string text;
+  ASSERT_TRUE(llm::testing::WaitFor(
+      [&] {
+        standing = w->Load().engine.scheduler.speculation_by_batch;
+        text = metrics.Render();
+        return standing[0] != SpeculationPolicy::kMeasuring &&
+               w->Load().engine.scheduler.speculation_by_batch == standing;
+      },
+      std::chrono::seconds(30)));
+  EXPECT_TRUE(standing[0] == 0 || standing[0] == 1 || standing[0] == 2 || standing[0] == 4)
+      << static_cast<int>(standing[0]);
+  for (size_t g = 1; g < standing.size(); ++g) {
+    EXPECT_EQ(standing[g], SpeculationPolicy::kMeasuring);
+  }
   EXPECT_EQ(llm::testing::MetricValue(
                 text, "llm_spec_decode_policy_tokens{batch=\"1\",model_name=\"m\"}"),
             standing[0])
