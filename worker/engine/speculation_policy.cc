@@ -92,7 +92,8 @@ SpeculationPolicy::Standing SpeculationPolicy::standing() const {
     s.fill(static_cast<int8_t>(config_.num_tokens));
   } else {
     for (size_t i = 0; i < groups_.size(); ++i) {
-      if (Settled(groups_[i])) s[i] = static_cast<int8_t>(best(GroupMin(static_cast<int>(i))));
+      const Group& g = groups_[i];
+      if (Settled(g)) s[i] = static_cast<int8_t>(g.candidates[BestIndex(g)].k);
     }
   }
   return s;

@@ -67,8 +67,8 @@ class SpeculationPolicy {
   int32_t best(int32_t decoding) const;
   Standing standing() const;
   // The group of steps with `decoding` slots decoding; the smallest batch of group `g` (1, 2,
-  // 4, ...), and the group's batches as text ("1",
-  // "2-3", "4-7", ..., "32768+"), for reports and metric labels.
+  // 4, ...), and the group's batches as text ("1", "2-3", "4-7", ..., "32768+"), for reports
+  // and metric labels.
   static int GroupOf(int32_t decoding);
   static int32_t GroupMin(int g) { return int32_t{1} << g; }
   static std::string GroupLabel(int g);

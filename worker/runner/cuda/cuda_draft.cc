@@ -98,11 +98,6 @@ absl::Status CudaDraft::AllocateCache(int32_t block_tokens, int32_t blocks, cuda
   return absl::OkStatus();
 }
 
-int64_t CudaDraft::kv_bytes_per_token() const {
-  const model::ModelConfig& c = model_->config();
-  return int64_t{2} * c.num_layers * c.num_kv_heads * c.head_dim * 2;  // K and V, bf16
-}
-
 ForwardShape CudaDraft::PromptShape(const ForwardShape& target) {
   ForwardShape s = target;
   // Rounded up to a prepared shape (padding rows after the prompt's).

@@ -41,22 +41,20 @@ class CudaDraft {
 
   // The cache: `blocks` blocks of `block_tokens` positions, bf16, zeroed on `stream`.
   absl::Status AllocateCache(int32_t block_tokens, int32_t blocks, cudaStream_t stream);
-  // Its bytes per cached position (to split the KV memory with the target).
-  int64_t kv_bytes_per_token() const;
   uint64_t weight_bytes() const { return model_->weights().bytes(); }
   uint64_t kv_cache_bytes() const { return kv_.bytes; }
+  // The draft's config (its cache is bf16: KvBytesPerPosition(config(), false) a position).
   const model::ModelConfig& config() const { return model_->config(); }
 
   // The draft's passes of the target step `target` (its ForwardShape), enqueued on `stream`:
   // the prompt pass when the step has prompt rows, the rounds when it verifies (group > 1).
   absl::Status Enqueue(const ForwardShape& target, cudaStream_t stream);
 
-  // The passes' shapes (public for tests of the runner's plans).
-  static ForwardShape PromptShape(const ForwardShape& target);
-  static ForwardShape RoundShape(const ForwardShape& target, int32_t round);
-
  private:
   CudaDraft() = default;
+  // The passes' shapes, from the target step's.
+  static ForwardShape PromptShape(const ForwardShape& target);
+  static ForwardShape RoundShape(const ForwardShape& target, int32_t round);
 
   std::unique_ptr<CudaModel> model_;
   StepSizes sizes_;

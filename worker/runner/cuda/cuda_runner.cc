@@ -201,10 +201,8 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
     // The draft's weights and buffers first; then the KV memory is split by bytes per position.
     LLM_ASSIGN_OR_RETURN(draft_, CudaDraft::Create(*draft, model_options, c, sizes_, buffers_,
                                                    buckets_, stream_.get()));
-    const int64_t mine = int64_t{2} * c.num_layers * c.num_kv_heads * c.head_dim *
-                         kernels::KvElementBytes(options_.kv.fp8());
-    kv_fraction *=
-        static_cast<double>(mine) / static_cast<double>(mine + draft_->kv_bytes_per_token());
+    const auto mine = static_cast<double>(KvBytesPerPosition(c, options_.kv.fp8()));
+    kv_fraction *= mine / (mine + static_cast<double>(KvBytesPerPosition(draft_->config(), false)));
     info_.weight_bytes += draft_->weight_bytes();
   }
   LLM_ASSIGN_OR_RETURN(

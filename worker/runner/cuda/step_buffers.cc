@@ -210,6 +210,10 @@ absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, con
   return b;
 }
 
+int64_t KvBytesPerPosition(const model::ModelConfig& c, bool fp8) {
+  return int64_t{2} * c.num_layers * c.num_kv_heads * c.head_dim * kernels::KvElementBytes(fp8);
+}
+
 absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, const model::KvCacheSpec& spec,
                                         int32_t block_tokens, int64_t requested_blocks,
                                         double memory_fraction, int64_t max_useful_blocks,
@@ -222,9 +226,8 @@ absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, const model
                      "scale per layer (",
                      c.num_layers, "), not ", spec.k_scale.size(), " and ", spec.v_scale.size()));
   }
-  const size_t per_layer_block = static_cast<size_t>(c.num_kv_heads) * block_tokens * c.head_dim *
-                                 static_cast<size_t>(kernels::KvElementBytes(fp8));
-  const size_t block_bytes = per_layer_block * 2 * c.num_layers;
+  const size_t block_bytes = static_cast<size_t>(KvBytesPerPosition(c, fp8)) * block_tokens;
+  const size_t per_layer_block = block_bytes / (2 * layers);
   int64_t blocks = requested_blocks;
   size_t free_bytes = 0, total_bytes = 0;
   LLM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");

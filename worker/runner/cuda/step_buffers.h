@@ -149,6 +149,10 @@ struct KvCache {
   uint64_t bytes = 0;
 };
 
+// Bytes of K and V one cached position takes over all layers (an element is one byte in an FP8
+// cache, two in bf16).
+int64_t KvBytesPerPosition(const model::ModelConfig& config, bool fp8);
+
 // A cache of `spec`'s dtype (an FP8 one holds twice the blocks in the same bytes).
 // `requested_blocks` > 0: that many; else `memory_fraction` of the device memory free now.
 // Capped at `max_useful_blocks`. RESOURCE_EXHAUSTED (naming engine.kv_memory_fraction and the

@@ -90,5 +90,14 @@ TEST(StepSizesTest, AForwardPassAloneLeavesOutTheSlotTablesAndSamplersArrays) {
   EXPECT_GT(whole - forward, size_t{400} << 20);
 }
 
+// One position's K and V over all layers: what the runner splits the KV memory by when a draft
+// model shares it.
+TEST(StepSizesTest, KvBytesPerPositionCountsKAndVOfEveryLayer) {
+  auto config = model::ShapeConfig("llama-3-8b");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(KvBytesPerPosition(*config, false), 2 * 32 * 8 * 128 * 2);
+  EXPECT_EQ(KvBytesPerPosition(*config, true), 2 * 32 * 8 * 128);
+}
+
 }  // namespace
 }  // namespace llm::runner::cuda
