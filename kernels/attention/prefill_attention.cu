@@ -4,7 +4,9 @@
 #include "kernels/attention/kv_load.cuh"
 #include "kernels/attention/mma.cuh"
 #include "kernels/attention/mma_fragment.h"
+#include "kernels/attention/online_softmax.cuh"
 #include "kernels/attention/prefill_attention.h"
+#include "kernels/attention/prefill_attention_sm90.h"
 #include "kernels/common.cuh"
 #include "kernels/launch.cuh"
 
@@ -201,43 +203,9 @@ __global__ void __launch_bounds__(kThreads) PrefillAttentionKernel(PrefillAttent
         }
       }
       // Mask, then the online softmax of the tile (in log2 units).
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int h = mma::RowHalfC(i);
-          float v = s[n][i] * scale_log2;
-          if (cover == TileCover::kMasked &&
-              !(row_pos[h] >= 0 && PrefillSees(row_pos[h], key0 + n * 8 + mma::FragC(lane, i).col,
-                                               p.sliding_window))) {
-            v = -INFINITY;
-          }
-          s[n][i] = v;
-          tile_max[h] = fmaxf(tile_max[h], v);
-        }
-      }
-      float alpha[2], base[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float m_new = fmaxf(row_max[h], QuadMax(tile_max[h]));
-        // A row that has seen nothing yet keeps -inf; subtract 0 then so exp2 gives 0, not NaN.
-        base[h] = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[h] = exp2f(row_max[h] - base[h]);
-        row_max[h] = m_new;
-      }
-      float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int h = mma::RowHalfC(i);
-          s[n][i] = exp2f(s[n][i] - base[h]);
-          tile_sum[h] += s[n][i];
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) row_sum[h] = row_sum[h] * alpha[h] + QuadSum(tile_sum[h]);
+      float alpha[2];
+      MaskedSoftmaxTile(s, row_pos, lane, key0, cover, p.sliding_window, scale_log2, row_max,
+                        row_sum, alpha);
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) {
 #pragma unroll
@@ -374,6 +342,7 @@ cudaError_t LaunchPrefillAttention(const PrefillAttentionParams& p, cudaStream_t
   if (!PrefillAttentionSupported(p.head_dim, p.num_heads, p.num_kv_heads)) {
     return cudaErrorInvalidValue;
   }
+  if (p.tma != nullptr) return LaunchHopperPrefillAttention(p, *p.tma, stream);
   switch (p.head_dim) {
     case 16:
       return LaunchForDim<16>(p, stream);

@@ -45,6 +45,8 @@ struct PrefillTile {
   int32_t row_begin;
 };
 
+struct PrefillTensorMaps;  // prefill_attention_sm90.h
+
 struct PrefillAttentionParams {
   const __nv_bfloat16* qkv;  // [batch rows, (H + 2 KV) * D]; q after RoPE
   const void* k_cache;       // one layer, elements as `kv` says (paged_cache.h)
@@ -62,6 +64,9 @@ struct PrefillAttentionParams {
   int32_t sliding_window;  // 0: none
   float scale;             // 1 / sqrt(head_dim)
   KvCacheFormat kv;        // the cache elements' type and scales (paged_cache.h)
+  // Host pointer: this layer's tensor maps when the Hopper kernel was chosen at start
+  // (prefill_attention_sm90.h), which LaunchPrefillAttention then runs; null: the tiled kernel.
+  const PrefillTensorMaps* tma = nullptr;
 };
 
 // Replaces `tiles` with the tiles of `chunks` for group size `group`, the ones with the most
@@ -148,7 +153,7 @@ bool PrefillAttentionSupported(int32_t head_dim, int32_t num_heads, int32_t num_
 // 48 KiB) on the current device. Once per device before the first launch (CudaModel::Load).
 cudaError_t PreparePrefillAttention(int32_t head_dim);
 
-// Grid (num_tiles, num_kv_heads).
+// Grid (num_tiles, num_kv_heads): the tiled kernel, or the Hopper one where params.tma is set.
 cudaError_t LaunchPrefillAttention(const PrefillAttentionParams& params, cudaStream_t stream);
 
 }  // namespace llm::kernels

@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/attention/mma_fragment.h"
 #include "kernels/attention/prefill_attention.h"
+#include "kernels/attention/prefill_attention_sm90.h"
 #include "tests/kernels/mma_emulator.h"
 #include "tests/kernels/prefill_reference.h"
 #include "worker/model/dtype.h"
@@ -459,6 +460,21 @@ TEST(PrefillTilesTest, LongPromptsMatchTheReference) {
   CheckLaunch(MakeLaunch(64, 1, 1, 0, {{0, 4095}}, 71), "4,095 tokens");
   // The last chunk of a 4,095-token prompt, continuing at 3,583.
   CheckLaunch(MakeLaunch(128, 8, 1, 0, {{3583, 512}, {0, 3}}, 72), "a late chunk");
+}
+
+// Which shapes and devices take the Hopper kernel (prefill_attention_sm90.h); no device needed.
+TEST(PrefillTilesTest, HopperKernelsChoice) {
+  EXPECT_TRUE(HopperPrefillSupported(9, 0, 128, 16, false));
+  EXPECT_TRUE(HopperPrefillSupported(9, 0, 64, 256, false));
+  EXPECT_FALSE(HopperPrefillSupported(8, 0, 128, 16, false));
+  EXPECT_FALSE(HopperPrefillSupported(10, 0, 128, 16, false));
+  EXPECT_FALSE(HopperPrefillSupported(9, 0, 32, 16, false));
+  EXPECT_FALSE(HopperPrefillSupported(9, 0, 128, 16, true));  // FP8 cache: the tiled kernel
+  EXPECT_FALSE(HopperPrefillSupported(9, 0, 128, 4, false));
+  EXPECT_FALSE(HopperPrefillSupported(9, 0, 128, 24, false));
+  PrefillTensorMaps maps;
+  EXPECT_EQ(MakePrefillTensorMaps(nullptr, nullptr, int64_t{1} << 40, 8, 16, 128, &maps),
+            cudaErrorInvalidValue);  // rows past the copy engine's 32-bit coordinates
 }
 
 }  // namespace

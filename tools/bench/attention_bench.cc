@@ -30,6 +30,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/prefill_attention.h"
+#include "kernels/attention/prefill_attention_sm90.h"
 #include "kernels/device.h"
 #include "kernels/weights/random_init.h"
 #include "tools/bench/device_bandwidth.h"
@@ -222,94 +223,183 @@ double KeysSeen(int32_t prompt, int32_t tokens, int32_t window) {
   return keys;
 }
 
-// The prefill attention kernel alone (kernels/attention/prefill_attention.h) for one model
-// shape's heads: per prompt length, the step that computes its last `chunk` tokens (the whole
-// prompt when `chunk` is 0 or longer) with the earlier ones cached, one sequence, on a paged
-// cache of random bf16 (E4M3 bytes of one value with fp8). TFLOP/s counts the two products'
-// multiply-adds the causal mask (and the sliding window) leaves, as FlashAttention's figures do.
+// Which prefill kernels --kernel asks for: the tiled one, the Hopper one, or both.
+struct PrefillKernels {
+  bool tiled = true;
+  bool hopper = true;
+  bool hopper_required = false;  // --kernel hopper: an error where it cannot run
+};
+
+// The output of the last launch, as floats.
+absl::StatusOr<std::vector<float> > DownloadOutput(const kernels::PrefillAttentionParams& p,
+                                                   int32_t tokens) {
+  std::vector<__nv_bfloat16> bits(static_cast<size_t>(tokens) * p.num_heads * p.head_dim);
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(bits.data(), p.out, bits.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost),
+      "output");
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = __bfloat162float(bits[i]);
+  return out;
+}
+
+// Times `p` on each kernel `which` asks for (the Hopper one with `maps`, where not null); one
+// case per kernel from `base`. With both, the Hopper case carries its largest difference from
+// the tiled kernel's output (a correctness check beside the figure).
+absl::Status TimePrefillKernels(kernels::PrefillAttentionParams p,
+                                const kernels::PrefillTensorMaps* maps, const PrefillKernels& which,
+                                int32_t launches, int32_t tokens, double flops,
+                                const nlohmann::json& base, nlohmann::json& cases) {
+  runner::cuda::Event start, stop;
+  LLM_RETURN_IF_ERROR(start.Create());
+  LLM_RETURN_IF_ERROR(stop.Create());
+  std::vector<float> tiled_out;
+  for (const bool hopper : {false, true}) {
+    if (hopper ? (maps == nullptr || !which.hopper) : !which.tiled) continue;
+    p.tma = hopper ? maps : nullptr;
+    LLM_ASSIGN_OR_RETURN(const double seconds, TimeLaunches(launches, start, stop, [&] {
+                           return kernels::LaunchPrefillAttention(p, nullptr);
+                         }));
+    nlohmann::json c = base;
+    c["kernel"] = hopper ? "hopper" : "tiled";
+    c["us"] = seconds * 1e6;
+    c["tflop_per_s"] = flops / seconds / 1e12;
+    LLM_ASSIGN_OR_RETURN(std::vector<float> out, DownloadOutput(p, tokens));
+    if (!hopper) {
+      tiled_out = std::move(out);
+    } else if (!tiled_out.empty()) {
+      double worst = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        const double d = std::fabs(static_cast<double>(out[i]) - tiled_out[i]);
+        worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+      }
+      c["max_abs_diff_vs_tiled"] = worst;
+    }
+    cases.push_back(c);
+  }
+  return absl::OkStatus();
+}
+
+// The device buffers of one shape's prefill cases: a paged cache of random bf16 (E4M3 bytes of
+// one value with fp8) for the longest prompt, its block table (scattered), q/k/v and the output.
+struct PrefillBuffers {
+  runner::cuda::DeviceMemory k, v, qkv, out, tables, chunks, tiles;
+  int32_t max_blocks = 0;
+};
+
+absl::Status AllocatePrefill(int32_t H, int32_t KV, int32_t D, int32_t max_prompt,
+                             int32_t block_tokens, bool fp8, PrefillBuffers& b) {
+  constexpr size_t kBf16 = sizeof(__nv_bfloat16), kI32 = sizeof(int32_t);
+  b.max_blocks = (max_prompt + block_tokens - 1) / block_tokens;
+  const int64_t cache_elems = int64_t{b.max_blocks} * KV * block_tokens * D;
+  const int64_t qkv_elems = int64_t{max_prompt} * (H + 2 * KV) * D;
+  const size_t cache_bytes = fp8 ? 1 : kBf16;
+  LLM_RETURN_IF_ERROR(b.k.Allocate(cache_elems * cache_bytes, "K cache"));
+  LLM_RETURN_IF_ERROR(b.v.Allocate(cache_elems * cache_bytes, "V cache"));
+  LLM_RETURN_IF_ERROR(b.qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
+  LLM_RETURN_IF_ERROR(b.out.Allocate(int64_t{max_prompt} * H * D * kBf16, "output"));
+  LLM_RETURN_IF_ERROR(b.tables.Allocate(int64_t{b.max_blocks} * kI32, "block table"));
+  LLM_RETURN_IF_ERROR(b.chunks.Allocate(sizeof(kernels::PrefillChunk), "chunk"));
+  const int32_t max_tiles = kernels::MaxPrefillTiles(max_prompt, 1, H / KV);
+  LLM_RETURN_IF_ERROR(b.tiles.Allocate(int64_t{max_tiles} * sizeof(kernels::PrefillTile), "tiles"));
+  LLM_RETURN_IF_ERROR(InitRandomCache(b.k, b.v, b.qkv, cache_elems, qkv_elems, fp8));
+  return UploadReversedTable(b.tables, b.max_blocks);
+}
+
+// The Hopper kernel's maps of `b`'s cache where the device and shape allow it; null otherwise
+// (INVALID_ARGUMENT naming --kernel when it was the only kernel asked for).
+absl::StatusOr<const kernels::PrefillTensorMaps*> HopperMaps(const model::ModelConfig& config,
+                                                             const PrefillBuffers& b,
+                                                             int32_t block_tokens, bool fp8,
+                                                             const PrefillKernels& which,
+                                                             kernels::PrefillTensorMaps& maps) {
+  if (!which.hopper) return nullptr;
+  int device = 0;
+  cudaDeviceProp prop{};
+  LLM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "device");
+  LLM_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device), "device properties");
+  if (!kernels::HopperPrefillSupported(prop.major, prop.minor, config.head_dim, block_tokens,
+                                       fp8)) {
+    if (!which.hopper_required) return nullptr;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kernel hopper: not on this device (compute capability ", prop.major, ".", prop.minor,
+        ") with head_dim ", config.head_dim, (fp8 ? " and an fp8 cache" : "")));
+  }
+  LLM_CUDA_RETURN_IF_ERROR(
+      kernels::MakePrefillTensorMaps(b.k.get(), b.v.get(), b.max_blocks, config.num_kv_heads,
+                                     block_tokens, config.head_dim, &maps),
+      "tensor maps");
+  LLM_CUDA_RETURN_IF_ERROR(kernels::PrepareHopperPrefillAttention(config.head_dim),
+                           "Hopper prefill attention setup");
+  return &maps;
+}
+
+// The prefill attention kernels alone (kernels/attention/prefill_attention.h, and
+// prefill_attention_sm90.h on an H100/H200) for one model shape's heads: per prompt length, the
+// step that computes its last `chunk` tokens (the whole prompt when `chunk` is 0 or longer)
+// with the earlier ones cached, one sequence. TFLOP/s counts the two products' multiply-adds
+// the causal mask (and the sliding window) leaves, as FlashAttention's figures do.
 absl::Status RunPrefillShape(const std::string& shape, const std::vector<int32_t>& prompts,
-                             int32_t chunk, int32_t launches, bool fp8, nlohmann::json& cases) {
-  using runner::cuda::DeviceMemory;
+                             int32_t chunk, int32_t launches, bool fp8, const PrefillKernels& which,
+                             nlohmann::json& cases) {
   auto config = model::ShapeConfig(shape);
   if (!config.ok()) return config.status();
   const int32_t H = config->num_heads, KV = config->num_kv_heads, D = config->head_dim;
-  const int32_t window = config->sliding_window;
   if (!kernels::PrefillAttentionSupported(D, H, KV)) {
     return absl::InvalidArgumentError(absl::StrCat(shape, ": heads not supported"));
   }
   LLM_CUDA_RETURN_IF_ERROR(kernels::PreparePrefillAttention(D), "prefill attention setup");
   constexpr int32_t kBlockTokens = 16;
-  constexpr size_t kBf16 = sizeof(__nv_bfloat16), kI32 = sizeof(int32_t);
-  const int32_t max_prompt = *std::max_element(prompts.begin(), prompts.end());
-  const int32_t max_blocks = (max_prompt + kBlockTokens - 1) / kBlockTokens;
-  const int64_t cache_elems = int64_t{max_blocks} * KV * kBlockTokens * D;
-  const int64_t qkv_elems = int64_t{max_prompt} * (H + 2 * KV) * D;
-  const int32_t group = H / KV;
-  const size_t cache_bytes = fp8 ? 1 : kBf16;
-  DeviceMemory k, v, qkv, out, tables, chunks_dev, tiles_dev;
-  LLM_RETURN_IF_ERROR(k.Allocate(cache_elems * cache_bytes, "K cache"));
-  LLM_RETURN_IF_ERROR(v.Allocate(cache_elems * cache_bytes, "V cache"));
-  LLM_RETURN_IF_ERROR(qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
-  LLM_RETURN_IF_ERROR(out.Allocate(int64_t{max_prompt} * H * D * kBf16, "output"));
-  LLM_RETURN_IF_ERROR(tables.Allocate(int64_t{max_blocks} * kI32, "block table"));
-  LLM_RETURN_IF_ERROR(chunks_dev.Allocate(sizeof(kernels::PrefillChunk), "chunk"));
-  const int32_t max_tiles = kernels::MaxPrefillTiles(max_prompt, 1, group);
-  LLM_RETURN_IF_ERROR(
-      tiles_dev.Allocate(int64_t{max_tiles} * sizeof(kernels::PrefillTile), "tiles"));
-  LLM_RETURN_IF_ERROR(InitRandomCache(k, v, qkv, cache_elems, qkv_elems, fp8));
-  LLM_RETURN_IF_ERROR(UploadReversedTable(tables, max_blocks));
-  runner::cuda::Event start, stop;
-  LLM_RETURN_IF_ERROR(start.Create());
-  LLM_RETURN_IF_ERROR(stop.Create());
+  PrefillBuffers b;
+  LLM_RETURN_IF_ERROR(AllocatePrefill(H, KV, D, *std::max_element(prompts.begin(), prompts.end()),
+                                      kBlockTokens, fp8, b));
+  kernels::PrefillTensorMaps maps;
+  LLM_ASSIGN_OR_RETURN(const kernels::PrefillTensorMaps* hopper,
+                       HopperMaps(*config, b, kBlockTokens, fp8, which, maps));
   for (const int32_t prompt : prompts) {
     const int32_t tokens = chunk > 0 ? std::min(chunk, prompt) : prompt;
     const std::vector<kernels::PrefillChunk> chunks = {{0, tokens, 0, prompt - tokens}};
     std::vector<kernels::PrefillTile> tiles;
-    kernels::PlanPrefillTiles(chunks, group, tiles);
-    LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(chunks_dev.get(), chunks.data(),
+    kernels::PlanPrefillTiles(chunks, H / KV, tiles);
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.chunks.get(), chunks.data(),
                                         sizeof(kernels::PrefillChunk), cudaMemcpyHostToDevice),
                              "chunk");
     LLM_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(tiles_dev.get(), tiles.data(), tiles.size() * sizeof(kernels::PrefillTile),
+        cudaMemcpy(b.tiles.get(), tiles.data(), tiles.size() * sizeof(kernels::PrefillTile),
                    cudaMemcpyHostToDevice),
         "tiles");
     kernels::PrefillAttentionParams p{};
-    p.qkv = As<__nv_bfloat16>(qkv);
-    p.k_cache = k.get();
-    p.v_cache = v.get();
-    p.block_tables = As<int32_t>(tables);
-    p.max_blocks_per_seq = max_blocks;
-    p.chunks = As<kernels::PrefillChunk>(chunks_dev);
-    p.tiles = As<kernels::PrefillTile>(tiles_dev);
+    p.qkv = As<__nv_bfloat16>(b.qkv);
+    p.k_cache = b.k.get();
+    p.v_cache = b.v.get();
+    p.block_tables = As<int32_t>(b.tables);
+    p.max_blocks_per_seq = b.max_blocks;
+    p.chunks = As<kernels::PrefillChunk>(b.chunks);
+    p.tiles = As<kernels::PrefillTile>(b.tiles);
     p.num_tiles = static_cast<int32_t>(tiles.size());
-    p.out = As<__nv_bfloat16>(out);
+    p.out = As<__nv_bfloat16>(b.out);
     p.num_heads = H;
     p.num_kv_heads = KV;
     p.head_dim = D;
     p.block_tokens = kBlockTokens;
-    p.sliding_window = window;
+    p.sliding_window = config->sliding_window;
     p.scale = 1.0f / std::sqrt(static_cast<float>(D));
     p.kv = {fp8, 0.05f, 0.05f};
-    LLM_ASSIGN_OR_RETURN(const double seconds, TimeLaunches(launches, start, stop, [&] {
-                           return kernels::LaunchPrefillAttention(p, nullptr);
-                         }));
-    const double flops = 4.0 * KeysSeen(prompt, tokens, window) * H * D;
-    cases.push_back({{"shape", shape},
-                     {"heads", H},
-                     {"kv_heads", KV},
-                     {"head_dim", D},
-                     {"sliding_window", window},
-                     {"prompt", prompt},
-                     {"chunk_tokens", tokens},
-                     {"tiles", tiles.size()},
-                     {"kv_cache", fp8 ? "fp8" : "bf16"},
-                     {"us", seconds * 1e6},
-                     {"tflop_per_s", flops / seconds / 1e12}});
+    const nlohmann::json base = {{"shape", shape},
+                                 {"heads", H},
+                                 {"kv_heads", KV},
+                                 {"head_dim", D},
+                                 {"sliding_window", p.sliding_window},
+                                 {"prompt", prompt},
+                                 {"chunk_tokens", tokens},
+                                 {"tiles", tiles.size()},
+                                 {"kv_cache", fp8 ? "fp8" : "bf16"}};
+    const double flops = 4.0 * KeysSeen(prompt, tokens, p.sliding_window) * H * D;
+    LLM_RETURN_IF_ERROR(TimePrefillKernels(p, hopper, which, launches, tokens, flops, base, cases));
   }
   return absl::OkStatus();
 }
 
-// --prefill: every shape at every prompt length of --prompts.
+// --prefill: every shape at every prompt length of --prompts, on the kernels --kernel names.
 absl::Status RunPrefill(const FlagSet& flags, const std::vector<std::string>& shapes,
                         int32_t launches, bool fp8, nlohmann::json& cases) {
   const std::vector<int32_t> prompts = ParsePositiveInts(flags.GetString("prompts"));
@@ -318,9 +408,20 @@ absl::Status RunPrefill(const FlagSet& flags, const std::vector<std::string>& sh
   if (!chunk.ok() || *chunk < 0 || *chunk > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError("--chunk: a token count, or 0");
   }
+  const std::string kernel = flags.GetString("kernel");
+  PrefillKernels which;
+  if (kernel == "tiled") {
+    which.hopper = false;
+  } else if (kernel == "hopper") {
+    which.tiled = false;
+    which.hopper_required = true;
+  } else if (kernel != "both") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--kernel: '", kernel, "' is not tiled, hopper or both"));
+  }
   for (const std::string& shape : shapes) {
     LLM_RETURN_IF_ERROR(
-        RunPrefillShape(shape, prompts, static_cast<int32_t>(*chunk), launches, fp8, cases));
+        RunPrefillShape(shape, prompts, static_cast<int32_t>(*chunk), launches, fp8, which, cases));
   }
   return absl::OkStatus();
 }
@@ -342,7 +443,11 @@ int RunAttentionBench(const std::vector<std::string>& args) {
       .Value("chunk",
              "--prefill: time the step of the prompt's last CHUNK tokens, the rest cached (0: "
              "the whole prompt in one step)",
-             "0");
+             "0")
+      .Value("kernel",
+             "--prefill: tiled, hopper (wgmma and TMA, compute capability 9.0) or both (the "
+             "Hopper kernel where it can run, with its largest difference from the tiled one)",
+             "both");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto device = flags.GetInt("device");
   auto launches = flags.GetInt("launches");

@@ -259,6 +259,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["kv_blocks"] = info.sizes.kv_blocks;
   out["switches"] = CudaSwitchesJson(bo.cuda);
   out["gemv"] = bo.cuda.gemv && !bo.cuda.batch_invariant;  // as it ran
+  out["prefill_attention"] = info.prefill_attention;       // the kernel chosen at start
   out["gemm_tuning"] = {{"on", bo.cuda.gemm_tuning},
                         {"products_tuned", cuda_runner->gemms_tuned()},
                         {"algorithm_changed", cuda_runner->gemms_tuned_changed()}};

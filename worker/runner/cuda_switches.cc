@@ -9,7 +9,7 @@ namespace {
 
 using S = CudaSwitches;
 
-constexpr std::array<CudaSwitchSpec, 10> kSpecs = {{
+constexpr std::array<CudaSwitchSpec, 11> kSpecs = {{
     {"engine.cuda_graphs", "no-graphs", "cuda: replay decode steps from captured CUDA graphs",
      &S::graphs},
     {"engine.batch_invariant", "batch-invariant",
@@ -29,6 +29,11 @@ constexpr std::array<CudaSwitchSpec, 10> kSpecs = {{
      "cuda: prompt attention through the tiled tensor-core kernel; false: one block per prompt "
      "token (expected slower; kept to compare)",
      &S::tiled_prefill},
+    {"engine.cuda_hopper_prefill", "hopper-prefill",
+     "cuda: the tiled prompt attention through the Hopper kernel (wgmma and TMA) on a device of "
+     "compute capability 9.0, for head dims 64 and 128 and a bf16 cache; elsewhere, and when "
+     "false, the tiled kernel (off until measured on a device)",
+     &S::hopper_prefill},
     {"engine.cuda_tensor_core_decode", "no-tensor-core-decode",
      "cuda: decode attention on tensor cores for head dims 64 and 128; false: the CUDA-core "
      "kernel (kept to compare)",

@@ -29,6 +29,11 @@ struct CudaSwitches {
   int32_t gemv_split_rows_per_sm = 24;
   // Prompt attention through the tiled tensor-core kernel rather than one block per prompt row.
   bool tiled_prefill = true;
+  // The tiled prompt attention through the Hopper kernel (wgmma and TMA,
+  // kernels/attention/prefill_attention_sm90.h) where the device (compute capability 9.0), the
+  // head size (64, 128), the cache (bf16) and its block (a power of two, 8 or more) allow; the
+  // tiled kernel elsewhere. Off until a device run has measured it (docs/cuda.md).
+  bool hopper_prefill = false;
   // Decode attention on tensor cores where the head size allows (64, 128).
   bool tensor_core_decode = true;
   // RMSNorm and the residual add inside the GEMV products at a few rows (the same bits).

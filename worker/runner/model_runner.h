@@ -46,7 +46,10 @@ struct RunnerInfo {
   // request with penalties must compute them rather than find them in the prefix cache
   // (SchedulerConfig::penalties_from_prefill).
   bool penalties_from_prefill = false;
-  std::string device;      // "cpu (2 threads)", "NVIDIA H100 ..."
+  std::string device;  // "cpu (2 threads)", "NVIDIA H100 ..."
+  // The prompt attention kernel chosen at start: "hopper" (wgmma, TMA), "tiled" (mma.sync),
+  // "rows" (a block per prompt row); empty on the CPU.
+  std::string prefill_attention;
   std::string pci_bus_id;  // a GPU's, for the driver's counters (NVML); empty on the CPU
   uint64_t kv_cache_bytes = 0;
   uint64_t weight_bytes = 0;

@@ -353,6 +353,7 @@ absl::Status CudaModel::Attend(Pass& p, int l, bool last_sampled_only) {
     p.prefill.k_cache = p.kv.k[l];
     p.prefill.v_cache = p.kv.v[l];
     p.prefill.kv = p.kv.format[l];
+    p.prefill.tma = p.kv.prefill_maps.empty() ? nullptr : &p.kv.prefill_maps[l];
     if (last_sampled_only) {
       p.prefill.tiles = s.last_token_tiles;
       p.prefill.num_tiles = s.num_last_token_tiles;

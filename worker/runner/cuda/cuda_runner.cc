@@ -212,6 +212,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
                       model_->weights().bytes()));
   info_.sizes.kv_blocks = kv_.blocks;
   info_.kv_cache_bytes = kv_.bytes;
+  LLM_RETURN_IF_ERROR(ChoosePrefillAttention());
   sizes_.engine.kv_blocks = kv_.blocks;
   if (draft_ != nullptr) {
     LLM_RETURN_IF_ERROR(
@@ -314,6 +315,19 @@ absl::Status CudaRunner::CaptureGraph(const ForwardShape& s, GraphExec& out) {
   const cudaError_t inst = cudaGraphInstantiate(out.out(), graph, 0);
   cudaGraphDestroy(graph);
   LLM_CUDA_RETURN_IF_ERROR(inst, "graph instantiation");
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunner::ChoosePrefillAttention() {
+  const CudaSwitches& sw = options_.switches;
+  info_.prefill_attention = sw.tiled_prefill ? "tiled" : "rows";
+  if (!sw.tiled_prefill || !sw.hopper_prefill) return absl::OkStatus();
+  cudaDeviceProp prop{};
+  LLM_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, options_.device), "device properties");
+  LLM_ASSIGN_OR_RETURN(
+      const bool hopper,
+      BuildPrefillTensorMaps(config_, options_.sizes.block_tokens, prop.major, prop.minor, kv_));
+  if (hopper) info_.prefill_attention = "hopper";
   return absl::OkStatus();
 }
 

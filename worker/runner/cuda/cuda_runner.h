@@ -113,6 +113,9 @@ class CudaRunner : public ModelRunner {
   absl::Status Init(const model::TensorStore* store, const model::QuantScheme& quant, uint64_t seed,
                     const CudaDraftSource* draft);
   absl::Status AllocateStaging();
+  // The prompt attention kernel, once the KV cache exists: the Hopper kernel's tensor maps when
+  // engine.cuda_hopper_prefill is on and the device and shape allow it (info_.prefill_attention).
+  absl::Status ChoosePrefillAttention();
   absl::Status CaptureGraphs();
   // The draft model's passes of `shape` (with a draft), then its forward pass, on the stream.
   absl::Status EnqueueForwardPass(const ForwardShape& shape, KernelClock* clock = nullptr);

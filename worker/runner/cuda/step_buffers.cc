@@ -245,6 +245,11 @@ absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, const model
   }
   KvCache kv;
   LLM_RETURN_IF_ERROR(kv.memory.Allocate(static_cast<size_t>(blocks) * block_bytes, "KV cache"));
+  // On the legacy stream, which the runner's non-blocking stream does not wait for: synchronise.
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemset(kv.memory.get(), 0, static_cast<size_t>(blocks) * block_bytes),
+      "KV cache zeroing");
+  LLM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "KV cache zeroing");
   kv.k.resize(layers);
   kv.v.resize(layers);
   kv.format.resize(layers);
@@ -257,6 +262,29 @@ absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& c, const model
   kv.blocks = static_cast<int32_t>(blocks);
   kv.bytes = static_cast<uint64_t>(blocks) * block_bytes;
   return kv;
+}
+
+absl::StatusOr<bool> BuildPrefillTensorMaps(const model::ModelConfig& config, int32_t block_tokens,
+                                            int device_major, int device_minor, KvCache& kv) {
+  const bool fp8 = !kv.format.empty() && kv.format[0].fp8;
+  kv.prefill_maps.clear();
+  if (!kernels::HopperPrefillSupported(device_major, device_minor, config.head_dim, block_tokens,
+                                       fp8)) {
+    return false;
+  }
+  kv.prefill_maps.resize(kv.k.size());
+  cudaError_t err = cudaSuccess;
+  for (size_t l = 0; l < kv.k.size() && err == cudaSuccess; ++l) {
+    err = kernels::MakePrefillTensorMaps(kv.k[l], kv.v[l], kv.blocks, config.num_kv_heads,
+                                         block_tokens, config.head_dim, &kv.prefill_maps[l]);
+  }
+  if (err != cudaSuccess) {  // an old driver, or a cache past 32-bit rows: the tiled kernel
+    kv.prefill_maps.clear();
+    return false;
+  }
+  LLM_CUDA_RETURN_IF_ERROR(kernels::PrepareHopperPrefillAttention(config.head_dim),
+                           "Hopper prefill attention");
+  return true;
 }
 
 }  // namespace llm::runner::cuda

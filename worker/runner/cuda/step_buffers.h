@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/attention/prefill_attention_sm90.h"
 #include "kernels/paged_cache.h"
 #include "kernels/sampling/sampling.h"
 #include "worker/engine/engine_sizes.h"
@@ -145,6 +146,9 @@ struct KvCache {
   DeviceMemory memory;
   std::vector<void*> k, v;                     // per layer
   std::vector<kernels::KvCacheFormat> format;  // per layer
+  // Per layer, the Hopper prefill kernel's tensor maps of k and v (BuildPrefillTensorMaps);
+  // empty: the tiled kernel.
+  std::vector<kernels::PrefillTensorMaps> prefill_maps;
   int32_t blocks = 0;
   uint64_t bytes = 0;
 };
@@ -153,7 +157,9 @@ struct KvCache {
 // cache, two in bf16).
 int64_t KvBytesPerPosition(const model::ModelConfig& config, bool fp8);
 
-// A cache of `spec`'s dtype (an FP8 one holds twice the blocks in the same bytes).
+// A cache of `spec`'s dtype (an FP8 one holds twice the blocks in the same bytes), zeroed: every
+// element is finite before its first write (the Hopper prefill kernel copies whole blocks, and
+// multiplies the unwritten rows of a sequence's last block by a zero weight).
 // `requested_blocks` > 0: that many; else `memory_fraction` of the device memory free now.
 // Capped at `max_useful_blocks`. RESOURCE_EXHAUSTED (naming engine.kv_memory_fraction and the
 // weights' size, `weight_bytes`) when not even one block fits; INVALID_ARGUMENT when an FP8
@@ -162,6 +168,13 @@ absl::StatusOr<KvCache> AllocateKvCache(const model::ModelConfig& config,
                                         const model::KvCacheSpec& spec, int32_t block_tokens,
                                         int64_t requested_blocks, double memory_fraction,
                                         int64_t max_useful_blocks, size_t weight_bytes);
+
+// Fills kv.prefill_maps for a device of compute capability major.minor when the Hopper prefill
+// kernel supports the shape (kernels::HopperPrefillSupported) and allows the kernel its shared
+// memory; returns whether it did (false leaves them empty: the tiled kernel, also when the
+// driver cannot make the maps).
+absl::StatusOr<bool> BuildPrefillTensorMaps(const model::ModelConfig& config, int32_t block_tokens,
+                                            int device_major, int device_minor, KvCache& kv);
 
 }  // namespace llm::runner::cuda
 

@@ -57,6 +57,7 @@ struct WorkerSetup {
   int32_t kv_blocks = 1024;
   bool kv_on_demand = true;
   bool tiled_prefill = true;
+  bool hopper_prefill = false;  // engine.cuda_hopper_prefill (the tiled kernel off Hopper)
   bool pdl = false;
   bool fused_norm = true;
   bool last_layer_sampled_rows = true;
@@ -79,6 +80,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.cuda.graphs = s.graphs;
   o.cuda.batch_invariant = s.batch_invariant;
   o.cuda.tiled_prefill = s.tiled_prefill;
+  o.cuda.hopper_prefill = s.hopper_prefill;
   o.cuda.pdl = s.pdl;
   o.cuda.fused_norm = s.fused_norm;
   o.cuda.last_layer_sampled_rows = s.last_layer_sampled_rows;
