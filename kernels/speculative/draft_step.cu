@@ -68,9 +68,8 @@ __global__ void __launch_bounds__(kPickThreads) DraftPickKernel(DraftPickParams 
 cudaError_t LaunchDraftRows(const DraftRowsParams& p, cudaStream_t stream) {
   const int32_t rows = DraftRows(p);
   if (rows <= 0) return cudaSuccess;
-  if (p.round != kDraftPromptPass &&
-      (p.slots.proposals == nullptr || p.slots.num_proposals == nullptr ||
-       p.decode_draft == nullptr || p.decode_limit == nullptr)) {
+  if (p.round >= 0 && (p.slots.proposals == nullptr || p.slots.num_proposals == nullptr ||
+                       p.decode_draft == nullptr || p.decode_limit == nullptr)) {
     return cudaErrorInvalidValue;
   }
   return Launch(DraftRowsKernel, rows, 128, 0, stream, p);

@@ -18,6 +18,11 @@
 //     acceptance, never correctness: verification decides every token;
 //   - round r = 1 .. group - 2: one row per decoding slot, proposal r - 1 at pos + r, whose
 //     argmax is proposal r, while the slot's allowance (SlotAllowance, as every proposer) lasts.
+//   - the catch-up pass (round kDraftCatchUp), in a decode step that does not verify (group 1:
+//     the policy's choice, no allowance left, or too many rows): round 0's two rows per decoding
+//     slot, up to the last layer's K/V write, no pick. After a verification only pos - 1 and pos
+//     can be new, after a plain step only pos: the draft's cache keeps every position, and
+//     speculation resumes at full acceptance.
 // A row that stands for nothing (no slot, a finished slot, a slot past its allowance) is a
 // padding row (slot -1: no K/V, no attention). Proposals are the draft's argmax for every
 // request: verification is sample-and-compare (verify.h), which keeps a sampled request's
@@ -36,9 +41,12 @@
 namespace llm::kernels {
 
 inline constexpr int32_t kDraftPromptPass = -1;
+inline constexpr int32_t kDraftCatchUp = -3;  // (-2 is ForwardShape::kNotDraft)
 
 // Rows per decoding slot in a round.
-__host__ __device__ inline int32_t DraftRowsPerSlot(int32_t round) { return round == 0 ? 2 : 1; }
+__host__ __device__ inline int32_t DraftRowsPerSlot(int32_t round) {
+  return round == 0 || round == kDraftCatchUp ? 2 : 1;
+}
 
 struct DraftRowsParams {
   // The prompt pass: the step's prompt rows (upload; padding rows have slot -1), then padding
@@ -54,7 +62,7 @@ struct DraftRowsParams {
   const int32_t* decode_draft;
   const int32_t* decode_limit;
   int32_t num_decode;  // decode entries (the bucket)
-  int32_t round;       // kDraftPromptPass, or the round
+  int32_t round;       // kDraftPromptPass, kDraftCatchUp, or the round
   DeviceSlots slots;   // the target's: reads pos, last_token, done, history, proposals
   int32_t vocab;
   // The draft's row tables and residual stream.
@@ -90,7 +98,7 @@ __host__ __device__ inline DraftRow DraftRowAt(const DraftRowsParams& p, int32_t
   const DeviceSlots& s = p.slots;
   if (slot < 0 || s.done[slot]) return {};
   const int32_t pos = s.pos[slot];
-  if (p.round == 0) {
+  if (p.round == 0 || p.round == kDraftCatchUp) {
     if (j == 1) return {slot, pos, s.last_token[slot]};
     const int32_t at = pos - 1;
     const int32_t from = s.history_from != nullptr ? s.history_from[slot] : 0;

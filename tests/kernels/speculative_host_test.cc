@@ -468,7 +468,9 @@ class DraftLoop {
  public:
   static constexpr int32_t kSlots = 2, kK = 4, kMaxTokens = 50;
 
-  explicit DraftLoop(int32_t wrong_every) : wrong_every_(wrong_every), slots_(kSlots) {
+  // Every `plain_every`-th step (0: none) decodes without verifying: the catch-up pass alone.
+  DraftLoop(int32_t wrong_every, int32_t plain_every = 0)
+      : wrong_every_(wrong_every), plain_every_(plain_every), slots_(kSlots) {
     for (int32_t s = 0; s < kSlots; ++s) cache_[s].assign(HostSlots::kStride, -1);
   }
 
@@ -486,7 +488,7 @@ class DraftLoop {
       fed.push_back(row);
       if (row.slot >= 0) cache_[row.slot][row.pos] = row.token;
     }
-    if (p.round == kDraftPromptPass) return;
+    if (p.round < 0) return;  // the prompt and catch-up passes pick nothing
     const DraftPickParams pick{nullptr,        11,           11,      p.decode_list, p.decode_draft,
                                p.decode_limit, p.num_decode, p.round, p.slots};
     const int32_t per = DraftRowsPerSlot(p.round);
@@ -541,7 +543,13 @@ class DraftLoop {
     for (int steps = 0; slots_.done[0] == 0 || slots_.done[1] == 0; ++steps) {
       EXPECT_LT(steps, 200);
       if (steps >= 200) break;
-      for (p.round = 0; p.round < kK; ++p.round) Pass(p);
+      if (plain_every_ > 0 && steps % plain_every_ == plain_every_ - 1) {
+        p.round = kDraftCatchUp;
+        Pass(p);
+        for (int32_t s = 0; s < kSlots; ++s) slots_.num_proposals[s] = 0;
+      } else {
+        for (p.round = 0; p.round < kK; ++p.round) Pass(p);
+      }
       Verify(seq, proposed, accepted);
       for (int32_t s = 0; s < kSlots; ++s) {
         // The draft has seen every position before the new pos - 1.
@@ -582,30 +590,36 @@ class DraftLoop {
   }
 
   int32_t wrong_every_;
+  int32_t plain_every_;
   HostSlots slots_;
   std::array<std::vector<int32_t>, kSlots> cache_;
 };
 
+// With steps that decode without verifying between them (every second or third), the catch-up
+// pass keeps the cache whole: the draft that is the model still has every proposal stand.
 TEST(DraftStepTest, TwoCatchUpRowsKeepTheDraftsCacheAndTheGreedyIds) {
-  for (const int32_t wrong_every : {0, 3}) {
-    std::vector<std::vector<int32_t>> plain(DraftLoop::kSlots);
-    const std::vector<std::vector<int32_t>> prompts = {{0, 1, 2, 3, 1}, {2, 2, 5, 1, 0, 3, 3, 1}};
-    for (int32_t s = 0; s < DraftLoop::kSlots; ++s) {
-      plain[s] = prompts[s];
-      for (int32_t i = 0; i < DraftLoop::kMaxTokens; ++i) plain[s].push_back(NextToken(plain[s]));
-    }
-    DraftLoop loop(wrong_every);
-    int32_t proposed = 0, accepted = 0;
-    const auto seq = loop.Run(&proposed, &accepted);
-    for (int32_t s = 0; s < DraftLoop::kSlots; ++s) {
-      EXPECT_EQ(seq[s], plain[s]) << "slot " << s << " wrong every " << wrong_every;
-    }
-    EXPECT_GT(proposed, 20);
-    if (wrong_every == 0) {
-      EXPECT_EQ(accepted, proposed);  // the draft is the model: every proposal stands
-    } else {
-      EXPECT_GT(accepted, 0);
-      EXPECT_LT(accepted, proposed);
+  for (const int32_t plain_every : {0, 2, 3}) {
+    SCOPED_TRACE(plain_every);
+    for (const int32_t wrong_every : {0, 3}) {
+      std::vector<std::vector<int32_t>> plain(DraftLoop::kSlots);
+      const std::vector<std::vector<int32_t>> prompts = {{0, 1, 2, 3, 1}, {2, 2, 5, 1, 0, 3, 3, 1}};
+      for (int32_t s = 0; s < DraftLoop::kSlots; ++s) {
+        plain[s] = prompts[s];
+        for (int32_t i = 0; i < DraftLoop::kMaxTokens; ++i) plain[s].push_back(NextToken(plain[s]));
+      }
+      DraftLoop loop(wrong_every, plain_every);
+      int32_t proposed = 0, accepted = 0;
+      const auto seq = loop.Run(&proposed, &accepted);
+      for (int32_t s = 0; s < DraftLoop::kSlots; ++s) {
+        EXPECT_EQ(seq[s], plain[s]) << "slot " << s << " wrong every " << wrong_every;
+      }
+      EXPECT_GT(proposed, 20);
+      if (wrong_every == 0) {
+        EXPECT_EQ(accepted, proposed);  // the draft is the model: every proposal stands
+      } else {
+        EXPECT_GT(accepted, 0);
+        EXPECT_LT(accepted, proposed);
+      }
     }
   }
 }

@@ -42,6 +42,11 @@ absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
         kField, ": the draft's head_dim ", c.head_dim, " with ", c.num_heads, " query and ",
         c.num_kv_heads, " key/value heads is not supported by the CUDA runner"));
   }
+  if (c.vocab_size != target_config.vocab_size) {  // its proposals are the target's ids
+    return absl::InvalidArgumentError(absl::StrCat(kField, ": the draft's vocabulary (",
+                                                   c.vocab_size, ") is not the target's (",
+                                                   target_config.vocab_size, ")"));
+  }
   std::unique_ptr<CudaDraft> d(new CudaDraft());
   CudaModelOptions o = options;
   o.oracle = false;
@@ -125,9 +130,20 @@ ForwardShape CudaDraft::RoundShape(const ForwardShape& target, int32_t round) {
   return s;
 }
 
+ForwardShape CudaDraft::CatchUpShape(const ForwardShape& target) {
+  ForwardShape s;
+  s.rows = s.decode_rows = target.decode_rows * kernels::DraftRowsPerSlot(kernels::kDraftCatchUp);
+  s.sample_rows = 0;  // no head: the last layer stops after K/V
+  s.draft_round = kernels::kDraftCatchUp;
+  return s;
+}
+
 absl::Status CudaDraft::Enqueue(const ForwardShape& target, cudaStream_t stream) {
   if (target.prefill_rows > 0) {
     LLM_RETURN_IF_ERROR(model_->Forward(PromptShape(target), sizes_, buffers_, kv_, stream));
+  }
+  if (target.group == 1 && target.decode_rows > 0) {
+    return model_->Forward(CatchUpShape(target), sizes_, buffers_, kv_, stream);
   }
   for (int32_t round = 0; round + 1 < target.group; ++round) {
     LLM_RETURN_IF_ERROR(model_->Forward(RoundShape(target, round), sizes_, buffers_, kv_, stream));

@@ -47,7 +47,8 @@ class CudaDraft {
   const model::ModelConfig& config() const { return model_->config(); }
 
   // The draft's passes of the target step `target` (its ForwardShape), enqueued on `stream`:
-  // the prompt pass when the step has prompt rows, the rounds when it verifies (group > 1).
+  // the prompt pass when the step has prompt rows, the rounds when it verifies (group > 1), the
+  // catch-up pass when it decodes without verifying.
   absl::Status Enqueue(const ForwardShape& target, cudaStream_t stream);
 
  private:
@@ -55,6 +56,7 @@ class CudaDraft {
   // The passes' shapes, from the target step's.
   static ForwardShape PromptShape(const ForwardShape& target);
   static ForwardShape RoundShape(const ForwardShape& target, int32_t round);
+  static ForwardShape CatchUpShape(const ForwardShape& target);
 
   std::unique_ptr<CudaModel> model_;
   StepSizes sizes_;

@@ -64,7 +64,8 @@ struct ForwardShape {
   const int32_t* decode_draft = nullptr;
   const int32_t* decode_limit = nullptr;  // each one's KV blocks * block_tokens
   // A draft model's pass (cuda_draft.h; kernels/speculative/draft_step.h): kNotDraft for the
-  // target's, kernels::kDraftPromptPass for the prompt rows (no head), or a round, whose rows
+  // target's, kernels::kDraftPromptPass for the prompt rows and kernels::kDraftCatchUp for a
+  // step's decode rows that do not verify (no head, either), or a round, whose rows
   // come from LaunchDraftRows and whose head's argmax becomes the slots' next proposal
   // (LaunchDraftPick) instead of a sample.
   int32_t draft_round = kNotDraft;
