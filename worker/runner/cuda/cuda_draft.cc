@@ -83,17 +83,16 @@ absl::StatusOr<std::unique_ptr<CudaDraft>> CudaDraft::Create(
   return d;
 }
 
-absl::Status CudaDraft::AllocateCache(int32_t block_tokens, int32_t blocks, cudaStream_t stream) {
+absl::Status CudaDraft::AllocateCache(int32_t block_tokens, int32_t blocks) {
   auto kv = AllocateKvCache(model_->config(), model::KvCacheSpec{}, block_tokens, blocks, 1.0,
                             blocks, model_->weights().bytes());
   if (!kv.ok()) {
     return absl::Status(kv.status().code(),
                         absl::StrCat(kField, ": the draft's KV cache: ", kv.status().message()));
   }
+  // Zeroed by AllocateKvCache: a position the draft never wrote is finite (costs acceptance,
+  // not a NaN).
   kv_ = *std::move(kv);
-  // Zeros, so a position the draft never wrote is finite (costs acceptance, not a NaN).
-  LLM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(kv_.memory.get(), 0, kv_.bytes, stream),
-                           "draft KV cache");
   if (kv_.blocks != blocks) {
     return absl::ResourceExhaustedError(absl::StrCat(kField, ": the draft's KV cache holds ",
                                                      kv_.blocks, " blocks, not the ", blocks,

@@ -39,8 +39,8 @@ class CudaDraft {
       const model::ModelConfig& target_config, const StepSizes& target, const StepBuffers& shared,
       const std::vector<int32_t>& buckets, cudaStream_t stream);
 
-  // The cache: `blocks` blocks of `block_tokens` positions, bf16, zeroed on `stream`.
-  absl::Status AllocateCache(int32_t block_tokens, int32_t blocks, cudaStream_t stream);
+  // The cache: `blocks` blocks of `block_tokens` positions, bf16, zeroed (AllocateKvCache).
+  absl::Status AllocateCache(int32_t block_tokens, int32_t blocks);
   uint64_t weight_bytes() const { return model_->weights().bytes(); }
   uint64_t kv_cache_bytes() const { return kv_.bytes; }
   // The draft's config (its cache is bf16: KvBytesPerPosition(config(), false) a position).

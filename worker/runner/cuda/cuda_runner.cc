@@ -215,8 +215,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   LLM_RETURN_IF_ERROR(ChoosePrefillAttention());
   sizes_.engine.kv_blocks = kv_.blocks;
   if (draft_ != nullptr) {
-    LLM_RETURN_IF_ERROR(
-        draft_->AllocateCache(options_.sizes.block_tokens, kv_.blocks, stream_.get()));
+    LLM_RETURN_IF_ERROR(draft_->AllocateCache(options_.sizes.block_tokens, kv_.blocks));
     info_.kv_cache_bytes += draft_->kv_cache_bytes();
   }
 
