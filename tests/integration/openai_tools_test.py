@@ -160,7 +160,7 @@ def calls_in_every_mode(client, fmt):
     turn = MESSAGES + [first.choices[0].message.model_dump(exclude_none=True)] + [
         {"role": "tool", "tool_call_id": c.id, "content": "18 C, sunny"} for c in calls]
     second = client.chat.completions.create(model=model, messages=turn, tools=TOOLS,
-                                            tool_choice="none", max_tokens=8)
+                                            tool_choice="none", max_tokens=8, seed=1)
     m = second.choices[0]
     check(m.finish_reason == "length" and not m.message.tool_calls and m.message.content,
           f"{fmt}: a second turn with {len(calls)} tool results answers in text")
