@@ -17,6 +17,9 @@
 #   build-gpu-bundle/session.sh prefill   # ~2 min: TTFT, the prefill stall, chunk sizes (13),
 #                                         #   the prefill attention kernel's TFLOP/s and the
 #                                         #   16k stall paced and not (31)
+#   build-gpu-bundle/session.sh elementwise # ~4 min: issue 31 item 2's tests, then a 4k
+#                                         #   prompt's kernel classes with the residual add in
+#                                         #   cuBLASLt's products and without
 #   build-gpu-bundle/session.sh gemv      # the GEMV's split: its tests under racecheck and
 #                                         #   memcheck, batch-1 steps at four settings, targets
 #   build-gpu-bundle/session.sh fp8-lease # issue 29 in one call (~4 min on an H200): every GPU
@@ -509,6 +512,20 @@ case "$phase" in
     bench llama-3.1-8b-ttft-hopper 120 "${ttft[@]}" --hopper-prefill
     bench llama-3.1-8b-ttft-tiled 120 "${ttft[@]}"
     ;;
+  elementwise)
+    # Issue 31, item 2: the prompt step's elementwise kernels (vector RoPE/KV and SiLU) and the
+    # residual add inside cuBLASLt's o and down products: their tests, then a 4k prompt's steps
+    # by kernel class (kernels_prefill: norms, rope_kv, other) with the add in the products and
+    # through the delta buffer, on the same device.
+    step elementwise-tests 150 "${run[@]}" kernels_test \
+      --gtest_filter='SiluMul*:RopeKv*:GemvFusionTest.*:GemmFp8Test.CublasLt*'
+    step elementwise-runner 120 "${run[@]}" cuda_runner_test \
+      --gtest_filter='CudaRunnerTest.GemmResidual*:CudaRunnerTest.FusedNorm*:CudaRunnerTest.Golden*'
+    kern=(--model random:llama-3-8b --slots 8 --ttft-prompts 4096 --ttft-runs 2 --stall-prompt 0
+      --kernels)
+    bench llama-3-8b-prompt-kernels 150 "${kern[@]}"
+    bench llama-3-8b-prompt-kernels-delta 150 "${kern[@]}" --no-gemm-residual
+    ;;
   prefill)
     bench llama-3-8b-ttft 150 --model random:llama-3-8b --slots 64 --ttft-prompts 1024,4096 \
       --stall-prompt 0
@@ -533,7 +550,8 @@ case "$phase" in
       --ttft-prompts 16384 --stall-prompt 16384 --max-decode-slowdown 0
     ;;
   *)
-    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, hopper, gemv," \
+    echo "unknown phase $phase (lease, targets, check, decode, compare, prefill, hopper," \
+      "elementwise, gemv," \
       "fp8-lease, fp8-probe, fp8-final, fp8-kv, kv-lease, kv-rerun, kv-prefetch, qwen3," \
       "structured or speculative)" >&2
     exit 2

@@ -68,11 +68,12 @@ struct GemmArgs {
   int32_t in;
   int32_t out;
   GemmOut out_type;
-  // Fused work (GEMV path only, where FusesEpilogue says so). A prologue: x is ignored and
-  // RMSNorm(norm->x) * norm->weight is the input (gemv.h, norm prologue; with silu_mul or
-  // rope_kv).
+  // Fused work (the GEMV path, where FusesEpilogue says so; accumulate on cuBLASLt too). A
+  // prologue: x is ignored and RMSNorm(norm->x) * norm->weight is the input (gemv.h, norm prologue;
+  // with silu_mul or rope_kv).
   const NormInput* norm = nullptr;
-  // kF32 output without another epilogue: y += the product (+ bias), the residual add.
+  // kF32 output without another epilogue: y += the product (+ bias), the residual add. Also on
+  // cuBLASLt (beta = 1, y both C and D), so at any row count (CublasLtAccumulates).
   bool accumulate = false;
   // Epilogues (at most one):
   // the MLP's gate/up product with SiLU-and-multiply (gemv.h, gated): w has 2 * out rows and
@@ -121,10 +122,18 @@ class Gemm {
   int tuned() const { return tuned_; }
   int Run(const GemmArgs& args, cudaStream_t stream);
   // Whether Run takes `args` with its fused work (norm, accumulate, silu_mul or rope_kv): the
-  // GEMV path (few rows, not batch-invariant). Otherwise the caller runs LaunchRmsNorm, the plain
-  // product and then the residual add (LaunchRmsNorm's delta), LaunchSiluMul or LaunchRopeKv
-  // (the same bits).
+  // GEMV path (few rows, not batch-invariant), or cuBLASLt for accumulate alone
+  // (CublasLtAccumulates). Otherwise the caller runs LaunchRmsNorm, the plain product and then
+  // the residual add (LaunchRmsNorm's delta), LaunchSiluMul or LaunchRopeKv (the same bits).
   bool FusesEpilogue(const GemmArgs& args) const;
+  // Whether the GEMV kernel runs `args` (the rest run on cuBLASLt).
+  bool OnGemv(const GemmArgs& args) const { return GemvTakes(args); }
+  // Whether cuBLASLt takes `args`' accumulate: no other fused work, an fp32 output, and its
+  // input (x, or xq for an FP8 weight). y is then read as C with beta = 1 and written in place:
+  // each element is the fp32 sum fma(1, y, product + bias), the bits of the product into a delta
+  // buffer followed by the norm's x + delta where cuBLASLt reduces within one block (always in
+  // batch-invariant mode); a split-K algorithm may round its partial sums differently.
+  bool CublasLtAccumulates(const GemmArgs& args) const;
   // Whether Run takes `args` (an FP8 weight's product) through cuBLASLt, with args.xq as its
   // input, rather than through the GEMV with bf16 x.
   bool WantsFp8Input(const GemmArgs& args) const;

@@ -158,19 +158,29 @@ TEST(GatherRowsKernelTest, BadTablesAndRowSizesAreRefused) {
   EXPECT_EQ(LaunchGatherRows(p, 0), cudaSuccess);  // nothing to gather
 }
 
+// The eight-a-thread kernel (inter % 8 == 0, 16-byte aligned rows: 8, 96, 14,336; rows past
+// the grid's 65,535 strided) and the one-a-thread kernel (1, 100, and an output one element off
+// alignment) against the reference, and each other's bits.
 TEST(SiluMulKernelTest, MatchesReference) {
   LLM_REQUIRE_GPU();
-  for (int inter : {1, 96, 14336}) {
-    for (int rows : {1, 7, 33}) {
-      const auto gu = RandomFloats(size_t(rows) * 2 * inter, 5, -6, 6);
-      DeviceBuffer<__nv_bfloat16> d_gu(ToBf16Vector(gu)), d_out(size_t(rows) * inter);
-      LLM_CUDA_OK(LaunchSiluMul({d_gu.get(), d_out.get(), rows, inter}, 0));
-      std::vector<float> ref(size_t(rows) * inter);
-      runner::SiluMul(gu.data(), ref.data(), rows, inter);
-      const auto out = FromBf16Vector(d_out.Download());
-      for (size_t i = 0; i < ref.size(); ++i) {
-        ASSERT_NEAR(out[i], ref[i], std::fabs(ref[i]) / 128 + 1e-5) << i;  // bf16 output
-      }
+  struct Shape {
+    int rows, inter;
+  };
+  for (const Shape c : {Shape{1, 1}, Shape{7, 100}, Shape{33, 8}, Shape{1, 96}, Shape{7, 14336},
+                        Shape{33, 14336}, Shape{70001, 8}}) {
+    const int rows = c.rows, inter = c.inter;
+    const auto gu = RandomFloats(size_t(rows) * 2 * inter, 5, -6, 6);
+    DeviceBuffer<__nv_bfloat16> d_gu(ToBf16Vector(gu)), d_out(size_t(rows) * inter),
+        d_odd(size_t(rows) * inter + 1);
+    LLM_CUDA_OK(LaunchSiluMul({d_gu.get(), d_out.get(), rows, inter}, 0));
+    LLM_CUDA_OK(LaunchSiluMul({d_gu.get(), d_odd.get() + 1, rows, inter}, 0));  // unaligned
+    std::vector<float> ref(size_t(rows) * inter);
+    runner::SiluMul(gu.data(), ref.data(), rows, inter);
+    const auto out = FromBf16Vector(d_out.Download());
+    const auto odd = FromBf16Vector(d_odd.Download());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_NEAR(out[i], ref[i], std::fabs(ref[i]) / 128 + 1e-5) << i;  // bf16 output
+      ASSERT_EQ(odd[i + 1], out[i]) << rows << "x" << inter << " " << i;
     }
   }
 }

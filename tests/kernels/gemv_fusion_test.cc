@@ -1,7 +1,8 @@
 // The GEMV's norm prologue and accumulate epilogue (gemv.h) against the kernels they replace:
 // LaunchRmsNorm followed by the product, and the product followed by LaunchRmsNorm's residual
 // add. Both must leave the same bits, so the tolerance is zero: every element is compared bit
-// for bit. (The RoPE/KV mode with the norm prologue is in rope_attention_test.cc.)
+// for bit. cuBLASLt's accumulate (beta = 1, the prompt steps' residual add) likewise, bit for bit
+// in batch-invariant mode. (The RoPE/KV mode with the norm prologue is in rope_attention_test.cc.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -209,6 +210,72 @@ TEST(GemvFusionTest, AccumulateIsTheProductThenTheResidualAdd) {
         EXPECT_EQ(DifferingElements(xn_a.Download(), xn_b.Download()), 0) << what;
       }
     }
+  }
+}
+
+// Above the GEMV's rows cuBLASLt takes the residual add (beta = 1, y read as C and written in
+// place): the product into a delta buffer followed by LaunchRmsNorm's x + delta leaves the same
+// residual stream and norm output, bit for bit in batch-invariant mode (no split-K) and within
+// fp32 rounding of the sum with cuBLASLt's own choice; other fused work stays refused.
+TEST(GemvFusionTest, CublasLtAccumulateIsTheProductThenTheResidualAdd) {
+  LLM_REQUIRE_GPU();
+  for (const bool invariant : {true, false}) {
+    Gemm gemm;
+    LLM_CUDA_OK(gemm.Init({.batch_invariant = invariant}));
+    for (const int rows : {kGemvMaxRows + 1, 64, 300}) {
+      for (auto [in, out] : {std::pair{264, 1000}, std::pair{4096, 2048}}) {
+        for (const bool with_bias : {false, true}) {
+          const auto x = RandomFloats(size_t(rows) * in, 80 + rows);
+          const auto w = RandomFloats(size_t(out) * in, 81, -0.2f, 0.2f);
+          const auto bias = RandomFloats(out, 82);
+          const auto residual = ResidualFloats(size_t(rows) * out, 83 + rows, 3.0f);
+          const auto gamma = RandomFloats(out, 84, 0.5f, 1.5f);
+          DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
+              d_gamma(ToBf16Vector(gamma)), xn_a(size_t(rows) * out), xn_b(size_t(rows) * out);
+          DeviceBuffer<float> d_bias(bias), delta(size_t(rows) * out), res_a(residual),
+              res_b(residual);
+          const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
+          const GemmArgs plain{d_x.get(), d_w.get(), b, delta.get(), rows, in, out, GemmOut::kF32};
+          GemmArgs acc = plain;
+          acc.y = res_b.get();
+          acc.accumulate = true;
+          const std::string what = std::to_string(rows) + "x" + std::to_string(in) + "x" +
+                                   std::to_string(out) + (with_bias ? ", bias" : "") +
+                                   (invariant ? ", invariant" : "");
+          ASSERT_FALSE(gemm.OnGemv(acc)) << what;
+          ASSERT_TRUE(gemm.CublasLtAccumulates(acc)) << what;
+          ASSERT_TRUE(gemm.FusesEpilogue(acc)) << what;
+          EXPECT_EQ(gemm.Run(plain, 0), 0) << what;
+          LLM_CUDA_OK(LaunchRmsNorm(
+              {res_a.get(), delta.get(), d_gamma.get(), xn_a.get(), nullptr, rows, out, 1e-5f}, 0));
+          EXPECT_EQ(gemm.Run(acc, 0), 0) << what;
+          LLM_CUDA_OK(LaunchRmsNorm(
+              {res_b.get(), nullptr, d_gamma.get(), xn_b.get(), nullptr, rows, out, 1e-5f}, 0));
+          LLM_CUDA_OK(cudaDeviceSynchronize());
+          const auto a = res_a.Download(), bsum = res_b.Download();
+          if (invariant) {
+            EXPECT_EQ(DifferingElements(a, bsum), 0) << what;
+            EXPECT_EQ(DifferingElements(xn_a.Download(), xn_b.Download()), 0) << what;
+            continue;
+          }
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_NEAR(bsum[i], a[i], 1e-5f * (std::fabs(a[i]) + 1.0f)) << what << " " << i;
+          }
+        }
+      }
+    }
+    // Other fused work, or a bf16 output, stays the GEMV's alone.
+    DeviceBuffer<__nv_bfloat16> x(size_t(64) * 256), w(size_t(64) * 256), y16(size_t(64) * 64);
+    DeviceBuffer<float> y32(size_t(64) * 64);
+    GemmArgs bf16_out{x.get(), w.get(), nullptr, y16.get(), 64, 256, 64, GemmOut::kBf16};
+    bf16_out.accumulate = true;
+    EXPECT_FALSE(gemm.FusesEpilogue(bf16_out));
+    EXPECT_NE(gemm.Run(bf16_out, 0), 0);
+    GemmArgs gated{x.get(), w.get(), nullptr, y32.get(), 64, 256, 32, GemmOut::kF32};
+    gated.accumulate = true;
+    gated.silu_mul = true;
+    EXPECT_FALSE(gemm.FusesEpilogue(gated));
+    EXPECT_NE(gemm.Run(gated, 0), 0);
   }
 }
 

@@ -2,8 +2,10 @@
 // order, gives the CPU reference's rotation (runner::ApplyRope) and the paged K/V write; and the
 // q/k/v GEMV's RoPE/KV mode maps its warps onto the same pairs.
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/fp8.h"
@@ -171,6 +173,69 @@ TEST(RopeKvItemsTest, AnFp8CacheGetsTheReferencesRounding) {
       }
     }
   }
+}
+
+// The vector items (eight elements of a row each, RopeKvVectorItem) leave exactly the bytes the
+// one-element items leave: q rotated in place, and the K and V caches, bf16 or E4M3; every
+// element is covered once (the rest of the cache stays as filled).
+TEST(RopeKvItemsTest, VectorItemsLeaveTheBitsOfTheScalarItems) {
+  struct Shape {
+    int32_t rows, head_dim, heads, kv_heads;
+  };
+  for (const bool fp8 : {false, true}) {
+    for (const Shape c :
+         {Shape{1, 8, 2, 1}, Shape{7, 128, 32, 8}, Shape{3, 64, 14, 2}, Shape{5, 16, 8, 8}}) {
+      const int32_t D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
+      std::mt19937 rng(static_cast<uint32_t>(D * 17 + c.rows + fp8));
+      const RopeSetup g(c.rows, D, 200, rng, [](int32_t r) { return (r * 41 + 9) % 197; });
+      std::normal_distribution<float> normal(0.0f, 2.0f);
+      std::vector<float> qkv(static_cast<size_t>(c.rows) * width);
+      for (float& x : qkv) x = normal(rng);
+      const size_t cache_bytes = size_t(g.num_blocks) * KV * RopeSetup::kBlockTokens * D * 2;
+      std::vector<__nv_bfloat16> q_scalar = Bf16(qkv), q_vector = q_scalar;
+      // Filled with a byte no item writes on its own, so a missed or stray element shows.
+      std::vector<uint8_t> k_scalar(cache_bytes, 0x5a), v_scalar = k_scalar, k_vector = k_scalar,
+                                                        v_vector = k_scalar;
+      RopeKvParams a =
+          g.Params(q_scalar.data(), k_scalar.data(), v_scalar.data(), c.rows, H, KV, D);
+      RopeKvParams b =
+          g.Params(q_vector.data(), k_vector.data(), v_vector.data(), c.rows, H, KV, D);
+      a.kv = b.kv = {fp8, 0.03f, 0.02f};
+      ASSERT_EQ(RopeKvVectorItems(b) * 8, width);
+      for (int32_t r = 0; r < c.rows; ++r) {
+        for (int32_t k = 0; k < RopeKvItems(a); ++k) RopeKvItem(a, r, k);
+        for (int32_t k = RopeKvVectorItems(b) - 1; k >= 0; --k) RopeKvVectorItem(b, r, k);
+      }
+      const std::string what = std::to_string(D) + "/" + std::to_string(H) + "/" +
+                               std::to_string(KV) + (fp8 ? " fp8" : " bf16");
+      EXPECT_EQ(std::memcmp(q_scalar.data(), q_vector.data(), q_scalar.size() * 2), 0) << what;
+      EXPECT_EQ(k_scalar, k_vector) << what;
+      EXPECT_EQ(v_scalar, v_vector) << what;
+    }
+  }
+}
+
+// The vector kernel runs only where its loads and stores fall on their own sizes.
+TEST(RopeKvItemsTest, VectorItemsNeedHeadSizesOfEightsAndAlignedBuffers) {
+  alignas(16) static float table[64];
+  alignas(16) static __nv_bfloat16 buffer[64];
+  RopeKvParams p{};
+  p.qkv = buffer;
+  p.cos_table = p.sin_table = table;
+  p.k_cache = p.v_cache = buffer;
+  p.head_dim = 64;
+  EXPECT_TRUE(RopeKvVectorsFit(p));
+  p.head_dim = 12;
+  EXPECT_FALSE(RopeKvVectorsFit(p));
+  p.head_dim = 64;
+  p.qkv = buffer + 4;  // 8 bytes off
+  EXPECT_FALSE(RopeKvVectorsFit(p));
+  p.qkv = buffer;
+  p.v_cache = buffer + 1;
+  EXPECT_FALSE(RopeKvVectorsFit(p));
+  p.v_cache = buffer;
+  p.sin_table = table + 2;
+  EXPECT_FALSE(RopeKvVectorsFit(p));
 }
 
 // The q/k/v GEMV's RoPE/KV mode (gemv.h): its out / 2 warps cover every output of the row once,

@@ -9,7 +9,7 @@ namespace {
 
 using S = CudaSwitches;
 
-constexpr std::array<CudaSwitchSpec, 11> kSpecs = {{
+constexpr std::array<CudaSwitchSpec, 12> kSpecs = {{
     {"engine.cuda_graphs", "no-graphs", "cuda: replay decode steps from captured CUDA graphs",
      &S::graphs},
     {"engine.batch_invariant", "batch-invariant",
@@ -43,6 +43,12 @@ constexpr std::array<CudaSwitchSpec, 11> kSpecs = {{
      "RMSNorm inside the next product (up to 2 rows), the same bits; false: the norm kernels do "
      "both",
      &S::fused_norm},
+    {"engine.cuda_gemm_residual", "no-gemm-residual",
+     "cuda: above 8 rows (prompt steps, larger batches) the o and down products add their output "
+     "into the residual stream themselves (cuBLASLt, beta = 1), so the next norm reads one fp32 "
+     "stream rather than two and writes none; false: through a delta buffer the norm adds (kept "
+     "to compare)",
+     &S::gemm_residual},
     {"engine.cuda_last_layer_sampled_rows", "full-last-layer",
      "cuda: in a step with prompt tokens, the last layer computes past its K/V write only the "
      "rows that are sampled (about 1/layers of a prompt's work); false: every row (kept to "

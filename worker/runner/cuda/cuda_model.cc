@@ -39,10 +39,11 @@ kernels::GemmArgs ProductArgs(const CudaProduct& product, const bf16* x, void* y
 }  // namespace
 
 // The residual stream x (b.x, `rows` rows). A sublayer's output is added to it either by the
-// product that makes it (accumulate: at a few rows, fused_norm) or by the next norm (`pending`
-// is then that output, b.delta). A norm is the next product's prologue where that product can
-// take it (nothing pending, the GEMV path); otherwise LaunchRmsNorm writes its input: b.xn, or
-// E4M3 rows for an FP8 product on cuBLASLt. Same bits.
+// product that makes it (accumulate: the GEMV's at a few rows, fused_norm; cuBLASLt's beta = 1
+// above, gemm_residual) or by the next norm (`pending` is then that output, b.delta). A norm is the
+// next product's prologue where that product can take it (nothing pending, the GEMV path);
+// otherwise LaunchRmsNorm writes its input: b.xn, or E4M3 rows for an FP8 product on cuBLASLt. Same
+// bits.
 //
 // In a step with prompt rows the last layer writes every row's K and V, but only the sampling
 // rows go on: their attention (the prefill tiles that hold them, and the decode rows), then
@@ -201,7 +202,9 @@ absl::Status CudaModel::ResidualProduct(Pass& p, kernels::GemmArgs args, const c
   kernels::GemmArgs into_x = args;
   into_x.y = p.x;
   into_x.accumulate = true;
-  const bool fused = options_.switches.fused_norm && gemm_.FusesEpilogue(into_x);
+  const CudaSwitches& sw = options_.switches;
+  const bool fused =
+      gemm_.FusesEpilogue(into_x) && (gemm_.OnGemv(into_x) ? sw.fused_norm : sw.gemm_residual);
   LLM_RETURN_IF_ERROR(RunProduct(p, fused ? into_x : args, what));
   p.pending = fused ? nullptr : p.b.delta;
   return absl::OkStatus();

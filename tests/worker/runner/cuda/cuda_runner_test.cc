@@ -132,6 +132,36 @@ TEST(CudaRunnerTest, FusedNormGivesTheSameIds) {
   }
 }
 
+// The residual add inside cuBLASLt's o and down products (engine.cuda_gemm_residual: beta = 1
+// above the GEMV's rows) leaves the bits of the delta buffer and the norm's add in batch-invariant
+// mode, so the same ids: the golden request (its prompt's steps many rows) and a crowd of eight
+// (decode steps of more than the GEMV's rows), graphs and eager, with and without it.
+TEST(CudaRunnerTest, GemmResidualGivesTheSameIds) {
+  LLM_REQUIRE_GPU();
+  LLM_REQUIRE_SHARED("golden/tinystories-656k.jsonl");
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  const Golden golden = LoadGolden();
+  const auto golden_len = static_cast<int32_t>(golden.ids.size());
+  const std::vector<GenerateSpec> crowd = CrowdSpecs();
+  for (bool graphs : {true, false}) {
+    std::vector<std::vector<int32_t>> ids[2];
+    for (bool in_gemm : {false, true}) {
+      WorkerSetup s;
+      s.graphs = graphs;
+      s.batch_invariant = true;
+      s.slots = 16;
+      s.gemm_residual = in_gemm;
+      auto w = MakeWorker(s);
+      ASSERT_NE(w, nullptr);
+      ids[in_gemm].push_back(Generate(*w, Spec(golden.prompt, golden_len)));
+      for (auto& r : RunCrowd(*w, crowd)) ids[in_gemm].push_back(std::move(r));
+    }
+    EXPECT_EQ(ids[1], ids[0]) << "graphs " << graphs;
+    EXPECT_GE(CommonPrefix(ids[1][0], golden.ids), static_cast<size_t>(golden.closest_call_index))
+        << "graphs " << graphs;
+  }
+}
+
 // Shared prefix blocks in the CUDA runner: the golden prompt after a long shared prefix gives
 // the same greedy ids with the cache cold, warm (the prefix's blocks shared from the first
 // request) and off. With batch_invariant each row's arithmetic does not depend on what shares

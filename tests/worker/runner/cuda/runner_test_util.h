@@ -60,6 +60,7 @@ struct WorkerSetup {
   bool hopper_prefill = false;  // engine.cuda_hopper_prefill (the tiled kernel off Hopper)
   bool pdl = false;
   bool fused_norm = true;
+  bool gemm_residual = true;  // engine.cuda_gemm_residual
   bool last_layer_sampled_rows = true;
   engine::SpeculativeConfig speculative;  // engine.speculative, for the backend and scheduler
 };
@@ -83,6 +84,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.cuda.hopper_prefill = s.hopper_prefill;
   o.cuda.pdl = s.pdl;
   o.cuda.fused_norm = s.fused_norm;
+  o.cuda.gemm_residual = s.gemm_residual;
   o.cuda.last_layer_sampled_rows = s.last_layer_sampled_rows;
   o.speculative = s.speculative;
   auto b = backend::CreateBackend(o);
