@@ -125,9 +125,9 @@ class CudaModel {
                        const KvCache& kv, cudaStream_t stream, KernelClock* clock = nullptr);
   // The sampling of a step whose Forward had shape.defer_sampling, enqueued after it.
   absl::Status Sample(const ForwardShape& shape, const StepBuffers& b, cudaStream_t stream);
-  // Marks Forward makes per layer, and besides the layers, at most.
+  // Marks Forward makes per layer, and besides the layers (with the runner's draft mark), at most.
   static constexpr int kMarksPerLayer = 12;
-  static constexpr int kMarksOutsideLayers = 16;
+  static constexpr int kMarksOutsideLayers = 17;
 
   const model::ModelConfig& config() const { return config_; }
   const CudaWeights& weights() const { return weights_; }

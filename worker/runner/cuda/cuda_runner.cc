@@ -295,8 +295,11 @@ ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t varian
 }
 
 absl::Status CudaRunner::EnqueueForwardPass(const ForwardShape& shape, KernelClock* clock) {
-  // The draft's passes are not timed: a profiled step's first mark (kOther) takes them.
-  if (draft_ != nullptr) LLM_RETURN_IF_ERROR(draft_->Enqueue(shape, stream_.get()));
+  // The draft's passes, timed as one class in a profiled step.
+  if (draft_ != nullptr) {
+    LLM_RETURN_IF_ERROR(draft_->Enqueue(shape, stream_.get()));
+    if (clock != nullptr) clock->Mark(KernelClass::kDraft, stream_.get());
+  }
   return model_->Forward(shape, sizes_, buffers_, kv_, stream_.get(), clock);
 }
 

@@ -16,6 +16,8 @@ const char* KernelClassName(KernelClass c) {
       return "rope_kv";
     case KernelClass::kSampler:
       return "sampler";
+    case KernelClass::kDraft:
+      return "draft";
     case KernelClass::kOther:
       break;
   }

@@ -21,10 +21,11 @@ enum class KernelClass : int {
   kRopeKv,     // RoPE and the K/V write (where not fused into the GEMV)
   kSampler,    // sampling, append and stop checks
   kOther,      // step inputs, embedding, SiLU-mul (where not fused into the GEMV), row gathers
+  kDraft,      // the draft model's passes before the target's (engine.speculative: draft)
 };
-inline constexpr int kKernelClasses = 6;
+inline constexpr int kKernelClasses = 7;
 
-// "attention", "products", "norms", "rope_kv", "sampler", "other".
+// "attention", "products", "norms", "rope_kv", "sampler", "other", "draft".
 const char* KernelClassName(KernelClass c);
 
 struct KernelTimes {

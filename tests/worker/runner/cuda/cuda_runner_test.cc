@@ -427,6 +427,7 @@ TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
   // RoPE/KV has no time of its own at one row: it is the q/k/v GEMV's epilogue (the tiny model
   // meets every condition of Gemm::FusesEpilogue), so this also shows the fused path ran.
   EXPECT_EQ(t.ms[static_cast<size_t>(KernelClass::kRopeKv)], 0.0);
+  EXPECT_EQ(t.ms[static_cast<size_t>(KernelClass::kDraft)], 0.0);  // no draft model here
   EXPECT_EQ(r.TakeKernelTimes().steps, 0);  // taken
   EXPECT_EQ(tokens.size(), 4u);             // timed steps still sample
 
