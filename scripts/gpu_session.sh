@@ -17,7 +17,7 @@
 #   build-gpu-bundle/session.sh prefill   # ~2 min: TTFT, the prefill stall, chunk sizes (13),
 #                                         #   the prefill attention kernel's TFLOP/s and the
 #                                         #   16k stall paced and not (31)
-#   build-gpu-bundle/session.sh elementwise # ~4 min: issue 31 item 2's tests, then a 4k
+#   build-gpu-bundle/session.sh elementwise # ~5 min: issue 31 item 2's tests, then a 4k
 #                                         #   prompt's kernel classes with the residual add in
 #                                         #   cuBLASLt's products and without
 #   build-gpu-bundle/session.sh gemv      # the GEMV's split: its tests under racecheck and

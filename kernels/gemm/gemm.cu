@@ -373,8 +373,8 @@ bool Gemm::GemvTakes(const GemmArgs& g, GemvParams* params) const {
 
 bool Gemm::CublasLtAccumulates(const GemmArgs& g) const {
   return g.accumulate && !g.silu_mul && g.rope_kv == nullptr && g.norm == nullptr &&
-         g.out_type == GemmOut::kF32 && g.y != nullptr &&
-         (g.w.fp8() ? g.xq.x != nullptr : g.x != nullptr) && !GemvTakes(g);
+         g.out_type == GemmOut::kF32 && g.y != nullptr && g.x != nullptr && !g.w.fp8() &&
+         !HasBias(g) && !GemvTakes(g);
 }
 
 bool Gemm::FusesEpilogue(const GemmArgs& g) const {

@@ -73,7 +73,7 @@ struct GemmArgs {
   // with silu_mul or rope_kv).
   const NormInput* norm = nullptr;
   // kF32 output without another epilogue: y += the product (+ bias), the residual add. Also on
-  // cuBLASLt (beta = 1, y both C and D), so at any row count (CublasLtAccumulates).
+  // cuBLASLt (beta = 1, y both C and D) where CublasLtAccumulates says so.
   bool accumulate = false;
   // Epilogues (at most one):
   // the MLP's gate/up product with SiLU-and-multiply (gemv.h, gated): w has 2 * out rows and
@@ -128,11 +128,14 @@ class Gemm {
   bool FusesEpilogue(const GemmArgs& args) const;
   // Whether the GEMV kernel runs `args` (the rest run on cuBLASLt).
   bool OnGemv(const GemmArgs& args) const { return GemvTakes(args); }
-  // Whether cuBLASLt takes `args`' accumulate: no other fused work, an fp32 output, and its
-  // input (x, or xq for an FP8 weight). y is then read as C with beta = 1 and written in place:
-  // each element is the fp32 sum fma(1, y, product + bias), the bits of the product into a delta
-  // buffer followed by the norm's x + delta where cuBLASLt reduces within one block (always in
-  // batch-invariant mode); a split-K algorithm may round its partial sums differently.
+  // Whether cuBLASLt takes `args`' accumulate: no other fused work, an fp32 output, a bf16
+  // weight and x, and no bias. y is then read as C with beta = 1 and written in place: each
+  // element is y + the fp32 product, rounded once, the bits of the product into a delta buffer
+  // followed by the norm's x + delta where cuBLASLt reduces within one block (always in
+  // batch-invariant mode); a split-K algorithm adds its partial sums to y one by one, so the
+  // sum may round differently. Not taken: a bias (cuBLASLt adds it after C, where the delta
+  // path adds it to the product first) and FP8 weights (their scales and beta = 1 are not yet
+  // run on a device); the caller goes through the delta buffer for those.
   bool CublasLtAccumulates(const GemmArgs& args) const;
   // Whether Run takes `args` (an FP8 weight's product) through cuBLASLt, with args.xq as its
   // input, rather than through the GEMV with bf16 x.

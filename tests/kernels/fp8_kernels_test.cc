@@ -433,18 +433,13 @@ TEST(GemmFp8Test, CublasLtMatchesTheDequantisedProduct) {
             EXPECT_LT(RelativeError(got, want), f32 ? 1e-3 : 1e-2)
                 << in << "x" << out << " rows " << rows << " layout " << int(layout) << " f32 "
                 << f32 << " bias " << with_bias;
-            if (!f32) continue;
-            // The residual add on cuBLASLt (beta = 1): y += the same product.
-            const auto residual = RandomFloats(size_t(Fp8GemmRows(rows)) * out, rows + 7, -4, 4);
-            DeviceBuffer<float> into(residual);
-            GemmArgs acc = args;
-            acc.y = into.get();
-            acc.accumulate = true;
-            ASSERT_TRUE(gemm.FusesEpilogue(acc));
-            ASSERT_EQ(gemm.Run(acc, 0), 0) << in << "x" << out << " rows " << rows;
-            const std::vector<float> sum = into.Download();
-            for (size_t i = 0; i < got.size(); ++i) {
-              ASSERT_NEAR(sum[i], residual[i] + got[i], 1e-5f * (std::fabs(sum[i]) + 1.0f)) << i;
+            // The residual add stays the delta buffer's on cuBLASLt for FP8 products (not
+            // yet run with beta = 1 on a device): refused, not silently dropped.
+            if (f32) {
+              GemmArgs acc = args;
+              acc.accumulate = true;
+              EXPECT_FALSE(gemm.FusesEpilogue(acc));
+              EXPECT_NE(gemm.Run(acc, 0), 0);
             }
           }
         }

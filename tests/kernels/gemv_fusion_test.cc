@@ -170,6 +170,53 @@ TEST(GemvFusionTest, NormPrologueRefusedOutsideItsShapes) {
   EXPECT_FALSE(gemm.FusesEpilogue(acc));
 }
 
+// One product both ways on the same random operands: (a) into a delta buffer, then
+// LaunchRmsNorm adds it to the residual stream; (b) accumulated into the stream (`acc`), then
+// the norm with nothing to add. The two streams and the two norm outputs, downloaded.
+struct BothWays {
+  std::vector<float> res_a, res_b, xn_a, xn_b;
+  bool on_gemv = false, on_cublaslt = false;  // who took (b)'s accumulate
+};
+
+BothWays ResidualBothWays(Gemm& gemm, int rows, int in, int out, bool with_bias, uint32_t seed,
+                          const std::string& what) {
+  const auto x = RandomFloats(size_t(rows) * in, seed + rows);
+  const auto w = RandomFloats(size_t(out) * in, seed + 1, -0.2f, 0.2f);
+  const auto bias = RandomFloats(out, seed + 2);
+  const auto residual = ResidualFloats(size_t(rows) * out, seed + 3 + rows, 3.0f);
+  const auto gamma = RandomFloats(out, seed + 4, 0.5f, 1.5f);
+  DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
+      d_gamma(ToBf16Vector(gamma)), xn_a(size_t(rows) * out), xn_b(size_t(rows) * out);
+  DeviceBuffer<float> d_bias(bias), delta(size_t(rows) * out), res_a(residual), res_b(residual);
+  const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
+  const GemmArgs plain{d_x.get(), d_w.get(), b, delta.get(), rows, in, out, GemmOut::kF32};
+  GemmArgs acc = plain;
+  acc.y = res_b.get();
+  acc.accumulate = true;
+  EXPECT_TRUE(gemm.FusesEpilogue(acc)) << what;
+  EXPECT_EQ(gemm.Run(plain, 0), 0) << what;
+  EXPECT_EQ(
+      LaunchRmsNorm(
+          {res_a.get(), delta.get(), d_gamma.get(), xn_a.get(), nullptr, rows, out, 1e-5f}, 0),
+      cudaSuccess);
+  EXPECT_EQ(gemm.Run(acc, 0), 0) << what;
+  EXPECT_EQ(LaunchRmsNorm(
+                {res_b.get(), nullptr, d_gamma.get(), xn_b.get(), nullptr, rows, out, 1e-5f}, 0),
+            cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {res_a.Download(),
+          res_b.Download(),
+          FromBf16Vector(xn_a.Download()),
+          FromBf16Vector(xn_b.Download()),
+          gemm.OnGemv(acc),
+          gemm.CublasLtAccumulates(acc)};
+}
+
+std::string ShapeName(int rows, int in, int out, bool with_bias) {
+  return std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out) +
+         (with_bias ? ", bias" : "");
+}
+
 // The o and down products writing into the residual stream (accumulate) leave the bits of the
 // product into a delta buffer followed by LaunchRmsNorm's residual add (x += delta), at every
 // row count the GEMV takes, with and without a bias; the norm's output from there on is the
@@ -181,42 +228,21 @@ TEST(GemvFusionTest, AccumulateIsTheProductThenTheResidualAdd) {
   for (int rows = 1; rows <= kGemvMaxRows; ++rows) {
     for (auto [in, out] : {std::pair{8, 24}, std::pair{264, 1000}, std::pair{4096, 2048}}) {
       for (const bool with_bias : {false, true}) {
-        const auto x = RandomFloats(size_t(rows) * in, 70 + rows);
-        const auto w = RandomFloats(size_t(out) * in, 71, -0.2f, 0.2f);
-        const auto bias = RandomFloats(out, 72);
-        const auto residual = ResidualFloats(size_t(rows) * out, 73 + rows, 3.0f);
-        const auto gamma = RandomFloats(out, 74, 0.5f, 1.5f);
-        DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
-            d_gamma(ToBf16Vector(gamma)), xn_a(size_t(rows) * out), xn_b(size_t(rows) * out);
-        DeviceBuffer<float> d_bias(bias), delta(size_t(rows) * out), res_a(residual),
-            res_b(residual);
-        const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
-        // a: into delta, then the norm adds it.
-        EXPECT_EQ(gemm.Run({d_x.get(), d_w.get(), b, delta.get(), rows, in, out, GemmOut::kF32}, 0),
-                  0);
-        LLM_CUDA_OK(LaunchRmsNorm(
-            {res_a.get(), delta.get(), d_gamma.get(), xn_a.get(), nullptr, rows, out, 1e-5f}, 0));
-        // b: into the residual stream, then the norm with nothing to add.
-        GemmArgs acc{d_x.get(), d_w.get(), b, res_b.get(), rows, in, out, GemmOut::kF32};
-        acc.accumulate = true;
-        const std::string what = std::to_string(rows) + "x" + std::to_string(in) + "x" +
-                                 std::to_string(out) + (with_bias ? ", bias" : "");
-        ASSERT_TRUE(gemm.FusesEpilogue(acc)) << what;
-        EXPECT_EQ(gemm.Run(acc, 0), 0) << what;
-        LLM_CUDA_OK(LaunchRmsNorm(
-            {res_b.get(), nullptr, d_gamma.get(), xn_b.get(), nullptr, rows, out, 1e-5f}, 0));
-        LLM_CUDA_OK(cudaDeviceSynchronize());
-        EXPECT_EQ(DifferingElements(res_a.Download(), res_b.Download()), 0) << what;
-        EXPECT_EQ(DifferingElements(xn_a.Download(), xn_b.Download()), 0) << what;
+        const std::string what = ShapeName(rows, in, out, with_bias);
+        const BothWays r = ResidualBothWays(gemm, rows, in, out, with_bias, 70, what);
+        EXPECT_TRUE(r.on_gemv) << what;
+        EXPECT_EQ(DifferingElements(r.res_a, r.res_b), 0) << what;
+        EXPECT_EQ(DifferingElements(r.xn_a, r.xn_b), 0) << what;
       }
     }
   }
 }
 
-// Above the GEMV's rows cuBLASLt takes the residual add (beta = 1, y read as C and written in
-// place): the product into a delta buffer followed by LaunchRmsNorm's x + delta leaves the same
-// residual stream and norm output, bit for bit in batch-invariant mode (no split-K) and within
-// fp32 rounding of the sum with cuBLASLt's own choice; other fused work stays refused.
+// Above the GEMV's rows cuBLASLt takes the residual add of a product without a bias (beta = 1,
+// y read as C and written in place): the product into a delta buffer followed by
+// LaunchRmsNorm's x + delta leaves the same residual stream and norm output, bit for bit in
+// batch-invariant mode (no split-K) and within fp32 rounding of the sum with cuBLASLt's own
+// choice. A bias (added after C by cuBLASLt), other fused work and bf16 output stay refused.
 TEST(GemvFusionTest, CublasLtAccumulateIsTheProductThenTheResidualAdd) {
   LLM_REQUIRE_GPU();
   for (const bool invariant : {true, false}) {
@@ -224,49 +250,32 @@ TEST(GemvFusionTest, CublasLtAccumulateIsTheProductThenTheResidualAdd) {
     LLM_CUDA_OK(gemm.Init({.batch_invariant = invariant}));
     for (const int rows : {kGemvMaxRows + 1, 64, 300}) {
       for (auto [in, out] : {std::pair{264, 1000}, std::pair{4096, 2048}}) {
-        for (const bool with_bias : {false, true}) {
-          const auto x = RandomFloats(size_t(rows) * in, 80 + rows);
-          const auto w = RandomFloats(size_t(out) * in, 81, -0.2f, 0.2f);
-          const auto bias = RandomFloats(out, 82);
-          const auto residual = ResidualFloats(size_t(rows) * out, 83 + rows, 3.0f);
-          const auto gamma = RandomFloats(out, 84, 0.5f, 1.5f);
-          DeviceBuffer<__nv_bfloat16> d_x(ToBf16Vector(x)), d_w(ToBf16Vector(w)),
-              d_gamma(ToBf16Vector(gamma)), xn_a(size_t(rows) * out), xn_b(size_t(rows) * out);
-          DeviceBuffer<float> d_bias(bias), delta(size_t(rows) * out), res_a(residual),
-              res_b(residual);
-          const void* b = with_bias ? static_cast<const void*>(d_bias.get()) : nullptr;
-          const GemmArgs plain{d_x.get(), d_w.get(), b, delta.get(), rows, in, out, GemmOut::kF32};
-          GemmArgs acc = plain;
-          acc.y = res_b.get();
-          acc.accumulate = true;
-          const std::string what = std::to_string(rows) + "x" + std::to_string(in) + "x" +
-                                   std::to_string(out) + (with_bias ? ", bias" : "") +
-                                   (invariant ? ", invariant" : "");
-          ASSERT_FALSE(gemm.OnGemv(acc)) << what;
-          ASSERT_TRUE(gemm.CublasLtAccumulates(acc)) << what;
-          ASSERT_TRUE(gemm.FusesEpilogue(acc)) << what;
-          EXPECT_EQ(gemm.Run(plain, 0), 0) << what;
-          LLM_CUDA_OK(LaunchRmsNorm(
-              {res_a.get(), delta.get(), d_gamma.get(), xn_a.get(), nullptr, rows, out, 1e-5f}, 0));
-          EXPECT_EQ(gemm.Run(acc, 0), 0) << what;
-          LLM_CUDA_OK(LaunchRmsNorm(
-              {res_b.get(), nullptr, d_gamma.get(), xn_b.get(), nullptr, rows, out, 1e-5f}, 0));
-          LLM_CUDA_OK(cudaDeviceSynchronize());
-          const auto a = res_a.Download(), bsum = res_b.Download();
+        {
+          const bool with_bias = false;
+          const std::string what =
+              ShapeName(rows, in, out, with_bias) + (invariant ? ", invariant" : "");
+          const BothWays r = ResidualBothWays(gemm, rows, in, out, with_bias, 80, what);
+          EXPECT_FALSE(r.on_gemv) << what;
+          EXPECT_TRUE(r.on_cublaslt) << what;
           if (invariant) {
-            EXPECT_EQ(DifferingElements(a, bsum), 0) << what;
-            EXPECT_EQ(DifferingElements(xn_a.Download(), xn_b.Download()), 0) << what;
+            EXPECT_EQ(DifferingElements(r.res_a, r.res_b), 0) << what;
+            EXPECT_EQ(DifferingElements(r.xn_a, r.xn_b), 0) << what;
             continue;
           }
-          for (size_t i = 0; i < a.size(); ++i) {
-            ASSERT_NEAR(bsum[i], a[i], 1e-5f * (std::fabs(a[i]) + 1.0f)) << what << " " << i;
+          for (size_t i = 0; i < r.res_a.size(); ++i) {
+            ASSERT_NEAR(r.res_b[i], r.res_a[i], 1e-5f * (std::fabs(r.res_a[i]) + 1.0f))
+                << what << " " << i;
           }
         }
       }
     }
-    // Other fused work, or a bf16 output, stays the GEMV's alone.
+    // A bias, other fused work, or a bf16 output, stays the GEMV's alone.
     DeviceBuffer<__nv_bfloat16> x(size_t(64) * 256), w(size_t(64) * 256), y16(size_t(64) * 64);
-    DeviceBuffer<float> y32(size_t(64) * 64);
+    DeviceBuffer<float> y32(size_t(64) * 64), bias(64);
+    GemmArgs biased{x.get(), w.get(), bias.get(), y32.get(), 64, 256, 64, GemmOut::kF32};
+    biased.accumulate = true;
+    EXPECT_FALSE(gemm.FusesEpilogue(biased));
+    EXPECT_NE(gemm.Run(biased, 0), 0);
     GemmArgs bf16_out{x.get(), w.get(), nullptr, y16.get(), 64, 256, 64, GemmOut::kBf16};
     bf16_out.accumulate = true;
     EXPECT_FALSE(gemm.FusesEpilogue(bf16_out));

@@ -61,7 +61,9 @@ void RopeTables(int D, int max_pos, std::vector<float>* cos_t, std::vector<float
 
 TEST(RopeKvKernelTest, RotatesAndWritesThePagedCache) {
   LLM_REQUIRE_GPU();
-  for (Case c : {Case{1, 64, 8, 8, 0}, Case{7, 128, 32, 8, 0}, Case{33, 16, 8, 1, 0}}) {
+  // Head sizes of eights take the vector items (RopeKvVectorsFit); 12 the one-element ones.
+  for (Case c : {Case{1, 64, 8, 8, 0}, Case{7, 128, 32, 8, 0}, Case{33, 16, 8, 1, 0},
+                 Case{5, 12, 4, 2, 0}}) {
     const int D = c.head_dim, H = c.heads, KV = c.kv_heads, width = (H + 2 * KV) * D;
     PagedSetup pg(c.rows, 300);
     std::vector<int32_t> pos(c.rows), slot(c.rows);

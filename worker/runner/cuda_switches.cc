@@ -44,10 +44,11 @@ constexpr std::array<CudaSwitchSpec, 12> kSpecs = {{
      "both",
      &S::fused_norm},
     {"engine.cuda_gemm_residual", "no-gemm-residual",
-     "cuda: above 8 rows (prompt steps, larger batches) the o and down products add their output "
-     "into the residual stream themselves (cuBLASLt, beta = 1), so the next norm reads one fp32 "
-     "stream rather than two and writes none; false: through a delta buffer the norm adds (kept "
-     "to compare)",
+     "cuda: where cuBLASLt runs the o and down products (above the GEMV's 8 rows: prompt steps, "
+     "larger batches; every row count with engine.batch_invariant), they add their output into "
+     "the residual stream themselves (beta = 1; bf16 weights without a bias), so the next norm "
+     "reads one fp32 stream rather than two and writes none; false: through a delta buffer the "
+     "norm adds (kept to compare)",
      &S::gemm_residual},
     {"engine.cuda_last_layer_sampled_rows", "full-last-layer",
      "cuda: in a step with prompt tokens, the last layer computes past its K/V write only the "

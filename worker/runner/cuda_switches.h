@@ -38,9 +38,10 @@ struct CudaSwitches {
   bool tensor_core_decode = true;
   // RMSNorm and the residual add inside the GEMV products at a few rows (the same bits).
   bool fused_norm = true;
-  // Above the GEMV's rows (prompt steps, larger batches), the o and down products add into the
-  // residual stream on cuBLASLt (beta = 1), so the next norm reads one fp32 stream instead of two
-  // and writes none (kernels::Gemm::CublasLtAccumulates).
+  // Where cuBLASLt runs the o and down products (above the GEMV's rows, or every row count in
+  // batch-invariant mode), they add into the residual stream (beta = 1), so the next norm reads
+  // one fp32 stream instead of two and writes none (kernels::Gemm::CublasLtAccumulates: bf16
+  // weights without a bias).
   bool gemm_residual = true;
   // The last layer of a step with prompt rows computes past its K/V write only the rows that
   // are sampled.

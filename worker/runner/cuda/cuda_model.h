@@ -164,8 +164,8 @@ class CudaModel {
   // An FP8 product on cuBLASLt whose input is bf16 rows `x`: quantised into E4M3 rows first.
   absl::Status QuantizeInputIfWanted(Pass& p, kernels::GemmArgs& args, const bf16* x,
                                      const CudaProduct& product);
-  // The o or down product: its output added to the residual stream inside it (the GEMV) or by
-  // the next norm (`pending`, b.delta).
+  // The o or down product: its output added to the residual stream inside it (the GEMV's
+  // accumulate, or cuBLASLt's beta = 1) or by the next norm (`pending`, b.delta).
   absl::Status ResidualProduct(Pass& p, kernels::GemmArgs args, const char* what);
   absl::Status RunProduct(Pass& p, const kernels::GemmArgs& args, const char* what);
   // Where a product's E4M3 input rows go (the runner's buffers, the product's static scale).

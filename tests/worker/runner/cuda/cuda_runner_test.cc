@@ -428,8 +428,8 @@ TEST(CudaRunnerTest, KernelTimesSplitEagerDecodeStepsByClass) {
   // meets every condition of Gemm::FusesEpilogue), so this also shows the fused path ran.
   EXPECT_EQ(t.ms[static_cast<size_t>(KernelClass::kRopeKv)], 0.0);
   EXPECT_EQ(t.ms[static_cast<size_t>(KernelClass::kDraft)], 0.0);  // no draft model here
-  EXPECT_EQ(r.TakeKernelTimes().steps, 0);  // taken
-  EXPECT_EQ(tokens.size(), 4u);             // timed steps still sample
+  EXPECT_EQ(r.TakeKernelTimes().steps, 0);                         // taken
+  EXPECT_EQ(tokens.size(), 4u);                                    // timed steps still sample
 
   // Steps with prompt tokens, when asked for: a second request's 5-token prompt in two chunks,
   // with slot 0's last decode between them (decode-only: not timed). Prompt rows are padded to
