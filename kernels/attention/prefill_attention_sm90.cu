@@ -297,7 +297,9 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, 2) HopperPrefillKernel(const __grid_constant__ Args a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   AfterPriorGrids();  // launch.cuh: before reading what earlier kernels wrote
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  // Rounded up at run time (kBytes has the room): a declared 1 KiB alignment would let the
+  // compiler drop the round-up on a promise the launch does not make.
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t smem = (hopper::SharedAddress(smem_raw) + 1023u) & ~1023u;
   const BlockWork w = WorkOf(a.p);
   if (threadIdx.x == 0) {

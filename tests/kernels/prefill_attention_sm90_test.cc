@@ -138,14 +138,16 @@ TEST(HopperPrefillAttentionTest, ChunkingLeavesTheBitsAlone) {
   }
 }
 
-// The two kernels agree to rounding on the same launch.
+// The two kernels agree to rounding on the same launch: within a few bf16 steps of the larger
+// output (relative), or 2e-2 near zero.
 TEST(HopperPrefillAttentionTest, AgreesWithTheTiledKernel) {
   LLM_REQUIRE_HOPPER();
   const Launch l = MakeLaunch(128, 8, 1, 0, {{0, 700}, {100, 300}}, 130);
   const std::vector<float> hopper = RunPrefill(l, true), tiled = RunPrefill(l, false);
   double worst = 0;
   for (size_t i = 0; i < hopper.size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(hopper[i] - tiled[i])));
+    const double scale = std::max(1.0, static_cast<double>(std::fabs(tiled[i])));
+    worst = std::max(worst, std::fabs(hopper[i] - tiled[i]) / scale);
   }
   EXPECT_LT(worst, 2e-2);
 }
