@@ -57,6 +57,25 @@ __device__ __forceinline__ void BarrierWait(uint32_t bar, uint32_t parity) {
   } while (done == 0);
 }
 
+// --- generic stores into what the async proxy reads ---------------------------------------------
+
+// Sixteen zero bytes at shared address `at` (16-byte aligned).
+__device__ __forceinline__ void StoreSharedZero16(uint32_t at) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(at), "r"(0u) : "memory");
+}
+
+// Orders this thread's generic-proxy shared-memory accesses before later async-proxy ones
+// (the tensor cores' reads of a wgmma descriptor operand, the copy engine's writes).
+__device__ __forceinline__ void FenceProxyAsyncShared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Named barrier 1 among `threads` threads (a warpgroup: 128), so the producer warp, which never
+// arrives there, is not waited for.
+__device__ __forceinline__ void NamedBarrierSync(uint32_t threads) {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
+}
+
 // --- the bulk tensor copy ----------------------------------------------------------------------
 
 // Copies the box of `map` at coordinates (c0 innermost, c1) to shared memory at `dst`, and

@@ -19,8 +19,11 @@ using hopper::BarrierInit;
 using hopper::BarrierInitFence;
 using hopper::BarrierWait;
 using hopper::BoxOffset;
+using hopper::FenceProxyAsyncShared;
 using hopper::KStepDescriptor;
+using hopper::NamedBarrierSync;
 using hopper::PinRegisters;
+using hopper::StoreSharedZero16;
 using hopper::TensorLoad2d;
 using hopper::VStepDescriptor;
 using hopper::Wgmma64x64;
@@ -111,8 +114,8 @@ __device__ void ProduceTiles(const Args& a, const BlockWork& w, uint32_t smem) {
     BarrierArriveExpectTx(full, Smem<D>::kStageBytes);
     const int32_t key0 = w.span.begin + it * kKeys;
     for (int32_t j = 0; j < kKeys; j += box) {
-      // A box past the span copies the span's last box again: finite (the cache is zeroed at
-      // start), seen by no row, so weighted 0 (no box ever lies outside the tensor).
+      // A box past the span copies the span's last box again (no box ever lies outside the
+      // tensor); the consumers zero its V rows, and the stale ones of the last block, before use.
       int32_t key = key0 + j;
       if (key >= w.span.end) key = (w.span.end - 1) - (w.span.end - 1) % box;
       const int64_t block = p.block_tables[table + key / p.block_tokens];
@@ -231,6 +234,26 @@ __device__ __forceinline__ void AccumulateTile(const float (&s)[8][4], const flo
   for (int slab = 0; slab < D / 64; ++slab) PinRegisters(o[slab]);
 }
 
+// The stage's V rows from `first` on (keys past the span: the last block's rows this sequence has
+// not written, another request's or never written, and the box copied again past it), zeroed by
+// the warpgroup, so their weight of exactly 0 meets 0 and never an inf or a NaN (0 x inf), as the
+// tiled kernel's zero fill. Under the 128-byte swizzle a key's 64 columns of a slab stay in its
+// own 128-byte line (the chunks move within it), so whole lines are cleared. Generic stores into
+// what the copy engine wrote and the tensor cores read next: each thread fences its stores to the
+// async proxy, then the warpgroup meets before any P.V product.
+template <int D>
+__device__ __forceinline__ void ZeroRowsPastSpan(uint32_t v_tile, int32_t first) {
+  const int32_t rows = kKeys - first;
+  const int32_t chunks = rows * Smem<D>::kSlabs * (hopper::kRowBytes / 16);
+  for (int32_t i = threadIdx.x; i < chunks; i += kConsumerThreads) {
+    const int32_t line = i / (hopper::kRowBytes / 16), chunk = i % (hopper::kRowBytes / 16);
+    const int32_t slab = line / rows, row = first + line % rows;
+    StoreSharedZero16(v_tile + BoxOffset(slab, row) + chunk * 16);
+  }
+  FenceProxyAsyncShared();
+  NamedBarrierSync(kConsumerThreads);
+}
+
 // O / l as bf16 pairs, for the lane's rows that are not padding.
 template <int D>
 __device__ __forceinline__ void WriteOut(const PrefillAttentionParams& p, const LaneRows& r,
@@ -282,6 +305,8 @@ __device__ void ConsumeTiles(const PrefillAttentionParams& p, const BlockWork& w
     const int32_t key0 = w.span.begin + it * kKeys;
     const TileCover cover = CoverOfTile(key0, w.lo, w.hi, p.sliding_window);
     if (cover != TileCover::kSkip) {
+      // The same for the whole warpgroup (the barrier inside needs all 128 threads).
+      if (key0 + kKeys > w.span.end) ZeroRowsPastSpan<D>(VTile<D>(smem, stage), w.span.end - key0);
       float s[8][4], alpha[2];
       ScoreTile<D>(q, KTile<D>(smem, stage), s);
       MaskedSoftmaxTile(s, r.pos, lane, key0, cover, p.sliding_window, scale_log2, row_max, row_sum,

@@ -124,6 +124,40 @@ TEST(HopperPrefillAttentionTest, LongPrompts) {
   ExpectMatchesReference(late, RunPrefill(late, true), "late chunks");
 }
 
+// Every cache row no chunk's span reaches (past each sequence's last position, in its last block
+// and the blocks after) holds inf in V and NaN in K, as a reused block might: the kernel zeroes
+// those V rows and masks those scores, so the output is still the reference's, finite, and the
+// tiled kernel's.
+TEST(HopperPrefillAttentionTest, NonFiniteRowsPastTheSpanAddNothing) {
+  LLM_REQUIRE_HOPPER();
+  for (const int32_t bt : {16, 64, 128}) {
+    Launch l = MakeLaunch(128, 4, 2, 0, {{0, 70}, {40, 25}, {0, 1}}, 140 + bt, bt);
+    std::vector<bool> used(l.k.size() / l.D, false);  // per cached row (block, head, t)
+    for (const PrefillChunk& c : l.chunks) {
+      for (int32_t pos = 0; pos < c.pos_begin + c.tokens; ++pos) {
+        const int64_t block = l.tables[static_cast<size_t>(c.slot) * l.max_blocks + pos / l.bt];
+        for (int32_t h = 0; h < l.KV; ++h) used[(block * l.KV + h) * l.bt + pos % l.bt] = true;
+      }
+    }
+    for (size_t row = 0; row < used.size(); ++row) {
+      if (used[row]) continue;
+      for (int32_t d = 0; d < l.D; ++d) {
+        l.k[row * l.D + d] = 0x7FC0;  // NaN
+        l.v[row * l.D + d] = 0x7F80;  // inf
+      }
+    }
+    const std::string what = "poisoned rows, blocks of " + std::to_string(bt);
+    const size_t chunk_values = static_cast<size_t>(l.rows - 5) * l.H() * l.D;  // not padding
+    for (const bool hopper : {true, false}) {  // the tiled kernel zero-fills those rows too
+      const std::vector<float> out = RunPrefill(l, hopper);
+      ExpectMatchesReference(l, out, what.c_str());
+      for (size_t i = 0; i < chunk_values; ++i) {
+        ASSERT_TRUE(std::isfinite(out[i])) << what << (hopper ? ", hopper " : ", tiled ") << i;
+      }
+    }
+  }
+}
+
 // A row's output depends on its own keys alone: the same prompt cut into chunks at other
 // points gives every row the same bits (batch invariance within the kernel).
 TEST(HopperPrefillAttentionTest, ChunkingLeavesTheBitsAlone) {
