@@ -202,9 +202,11 @@ absl::Status CudaModel::ResidualProduct(Pass& p, kernels::GemmArgs args, const c
   kernels::GemmArgs into_x = args;
   into_x.y = p.x;
   into_x.accumulate = true;
+  // The GEMV's accumulate (fused_norm) or cuBLASLt's beta = 1 (gemm_residual): one question
+  // each, asked only where its switch is on.
   const CudaSwitches& sw = options_.switches;
-  const bool fused =
-      gemm_.FusesEpilogue(into_x) && (gemm_.OnGemv(into_x) ? sw.fused_norm : sw.gemm_residual);
+  const bool fused = gemm_.OnGemv(into_x) ? sw.fused_norm && gemm_.FusesEpilogue(into_x)
+                                          : sw.gemm_residual && gemm_.CublasLtAccumulates(into_x);
   LLM_RETURN_IF_ERROR(RunProduct(p, fused ? into_x : args, what));
   p.pending = fused ? nullptr : p.b.delta;
   return absl::OkStatus();
