@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/constraint/byte_regex.h"
+#include "worker/constraint/number_range.h"
 
 namespace llm::constraint {
 namespace {
@@ -30,47 +31,9 @@ std::string DateRegex() {
 using json = nlohmann::ordered_json;
 
 constexpr char kStringChar[] = R"(([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4})))";
-constexpr char kNumberTail[] = R"((\.[0-9]+)?([eE][+-]?[0-9]+)?)";
 constexpr int kAnyDepth = 2;  // nesting of values a schema leaves open
 
 std::string Group(const std::string& r) { return "(" + r + ")"; }
-
-// Decimal strings of one length n, lo <= hi, as a regex.
-std::string SameLength(const std::string& lo, const std::string& hi) {
-  const size_t n = lo.size();
-  if (n == 0) return "";
-  if (lo == hi) return lo;
-  if (n == 1) return absl::StrCat("[", std::string(1, lo[0]), "-", std::string(1, hi[0]), "]");
-  const std::string lo_rest = lo.substr(1), hi_rest = hi.substr(1);
-  if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9')) {
-    return absl::StrCat("[", std::string(1, lo[0]), "-", std::string(1, hi[0]), "][0-9]{", n - 1,
-                        "}");
-  }
-  if (lo[0] == hi[0]) return std::string(1, lo[0]) + Group(SameLength(lo_rest, hi_rest));
-  std::vector<std::string> alts;
-  alts.push_back(std::string(1, lo[0]) + Group(SameLength(lo_rest, std::string(n - 1, '9'))));
-  if (hi[0] - lo[0] > 1) {
-    alts.push_back(absl::StrCat("[", std::string(1, static_cast<char>(lo[0] + 1)), "-",
-                                std::string(1, static_cast<char>(hi[0] - 1)), "][0-9]{", n - 1,
-                                "}"));
-  }
-  alts.push_back(std::string(1, hi[0]) + Group(SameLength(std::string(n - 1, '0'), hi_rest)));
-  return Group(absl::StrJoin(alts, "|"));
-}
-
-// Non-negative integers in [lo, hi] without leading zeros; no `hi`: unbounded.
-std::string UIntRange(uint64_t lo, std::optional<uint64_t> hi) {
-  const std::string a = std::to_string(lo);
-  const size_t last = hi ? std::to_string(*hi).size() : a.size();
-  std::vector<std::string> alts;
-  for (size_t len = a.size(); len <= last; ++len) {
-    const std::string low = len == a.size() ? a : "1" + std::string(len - 1, '0');
-    const std::string high = hi && len == last ? std::to_string(*hi) : std::string(len, '9');
-    alts.push_back(SameLength(low, high));
-  }
-  if (!hi) alts.push_back(absl::StrCat("[1-9][0-9]{", a.size(), ",}"));
-  return Group(absl::StrJoin(alts, "|"));
-}
 
 class Compiler {
  public:
@@ -162,6 +125,7 @@ class Compiler {
                                                 "maximum",
                                                 "exclusiveMinimum",
                                                 "exclusiveMaximum",
+                                                "multipleOf",
                                                 "enum",
                                                 "const",
                                                 "anyOf",
@@ -233,8 +197,8 @@ class Compiler {
     if (type == "object") return Object(s, path, depth);
     if (type == "array") return Array(s, path, depth);
     if (type == "string") return String(s, path);
-    if (type == "integer") return Integer(s, path);
-    if (type == "number") return Number(s, path);
+    if (type == "integer") return Numeric(s, path, true);
+    if (type == "number") return Numeric(s, path, false);
     if (type == "boolean") return std::string("true|false");
     if (type == "null") return std::string("null");
     return Error(path + ".type", absl::StrCat("unknown type '", type, "'"));
@@ -393,142 +357,64 @@ class Compiler {
     return absl::StrCat("\"", start ? "" : any, "(", body, ")", end ? "" : any, "\"");
   }
 
-  absl::StatusOr<std::optional<int64_t>> Bound(const json& s, const char* key,
-                                               const std::string& path) {
-    if (!s.contains(key)) return std::optional<int64_t>();
+  // A bound as the decimal the schema writes (number_range.h), within +-10^15.
+  absl::StatusOr<std::optional<NumberBound>> Bound(const json& s, const char* key,
+                                                   const std::string& path) {
+    if (!s.contains(key)) return std::optional<NumberBound>();
     const json& v = s[key];
-    // Within +-10^15, so the +-1 of an exclusive bound and a negation never overflow.
     if (!v.is_number() || std::abs(v.get<double>()) > 1e15) {
-      return Error(path + "." + key, "an integer bound within +-10^15");
+      return Error(path + "." + key, "a number within +-10^15");
     }
-    if (v.is_number_integer()) return std::optional<int64_t>(v.get<int64_t>());
-    const double d = v.get<double>();
-    if (d == std::floor(d)) return std::optional<int64_t>(static_cast<int64_t>(d));
-    return Error(path + "." + key, "only integer bounds are supported");
+    const bool exclusive = std::string_view(key).starts_with("exclusive");
+    if (v.is_number_integer()) {
+      auto d = ParseDecimal(v.dump());
+      if (!d.ok()) return Error(path + "." + key, std::string(d.status().message()));
+      return std::optional<NumberBound>(NumberBound{*d, exclusive});
+    }
+    auto d = DecimalOf(v.get<double>());
+    if (!d.ok()) return Error(path + "." + key, std::string(d.status().message()));
+    return std::optional<NumberBound>(NumberBound{*d, exclusive});
   }
 
-  absl::StatusOr<std::string> Integer(const json& s, const std::string& path) {
-    std::optional<int64_t> lo, hi;
-    for (const auto& [key, exclusive, is_lo] : {std::tuple{"minimum", 0, true},
-                                                {"exclusiveMinimum", 1, true},
-                                                {"maximum", 0, false},
-                                                {"exclusiveMaximum", 1, false}}) {
-      auto b = Bound(s, key, path);
-      if (!b.ok()) return b.status();
-      if (!*b) continue;
-      if (is_lo) {
-        const int64_t v = **b + exclusive;
-        lo = lo ? std::max(*lo, v) : v;
-      } else {
-        const int64_t v = **b - exclusive;
-        hi = hi ? std::min(*hi, v) : v;
-      }
-    }
-    if (lo && hi && *hi < *lo) return Error(path + ".maximum", "below the minimum");
-    std::vector<std::string> alts;
-    // Negative values: -v for v in [max(1, -hi), -lo].
-    if (!lo || *lo < 0) {
-      const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
-      std::optional<uint64_t> to;
-      if (lo) to = static_cast<uint64_t>(-*lo);
-      alts.push_back("-" + UIntRange(from, to));
-    }
-    if (!hi || *hi >= 0) {
-      const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-      std::optional<uint64_t> to;
-      if (hi) to = static_cast<uint64_t>(*hi);
-      alts.push_back(UIntRange(from, to));
-    }
-    return Group(absl::StrJoin(alts, "|"));
-  }
-
-  // A number's bounds, as Integer reads them but with exclusiveness kept: numbers between
-  // integers exist.
-  struct NumberBound {
-    int64_t value;
-    bool exclusive;
-  };
-  absl::StatusOr<std::optional<NumberBound>> NumberBoundOf(const json& s, bool lower,
-                                                           const std::string& path) {
+  // The tighter bound of a side (lower: minimum, exclusiveMinimum; upper: maximum,
+  // exclusiveMaximum); nullopt when neither is given.
+  absl::StatusOr<std::optional<NumberBound>> SideBound(const json& s, bool lower,
+                                                       const std::string& path) {
     std::optional<NumberBound> out;
-    for (const auto& [key, exclusive] :
-         lower ? std::vector<std::pair<const char*, bool>>{{"minimum", false},
-                                                           {"exclusiveMinimum", true}}
-               : std::vector<std::pair<const char*, bool>>{{"maximum", false},
-                                                           {"exclusiveMaximum", true}}) {
+    for (const char* key : lower ? std::vector<const char*>{"minimum", "exclusiveMinimum"}
+                                 : std::vector<const char*>{"maximum", "exclusiveMaximum"}) {
       auto b = Bound(s, key, path);
       if (!b.ok()) return b.status();
       if (!*b) continue;
-      const NumberBound nb{**b, exclusive};
-      // The tighter of two bounds on one side.
-      const bool tighter =
-          !out || (lower ? (nb.value > out->value || (nb.value == out->value && exclusive))
-                         : (nb.value < out->value || (nb.value == out->value && exclusive)));
-      if (tighter) out = nb;
+      const int c = out ? Compare((*b)->value, out->value) : 0;
+      const bool tighter = !out || (lower ? c > 0 : c < 0) || (c == 0 && (*b)->exclusive);
+      if (tighter) out = *b;
     }
     return out;
   }
 
-  // Non-negative decimals v with lo <= v (< when exclusive) and v <= hi (< when exclusive; no
-  // hi: unbounded), written without an exponent: an integer part, then maybe a fraction.
-  static std::vector<std::string> NonNegative(NumberBound lo, std::optional<NumberBound> hi) {
-    const uint64_t a = static_cast<uint64_t>(lo.value);
-    const uint64_t first = lo.exclusive ? a + 1 : a;  // integer parts any fraction may follow
-    std::vector<std::string> alts;
-    // Just above an exclusive lower bound: its integer part with a fraction that is not zero.
-    const std::string above = absl::StrCat(a, "\\.0*[1-9][0-9]*");
-    if (!hi) {
-      alts.push_back(absl::StrCat(UIntRange(first, std::nullopt), "(\\.[0-9]+)?"));
-      if (lo.exclusive) alts.push_back(above);
-      return alts;
-    }
-    const uint64_t b = static_cast<uint64_t>(hi->value);
-    if (b >= 1 && first <= b - 1) {
-      alts.push_back(absl::StrCat(UIntRange(first, b - 1), "(\\.[0-9]+)?"));
-    }
-    if (lo.exclusive && a < b) alts.push_back(above);
-    // The upper bound itself, with a fraction of zeros only.
-    if (!hi->exclusive && (a < b || (a == b && !lo.exclusive))) {
-      alts.push_back(absl::StrCat(b, "(\\.0+)?"));
-    }
-    return alts;
-  }
-
-  // Numbers: with integer bounds (minimum, maximum, exclusiveMinimum, exclusiveMaximum; exact,
-  // with fractions between them) no exponent is written, except where a value cannot leave the
-  // bounds by one (no upper bound, and a lower bound of at most 0: any non-negative number).
-  absl::StatusOr<std::string> Number(const json& s, const std::string& path) {
-    auto lo = NumberBoundOf(s, true, path);
+  // Integers and numbers within their bounds (number_range.h), multiples of `multipleOf`
+  // where it is given.
+  absl::StatusOr<std::string> Numeric(const json& s, const std::string& path, bool integer) {
+    auto lo = SideBound(s, true, path);
     if (!lo.ok()) return lo.status();
-    auto hi = NumberBoundOf(s, false, path);
+    auto hi = SideBound(s, false, path);
     if (!hi.ok()) return hi.status();
-    if (!*lo && !*hi) return absl::StrCat("-?(0|[1-9][0-9]*)", kNumberTail);
-    if (*lo && *hi &&
-        ((*hi)->value < (*lo)->value ||
-         ((*hi)->value == (*lo)->value && ((*hi)->exclusive || (*lo)->exclusive)))) {
-      return Error(path + ".maximum", "no number is within the bounds");
+    if (s.contains("multipleOf")) {
+      auto step = Bound(s, "multipleOf", path);
+      if (!step.ok()) return step.status();
+      auto m = MultiplesRegex(*lo, *hi, (*step)->value, integer);
+      if (!m.ok()) return Error(path + ".multipleOf", std::string(m.status().message()));
+      if (m->empty()) return Error(path + ".multipleOf", "no multiple is within the bounds");
+      return *m;
     }
-    std::vector<std::string> alts;
-    // Negative values x = -v: v > max(0, -hi) bounds v from below, -lo from above.
-    if (!*lo || (*lo)->value < 0) {
-      NumberBound v_lo{0, true};
-      if (*hi && (*hi)->value < 0) v_lo = {-(*hi)->value, (*hi)->exclusive};
-      std::optional<NumberBound> v_hi;
-      if (*lo) v_hi = NumberBound{-(*lo)->value, (*lo)->exclusive};
-      for (const std::string& a : NonNegative(v_lo, v_hi)) alts.push_back("-" + Group(a));
+    const auto [from, to] = IntegerBounds(*lo, *hi);
+    const std::string r = integer ? IntegerRangeRegex(from, to) : NumberRangeRegex(*lo, *hi);
+    if (r.empty()) {
+      return Error(path + ".maximum",
+                   integer ? "no integer is within the bounds" : "no number is within the bounds");
     }
-    // Non-negative values.
-    if (!*hi || (*hi)->value > 0 || ((*hi)->value == 0 && !(*hi)->exclusive)) {
-      NumberBound v_lo{0, false};
-      if (*lo && (*lo)->value >= 0) v_lo = **lo;
-      if (!*hi && v_lo.value == 0 && !v_lo.exclusive) {
-        alts.push_back(absl::StrCat("(0|[1-9][0-9]*)", kNumberTail));
-      } else {
-        for (const std::string& a : NonNegative(v_lo, *hi)) alts.push_back(a);
-      }
-    }
-    if (alts.empty()) return Error(path, "no number is within the bounds");
-    return Group(absl::StrJoin(alts, "|"));
+    return r;
   }
 
   const json& root_;
@@ -545,8 +431,7 @@ std::string JsonObjectRegex(int depth) {
 }
 
 std::string AnyJsonRegex(int depth) {
-  std::string scalar =
-      absl::StrCat(JsonStringRegex(), "|-?(0|[1-9][0-9]*)", kNumberTail, "|true|false|null");
+  std::string scalar = absl::StrCat(JsonStringRegex(), "|", AnyNumberRegex(), "|true|false|null");
   if (depth <= 0) return scalar;
   const std::string inner = AnyJsonRegex(depth - 1);
   return absl::StrCat(scalar, "|", JsonObjectRegex(depth), "|\\[((", inner, ")(,(", inner,

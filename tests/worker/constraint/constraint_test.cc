@@ -397,6 +397,23 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   const SchemaMatch one_up(R"({"type":"number","minimum":1})");
   for (const char* ok : {"1", "1.5", "100"}) EXPECT_TRUE(one_up(ok)) << ok;
   for (const char* bad : {"0.99", "0", "-1"}) EXPECT_FALSE(one_up(bad)) << bad;
+  // Bounds between integers: exact in decimal, for numbers; rounded inwards, for integers.
+  const SchemaMatch half(R"({"type":"number","exclusiveMinimum":-0.5,"maximum":0.25})");
+  for (const char* ok : {"-0.4999", "0", "0.25", "0.2500", "0.1"}) EXPECT_TRUE(half(ok)) << ok;
+  for (const char* bad : {"-0.5", "-0.50", "0.2501", "1", "-1"}) EXPECT_FALSE(half(bad)) << bad;
+  const SchemaMatch rounded(R"({"type":"integer","minimum":-2.5,"exclusiveMaximum":3.5})");
+  for (const char* ok : {"-2", "0", "3"}) EXPECT_TRUE(rounded(ok)) << ok;
+  for (const char* bad : {"-3", "4", "2.5"}) EXPECT_FALSE(rounded(bad)) << bad;
+  // multipleOf: cents, halves, and an integer step with one bound.
+  const SchemaMatch price(R"({"type":"number","exclusiveMinimum":0,"multipleOf":0.01})");
+  for (const char* ok : {"0.01", "19.99", "20", "20.50"}) EXPECT_TRUE(price(ok)) << ok;
+  for (const char* bad : {"0", "19.995", "-1", "2e3"}) EXPECT_FALSE(price(bad)) << bad;
+  const SchemaMatch halves(R"({"type":"number","minimum":-1,"maximum":1,"multipleOf":0.5})");
+  for (const char* ok : {"-1", "-0.5", "0", "0.5", "1.0"}) EXPECT_TRUE(halves(ok)) << ok;
+  for (const char* bad : {"-1.5", "0.25", "1.5"}) EXPECT_FALSE(halves(bad)) << bad;
+  const SchemaMatch tens(R"({"type":"integer","minimum":-25,"multipleOf":10})");
+  for (const char* ok : {"-20", "0", "10", "123450"}) EXPECT_TRUE(tens(ok)) << ok;
+  for (const char* bad : {"-30", "5", "123451", "10.0"}) EXPECT_FALSE(tens(bad)) << bad;
   const SchemaMatch point(R"({"type":"number","minimum":2,"maximum":2})");
   EXPECT_TRUE(point("2"));
   EXPECT_TRUE(point("2.000"));
@@ -415,11 +432,17 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
 
 TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
   for (const auto& [schema, path] : std::vector<std::pair<std::string, std::string>>{
-           {R"({"type":"object","properties":{"age":{"type":"number","minimum":3.5}}})",
-            "$.properties.age.minimum"},
+           {R"({"type":"object","properties":{"age":{"type":"number","minimum":1e-40}}})",
+            "$.properties.age.minimum: '0.0000"},
+           {R"({"type":"number","minimum":0.5,"exclusiveMaximum":0.5})", "$.maximum: no number"},
+           {R"({"type":"integer","minimum":2.1,"maximum":2.9})", "$.maximum: no integer"},
            {R"({"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}})",
             "$.properties.a.format"},
-           {R"({"type":"array","items":{"type":"integer","multipleOf":2}})", "$.items.multipleOf"},
+           {R"({"type":"array","items":{"type":"integer","multipleOf":7}})",
+            "$.items.multipleOf: served for"},
+           {R"({"type":"number","multipleOf":-0.5})", "$.multipleOf: a step above 0"},
+           {R"({"type":"integer","minimum":1,"maximum":4,"multipleOf":5})",
+            "$.multipleOf: no multiple"},
            {R"({"$ref":"#/$defs/missing"})", "$.$ref"},
            {R"({"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"})",
             "recurses"},

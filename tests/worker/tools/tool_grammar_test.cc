@@ -118,12 +118,12 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
               HasSubstr("tools[0].function.parameters"));
   // A schema the grammar cannot take names its path inside the tool.
   auto tools = ParseTools(json::parse(R"([{"type": "function", "function": {"name": "a",
-      "parameters": {"type": "object", "properties": {"n": {"type": "number", "maximum": 3.5}}}}}])"));
+      "parameters": {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 7}}}}}])"));
   ASSERT_TRUE(tools.ok());
   auto regex = ToolCallRegex(ToolFormat::kHermes, *tools, {ToolChoice::Mode::kRequired, ""}, true);
   ASSERT_FALSE(regex.ok());
   EXPECT_THAT(regex.status().message(),
-              HasSubstr("tools[0].function.parameters.properties.n.maximum"));
+              HasSubstr("tools[0].function.parameters.properties.n.multipleOf"));
   // Many large tools: the calls' pattern has a budget.
   json many = json::array();
   for (int t = 0; t < 300; ++t) {
