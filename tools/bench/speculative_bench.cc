@@ -18,6 +18,10 @@
 // proposal stands while the target agrees and proposing costs nothing. On the CUDA backend run
 // it with --batch-invariant 1, so the target's ids do not move with the batch's shape.
 //
+// --regex constrains every request of both runs to a regex (structured output): on the CPU
+// backend constrained requests speculate too, each verified row under its mask; on CUDA they
+// get no proposals.
+//
 // Workloads (text prompts in the tinystories style, so the shared test model continues them):
 //   story   story openings the model continues freely (little to copy);
 //   repeat  a story told twice and begun a third time (the continuation copies its input, as
@@ -34,6 +38,7 @@
 #include "tools/bench/commands.h"
 #include "tools/bench/worker_driver.h"
 #include "worker/backend/backend.h"
+#include "worker/constraint/constraint.h"
 #include "worker/loop/worker.h"
 
 namespace llm::bench {
@@ -119,13 +124,23 @@ struct RunResult {
   std::vector<std::vector<int32_t>> ids;
 };
 
+// What every request of a run asks for, and how many run at once.
+struct RunSettings {
+  int rounds = 2;  // times each prompt runs
+  int concurrency = 1;
+  int32_t max_tokens = 96;
+  float temperature = 0.0f;  // 0: greedy; else seeded by the request's index
+  std::string regex;         // a regex constraint on every request; empty: none
+};
+
 // Runs every prompt `rounds` times, `concurrency` at a time, on a fresh backend with `spec`.
 // `oracle` (the oracle method): request i's oracle_ids.
 absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
                                       const engine::SpeculativeConfig& spec,
-                                      const std::vector<std::string>& prompts, int rounds,
-                                      int concurrency, int32_t max_tokens, float temperature,
+                                      const std::vector<std::string>& prompts,
+                                      const RunSettings& run,
                                       const std::vector<std::vector<int32_t>>* oracle) {
+  const auto concurrency = static_cast<size_t>(run.concurrency);
   backend::BackendOptions bo = base;
   bo.speculative = spec;
   LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(bo));
@@ -141,18 +156,19 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
   int64_t tokens = 0, drafted = 0, accepted = 0;
   const auto start = Clock::now();
   std::vector<std::shared_ptr<Collected>> sinks;
-  const size_t total = prompts.size() * static_cast<size_t>(rounds);
-  for (size_t begin = 0; begin < total; begin += static_cast<size_t>(concurrency)) {
-    const size_t end = std::min(total, begin + static_cast<size_t>(concurrency));
+  const size_t total = prompts.size() * static_cast<size_t>(run.rounds);
+  for (size_t begin = 0; begin < total; begin += concurrency) {
+    const size_t end = std::min(total, begin + concurrency);
     Countdown done;
     done.Add(static_cast<int>(end - begin));
     std::vector<std::shared_ptr<Collected>> wave;
     for (size_t i = begin; i < end; ++i) {
       loop::GenerateSpec g;
       g.text = prompts[i % prompts.size()];
-      g.max_tokens = max_tokens;
-      g.sampling.temperature = temperature;
+      g.max_tokens = run.max_tokens;
+      g.sampling.temperature = run.temperature;
       g.sampling.seed = i;
+      if (!run.regex.empty()) g.constraint = {constraint::Kind::kRegex, run.regex, {}};
       if (oracle != nullptr && i < oracle->size()) g.oracle_ids = (*oracle)[i];
       wave.push_back(std::make_shared<Collected>(&done));
       if (auto key = worker->Submit(g, wave.back()); !key.ok()) {
@@ -177,10 +193,10 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
               {"seconds", seconds},
               {"tokens_per_second", tokens / seconds},
               {"steps", stats.steps}};
-  AddDecodeSteps(recorder.TakeSteps(), concurrency, r.report);
+  AddDecodeSteps(recorder.TakeSteps(), run.concurrency, r.report);
   if (spec.enabled() && spec.adaptive) {
     r.report["speculation_by_batch"] = SpeculationByBatch(stats.scheduler);
-    r.report["speculation_at_concurrency"] = SpeculationAt(stats.scheduler, concurrency);
+    r.report["speculation_at_concurrency"] = SpeculationAt(stats.scheduler, run.concurrency);
   }
   if (spec.enabled()) {
     const auto verifications = static_cast<double>(stats.spec_drafts);
@@ -216,6 +232,8 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
       .Value("concurrency", "requests at once", "1")
       .Value("max-tokens", "output tokens per request", "96")
       .Value("temperature", "0: greedy (ids compared); else seeded sampling", "0")
+      .Value("regex",
+             "constrain every request's output to this regex (structured output; empty: none)", "")
       .Value("slots", "slot table size", "8")
       .Value("batch-invariant",
              "cuda: 1 for engine.cuda_batch_invariant (ids comparable bit for "
@@ -266,6 +284,10 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
                         {"batch_invariant", bo.cuda.batch_invariant},
                         {"concurrency", *concurrency},
                         {"max_tokens", *max_tokens}};
+  const RunSettings settings{static_cast<int>(*rounds), static_cast<int>(*concurrency),
+                             static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature),
+                             flags.GetString("regex")};
+  if (!settings.regex.empty()) out["regex"] = settings.regex;
   if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
   if (spec.method == engine::SpeculativeMethod::kOracle) out["upper_bound"] = true;
   const std::vector<std::string> workloads =
@@ -278,9 +300,7 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
     const std::vector<std::string> prompts = Prompts(workload);
     auto run = [&](const engine::SpeculativeConfig& s,
                    const std::vector<std::vector<int32_t>>* oracle) {
-      return RunWorkload(bo, s, prompts, static_cast<int>(*rounds), static_cast<int>(*concurrency),
-                         static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature),
-                         oracle);
+      return RunWorkload(bo, s, prompts, settings, oracle);
     };
     auto off = run(engine::SpeculativeConfig(), nullptr);
     if (!off.ok()) return Fail(cmd, off.status());

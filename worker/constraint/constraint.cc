@@ -243,6 +243,22 @@ bool Matcher::Advance(int32_t token) {
   return state_ != ByteDfa::kDead;
 }
 
+size_t Matcher::AllowedPrefix(std::span<const int32_t> tokens,
+                              std::span<const int32_t> stop_ids) const {
+  int32_t state = state_;
+  if (state == ByteDfa::kDead) return 0;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t t = tokens[i];
+    if (std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end()) {
+      return c_->dfa().accepting(state) ? i + 1 : i;
+    }
+    if (t < 0 || t >= c_->tokens().vocab_size() || c_->tokens().bytes(t).empty()) return i;
+    state = c_->dfa().Walk(state, c_->tokens().bytes(t));
+    if (state == ByteDfa::kDead) return i;
+  }
+  return tokens.size();
+}
+
 bool Matcher::complete() const { return state_ != ByteDfa::kDead && c_->dfa().accepting(state_); }
 
 }  // namespace llm::constraint

@@ -102,6 +102,10 @@ class Matcher {
   void WriteMask(std::span<uint64_t> words, std::span<const int32_t> stop_ids) const;
   // Moves past `token`; false when the constraint forbids it (its bytes left the language).
   bool Advance(int32_t token);
+  // How many of `tokens`, from the first, could follow one another from here without the
+  // constraint refusing one (a stop id only where the output before it is complete, and
+  // nothing after it). Moves nothing.
+  size_t AllowedPrefix(std::span<const int32_t> tokens, std::span<const int32_t> stop_ids) const;
   bool complete() const;  // the output so far is in the language
   bool failed() const { return state_ == ByteDfa::kDead; }
 

@@ -182,8 +182,9 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
     ++slot.planned;
     slot.output_step = plan.step_id;
     // Planned tokens are a lower bound of the generated ones: no proposal past max_tokens.
-    // A constrained request does not speculate (its proposals would need its masks).
-    const bool speculates = slot.request->speculate && slot.request->constraint == nullptr;
+    // A constrained request speculates where the runner verifies under its masks.
+    const bool speculates = slot.request->speculate &&
+                            (slot.request->constraint == nullptr || config_.speculate_constrained);
     int32_t draft = speculates ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
     if (config_.kv_on_demand && draft > 0 && !Grow(s, DecodeExtent(slot, draft), running_, plan)) {
       // Only the proposals the slot's blocks hold: past its input's position.

@@ -102,6 +102,8 @@ struct SchedulerConfig {
   // Speculative decoding: decode chunks carry up to speculative.num_tokens proposals, as
   // SpeculationPolicy chooses per step (the runner proposes and verifies them).
   SpeculativeConfig speculative;
+  // Constrained requests get proposals too (RunnerInfo::speculates_constrained).
+  bool speculate_constrained = false;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;

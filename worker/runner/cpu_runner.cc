@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/thread_pool.h"
 #include "worker/speculative/ngram.h"
@@ -43,6 +44,7 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.kv_cache_bytes = kv_.bytes() + (draft_ != nullptr ? draft_->kv_bytes() : 0);
   info_.default_prefill_tokens = kCpuDefaultPrefillTokens;
   info_.constraints = true;
+  info_.speculates_constrained = true;  // SampleSlot masks each verified row
   info_.logit_bias = true;
   info_.kv_on_demand = true;
   if (options_.async) {
@@ -209,10 +211,7 @@ absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
     }
     const int32_t room = std::min(
         {slot.request->max_tokens - slot.generated - 1, info_.max_context - 1 - position, held});
-    // A constrained slot does not speculate (its proposals would need the constraint's masks).
-    const int32_t max_draft = options_.speculative.enabled() && slot.matcher == nullptr
-                                  ? std::clamp(d.max_draft, 0, room)
-                                  : 0;
+    const int32_t max_draft = options_.speculative.enabled() ? std::clamp(d.max_draft, 0, room) : 0;
     sampling_.push_back(SamplingSlot{d.slot, max_draft});
   }
   if (absl::Status st = Propose(); !st.ok()) return st;
@@ -257,7 +256,15 @@ absl::Status CpuRunner::Propose() {
                               &s.draft_probs});
     }
   }
-  return jobs.empty() ? absl::OkStatus() : draft_->Propose(jobs);
+  if (!jobs.empty()) LLM_RETURN_IF_ERROR(draft_->Propose(jobs));
+  // A constrained slot's proposals stop where the constraint would refuse one: verification
+  // masks each row, so such a proposal could not stand, nor any after it.
+  for (SamplingSlot& s : sampling_) {
+    const SlotState& slot = slots_[s.slot];
+    if (s.drafts.empty() || slot.matcher == nullptr) continue;
+    s.drafts.resize(slot.matcher->AllowedPrefix(s.drafts, slot.request->stop_token_ids));
+  }
+  return absl::OkStatus();
 }
 
 FinishReason CpuRunner::Append(SlotState& slot, int32_t token) {

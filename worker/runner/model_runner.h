@@ -38,7 +38,11 @@ struct RunnerInfo {
   int32_t default_prefill_tokens_alone = 0;
   int32_t max_stop_ids = 0;  // stop ids (EOS included) a request may have; 0: any
   bool constraints = false;  // applies EngineRequest::constraint (structured output)
-  bool logit_bias = false;   // applies SamplingParams::logit_bias
+  // Verifies proposals of constrained requests, each row under the constraint's mask after
+  // the accepted ones before it (SchedulerConfig::speculate_constrained); false: a constrained
+  // request gets no proposals.
+  bool speculates_constrained = false;
+  bool logit_bias = false;  // applies SamplingParams::logit_bias
   // Takes BlockGrants and readmissions with resumed tokens (SchedulerConfig::kv_on_demand);
   // false: the scheduler reserves prompt + max_tokens at admission.
   bool kv_on_demand = false;

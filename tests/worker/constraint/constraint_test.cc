@@ -156,6 +156,26 @@ TEST(MatcherTest, ChoiceMasksAndEndsWithAStopToken) {
   EXPECT_FALSE(m.Advance(4));
 }
 
+// A run of proposals stands up to the first token the constraint refuses; a stop id only
+// where the output before it is complete. The matcher does not move.
+TEST(MatcherTest, AllowedPrefixStopsAtTheFirstRefusedProposal) {
+  auto c = Compile({Kind::kChoice, "", {"yes", "no"}}, Vocabulary());
+  ASSERT_TRUE(c.ok()) << c.status();
+  Matcher m(*c);
+  const int32_t stops[] = {kEos};
+  const auto allowed = [&](std::vector<int32_t> tokens) { return m.AllowedPrefix(tokens, stops); };
+  EXPECT_EQ(allowed({17, 18, kEos, 4}), 3u);  // "ye" "s" end, then nothing
+  EXPECT_EQ(allowed({17, kEos}), 1u);         // "ye" is not complete
+  EXPECT_EQ(allowed({19, 20}), 2u);           // "n" "o"
+  EXPECT_EQ(allowed({19, 18}), 1u);           // "n" "s"
+  EXPECT_EQ(allowed({4, 17}), 0u);            // "a"
+  EXPECT_EQ(allowed({kVocab + 3}), 0u);       // not a token
+  EXPECT_EQ(allowed({}), 0u);
+  EXPECT_THAT(Allowed(m, kVocab), ::testing::UnorderedElementsAre(12, 13, 17, 19));
+  ASSERT_TRUE(m.Advance(12));
+  EXPECT_EQ(allowed({kEos, 12}), 1u);
+}
+
 // A request's stop id that is an ordinary token ("," here) may not end an incomplete output,
 // even where the constraint would take it.
 TEST(MatcherTest, AStopIdThatIsATokenEndsOnlyACompleteOutput) {

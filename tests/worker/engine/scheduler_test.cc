@@ -147,10 +147,21 @@ TEST(SchedulerTest, DecodeChunksCarryProposals) {
   EXPECT_EQ(p.decodes[0].max_draft, 4);
   EXPECT_EQ(p.decodes[1].max_draft, 1);  // 1 sampled + this decode's own + 1 proposal = 3
   EXPECT_EQ(p.decodes[2].max_draft, 0);
-  EXPECT_EQ(p.decodes[3].max_draft, 0);  // a constrained request does not speculate
+  EXPECT_EQ(p.decodes[3].max_draft, 0);  // the runner cannot verify under masks
   EXPECT_EQ(p.num_tokens(), 4 + 5);
   EXPECT_EQ(p.num_draft_tokens(), 5);
   EXPECT_EQ(s.stats().draft_tokens_per_slot, 4);
+
+  // A runner that verifies under masks (RunnerInfo::speculates_constrained) gets proposals
+  // for the constrained request too.
+  SchedulerConfig masked = Speculating(Config(4, 100, /*batch=*/0), 4);
+  masked.speculate_constrained = true;
+  Scheduler m(masked);
+  m.Add(std::make_shared<EngineRequest>(*constrained));
+  m.Update(runner.Run(m.Schedule()), ev);
+  const StepPlan mp = m.Schedule();
+  ASSERT_EQ(mp.decodes.size(), 1u);
+  EXPECT_EQ(mp.decodes[0].max_draft, 4);
 
   // max_batch_tokens 40 with 32 prompt tokens a step: proposals get the 8 - 3 left over.
   Scheduler capped(Speculating(Config(4, 100, /*batch=*/40, /*prefill=*/32), 4));

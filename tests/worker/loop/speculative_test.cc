@@ -271,6 +271,59 @@ TEST_P(SpeculativeTest, StopsInsideAnAcceptedRunEndTheOutputThere) {
   ExpectNothingHeld(*on);
 }
 
+// Constrained requests speculate on the CPU runner: each verified row is masked after the
+// proposals accepted before it, and a proposal the constraint refuses is not made. Greedy ids
+// are those of a worker without speculation; seeded sampled outputs keep to the constraint.
+TEST_P(SpeculativeTest, ConstrainedRequestsSpeculateUnderTheirMasks) {
+  const std::vector<std::string> choices = {"happy", "sad", "a big red ball", "Tim"};
+  const std::string letters = "[A-Za-z .,]{1,400}";
+  std::vector<GenerateSpec> specs;
+  for (int i = 0; i < 6; ++i) {
+    GenerateSpec s = Spec(i < 3 ? RepeatPrompt() : StoryPrompts()[i], 64);
+    s.constraint = i % 3 == 2 ? constraint::ConstraintSpec{constraint::Kind::kChoice, "", choices}
+                              : constraint::ConstraintSpec{constraint::Kind::kRegex, letters, {}};
+    if (i % 3 == 1) {
+      s.sampling.temperature = 0.8f;
+      s.sampling.seed = 40 + i;
+    }
+    specs.push_back(s);
+  }
+  auto off = MakeWorker(std::nullopt);
+  auto on = MakeWorker(GetParam());
+  ASSERT_NE(off, nullptr);
+  ASSERT_NE(on, nullptr);
+  std::vector<std::shared_ptr<CollectingSink>> sinks;
+  for (const GenerateSpec& spec : specs) {
+    sinks.push_back(std::make_shared<CollectingSink>());
+    ASSERT_TRUE(on->Submit(spec, sinks.back()).ok());
+  }
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ASSERT_TRUE(sinks[i]->Wait()) << "request " << i;
+    ASSERT_TRUE(sinks[i]->error().ok()) << sinks[i]->error();
+    const StreamUpdate r = sinks[i]->result();
+    if (i % 3 == 2) {
+      EXPECT_NE(std::find(choices.begin(), choices.end(), r.text), choices.end())
+          << i << ": '" << r.text << "'";
+    } else {
+      EXPECT_FALSE(r.text.empty()) << i;
+      EXPECT_EQ(r.text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz .,"),
+                std::string::npos)
+          << i << ": '" << r.text << "'";
+    }
+    if (i % 3 != 1) {
+      EXPECT_EQ(r.token_ids, Run(*off, specs[i]).token_ids) << "request " << i;
+    }
+    drafted += r.usage.draft_tokens;
+    accepted += r.usage.accepted_draft_tokens;
+  }
+  EXPECT_GT(drafted, 0);
+  if (GetParam() != Proposer::kDraftRandom) {
+    EXPECT_GT(accepted, 0);
+  }
+  ExpectNothingHeld(*on);
+}
+
 // Cancels and deadlines at random moments, many in the middle of accepted runs: afterwards no
 // block is held and the worker still gives the reference's ids.
 TEST_P(SpeculativeTest, CancelsLeaveEveryBlockAccountedFor) {
