@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/worker/constraint/regex_language.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
 #include "worker/constraint/gbnf.h"
@@ -329,24 +330,8 @@ TEST(MatcherTest, CompileErrorsNameTheField) {
 }
 
 // The automaton of a schema, and whether `text` is a complete output.
-class SchemaMatch {
- public:
-  explicit SchemaMatch(const std::string& schema) {
-    auto pattern = JsonSchemaToRegex(schema);
-    EXPECT_TRUE(pattern.ok()) << pattern.status();
-    auto nfa = ParseRegex(*pattern);
-    EXPECT_TRUE(nfa.ok()) << nfa.status();
-    auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, "schema");
-    EXPECT_TRUE(dfa.ok()) << dfa.status();
-    dfa_ = *std::move(dfa);
-  }
-  bool operator()(const std::string& text) const {
-    const int32_t s = dfa_.Walk(dfa_.start(), text);
-    return s != ByteDfa::kDead && dfa_.accepting(s);
-  }
-
- private:
-  ByteDfa dfa_;
+struct SchemaMatch : RegexLanguage {
+  explicit SchemaMatch(const std::string& schema) : RegexLanguage(JsonSchemaToRegex(schema)) {}
 };
 
 TEST(JsonSchemaTest, IntegerBoundsAreExact) {
@@ -499,25 +484,8 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
 }
 
 // The language of a GBNF grammar, through the regex it becomes.
-class GrammarMatch {
- public:
-  explicit GrammarMatch(const std::string& grammar) {
-    auto pattern = GbnfToRegex(grammar);
-    EXPECT_TRUE(pattern.ok()) << pattern.status();
-    auto nfa = ParseRegex(pattern.value_or("x"));
-    EXPECT_TRUE(nfa.ok()) << nfa.status();
-    auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, "grammar");
-    EXPECT_TRUE(dfa.ok()) << dfa.status();
-    dfa_ = *std::move(dfa);
-  }
-  bool operator()(const std::string& text) const {
-    const int32_t s = dfa_.Walk(dfa_.start(), text);
-    return s != ByteDfa::kDead && dfa_.accepting(s);
-  }
-  size_t states() const { return dfa_.num_states(); }
-
- private:
-  ByteDfa dfa_;
+struct GrammarMatch : RegexLanguage {
+  explicit GrammarMatch(const std::string& grammar) : RegexLanguage(GbnfToRegex(grammar)) {}
 };
 
 TEST(GbnfTest, RulesLiteralsClassesAndRepetition) {

@@ -8,32 +8,14 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/constraint/byte_dfa.h"
-#include "worker/constraint/byte_regex.h"
+#include "tests/worker/constraint/regex_language.h"
 
 namespace llm::constraint {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Whether `text` is in the language of `pattern`.
-class Language {
- public:
-  explicit Language(const std::string& pattern) {
-    auto nfa = ParseRegex(pattern);
-    EXPECT_TRUE(nfa.ok()) << pattern << ": " << nfa.status();
-    auto dfa = ByteDfa::Build(*nfa, 100000, "number");
-    EXPECT_TRUE(dfa.ok()) << dfa.status();
-    dfa_ = *std::move(dfa);
-  }
-  bool operator()(const std::string& text) const {
-    const int32_t s = dfa_.Walk(dfa_.start(), text);
-    return s != ByteDfa::kDead && dfa_.accepting(s);
-  }
-
- private:
-  ByteDfa dfa_;
-};
+using Language = RegexLanguage;
 
 Decimal D(const std::string& text) {
   auto d = ParseDecimal(text);
@@ -81,12 +63,12 @@ int64_t Scaled(const std::string& text) {
   return d.negative ? -v : v;
 }
 
-// Every number from -4 to 4 in steps of 0.0007, each written without and with trailing zeros,
-// against the same comparison done on integers.
-TEST(NumberRangeTest, DecimalBoundsAreExact) {
+// Numbers k / 10^4, each written without and with trailing zeros, and their values k.
+struct Numbers {
   std::vector<std::string> texts;
   std::vector<int64_t> values;
-  for (int64_t k = -40000; k <= 40000; k += 7) {
+
+  void Add(int64_t k) {
     const int64_t a = k < 0 ? -k : k;
     std::string fraction = absl::StrCat(10000 + a % 10000).substr(1);
     while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
@@ -96,6 +78,15 @@ TEST(NumberRangeTest, DecimalBoundsAreExact) {
     texts.push_back(text + (fraction.empty() ? ".0" : "00"));
     values.insert(values.end(), 2, k);
   }
+};
+
+// Every number from -4 to 4 in steps of 0.0007, each written without and with trailing zeros,
+// against the same comparison done on integers.
+TEST(NumberRangeTest, DecimalBoundsAreExact) {
+  Numbers numbers;
+  for (int64_t k = -40000; k <= 40000; k += 7) numbers.Add(k);
+  const std::vector<std::string>& texts = numbers.texts;
+  const std::vector<int64_t>& values = numbers.values;
   const std::vector<std::string> bounds = {"-2.5", "-1", "-0.125", "0",     "0.05",
                                            "0.5",  "1",  "1.25",   "2.999", "3"};
   std::vector<std::optional<NumberBound>> sides = {std::nullopt};
@@ -169,22 +160,13 @@ TEST(NumberRangeTest, FarDigitsAndLargeIntegerParts) {
 // against the same test done on integers. A step that is served only between two bounds
 // (3, 0.3, 1.5, 7) fails with one missing.
 TEST(NumberRangeTest, MultiplesAreExact) {
-  std::vector<std::string> texts;
-  std::vector<int64_t> values;
-  const auto add = [&](int64_t k) {
-    const int64_t a = k < 0 ? -k : k;
-    std::string fraction = absl::StrCat(10000 + a % 10000).substr(1);
-    while (!fraction.empty() && fraction.back() == '0') fraction.pop_back();
-    std::string text = absl::StrCat(k < 0 ? "-" : "", a / 10000);
-    if (!fraction.empty()) text += "." + fraction;
-    texts.push_back(text);
-    texts.push_back(text + (fraction.empty() ? ".0" : "00"));
-    values.insert(values.end(), 2, k);
-  };
-  for (int64_t k = -40000; k <= 40000; k += 25) add(k);
+  Numbers numbers;
+  for (int64_t k = -40000; k <= 40000; k += 25) numbers.Add(k);
   for (int64_t k = -300; k <= 300; ++k) {
-    if (k % 25 != 0) add(k);
+    if (k % 25 != 0) numbers.Add(k);
   }
+  const std::vector<std::string>& texts = numbers.texts;
+  const std::vector<int64_t>& values = numbers.values;
   std::vector<std::optional<NumberBound>> sides = {std::nullopt};
   for (const char* b : {"-2.5", "-1", "0", "0.05", "1.25", "3"}) {
     for (bool exclusive : {false, true}) sides.push_back(NumberBound{D(b), exclusive});
