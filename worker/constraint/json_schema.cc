@@ -27,6 +27,20 @@ std::string DateRegex() {
                       "(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|", leap, "-02-29)");
 }
 
+// An ISO 8601 duration as RFC 3339 (Appendix A) writes one: P1Y2M3D, P4W, PT5H6M7S, P1DT2H;
+// the units of the time part contiguous (hours, minutes, seconds from the first given).
+std::string DurationRegex() {
+  const std::string n = "[0-9]+";
+  const std::string second = n + "S";
+  const std::string minute = n + "M(" + second + ")?";
+  const std::string hour = n + "H(" + minute + ")?";
+  const std::string time = "T(" + hour + "|" + minute + "|" + second + ")";
+  const std::string day = n + "D";
+  const std::string month = n + "M(" + day + ")?";
+  const std::string year = n + "Y(" + month + ")?";
+  return "P((" + day + "|" + month + "|" + year + ")(" + time + ")?|" + time + "|" + n + "W)";
+}
+
 // Ordered: properties are emitted in the order the schema lists them.
 using json = nlohmann::ordered_json;
 
@@ -269,26 +283,42 @@ class Compiler {
     return min == 0 ? Group(some) + "?" : some;
   }
 
+  // An array of `prefixItems`, closed by `items: false` or by a maxItems within the prefix
+  // (as Pydantic writes a tuple): the first minItems required, the rest optional in order.
+  absl::StatusOr<std::string> Tuple(const json& s, const std::string& path, int depth, int min,
+                                    int max) {
+    const json& prefix = s["prefixItems"];
+    if (!prefix.is_array()) return Error(path + ".prefixItems", "not a list");
+    const int n = static_cast<int>(prefix.size());
+    const bool closed = s.contains("items") && s["items"] == json(false);
+    if (!closed && (max < 0 || max > n)) {
+      return Error(path + ".prefixItems",
+                   "supported with items: false, or a maxItems of at most its length");
+    }
+    const int last = max < 0 ? n : std::min(n, max);
+    if (min > last) return Error(path + ".minItems", "more than the prefixItems allow");
+    std::vector<std::string> parts;
+    for (int i = 0; i < last; ++i) {
+      auto r = Schema(prefix[i], absl::StrCat(path, ".prefixItems[", i, "]"), depth);
+      if (!r.ok()) return r;
+      parts.push_back(Group(*r));
+    }
+    // From the last item back: item i, then the rest; optional from item `min` on.
+    std::string rest;
+    for (int i = last - 1; i >= 0; --i) {
+      const std::string here = (i > 0 ? "," : "") + parts[i] + rest;
+      rest = i >= min ? Group(here) + "?" : here;
+    }
+    return absl::StrCat("\\[", rest, "\\]");
+  }
+
   absl::StatusOr<std::string> Array(const json& s, const std::string& path, int depth) {
     auto min = Count(s, "minItems", path, 0);
     if (!min.ok()) return min.status();
     auto max = Count(s, "maxItems", path, -1);
     if (!max.ok()) return max.status();
     if (*max >= 0 && *max < *min) return Error(path + ".maxItems", "below minItems");
-    if (s.contains("prefixItems")) {
-      const json& prefix = s["prefixItems"];
-      if (!prefix.is_array()) return Error(path + ".prefixItems", "not a list");
-      if (!(s.contains("items") && s["items"] == json(false))) {
-        return Error(path + ".prefixItems", "supported with items: false only");
-      }
-      std::vector<std::string> parts;
-      for (size_t i = 0; i < prefix.size(); ++i) {
-        auto r = Schema(prefix[i], absl::StrCat(path, ".prefixItems[", i, "]"), depth);
-        if (!r.ok()) return r;
-        parts.push_back(Group(*r));
-      }
-      return absl::StrCat("\\[", absl::StrJoin(parts, ","), "\\]");
-    }
+    if (s.contains("prefixItems")) return Tuple(s, path, depth, *min, *max);
     std::string item = AnyJsonRegex(kAnyDepth - 1);
     if (s.contains("items")) {
       auto r = Schema(s["items"], path + ".items", depth);
@@ -299,34 +329,58 @@ class Compiler {
   }
 
   absl::StatusOr<std::string> String(const json& s, const std::string& path) {
-    if (s.contains("format")) {
-      const json& f = s["format"];
-      static const std::string date = DateRegex();
-      static const std::string time =
-          "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5]"
-          "[0-9])";
-      const std::string name = f.is_string() ? f.get<std::string>() : "";
-      std::string body;
-      if (name == "date") body = date;
-      if (name == "time") body = time;
-      if (name == "date-time") body = date + "T" + time;
-      if (name == "uuid") {
-        body = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-      }
-      if (name == "email")
-        body = "[a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\\.[a-zA-Z0-9-]+)*\\.[a-zA-Z]{2,}";
-      if (body.empty()) return Error(path + ".format", absl::StrCat(f.dump(), " is not supported"));
-      return absl::StrCat("\"", body, "\"");
-    }
-    if (s.contains("pattern")) return Pattern(s["pattern"], path + ".pattern");
     auto min = Count(s, "minLength", path, 0);
     if (!min.ok()) return min.status();
     auto max = Count(s, "maxLength", path, -1);
     if (!max.ok()) return max.status();
     if (*max >= 0 && *max < *min) return Error(path + ".maxLength", "below minLength");
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (s.contains("format")) {
+      auto body = Format(s["format"], path + ".format");
+      if (!body.ok()) return body.status();
+      // Lengths only where the format has one length (date 10, uuid 36) and they allow it.
+      const std::string name = s["format"].get<std::string>();
+      const int fixed = name == "date" ? 10 : name == "uuid" ? 36 : -1;
+      if (lengths && (fixed < *min || (*max >= 0 && fixed > *max))) {
+        return Error(path + (s.contains("maxLength") ? ".maxLength" : ".minLength"),
+                     absl::StrCat("length bounds with format \"", name,
+                                  "\" are supported only where the format has one length "
+                                  "(date, uuid) and the bounds allow it"));
+      }
+      return absl::StrCat("\"", *body, "\"");
+    }
+    if (s.contains("pattern")) {
+      if (lengths) {
+        return Error(path + (s.contains("maxLength") ? ".maxLength" : ".minLength"),
+                     "length bounds together with a pattern are not supported (put the "
+                     "length in the pattern: ^[a-z]{1,8}$)");
+      }
+      return Pattern(s["pattern"], path + ".pattern");
+    }
     const std::string count =
         *max < 0 ? absl::StrCat("{", *min, ",}") : absl::StrCat("{", *min, ",", *max, "}");
     return absl::StrCat("\"", kStringChar, count, "\"");
+  }
+
+  // A string format's content (quotes not included).
+  static absl::StatusOr<std::string> Format(const json& f, const std::string& path) {
+    static const std::string date = DateRegex();
+    static const std::string time =
+        "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5]"
+        "[0-9])";
+    const std::string name = f.is_string() ? f.get<std::string>() : "";
+    if (name == "date") return date;
+    if (name == "time") return time;
+    if (name == "date-time") return date + "T" + time;
+    if (name == "uuid") {
+      return std::string(
+          "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}");
+    }
+    if (name == "duration") return DurationRegex();
+    if (name == "email") {
+      return std::string("[a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\\.[a-zA-Z0-9-]+)*\\.[a-zA-Z]{2,}");
+    }
+    return Error(path, absl::StrCat(f.dump(), " is not supported"));
   }
 
   absl::StatusOr<std::string> Pattern(const json& p, const std::string& path) {

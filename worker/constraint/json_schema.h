@@ -6,10 +6,11 @@
 //   type (a name or a list of names), object `properties` (emitted in the schema's order;
 //   those not in `required` may be left out) and `additionalProperties` (false, or absent: no
 //   other property is generated either way), an object without `properties` (any object),
-//   array `items`, `minItems`, `maxItems`, `prefixItems`; string `minLength`, `maxLength`,
+//   array `items`, `minItems`, `maxItems`, `prefixItems` (closed by `items: false` or by a
+//   maxItems within it, as Pydantic writes a tuple); string `minLength`, `maxLength`,
 //   `pattern` (matched against the string's content as written; a pattern that could write a
 //   quote, a backslash or a control character is refused), `format` (date, time,
-//   date-time, uuid, email); integer and number `minimum`, `maximum`, `exclusiveMinimum`,
+//   date-time, uuid, email, duration); integer and number `minimum`, `maximum`, `exclusiveMinimum`,
 //   `exclusiveMaximum` (number_range.h: exact in decimal, 0.5 and 2.999 included; an integer's
 //   bound between integers is rounded inwards; no exponent is written where one could leave
 //   the bounds); `multipleOf` (number_range.h lists the steps served; others are an error);

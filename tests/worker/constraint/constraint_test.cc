@@ -385,6 +385,29 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   EXPECT_TRUE(formats(R"(["2026-11-27","AB7"])"));
   EXPECT_FALSE(formats(R"(["2026-13-27","AB7"])"));
   EXPECT_FALSE(formats(R"(["2026-11-27","ab7"])"));
+  EXPECT_TRUE(formats(R"(["2026-11-27"])"));  // no minItems: a shorter array validates
+  EXPECT_TRUE(formats("[]"));
+  // A tuple as Pydantic writes it: no items, minItems and maxItems the prefix's length.
+  const SchemaMatch pair(R"({"type":"array","prefixItems":[{"type":"integer"},
+      {"type":"string"}],"minItems":2,"maxItems":2})");
+  EXPECT_TRUE(pair(R"([1,"a"])"));
+  for (const char* bad : {"[1]", R"([1,"a",2])", R"(["a",1])", "[]"}) {
+    EXPECT_FALSE(pair(bad)) << bad;
+  }
+  const SchemaMatch one_of_three(R"({"type":"array","prefixItems":[{"type":"integer"},
+      {"type":"integer"},{"type":"integer"}],"minItems":1,"maxItems":2})");
+  for (const char* ok : {"[1]", "[1,2]"}) EXPECT_TRUE(one_of_three(ok)) << ok;
+  for (const char* bad : {"[]", "[1,2,3]"}) EXPECT_FALSE(one_of_three(bad)) << bad;
+  const SchemaMatch sized_date(R"({"type":"string","format":"date","maxLength":10})");
+  EXPECT_TRUE(sized_date(R"("2026-11-28")"));
+  // ISO 8601 durations as RFC 3339 writes them (Pydantic's timedelta).
+  const SchemaMatch duration(R"({"type":"string","format":"duration"})");
+  for (const char* ok : {"P1Y2M3D", "P4W", "PT5H6M7S", "P1DT2H", "PT30S", "P2M", "PT1M"}) {
+    EXPECT_TRUE(duration(absl::StrCat("\"", ok, "\""))) << ok;
+  }
+  for (const char* bad : {"P", "PT", "P1H", "PT1H5S", "1D", "P1W2D", "P1DT"}) {
+    EXPECT_FALSE(duration(absl::StrCat("\"", bad, "\""))) << bad;
+  }
   // Numbers between integer bounds, fractions included, exactly.
   const SchemaMatch range(R"({"type":"number","minimum":-2,"maximum":3})");
   for (const char* ok : {"-2", "-2.0", "-1.99", "-0.5", "0", "0.25", "2.999", "3", "3.00"}) {
@@ -446,6 +469,14 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
            {R"({"type":"array","items":{"type":"integer","multipleOf":7}})",
             "$.items.multipleOf: served for"},
            {R"({"type":"number","multipleOf":-0.5})", "$.multipleOf: a step above 0"},
+           {R"({"type":"string","format":"email","maxLength":30})",
+            "$.maxLength: length bounds with format \"email\""},
+           {R"({"type":"string","format":"date","minLength":11})", "$.minLength: length bounds"},
+           {R"({"type":"string","pattern":"^a+$","maxLength":3})", "$.maxLength: length bounds"},
+           {R"({"type":"array","prefixItems":[{"type":"integer"}]})",
+            "$.prefixItems: supported with items: false, or a maxItems"},
+           {R"({"type":"array","prefixItems":[{"type":"integer"}],"items":false,"minItems":2})",
+            "$.minItems: more than the prefixItems allow"},
            {R"({"type":"integer","minimum":1,"maximum":4,"multipleOf":5})",
             "$.multipleOf: no multiple"},
            {R"({"$ref":"#/$defs/missing"})", "$.$ref"},
