@@ -258,11 +258,16 @@ absl::Status CpuRunner::Propose() {
   }
   if (!jobs.empty()) LLM_RETURN_IF_ERROR(draft_->Propose(jobs));
   // A constrained slot's proposals stop where the constraint would refuse one: verification
-  // masks each row, so such a proposal could not stand, nor any after it.
+  // masks each row, so such a proposal could not stand, nor any after it. A proposal drawn
+  // from the draft's distribution q is kept up to the first refused one, which verification
+  // rejects by the rule (its p is 0) and replaces from max(0, p - q): cutting it would draw
+  // from p there instead, and skew the output away from the target's distribution.
   for (SamplingSlot& s : sampling_) {
     const SlotState& slot = slots_[s.slot];
     if (s.drafts.empty() || slot.matcher == nullptr) continue;
-    s.drafts.resize(slot.matcher->AllowedPrefix(s.drafts, slot.request->stop_token_ids));
+    size_t keep = slot.matcher->AllowedPrefix(s.drafts, slot.request->stop_token_ids);
+    if (!s.draft_probs.empty()) keep = std::min(s.drafts.size(), keep + 1);
+    s.drafts.resize(keep);
   }
   return absl::OkStatus();
 }
@@ -318,10 +323,10 @@ void CpuRunner::SampleSlot(SamplingSlot& s, sampling::Sampler& sampler) {
   if (drafts > 0) {
     s.outputs.front().draft_tokens = drafts;
     s.outputs.front().accepted_tokens = s.accepted;
-    // The draft saw the history and the proposals; what stands of them is the history up to
-    // the last accepted proposal.
-    if (draft_ != nullptr) CpuDraft::Rollback(history_before + s.accepted, &slot.draft_written);
   }
+  // The draft saw the history and its proposals (all of them, even where the constraint cut
+  // them to none); what stands is the history up to the last accepted proposal.
+  if (draft_ != nullptr) CpuDraft::Rollback(history_before + s.accepted, &slot.draft_written);
 }
 
 absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
