@@ -419,14 +419,10 @@ class Compiler {
     if (!v.is_number() || std::abs(v.get<double>()) > 1e15) {
       return Error(path + "." + key, "a number within +-10^15");
     }
-    const bool exclusive = std::string_view(key).starts_with("exclusive");
-    if (v.is_number_integer()) {
-      auto d = ParseDecimal(v.dump());
-      if (!d.ok()) return Error(path + "." + key, std::string(d.status().message()));
-      return std::optional<NumberBound>(NumberBound{*d, exclusive});
-    }
-    auto d = DecimalOf(v.get<double>());
+    // An integer as written; a float at its shortest digits.
+    auto d = v.is_number_integer() ? ParseDecimal(v.dump()) : DecimalOf(v.get<double>());
     if (!d.ok()) return Error(path + "." + key, std::string(d.status().message()));
+    const bool exclusive = std::string_view(key).starts_with("exclusive");
     return std::optional<NumberBound>(NumberBound{*d, exclusive});
   }
 

@@ -5,8 +5,8 @@
 // read it, then taken at its shortest round-trip digits: 0.1 is 0.1), and a number is compared
 // with it digit by digit, so `maximum: 0.3` admits 0.3 and 0.2999 but not 0.30001. Numbers are
 // written as JSON writes them: no leading zeros, a fraction of at least one digit, and no
-// exponent where a bound could be crossed with one (a number unbounded above and bounded below
-// by at most 0 may have one). A validator that reads numbers as doubles may round a value
+// exponent where a bound could be crossed with one (only a number with no upper bound, whose
+// lower bound is absent, below 0, or an inclusive 0, may have one). A validator that reads numbers as doubles may round a value
 // within about 10^-16 of its magnitude onto a bound (0.99999999999999999 is 1.0 as a double),
 // so it may refuse such a value under an exclusive bound that it is, in decimal, within.
 #ifndef LLM_WORKER_CONSTRAINT_NUMBER_RANGE_H_
