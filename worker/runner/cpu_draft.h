@@ -9,15 +9,23 @@
 // (`written`). Proposing feeds it the rest of the history as one chunk (the prompt, the first
 // time; afterwards the last token or two), then one proposal at a time. After verification the
 // slot's written count falls back to the part of the history that the target accepted.
+//
+// A constrained request's proposals are chosen under its constraint's mask, as verification's
+// rows are: the draft's logits of the tokens the constraint refuses after the history and the
+// proposals before are -inf, so every proposal could stand, and a sampled proposal's recorded
+// distribution q is the masked one it was drawn from (the rejection rule needs exactly that q).
+// A job's proposals end early after a stop id, or where the constraint allows nothing.
 #ifndef LLM_WORKER_RUNNER_CPU_DRAFT_H_
 #define LLM_WORKER_RUNNER_CPU_DRAFT_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "worker/constraint/constraint.h"
 #include "worker/engine/request.h"
 #include "worker/runner/cpu_model.h"
 #include "worker/runner/kv_cache.h"
@@ -37,6 +45,10 @@ struct DraftJob {
   std::vector<int32_t>* drafts;             // proposals (out, appended)
   // For sampled requests: each proposal's distribution q, [proposal][vocab] (out, resized).
   std::vector<float>* draft_probs;
+  // A constrained request's matcher where its history ends (nullptr: unconstrained; not moved)
+  // and the stop ids its mask allows where the output is complete.
+  const constraint::Matcher* matcher = nullptr;
+  std::span<const int32_t> stop_ids;
 };
 
 class CpuDraft {
@@ -49,11 +61,11 @@ class CpuDraft {
   const CpuModel& model() const { return *model_; }
   size_t kv_bytes() const { return kv_.bytes(); }
 
-  // Proposes max_draft tokens for each job, batched over the jobs: greedy requests the draft's
-  // argmax, sampled ones a draw from the draft's distribution under the request's sampling
-  // parameters, recorded in draft_probs. Penalties count the proposals before each one, as
-  // the target's verification counts them. Leaves *written at the history plus all proposals
-  // but the last.
+  // Proposes up to max_draft tokens for each job, batched over the jobs: greedy requests the
+  // draft's argmax, sampled ones a draw from the draft's distribution under the request's
+  // sampling parameters, recorded in draft_probs; both under the job's constraint. Penalties
+  // count the proposals before each one, as the target's verification counts them. Leaves
+  // *written at the history plus all proposals but the last.
   absl::Status Propose(std::span<DraftJob> jobs);
 
   // After verification: the slot's history is `accepted_length` tokens long and its first
@@ -61,15 +73,21 @@ class CpuDraft {
   static void Rollback(int32_t valid, int32_t* written) { *written = std::min(*written, valid); }
 
  private:
-  // Turns the draft's logits row of a job into its next proposal; `penalties` counts the
-  // job's earlier proposals.
-  void Choose(DraftJob& job, std::span<float> row, int32_t index,
-              sampling::PenaltyState& penalties);
+  // A job's state over the rounds of one Propose.
+  struct JobState {
+    sampling::PenaltyState penalties;            // with the job's earlier proposals
+    std::optional<constraint::Matcher> matcher;  // after them
+    bool ended = false;                          // no more proposals
+  };
+
+  // Turns the draft's logits row of a job into its next proposal; none (state.ended set)
+  // where the constraint allows no token.
+  void Choose(DraftJob& job, std::span<float> row, int32_t index, JobState& state);
 
   std::unique_ptr<CpuModel> model_;
   CpuKvCache kv_;
   sampling::Sampler sampler_;
-  std::vector<sampling::PenaltyState> penalties_;  // per job, with penalties
+  std::vector<JobState> states_;  // per job
   std::vector<int32_t> tokens_;
   std::vector<SeqChunk> chunks_;
   std::vector<float> logits_;

@@ -253,15 +253,16 @@ absl::Status CpuRunner::Propose() {
     } else if (draft_ != nullptr) {
       jobs.push_back(DraftJob{slot.request.get(), slot.history, slot.blocks, slot.generated,
                               &slot.penalties, s.max_draft, &slot.draft_written, &s.drafts,
-                              &s.draft_probs});
+                              &s.draft_probs, slot.matcher.get(), slot.request->stop_token_ids});
     }
   }
   if (!jobs.empty()) LLM_RETURN_IF_ERROR(draft_->Propose(jobs));
   // A constrained slot's proposals stop where the constraint would refuse one: verification
-  // masks each row, so such a proposal could not stand, nor any after it. A proposal drawn
-  // from the draft's distribution q is kept up to the first refused one, which verification
-  // rejects by the rule (its p is 0) and replaces from max(0, p - q): cutting it would draw
-  // from p there instead, and skew the output away from the target's distribution.
+  // masks each row, so such a proposal could not stand, nor any after it. The draft model
+  // proposes under the mask already (CpuDraft); n-gram and oracle proposals are cut here. A
+  // proposal drawn from a distribution q would be kept up to the first refused one, which
+  // verification rejects by the rule (its p is 0) and replaces from max(0, p - q): cutting it
+  // would draw from p there instead, and skew the output away from the target's distribution.
   for (SamplingSlot& s : sampling_) {
     const SlotState& slot = slots_[s.slot];
     if (s.drafts.empty() || slot.matcher == nullptr) continue;

@@ -321,6 +321,11 @@ TEST_P(SpeculativeTest, ConstrainedRequestsSpeculateUnderTheirMasks) {
   if (GetParam() != Proposer::kDraftRandom) {
     EXPECT_GT(accepted, 0);
   }
+  // A draft that is the model proposes under the mask what verification then picks (p = q for
+  // sampled requests), so nearly every proposal stands.
+  if (GetParam() == Proposer::kDraftSelf) {
+    EXPECT_GE(accepted, drafted * 9 / 10) << accepted << " of " << drafted;
+  }
   ExpectNothingHeld(*on);
 }
 
