@@ -17,6 +17,43 @@ constexpr char kNumberTail[] = R"((\.[0-9]+)?([eE][+-]?[0-9]+)?)";
 
 std::string Group(const std::string& r) { return "(" + r + ")"; }
 
+// Where the atom starting at r[i] ends: one character (or escape), a class, or a group.
+size_t AtomEnd(std::string_view r, size_t i) {
+  if (r[i] == '\\') return std::min(r.size(), i + 2);
+  if (r[i] == '[') {
+    while (++i < r.size() && r[i] != ']') {
+      if (r[i] == '\\') ++i;
+    }
+    return std::min(r.size(), i + 1);
+  }
+  if (r[i] != '(') return i + 1;
+  for (int depth = 0; i < r.size();) {
+    if (r[i] == '\\' || r[i] == '[') {
+      i = AtomEnd(r, i);
+      continue;
+    }
+    if (r[i] == '(') ++depth;
+    if (r[i] == ')' && --depth == 0) return i + 1;
+    ++i;
+  }
+  return r.size();
+}
+
+// `r` where something follows or precedes it: grouped only where it has a '|' outside its
+// groups. (Groups the patterns do not need would only deepen them: the regex parser bounds
+// how deep groups nest, and a schema nests numbers inside its own groups.)
+std::string Seq(const std::string& r) {
+  for (size_t i = 0; i < r.size(); i = AtomEnd(r, i)) {
+    if (r[i] == '|') return Group(r);
+  }
+  return r;
+}
+
+// `r`, optional: a single atom takes the '?' itself.
+std::string Opt(const std::string& r) {
+  return (!r.empty() && AtomEnd(r, 0) == r.size() ? r : Group(r)) + "?";
+}
+
 std::string DigitRange(char lo, char hi) {
   if (lo == hi) return std::string(1, lo);
   return absl::StrCat("[", std::string(1, lo), "-", std::string(1, hi), "]");
@@ -32,13 +69,13 @@ std::string SameLength(const std::string& lo, const std::string& hi) {
   if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9')) {
     return absl::StrCat(DigitRange(lo[0], hi[0]), "[0-9]{", n - 1, "}");
   }
-  if (lo[0] == hi[0]) return std::string(1, lo[0]) + Group(SameLength(lo_rest, hi_rest));
+  if (lo[0] == hi[0]) return std::string(1, lo[0]) + Seq(SameLength(lo_rest, hi_rest));
   std::vector<std::string> alts;
-  alts.push_back(std::string(1, lo[0]) + Group(SameLength(lo_rest, std::string(n - 1, '9'))));
+  alts.push_back(std::string(1, lo[0]) + Seq(SameLength(lo_rest, std::string(n - 1, '9'))));
   if (hi[0] - lo[0] > 1) {
     alts.push_back(absl::StrCat(DigitRange(lo[0] + 1, hi[0] - 1), "[0-9]{", n - 1, "}"));
   }
-  alts.push_back(std::string(1, hi[0]) + Group(SameLength(std::string(n - 1, '0'), hi_rest)));
+  alts.push_back(std::string(1, hi[0]) + Seq(SameLength(std::string(n - 1, '0'), hi_rest)));
   return Group(absl::StrJoin(alts, "|"));
 }
 
@@ -75,7 +112,7 @@ Digits Union(const std::vector<Digits>& parts) {
 Digits Then(char c, const Digits& rest, int places) {
   if ((rest.more.empty() && !rest.empty) || (places == 0 && c != '0')) return {};
   std::string tail;
-  if (!rest.more.empty()) tail = rest.empty ? Group(rest.more) + "?" : Group(rest.more);
+  if (!rest.more.empty()) tail = rest.empty ? Opt(rest.more) : Seq(rest.more);
   return {std::string(1, c) + tail, false};
 }
 
@@ -84,7 +121,7 @@ Digits FirstIn(char lo, char hi, int places) {
   if (places == 0) hi = std::min(hi, '0');
   if (lo > hi) return {};
   const Digits rest = AnyDigits(Next(places));
-  return {DigitRange(lo, hi) + Group(rest.more) + "?", false};
+  return {DigitRange(lo, hi) + Opt(rest.more), false};
 }
 
 // Non-zero fractions.
@@ -136,8 +173,8 @@ Digits Between(std::string_view a, std::string_view b, bool a_inclusive, bool b_
 // The text after an integer part: nothing, or a point and the digits.
 std::optional<std::string> FractionText(const Digits& d) {
   if (d.more.empty()) return d.empty ? std::optional<std::string>("") : std::nullopt;
-  const std::string point = "\\." + Group(d.more);
-  return d.empty ? Group(point) + "?" : point;
+  const std::string point = "\\." + Seq(d.more);
+  return d.empty ? Opt(point) : point;
 }
 
 // A fraction's bound on one side: its digits and whether it is inclusive.
@@ -219,7 +256,7 @@ std::string DecimalRange(const std::optional<NumberBound>& lo, const std::option
     if (hi && hi->value.negative) v_lo = {Negate(hi->value), hi->exclusive};
     std::optional<NumberBound> v_hi;
     if (lo) v_hi = NumberBound{Negate(lo->value), lo->exclusive};
-    for (const std::string& a : NonNegative(v_lo, v_hi, fractions)) alts.push_back("-" + Group(a));
+    for (const std::string& a : NonNegative(v_lo, v_hi, fractions)) alts.push_back("-" + Seq(a));
   }
   // Non-negative values.
   if (!hi || (!hi->value.negative && !(IsZero(hi->value) && hi->exclusive))) {
@@ -243,19 +280,32 @@ uint64_t Pow10(int n) {
   return v;
 }
 
-// A positive decimal as p / 10^n; nullopt when p would reach 10^18.
+// A positive decimal as p / 10^n; nullopt when p would reach 10^18. (n may pass 18 where the
+// decimal is below 1 with few significant digits: 1e-20 is 1 / 10^20.)
 struct Ratio {
   uint64_t p;
   int n;
 };
 std::optional<Ratio> RatioOf(const Decimal& d) {
   const int n = static_cast<int>(d.fraction.size());
-  if (d.negative || IsZero(d) || n > 18) return std::nullopt;
+  if (d.negative || IsZero(d)) return std::nullopt;
+  if (n > 18) {
+    const size_t first = d.fraction.find_first_not_of('0');
+    if (d.whole != 0 || d.fraction.size() - first > 18) return std::nullopt;
+    return Ratio{std::stoull(d.fraction.substr(first)), n};
+  }
   const uint64_t scale = Pow10(n);
   if (d.whole > (Pow10(18) - 1) / scale) return std::nullopt;
   uint64_t fraction = 0;
   for (char c : d.fraction) fraction = fraction * 10 + (c - '0');
   return Ratio{d.whole * scale + fraction, n};
+}
+
+// The least integer that is a multiple of p / 10^n: p / gcd(p, 10^n).
+uint64_t IntegerStep(Ratio r) {
+  for (int i = 0; i < r.n && r.p % 2 == 0; ++i) r.p /= 2;
+  for (int i = 0; i < r.n && r.p % 5 == 0; ++i) r.p /= 5;
+  return r.p;
 }
 
 // Floor and ceiling of a / b, b > 0.
@@ -303,9 +353,9 @@ std::optional<std::string> IntegerMultiples(std::optional<int64_t> lo, std::opti
   if (lo && hi && *hi < *lo) return "";
   if (k == 1) return IntegerRangeRegex(lo, hi);
   int j = 0;
-  while (j <= 6 && Pow10(j) % k != 0) ++j;
+  while (j <= 18 && Pow10(j) % k != 0) ++j;
   std::vector<std::string> alts;
-  if (j <= 6 && Pow10(j) / k <= kMaxSuffixes) {
+  if (j <= 18 && Pow10(j) / k <= kMaxSuffixes) {
     if (!lo || *lo < 0) {  // -v for v in [max(1, -hi), -lo]
       const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
       std::optional<uint64_t> to;
@@ -481,12 +531,15 @@ absl::StatusOr<std::string> MultiplesRegex(const std::optional<NumberBound>& lo,
                                            const std::optional<NumberBound>& hi,
                                            const Decimal& step, bool integer) {
   const std::optional<Ratio> ratio = RatioOf(step);
-  if (!ratio) return absl::InvalidArgumentError("a step above 0 with at most 18 digits");
+  if (!ratio || (!integer && ratio->n > 18)) {
+    return absl::InvalidArgumentError(
+        "a step above 0 with at most 18 significant digits and 18 places");
+  }
   const auto [from, to] = IntegerBounds(lo, hi);
-  const uint64_t power = Pow10(ratio->n);
   std::optional<std::string> r;
+  const uint64_t power = integer ? 0 : Pow10(ratio->n);
   if (integer) {
-    r = IntegerMultiples(from, to, ratio->p / std::gcd(ratio->p, power));
+    r = IntegerMultiples(from, to, IntegerStep(*ratio));
   } else if (ratio->p == 1) {  // 1, 0.1, 0.01, ...: at most n places
     r = DecimalRange(lo, hi, PlacesFractions(ratio->n), /*exponent=*/false);
   } else if (ratio->n == 0) {  // an integer step: integers, maybe with a zero fraction

@@ -6,9 +6,10 @@
 // with it digit by digit, so `maximum: 0.3` admits 0.3 and 0.2999 but not 0.30001. Numbers are
 // written as JSON writes them: no leading zeros, a fraction of at least one digit, and no
 // exponent where a bound could be crossed with one (only a number with no upper bound, whose
-// lower bound is absent, below 0, or an inclusive 0, may have one). A validator that reads numbers as doubles may round a value
-// within about 10^-16 of its magnitude onto a bound (0.99999999999999999 is 1.0 as a double),
-// so it may refuse such a value under an exclusive bound that it is, in decimal, within.
+// lower bound is absent, below 0, or an inclusive 0, may have one). A validator that reads numbers
+// as doubles may round a value within about 10^-16 of its magnitude onto a bound
+// (0.99999999999999999 is 1.0 as a double), so it may refuse such a value under an exclusive bound
+// that it is, in decimal, within.
 #ifndef LLM_WORKER_CONSTRAINT_NUMBER_RANGE_H_
 #define LLM_WORKER_CONSTRAINT_NUMBER_RANGE_H_
 
@@ -69,11 +70,12 @@ std::pair<std::optional<int64_t>, std::optional<int64_t>> IntegerBounds(
 // JSON numbers (integers, when `integer`) within the bounds that are multiples of `step`
 // (`multipleOf`, above 0), written without an exponent; "" when none is. Served: for a
 // number, steps 1, 0.1, 0.01, ... (at most that many places after the point), 1/q of a power
-// of ten (0.5, 0.25, 0.05; at most kMaxSuffixes of them below 1) and integers; for an
-// integer, any step (reduced to the integer it implies: 1.5 is 3, 0.5 is 1). An integer step
-// k is served with any bounds where k divides a power of ten (2, 5, 25, 1000; at most
-// kMaxSuffixes endings), and any other step (7, 0.3) with both bounds and at most 1,000
-// multiples between them; otherwise an error says what is served.
+// of ten (0.5, 0.25, 0.05; at most kMaxSuffixes of them below 1) and integers, with at most
+// 18 places; for an integer, any step (reduced to the integer it implies: 1.5 is 3, 0.5 and
+// 1e-20 are 1). An integer step k is served with any bounds where k divides a power of ten
+// up to 10^18 (2, 5, 25, 1000, 10^9; at most kMaxSuffixes endings), and any other step (7,
+// 0.3) with both bounds and at most 1,000 multiples between them; otherwise an error says
+// what is served. A step has at most 18 significant digits.
 absl::StatusOr<std::string> MultiplesRegex(const std::optional<NumberBound>& lo,
                                            const std::optional<NumberBound>& hi,
                                            const Decimal& step, bool integer);

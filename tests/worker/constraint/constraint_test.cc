@@ -334,6 +334,28 @@ struct SchemaMatch : RegexLanguage {
   explicit SchemaMatch(const std::string& schema) : RegexLanguage(JsonSchemaToRegex(schema)) {}
 };
 
+// A schema as deep as the compiler takes (objects 31 deep, 63 levels of JSON) around a number
+// whose bounds have 31 and 16 digits after the point compiles, and its bounds hold there.
+TEST(JsonSchemaTest, DeepSchemasWithLongBoundsCompile) {
+  for (int depth : {1, 16, 31}) {
+    std::string schema, open, close;
+    for (int i = 0; i < depth; ++i) {
+      schema += R"({"type":"object","properties":{"a":)";
+      open += R"({"a":)";
+      close += "}";
+    }
+    schema += R"({"type":"number","minimum":1.2345678901234568e-15,"maximum":0.9876543210987654})";
+    for (int i = 0; i < depth; ++i) schema += R"(},"required":["a"],"additionalProperties":false})";
+    const SchemaMatch m(schema);
+    EXPECT_TRUE(m(open + "0.5" + close)) << depth;
+    EXPECT_TRUE(m(open + "0.0000000000000012345678901234568" + close)) << depth;
+    EXPECT_FALSE(m(open + "0.0000000000000012345678901234567" + close)) << depth;
+    EXPECT_TRUE(m(open + "0.9876543210987654" + close)) << depth;
+    EXPECT_FALSE(m(open + "0.98765432109876541" + close)) << depth;
+    EXPECT_FALSE(m(open + "0" + close)) << depth;
+  }
+}
+
 TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{
            {0, 120}, {-5, 5}, {1000, 9999}, {-99, -7}, {7, 7}, {19, 201}, {-130, 0}}) {
@@ -442,6 +464,12 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   const SchemaMatch tens(R"({"type":"integer","minimum":-25,"multipleOf":10})");
   for (const char* ok : {"-20", "0", "10", "123450"}) EXPECT_TRUE(tens(ok)) << ok;
   for (const char* bad : {"-30", "5", "123451", "10.0"}) EXPECT_FALSE(tens(bad)) << bad;
+  const SchemaMatch billions(R"({"type":"integer","multipleOf":1e9})");
+  for (const char* ok : {"-3000000000", "0", "7000000000"}) EXPECT_TRUE(billions(ok)) << ok;
+  for (const char* bad : {"100000000", "1000000001"}) EXPECT_FALSE(billions(bad)) << bad;
+  const SchemaMatch tiny_step(R"({"type":"integer","multipleOf":1e-20})");
+  for (const char* ok : {"-3", "0", "41"}) EXPECT_TRUE(tiny_step(ok)) << ok;
+  EXPECT_FALSE(tiny_step("0.5"));
   const SchemaMatch point(R"({"type":"number","minimum":2,"maximum":2})");
   EXPECT_TRUE(point("2"));
   EXPECT_TRUE(point("2.000"));

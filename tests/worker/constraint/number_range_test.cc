@@ -242,5 +242,34 @@ TEST(NumberRangeTest, MultiplesFarFromZero) {
   }
 }
 
+// Integer steps up to 10^18 are served by their endings without bounds, and an integer's step
+// with more than 18 places is the integer it implies; a number's is refused.
+TEST(NumberRangeTest, IntegerStepsOfAnySize) {
+  const Language tens(*MultiplesRegex(std::nullopt, std::nullopt, D("10000000"), true));
+  for (const char* ok : {"0", "10000000", "-20000000", "990000000", "123450000000"}) {
+    EXPECT_TRUE(tens(ok)) << ok;
+  }
+  for (const char* bad : {"1000000", "10000001", "-5000000", "1e7"}) EXPECT_FALSE(tens(bad)) << bad;
+  const Language fifty(
+      *MultiplesRegex(NumberBound{D("0"), false}, std::nullopt, D("50000000000"), true));
+  for (const char* ok : {"0", "50000000000", "100000000000", "950000000000"}) {
+    EXPECT_TRUE(fifty(ok)) << ok;
+  }
+  for (const char* bad : {"10000000000", "-50000000000", "50000000001"}) {
+    EXPECT_FALSE(fifty(bad)) << bad;
+  }
+  const Language any(*MultiplesRegex(std::nullopt, std::nullopt, D("0.0000000000000000001"), true));
+  for (const char* ok : {"0", "7", "-3", "123456789"}) EXPECT_TRUE(any(ok)) << ok;
+  EXPECT_FALSE(any("1.5"));
+  const Language threes(*MultiplesRegex(NumberBound{D("0"), false}, NumberBound{D("30"), false},
+                                        D("0.00000000000000000003"), true));
+  for (int v = -3; v <= 33; ++v)
+    EXPECT_EQ(threes(std::to_string(v)), v >= 0 && v <= 30 && v % 3 == 0) << v;
+  EXPECT_THAT(MultiplesRegex(std::nullopt, std::nullopt, D("0.0000000000000000001"), false)
+                  .status()
+                  .message(),
+              HasSubstr("18 places"));
+}
+
 }  // namespace
 }  // namespace llm::constraint
