@@ -7,8 +7,8 @@ finish_reason "tool_calls" and calls whose arguments validate against the tool's
 streamed as OpenAI streams them (id and name first, then the arguments over several deltas)
 (Python's `jsonschema`); the SDK's `chat.completions.parse` reads them into Pydantic models.
 A second turn sends the calls and their results back (role "tool") with tool_choice "none".
-With the Qwen3 template also: `chat.completions.parse` with a Pydantic response_format, and
-bad tool requests (400 naming the parameter).
+With the Qwen3 template also: `chat.completions.parse` with Pydantic response_formats (one
+with HttpUrl and AnyUrl fields), and bad tool requests (400 naming the parameter).
 
 Run with the virtual environment's Python (.venv/bin/python holds the pinned packages):
 
@@ -44,6 +44,12 @@ class Person(pydantic.BaseModel):
     name: str = pydantic.Field(max_length=20)
     age: int = pydantic.Field(ge=0, le=150)
     pets: list[Literal["cat", "dog"]] = pydantic.Field(max_length=3)
+
+
+class Site(pydantic.BaseModel):
+    name: str = pydantic.Field(max_length=12)
+    url: pydantic.HttpUrl  # format "uri", maxLength 2083
+    mirror: pydantic.AnyUrl | None  # format "uri"
 
 
 TOOLS = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(Now)]
@@ -174,6 +180,15 @@ def qwen_extras(client, model):
                                           max_tokens=400, seed=seed)
         p = r.choices[0].message.parsed
         check(isinstance(p, Person), f"parse(response_format=Person) gives {p!r}")
+    # URLs (Pydantic's HttpUrl and AnyUrl): the SDK's parse validates them with Pydantic.
+    for seed in range(3):
+        r = client.chat.completions.parse(model=model, messages=MESSAGES, response_format=Site,
+                                          max_tokens=1500, seed=seed)
+        site = r.choices[0].message.parsed
+        check(isinstance(site, Site) and site.url.scheme in ("http", "https"),
+              f"parse(response_format=Site) gives {site!r}")
+        check(len(json.loads(r.choices[0].message.content)["url"]) <= 2083,
+              "an HttpUrl keeps its maxLength")
     # Bad tool requests: 400 naming the parameter.
     bad = [
         ("tool_choice", dict(tool_choice={"type": "function", "function": {"name": "nope"}})),

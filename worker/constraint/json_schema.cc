@@ -13,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "worker/constraint/byte_regex.h"
 #include "worker/constraint/number_range.h"
+#include "worker/constraint/uri.h"
 
 namespace llm::constraint {
 namespace {
@@ -261,14 +262,17 @@ class Compiler {
     return absl::StrCat("\\{", body, all_optional && !alts.empty() ? "?" : "", "\\}");
   }
 
+  // A count (minItems, maxLength, ...) of at most `limit`.
   absl::StatusOr<int64_t> Count(const json& s, const char* key, const std::string& path,
-                                int64_t fallback) {
+                                int64_t fallback, int64_t limit = 1000) {
     if (!s.contains(key)) return fallback;
     const json& v = s[key];
     if (!v.is_number_integer() || v.get<int64_t>() < 0) {
       return Error(path + "." + key, "a non-negative integer");
     }
-    if (v.get<int64_t>() > 1000) return Error(path + "." + key, "above 1000 is not supported");
+    if (v.get<int64_t>() > limit) {
+      return Error(path + "." + key, absl::StrCat("above ", limit, " is not supported"));
+    }
     return v.get<int64_t>();
   }
 
@@ -331,10 +335,15 @@ class Compiler {
   absl::StatusOr<std::string> String(const json& s, const std::string& path) {
     auto min = Count(s, "minLength", path, 0);
     if (!min.ok()) return min.status();
-    auto max = Count(s, "maxLength", path, -1);
+    const bool uri = s.contains("format") && s["format"] == "uri";
+    auto max = Count(s, "maxLength", path, -1, uri ? int64_t{1} << 30 : 1000);
     if (!max.ok()) return max.status();
     if (*max >= 0 && *max < *min) return Error(path + ".maxLength", "below minLength");
     const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (s.contains("format") && s.contains("pattern")) {
+      return Error(path + ".pattern", "a pattern together with a format is not supported");
+    }
+    if (uri) return Uri(path, *min, *max);
     if (s.contains("format")) {
       auto body = Format(s["format"], path + ".format");
       if (!body.ok()) return body.status();
@@ -360,6 +369,19 @@ class Compiler {
     const std::string count =
         *max < 0 ? absl::StrCat("{", *min, ",}") : absl::StrCat("{", *min, ",", *max, "}");
     return absl::StrCat("\"", kStringChar, count, "\"");
+  }
+
+  // format "uri" (uri.h): a minLength the shortest URL meets, and a maxLength that bounds its
+  // parts.
+  static absl::StatusOr<std::string> Uri(const std::string& path, int64_t min, int64_t max) {
+    if (min > kMinUriLength) {
+      return Error(path + ".minLength",
+                   absl::StrCat("with format \"uri\", at most ", kMinUriLength,
+                                " (the length of the shortest URL, http://a) is supported"));
+    }
+    auto body = UriRegex(max < 0 ? std::nullopt : std::optional<int>(static_cast<int>(max)));
+    if (!body.ok()) return Error(path + ".maxLength", std::string(body.status().message()));
+    return absl::StrCat("\"", *body, "\"");
   }
 
   // A string format's content (quotes not included).

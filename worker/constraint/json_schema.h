@@ -10,13 +10,14 @@
 //   maxItems within it, as Pydantic writes a tuple); string `minLength`, `maxLength`,
 //   `pattern` (matched against the string's content as written; a pattern that could write a
 //   quote, a backslash or a control character is refused), `format` (date, time,
-//   date-time, uuid, email, duration); integer and number `minimum`, `maximum`, `exclusiveMinimum`,
-//   `exclusiveMaximum` (number_range.h: exact in decimal, 0.5 and 2.999 included; an integer's
-//   bound between integers is rounded inwards; no exponent is written where one could leave
-//   the bounds); `multipleOf` (number_range.h lists the steps served; others are an error);
-//   boolean, null;
-//   `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a
-//   oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
+//   date-time, uuid, email, duration, uri: uri.h; lengths only where the format has one
+//   length, or for uri; not beside a pattern); integer and number `minimum`, `maximum`,
+//   `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5 and 2.999
+//   included; an integer's bound between integers is rounded inwards; no exponent is written where
+//   one could leave the bounds); `multipleOf` (number_range.h lists the steps served; others are an
+//   error); boolean, null; `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid
+//   under two branches of a oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...`
+//   or
 //   `#/definitions/...` (expanded in place; recursion at most kMaxRefDepth deep). Annotations
 //   (title, description, default, examples, $schema, $id, $comment, strict) are ignored.
 // Anything else that constrains a value is an error naming its path, as

@@ -486,6 +486,57 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   }
 }
 
+// format "uri": web URLs (Pydantic's AnyUrl and HttpUrl write it), bounded under a maxLength
+// so that no URL of the language is longer.
+TEST(JsonSchemaTest, UriFormatIsWebUrls) {
+  const std::vector<std::string> good = {
+      "http://a",
+      "https://example.com",
+      "https://www.example.co.uk/a/b/c.html",
+      "http://localhost:8080/",
+      "http://10.0.0.1:65535/x?y=1&z=%20#top",
+      "https://api.example.com/v1/items?q=a+b&sort=-date#frag/ment?",
+      "https://en.wikipedia.org/wiki/Bracket_(disambiguation)",
+      "https://x.io/~user/@me:1;p=2!$&'*,"};
+  const std::vector<std::string> bad = {
+      "example.com",         "https://",         "ftp://example.com",
+      "http://exa mple.com", "http://-a.com",    "http://a.com:65536",
+      "http://a.com:080",    "http://a.com/%zz", "http://a.com/a b",
+      "http://a.com/\\",     "http://a.com/\"",  "mailto:a@b.com",
+      "http://a.com#x#y",    "http://.a.com",    ""};
+  const std::string longest_path = "https://a.com/" + std::string(300, 'p');
+  for (const char* schema :
+       {R"({"type":"string","format":"uri"})", R"({"type":"string","format":"uri","minLength":1})",
+        R"({"type":"string","format":"uri","minLength":1,"maxLength":2083})"}) {
+    const SchemaMatch m(schema);
+    for (const std::string& u : good) EXPECT_TRUE(m("\"" + u + "\"")) << u << " under " << schema;
+    for (const std::string& u : bad) EXPECT_FALSE(m("\"" + u + "\"")) << u << " under " << schema;
+    EXPECT_TRUE(m("\"" + longest_path + "\"")) << schema;
+  }
+  // Bounded: the longest host, port, path, query and fragment together stay within the bound.
+  for (int max_length : {64, 100, 2083}) {
+    const SchemaMatch m(
+        absl::StrCat(R"({"type":"string","format":"uri","maxLength":)", max_length, "}"));
+    EXPECT_TRUE(m(R"("https://ab.cd/e?f=g#h")")) << max_length;
+    EXPECT_FALSE(m("\"https://a.com/" + std::string(max_length, 'p') + "\"")) << max_length;
+    // Grow each part of a URL one unit at a time (a percent escape, the longest unit) while
+    // the language holds it: the result is never longer than the bound.
+    std::string url = "https://";
+    const auto grow = [&](const std::string& unit, const std::string& opener) {
+      if (m("\"" + url + opener + "\"")) url += opener;
+      while (m("\"" + url + unit + "\"")) url += unit;
+    };
+    for (int label = 0; label < 6; ++label) grow("a", label == 0 ? "" : ".a");
+    grow("5", ":6");
+    grow("%20", "/");
+    grow("%20", "?");
+    grow("%20", "#");
+    EXPECT_TRUE(m("\"" + url + "\"")) << url;
+    EXPECT_LE(url.size(), static_cast<size_t>(max_length)) << url;
+    EXPECT_GT(url.size(), static_cast<size_t>(max_length) * 3 / 4) << url;
+  }
+}
+
 TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
   for (const auto& [schema, path] : std::vector<std::pair<std::string, std::string>>{
            {R"({"type":"object","properties":{"age":{"type":"number","minimum":1e-40}}})",
@@ -494,6 +545,11 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
            {R"({"type":"integer","minimum":2.1,"maximum":2.9})", "$.maximum: no integer"},
            {R"({"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}})",
             "$.properties.a.format"},
+           {R"({"type":"string","format":"uri","maxLength":40})",
+            "$.maxLength: a maxLength of at least 64"},
+           {R"({"type":"string","format":"uri","minLength":9})", "$.minLength: with format"},
+           {R"({"type":"string","format":"date","pattern":"^2026"})",
+            "$.pattern: a pattern together with a format"},
            {R"({"type":"array","items":{"type":"integer","multipleOf":7}})",
             "$.items.multipleOf: served for"},
            {R"({"type":"number","multipleOf":-0.5})", "$.multipleOf: a step above 0"},
