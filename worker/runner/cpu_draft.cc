@@ -13,21 +13,22 @@ CpuDraft::CpuDraft(std::unique_ptr<CpuModel> model, int32_t num_blocks, int32_t 
 
 void CpuDraft::Choose(DraftJob& job, std::span<float> row, int32_t index, JobState& state) {
   const sampling::SamplingParams& params = job.request->sampling;
-  if (state.matcher) state.matcher->Apply(row, job.stop_ids);
+  if (state.matcher) {
+    state.matcher->Apply(row, job.stop_ids);
+    if (*std::max_element(row.begin(), row.end()) == -std::numeric_limits<float>::infinity()) {
+      state.ended = true;  // the constraint allows nothing here
+      return;
+    }
+  }
   int32_t token = -1;
   if (params.greedy()) {
-    if (params.has_penalties()) sampling::ApplyPenalties(row, params, state.penalties);
+    sampling::Adjust(row, params, state.penalties);  // logit bias and penalties, as Sample's
     token = sampling::Argmax(row);
-    if (state.matcher && row[token] == -std::numeric_limits<float>::infinity()) token = -1;
   } else {
     sampler_.Distribution(row, params, state.penalties, probs_);
     const uint64_t counter = static_cast<uint64_t>(job.generated) + static_cast<uint64_t>(index);
     token = sampling::DrawFrom(probs_, UniformDouble(params.seed, counter, kDraftStream));
-    if (token < 0 && !state.matcher) token = sampling::Argmax(row);
-  }
-  if (token < 0) {
-    state.ended = true;
-    return;
+    if (token < 0) token = sampling::Argmax(row);
   }
   job.drafts->push_back(token);
   if (!params.greedy()) {

@@ -65,7 +65,8 @@ class CpuDraft {
   // draft's argmax, sampled ones a draw from the draft's distribution under the request's
   // sampling parameters, recorded in draft_probs; both under the job's constraint. Penalties
   // count the proposals before each one, as the target's verification counts them. Leaves
-  // *written at the history plus all proposals but the last.
+  // *written at the history plus the proposals fed back to the draft (all but the last, or
+  // all of them where a constrained job ended early).
   absl::Status Propose(std::span<DraftJob> jobs);
 
   // After verification: the slot's history is `accepted_length` tokens long and its first
@@ -80,8 +81,9 @@ class CpuDraft {
     bool ended = false;                          // no more proposals
   };
 
-  // Turns the draft's logits row of a job into its next proposal; none (state.ended set)
-  // where the constraint allows no token.
+  // Turns the draft's logits row of a job into its next proposal (the logit bias and
+  // penalties applied as the target's sampler applies them); none (state.ended set) where the
+  // constraint allows no token.
   void Choose(DraftJob& job, std::span<float> row, int32_t index, JobState& state);
 
   std::unique_ptr<CpuModel> model_;

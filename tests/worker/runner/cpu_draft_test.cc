@@ -124,6 +124,20 @@ TEST_F(CpuDraftTest, ConstrainedProposalsAreAllowedAndTheirDistributionIsMasked)
   EXPECT_GT(proposals, 60);
 }
 
+// A greedy draft adds the request's logit bias before its argmax, as the target's sampler
+// does, so a biased request's proposals are the tokens verification would pick.
+TEST_F(CpuDraftTest, GreedyProposalsFollowTheLogitBias) {
+  engine::EngineRequest r = Request(0.0f, 0);
+  r.sampling.logit_bias = {{1, 100.0f}};  // "b"
+  const constraint::Matcher start(constraint_);
+  for (const constraint::Matcher* m : {&start, static_cast<const constraint::Matcher*>(nullptr)}) {
+    Slot s{.blocks = {0, 1}};
+    std::vector<DraftJob> jobs = {Job(r, s, 8, m)};
+    ASSERT_TRUE(draft_->Propose(jobs).ok());
+    EXPECT_EQ(s.drafts, std::vector<int32_t>(8, 1)) << (m ? "constrained" : "unconstrained");
+  }
+}
+
 TEST_F(CpuDraftTest, AnUnconstrainedJobProposesWhatItProposesAlone) {
   for (float temperature : {0.0f, 1.0f}) {
     const engine::EngineRequest plain = Request(temperature, 11);
