@@ -7,8 +7,8 @@ finish_reason "tool_calls" and calls whose arguments validate against the tool's
 streamed as OpenAI streams them (id and name first, then the arguments over several deltas)
 (Python's `jsonschema`); the SDK's `chat.completions.parse` reads them into Pydantic models.
 A second turn sends the calls and their results back (role "tool") with tool_choice "none".
-With the Qwen3 template also: `chat.completions.parse` with Pydantic response_formats (one
-with HttpUrl and AnyUrl fields), and bad tool requests (400 naming the parameter).
+With the Qwen3 template also: `chat.completions.parse` with Pydantic response_formats (with
+HttpUrl and AnyUrl fields, a dict and a set), and bad tool requests (400 naming the parameter).
 
 Run with the virtual environment's Python (.venv/bin/python holds the pinned packages):
 
@@ -50,6 +50,11 @@ class Site(pydantic.BaseModel):
     name: str = pydantic.Field(max_length=12)
     url: pydantic.HttpUrl  # format "uri", maxLength 2083
     mirror: pydantic.AnyUrl | None  # format "uri"
+
+
+class Shelf(pydantic.BaseModel):
+    counts: dict[str, int]  # additionalProperties: a schema
+    colors: set[Literal["red", "green", "blue"]]  # uniqueItems
 
 
 TOOLS = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(Now)]
@@ -189,6 +194,14 @@ def qwen_extras(client, model):
               f"parse(response_format=Site) gives {site!r}")
         check(len(json.loads(r.choices[0].message.content)["url"]) <= 2083,
               "an HttpUrl keeps its maxLength")
+    # A dict and a set: values checked, and members unique.
+    for seed in range(3):
+        r = client.chat.completions.parse(model=model, messages=MESSAGES, response_format=Shelf,
+                                          max_tokens=1500, seed=seed)
+        shelf = r.choices[0].message.parsed
+        check(isinstance(shelf, Shelf), f"parse(response_format=Shelf) gives {shelf!r}")
+        raw = json.loads(r.choices[0].message.content)
+        check(len(raw["colors"]) == len(set(raw["colors"])), f"{raw['colors']} has no repeats")
     # Bad tool requests: 400 naming the parameter.
     bad = [
         ("tool_choice", dict(tool_choice={"type": "function", "function": {"name": "nope"}})),

@@ -1,5 +1,6 @@
 #include "worker/constraint/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -99,7 +100,9 @@ class Compiler {
       return Schema(all[0], path + ".allOf[0]", depth);
     }
     if (!s.contains("type")) {
-      if (s.contains("properties")) return Object(s, path, depth);
+      if (s.contains("properties") || s.contains("additionalProperties")) {
+        return Object(s, path, depth);
+      }
       if (s.contains("items")) return Array(s, path, depth);
       return AnyJsonRegex(kAnyDepth);
     }
@@ -132,6 +135,7 @@ class Compiler {
                                                 "prefixItems",
                                                 "minItems",
                                                 "maxItems",
+                                                "uniqueItems",
                                                 "minLength",
                                                 "maxLength",
                                                 "pattern",
@@ -219,8 +223,20 @@ class Compiler {
     return Error(path + ".type", absl::StrCat("unknown type '", type, "'"));
   }
 
+  // An object without `properties`: any object, none (`additionalProperties: false`), or any
+  // keys with each value under the `additionalProperties` schema (Pydantic's dict[str, X]).
+  absl::StatusOr<std::string> Map(const json& s, const std::string& path, int depth) {
+    const json extra = s.value("additionalProperties", json(true));
+    if (extra == json(true)) return JsonObjectRegex(kAnyDepth);
+    if (extra == json(false)) return std::string("\\{\\}");
+    auto value = Schema(extra, path + ".additionalProperties", depth);
+    if (!value.ok()) return value;
+    const std::string member = absl::StrCat(JsonStringRegex(), ":(", *value, ")");
+    return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
+  }
+
   absl::StatusOr<std::string> Object(const json& s, const std::string& path, int depth) {
-    if (!s.contains("properties")) return JsonObjectRegex(kAnyDepth);
+    if (!s.contains("properties")) return Map(s, path, depth);
     const json& props = s["properties"];
     if (!props.is_object()) return Error(path + ".properties", "not an object");
     std::set<std::string> required;
@@ -316,12 +332,95 @@ class Compiler {
     return absl::StrCat("\\[", rest, "\\]");
   }
 
+  // The values a schema admits where they are finitely many and each has one spelling
+  // (`const`, `enum`, boolean, null, and $ref and anyOf/oneOf of those), without repeats;
+  // nullopt where they are not.
+  std::optional<std::vector<json>> FiniteValues(const json& s, int depth) const {
+    if (!s.is_object()) return std::nullopt;
+    if (s.contains("$ref")) {
+      const json& ref = s["$ref"];
+      if (depth >= kMaxRefDepth || !ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0) {
+        return std::nullopt;
+      }
+      const json* at = nullptr;
+      try {
+        at = &root_.at(json::json_pointer(ref.get<std::string>().substr(1)));
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+      return FiniteValues(*at, depth + 1);
+    }
+    std::vector<json> values;
+    if (s.contains("const")) {
+      values.push_back(s["const"]);
+    } else if (s.contains("enum") && s["enum"].is_array()) {
+      values = s["enum"].get<std::vector<json>>();
+    } else if (s.contains("anyOf") || s.contains("oneOf")) {
+      const json& list = s.contains("anyOf") ? s["anyOf"] : s["oneOf"];
+      if (!list.is_array()) return std::nullopt;
+      for (const json& branch : list) {
+        auto more = FiniteValues(branch, depth);
+        if (!more) return std::nullopt;
+        values.insert(values.end(), more->begin(), more->end());
+      }
+    } else if (s.value("type", json()) == json("boolean")) {
+      values = {json(false), json(true)};
+    } else if (s.value("type", json()) == json("null")) {
+      values = {json(nullptr)};
+    } else {
+      return std::nullopt;
+    }
+    std::vector<json> unique;  // JSON equality: 1 and 1.0 are one value
+    for (const json& v : values) {
+      if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
+    }
+    return unique;
+  }
+
+  // `uniqueItems: true` over items of finitely many values (FiniteValues: Pydantic's
+  // set[SomeEnum], set[Literal[...]]): each value at most once, in the order the schema lists
+  // them. A set's order carries nothing, and in that order the language is n alternatives
+  // instead of n! orders. Bounds: minItems of 0 or 1, maxItems none or at least n.
+  absl::StatusOr<std::string> Set(const json& s, const std::string& path, int depth, int64_t min,
+                                  int64_t max) {
+    const std::optional<std::vector<json>> values =
+        s.contains("prefixItems") ? std::nullopt : FiniteValues(s.value("items", json()), depth);
+    if (!values) {
+      return Error(path + ".uniqueItems",
+                   "served where the items are a finite set of values (enum, const, boolean, "
+                   "or $ref and anyOf of those): no automaton can tell apart arrays of "
+                   "unbounded values");
+    }
+    const auto n = static_cast<int64_t>(values->size());
+    if (min > 1 || (max >= 0 && max < n)) {
+      return Error(path + (min > 1 ? ".minItems" : ".maxItems"),
+                   absl::StrCat("with uniqueItems, served for minItems 0 or 1 and a maxItems of "
+                                "at least the ",
+                                n, " values"));
+    }
+    std::vector<std::string> items, alts;
+    for (const json& v : *values) items.push_back(Group(Literal(v)));
+    size_t bytes = 0;
+    for (size_t first = 0; first < items.size(); ++first) {
+      std::string r = items[first];
+      for (size_t j = first + 1; j < items.size(); ++j) absl::StrAppend(&r, "(,", items[j], ")?");
+      LLM_RETURN_IF_ERROR(Budget(bytes += r.size() + 1, path));
+      alts.push_back(r);
+    }
+    const std::string body = Group(absl::StrJoin(alts, "|"));
+    return absl::StrCat("\\[", body, min == 0 ? "?" : "", "\\]");
+  }
+
   absl::StatusOr<std::string> Array(const json& s, const std::string& path, int depth) {
     auto min = Count(s, "minItems", path, 0);
     if (!min.ok()) return min.status();
     auto max = Count(s, "maxItems", path, -1);
     if (!max.ok()) return max.status();
     if (*max >= 0 && *max < *min) return Error(path + ".maxItems", "below minItems");
+    if (s.contains("uniqueItems")) {
+      if (!s["uniqueItems"].is_boolean()) return Error(path + ".uniqueItems", "true or false");
+      if (s["uniqueItems"].get<bool>()) return Set(s, path, depth, *min, *max);
+    }
     if (s.contains("prefixItems")) return Tuple(s, path, depth, *min, *max);
     std::string item = AnyJsonRegex(kAnyDepth - 1);
     if (s.contains("items")) {

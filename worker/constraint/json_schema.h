@@ -4,10 +4,15 @@
 //
 // Supported (OpenAI's strict mode and a little more):
 //   type (a name or a list of names), object `properties` (emitted in the schema's order;
-//   those not in `required` may be left out) and `additionalProperties` (false, or absent: no
-//   other property is generated either way), an object without `properties` (any object),
-//   array `items`, `minItems`, `maxItems`, `prefixItems` (closed by `items: false` or by a
-//   maxItems within it, as Pydantic writes a tuple); string `minLength`, `maxLength`,
+//   those not in `required` may be left out) and `additionalProperties` (beside `properties`
+//   no other property is generated, whatever it says; without them: any object where absent
+//   or true, none where false, any keys with values under it where it is a schema, as
+//   Pydantic writes dict[str, X]), array `items`, `minItems`, `maxItems`, `prefixItems`
+//   (closed by `items: false` or by a maxItems within it, as Pydantic writes a tuple),
+//   `uniqueItems` where the items have finitely many values (enum, const, boolean, null, and
+//   $ref and anyOf of those: Pydantic's set[SomeEnum]), each then written at most once and in
+//   the order the schema lists them, with minItems 0 or 1 and no maxItems below their count;
+//   string `minLength`, `maxLength`,
 //   `pattern` (matched against the string's content as written; a pattern that could write a
 //   quote, a backslash or a control character is refused), `format` (date, time,
 //   date-time, uuid, email, duration, uri: uri.h; lengths only where the format has one

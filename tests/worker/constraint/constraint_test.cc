@@ -375,6 +375,43 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   EXPECT_FALSE(open("-1"));
 }
 
+// Pydantic's dict[str, X] (additionalProperties as a schema) and set[SomeEnum] (uniqueItems
+// over finitely many values, written in the schema's order).
+TEST(JsonSchemaTest, MapsAndSets) {
+  const SchemaMatch counts(R"({"type":"object","additionalProperties":{"type":"integer"}})");
+  for (const char* ok : {"{}", R"({"a":1})", R"({"a":1,"b c":-2,"":0})"}) {
+    EXPECT_TRUE(counts(ok)) << ok;
+  }
+  for (const char* bad : {R"({"a":"1"})", R"({"a":1,"b":null})", R"({"a":1,})", "[]"}) {
+    EXPECT_FALSE(counts(bad)) << bad;
+  }
+  const SchemaMatch untyped(R"({"additionalProperties":{"enum":["x"]}})");
+  EXPECT_TRUE(untyped(R"({"k":"x"})"));
+  EXPECT_FALSE(untyped(R"({"k":"y"})"));
+  const SchemaMatch empty(R"({"type":"object","additionalProperties":false})");
+  EXPECT_TRUE(empty("{}"));
+  EXPECT_FALSE(empty(R"({"a":1})"));
+  const SchemaMatch colors(R"({"$defs":{"C":{"enum":["red","green","blue"],"type":"string"}},
+      "type":"array","items":{"$ref":"#/$defs/C"},"uniqueItems":true})");
+  for (const char* ok : {"[]", R"(["red"])", R"(["green"])", R"(["red","blue"])",
+                         R"(["red","green","blue"])", R"(["green","blue"])"}) {
+    EXPECT_TRUE(colors(ok)) << ok;
+  }
+  for (const char* bad :
+       {R"(["red","red"])", R"(["blue","red"])", R"(["red","green","blue","red"])", R"(["pink"])",
+        R"([,"red"])", R"(["red",])"}) {
+    EXPECT_FALSE(colors(bad)) << bad;
+  }
+  const SchemaMatch some(R"({"type":"array","items":{"anyOf":[{"const":1},{"type":"boolean"},
+      {"enum":[1.0,"x"]}]},"uniqueItems":true,"minItems":1,"maxItems":9})");
+  for (const char* ok : {"[1]", R"([1,false,true,"x"])", "[true]"}) EXPECT_TRUE(some(ok)) << ok;
+  for (const char* bad : {"[]", "[1,1.0]", "[1.0]", "[true,false]"}) {
+    EXPECT_FALSE(some(bad)) << bad;
+  }
+  const SchemaMatch plain(R"({"type":"array","items":{"type":"integer"},"uniqueItems":false})");
+  EXPECT_TRUE(plain("[1,1]"));
+}
+
 TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   const SchemaMatch person(R"({"type":"object","properties":{"name":{"type":"string",
       "maxLength":4},"age":{"type":"integer","minimum":0},"tags":{"type":"array","items":
@@ -545,6 +582,14 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
            {R"({"type":"integer","minimum":2.1,"maximum":2.9})", "$.maximum: no integer"},
            {R"({"type":"object","properties":{"a":{"type":"string","format":"ipv6"}}})",
             "$.properties.a.format"},
+           {R"({"type":"array","items":{"type":"integer"},"uniqueItems":true})",
+            "$.uniqueItems: served where the items are a finite set"},
+           {R"({"type":"array","items":{"enum":[1,2,3]},"uniqueItems":true,"maxItems":2})",
+            "$.maxItems: with uniqueItems"},
+           {R"({"type":"array","items":{"enum":[1,2,3]},"uniqueItems":true,"minItems":2})",
+            "$.minItems: with uniqueItems"},
+           {R"({"type":"object","additionalProperties":{"type":"widget"}})",
+            "$.additionalProperties.type"},
            {R"({"type":"string","format":"uri","maxLength":40})",
             "$.maxLength: a maxLength of at least 64"},
            {R"({"type":"string","format":"uri","minLength":9})", "$.minLength: with format"},
