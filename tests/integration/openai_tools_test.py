@@ -8,7 +8,8 @@ streamed as OpenAI streams them (id and name first, then the arguments over seve
 (Python's `jsonschema`); the SDK's `chat.completions.parse` reads them into Pydantic models.
 A second turn sends the calls and their results back (role "tool") with tool_choice "none".
 With the Qwen3 template also: `chat.completions.parse` with Pydantic response_formats (with
-HttpUrl and AnyUrl fields, a dict and a set), and bad tool requests (400 naming the parameter).
+HttpUrl and AnyUrl fields, a dict, a set, a pattern with lengths), and bad tool requests
+(400 naming the parameter).
 
 Run with the virtual environment's Python (.venv/bin/python holds the pinned packages):
 
@@ -55,6 +56,7 @@ class Site(pydantic.BaseModel):
 class Shelf(pydantic.BaseModel):
     counts: dict[str, int]  # additionalProperties: a schema
     colors: set[Literal["red", "green", "blue"]]  # uniqueItems
+    sku: str = pydantic.Field(pattern=r"^[A-Z]+[0-9]*$", min_length=3, max_length=6)
 
 
 TOOLS = [openai.pydantic_function_tool(GetWeather), openai.pydantic_function_tool(Now)]

@@ -103,7 +103,51 @@ absl::StatusOr<ByteDfa> ByteDfa::Build(const ByteNfa& nfa, size_t max_states,
     dfa.accepting_.push_back(accepting ? 1 : 0);
     dfa.exits_.push_back(exits ? 1 : 0);
   }
+  if (!dfa.Trim()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(field), ": no output satisfies the constraint"));
+  }
   return dfa;
+}
+
+bool ByteDfa::Trim() {
+  const size_t n = accepting_.size();
+  // Each state's distinct successors, reversed.
+  std::vector<std::vector<int32_t>> preds(n);
+  std::vector<int32_t> succ;
+  for (size_t d = 0; d < n; ++d) {
+    succ.assign(next_.begin() + static_cast<std::ptrdiff_t>(d * 256),
+                next_.begin() + static_cast<std::ptrdiff_t>(d * 256 + 256));
+    std::sort(succ.begin(), succ.end());
+    succ.erase(std::unique(succ.begin(), succ.end()), succ.end());
+    for (int32_t t : succ) {
+      if (t != kDead) preds[static_cast<size_t>(t)].push_back(static_cast<int32_t>(d));
+    }
+  }
+  std::vector<uint8_t> live(accepting_);
+  std::vector<int32_t> stack;
+  for (size_t d = 0; d < n; ++d) {
+    if (live[d]) stack.push_back(static_cast<int32_t>(d));
+  }
+  while (!stack.empty()) {
+    const int32_t t = stack.back();
+    stack.pop_back();
+    for (int32_t p : preds[static_cast<size_t>(t)]) {
+      if (live[static_cast<size_t>(p)]) continue;
+      live[static_cast<size_t>(p)] = 1;
+      stack.push_back(p);
+    }
+  }
+  for (size_t d = 0; d < n; ++d) {
+    bool exits = false;
+    for (size_t b = 0; b < 256; ++b) {
+      int32_t& t = next_[d * 256 + b];
+      if (t != kDead && !live[static_cast<size_t>(t)]) t = kDead;
+      exits = exits || t != kDead;
+    }
+    exits_[d] = exits ? 1 : 0;
+  }
+  return live[0] != 0;
 }
 
 int32_t ByteDfa::Walk(int32_t state, std::string_view bytes) const {

@@ -17,7 +17,10 @@ class ByteDfa {
  public:
   static constexpr int32_t kDead = -1;
 
-  // INVALID_ARGUMENT "<field>: ..." when more than `max_states` states are needed.
+  // INVALID_ARGUMENT "<field>: ..." when more than `max_states` states are needed, or when
+  // the language is empty. Every byte that leads to a state from which no accepting state can
+  // be reached leads to kDead instead, so a walk that is not dead can always still complete
+  // (a mask never lets an output into a dead end, as a length group's copies would).
   static absl::StatusOr<ByteDfa> Build(const ByteNfa& nfa, size_t max_states,
                                        std::string_view field);
 
@@ -33,6 +36,10 @@ class ByteDfa {
   size_t num_states() const { return accepting_.size(); }
 
  private:
+  // Sends every byte into a state that cannot reach acceptance to kDead; false when the
+  // start is such a state (the language is empty).
+  bool Trim();
+
   std::vector<int32_t> next_;  // [state][256]
   std::vector<uint8_t> accepting_;
   std::vector<uint8_t> exits_;

@@ -1,5 +1,6 @@
 #include "worker/constraint/byte_regex.h"
 
+#include <algorithm>
 #include <bitset>
 #include <memory>
 #include <string>
@@ -12,12 +13,12 @@ namespace {
 
 // The parsed pattern: a tree, emitted into the NFA as often as counted repetitions need.
 struct Node {
-  enum Kind { kBytes, kClass, kConcat, kAlt, kRepeat, kEmpty } kind = kEmpty;
+  enum Kind { kBytes, kClass, kConcat, kAlt, kRepeat, kLength, kEmpty } kind = kEmpty;
   std::string bytes;                        // kBytes: a literal sequence
   std::bitset<128> ascii;                   // kClass: ASCII members
   bool non_ascii = false;                   // kClass: also every non-ASCII character
-  std::vector<std::unique_ptr<Node>> kids;  // kConcat, kAlt; kRepeat: one
-  int32_t min = 0, max = -1;                // kRepeat; max -1: unbounded
+  std::vector<std::unique_ptr<Node>> kids;  // kConcat, kAlt; kRepeat, kLength: one
+  int32_t min = 0, max = -1;  // kRepeat: copies; kLength: characters; max -1: unbounded
 };
 using NodePtr = std::unique_ptr<Node>;
 
@@ -151,8 +152,15 @@ class Parser {
     if (c == '(') {
       if (++depth_ > kMaxGroupDepth) return Error("groups nested too deep");
       ++i_;
+      NodePtr length;  // (?{m,n}...): a length group
       if (p_.substr(i_, 2) == "?:") {
         i_ += 2;
+      } else if (p_.substr(i_, 2) == "?{") {
+        ++i_;
+        length = MakeNode(Node::kLength);
+        auto b = Braces(length->min, length->max);
+        if (!b.ok()) return b.status();
+        if (!*b) return Error("a length group needs {m}, {m,} or {m,n} after '(?'");
       } else if (!AtEnd() && p_[i_] == '?') {
         return Error("lookaround and named groups are not supported");
       }
@@ -161,7 +169,9 @@ class Parser {
       if (AtEnd() || p_[i_] != ')') return Error("missing ')'");
       ++i_;
       --depth_;
-      return inner;
+      if (length == nullptr) return inner;
+      length->kids.push_back(*std::move(inner));
+      return length;
     }
     if (c == '[') return Class();
     if (c == '.') {
@@ -343,7 +353,7 @@ class Emitter {
     nfa_.states[static_cast<size_t>(from)].edges.push_back({lo, hi, to});
   }
   void Eps(int32_t from, int32_t to) { nfa_.states[static_cast<size_t>(from)].eps.push_back(to); }
-  bool too_big() const { return nfa_.states.size() > kMaxNfaStates; }
+  bool too_big() const { return overflow_ || nfa_.states.size() > kMaxNfaStates; }
 
   // Emits `n` between `from` and a new state it returns.
   int32_t Emit(const Node& n, int32_t from) {
@@ -378,6 +388,8 @@ class Emitter {
       }
       case Node::kRepeat:
         return EmitRepeat(n, from);
+      case Node::kLength:
+        return EmitLength(n, from);
     }
     return from;
   }
@@ -443,7 +455,51 @@ class Emitter {
     return end;
   }
 
+  // The kid's language cut to strings of n.min..n.max characters: its automaton once per
+  // count of characters read so far (a character starts at each byte that is not a UTF-8
+  // continuation byte; the kid matches well-formed UTF-8 only), the last copy absorbing
+  // further characters when there is no maximum.
+  int32_t EmitLength(const Node& n, int32_t from) {
+    ByteNfa kid;
+    Emitter sub(kid);
+    kid.start = sub.NewState();
+    kid.accept = sub.Emit(*n.kids[0], kid.start);
+    const auto states = static_cast<int64_t>(kid.states.size());
+    const int64_t layers = (n.max < 0 ? n.min : n.max) + 1;
+    if (sub.too_big() || static_cast<int64_t>(nfa_.states.size()) + states * layers >
+                             static_cast<int64_t>(kMaxNfaStates)) {
+      overflow_ = true;
+      return from;
+    }
+    const auto base = static_cast<int32_t>(nfa_.states.size());
+    nfa_.states.resize(nfa_.states.size() + static_cast<size_t>(states * layers));
+    const auto at = [&](int32_t state, int64_t layer) {
+      return base + static_cast<int32_t>(layer * states) + state;
+    };
+    for (int64_t c = 0; c < layers; ++c) {
+      const int64_t next = c + 1 < layers ? c + 1 : (n.max < 0 ? c : -1);
+      for (int32_t s = 0; s < static_cast<int32_t>(states); ++s) {
+        const NfaState& st = kid.states[static_cast<size_t>(s)];
+        for (int32_t t : st.eps) Eps(at(s, c), at(t, c));
+        for (const NfaState::Edge& e : st.edges) {
+          // Continuation bytes stay in the layer; any other byte starts a character.
+          const uint8_t cont_lo = std::max<uint8_t>(e.lo, 0x80),
+                        cont_hi = std::min<uint8_t>(e.hi, 0xBF);
+          if (cont_lo <= cont_hi) Edge(at(s, c), cont_lo, cont_hi, at(e.to, c));
+          if (next < 0) continue;
+          if (e.lo < 0x80) Edge(at(s, c), e.lo, std::min<uint8_t>(e.hi, 0x7F), at(e.to, next));
+          if (e.hi > 0xBF) Edge(at(s, c), std::max<uint8_t>(e.lo, 0xC0), e.hi, at(e.to, next));
+        }
+      }
+    }
+    Eps(from, at(kid.start, 0));
+    const int32_t end = NewState();
+    for (int64_t c = n.min; c < layers; ++c) Eps(at(kid.accept, c), end);
+    return end;
+  }
+
   ByteNfa& nfa_;
+  bool overflow_ = false;
 };
 
 }  // namespace

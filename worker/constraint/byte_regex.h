@@ -7,8 +7,11 @@
 //   newline), classes `[a-z_]`, `[^"\\]` (ASCII members; a negated class also matches every
 //   non-ASCII character), escapes `\d \w \s \D \W \S \n \r \t \f \v \0 \xHH \uHHHH` and escaped
 //   punctuation, groups `(...)` and `(?:...)`, alternation `|`, quantifiers `* + ? {n} {n,}
-//   {n,m}` (greedy; a lazy `?` suffix is accepted and means the same here), and `^`/`$` at the
-//   ends of the pattern (the whole output must match). Not supported: backreferences,
+//   {n,m}` (greedy; a lazy `?` suffix is accepted and means the same here), `^`/`$` at the
+//   ends of the pattern (the whole output must match), and an extension, the length group
+//   `(?{m,n}...)` (also `{m}`, `{m,}`): what its body matches that is m..n UTF-8 characters
+//   long (a JSON schema's string lengths beside a pattern or a format; its automaton is the
+//   body's once per count, so n x the body's states). Not supported: backreferences,
 //   lookaround, Unicode classes (`\p{..}`), non-ASCII class members; each is an error naming
 //   the offset.
 #ifndef LLM_WORKER_CONSTRAINT_BYTE_REGEX_H_

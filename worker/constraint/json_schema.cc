@@ -443,31 +443,24 @@ class Compiler {
       return Error(path + ".pattern", "a pattern together with a format is not supported");
     }
     if (uri) return Uri(path, *min, *max);
-    if (s.contains("format")) {
-      auto body = Format(s["format"], path + ".format");
-      if (!body.ok()) return body.status();
-      // Lengths only where the format has one length (date 10, uuid 36) and they allow it.
-      const std::string name = s["format"].get<std::string>();
-      const int fixed = name == "date" ? 10 : name == "uuid" ? 36 : -1;
-      if (lengths && (fixed < *min || (*max >= 0 && fixed > *max))) {
-        return Error(path + (s.contains("maxLength") ? ".maxLength" : ".minLength"),
-                     absl::StrCat("length bounds with format \"", name,
-                                  "\" are supported only where the format has one length "
-                                  "(date, uuid) and the bounds allow it"));
-      }
-      return absl::StrCat("\"", *body, "\"");
-    }
-    if (s.contains("pattern")) {
-      if (lengths) {
-        return Error(path + (s.contains("maxLength") ? ".maxLength" : ".minLength"),
-                     "length bounds together with a pattern are not supported (put the "
-                     "length in the pattern: ^[a-z]{1,8}$)");
-      }
-      return Pattern(s["pattern"], path + ".pattern");
-    }
     const std::string count =
         *max < 0 ? absl::StrCat("{", *min, ",}") : absl::StrCat("{", *min, ",", *max, "}");
-    return absl::StrCat("\"", kStringChar, count, "\"");
+    if (!s.contains("format") && !s.contains("pattern")) {
+      return absl::StrCat("\"", kStringChar, count, "\"");
+    }
+    auto body = s.contains("format") ? Format(s["format"], path + ".format")
+                                     : Pattern(s["pattern"], path + ".pattern", !lengths);
+    if (!body.ok()) return body.status();
+    if (!lengths) return absl::StrCat("\"", *body, "\"");
+    // A format's or a pattern's content writes no escape, so each of its characters is one
+    // UTF-8 character, which a length group counts (byte_regex.h).
+    const std::string name = s.contains("format") ? s["format"].get<std::string>() : "";
+    const int fixed = name == "date" ? 10 : name == "uuid" ? 36 : -1;
+    if (fixed >= 0 && (fixed < *min || (*max >= 0 && fixed > *max))) {
+      return Error(path + (s.contains("maxLength") ? ".maxLength" : ".minLength"),
+                   absl::StrCat("no ", name, " is within the length bounds"));
+    }
+    return absl::StrCat("\"(?", count, *body, ")\"");
   }
 
   // format "uri" (uri.h): a minLength the shortest URL meets, and a maxLength that bounds its
@@ -504,7 +497,9 @@ class Compiler {
     return Error(path, absl::StrCat(f.dump(), " is not supported"));
   }
 
-  absl::StatusOr<std::string> Pattern(const json& p, const std::string& path) {
+  // A string pattern's content (quotes not included): what it matches, anywhere in the string
+  // unless anchored; the text around an unanchored match writes no escape unless `escapes`.
+  absl::StatusOr<std::string> Pattern(const json& p, const std::string& path, bool escapes) {
     if (!p.is_string()) return Error(path, "not a string");
     std::string body = p.get<std::string>();
     const bool start = !body.empty() && body.front() == '^';
@@ -528,8 +523,8 @@ class Compiler {
         }
       }
     }
-    const std::string any = absl::StrCat(kStringChar, "*");
-    return absl::StrCat("\"", start ? "" : any, "(", body, ")", end ? "" : any, "\"");
+    const std::string any = escapes ? absl::StrCat(kStringChar, "*") : R"([^"\\\x00-\x1f]*)";
+    return absl::StrCat(start ? "" : any, "(", body, ")", end ? "" : any);
   }
 
   // A bound as the decimal the schema writes (number_range.h), within +-10^15.

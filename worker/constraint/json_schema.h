@@ -12,11 +12,11 @@
 //   `uniqueItems` where the items have finitely many values (enum, const, boolean, null, and
 //   $ref and anyOf of those: Pydantic's set[SomeEnum]), each then written at most once and in
 //   the order the schema lists them, with minItems 0 or 1 and no maxItems below their count;
-//   string `minLength`, `maxLength`,
-//   `pattern` (matched against the string's content as written; a pattern that could write a
-//   quote, a backslash or a control character is refused), `format` (date, time,
-//   date-time, uuid, email, duration, uri: uri.h; lengths only where the format has one
-//   length, or for uri; not beside a pattern); integer and number `minimum`, `maximum`,
+//   string `minLength`, `maxLength` (beside a pattern or a format too, through a length
+//   group; an unanchored pattern's free text then writes no escape), `pattern` (matched
+//   against the string's content as written; a pattern that could write a quote, a
+//   backslash or a control character is refused), `format` (date, time, date-time, uuid,
+//   email, duration, uri: uri.h; not beside a pattern); integer and number `minimum`, `maximum`,
 //   `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5 and 2.999
 //   included; an integer's bound between integers is rounded inwards; no exponent is written where
 //   one could leave the bounds); `multipleOf` (number_range.h lists the steps served; others are an

@@ -1,6 +1,8 @@
 #include "worker/constraint/constraint.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -78,6 +80,69 @@ TEST(ByteRegexTest, MatchesWholeOutputs) {
     EXPECT_EQ(v.full, c.full) << c.pattern << " on '" << c.text << "'";
     EXPECT_EQ(v.prefix, c.prefix) << c.pattern << " on '" << c.text << "'";
   }
+}
+
+// A length group (?{m,n}...) keeps the strings of its body that are m..n characters long
+// (UTF-8 characters, not bytes), checked against counting on every string up to 7 long.
+TEST(ByteRegexTest, LengthGroupsCountCharacters) {
+  const std::vector<std::string> alphabet = {"a", "b", "-", "\xc3\xa9", "\xe2\x82\xac"};
+  std::vector<std::string> texts = {""};
+  for (size_t i = 0; i < texts.size() && texts.size() < 20000; ++i) {
+    if (texts[i].size() >= 7 * 3) continue;
+    for (const std::string& c : alphabet) texts.push_back(texts[i] + c);
+  }
+  const auto chars = [](const std::string& t) {
+    return std::count_if(t.begin(), t.end(), [](char c) { return (c & 0xC0) != 0x80; });
+  };
+  struct Case {
+    std::string body;                            // a pattern
+    std::function<bool(const std::string&)> in;  // its language
+  };
+  const std::vector<Case> bodies = {
+      {"[ab]+",
+       [](const std::string& t) {
+         return !t.empty() && t.find_first_not_of("ab") == std::string::npos;
+       }},
+      {"[^-]*", [](const std::string& t) { return t.find('-') == std::string::npos; }},
+      {"a(b|-)*|.*\xe2\x82\xac", [](const std::string& t) {
+         const bool ab =
+             !t.empty() && t[0] == 'a' && t.find_first_not_of("b-", 1) == std::string::npos;
+         return ab || t.ends_with("\xe2\x82\xac");
+       }}};
+  for (const Case& c : bodies) {
+    for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{0, 0}, {2, 4}, {1, -1}, {3, 3}}) {
+      const std::string pattern =
+          absl::StrCat("(?{", lo, hi < 0 ? "," : absl::StrCat(",", hi), "}", c.body, ")");
+      auto nfa = ParseRegex(pattern);
+      ASSERT_TRUE(nfa.ok()) << pattern << ": " << nfa.status();
+      auto dfa = ByteDfa::Build(*nfa, 100000, "regex");
+      if (!dfa.ok()) {  // an empty language ([ab]+ of no characters)
+        EXPECT_THAT(dfa.status().message(), HasSubstr("no output satisfies")) << pattern;
+        for (const std::string& t : texts) {
+          ASSERT_FALSE(c.in(t) && chars(t) >= lo && (hi < 0 || chars(t) <= hi)) << pattern;
+        }
+        continue;
+      }
+      for (const std::string& t : texts) {
+        const int32_t s = dfa->Walk(dfa->start(), t);
+        const bool full = s != ByteDfa::kDead && dfa->accepting(s);
+        const auto n = chars(t);
+        ASSERT_EQ(full, c.in(t) && n >= lo && (hi < 0 || n <= hi))
+            << pattern << " on '" << t << "'";
+      }
+    }
+  }
+  // A prefix that can no longer complete is dead at once, not when nothing more fits.
+  auto email = ParseRegex("(?{0,4}[a-z]+@)");
+  ASSERT_TRUE(email.ok());
+  auto dfa = ByteDfa::Build(*email, 1000, "regex");
+  ASSERT_TRUE(dfa.ok());
+  EXPECT_NE(dfa->Walk(dfa->start(), "abc"), ByteDfa::kDead);
+  EXPECT_EQ(dfa->Walk(dfa->start(), "abcd"), ByteDfa::kDead);
+  EXPECT_THAT(ParseRegex("(?{x}a)").status().message(), HasSubstr("a length group needs"));
+  EXPECT_THAT(ParseRegex("(?{2,1}a)").status().message(), HasSubstr("maximum is below"));
+  EXPECT_THAT(ParseRegex("(?{1000}(?{1000}[ab]{1000}))").status().message(),
+              HasSubstr("expands to more than"));
 }
 
 TEST(ByteRegexTest, UnsupportedSyntaxNamesTheOffset) {
@@ -523,6 +588,30 @@ TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   }
 }
 
+// Lengths beside a pattern or a format (Pydantic's constr(pattern=..., min_length=...)) count
+// characters through a length group; an unanchored pattern's free text then writes no escape.
+TEST(JsonSchemaTest, LengthsBesideAPatternOrAFormat) {
+  const SchemaMatch code(R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":4})");
+  for (const char* ok : {"ab", "abcd"}) EXPECT_TRUE(code(absl::StrCat("\"", ok, "\""))) << ok;
+  for (const char* bad : {"a", "abcde", "ab1"}) {
+    EXPECT_FALSE(code(absl::StrCat("\"", bad, "\""))) << bad;
+  }
+  const SchemaMatch loose(R"({"type":"string","pattern":"x","maxLength":3})");
+  for (const char* ok : {"x", "axb", "\xc3\xa9x\xc3\xa9"}) {
+    EXPECT_TRUE(loose(absl::StrCat("\"", ok, "\""))) << ok;
+  }
+  for (const char* bad : {"abcx", "y", R"(\nx)", "ax\xc3\xa9\xc3\xa9"}) {
+    EXPECT_FALSE(loose(absl::StrCat("\"", bad, "\""))) << bad;
+  }
+  EXPECT_TRUE(SchemaMatch(R"({"type":"string","pattern":"x"})")(R"("\nx")"));  // no lengths
+  const SchemaMatch email(R"({"type":"string","format":"email","maxLength":8})");
+  EXPECT_TRUE(email(R"("ab@c.de")"));
+  EXPECT_FALSE(email(R"("abc@d.efg")"));
+  const SchemaMatch time(R"({"type":"string","format":"time","minLength":12})");
+  EXPECT_TRUE(time(R"("10:20:30.55Z")"));
+  EXPECT_FALSE(time(R"("10:20:30.5Z")"));
+}
+
 // format "uri": web URLs (Pydantic's AnyUrl and HttpUrl write it), bounded under a maxLength
 // so that no URL of the language is longer.
 TEST(JsonSchemaTest, UriFormatIsWebUrls) {
@@ -598,10 +687,8 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
            {R"({"type":"array","items":{"type":"integer","multipleOf":7}})",
             "$.items.multipleOf: served for"},
            {R"({"type":"number","multipleOf":-0.5})", "$.multipleOf: a step above 0"},
-           {R"({"type":"string","format":"email","maxLength":30})",
-            "$.maxLength: length bounds with format \"email\""},
-           {R"({"type":"string","format":"date","minLength":11})", "$.minLength: length bounds"},
-           {R"({"type":"string","pattern":"^a+$","maxLength":3})", "$.maxLength: length bounds"},
+           {R"({"type":"string","format":"date","minLength":11})",
+            "$.minLength: no date is within the length bounds"},
            {R"({"type":"array","prefixItems":[{"type":"integer"}]})",
             "$.prefixItems: supported with items: false, or a maxItems"},
            {R"({"type":"array","prefixItems":[{"type":"integer"}],"items":false,"minItems":2})",
