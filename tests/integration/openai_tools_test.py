@@ -211,7 +211,7 @@ def qwen_extras(client, model):
                        tool_choice="required")),
         ("tools", dict(tools=[{"type": "function", "function": {
             "name": "f", "parameters": {"type": "object", "properties": {
-                "x": {"type": "string", "format": "ipv6"}}}}}], tool_choice="required")),
+                "x": {"type": "string", "format": "hostname"}}}}}], tool_choice="required")),
         ("tool_choice", dict(tool_choice="required", response_format={"type": "json_object"})),
         ("functions", dict(functions=[{"name": "f"}])),
     ]

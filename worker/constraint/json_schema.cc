@@ -31,6 +31,25 @@ std::string DateRegex() {
 
 // An ISO 8601 duration as RFC 3339 (Appendix A) writes one: P1Y2M3D, P4W, PT5H6M7S, P1DT2H;
 // the units of the time part contiguous (hours, minutes, seconds from the first given).
+// Dotted quads of 0..255 without leading zeros (as Python's ipaddress reads them).
+std::string Ipv4Regex() {
+  const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+  return absl::StrCat(octet, "(\\.", octet, "){3}");
+}
+
+// RFC 4291's text forms: eight groups of 1..4 hex digits, or k groups, "::", and at most
+// 7 - k more (no embedded IPv4 and no zone: a subset every IPv6 parser reads).
+std::string Ipv6Regex() {
+  const std::string h = "[0-9a-fA-F]{1,4}";
+  std::vector<std::string> alts = {absl::StrCat("(", h, ":){7}", h)};
+  for (int k = 0; k <= 7; ++k) {
+    const std::string head = k == 0 ? "" : absl::StrCat("(", h, ":){", k - 1, "}", h);
+    const std::string tail = k == 7 ? "" : absl::StrCat("(", h, "(:", h, "){0,", 6 - k, "})?");
+    alts.push_back(absl::StrCat(head, "::", tail));
+  }
+  return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
+}
+
 std::string DurationRegex() {
   const std::string n = "[0-9]+";
   const std::string second = n + "S";
@@ -161,7 +180,10 @@ class Compiler {
                                                 "$id",
                                                 "$comment",
                                                 "strict",
-                                                "name"};
+                                                "name",
+                                                "readOnly",
+                                                "writeOnly",
+                                                "deprecated"};
     return known.count(key) > 0;
   }
 
@@ -445,7 +467,11 @@ class Compiler {
     if (uri) return Uri(path, *min, *max);
     const std::string count =
         *max < 0 ? absl::StrCat("{", *min, ",}") : absl::StrCat("{", *min, ",", *max, "}");
-    if (!s.contains("format") && !s.contains("pattern")) {
+    // Formats that say how a program reads the string, not what it may hold (Pydantic's bytes
+    // and SecretStr) leave it any string.
+    const bool free_format =
+        s.contains("format") && (s["format"] == "binary" || s["format"] == "password");
+    if ((!s.contains("format") || free_format) && !s.contains("pattern")) {
       return absl::StrCat("\"", kStringChar, count, "\"");
     }
     auto body = s.contains("format") ? Format(s["format"], path + ".format")
@@ -491,6 +517,9 @@ class Compiler {
           "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}");
     }
     if (name == "duration") return DurationRegex();
+    if (name == "ipv4") return Ipv4Regex();
+    if (name == "ipv6") return Ipv6Regex();
+    if (name == "ipvanyaddress") return absl::StrCat("((", Ipv4Regex(), ")|", Ipv6Regex(), ")");
     if (name == "email") {
       return std::string("[a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\\.[a-zA-Z0-9-]+)*\\.[a-zA-Z]{2,}");
     }

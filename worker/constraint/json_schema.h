@@ -16,7 +16,9 @@
 //   group; an unanchored pattern's free text then writes no escape), `pattern` (matched
 //   against the string's content as written; a pattern that could write a quote, a
 //   backslash or a control character is refused), `format` (date, time, date-time, uuid,
-//   email, duration, uri: uri.h; not beside a pattern); integer and number `minimum`, `maximum`,
+//   email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone), ipvanyaddress;
+//   binary and password, Pydantic's bytes and SecretStr, are any string; not beside a
+//   pattern); integer and number `minimum`, `maximum`,
 //   `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5 and 2.999
 //   included; an integer's bound between integers is rounded inwards; no exponent is written where
 //   one could leave the bounds); `multipleOf` (number_range.h lists the steps served; others are an
@@ -24,7 +26,8 @@
 //   under two branches of a oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...`
 //   or
 //   `#/definitions/...` (expanded in place; recursion at most kMaxRefDepth deep). Annotations
-//   (title, description, default, examples, $schema, $id, $comment, strict) are ignored.
+//   (title, description, default, examples, $schema, $id, $comment, strict, readOnly,
+//   writeOnly, deprecated) are ignored.
 // Anything else that constrains a value is an error naming its path, as
 // "constraint.json_schema: $.properties.age.minimum: ...".
 #ifndef LLM_WORKER_CONSTRAINT_JSON_SCHEMA_H_

@@ -181,7 +181,7 @@ TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
   s.ignore_eos = true;
   EXPECT_THAT(refused(s), HasSubstr("ignore_eos: not with a required or named tool call"));
   s = Spec({tools::ToolChoice::Mode::kRequired, ""}, 0);
-  s.chat->tools[0]["function"]["parameters"]["properties"]["city"]["format"] = "ipv6";
+  s.chat->tools[0]["function"]["parameters"]["properties"]["city"]["format"] = "hostname";
   EXPECT_THAT(refused(s), HasSubstr("tools[0].function.parameters.properties.city.format"));
   s = Spec({tools::ToolChoice::Mode::kAuto, ""}, 0);
   s.chat->tools[1]["function"]["name"] = "get_weather";
