@@ -55,6 +55,7 @@ class Site(pydantic.BaseModel):
 
 class Shelf(pydantic.BaseModel):
     counts: dict[str, int]  # additionalProperties: a schema
+    scores: dict[Literal["low", "high"], int]  # propertyNames
     colors: set[Literal["red", "green", "blue"]]  # uniqueItems
     sku: str = pydantic.Field(pattern=r"^[A-Z]+[0-9]*$", min_length=3, max_length=6)
 

@@ -155,6 +155,10 @@ class Compiler {
                                                 "minItems",
                                                 "maxItems",
                                                 "uniqueItems",
+                                                "propertyNames",
+                                                "patternProperties",
+                                                "minProperties",
+                                                "maxProperties",
                                                 "minLength",
                                                 "maxLength",
                                                 "pattern",
@@ -245,20 +249,113 @@ class Compiler {
     return Error(path + ".type", absl::StrCat("unknown type '", type, "'"));
   }
 
-  // An object without `properties`: any object, none (`additionalProperties: false`), or any
-  // keys with each value under the `additionalProperties` schema (Pydantic's dict[str, X]).
+  // An object without `properties` (Pydantic's dicts): keys from `propertyNames` (a string
+  // schema, or finitely many strings, each then written at most once in the order listed) or
+  // from the one pattern of `patternProperties`, else any; values under that pattern's schema
+  // or `additionalProperties` (true or absent: any value; false: none); minProperties and
+  // maxProperties as counts (with finitely many keys, 0 or 1 and none below their number).
   absl::StatusOr<std::string> Map(const json& s, const std::string& path, int depth) {
-    const json extra = s.value("additionalProperties", json(true));
-    if (extra == json(true)) return JsonObjectRegex(kAnyDepth);
-    if (extra == json(false)) return std::string("\\{\\}");
-    auto value = Schema(extra, path + ".additionalProperties", depth);
+    auto min = Count(s, "minProperties", path, 0);
+    if (!min.ok()) return min.status();
+    auto max = Count(s, "maxProperties", path, -1);
+    if (!max.ok()) return max.status();
+    if (*max >= 0 && *max < *min) return Error(path + ".maxProperties", "below minProperties");
+    json values = s.value("additionalProperties", json(true));
+    std::string key = JsonStringRegex(), values_path = path + ".additionalProperties";
+    if (s.contains("patternProperties")) {
+      const json& by_pattern = s["patternProperties"];
+      if (!by_pattern.is_object() || by_pattern.size() != 1 || s.contains("propertyNames")) {
+        return Error(path + ".patternProperties",
+                     "one pattern is supported, without propertyNames");
+      }
+      values_path = path + ".patternProperties." + by_pattern.begin().key();
+      auto content = Pattern(json(by_pattern.begin().key()), values_path, true);
+      if (!content.ok()) return content.status();
+      key = absl::StrCat("\"", *content, "\"");
+      values = by_pattern.begin().value();
+    }
+    const bool plain = !s.contains("propertyNames") && !s.contains("patternProperties");
+    if (values == json(true) && plain && *min == 0 && *max < 0) return JsonObjectRegex(kAnyDepth);
+    if (values == json(false)) {
+      if (*min > 0) return Error(path + ".minProperties", "no property is allowed");
+      return std::string("\\{\\}");
+    }
+    auto value = values == json(true) ? absl::StatusOr<std::string>(AnyJsonRegex(kAnyDepth - 1))
+                                      : Schema(values, values_path, depth);
     if (!value.ok()) return value;
-    const std::string member = absl::StrCat(JsonStringRegex(), ":(", *value, ")");
-    return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
+    if (s.contains("propertyNames")) {
+      auto names = PropertyNames(s["propertyNames"], path + ".propertyNames", depth);
+      if (!names.ok()) return names.status();
+      if (names->finite) {
+        std::vector<std::string> members;
+        for (const std::string& k : names->keys)
+          members.push_back(absl::StrCat(k, ":(", *value, ")"));
+        auto body = OrderedSubsets(members, *min, *max, path, "Properties");
+        if (!body.ok()) return body;
+        return absl::StrCat("\\{", *body, "\\}");
+      }
+      key = names->keys.front();
+    }
+    return absl::StrCat("\\{", Repeated(absl::StrCat(key, ":(", *value, ")"), *min, *max), "\\}");
+  }
+
+  // The keys `propertyNames` admits: finitely many strings (each a literal), or one regex of
+  // a string schema.
+  struct Keys {
+    bool finite = false;
+    std::vector<std::string> keys;
+  };
+  absl::StatusOr<Keys> PropertyNames(const json& names, const std::string& path, int depth) {
+    if (auto values = FiniteValues(names, depth)) {
+      Keys k{true, {}};
+      for (const json& v : *values) {
+        if (!v.is_string()) return Error(path, absl::StrCat(v.dump(), " is not a string"));
+        k.keys.push_back(Group(Literal(v)));
+      }
+      return k;
+    }
+    if (names.value("type", json()) != json("string")) {
+      return Error(path, "a string schema, or a finite set of strings, is supported");
+    }
+    auto r = Schema(names, path, depth);
+    if (!r.ok()) return r.status();
+    return Keys{false, {Group(*r)}};
+  }
+
+  // Each of `members` at most once, in order, comma separated: n alternatives by which comes
+  // first. Counts: `min` 0 or 1, `max` none or at least n (`what`: "Items", "Properties").
+  absl::StatusOr<std::string> OrderedSubsets(const std::vector<std::string>& members, int64_t min,
+                                             int64_t max, const std::string& path,
+                                             const char* what) {
+    const auto n = static_cast<int64_t>(members.size());
+    if (min > 1 || (max >= 0 && max < n)) {
+      return Error(absl::StrCat(path, min > 1 ? ".min" : ".max", what),
+                   absl::StrCat("where each of ", n,
+                                " values may appear once, served for 0 or 1 at least "
+                                "and none or at least ",
+                                n, " at most"));
+    }
+    std::vector<std::string> alts;
+    size_t bytes = 0;
+    for (size_t first = 0; first < members.size(); ++first) {
+      std::string r = Group(members[first]);
+      for (size_t j = first + 1; j < members.size(); ++j) {
+        absl::StrAppend(&r, "(,", Group(members[j]), ")?");
+      }
+      LLM_RETURN_IF_ERROR(Budget(bytes += r.size() + 1, path));
+      alts.push_back(r);
+    }
+    return absl::StrCat(Group(absl::StrJoin(alts, "|")), min == 0 ? "?" : "");
   }
 
   absl::StatusOr<std::string> Object(const json& s, const std::string& path, int depth) {
     if (!s.contains("properties")) return Map(s, path, depth);
+    for (const char* key :
+         {"propertyNames", "patternProperties", "minProperties", "maxProperties"}) {
+      if (s.contains(key)) {
+        return Error(path + "." + key, "supported on an object without properties");
+      }
+    }
     const json& props = s["properties"];
     if (!props.is_object()) return Error(path + ".properties", "not an object");
     std::set<std::string> required;
@@ -413,24 +510,11 @@ class Compiler {
                    "or $ref and anyOf of those): no automaton can tell apart arrays of "
                    "unbounded values");
     }
-    const auto n = static_cast<int64_t>(values->size());
-    if (min > 1 || (max >= 0 && max < n)) {
-      return Error(path + (min > 1 ? ".minItems" : ".maxItems"),
-                   absl::StrCat("with uniqueItems, served for minItems 0 or 1 and a maxItems of "
-                                "at least the ",
-                                n, " values"));
-    }
-    std::vector<std::string> items, alts;
-    for (const json& v : *values) items.push_back(Group(Literal(v)));
-    size_t bytes = 0;
-    for (size_t first = 0; first < items.size(); ++first) {
-      std::string r = items[first];
-      for (size_t j = first + 1; j < items.size(); ++j) absl::StrAppend(&r, "(,", items[j], ")?");
-      LLM_RETURN_IF_ERROR(Budget(bytes += r.size() + 1, path));
-      alts.push_back(r);
-    }
-    const std::string body = Group(absl::StrJoin(alts, "|"));
-    return absl::StrCat("\\[", body, min == 0 ? "?" : "", "\\]");
+    std::vector<std::string> items;
+    for (const json& v : *values) items.push_back(Literal(v));
+    auto body = OrderedSubsets(items, min, max, path, "Items");
+    if (!body.ok()) return body;
+    return absl::StrCat("\\[", *body, "\\]");
   }
 
   absl::StatusOr<std::string> Array(const json& s, const std::string& path, int depth) {

@@ -7,7 +7,10 @@
 //   those not in `required` may be left out) and `additionalProperties` (beside `properties`
 //   no other property is generated, whatever it says; without them: any object where absent
 //   or true, none where false, any keys with values under it where it is a schema, as
-//   Pydantic writes dict[str, X]), array `items`, `minItems`, `maxItems`, `prefixItems`
+//   Pydantic writes dict[str, X]), and on an object without `properties` (Pydantic's
+//   dicts) `propertyNames` (a string schema, or finitely many strings, then each at most once
+//   in the order listed), `patternProperties` of one pattern, `minProperties` and
+//   `maxProperties` (0 or 1, and none or at least their number, for finitely many keys), array `items`, `minItems`, `maxItems`, `prefixItems`
 //   (closed by `items: false` or by a maxItems within it, as Pydantic writes a tuple),
 //   `uniqueItems` where the items have finitely many values (enum, const, boolean, null, and
 //   $ref and anyOf of those: Pydantic's set[SomeEnum]), each then written at most once and in

@@ -473,6 +473,28 @@ TEST(JsonSchemaTest, MapsAndSets) {
   for (const char* bad : {"[]", "[1,1.0]", "[1.0]", "[true,false]"}) {
     EXPECT_FALSE(some(bad)) << bad;
   }
+  // Pydantic's dict[Literal["a","b"], int], dict[constr(pattern=...), int] and a dict with
+  // min_length and max_length.
+  const SchemaMatch named(R"({"type":"object","additionalProperties":{"type":"integer"},
+      "propertyNames":{"enum":["a","b"]}})");
+  for (const char* ok : {"{}", R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"}) {
+    EXPECT_TRUE(named(ok)) << ok;
+  }
+  for (const char* bad : {R"({"c":1})", R"({"a":1,"a":2})", R"({"b":1,"a":2})", R"({"a":"x"})"}) {
+    EXPECT_FALSE(named(bad)) << bad;
+  }
+  const SchemaMatch keyed(R"({"type":"object","patternProperties":{"^[a-z]+$":{"type":"boolean"}},
+      "additionalProperties":false})");
+  EXPECT_TRUE(keyed(R"({"ab":true,"c":false})"));
+  for (const char* bad : {R"({"A":true})", R"({"":true})", R"({"a":1})"}) {
+    EXPECT_FALSE(keyed(bad)) << bad;
+  }
+  const SchemaMatch sized(R"({"type":"object","additionalProperties":{"type":"null"},
+      "propertyNames":{"type":"string","maxLength":2},"minProperties":1,"maxProperties":2})");
+  for (const char* ok : {R"({"a":null})", R"({"ab":null,"":null})"}) EXPECT_TRUE(sized(ok)) << ok;
+  for (const char* bad : {"{}", R"({"abc":null})", R"({"a":null,"b":null,"c":null})"}) {
+    EXPECT_FALSE(sized(bad)) << bad;
+  }
   const SchemaMatch plain(R"({"type":"array","items":{"type":"integer"},"uniqueItems":false})");
   EXPECT_TRUE(plain("[1,1]"));
 }
@@ -723,9 +745,16 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
            {R"({"type":"array","items":{"type":"integer"},"uniqueItems":true})",
             "$.uniqueItems: served where the items are a finite set"},
            {R"({"type":"array","items":{"enum":[1,2,3]},"uniqueItems":true,"maxItems":2})",
-            "$.maxItems: with uniqueItems"},
+            "$.maxItems: where each of 3 values"},
            {R"({"type":"array","items":{"enum":[1,2,3]},"uniqueItems":true,"minItems":2})",
-            "$.minItems: with uniqueItems"},
+            "$.minItems: where each of 3 values"},
+           {R"({"type":"object","properties":{"a":{}},"minProperties":1})",
+            "$.minProperties: supported on an object without properties"},
+           {R"({"type":"object","propertyNames":{"type":"integer"}})",
+            "$.propertyNames: a string schema"},
+           {R"({"type":"object","propertyNames":{"enum":["a",1]}})", "$.propertyNames: 1 is not"},
+           {R"({"type":"object","patternProperties":{"a":{},"b":{}}})",
+            "$.patternProperties: one pattern"},
            {R"({"type":"object","additionalProperties":{"type":"widget"}})",
             "$.additionalProperties.type"},
            {R"({"type":"string","format":"uri","maxLength":40})",
