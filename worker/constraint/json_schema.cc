@@ -222,8 +222,8 @@ class Compiler {
     if (!ref.is_string()) return Error(path + ".$ref", "not a string");
     const std::string target = ref.get<std::string>();
     if (depth >= kMaxRefDepth) {
-      return Error(path + ".$ref",
-                   absl::StrCat("'", target, "' recurses more than ", kMaxRefDepth, " deep"));
+      return Error(path + ".$ref", absl::StrCat("'", target, "': references nest more than ",
+                                                kMaxRefDepth, " deep"));
     }
     if (target.empty() || target[0] != '#') {
       return Error(path + ".$ref", absl::StrCat("'", target, "': only local references (#/...)"));
@@ -234,7 +234,16 @@ class Compiler {
     } catch (const std::exception&) {
       return Error(path + ".$ref", absl::StrCat("'", target, "' names nothing in the schema"));
     }
-    return Schema(*at, target, depth + 1);
+    // A recursive schema (Pydantic's trees) is expanded kMaxRecursion levels; a reference
+    // below that admits no value, so its branch is left out (an optional property omitted,
+    // an array empty, an alternative dropped: the automaton trims what cannot complete).
+    if (std::count(expanding_.begin(), expanding_.end(), target) >= kMaxRecursion) {
+      return std::string(kNoValue);
+    }
+    expanding_.push_back(target);
+    auto r = Schema(*at, target, depth + 1);
+    expanding_.pop_back();
+    return r;
   }
 
   absl::StatusOr<std::string> Typed(const json& s, const std::string& type, const std::string& path,
@@ -696,8 +705,12 @@ class Compiler {
     return r;
   }
 
+  // A regex of no string (a length group of one character that must be empty).
+  static constexpr char kNoValue[] = "(?{0}a)";
+
   const json& root_;
   int nesting_ = 0;
+  std::vector<std::string> expanding_;  // the references being expanded, outermost first
 };
 
 }  // namespace

@@ -10,14 +10,14 @@
 //   Pydantic writes dict[str, X]), and on an object without `properties` (Pydantic's
 //   dicts) `propertyNames` (a string schema, or finitely many strings, then each at most once
 //   in the order listed), `patternProperties` of one pattern, `minProperties` and
-//   `maxProperties` (0 or 1, and none or at least their number, for finitely many keys), array `items`, `minItems`, `maxItems`, `prefixItems`
-//   (closed by `items: false` or by a maxItems within it, as Pydantic writes a tuple),
-//   `uniqueItems` where the items have finitely many values (enum, const, boolean, null, and
-//   $ref and anyOf of those: Pydantic's set[SomeEnum]), each then written at most once and in
-//   the order the schema lists them, with minItems 0 or 1 and no maxItems below their count;
-//   string `minLength`, `maxLength` (beside a pattern or a format too, through a length
-//   group; an unanchored pattern's free text then writes no escape), `pattern` (matched
-//   against the string's content as written; a pattern that could write a quote, a
+//   `maxProperties` (0 or 1, and none or at least their number, for finitely many keys), array
+//   `items`, `minItems`, `maxItems`, `prefixItems` (closed by `items: false` or by a maxItems
+//   within it, as Pydantic writes a tuple), `uniqueItems` where the items have finitely many values
+//   (enum, const, boolean, null, and $ref and anyOf of those: Pydantic's set[SomeEnum]), each then
+//   written at most once and in the order the schema lists them, with minItems 0 or 1 and no
+//   maxItems below their count; string `minLength`, `maxLength` (beside a pattern or a format too,
+//   through a length group; an unanchored pattern's free text then writes no escape), `pattern`
+//   (matched against the string's content as written; a pattern that could write a quote, a
 //   backslash or a control character is refused), `format` (date, time, date-time, uuid,
 //   email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone), ipvanyaddress;
 //   binary and password, Pydantic's bytes and SecretStr, are any string; not beside a
@@ -28,7 +28,8 @@
 //   error); boolean, null; `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid
 //   under two branches of a oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...`
 //   or
-//   `#/definitions/...` (expanded in place; recursion at most kMaxRefDepth deep). Annotations
+//   `#/definitions/...` (expanded in place; a recursive one kMaxRecursion levels deep, where
+//   the branches that would go deeper are left out: Pydantic's trees). Annotations
 //   (title, description, default, examples, $schema, $id, $comment, strict, readOnly,
 //   writeOnly, deprecated) are ignored.
 // Anything else that constrains a value is an error naming its path, as
@@ -43,7 +44,10 @@
 
 namespace llm::constraint {
 
-inline constexpr int kMaxRefDepth = 4;
+// References nest at most this deep (a chain of distinct definitions); a recursive one is
+// expanded kMaxRecursion times, and below that admits no value.
+inline constexpr int kMaxRefDepth = 16;
+inline constexpr int kMaxRecursion = 4;
 
 // The regex of the compact JSON values `schema` (a JSON document) validates.
 absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema);

@@ -440,6 +440,34 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   EXPECT_FALSE(open("-1"));
 }
 
+// A recursive schema (Pydantic's trees) is expanded kMaxRecursion levels: deeper branches are
+// left out, so a tree's leaves have no children there and a required recursive property ends
+// the recursion above it.
+TEST(JsonSchemaTest, RecursiveSchemasAreCutAtTheirDepth) {
+  const SchemaMatch node(R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":
+      "integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["v",
+      "kids"],"additionalProperties":false}},"$ref":"#/$defs/Node"})");
+  std::string tree = R"({"v":4,"kids":[]})";
+  for (int depth = 3; depth >= 1; --depth) {
+    EXPECT_TRUE(node(tree)) << tree;
+    tree = absl::StrCat(R"({"v":)", depth, R"(,"kids":[)", tree, ",", tree, "]}");
+  }
+  EXPECT_TRUE(node(tree)) << tree;  // 4 levels of nodes
+  EXPECT_FALSE(node(absl::StrCat(R"({"v":0,"kids":[)", tree, "]}"))) << "5 levels";
+  const SchemaMatch nested(
+      R"({"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"})");
+  EXPECT_TRUE(nested("[[],[[[]]]]"));
+  EXPECT_FALSE(nested("[[[[[]]]]]"));
+  // A recursion that every value needs has no value at all.
+  auto none = JsonSchemaToRegex(R"({"$defs":{"r":{"type":"object","properties":{"next":
+      {"$ref":"#/$defs/r"}},"required":["next"]}},"$ref":"#/$defs/r"})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  auto nfa = ParseRegex(*none);
+  ASSERT_TRUE(nfa.ok());
+  EXPECT_THAT(ByteDfa::Build(*nfa, 1000, "constraint.json_schema").status().message(),
+              HasSubstr("no output satisfies"));
+}
+
 // Pydantic's dict[str, X] (additionalProperties as a schema) and set[SomeEnum] (uniqueItems
 // over finitely many values, written in the schema's order).
 TEST(JsonSchemaTest, MapsAndSets) {
@@ -774,8 +802,18 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
            {R"({"type":"integer","minimum":1,"maximum":4,"multipleOf":5})",
             "$.multipleOf: no multiple"},
            {R"({"$ref":"#/$defs/missing"})", "$.$ref"},
-           {R"({"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"})",
-            "recurses"},
+           {[] {
+              // A chain of 17 distinct definitions, each referring to the next.
+              std::string defs;
+              for (int i = 0; i < 17; ++i) {
+                absl::StrAppend(&defs, i ? "," : "", "\"d", i, "\":{\"type\":\"array\",\"items\":",
+                                i < 16 ? absl::StrCat("{\"$ref\":\"#/$defs/d", i + 1, "\"}")
+                                       : std::string("{}"),
+                                "}");
+              }
+              return absl::StrCat("{\"$defs\":{", defs, "},\"$ref\":\"#/$defs/d0\"}");
+            }(),
+            "references nest more than 16 deep"},
            {R"({"type":"string","pattern":"^a.b$"})", "$.pattern"},
            {R"({"type":"widget"})", "$.type"},
            {"{not json", "not valid JSON"},
