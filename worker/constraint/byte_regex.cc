@@ -13,11 +13,11 @@ namespace {
 
 // The parsed pattern: a tree, emitted into the NFA as often as counted repetitions need.
 struct Node {
-  enum Kind { kBytes, kClass, kConcat, kAlt, kRepeat, kLength, kEmpty } kind = kEmpty;
+  enum Kind { kBytes, kClass, kConcat, kAlt, kRepeat, kLength, kJsonText, kEmpty } kind = kEmpty;
   std::string bytes;                        // kBytes: a literal sequence
   std::bitset<128> ascii;                   // kClass: ASCII members
   bool non_ascii = false;                   // kClass: also every non-ASCII character
-  std::vector<std::unique_ptr<Node>> kids;  // kConcat, kAlt; kRepeat, kLength: one
+  std::vector<std::unique_ptr<Node>> kids;  // kConcat, kAlt; kRepeat, kLength, kJsonText: one
   int32_t min = 0, max = -1;  // kRepeat: copies; kLength: characters; max -1: unbounded
 };
 using NodePtr = std::unique_ptr<Node>;
@@ -30,7 +30,8 @@ NodePtr MakeNode(Node::Kind kind) {
 
 class Parser {
  public:
-  Parser(std::string_view p, std::string_view field) : p_(p), field_(field) {}
+  Parser(std::string_view p, std::string_view field, bool extensions)
+      : p_(p), field_(field), extensions_(extensions) {}
 
   absl::StatusOr<NodePtr> Parse() {
     if (!p_.empty() && p_[0] == '^') ++i_;
@@ -152,9 +153,14 @@ class Parser {
     if (c == '(') {
       if (++depth_ > kMaxGroupDepth) return Error("groups nested too deep");
       ++i_;
-      NodePtr length;  // (?{m,n}...): a length group
+      NodePtr length;  // (?{m,n}...): a length group; (?~...): a JSON text group
       if (p_.substr(i_, 2) == "?:") {
         i_ += 2;
+      } else if (!extensions_ && (p_.substr(i_, 2) == "?~" || p_.substr(i_, 2) == "?{")) {
+        return Error("length and JSON text groups are not supported here");
+      } else if (p_.substr(i_, 2) == "?~") {
+        i_ += 2;
+        length = MakeNode(Node::kJsonText);
       } else if (p_.substr(i_, 2) == "?{") {
         ++i_;
         length = MakeNode(Node::kLength);
@@ -185,9 +191,14 @@ class Parser {
     if (c == '\\') return Escape(/*in_class=*/false);
     if (c == '*' || c == '+' || c == '?') return Error("nothing to repeat");
     if (c == '^' || c == '$') return Error("anchors are only supported at the ends");
-    ++i_;
+    // One character: a UTF-8 lead byte takes its continuation bytes along, so that a
+    // quantifier after it repeats the whole character.
     auto n = MakeNode(Node::kBytes);
-    n->bytes.push_back(c);
+    n->bytes.push_back(p_[i_++]);
+    if ((static_cast<uint8_t>(c) & 0xC0) == 0xC0) {
+      while (!AtEnd() && (static_cast<uint8_t>(p_[i_]) & 0xC0) == 0x80)
+        n->bytes.push_back(p_[i_++]);
+    }
     return n;
   }
 
@@ -337,6 +348,7 @@ class Parser {
 
   std::string_view p_;
   std::string_view field_;
+  bool extensions_;
   size_t i_ = 0;
   int depth_ = 0;
 };
@@ -390,6 +402,8 @@ class Emitter {
         return EmitRepeat(n, from);
       case Node::kLength:
         return EmitLength(n, from);
+      case Node::kJsonText:
+        return EmitJsonText(n, from);
     }
     return from;
   }
@@ -498,14 +512,45 @@ class Emitter {
     return end;
   }
 
+  // The kid's language without the strings that hold a byte a JSON string must escape
+  // (control bytes, '"', '\\'): its automaton with those bytes taken off every edge.
+  int32_t EmitJsonText(const Node& n, int32_t from) {
+    ByteNfa kid;
+    Emitter sub(kid);
+    kid.start = sub.NewState();
+    kid.accept = sub.Emit(*n.kids[0], kid.start);
+    if (sub.too_big() || nfa_.states.size() + kid.states.size() > kMaxNfaStates) {
+      overflow_ = true;
+      return from;
+    }
+    const auto base = static_cast<int32_t>(nfa_.states.size());
+    nfa_.states.resize(nfa_.states.size() + kid.states.size());
+    for (size_t s = 0; s < kid.states.size(); ++s) {
+      const auto at = base + static_cast<int32_t>(s);
+      for (int32_t t : kid.states[s].eps) Eps(at, base + t);
+      for (const NfaState::Edge& e : kid.states[s].edges) {
+        // [lo, hi] less 0x00-0x1F, '"' and '\\': at most three runs.
+        int lo = std::max<int>(e.lo, 0x20);
+        for (int cut : {static_cast<int>('"'), static_cast<int>('\\'), 256}) {
+          const int hi = std::min<int>(e.hi, cut - 1);
+          if (lo <= hi) Edge(at, static_cast<uint8_t>(lo), static_cast<uint8_t>(hi), base + e.to);
+          lo = std::max(lo, cut + 1);
+        }
+      }
+    }
+    Eps(from, base + kid.start);
+    return base + kid.accept;
+  }
+
   ByteNfa& nfa_;
   bool overflow_ = false;
 };
 
 }  // namespace
 
-absl::StatusOr<ByteNfa> ParseRegex(std::string_view pattern, std::string_view field) {
-  Parser parser(pattern, field);
+absl::StatusOr<ByteNfa> ParseRegex(std::string_view pattern, std::string_view field,
+                                   bool extensions) {
+  Parser parser(pattern, field, extensions);
   auto root = parser.Parse();
   if (!root.ok()) return root.status();
   ByteNfa nfa;

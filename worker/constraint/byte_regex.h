@@ -8,12 +8,14 @@
 //   non-ASCII character), escapes `\d \w \s \D \W \S \n \r \t \f \v \0 \xHH \uHHHH` and escaped
 //   punctuation, groups `(...)` and `(?:...)`, alternation `|`, quantifiers `* + ? {n} {n,}
 //   {n,m}` (greedy; a lazy `?` suffix is accepted and means the same here), `^`/`$` at the
-//   ends of the pattern (the whole output must match), and an extension, the length group
-//   `(?{m,n}...)` (also `{m}`, `{m,}`): what its body matches that is m..n UTF-8 characters
-//   long (a JSON schema's string lengths beside a pattern or a format; its automaton is the
-//   body's once per count, so n x the body's states). Not supported: backreferences,
-//   lookaround, Unicode classes (`\p{..}`), non-ASCII class members; each is an error naming
-//   the offset.
+//   ends of the pattern (the whole output must match). Two extensions, for patterns the worker
+//   builds only: the length group `(?{m,n}...)` (also `{m}`, `{m,}`), what its body matches
+//   that is m..n UTF-8 characters long (a JSON schema's string lengths beside a pattern or a
+//   format; its automaton is the body's once per count, so n x the body's states); and the
+//   JSON text group `(?~...)`, what its body matches that holds no byte a JSON string must
+//   escape (control bytes, '"', '\\': a schema pattern's `\s` or `.` inside a string). Not
+//   supported: backreferences, lookaround, Unicode classes (`\p{..}`), non-ASCII class members;
+//   each is an error naming the offset.
 #ifndef LLM_WORKER_CONSTRAINT_BYTE_REGEX_H_
 #define LLM_WORKER_CONSTRAINT_BYTE_REGEX_H_
 
@@ -44,7 +46,10 @@ struct ByteNfa {
 inline constexpr size_t kMaxNfaStates = 200000;
 
 // INVALID_ARGUMENT "<field>: ... at offset N" for what the syntax above does not cover.
-absl::StatusOr<ByteNfa> ParseRegex(std::string_view pattern, std::string_view field = "regex");
+// `extensions`: the length group and the JSON text group (below), which only patterns the
+// worker builds may use (a client's regex or schema pattern is what other engines accept).
+absl::StatusOr<ByteNfa> ParseRegex(std::string_view pattern, std::string_view field = "regex",
+                                   bool extensions = false);
 
 // A regex matching `text` literally (every metacharacter escaped).
 std::string EscapeRegex(std::string_view text);

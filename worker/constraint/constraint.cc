@@ -35,6 +35,7 @@ absl::StatusOr<std::string> PatternOf(const ConstraintSpec& spec) {
 
 std::string CacheKeyOf(const ConstraintSpec& spec) {
   std::string key(1, static_cast<char>(spec.kind));
+  key += spec.worker_built ? 'w' : 'c';  // a client's regex may not use the extensions
   key += spec.text;
   for (const std::string& c : spec.choices) absl::StrAppend(&key, std::string(1, '\0'), c);
   return key;
@@ -67,7 +68,8 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
   }
   auto pattern = PatternOf(spec);
   if (!pattern.ok()) return pattern.status();
-  auto nfa = ParseRegex(*pattern, field);
+  // A client's regex is parsed as written; every other kind is a pattern the worker built.
+  auto nfa = ParseRegex(*pattern, field, spec.kind != Kind::kRegex || spec.worker_built);
   if (!nfa.ok()) return nfa.status();
   auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, field);
   if (!dfa.ok()) return dfa.status();

@@ -36,6 +36,9 @@ struct ConstraintSpec {
   Kind kind = Kind::kNone;
   std::string text;  // kRegex: the pattern; kJsonSchema: the schema (JSON); kGrammar: GBNF
   std::vector<std::string> choices;  // kChoice
+  // kRegex: the worker built the pattern (a tool call's), so it may use byte_regex.h's
+  // extensions; a client's regex may not.
+  bool worker_built = false;
 
   bool enabled() const { return kind != Kind::kNone; }
 };

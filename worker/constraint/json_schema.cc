@@ -31,25 +31,6 @@ std::string DateRegex() {
 
 // An ISO 8601 duration as RFC 3339 (Appendix A) writes one: P1Y2M3D, P4W, PT5H6M7S, P1DT2H;
 // the units of the time part contiguous (hours, minutes, seconds from the first given).
-// Dotted quads of 0..255 without leading zeros (as Python's ipaddress reads them).
-std::string Ipv4Regex() {
-  const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
-  return absl::StrCat(octet, "(\\.", octet, "){3}");
-}
-
-// RFC 4291's text forms: eight groups of 1..4 hex digits, or k groups, "::", and at most
-// 7 - k more (no embedded IPv4 and no zone: a subset every IPv6 parser reads).
-std::string Ipv6Regex() {
-  const std::string h = "[0-9a-fA-F]{1,4}";
-  std::vector<std::string> alts = {absl::StrCat("(", h, ":){7}", h)};
-  for (int k = 0; k <= 7; ++k) {
-    const std::string head = k == 0 ? "" : absl::StrCat("(", h, ":){", k - 1, "}", h);
-    const std::string tail = k == 7 ? "" : absl::StrCat("(", h, "(:", h, "){0,", 6 - k, "})?");
-    alts.push_back(absl::StrCat(head, "::", tail));
-  }
-  return absl::StrCat("(", absl::StrJoin(alts, "|"), ")");
-}
-
 std::string DurationRegex() {
   const std::string n = "[0-9]+";
   const std::string second = n + "S";
@@ -69,6 +50,28 @@ constexpr char kStringChar[] = R"(([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4
 constexpr int kAnyDepth = 2;  // nesting of values a schema leaves open
 
 std::string Group(const std::string& r) { return "(" + r + ")"; }
+
+// Whether some path leads from the automaton's start to its accepting state.
+bool Reaches(const ByteNfa& nfa) {
+  std::vector<uint8_t> seen(nfa.states.size(), 0);
+  std::vector<int32_t> stack = {nfa.start};
+  seen[static_cast<size_t>(nfa.start)] = 1;
+  while (!stack.empty()) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    if (s == nfa.accept) return true;
+    const NfaState& state = nfa.states[static_cast<size_t>(s)];
+    auto visit = [&](int32_t t) {
+      if (!seen[static_cast<size_t>(t)]) {
+        seen[static_cast<size_t>(t)] = 1;
+        stack.push_back(t);
+      }
+    };
+    for (int32_t t : state.eps) visit(t);
+    for (const NfaState::Edge& e : state.edges) visit(e.to);
+  }
+  return false;
+}
 
 class Compiler {
  public:
@@ -315,7 +318,9 @@ class Compiler {
     std::vector<std::string> keys;
   };
   absl::StatusOr<Keys> PropertyNames(const json& names, const std::string& path, int depth) {
-    if (auto values = FiniteValues(names, depth)) {
+    if (auto r = Schema(names, path, depth); !r.ok()) return r.status();
+    int calls = 10000;
+    if (auto values = FiniteValues(names, depth, calls); values && !values->empty()) {
       Keys k{true, {}};
       for (const json& v : *values) {
         if (!v.is_string()) return Error(path, absl::StrCat(v.dump(), " is not a string"));
@@ -460,23 +465,24 @@ class Compiler {
     return absl::StrCat("\\[", rest, "\\]");
   }
 
-  // The values a schema admits where they are finitely many and each has one spelling
-  // (`const`, `enum`, boolean, null, and $ref and anyOf/oneOf of those), without repeats;
-  // nullopt where they are not.
-  std::optional<std::vector<json>> FiniteValues(const json& s, int depth) const {
-    if (!s.is_object()) return std::nullopt;
+  // The values a schema admits where they are finitely many (at most kMaxFiniteValues) and
+  // each has one spelling (`const`, `enum`, boolean, null, and $ref and anyOf/oneOf of those),
+  // without repeats; nullopt where they are not. `calls` bounds the walk (a schema may fan
+  // out through references).
+  static constexpr size_t kMaxFiniteValues = 256;
+  std::optional<std::vector<json>> FiniteValues(const json& s, int depth, int& calls) const {
+    if (!s.is_object() || --calls < 0) return std::nullopt;
     if (s.contains("$ref")) {
       const json& ref = s["$ref"];
       if (depth >= kMaxRefDepth || !ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0) {
         return std::nullopt;
       }
-      const json* at = nullptr;
       try {
-        at = &root_.at(json::json_pointer(ref.get<std::string>().substr(1)));
+        return FiniteValues(root_.at(json::json_pointer(ref.get<std::string>().substr(1))),
+                            depth + 1, calls);
       } catch (const std::exception&) {
         return std::nullopt;
       }
-      return FiniteValues(*at, depth + 1);
     }
     std::vector<json> values;
     if (s.contains("const")) {
@@ -487,8 +493,8 @@ class Compiler {
       const json& list = s.contains("anyOf") ? s["anyOf"] : s["oneOf"];
       if (!list.is_array()) return std::nullopt;
       for (const json& branch : list) {
-        auto more = FiniteValues(branch, depth);
-        if (!more) return std::nullopt;
+        auto more = FiniteValues(branch, depth, calls);
+        if (!more || values.size() + more->size() > kMaxFiniteValues) return std::nullopt;
         values.insert(values.end(), more->begin(), more->end());
       }
     } else if (s.value("type", json()) == json("boolean")) {
@@ -498,9 +504,16 @@ class Compiler {
     } else {
       return std::nullopt;
     }
-    std::vector<json> unique;  // JSON equality: 1 and 1.0 are one value
+    if (values.size() > kMaxFiniteValues) return std::nullopt;
+    // JSON equality, as uniqueItems compares: 1 and 1.0 are one value, and so are objects
+    // whose keys differ only in order (nlohmann::json, unlike ordered_json, ignores it).
+    std::vector<json> unique;
+    std::vector<nlohmann::json> seen;
     for (const json& v : values) {
-      if (std::find(unique.begin(), unique.end(), v) == unique.end()) unique.push_back(v);
+      nlohmann::json canonical = nlohmann::json::parse(v.dump());
+      if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
+      seen.push_back(std::move(canonical));
+      unique.push_back(v);
     }
     return unique;
   }
@@ -511,11 +524,18 @@ class Compiler {
   // instead of n! orders. Bounds: minItems of 0 or 1, maxItems none or at least n.
   absl::StatusOr<std::string> Set(const json& s, const std::string& path, int depth, int64_t min,
                                   int64_t max) {
+    // The items' schema is checked as any other (its keywords known, its values valid).
+    if (s.contains("items")) {
+      if (auto r = Schema(s["items"], path + ".items", depth); !r.ok()) return r.status();
+    }
+    int calls = 10000;
     const std::optional<std::vector<json>> values =
-        s.contains("prefixItems") ? std::nullopt : FiniteValues(s.value("items", json()), depth);
-    if (!values) {
+        s.contains("prefixItems") ? std::nullopt
+                                  : FiniteValues(s.value("items", json()), depth, calls);
+    if (!values || values->empty()) {
       return Error(path + ".uniqueItems",
-                   "served where the items are a finite set of values (enum, const, boolean, "
+                   "served where the items are a finite set of values (at most 256: enum, "
+                   "const, boolean, "
                    "or $ref and anyOf of those): no automaton can tell apart arrays of "
                    "unbounded values");
     }
@@ -630,20 +650,17 @@ class Compiler {
     if (end) body.pop_back();
     auto nfa = ParseRegex(body, "constraint.json_schema: " + path);
     if (!nfa.ok()) return nfa.status();
-    // The pattern is matched against the string's content as written: a byte it may write
-    // that JSON must escape (a quote, a backslash, a control character) would end the string
-    // or break it. Exact: every byte range of the automaton is checked.
-    for (const NfaState& state : nfa->states) {
-      for (const NfaState::Edge& e : state.edges) {
-        const bool control = e.lo < 0x20;
-        const bool quote = e.lo <= '"' && e.hi >= '"';
-        const bool backslash = e.lo <= '\\' && e.hi >= '\\';
-        if (control || quote || backslash) {
-          return Error(path,
-                       "the pattern may write a quote, a backslash or a control character "
-                       "(JSON escapes them); exclude them from its classes and '.'");
-        }
-      }
+    // The pattern is matched against the string's content as written, where a quote, a
+    // backslash or a control character would end or break the string: its text without them
+    // (a JSON text group: `\s` is a space there, `.` no quote). A pattern that needs one has
+    // nothing left.
+    body = absl::StrCat("(?~", body, ")");
+    nfa = ParseRegex(body, "constraint.json_schema: " + path, /*extensions=*/true);
+    if (!nfa.ok()) return nfa.status();
+    if (!Reaches(*nfa)) {
+      return Error(path,
+                   "the pattern matches only text with a quote, a backslash or a control "
+                   "character, which JSON escapes");
     }
     const std::string any = escapes ? absl::StrCat(kStringChar, "*") : R"([^"\\\x00-\x1f]*)";
     return absl::StrCat(start ? "" : any, "(", body, ")", end ? "" : any);

@@ -17,8 +17,8 @@
 //   written at most once and in the order the schema lists them, with minItems 0 or 1 and no
 //   maxItems below their count; string `minLength`, `maxLength` (beside a pattern or a format too,
 //   through a length group; an unanchored pattern's free text then writes no escape), `pattern`
-//   (matched against the string's content as written; a pattern that could write a quote, a
-//   backslash or a control character is refused), `format` (date, time, date-time, uuid,
+//   (matched against the string's content as written, without the bytes JSON escapes: a
+//   quote, a backslash, control characters; a pattern that needs one is refused), `format` (date, time, date-time, uuid,
 //   email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone), ipvanyaddress;
 //   binary and password, Pydantic's bytes and SecretStr, are any string; not beside a
 //   pattern); integer and number `minimum`, `maximum`,

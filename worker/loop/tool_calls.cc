@@ -51,6 +51,7 @@ absl::Status PrepareToolCalls(tools::ToolFormat format, const frontend::Tokenize
     if (!regex.ok()) return regex.status();
     spec.constraint.kind = constraint::Kind::kRegex;
     spec.constraint.text = *std::move(regex);
+    spec.constraint.worker_built = true;
   }
   spec.skip_special_tokens = false;
   std::vector<std::string> names;

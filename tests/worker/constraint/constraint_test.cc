@@ -66,6 +66,9 @@ TEST(ByteRegexTest, MatchesWholeOutputs) {
       // A negated class and `.` take a whole non-ASCII character, byte by byte.
       {"[^\"]", "\xe2\x82\xac", true, true},
       {".", "\xe2\x82", false, true},
+      // A quantifier after a multi-byte character repeats the whole character.
+      {"\xc3\xa9+", "\xc3\xa9\xc3\xa9", true, true},
+      {"\xc3\xa9+", "\xc3\xa9\xa9", false, false},
       {"[\\d\\s]+", "1 2", true, true},
       {"a*?b", "aab", true, true},
       // Only well-formed UTF-8: no overlong form, no surrogate, nothing past U+10FFFF.
@@ -113,7 +116,7 @@ TEST(ByteRegexTest, LengthGroupsCountCharacters) {
     for (const auto& [lo, hi] : std::vector<std::pair<int, int>>{{0, 0}, {2, 4}, {1, -1}, {3, 3}}) {
       const std::string pattern =
           absl::StrCat("(?{", lo, hi < 0 ? "," : absl::StrCat(",", hi), "}", c.body, ")");
-      auto nfa = ParseRegex(pattern);
+      auto nfa = ParseRegex(pattern, "regex", /*extensions=*/true);
       ASSERT_TRUE(nfa.ok()) << pattern << ": " << nfa.status();
       auto dfa = ByteDfa::Build(*nfa, 100000, "regex");
       if (!dfa.ok()) {  // an empty language ([ab]+ of no characters)
@@ -133,15 +136,20 @@ TEST(ByteRegexTest, LengthGroupsCountCharacters) {
     }
   }
   // A prefix that can no longer complete is dead at once, not when nothing more fits.
-  auto email = ParseRegex("(?{0,4}[a-z]+@)");
+  auto email = ParseRegex("(?{0,4}[a-z]+@)", "regex", true);
   ASSERT_TRUE(email.ok());
   auto dfa = ByteDfa::Build(*email, 1000, "regex");
   ASSERT_TRUE(dfa.ok());
   EXPECT_NE(dfa->Walk(dfa->start(), "abc"), ByteDfa::kDead);
   EXPECT_EQ(dfa->Walk(dfa->start(), "abcd"), ByteDfa::kDead);
-  EXPECT_THAT(ParseRegex("(?{x}a)").status().message(), HasSubstr("a length group needs"));
-  EXPECT_THAT(ParseRegex("(?{2,1}a)").status().message(), HasSubstr("maximum is below"));
-  EXPECT_THAT(ParseRegex("(?{1000}(?{1000}[ab]{1000}))").status().message(),
+  EXPECT_THAT(ParseRegex("(?{x}a)", "regex", true).status().message(),
+              HasSubstr("a length group needs"));
+  EXPECT_THAT(ParseRegex("(?{2,1}a)", "regex", true).status().message(),
+              HasSubstr("maximum is below"));
+  // A client's pattern is what other engines accept: no extensions.
+  EXPECT_THAT(ParseRegex("(?{2}a)").status().message(), HasSubstr("not supported here"));
+  EXPECT_THAT(ParseRegex("(?~a)").status().message(), HasSubstr("not supported here"));
+  EXPECT_THAT(ParseRegex("(?{1000}(?{1000}[ab]{1000}))", "regex", true).status().message(),
               HasSubstr("expands to more than"));
 }
 
@@ -462,7 +470,7 @@ TEST(JsonSchemaTest, RecursiveSchemasAreCutAtTheirDepth) {
   auto none = JsonSchemaToRegex(R"({"$defs":{"r":{"type":"object","properties":{"next":
       {"$ref":"#/$defs/r"}},"required":["next"]}},"$ref":"#/$defs/r"})");
   ASSERT_TRUE(none.ok()) << none.status();
-  auto nfa = ParseRegex(*none);
+  auto nfa = ParseRegex(*none, "constraint.json_schema", true);
   ASSERT_TRUE(nfa.ok());
   EXPECT_THAT(ByteDfa::Build(*nfa, 1000, "constraint.json_schema").status().message(),
               HasSubstr("no output satisfies"));
@@ -523,6 +531,11 @@ TEST(JsonSchemaTest, MapsAndSets) {
   for (const char* bad : {"{}", R"({"abc":null})", R"({"a":null,"b":null,"c":null})"}) {
     EXPECT_FALSE(sized(bad)) << bad;
   }
+  // Objects whose keys differ only in order are one value.
+  const SchemaMatch objects(R"({"type":"array","items":{"enum":[{"a":1,"b":2},{"b":2,"a":1},
+      {"a":1}]},"uniqueItems":true})");
+  EXPECT_TRUE(objects(R"([{"a":1,"b":2},{"a":1}])"));
+  EXPECT_FALSE(objects(R"([{"a":1,"b":2},{"b":2,"a":1}])"));
   const SchemaMatch plain(R"({"type":"array","items":{"type":"integer"},"uniqueItems":false})");
   EXPECT_TRUE(plain("[1,1]"));
 }
@@ -654,6 +667,16 @@ TEST(JsonSchemaTest, LengthsBesideAPatternOrAFormat) {
     EXPECT_FALSE(loose(absl::StrCat("\"", bad, "\""))) << bad;
   }
   EXPECT_TRUE(SchemaMatch(R"({"type":"string","pattern":"x"})")(R"("\nx")"));  // no lengths
+  // A pattern's text never holds what JSON escapes: \s is a space there, [ -~] no quote.
+  const SchemaMatch words(R"({"type":"string","pattern":"^[A-Za-z\\s]+$"})");
+  EXPECT_TRUE(words(R"("Ann Lee")"));
+  for (const char* bad : {R"("Ann\tLee")", "\"Ann\tLee\""}) EXPECT_FALSE(words(bad)) << bad;
+  EXPECT_TRUE(SchemaMatch(R"({"type":"string","pattern":"^a.b$"})")(R"("a-b")"));
+  const SchemaMatch printable(R"({"type":"string","pattern":"^[ -~]{2}$"})");
+  EXPECT_TRUE(printable(R"("a~")"));
+  for (const char* bad : {R"("a\"")", R"("\\a")", R"("\"a")"}) {
+    EXPECT_FALSE(printable(bad)) << bad;
+  }
   const SchemaMatch email(R"({"type":"string","format":"email","maxLength":8})");
   EXPECT_TRUE(email(R"("ab@c.de")"));
   EXPECT_FALSE(email(R"("abc@d.efg")"));
@@ -724,11 +747,13 @@ TEST(JsonSchemaTest, UriFormatIsWebUrls) {
       "https://en.wikipedia.org/wiki/Bracket_(disambiguation)",
       "https://x.io/~user/@me:1;p=2!$&'*,"};
   const std::vector<std::string> bad = {
-      "example.com",         "https://",         "ftp://example.com",
-      "http://exa mple.com", "http://-a.com",    "http://a.com:65536",
-      "http://a.com:080",    "http://a.com/%zz", "http://a.com/a b",
-      "http://a.com/\\",     "http://a.com/\"",  "mailto:a@b.com",
-      "http://a.com#x#y",    "http://.a.com",    ""};
+      "example.com", "https://", "ftp://example.com", "http://exa mple.com", "http://-a.com",
+      "http://a.com:65536", "http://a.com:080", "http://a.com/%zz", "http://a.com/a b",
+      "http://a.com/\\", "http://a.com/\"", "mailto:a@b.com", "http://a.com#x#y", "http://.a.com",
+      "",
+      // Hosts Pydantic's HttpUrl refuses: a number as the last label, a bad IPv4, Punycode.
+      "http://a.1", "http://1.2.3.999", "http://1.2.3.4.5", "http://99999999999",
+      "http://xn--a.com"};
   const std::string longest_path = "https://a.com/" + std::string(300, 'p');
   for (const char* schema :
        {R"({"type":"string","format":"uri"})", R"({"type":"string","format":"uri","minLength":1})",
@@ -776,6 +801,10 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
             "$.maxItems: where each of 3 values"},
            {R"({"type":"array","items":{"enum":[1,2,3]},"uniqueItems":true,"minItems":2})",
             "$.minItems: where each of 3 values"},
+           {R"({"type":"array","items":{"enum":[]},"uniqueItems":true,"minItems":1})",
+            "$.items.enum: a non-empty list"},
+           {R"({"type":"array","items":{"enum":["a"],"not":{}},"uniqueItems":true})",
+            "$.items.not: this keyword is not supported"},
            {R"({"type":"object","properties":{"a":{}},"minProperties":1})",
             "$.minProperties: supported on an object without properties"},
            {R"({"type":"object","propertyNames":{"type":"integer"}})",
@@ -814,11 +843,11 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
               return absl::StrCat("{\"$defs\":{", defs, "},\"$ref\":\"#/$defs/d0\"}");
             }(),
             "references nest more than 16 deep"},
-           {R"({"type":"string","pattern":"^a.b$"})", "$.pattern"},
            {R"({"type":"widget"})", "$.type"},
            {"{not json", "not valid JSON"},
-           {R"({"type":"string","pattern":"^[A-Za-z\\s]+$"})", "may write a quote"},
-           {R"({"type":"string","pattern":"^[ -~]+$"})", "may write a quote"},
+           {R"({"type":"string","pattern":"^\\\\[\"]$"})",
+            "$.pattern: the pattern matches only text"},
+           {R"({"type":"string","pattern":"^(?~a)$"})", "not supported here"},
            {R"({"type":"integer","exclusiveMaximum":-9223372036854775808})", "within +-10^15"},
            {R"({"type":"integer","maximum":18446744073709551615})", "within +-10^15"},
            {[] {
@@ -925,7 +954,7 @@ ws ::= | " " | "\n" [ \t]{0,20}
 TEST(GbnfTest, JsonGrammars) {
   auto pattern = GbnfToRegex(kLlamaCppJson);
   ASSERT_TRUE(pattern.ok()) << pattern.status();
-  auto nfa = ParseRegex(*pattern, "constraint.grammar");
+  auto nfa = ParseRegex(*pattern, "constraint.grammar", true);
   const absl::Status st =
       nfa.ok() ? ByteDfa::Build(*nfa, kMaxDfaStates, "constraint.grammar").status() : nfa.status();
   EXPECT_THAT(st.message(), HasSubstr("constraint.grammar: "));

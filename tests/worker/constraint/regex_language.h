@@ -19,7 +19,7 @@ class RegexLanguage {
   // is then empty.
   explicit RegexLanguage(const absl::StatusOr<std::string>& pattern) {
     EXPECT_TRUE(pattern.ok()) << pattern.status();
-    auto nfa = ParseRegex(pattern.value_or("x"));
+    auto nfa = ParseRegex(pattern.value_or("x"), "regex", /*extensions=*/true);
     EXPECT_TRUE(nfa.ok()) << nfa.status();
     if (!nfa.ok()) return;
     auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, "test");

@@ -28,7 +28,7 @@ const json kTools = json::parse(R"([
 ])");
 
 bool Accepts(const std::string& regex, const std::string& text) {
-  auto nfa = constraint::ParseRegex(regex);
+  auto nfa = constraint::ParseRegex(regex, "regex", /*extensions=*/true);
   EXPECT_TRUE(nfa.ok()) << nfa.status();
   auto dfa = constraint::ByteDfa::Build(*nfa, 100000, "regex");
   EXPECT_TRUE(dfa.ok()) << dfa.status();
