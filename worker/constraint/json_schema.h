@@ -18,16 +18,15 @@
 //   maxItems below their count; string `minLength`, `maxLength` (beside a pattern or a format too,
 //   through a length group; an unanchored pattern's free text then writes no escape), `pattern`
 //   (matched against the string's content as written, without the bytes JSON escapes: a
-//   quote, a backslash, control characters; a pattern that needs one is refused), `format` (date, time, date-time, uuid,
-//   email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone), ipvanyaddress;
-//   binary and password, Pydantic's bytes and SecretStr, are any string; not beside a
-//   pattern); integer and number `minimum`, `maximum`,
-//   `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5 and 2.999
-//   included; an integer's bound between integers is rounded inwards; no exponent is written where
-//   one could leave the bounds); `multipleOf` (number_range.h lists the steps served; others are an
-//   error); boolean, null; `enum`, `const`; `anyOf` and `oneOf` (as alternatives: a value valid
-//   under two branches of a oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...`
-//   or
+//   quote, a backslash, control characters; a pattern that needs one is refused), `format` (date,
+//   time, date-time, uuid, email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone),
+//   ipvanyaddress; binary and password, Pydantic's bytes and SecretStr, are any string; not beside
+//   a pattern); integer and number `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`
+//   (number_range.h: exact in decimal, 0.5 and 2.999 included; an integer's bound between integers
+//   is rounded inwards; no exponent is written where one could leave the bounds); `multipleOf`
+//   (number_range.h lists the steps served; others are an error); boolean, null; `enum`, `const`;
+//   `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a oneOf is not
+//   excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
 //   `#/definitions/...` (expanded in place; a recursive one kMaxRecursion levels deep, where
 //   the branches that would go deeper are left out: Pydantic's trees). Annotations
 //   (title, description, default, examples, $schema, $id, $comment, strict, readOnly,
