@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bitset>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -469,22 +470,32 @@ class Emitter {
     return end;
   }
 
+  // `n` as an automaton of its own, for a group to copy into this one `copies` times;
+  // nullopt (and the pattern too big) when those copies would pass kMaxNfaStates.
+  std::optional<ByteNfa> EmitApart(const Node& n, int64_t copies) {
+    ByteNfa kid;
+    Emitter sub(kid);
+    kid.start = sub.NewState();
+    kid.accept = sub.Emit(n, kid.start);
+    if (sub.too_big() || static_cast<int64_t>(nfa_.states.size()) +
+                                 static_cast<int64_t>(kid.states.size()) * copies >
+                             static_cast<int64_t>(kMaxNfaStates)) {
+      overflow_ = true;
+      return std::nullopt;
+    }
+    return kid;
+  }
+
   // The kid's language cut to strings of n.min..n.max characters: its automaton once per
   // count of characters read so far (a character starts at each byte that is not a UTF-8
   // continuation byte; the kid matches well-formed UTF-8 only), the last copy absorbing
   // further characters when there is no maximum.
   int32_t EmitLength(const Node& n, int32_t from) {
-    ByteNfa kid;
-    Emitter sub(kid);
-    kid.start = sub.NewState();
-    kid.accept = sub.Emit(*n.kids[0], kid.start);
-    const auto states = static_cast<int64_t>(kid.states.size());
     const int64_t layers = (n.max < 0 ? n.min : n.max) + 1;
-    if (sub.too_big() || static_cast<int64_t>(nfa_.states.size()) + states * layers >
-                             static_cast<int64_t>(kMaxNfaStates)) {
-      overflow_ = true;
-      return from;
-    }
+    const std::optional<ByteNfa> apart = EmitApart(*n.kids[0], layers);
+    if (!apart) return from;
+    const ByteNfa& kid = *apart;
+    const auto states = static_cast<int64_t>(kid.states.size());
     const auto base = static_cast<int32_t>(nfa_.states.size());
     nfa_.states.resize(nfa_.states.size() + static_cast<size_t>(states * layers));
     const auto at = [&](int32_t state, int64_t layer) {
@@ -515,14 +526,9 @@ class Emitter {
   // The kid's language without the strings that hold a byte a JSON string must escape
   // (control bytes, '"', '\\'): its automaton with those bytes taken off every edge.
   int32_t EmitJsonText(const Node& n, int32_t from) {
-    ByteNfa kid;
-    Emitter sub(kid);
-    kid.start = sub.NewState();
-    kid.accept = sub.Emit(*n.kids[0], kid.start);
-    if (sub.too_big() || nfa_.states.size() + kid.states.size() > kMaxNfaStates) {
-      overflow_ = true;
-      return from;
-    }
+    const std::optional<ByteNfa> apart = EmitApart(*n.kids[0], 1);
+    if (!apart) return from;
+    const ByteNfa& kid = *apart;
     const auto base = static_cast<int32_t>(nfa_.states.size());
     nfa_.states.resize(nfa_.states.size() + kid.states.size());
     for (size_t s = 0; s < kid.states.size(); ++s) {
