@@ -318,7 +318,8 @@ class Compiler {
     std::vector<std::string> keys;
   };
   absl::StatusOr<Keys> PropertyNames(const json& names, const std::string& path, int depth) {
-    if (auto r = Schema(names, path, depth); !r.ok()) return r.status();
+    auto r = Schema(names, path, depth);  // its keywords checked, and a string schema's regex
+    if (!r.ok()) return r.status();
     int calls = 10000;
     if (auto values = FiniteValues(names, depth, calls); values && !values->empty()) {
       Keys k{true, {}};
@@ -331,8 +332,6 @@ class Compiler {
     if (names.value("type", json()) != json("string")) {
       return Error(path, "a string schema, or a finite set of strings, is supported");
     }
-    auto r = Schema(names, path, depth);
-    if (!r.ok()) return r.status();
     return Keys{false, {Group(*r)}};
   }
 

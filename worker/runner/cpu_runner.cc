@@ -257,18 +257,15 @@ absl::Status CpuRunner::Propose() {
     }
   }
   if (!jobs.empty()) LLM_RETURN_IF_ERROR(draft_->Propose(jobs));
-  // A constrained slot's proposals stop where the constraint would refuse one: verification
-  // masks each row, so such a proposal could not stand, nor any after it. The draft model
-  // proposes under the mask already (CpuDraft); n-gram and oracle proposals are cut here. A
-  // proposal drawn from a distribution q would be kept up to the first refused one, which
-  // verification rejects by the rule (its p is 0) and replaces from max(0, p - q): cutting it
-  // would draw from p there instead, and skew the output away from the target's distribution.
+  // N-gram and oracle proposals stop where a constrained slot's constraint would refuse one:
+  // verification masks each row, so such a proposal could not stand, nor any after it. (The
+  // draft model proposes under the mask already, CpuDraft, so every proposal it makes is one
+  // the constraint allows.)
+  if (draft_ != nullptr) return absl::OkStatus();
   for (SamplingSlot& s : sampling_) {
     const SlotState& slot = slots_[s.slot];
     if (s.drafts.empty() || slot.matcher == nullptr) continue;
-    size_t keep = slot.matcher->AllowedPrefix(s.drafts, slot.request->stop_token_ids);
-    if (!s.draft_probs.empty()) keep = std::min(s.drafts.size(), keep + 1);
-    s.drafts.resize(keep);
+    s.drafts.resize(slot.matcher->AllowedPrefix(s.drafts, slot.request->stop_token_ids));
   }
   return absl::OkStatus();
 }
