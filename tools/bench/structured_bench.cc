@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -84,8 +85,14 @@ std::pair<double, double> FullWalkMs(const frontend::Tokenizer& tok) {
   return {Percentile(bytes, 0.5), Percentile(classes, 0.5)};
 }
 
+// A constraint to time, and the name of its row.
+struct NamedSpec {
+  std::string name;
+  constraint::ConstraintSpec spec;
+};
+
 absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
-                                         const nlohmann::ordered_json& schemas, int walks,
+                                         const std::vector<NamedSpec>& specs, int walks,
                                          int steps) {
   LLM_ASSIGN_OR_RETURN(auto tok, frontend::Tokenizer::Load(tokenizer_dir));
   const auto t0 = Clock::now();
@@ -101,20 +108,19 @@ absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
                         {"full_walk_byte_trie_ms", full_walk.first}};
   std::mt19937 rng(1);
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> all;
-  for (size_t i = 0; i <= schemas.size(); ++i) {
-    constraint::ConstraintSpec spec{constraint::Kind::kJsonObject, "", {}};
-    if (i < schemas.size()) spec = {constraint::Kind::kJsonSchema, schemas[i].dump(), {}};
+  std::vector<double> all, grammars;
+  for (const NamedSpec& named : specs) {
     const auto c0 = Clock::now();
     // Each spec's first compile: nothing cached yet.
-    auto compiled = compiler.Compile(spec);
+    auto compiled = compiler.Compile(named.spec);
     if (!compiled.ok()) return compiled.status();
     const double compile_ms = Ms(Clock::now() - c0);
     std::vector<double> times = WalkMasks(*compiled, walks, steps, rng);
-    all.insert(all.end(), times.begin(), times.end());
-    rows.push_back({{"schema", i < schemas.size() ? std::to_string(i) : "json_object"},
+    auto& pool = named.spec.kind == constraint::Kind::kGrammar ? grammars : all;
+    pool.insert(pool.end(), times.begin(), times.end());
+    rows.push_back({{"schema", named.name},
                     {"compile_ms", compile_ms},
-                    {"states", (*compiled)->dfa().num_states()},
+                    {"states", (*compiled)->num_states()},
                     {"mask_ms_p50", Percentile(times, 0.5)},
                     {"mask_ms_p99", Percentile(times, 0.99)},
                     {"mask_ms_max", Percentile(times, 1.0)}});
@@ -122,6 +128,10 @@ absl::StatusOr<nlohmann::json> MaskTimes(const std::string& tokenizer_dir,
   out["schemas"] = rows;
   out["mask_ms_p50"] = Percentile(all, 0.5);
   out["mask_ms_p99"] = Percentile(all, 0.99);
+  if (!grammars.empty()) {
+    out["grammar_mask_ms_p50"] = Percentile(grammars, 0.5);
+    out["grammar_mask_ms_p99"] = Percentile(grammars, 0.99);
+  }
   return out;
 }
 
@@ -201,6 +211,8 @@ int RunStructuredBench(const std::vector<std::string>& args) {
                  "/tokenizers/qwen3," + LLM_SHARED_DIR + "/tokenizers/mistral")
       .Value("schemas", "a JSON array of schemas",
              std::string(LLM_SOURCE_DIR) + "/tests/data/structured/schemas.json")
+      .Value("grammars", "a JSON array of GBNF grammars (recursive ones: pushdown masks)",
+             std::string(LLM_SOURCE_DIR) + "/tests/data/structured/grammars.json")
       .Value("walks", "random walks per schema", "20")
       .Value("steps", "tokens per walk at most", "64")
       .Value("model", "model of the throughput runs", "random:small")
@@ -216,18 +228,35 @@ int RunStructuredBench(const std::vector<std::string>& args) {
   for (const auto* v : {&walks, &steps, &max_tokens, &threads}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
-  std::ifstream f(flags.GetString("schemas"));
-  const nlohmann::ordered_json schemas = nlohmann::ordered_json::parse(f, nullptr, false);
-  if (!schemas.is_array()) {
-    return Fail(cmd, absl::InvalidArgumentError("--schemas: not a JSON array: " +
-                                                flags.GetString("schemas")));
+  std::vector<NamedSpec> specs;
+  for (const char* flag : {"schemas", "grammars"}) {
+    std::ifstream f(flags.GetString(flag));
+    const nlohmann::ordered_json list = nlohmann::ordered_json::parse(f, nullptr, false);
+    if (!list.is_array()) {
+      return Fail(cmd, absl::InvalidArgumentError(std::string("--") + flag +
+                                                  ": not a JSON array: " + flags.GetString(flag)));
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      const bool schema = flag == std::string("schemas");
+      if (!schema && !list[i].is_string()) {
+        return Fail(cmd,
+                    absl::InvalidArgumentError(absl::StrCat("--grammars[", i, "]: not a string")));
+      }
+      specs.push_back(
+          schema ? NamedSpec{std::to_string(i), {constraint::Kind::kJsonSchema, list[i].dump()}}
+                 : NamedSpec{absl::StrCat("grammar ", i),
+                             {constraint::Kind::kGrammar, list[i].get<std::string>()}});
+    }
+    if (flag == std::string("schemas")) {
+      specs.push_back({"json_object", {constraint::Kind::kJsonObject, ""}});
+    }
   }
   nlohmann::json out = {{"benchmark", "structured"}};
   nlohmann::json masks = nlohmann::json::array();
   const std::vector<std::string> dirs =
       absl::StrSplit(flags.GetString("tokenizers"), ',', absl::SkipEmpty());
   for (const std::string& dir : dirs) {
-    auto m = MaskTimes(dir, schemas, static_cast<int>(*walks), static_cast<int>(*steps));
+    auto m = MaskTimes(dir, specs, static_cast<int>(*walks), static_cast<int>(*steps));
     if (!m.ok()) return Fail(cmd, m.status());
     masks.push_back(*m);
   }

@@ -33,11 +33,12 @@ struct WalkSettings {
   int32_t eos = -1;
 };
 
-// The mask of `state` as bytes (LSB-first bits), EOS set where the output is complete.
-std::string MaskBytes(const constraint::CompiledConstraint& c, int32_t state, int32_t eos) {
+// The mask at `pos` as bytes (LSB-first bits), EOS set where the output is complete.
+std::string MaskBytes(const constraint::CompiledConstraint& c, const constraint::Position& pos,
+                      int32_t eos) {
   const int32_t vocab = c.tokens().vocab_size();
-  constraint::TokenMask mask = *c.MaskOf(state);
-  if (eos >= 0 && c.dfa().accepting(state)) mask[eos / 64] |= uint64_t{1} << (eos % 64);
+  constraint::TokenMask mask = *c.MaskAt(pos);
+  if (eos >= 0 && c.Accepting(pos)) mask[eos / 64] |= uint64_t{1} << (eos % 64);
   std::string bytes(reinterpret_cast<const char*>(mask.data()), mask.size() * 8);
   bytes.resize(static_cast<size_t>((vocab + 31) / 32) * 4);
   return bytes;
@@ -51,9 +52,9 @@ void WriteWalks(const constraint::CompiledConstraint& c, const WalkSettings& w, 
   for (int64_t d = 0; d < w.docs; ++d) {
     std::vector<int32_t> tokens;
     std::string masks;
-    int32_t state = c.dfa().start();
+    constraint::Position pos = c.Start();
     while (true) {
-      const std::string mask = MaskBytes(c, state, w.eos);
+      const std::string mask = MaskBytes(c, pos, w.eos);
       masks += mask;
       if (static_cast<int64_t>(tokens.size()) >= w.max_tokens) break;
       std::vector<int32_t> allowed;
@@ -66,7 +67,7 @@ void WriteWalks(const constraint::CompiledConstraint& c, const WalkSettings& w, 
       const int32_t next = allowed[rng() % allowed.size()];
       if (next == w.eos) break;  // the walk ends complete
       tokens.push_back(next);
-      state = c.dfa().Walk(state, c.tokens().bytes(next));
+      c.Walk(pos, c.tokens().bytes(next));
     }
     const uint32_t n = static_cast<uint32_t>(tokens.size());
     out.write(reinterpret_cast<const char*>(&n), 4);

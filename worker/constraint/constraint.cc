@@ -10,27 +10,27 @@
 #include "worker/constraint/json_schema.h"
 
 namespace llm::constraint {
-absl::StatusOr<std::string> PatternOf(const ConstraintSpec& spec) {
+absl::StatusOr<RulePatterns> PatternsOf(const ConstraintSpec& spec) {
+  RulePatterns out{{"root"}, {""}, false};
   switch (spec.kind) {
     case Kind::kRegex:
-      return spec.text;
-    case Kind::kChoice: {
-      std::string p;
+      out.patterns[0] = spec.text;
+      break;
+    case Kind::kChoice:
       for (size_t i = 0; i < spec.choices.size(); ++i) {
-        absl::StrAppend(&p, i > 0 ? "|" : "", "(", EscapeRegex(spec.choices[i]), ")");
+        absl::StrAppend(&out.patterns[0], i > 0 ? "|" : "", "(", EscapeRegex(spec.choices[i]), ")");
       }
-      return p;
-    }
+      break;
     case Kind::kJsonObject:
-      return JsonObjectRegex(kJsonObjectDepth);
+      return JsonObjectPatterns();
     case Kind::kJsonSchema:
-      return JsonSchemaToRegex(spec.text);
+      return JsonSchemaToPatterns(spec.text);
     case Kind::kGrammar:
-      return GbnfToRegex(spec.text);
+      return GbnfToPatterns(spec.text);
     case Kind::kNone:
       break;
   }
-  return std::string();
+  return out;
 }
 
 std::string CacheKeyOf(const ConstraintSpec& spec) {
@@ -66,26 +66,33 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
     if (spec.text.empty()) return absl::InvalidArgumentError("constraint.grammar: empty");
     field = "constraint.grammar";
   }
-  auto pattern = PatternOf(spec);
-  if (!pattern.ok()) return pattern.status();
-  // A client's regex is parsed as written; every other kind is a pattern the worker built.
-  auto nfa = ParseRegex(*pattern, field, spec.kind != Kind::kRegex || spec.worker_built);
-  if (!nfa.ok()) return nfa.status();
-  auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, field);
-  if (!dfa.ok()) return dfa.status();
+  auto patterns = PatternsOf(spec);
+  if (!patterns.ok()) return patterns.status();
+  std::shared_ptr<const CompiledConstraint> c;
+  if (patterns->calls) {
+    auto pda = Pushdown::Build(*patterns, kMaxDfaStates, field);
+    if (!pda.ok()) return pda.status();
+    c = std::make_shared<const CompiledConstraint>(*std::move(pda), std::move(tokens));
+  } else {
+    // A client's regex is parsed as written; every other kind is a pattern the worker built.
+    auto nfa =
+        ParseRegex(patterns->patterns[0], field, spec.kind != Kind::kRegex || spec.worker_built);
+    if (!nfa.ok()) return nfa.status();
+    auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, field);
+    if (!dfa.ok()) return dfa.status();
+    c = std::make_shared<const CompiledConstraint>(*std::move(dfa), std::move(tokens));
+  }
   // A vocabulary that cannot spell the constraint's first bytes (a story model without braces,
   // asked for JSON) fails the request here rather than ending it empty.
-  if (!dfa->accepting(dfa->start())) {
-    bool any = false;
-    tokens->ForEachAccepted(
-        dfa->start(), [&](int32_t s, uint8_t b) { return any ? -1 : dfa->Next(s, b); },
-        [&](int32_t) { any = true; });
-    if (!any) {
+  const Position start = c->Start();
+  if (!c->Accepting(start)) {
+    const std::shared_ptr<const TokenMask> mask = c->MaskAt(start);
+    if (std::all_of(mask->begin(), mask->end(), [](uint64_t w) { return w == 0; })) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ": no token of the model's vocabulary can begin an output of it"));
     }
   }
-  return std::make_shared<const CompiledConstraint>(*std::move(dfa), std::move(tokens));
+  return c;
 }
 
 namespace {
@@ -96,14 +103,7 @@ constexpr uint64_t kComputed = uint64_t{1} << 63;
 static_assert(TokenTable::kNumClasses < 63);
 
 uint64_t UniformClasses(const ByteDfa& dfa, int32_t state) {
-  uint64_t split = 0;
-  for (int b = 0; b < 256; ++b) {
-    const int c = TokenTable::ClassOf(static_cast<uint8_t>(b));
-    const bool same =
-        dfa.Next(state, static_cast<uint8_t>(b)) == dfa.Next(state, TokenTable::FirstByteOf(c));
-    split |= same ? 0 : uint64_t{1} << c;
-  }
-  return ~split | kComputed;
+  return TokenTable::UniformClasses([&](uint8_t b) { return dfa.Next(state, b); }) | kComputed;
 }
 
 }  // namespace
@@ -113,6 +113,70 @@ CompiledConstraint::CompiledConstraint(ByteDfa dfa, std::shared_ptr<const TokenT
       tokens_(std::move(tokens)),
       uniform_(std::make_unique<std::atomic<uint64_t>[]>(dfa_.num_states())),
       masks_(dfa_.num_states()) {}
+
+CompiledConstraint::CompiledConstraint(Pushdown pda, std::shared_ptr<const TokenTable> tokens)
+    : pda_(std::make_unique<const Pushdown>(std::move(pda))), tokens_(std::move(tokens)) {}
+
+Position CompiledConstraint::Start() const {
+  return pda_ ? Position{0, pda_->Start()} : Position{dfa_.start(), {}};
+}
+
+bool CompiledConstraint::Walk(Position& p, std::string_view bytes) const {
+  if (pda_) {
+    if (!p.stacks.empty()) p.stacks = pda_->Walk(p.stacks, bytes);
+    return !p.stacks.empty();
+  }
+  if (p.state != ByteDfa::kDead) p.state = dfa_.Walk(p.state, bytes);
+  return p.state != ByteDfa::kDead;
+}
+
+bool CompiledConstraint::Dead(const Position& p) const {
+  return pda_ ? p.stacks.empty() : p.state == ByteDfa::kDead;
+}
+
+bool CompiledConstraint::Accepting(const Position& p) const {
+  if (Dead(p)) return false;
+  return pda_ ? pda_->Complete(p.stacks) : dfa_.accepting(p.state);
+}
+
+std::shared_ptr<const TokenMask> CompiledConstraint::MaskAt(const Position& p) const {
+  if (!pda_) return MaskOf(p.state);
+  if (p.stacks.size() == 1) {
+    // One stack whose top frames decide alone (the common case): their kept mask, as is.
+    std::shared_ptr<const FrameMask> top = FrameMaskOf(p.stacks[0]);
+    if (top->returns.empty() && !top->overflow) {
+      return std::shared_ptr<const TokenMask>(top, &top->words);
+    }
+  }
+  auto mask = std::make_shared<TokenMask>(MaskWords(tokens_->vocab_size()), 0);
+  for (const Stack& s : p.stacks) pda_->MaskAt(s, *FrameMaskOf(s), *tokens_, *mask);
+  return mask;
+}
+
+std::shared_ptr<const FrameMask> CompiledConstraint::FrameMaskOf(const Stack& stack) const {
+  const size_t n = std::min(stack.size(), Pushdown::kMaskFrames);
+  const Stack top(stack.end() - static_cast<std::ptrdiff_t>(n), stack.end());
+  const bool whole = n == stack.size();
+  std::string key(reinterpret_cast<const char*>(top.data()), n * sizeof(Frame));
+  key += whole ? 'w' : 'p';
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = frame_masks_.find(key); it != frame_masks_.end()) return it->second;
+  }
+  auto mask = std::make_shared<const FrameMask>(pda_->FrameMaskOf(top, whole, *tokens_));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = frame_masks_.find(key); it != frame_masks_.end()) return it->second;
+  if (Keep(mask->words.size() * sizeof(uint64_t) + mask->returns.size() * sizeof(uint32_t))) {
+    frame_masks_.emplace(std::move(key), mask);
+  }
+  return mask;
+}
+
+bool CompiledConstraint::Keep(size_t bytes) const {
+  if (mask_bytes_ + bytes > kMaxMaskBytes) return false;
+  mask_bytes_ += bytes;
+  return true;
+}
 
 std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const {
   {
@@ -138,15 +202,13 @@ std::shared_ptr<const TokenMask> CompiledConstraint::MaskOf(int32_t state) const
   std::lock_guard<std::mutex> lock(mu_);
   auto& slot = masks_[static_cast<size_t>(state)];
   if (slot) return slot;
-  const size_t bytes = mask->size() * sizeof(uint64_t);
-  if (mask_bytes_ + bytes > kMaxMaskBytes) return mask;  // used once, not kept
-  mask_bytes_ += bytes;
+  if (!Keep(mask->size() * sizeof(uint64_t))) return mask;  // used once, not kept
   slot = std::move(mask);
   return slot;
 }
 
 Matcher::Matcher(std::shared_ptr<const CompiledConstraint> constraint)
-    : c_(std::move(constraint)), state_(c_->dfa().start()) {}
+    : c_(std::move(constraint)), pos_(c_->Start()) {}
 
 void Matcher::Apply(std::span<float> logits, std::span<const int32_t> stop_ids) {
   scratch_.resize(MaskWords(static_cast<int64_t>(logits.size())));
@@ -162,12 +224,13 @@ void Matcher::WriteMask(std::span<uint64_t> words, std::span<const int32_t> stop
     words[id / 64] = on ? words[id / 64] | bit : words[id / 64] & ~bit;
   };
   std::fill(words.begin(), words.end(), uint64_t{0});
-  if (state_ == ByteDfa::kDead) {
-    // Cannot happen when every sampled token went through the mask; end the output if it does.
+  if (c_->Dead(pos_)) {
+    // Cannot happen when every sampled token went through the mask (but for a pushdown
+    // output past its limits); end the output if it does.
     for (int32_t id : stop_ids) set(id, true);
     return;
   }
-  const std::shared_ptr<const TokenMask> shared = c_->MaskOf(state_);
+  const std::shared_ptr<const TokenMask> shared = c_->MaskAt(pos_);
   const TokenMask& mask = *shared;
   const size_t vocab = std::min(ids, static_cast<size_t>(c_->tokens().vocab_size()));
   const size_t full = vocab / 64;
@@ -177,7 +240,7 @@ void Matcher::WriteMask(std::span<uint64_t> words, std::span<const int32_t> stop
   // tokens). An incomplete one may not, unless nothing else can follow (a vocabulary that
   // cannot spell the rest): then it ends rather than loop. Not even a stop id that is an
   // ordinary token (a request's "," say) may end an incomplete output.
-  const bool may_end = c_->dfa().accepting(state_) ||
+  const bool may_end = c_->Accepting(pos_) ||
                        std::all_of(mask.begin(), mask.end(), [](uint64_t w) { return w == 0; });
   for (int32_t id : stop_ids) set(id, may_end);
 }
@@ -241,26 +304,24 @@ bool Matcher::Advance(int32_t token) {
   if (token < 0 || token >= c_->tokens().vocab_size()) return false;
   const std::string& bytes = c_->tokens().bytes(token);
   if (bytes.empty()) return false;
-  state_ = state_ == ByteDfa::kDead ? ByteDfa::kDead : c_->dfa().Walk(state_, bytes);
-  return state_ != ByteDfa::kDead;
+  return c_->Walk(pos_, bytes);
 }
 
 size_t Matcher::AllowedPrefix(std::span<const int32_t> tokens,
                               std::span<const int32_t> stop_ids) const {
-  int32_t state = state_;
-  if (state == ByteDfa::kDead) return 0;
+  Position pos = pos_;
+  if (c_->Dead(pos)) return 0;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
     if (std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end()) {
-      return c_->dfa().accepting(state) ? i + 1 : i;
+      return c_->Accepting(pos) ? i + 1 : i;
     }
     if (t < 0 || t >= c_->tokens().vocab_size() || c_->tokens().bytes(t).empty()) return i;
-    state = c_->dfa().Walk(state, c_->tokens().bytes(t));
-    if (state == ByteDfa::kDead) return i;
+    if (!c_->Walk(pos, c_->tokens().bytes(t))) return i;
   }
   return tokens.size();
 }
 
-bool Matcher::complete() const { return state_ != ByteDfa::kDead && c_->dfa().accepting(state_); }
+bool Matcher::complete() const { return c_->Accepting(pos_); }
 
 }  // namespace llm::constraint

@@ -1,7 +1,9 @@
 #include "worker/constraint/gbnf.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -308,11 +310,82 @@ class Parser {
   std::string rule_;
 };
 
-// Expands rules into one regex; a branch that needs a rule nested deeper than the limit is
-// left out (nullopt: no string).
+// Collects the rules `n` refers to.
+void RefsOf(const Node& n, std::set<std::string>& out) {
+  if (n.type == Node::Type::kRef) out.insert(n.text);
+  for (const Node& c : n.children) RefsOf(c, out);
+}
+
+// The rules that may refer to themselves: what is left of the reference graph once rules
+// nothing refers to, and rules that refer to nothing, are peeled off again and again (linear
+// in the grammar's size). That keeps every rule on a cycle, and also any rule between two
+// cycles, which then gets an automaton of its own without needing one (the same language).
+std::set<std::string> RecursiveRules(const std::map<std::string, Node>& rules) {
+  std::map<std::string, int> index;
+  for (const auto& [name, body] : rules) index.emplace(name, static_cast<int>(index.size()));
+  const size_t n = index.size();
+  std::vector<std::vector<int>> out(n), in(n);
+  for (const auto& [name, body] : rules) {
+    std::set<std::string> refs;
+    RefsOf(body, refs);
+    for (const std::string& r : refs) {
+      if (auto it = index.find(r); it != index.end()) {
+        out[static_cast<size_t>(index[name])].push_back(it->second);
+        in[static_cast<size_t>(it->second)].push_back(index[name]);
+      }
+    }
+  }
+  std::vector<uint8_t> gone(n, 0);
+  // Peels rules with no edge left in `edges` (counted in `count`), following `other`.
+  const auto peel = [&](const std::vector<std::vector<int>>& edges,
+                        const std::vector<std::vector<int>>& other) {
+    std::vector<size_t> count(n, 0);
+    std::vector<int> todo;
+    for (size_t r = 0; r < n; ++r) {
+      if (gone[r]) continue;
+      for (int e : edges[r]) count[r] += gone[static_cast<size_t>(e)] ? 0 : 1;
+      if (count[r] == 0) todo.push_back(static_cast<int>(r));
+    }
+    while (!todo.empty()) {
+      const auto r = static_cast<size_t>(todo.back());
+      todo.pop_back();
+      gone[r] = 1;
+      for (int e : other[r]) {
+        const auto u = static_cast<size_t>(e);
+        if (!gone[u] && --count[u] == 0) todo.push_back(e);
+      }
+    }
+  };
+  peel(in, out);  // nothing refers to them
+  peel(out, in);  // they refer to nothing
+  std::set<std::string> recursive;
+  for (const auto& [name, i] : index) {
+    if (!gone[static_cast<size_t>(i)]) recursive.insert(name);
+  }
+  return recursive;
+}
+
+// Expands rules into regexes: a rule that does not recurse is written out where it is
+// referred to; one that does is a call (CallMarker) to its own pattern, generated once.
 class Generator {
  public:
-  explicit Generator(const std::map<std::string, Node>& rules) : rules_(rules) {}
+  explicit Generator(const std::map<std::string, Node>& rules)
+      : rules_(rules), recursive_(RecursiveRules(rules)) {}
+
+  // The pattern of rule `name` (defined) as an automaton of its own.
+  std::optional<std::string> Body(const std::string& name) {
+    current_ = name;
+    return Gen(rules_.at(name));
+  }
+  // The index of rule `name`'s own pattern; a new one is generated after the ones before.
+  int32_t IndexOf(const std::string& name) {
+    const auto it = std::find(names_.begin(), names_.end(), name);
+    if (it != names_.end()) return static_cast<int32_t>(it - names_.begin());
+    names_.push_back(name);
+    return static_cast<int32_t>(names_.size() - 1);
+  }
+  const std::vector<std::string>& names() const { return names_; }
+  bool recursive(const std::string& name) const { return recursive_.count(name) != 0; }
 
   std::optional<std::string> Rule(const std::string& name) {
     const auto it = rules_.find(name);
@@ -321,8 +394,7 @@ class Generator {
           absl::StrCat("rule '", current_, "': refers to rule '", name, "', which is not defined"));
       return std::nullopt;
     }
-    int& on_stack = depth_[name];
-    if (on_stack > kMaxGrammarRecursion) return std::nullopt;
+    if (recursive(name)) return CallMarker(IndexOf(name));
     // A chain of distinct rules is no recursion, but each link is a few frames of this thread.
     if (nesting_ >= kMaxRuleNesting) {
       Fail(absl::StrCat("rule '", name, "': rules nest more than ", kMaxRuleNesting, " deep"));
@@ -330,11 +402,9 @@ class Generator {
     }
     const std::string outer = current_;
     current_ = name;
-    ++on_stack;
     ++nesting_;
     std::optional<std::string> out = Gen(it->second);
     --nesting_;
-    --on_stack;
     current_ = outer;
     return out;
   }
@@ -434,8 +504,9 @@ class Generator {
   }
 
   const std::map<std::string, Node>& rules_;
-  std::map<std::string, int> depth_;  // times each rule is being expanded now
-  int nesting_ = 0;                   // rules being expanded now
+  const std::set<std::string> recursive_;
+  std::vector<std::string> names_;  // rules with patterns of their own; [0] the root
+  int nesting_ = 0;                 // rules being expanded now
   std::string current_ = "root";
   int64_t expansions_ = 0;
   absl::Status status_;
@@ -443,7 +514,7 @@ class Generator {
 
 }  // namespace
 
-absl::StatusOr<std::string> GbnfToRegex(std::string_view grammar) {
+absl::StatusOr<RulePatterns> GbnfToPatterns(std::string_view grammar) {
   std::map<std::string, Node> rules;
   Parser parser(grammar);
   if (absl::Status st = parser.Parse(rules); !st.ok()) return st;
@@ -451,17 +522,28 @@ absl::StatusOr<std::string> GbnfToRegex(std::string_view grammar) {
     return absl::InvalidArgumentError("constraint.grammar: no rule 'root' (the output's rule)");
   }
   Generator gen(rules);
-  std::optional<std::string> root = gen.Rule("root");
-  if (!gen.status().ok()) return gen.status();
-  if (!root) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("constraint.grammar: rule 'root' has no output within ", kMaxGrammarRecursion,
-                     " levels of recursion"));
+  RulePatterns out;
+  gen.IndexOf("root");
+  size_t total = 0;
+  for (size_t i = 0; i < gen.names().size(); ++i) {  // grows as calls name new rules
+    const std::string name = gen.names()[i];
+    std::optional<std::string> body = gen.Body(name);
+    if (!gen.status().ok()) return gen.status();
+    if (!body) return absl::InternalError("constraint.grammar: rule '" + name + "' failed");
+    total += body->size();
+    if (total > kMaxPatternBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("constraint.grammar: the rules expand to more than ", kMaxPatternBytes >> 20,
+                       " MiB of pattern"));
+    }
+    out.patterns.push_back(*std::move(body));
   }
-  if (root->empty()) {
+  if (out.patterns[0].empty()) {
     return absl::InvalidArgumentError("constraint.grammar: rule 'root' writes only the empty text");
   }
-  return *root;
+  out.names = gen.names();
+  out.calls = out.names.size() > 1 || gen.recursive("root");
+  return out;
 }
 
 }  // namespace llm::constraint

@@ -11,10 +11,10 @@
 //   ( ... )     a group; `|` between alternatives;
 //   * + ? {m} {m,} {m,n}   repetition of the element before;
 //   # ...       a comment, to the end of the line.
-// A grammar compiles to one automaton, so recursion is expanded: a rule may appear inside its
-// own expansion at most kMaxGrammarRecursion times (JSON-like nesting 4 deep); deeper
-// branches are left out. Errors name the rule and what is wrong: "constraint.grammar: rule
-// 'value': ...".
+// A rule that does not recurse is written out where it is referred to; each rule that does
+// (directly or through others) gets a pattern of its own, in which a reference to a recursive
+// rule is a call (pushdown.h), so values nest as deep as the output goes. Errors name the rule
+// and what is wrong: "constraint.grammar: rule 'value': ...".
 #ifndef LLM_WORKER_CONSTRAINT_GBNF_H_
 #define LLM_WORKER_CONSTRAINT_GBNF_H_
 
@@ -22,13 +22,13 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "worker/constraint/pushdown.h"
 
 namespace llm::constraint {
 
-inline constexpr int kMaxGrammarRecursion = 3;
-
-// The regex of the outputs `grammar`'s root rule generates (within the recursion limit).
-absl::StatusOr<std::string> GbnfToRegex(std::string_view grammar);
+// The patterns of `grammar`'s rules, the root's first; one pattern without calls when no rule
+// the root uses recurses.
+absl::StatusOr<RulePatterns> GbnfToPatterns(std::string_view grammar);
 
 }  // namespace llm::constraint
 

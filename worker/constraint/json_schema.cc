@@ -75,7 +75,19 @@ bool Reaches(const ByteNfa& nfa) {
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root) {}
+  // `calls`: a recursive reference is a call (CallMarker) to the target's own pattern
+  // (Rule), not an expansion kMaxRecursion levels deep.
+  Compiler(const json& root, bool calls) : root_(root), calls_(calls) {}
+
+  // The targets of recursive references, in the order their calls number them (from 1).
+  const std::vector<std::string>& called() const { return called_; }
+  // The pattern of `target`'s own rule.
+  absl::StatusOr<std::string> Rule(const std::string& target) {
+    auto at = Resolve(target, target);
+    if (!at.ok()) return at.status();
+    expanding_.assign(1, target);
+    return Schema(**at, target, 1);
+  }
 
   absl::StatusOr<std::string> Schema(const json& s, const std::string& path, int depth) {
     // The compiler recurses per level (a hostile schema may nest thousands deep).
@@ -231,22 +243,36 @@ class Compiler {
     if (target.empty() || target[0] != '#') {
       return Error(path + ".$ref", absl::StrCat("'", target, "': only local references (#/...)"));
     }
-    const json* at = &root_;
-    try {
-      at = &root_.at(json::json_pointer(target.substr(1)));
-    } catch (const std::exception&) {
-      return Error(path + ".$ref", absl::StrCat("'", target, "' names nothing in the schema"));
+    auto at = Resolve(target, path + ".$ref");
+    if (!at.ok()) return at.status();
+    const bool recursive = std::count(expanding_.begin(), expanding_.end(), target) > 0;
+    if (calls_ && recursive) {
+      const auto it = std::find(called_.begin(), called_.end(), target);
+      if (it == called_.end()) called_.push_back(target);
+      return CallMarker(static_cast<int32_t>(std::find(called_.begin(), called_.end(), target) -
+                                             called_.begin()) +
+                        1);
     }
-    // A recursive schema (Pydantic's trees) is expanded kMaxRecursion levels; a reference
-    // below that admits no value, so its branch is left out (an optional property omitted,
-    // an array empty, an alternative dropped: the automaton trims what cannot complete).
+    // Without calls (a pattern that must be one automaton: a tool call's), a recursive schema
+    // (Pydantic's trees) is expanded kMaxRecursion levels; a reference below that admits no
+    // value, so its branch is left out (an optional property omitted, an array empty, an
+    // alternative dropped: the automaton trims what cannot complete).
     if (std::count(expanding_.begin(), expanding_.end(), target) >= kMaxRecursion) {
       return std::string(kNoValue);
     }
     expanding_.push_back(target);
-    auto r = Schema(*at, target, depth + 1);
+    auto r = Schema(**at, target, depth + 1);
     expanding_.pop_back();
     return r;
+  }
+
+  // The schema a local reference names; the error names `field`.
+  absl::StatusOr<const json*> Resolve(const std::string& target, const std::string& field) {
+    try {
+      return &root_.at(json::json_pointer(target.substr(1)));
+    } catch (const std::exception&) {
+      return Error(field, absl::StrCat("'", target, "' names nothing in the schema"));
+    }
   }
 
   absl::StatusOr<std::string> Typed(const json& s, const std::string& type, const std::string& path,
@@ -725,8 +751,10 @@ class Compiler {
   static constexpr char kNoValue[] = "(?{0}a)";
 
   const json& root_;
+  const bool calls_;
   int nesting_ = 0;
   std::vector<std::string> expanding_;  // the references being expanded, outermost first
+  std::vector<std::string> called_;
 };
 
 }  // namespace
@@ -736,6 +764,17 @@ std::string JsonStringRegex() { return absl::StrCat("\"", kStringChar, "*\""); }
 std::string JsonObjectRegex(int depth) {
   const std::string member = absl::StrCat(JsonStringRegex(), ":(", AnyJsonRegex(depth - 1), ")");
   return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
+}
+
+RulePatterns JsonObjectPatterns() {
+  const std::string value = CallMarker(1);
+  const std::string member = absl::StrCat(JsonStringRegex(), ":", value);
+  const std::string object = absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
+  const std::string scalar =
+      absl::StrCat(JsonStringRegex(), "|", AnyNumberRegex(), "|true|false|null");
+  return {{"root", "value"},
+          {object, absl::StrCat(scalar, "|", object, "|\\[(", value, "(,", value, ")*)?\\]")},
+          true};
 }
 
 std::string AnyJsonRegex(int depth) {
@@ -756,8 +795,37 @@ absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema) {
     return absl::InvalidArgumentError(
         absl::StrCat("constraint.json_schema: $: nests deeper than ", kMaxJsonNesting, " levels"));
   }
-  Compiler compiler(root);
+  Compiler compiler(root, /*calls=*/false);
   return compiler.Schema(root, "$", 0);
+}
+
+absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema) {
+  const json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return absl::InvalidArgumentError("constraint.json_schema: not valid JSON");
+  }
+  if (JsonNestsDeeperThan(root, kMaxJsonNesting)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("constraint.json_schema: $: nests deeper than ", kMaxJsonNesting, " levels"));
+  }
+  Compiler compiler(root, /*calls=*/true);
+  auto top = compiler.Schema(root, "$", 0);
+  if (!top.ok()) return top.status();
+  RulePatterns out{{"$"}, {*std::move(top)}, false};
+  size_t total = out.patterns[0].size();
+  for (size_t i = 0; i < compiler.called().size(); ++i) {  // grows as rules call new targets
+    const std::string target = compiler.called()[i];
+    auto p = compiler.Rule(target);
+    if (!p.ok()) return p.status();
+    if ((total += p->size()) > (size_t{2} << 20)) {
+      return absl::InvalidArgumentError(
+          "constraint.json_schema: $: the schema expands to a pattern of more than 2 MiB");
+    }
+    out.names.push_back(target);
+    out.patterns.push_back(*std::move(p));
+  }
+  out.calls = out.patterns.size() > 1;
+  return out;
 }
 
 }  // namespace llm::constraint

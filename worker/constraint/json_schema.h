@@ -40,6 +40,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "worker/constraint/pushdown.h"
 
 namespace llm::constraint {
 
@@ -48,8 +49,14 @@ namespace llm::constraint {
 inline constexpr int kMaxRefDepth = 16;
 inline constexpr int kMaxRecursion = 4;
 
-// The regex of the compact JSON values `schema` (a JSON document) validates.
+// The regex of the compact JSON values `schema` (a JSON document) validates, one automaton:
+// a recursive reference is expanded kMaxRecursion levels (a tool call's pattern).
 absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema);
+// The same language with recursion matched by a stack (pushdown.h): a reference to a
+// definition being expanded is a call to that definition's own pattern (named by its
+// reference, "#/$defs/Node"), so trees nest as deep as the output goes. One pattern without
+// calls when nothing recurses.
+absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema);
 
 // The regex of any compact JSON value nested at most `depth` containers deep.
 std::string AnyJsonRegex(int depth);
@@ -57,6 +64,9 @@ std::string AnyJsonRegex(int depth);
 std::string JsonStringRegex();
 // Any compact JSON object whose members' values nest at most `depth` - 1 containers deep.
 std::string JsonObjectRegex(int depth);
+// Any compact JSON object, nested as deep as it goes: the root's pattern and a recursive
+// `value` rule's (pushdown.h), the json_object constraint.
+RulePatterns JsonObjectPatterns();
 
 }  // namespace llm::constraint
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace llm::constraint {
@@ -34,7 +35,9 @@ class TokenTable {
   // Token id's bytes (empty: never allowed under a constraint).
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 
-  // Calls `visit(token)` for every token whose bytes `step` accepts byte by byte: `step(state,
+  // Calls `visit(token)` (or `visit(token, state)`, the state after its last byte) for every
+  // token whose bytes `step` accepts byte by byte (a `step(state, byte, node)` is also told
+  // the trie node the byte leads into): `step(state,
   // byte)` returns the next state or a negative value to stop, starting from `state`. Shared
   // prefixes are walked once: the trie is laid out in preorder, so a walk is one pass over an
   // array that skips the subtrees `step` stops at.
@@ -46,9 +49,28 @@ class TokenTable {
     // The first bytes from a contiguous list (a walk that stops at most of them touches
     // nothing else), then each accepted first byte's subtree in one pass.
     for (const auto& [byte, first] : first_level_) {
-      if (step(state, byte) < 0) continue;
+      if constexpr (!kWithNode<Step>) {
+        if (step(state, byte) < 0) continue;
+      }
       WalkSubtree(first, state, path, step, visit);
     }
+  }
+
+  // A 3-argument step is told a class node (which stands for many byte nodes) as its index
+  // with this bit set; ClassMembers lists the byte nodes it stands for.
+  static constexpr uint32_t kClassNode = uint32_t{1} << 31;
+  std::span<const uint32_t> ClassMembers(uint32_t class_node) const {
+    const ClassNode& n = class_nodes_[class_node & ~kClassNode];
+    return {members_.data() + n.first_member, n.num_members};
+  }
+
+  // ForEachAccepted over the tokens whose bytes pass through trie node `node` (a node a
+  // 3-argument `step(state, byte, node)` was given), the walk entering it from `state`.
+  template <typename Step, typename Visit>
+  void ForEachAcceptedUnder(uint32_t node, int32_t state, Step step, Visit visit) const {
+    thread_local std::vector<int32_t> path;
+    path.resize(static_cast<size_t>(max_depth_) + 1);
+    WalkSubtree(node, state, path, step, visit);
   }
 
   // Bytes fall into kNumClasses classes (ClassOf): ASCII letters, ASCII digits, each other
@@ -60,6 +82,17 @@ class TokenTable {
   static int ClassOf(uint8_t byte) { return kClassOf[byte]; }
   // A class's lowest byte.
   static uint8_t FirstByteOf(int cls) { return kFirstByte[cls]; }
+  // Bit c set when every byte of class c leads to the same state by `next(byte)`: the
+  // `uniform` MaskByClass takes, for one state.
+  template <typename Next>
+  static uint64_t UniformClasses(Next next) {
+    uint64_t split = 0;
+    for (int b = 0; b < 256; ++b) {
+      const int c = ClassOf(static_cast<uint8_t>(b));
+      split |= next(static_cast<uint8_t>(b)) == next(FirstByteOf(c)) ? 0 : uint64_t{1} << c;
+    }
+    return ~split & ((uint64_t{1} << kNumClasses) - 1);
+  }
 
   // Sets in `words` (bit t of words[t / 64] for token t) exactly the tokens ForEachAccepted
   // visits, walking a trie of the tokens' class sequences: where bit c of `uniform(state)` is
@@ -87,7 +120,12 @@ class TokenTable {
         i = n.end;
         continue;
       }
-      const int32_t next = step(from, FirstByteOf(n.cls));
+      int32_t next;
+      if constexpr (kWithNode<Step>) {
+        next = step(from, FirstByteOf(n.cls), i | kClassNode);
+      } else {
+        next = step(from, FirstByteOf(n.cls));
+      }
       if (next < 0) {
         i = n.end;
         continue;
@@ -101,6 +139,10 @@ class TokenTable {
   }
 
  private:
+  // A step that is told the trie node it leads into.
+  template <typename Step>
+  static constexpr bool kWithNode = std::is_invocable_v<Step&, int32_t, uint8_t, uint32_t>;
+
   // Walks byte node `root`'s subtree, `root` entered from `from`; path[d] is the state after
   // depth d's byte.
   template <typename Step, typename Visit>
@@ -110,14 +152,23 @@ class TokenTable {
     path[base - 1u] = from;
     for (uint32_t i = root; i < nodes_[root].end;) {
       const Node& n = nodes_[i];
-      const int32_t next = step(path[n.depth - 1u], n.byte);
+      int32_t next;
+      if constexpr (kWithNode<Step>) {
+        next = step(path[n.depth - 1u], n.byte, i);
+      } else {
+        next = step(path[n.depth - 1u], n.byte);
+      }
       if (next < 0) {
         i = n.end;
         continue;
       }
       path[n.depth] = next;
       for (uint32_t t = n.first_token; t < n.first_token + n.num_tokens; ++t) {
-        visit(tokens_[t]);
+        if constexpr (std::is_invocable_v<const Visit&, int32_t, int32_t>) {
+          visit(tokens_[t], next);
+        } else {
+          visit(tokens_[t]);
+        }
       }
       ++i;
     }

@@ -12,6 +12,7 @@
 #include "tests/worker/constraint/regex_language.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
+#include "worker/constraint/pushdown.h"
 
 namespace llm::constraint {
 namespace {
@@ -64,9 +65,9 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   EXPECT_FALSE(open("-1"));
 }
 
-// A recursive schema (Pydantic's trees) is expanded kMaxRecursion levels: deeper branches are
-// left out, so a tree's leaves have no children there and a required recursive property ends
-// the recursion above it.
+// As one regex (JsonSchemaToRegex, a tool call's pattern), a recursive schema (Pydantic's
+// trees) is expanded kMaxRecursion levels: deeper branches are left out, so a tree's leaves
+// have no children there and a required recursive property ends the recursion above it.
 TEST(JsonSchemaTest, RecursiveSchemasAreCutAtTheirDepth) {
   const SchemaMatch node(R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":
       "integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["v",
@@ -90,6 +91,39 @@ TEST(JsonSchemaTest, RecursiveSchemasAreCutAtTheirDepth) {
   ASSERT_TRUE(nfa.ok());
   EXPECT_THAT(ByteDfa::Build(*nfa, 1000, "constraint.json_schema").status().message(),
               HasSubstr("no output satisfies"));
+}
+
+// As a constraint (JsonSchemaToPatterns), a recursive reference is a call to the target's own
+// pattern, matched with a stack: trees nest as deep as the output goes.
+TEST(JsonSchemaTest, RecursiveSchemasNestAsDeepAsTheOutputGoes) {
+  const char* kNode = R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":
+      "integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["v",
+      "kids"],"additionalProperties":false}},"$ref":"#/$defs/Node"})";
+  auto rules = JsonSchemaToPatterns(kNode);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_TRUE(rules->calls);
+  EXPECT_EQ(rules->names, (std::vector<std::string>{"$", "#/$defs/Node"}));
+  auto pda = Pushdown::Build(*rules, kMaxDfaStates, "constraint.json_schema");
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  std::string tree = R"({"v":9,"kids":[]})";
+  for (int depth = 8; depth >= 1; --depth) {
+    tree = absl::StrCat(R"({"v":)", depth, R"(,"kids":[)", tree, ",", tree, "]}");
+  }
+  EXPECT_TRUE(pda->Accepts(tree));  // 9 levels of nodes
+  EXPECT_FALSE(pda->Accepts(tree.substr(0, tree.size() - 1)));
+  EXPECT_FALSE(pda->Accepts(R"({"v":1,"kids":[{"v":2}]})"));  // kids required
+  // Without recursion, one pattern, the same as the regex.
+  auto flat = JsonSchemaToPatterns(R"({"type":"array","items":{"type":"integer"}})");
+  ASSERT_TRUE(flat.ok());
+  EXPECT_FALSE(flat->calls);
+  EXPECT_EQ(flat->patterns[0],
+            *JsonSchemaToRegex(R"({"type":"array","items":{"type":"integer"}})"));
+  // A recursion that every value needs never ends: refused, the definition named.
+  auto none = JsonSchemaToPatterns(R"({"$defs":{"r":{"type":"object","properties":{"next":
+      {"$ref":"#/$defs/r"}},"required":["next"]}},"$ref":"#/$defs/r"})");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(Pushdown::Build(*none, kMaxDfaStates, "constraint.json_schema").status().message(),
+              HasSubstr("rule '#/$defs/r' never ends"));
 }
 
 // Pydantic's dict[str, X] (additionalProperties as a schema) and set[SomeEnum] (uniqueItems

@@ -189,6 +189,35 @@ thing   ::= ("a " | "the ") ("ball" | "tree" | "cat"))g";
   EXPECT_GE(seen.size(), 3u);  // sampling reaches several sentences
 }
 
+// A grammar whose rule recurses is matched with a stack: outputs nest past the 4 levels a
+// one-automaton expansion allowed (a letter opens a level, 26 tokens against the one "."
+// that ends the innermost), and every complete one closes each level it opened.
+TEST_F(ConstraintWorkerTest, RecursiveGrammarOutputsNestAsDeepAsTheyGo) {
+  UseByteLevelModel(8);
+  std::vector<GenerateSpec> specs;
+  for (int i = 0; i < 100; ++i) {
+    specs.push_back(Spec("Once upon a time",
+                         {constraint::Kind::kGrammar, R"g(root ::= [a-z] root ")" | ".")g", {}}, i,
+                         128));
+  }
+  size_t deepest = 0;
+  int complete = 0;
+  for (const StreamUpdate& r : RunAll(specs)) {
+    const size_t open =
+        std::min(r.text.find_first_not_of("abcdefghijklmnopqrstuvwxyz"), r.text.size());
+    if (r.reason != sampling::FinishReason::kStopToken) {
+      EXPECT_EQ(r.reason, sampling::FinishReason::kLength);
+      EXPECT_LE(r.text.size() - open, open + 1) << r.text;
+      continue;
+    }
+    ++complete;
+    EXPECT_EQ(r.text, r.text.substr(0, open) + "." + std::string(open, ')'));
+    deepest = std::max(deepest, open);
+  }
+  EXPECT_GE(complete, 30);
+  EXPECT_GT(deepest, 4u);
+}
+
 TEST_F(ConstraintWorkerTest, ChoiceOutputsAreOneOfTheChoices) {
   const std::vector<std::string> choices = {"happy", "sad", "a big red ball", "Tim"};
   std::vector<GenerateSpec> specs;

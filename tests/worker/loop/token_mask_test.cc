@@ -1,6 +1,8 @@
 // Token masks on the real vocabularies of ../shared/tokenizers: the class walk that computes
 // them (TokenTable::MaskByClass) allows exactly the tokens whose bytes the
-// automaton takes, checked token by token against each token's own walk.
+// automaton takes, checked token by token against each token's own walk; and a pushdown
+// constraint's masks (top-frame masks kept, the returns below them walked per use) allow
+// exactly the tokens whose bytes the whole stack takes.
 #include <fstream>
 #include <memory>
 #include <random>
@@ -47,7 +49,6 @@ std::vector<constraint::ConstraintSpec> Specs() {
   std::ifstream f(llm::testing::SourcePath("tests/data/structured/schemas.json"));
   const nlohmann::json schemas = nlohmann::json::parse(f);
   std::vector<constraint::ConstraintSpec> specs = {
-      {constraint::Kind::kJsonObject, "", {}},
       {constraint::Kind::kRegex, "[A-Z][a-z]{2,8}( [0-9]+)?\\n", {}},
       {constraint::Kind::kGrammar, "root ::= \"<\" [a-f]+ \">\" | \"é\"* \"€\"", {}}};
   for (const auto& s : schemas) specs.push_back({constraint::Kind::kJsonSchema, s.dump(), {}});
@@ -76,6 +77,47 @@ TEST(TokenMaskTest, ClassWalkEqualsEachTokensOwnWalkOnSharedTokenizers) {
           ADD_FAILURE() << name << " " << spec.text.substr(0, 60) << " state " << s << " token "
                         << t << " '" << table.bytes(t) << "': class walk " << !want;
         }
+      }
+    }
+  }
+}
+
+// Along random documents of json_object and of two recursive grammars, on each shared
+// tokenizer, every step's mask against each token's own walk of the whole stack set.
+TEST(TokenMaskTest, PushdownMasksEqualEachTokensOwnWalkOnSharedTokenizers) {
+  std::ifstream f(llm::testing::SourcePath("tests/data/structured/grammars.json"));
+  const nlohmann::json grammars = nlohmann::json::parse(f);
+  const std::vector<constraint::ConstraintSpec> specs = {
+      {constraint::Kind::kJsonObject, "", {}},
+      {constraint::Kind::kGrammar, grammars[0].get<std::string>(), {}},
+      {constraint::Kind::kGrammar, grammars[1].get<std::string>(), {}}};
+  std::mt19937 rng(11);
+  for (const char* name : {"qwen3", "llama3", "mistral"}) {
+    auto tok =
+        frontend::Tokenizer::Load(llm::testing::SharedPath(std::string("tokenizers/") + name));
+    ASSERT_TRUE(tok.ok()) << name << ": " << tok.status();
+    ConstraintCompiler compiler(**tok);
+    for (const constraint::ConstraintSpec& spec : specs) {
+      auto c = compiler.Compile(spec);
+      ASSERT_TRUE(c.ok()) << name << ": " << c.status();
+      ASSERT_TRUE((*c)->pushdown());
+      const constraint::TokenTable& table = (*c)->tokens();
+      constraint::Position pos = (*c)->Start();
+      for (int step = 0; step < 16; ++step) {
+        const std::shared_ptr<const constraint::TokenMask> mask = (*c)->MaskAt(pos);
+        std::vector<int32_t> allowed;
+        int wrong = 0;
+        for (int32_t t = 0; t < table.vocab_size() && wrong < 5; ++t) {
+          constraint::Position next = pos;
+          const bool want = !table.bytes(t).empty() && (*c)->Walk(next, table.bytes(t));
+          if (want) allowed.push_back(t);
+          if (Allowed(*mask, t) == want) continue;
+          ++wrong;
+          ADD_FAILURE() << name << " " << spec.text.substr(0, 40) << " step " << step << " token "
+                        << t << " '" << table.bytes(t) << "': mask " << !want;
+        }
+        if (allowed.empty() || wrong > 0) break;
+        ASSERT_TRUE((*c)->Walk(pos, table.bytes(allowed[rng() % allowed.size()])));
       }
     }
   }
