@@ -785,29 +785,34 @@ std::string AnyJsonRegex(int depth) {
                       "))*)?\\]");
 }
 
-absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema) {
-  const json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
+namespace {
+
+// The schema document, checked before anything recurses over it (the compiler, dump).
+absl::StatusOr<json> ParseSchema(std::string_view schema) {
+  json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return absl::InvalidArgumentError("constraint.json_schema: not valid JSON");
   }
-  // Before anything recurses over it (the compiler, dump).
   if (JsonNestsDeeperThan(root, kMaxJsonNesting)) {
     return absl::InvalidArgumentError(
         absl::StrCat("constraint.json_schema: $: nests deeper than ", kMaxJsonNesting, " levels"));
   }
-  Compiler compiler(root, /*calls=*/false);
-  return compiler.Schema(root, "$", 0);
+  return root;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema) {
+  auto root = ParseSchema(schema);
+  if (!root.ok()) return root.status();
+  Compiler compiler(*root, /*calls=*/false);
+  return compiler.Schema(*root, "$", 0);
 }
 
 absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema) {
-  const json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return absl::InvalidArgumentError("constraint.json_schema: not valid JSON");
-  }
-  if (JsonNestsDeeperThan(root, kMaxJsonNesting)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("constraint.json_schema: $: nests deeper than ", kMaxJsonNesting, " levels"));
-  }
+  auto parsed = ParseSchema(schema);
+  if (!parsed.ok()) return parsed.status();
+  const json& root = *parsed;
   Compiler compiler(root, /*calls=*/true);
   auto top = compiler.Schema(root, "$", 0);
   if (!top.ok()) return top.status();
