@@ -141,16 +141,25 @@ bool CompiledConstraint::Accepting(const Position& p) const {
 
 std::shared_ptr<const TokenMask> CompiledConstraint::MaskAt(const Position& p) const {
   if (!pda_) return MaskOf(p.state);
-  if (p.stacks.size() == 1) {
-    // One stack whose top frames decide alone (the common case): their kept mask, as is.
-    std::shared_ptr<const FrameMask> top = FrameMaskOf(p.stacks[0]);
-    if (top->returns.empty() && !top->overflow) {
-      return std::shared_ptr<const TokenMask>(top, &top->words);
-    }
+  auto mask = [&] { return std::make_shared<TokenMask>(MaskWords(tokens_->vocab_size()), 0); };
+  // Kept top-frame masks stand for one stack away from the depth limit; several stacks, or
+  // one a token could take to the limit, are walked whole, so that the mask is what Walk
+  // does, limits included.
+  const bool near_limit =
+      p.stacks.size() == 1 && pda_->NearLimit(p.stacks[0].size(), tokens_->max_token_bytes());
+  if (p.stacks.size() != 1 || near_limit) {
+    auto whole = mask();
+    pda_->WholeMaskAt(p.stacks, *tokens_, *whole);
+    return whole;
   }
-  auto mask = std::make_shared<TokenMask>(MaskWords(tokens_->vocab_size()), 0);
-  for (const Stack& s : p.stacks) pda_->MaskAt(s, *FrameMaskOf(s), *tokens_, *mask);
-  return mask;
+  std::shared_ptr<const FrameMask> top = FrameMaskOf(p.stacks[0]);
+  // Where the top frames decide alone (most steps): their kept mask, as is.
+  if (top->returns.empty() && !top->overflow) {
+    return std::shared_ptr<const TokenMask>(top, &top->words);
+  }
+  auto words = mask();
+  pda_->MaskAt(p.stacks[0], *top, *tokens_, *words);
+  return words;
 }
 
 std::shared_ptr<const FrameMask> CompiledConstraint::FrameMaskOf(const Stack& stack) const {
@@ -166,7 +175,9 @@ std::shared_ptr<const FrameMask> CompiledConstraint::FrameMaskOf(const Stack& st
   auto mask = std::make_shared<const FrameMask>(pda_->FrameMaskOf(top, whole, *tokens_));
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = frame_masks_.find(key); it != frame_masks_.end()) return it->second;
-  if (Keep(mask->words.size() * sizeof(uint64_t) + mask->returns.size() * sizeof(uint32_t))) {
+  // An overflowed walk is redone whole per use: not worth keeping.
+  if (!mask->overflow &&
+      Keep(mask->words.size() * sizeof(uint64_t) + mask->returns.size() * sizeof(uint32_t))) {
     frame_masks_.emplace(std::move(key), mask);
   }
   return mask;

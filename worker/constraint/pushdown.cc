@@ -10,8 +10,9 @@ namespace llm::constraint {
 namespace {
 
 constexpr uint8_t kCallOpen = 0xFD, kCallClose = 0xFC;
-// Stacks one closure may reach (calls entered and returns taken before a byte).
-constexpr size_t kMaxClosure = 512;
+// Stacks one closure may reach (calls entered and returns taken before a byte): above a
+// stack's depth, so a closure that returns through every frame fits.
+constexpr size_t kMaxClosure = 8192;
 
 }  // namespace
 
@@ -22,11 +23,15 @@ std::string CallMarker(int32_t rule) {
 
 // Stacks as nodes that share their lower frames: a node is a frame and the node below it (-1:
 // the floor, below which lies either nothing (`floor_is_end`) or a context the walk does not
-// know). One per walk; nodes are only added.
+// know). One per walk; nodes are only added. A frame is kept only where it fits: its depth
+// plus the frames its rule still needs to end (Pushdown::need_) within `max_depth`, so a
+// stack at the limit can always still close; unless `deep_is_error` (CheckRules, before
+// need_ exists): then calls are entered however deep, and deep() says one went past.
 class Pushdown::Arena {
  public:
-  Arena(const Pushdown& p, bool floor_is_end, size_t max_depth = kMaxDepth)
-      : p_(p), floor_is_end_(floor_is_end), max_depth_(max_depth) {}
+  Arena(const Pushdown& p, bool floor_is_end, size_t max_depth = kMaxDepth,
+        bool deep_is_error = false)
+      : p_(p), floor_is_end_(floor_is_end), max_depth_(max_depth), deep_is_error_(deep_is_error) {}
 
   struct Node {
     Frame f;
@@ -36,11 +41,11 @@ class Pushdown::Arena {
   const Node& node(int32_t n) const { return nodes_[static_cast<size_t>(n)]; }
   const Pushdown& p() const { return p_; }
   bool overflow() const { return overflow_; }
+  bool deep() const { return deep_; }
   void ClearOverflow() { overflow_ = false; }
 
   int32_t Push(Frame f, int32_t below) {
     const uint32_t depth = below < 0 ? 1 : node(below).depth + 1;
-    if (depth > max_depth_) overflow_ = true;
     nodes_.push_back({f, below, depth});
     return static_cast<int32_t>(nodes_.size() - 1);
   }
@@ -67,7 +72,7 @@ class Pushdown::Arena {
   // calls entered, returns taken. Sets `escaped` where a return below the floor may follow.
   void Close(int32_t n, std::vector<int32_t>& ready, bool& escaped) {
     todo_.assign(1, n);
-    while (!todo_.empty() && !overflow_) {
+    while (!todo_.empty() && !overflow_ && !(deep_ && deep_is_error_)) {
       const int32_t x = todo_.back();
       todo_.pop_back();
       if (std::any_of(ready.begin(), ready.end(), [&](int32_t r) { return Same(r, x); })) continue;
@@ -75,7 +80,14 @@ class Pushdown::Arena {
       ready.push_back(x);
       const Node at = node(x);
       for (const Call& c : p_.CallsAt(at.f)) {
-        const int32_t below = p_.IsTail(at.f, c) ? at.below : Push({at.f.rule, c.ret}, at.below);
+        const bool tail = p_.IsTail(at.f, c);
+        if (deep_is_error_) {
+          deep_ = deep_ || at.depth + 1 > max_depth_;
+        } else if (!Fits({c.rule, 0}, tail ? at.depth : at.depth + 1) ||
+                   (!tail && !Fits({at.f.rule, c.ret}, at.depth))) {
+          continue;
+        }
+        const int32_t below = tail ? at.below : Push({at.f.rule, c.ret}, at.below);
         todo_.push_back(Push({c.rule, 0}, below));
       }
       if (!p_.dfas_[static_cast<size_t>(at.f.rule)].accepting(at.f.state)) continue;
@@ -95,7 +107,7 @@ class Pushdown::Arena {
     for (int32_t r : ready_) {
       const Node at = node(r);
       const int32_t next = p_.dfas_[static_cast<size_t>(at.f.rule)].Next(at.f.state, byte);
-      if (next == ByteDfa::kDead) continue;
+      if (next == ByteDfa::kDead || !Fits({at.f.rule, next}, at.depth)) continue;
       const int32_t m = Push({at.f.rule, next}, at.below);
       if (std::any_of(out.begin(), out.end(), [&](int32_t o) { return Same(o, m); })) continue;
       out.push_back(m);
@@ -115,13 +127,73 @@ class Pushdown::Arena {
   }
 
  private:
+  bool Fits(Frame f, uint32_t depth) const {
+    return deep_is_error_ || depth + p_.Need(f) <= max_depth_;
+  }
+
   const Pushdown& p_;
   const bool floor_is_end_;
   const size_t max_depth_;
+  const bool deep_is_error_;
+  bool deep_ = false;
   std::vector<Node> nodes_;
   std::vector<int32_t> todo_, ready_;
   bool overflow_ = false;
 };
+
+void Pushdown::ComputeNeeds() {
+  // Each state's distinct next states by a byte (not a marker's).
+  std::vector<std::vector<std::vector<int32_t>>> next(dfas_.size());
+  need_.resize(dfas_.size());
+  for (size_t r = 0; r < dfas_.size(); ++r) {
+    const ByteDfa& d = dfas_[r];
+    next[r].resize(d.num_states());
+    need_[r].assign(d.num_states(), kNever);
+    for (int32_t s = 0; s < static_cast<int32_t>(d.num_states()); ++s) {
+      if (d.accepting(s)) need_[r][static_cast<size_t>(s)] = 0;
+      auto& out = next[r][static_cast<size_t>(s)];
+      for (int b = 0; b < 256; ++b) {
+        const int32_t t = d.Next(s, static_cast<uint8_t>(b));
+        if (b == kCallOpen || b == kCallClose || t == ByteDfa::kDead) continue;
+        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+      }
+    }
+  }
+  // The fewest frames above a state's own that ending its rule needs: along a path to
+  // acceptance, the deepest of its calls (one more than the callee's own need; a tail call
+  // replaces the frame). Relaxed to the fixed point (values only fall).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < dfas_.size(); ++r) {
+      for (size_t s = 0; s < need_[r].size(); ++s) {
+        uint32_t v = need_[r][s];
+        for (int32_t t : next[r][s]) v = std::min(v, need_[r][static_cast<size_t>(t)]);
+        for (const Call& c : calls_[r][s]) {
+          const uint32_t callee = need_[static_cast<size_t>(c.rule)][0];
+          if (callee == kNever) continue;
+          const Frame f{static_cast<int32_t>(r), static_cast<int32_t>(s)};
+          v = std::min(v, IsTail(f, c)
+                              ? callee
+                              : std::max(callee + 1, need_[r][static_cast<size_t>(c.ret)]));
+        }
+        if (v < need_[r][s]) {
+          need_[r][s] = v;
+          changed = true;
+        }
+      }
+    }
+  }
+  max_need_ = 0;
+  for (const auto& rule : need_) {
+    for (uint32_t v : rule) max_need_ = v == kNever ? max_need_ : std::max(max_need_, v);
+  }
+}
+
+bool Pushdown::NearLimit(size_t depth, int max_token_bytes) const {
+  // A token's bytes may each enter calls of every rule before the next byte.
+  const size_t reach = static_cast<size_t>(max_token_bytes) * (dfas_.size() + 1) + max_need_ + 1;
+  return depth + reach >= kMaxDepth;
+}
 
 bool Pushdown::IsTail(Frame f, const Call& c) const {
   const ByteDfa& d = dfas_[static_cast<size_t>(f.rule)];
@@ -188,10 +260,11 @@ class Pushdown::Walker {
     return at.uniform = bits;
   }
 
-  // The config of `stack` alone.
-  int32_t Root(const Stack& stack) {
-    configs_.push_back({static_cast<uint32_t>(pool_.size()), 1, kUnknown});
-    pool_.push_back(a_.Import(stack));
+  // The config of `stacks`.
+  int32_t Root(std::span<const Stack> stacks) {
+    configs_.push_back(
+        {static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(stacks.size()), kUnknown});
+    for (const Stack& s : stacks) pool_.push_back(a_.Import(s));
     return static_cast<int32_t>(configs_.size() - 1);
   }
   // The config after `byte` from `c`; -1 when no stack takes it. Sets `returned` when a return
@@ -249,28 +322,41 @@ FrameMask Pushdown::FrameMaskOf(const Stack& top, bool whole, const TokenTable& 
     return next;
   };
   tokens.MaskByClass(
-      w.Root(top), step, [&](int32_t c) { return w.Uniform(c); }, m.words);
+      w.Root({&top, 1}), step, [&](int32_t c) { return w.Uniform(c); }, m.words);
+  if (m.overflow) m.returns.clear();  // the whole stack decides each use
   return m;
 }
 
 void Pushdown::MaskAt(const Stack& stack, const FrameMask& top, const TokenTable& tokens,
                       std::span<uint64_t> words) const {
-  Walker w(*this, /*floor_is_end=*/true);
-  bool returned = false, overflow = false;
-  const auto step = [&](int32_t c, uint8_t b, uint32_t) {
-    return w.Step(c, b, returned, overflow);
-  };
-  const auto visit = [&](int32_t t) { SetBit(words, t); };
-  if (top.overflow) {  // the whole stack, every token
-    tokens.ForEachAccepted(w.Root(stack), step, visit);
+  if (top.overflow) {
+    WholeMaskAt({stack}, tokens, words);
     return;
   }
   for (size_t i = 0; i < words.size(); ++i) words[i] |= top.words[i];
   if (top.returns.empty()) return;
   // The top frames have returned: the frame below them takes the bytes from here.
-  const int32_t below =
-      w.Root(Stack(stack.begin(), stack.end() - static_cast<std::ptrdiff_t>(kMaskFrames)));
-  for (uint32_t node : top.returns) tokens.ForEachAcceptedUnder(node, below, step, visit);
+  Walker w(*this, /*floor_is_end=*/true);
+  bool returned = false, overflow = false;
+  const auto step = [&](int32_t c, uint8_t b, uint32_t) {
+    return w.Step(c, b, returned, overflow);
+  };
+  const Stack below(stack.begin(), stack.end() - static_cast<std::ptrdiff_t>(kMaskFrames));
+  const int32_t from = w.Root({&below, 1});
+  for (uint32_t node : top.returns) {
+    tokens.ForEachAcceptedUnder(node, from, step, [&](int32_t t) { SetBit(words, t); });
+  }
+}
+
+void Pushdown::WholeMaskAt(const StackSet& set, const TokenTable& tokens,
+                           std::span<uint64_t> words) const {
+  Walker w(*this, /*floor_is_end=*/true);
+  bool returned = false, overflow = false;
+  const auto step = [&](int32_t c, uint8_t b, uint32_t) {
+    return w.Step(c, b, returned, overflow);
+  };
+  tokens.MaskByClass(
+      w.Root(set), step, [&](int32_t c) { return w.Uniform(c); }, words);
 }
 
 absl::StatusOr<Pushdown> Pushdown::Build(const RulePatterns& rules, size_t max_states,
@@ -308,6 +394,7 @@ absl::StatusOr<Pushdown> Pushdown::Build(const RulePatterns& rules, size_t max_s
     }
   }
   if (absl::Status st = p.CheckRules(field); !st.ok()) return st;
+  p.ComputeNeeds();
   p.uniform_.resize(p.dfas_.size());
   for (size_t r = 0; r < p.dfas_.size(); ++r) {
     const ByteDfa& d = p.dfas_[r];
@@ -364,11 +451,16 @@ absl::Status Pushdown::CheckRules(std::string_view field) const {
   }
   // Without left recursion, the calls entered before a byte name distinct rules.
   for (size_t r = 0; r < dfas_.size(); ++r) {
-    Arena a(*this, /*floor_is_end=*/true, dfas_.size() + 2);
+    Arena a(*this, /*floor_is_end=*/true, dfas_.size() + 2, /*deep_is_error=*/true);
     std::vector<int32_t> ready;
     bool escaped = false;
     a.Close(a.Push({static_cast<int32_t>(r), 0}, -1), ready, escaped);
-    if (!a.overflow()) continue;
+    if (!a.deep() && a.overflow()) {
+      return absl::InvalidArgumentError(absl::StrCat(std::string(field), ": rule '", names_[r],
+                                                     "' may begin with more than ", kMaxClosure,
+                                                     " rules at once; simplify it"));
+    }
+    if (!a.deep()) continue;
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(field), ": rule '", names_[r],
                      "' may begin with itself (left recursion); write the repetition with "

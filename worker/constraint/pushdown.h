@@ -1,10 +1,10 @@
 // A pushdown automaton over bytes, for grammars whose rules recurse (GBNF's `value ::= object |
 // ...`, `object ::= "{" ... value ... "}"`): one ByteDfa per rule that recursion needs as its
 // own automaton, in which a call to rule k is the bytes CallMarker(k) (bytes no UTF-8 text
-// holds, so no token spells them). Matching keeps a stack of frames (a rule and a state of its
-// automaton); a call pushes the callee's start, a rule in an accepting state may return to its
-// caller. A grammar may be ambiguous, so an output's position is a set of stacks. Pure logic;
-// immutable once built, shared by every request of the same grammar.
+// holds, and which a walk refuses from any token). Matching keeps a stack of frames (a rule and a
+// state of its automaton); a call pushes the callee's start, a rule in an accepting state may
+// return to its caller. A grammar may be ambiguous, so an output's position is a set of stacks.
+// Pure logic; immutable once built, shared by every request of the same grammar.
 //
 // Token masks (TokenTable's trie, walked with sets of stacks) depend on the top of a stack
 // only, until a token's bytes return out of it: a mask is computed per top kMaskFrames frames
@@ -28,7 +28,8 @@
 namespace llm::constraint {
 
 // The bytes that stand for a call to rule `rule` inside a rule's pattern: 0xFD, the index in
-// decimal, 0xFC.
+// decimal, 0xFC. No UTF-8 text holds 0xFD or 0xFC; a byte-level vocabulary's tokens for them
+// never match, because a walk refuses both bytes.
 std::string CallMarker(int32_t rule);
 
 // The patterns of a grammar's rules; patterns[0] is the output's (the root). Without
@@ -62,8 +63,11 @@ struct FrameMask {
 
 class Pushdown {
  public:
-  // Limits per output: stacks in a set (ambiguity) and frames in a stack (nesting). An output
-  // past either has left what the matcher follows; its request ends (Matcher::failed).
+  // Limits per output: stacks in a set (ambiguity) and frames in a stack (nesting). A byte or
+  // call that would leave a frame unable to close within kMaxDepth is not taken (the mask
+  // leaves out what would open another level), so an output at the limit can still end; a
+  // set that grows past kMaxStacks has left what the matcher follows (the mask leaves out
+  // the token).
   static constexpr size_t kMaxStacks = 64;
   static constexpr size_t kMaxDepth = 1000;
   // Frames a cached mask depends on.
@@ -94,6 +98,12 @@ class Pushdown {
   // take.
   void MaskAt(const Stack& stack, const FrameMask& top, const TokenTable& tokens,
               std::span<uint64_t> words) const;
+  // A stack `depth` frames deep is close enough to kMaxDepth that a token (of at most
+  // `max_token_bytes`) could meet the limit: its mask must be WholeMaskAt's.
+  bool NearLimit(size_t depth, int max_token_bytes) const;
+  // Sets in `words` the tokens the whole set takes, in one walk of the trie with all of it: what
+  // Walk does, limits included (several stacks, a stack near kMaxDepth).
+  void WholeMaskAt(const StackSet& set, const TokenTable& tokens, std::span<uint64_t> words) const;
 
  private:
   struct Call {
@@ -111,6 +121,11 @@ class Pushdown {
   // dropped, so that `value ::= object` does not grow the stack.
   bool IsTail(Frame f, const Call& c) const;
   absl::Status CheckRules(std::string_view field) const;
+  void ComputeNeeds();
+  uint32_t Need(Frame f) const {
+    return need_[static_cast<size_t>(f.rule)][static_cast<size_t>(f.state)];
+  }
+  static constexpr uint32_t kNever = uint32_t{1} << 30;
 
   std::vector<ByteDfa> dfas_;
   std::vector<std::string> names_;
@@ -118,6 +133,10 @@ class Pushdown {
   // [rule][state]: TokenTable::UniformClasses of the state's automaton (a walk's config takes
   // a class alike where every state it may reach without a byte does).
   std::vector<std::vector<uint64_t>> uniform_;
+  // [rule][state]: the fewest frames above the state's own that ending its rule needs (kNever:
+  // it cannot end), so that a stack near kMaxDepth keeps only frames that can still close.
+  std::vector<std::vector<uint32_t>> need_;
+  uint32_t max_need_ = 0;
 };
 
 }  // namespace llm::constraint

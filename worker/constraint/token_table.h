@@ -32,6 +32,8 @@ class TokenTable {
   explicit TokenTable(const std::vector<std::string>& bytes);
 
   int32_t vocab_size() const { return vocab_size_; }
+  // The longest token's bytes.
+  int max_token_bytes() const { return max_depth_; }
   // Token id's bytes (empty: never allowed under a constraint).
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 

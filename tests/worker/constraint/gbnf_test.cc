@@ -217,6 +217,53 @@ TEST(PushdownTest, MasksAreTheTokensTheWholeStackTakes) {
   }
 }
 
+// At the depth limit the mask leaves out what would open another level, and the output can
+// still close every level it opened (the mask is what Walk does there too).
+TEST(PushdownTest, AtTheDepthLimitOutputsStillClose) {
+  const auto tokens = BracketVocabulary();
+  auto c = Compile({Kind::kGrammar, R"g(root ::= "(" root ")" | "x")g"}, tokens);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto open = static_cast<int32_t>(1 + '(' - ' ');
+  const auto close = static_cast<int32_t>(1 + ')' - ' ');
+  const std::vector<int32_t> stop = {0};
+  std::vector<uint64_t> words(MaskWords(tokens->vocab_size()));
+  const auto allowed = [&](const Matcher& m, int32_t t) {
+    m.WriteMask(words, stop);
+    return (words[t / 64] >> (t % 64) & 1) != 0;
+  };
+  const auto agrees = [&](const Matcher& m, const Position& pos) {
+    m.WriteMask(words, stop);
+    for (int32_t t = 1; t < tokens->vocab_size(); ++t) {
+      Position next = pos;
+      if (((words[t / 64] >> (t % 64) & 1) != 0) != (*c)->Walk(next, tokens->bytes(t))) {
+        return false;
+      }
+    }
+    return true;
+  };
+  Matcher m(*c);
+  Position pos = (*c)->Start();
+  size_t opened = 0;
+  while (allowed(m, open)) {
+    if (opened + 8 > Pushdown::kMaxDepth) {
+      ASSERT_TRUE(agrees(m, pos)) << opened;
+    }
+    ASSERT_TRUE(m.Advance(open));
+    ASSERT_TRUE((*c)->Walk(pos, "("));
+    ++opened;
+  }
+  EXPECT_GE(opened + 2, Pushdown::kMaxDepth);
+  EXPECT_LE(opened, Pushdown::kMaxDepth);
+  EXPECT_TRUE(agrees(m, pos));
+  ASSERT_TRUE(m.Advance(1 + 'x' - ' '));
+  for (size_t i = 0; i < opened; ++i) {
+    ASSERT_TRUE(allowed(m, close)) << i;
+    ASSERT_TRUE(m.Advance(close));
+  }
+  EXPECT_TRUE(m.complete());
+  EXPECT_FALSE(m.failed());
+}
+
 // A pushdown constraint compiles through the same entry as the others, and a vocabulary that
 // cannot begin its output is refused by name.
 TEST(PushdownTest, CompilesThroughTheConstraintEntry) {

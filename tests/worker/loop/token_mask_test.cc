@@ -65,6 +65,7 @@ TEST(TokenMaskTest, ClassWalkEqualsEachTokensOwnWalkOnSharedTokenizers) {
     for (const constraint::ConstraintSpec& spec : Specs()) {
       auto c = compiler.Compile(spec);
       ASSERT_TRUE(c.ok()) << name << " " << spec.text << ": " << c.status();
+      if ((*c)->pushdown()) continue;  // the next test's
       const constraint::TokenTable& table = (*c)->tokens();
       for (int32_t s : StatesToCheck(**c, 3, 20, rng)) {
         const std::shared_ptr<const constraint::TokenMask> mask = (*c)->MaskOf(s);
