@@ -13,40 +13,16 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/constraint/byte_regex.h"
+#include "worker/constraint/dates.h"
 #include "worker/constraint/number_range.h"
 #include "worker/constraint/uri.h"
 
 namespace llm::constraint {
 namespace {
 
-// A calendar date YYYY-MM-DD of years 0001..9999: each month's days, February 29 only in
-// leap years (divisible by 4, and by 400 where by 100), as a date parser checks it.
-std::string DateRegex() {
-  const std::string year = "(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})";
-  const std::string leap =
-      "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)";
-  return absl::StrCat("(", year, "-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-",
-                      "(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))|", leap, "-02-29)");
-}
-
-// An ISO 8601 duration as RFC 3339 (Appendix A) writes one: P1Y2M3D, P4W, PT5H6M7S, P1DT2H;
-// the units of the time part contiguous (hours, minutes, seconds from the first given).
-std::string DurationRegex() {
-  const std::string n = "[0-9]+";
-  const std::string second = n + "S";
-  const std::string minute = n + "M(" + second + ")?";
-  const std::string hour = n + "H(" + minute + ")?";
-  const std::string time = "T(" + hour + "|" + minute + "|" + second + ")";
-  const std::string day = n + "D";
-  const std::string month = n + "M(" + day + ")?";
-  const std::string year = n + "Y(" + month + ")?";
-  return "P((" + day + "|" + month + "|" + year + ")(" + time + ")?|" + time + "|" + n + "W)";
-}
-
 // Ordered: properties are emitted in the order the schema lists them.
 using json = nlohmann::ordered_json;
 
-constexpr char kStringChar[] = R"(([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4})))";
 constexpr int kAnyDepth = 2;  // nesting of values a schema leaves open
 
 std::string Group(const std::string& r) { return "(" + r + ")"; }
@@ -610,7 +586,7 @@ class Compiler {
     const bool free_format =
         s.contains("format") && (s["format"] == "binary" || s["format"] == "password");
     if ((!s.contains("format") || free_format) && !s.contains("pattern")) {
-      return absl::StrCat("\"", kStringChar, count, "\"");
+      return absl::StrCat("\"", kJsonStringChar, count, "\"");
     }
     auto body = s.contains("format") ? Format(s["format"], path + ".format")
                                      : Pattern(s["pattern"], path + ".pattern", !lengths);
@@ -687,7 +663,7 @@ class Compiler {
                    "the pattern matches only text with a quote, a backslash or a control "
                    "character, which JSON escapes");
     }
-    const std::string any = escapes ? absl::StrCat(kStringChar, "*") : R"([^"\\\x00-\x1f]*)";
+    const std::string any = escapes ? absl::StrCat(kJsonStringChar, "*") : R"([^"\\\x00-\x1f]*)";
     return absl::StrCat(start ? "" : any, "(", body, ")", end ? "" : any);
   }
 
@@ -758,32 +734,6 @@ class Compiler {
 };
 
 }  // namespace
-
-std::string JsonStringRegex() { return absl::StrCat("\"", kStringChar, "*\""); }
-
-std::string JsonObjectRegex(int depth) {
-  const std::string member = absl::StrCat(JsonStringRegex(), ":(", AnyJsonRegex(depth - 1), ")");
-  return absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
-}
-
-RulePatterns JsonObjectPatterns() {
-  const std::string value = CallMarker(1);
-  const std::string member = absl::StrCat(JsonStringRegex(), ":", value);
-  const std::string object = absl::StrCat("\\{(", member, "(,", member, ")*)?\\}");
-  const std::string scalar =
-      absl::StrCat(JsonStringRegex(), "|", AnyNumberRegex(), "|true|false|null");
-  return {{"root", "value"},
-          {object, absl::StrCat(scalar, "|", object, "|\\[(", value, "(,", value, ")*)?\\]")},
-          true};
-}
-
-std::string AnyJsonRegex(int depth) {
-  std::string scalar = absl::StrCat(JsonStringRegex(), "|", AnyNumberRegex(), "|true|false|null");
-  if (depth <= 0) return scalar;
-  const std::string inner = AnyJsonRegex(depth - 1);
-  return absl::StrCat(scalar, "|", JsonObjectRegex(depth), "|\\[((", inner, ")(,(", inner,
-                      "))*)?\\]");
-}
 
 namespace {
 

@@ -40,6 +40,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "worker/constraint/json_values.h"
 #include "worker/constraint/pushdown.h"
 
 namespace llm::constraint {
@@ -57,16 +58,6 @@ absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema);
 // reference, "#/$defs/Node"), so trees nest as deep as the output goes. One pattern without
 // calls when nothing recurses.
 absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema);
-
-// The regex of any compact JSON value nested at most `depth` containers deep.
-std::string AnyJsonRegex(int depth);
-// A JSON string (quotes included) with any content.
-std::string JsonStringRegex();
-// Any compact JSON object whose members' values nest at most `depth` - 1 containers deep.
-std::string JsonObjectRegex(int depth);
-// Any compact JSON object, nested as deep as it goes: the root's pattern and a recursive
-// `value` rule's (pushdown.h), the json_object constraint.
-RulePatterns JsonObjectPatterns();
 
 }  // namespace llm::constraint
 
