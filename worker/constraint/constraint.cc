@@ -14,6 +14,7 @@ absl::StatusOr<RulePatterns> PatternsOf(const ConstraintSpec& spec) {
   RulePatterns out{{"root"}, {""}, false};
   switch (spec.kind) {
     case Kind::kRegex:
+      if (spec.worker_built()) return spec.built;
       out.patterns[0] = spec.text;
       break;
     case Kind::kChoice:
@@ -35,9 +36,13 @@ absl::StatusOr<RulePatterns> PatternsOf(const ConstraintSpec& spec) {
 
 std::string CacheKeyOf(const ConstraintSpec& spec) {
   std::string key(1, static_cast<char>(spec.kind));
-  key += spec.worker_built ? 'w' : 'c';  // a client's regex may not use the extensions
+  key += spec.worker_built() ? 'w' : 'c';  // a client's regex may not use the extensions
   key += spec.text;
   for (const std::string& c : spec.choices) absl::StrAppend(&key, std::string(1, '\0'), c);
+  for (size_t i = 0; i < spec.built.patterns.size(); ++i) {
+    absl::StrAppend(&key, std::string(1, '\0'), spec.built.names[i], std::string(1, '\0'),
+                    spec.built.patterns[i]);
+  }
   return key;
 }
 
@@ -55,6 +60,8 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
       }
     }
     field = "constraint.choice";
+  } else if (spec.worker_built()) {
+    field = "tools";
   } else if (spec.kind == Kind::kRegex) {
     if (spec.text.empty()) return absl::InvalidArgumentError("constraint.regex: empty");
     field = "constraint.regex";
@@ -76,7 +83,7 @@ absl::StatusOr<std::shared_ptr<const CompiledConstraint>> Compile(
   } else {
     // A client's regex is parsed as written; every other kind is a pattern the worker built.
     auto nfa =
-        ParseRegex(patterns->patterns[0], field, spec.kind != Kind::kRegex || spec.worker_built);
+        ParseRegex(patterns->patterns[0], field, spec.kind != Kind::kRegex || spec.worker_built());
     if (!nfa.ok()) return nfa.status();
     auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, field);
     if (!dfa.ok()) return dfa.status();

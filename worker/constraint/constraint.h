@@ -39,11 +39,13 @@ struct ConstraintSpec {
   Kind kind = Kind::kNone;
   std::string text;  // kRegex: the pattern; kJsonSchema: the schema (JSON); kGrammar: GBNF
   std::vector<std::string> choices;  // kChoice
-  // kRegex: the worker built the pattern (a tool call's), so it may use byte_regex.h's
-  // extensions; a client's regex may not.
-  bool worker_built = false;
+  // kRegex built by the worker (a tool call's grammar), in place of `text`: the patterns
+  // themselves, which may use byte_regex.h's extensions and call each other (pushdown.h); a
+  // client's regex may do neither.
+  RulePatterns built;
 
   bool enabled() const { return kind != Kind::kNone; }
+  bool worker_built() const { return !built.patterns.empty(); }
 };
 
 // Automaton states a constraint may need (bounds compile time and memory per request).

@@ -23,7 +23,9 @@ namespace {
 // Ordered: properties are emitted in the order the schema lists them.
 using json = nlohmann::ordered_json;
 
-constexpr int kAnyDepth = 2;  // nesting of values a schema leaves open
+// The rule of any JSON value, for the values a schema leaves open (`{}`, an object without
+// properties, an array without items); a name no reference has.
+constexpr char kAnyValue[] = "(any JSON value)";
 
 std::string Group(const std::string& r) { return "(" + r + ")"; }
 
@@ -51,14 +53,15 @@ bool Reaches(const ByteNfa& nfa) {
 
 class Compiler {
  public:
-  // `calls`: a recursive reference is a call (CallMarker) to the target's own pattern
-  // (Rule), not an expansion kMaxRecursion levels deep.
-  Compiler(const json& root, bool calls) : root_(root), calls_(calls) {}
+  // A recursive reference is a call (CallMarker) to the target's own pattern (Rule); so is an
+  // open value, to kAnyValue's.
+  explicit Compiler(const json& root) : root_(root) {}
 
-  // The targets of recursive references, in the order their calls number them (from 1).
+  // The targets of calls, in the order their calls number them (from 1).
   const std::vector<std::string>& called() const { return called_; }
   // The pattern of `target`'s own rule.
   absl::StatusOr<std::string> Rule(const std::string& target) {
+    if (target == kAnyValue) return JsonValueOf(CallTo(kAnyValue));
     auto at = Resolve(target, target);
     if (!at.ok()) return at.status();
     expanding_.assign(1, target);
@@ -89,7 +92,7 @@ class Compiler {
 
   absl::StatusOr<std::string> SchemaAt(const json& s, const std::string& path, int depth) {
     if (s.is_boolean()) {
-      if (s.get<bool>()) return AnyJsonRegex(kAnyDepth);
+      if (s.get<bool>()) return AnyValue();
       return Error(path, "false admits no value");
     }
     if (!s.is_object()) return Error(path, "a schema must be an object or a boolean");
@@ -114,7 +117,7 @@ class Compiler {
         return Object(s, path, depth);
       }
       if (s.contains("items")) return Array(s, path, depth);
-      return AnyJsonRegex(kAnyDepth);
+      return AnyValue();
     }
     const json& type = s["type"];
     if (type.is_string()) return Typed(s, type.get<std::string>(), path, depth);
@@ -222,20 +225,7 @@ class Compiler {
     auto at = Resolve(target, path + ".$ref");
     if (!at.ok()) return at.status();
     const bool recursive = std::count(expanding_.begin(), expanding_.end(), target) > 0;
-    if (calls_ && recursive) {
-      const auto it = std::find(called_.begin(), called_.end(), target);
-      if (it == called_.end()) called_.push_back(target);
-      return CallMarker(static_cast<int32_t>(std::find(called_.begin(), called_.end(), target) -
-                                             called_.begin()) +
-                        1);
-    }
-    // Without calls (a pattern that must be one automaton: a tool call's), a recursive schema
-    // (Pydantic's trees) is expanded kMaxRecursion levels; a reference below that admits no
-    // value, so its branch is left out (an optional property omitted, an array empty, an
-    // alternative dropped: the automaton trims what cannot complete).
-    if (std::count(expanding_.begin(), expanding_.end(), target) >= kMaxRecursion) {
-      return std::string(kNoValue);
-    }
+    if (recursive) return CallTo(target);
     expanding_.push_back(target);
     auto r = Schema(**at, target, depth + 1);
     expanding_.pop_back();
@@ -289,12 +279,12 @@ class Compiler {
       values = by_pattern.begin().value();
     }
     const bool plain = !s.contains("propertyNames") && !s.contains("patternProperties");
-    if (values == json(true) && plain && *min == 0 && *max < 0) return JsonObjectRegex(kAnyDepth);
+    if (values == json(true) && plain && *min == 0 && *max < 0) return JsonObjectOf(AnyValue());
     if (values == json(false)) {
       if (*min > 0) return Error(path + ".minProperties", "no property is allowed");
       return std::string("\\{\\}");
     }
-    auto value = values == json(true) ? absl::StatusOr<std::string>(AnyJsonRegex(kAnyDepth - 1))
+    auto value = values == json(true) ? absl::StatusOr<std::string>(AnyValue())
                                       : Schema(values, values_path, depth);
     if (!value.ok()) return value;
     if (s.contains("propertyNames")) {
@@ -558,13 +548,10 @@ class Compiler {
       if (s["uniqueItems"].get<bool>()) return Set(s, path, depth, *min, *max);
     }
     if (s.contains("prefixItems")) return Tuple(s, path, depth, *min, *max);
-    std::string item = AnyJsonRegex(kAnyDepth - 1);
-    if (s.contains("items")) {
-      auto r = Schema(s["items"], path + ".items", depth);
-      if (!r.ok()) return r;
-      item = *r;
-    }
-    return absl::StrCat("\\[", Repeated(item, *min, *max), "\\]");
+    auto item = s.contains("items") ? Schema(s["items"], path + ".items", depth)
+                                    : absl::StatusOr<std::string>(AnyValue());
+    if (!item.ok()) return item;
+    return absl::StrCat("\\[", Repeated(*item, *min, *max), "\\]");
   }
 
   absl::StatusOr<std::string> String(const json& s, const std::string& path) {
@@ -723,11 +710,15 @@ class Compiler {
     return r;
   }
 
-  // A regex of no string (a length group of one character that must be empty).
-  static constexpr char kNoValue[] = "(?{0}a)";
+  // A call to `target`'s rule, numbered at its first call.
+  std::string CallTo(const std::string& target) {
+    size_t index = std::find(called_.begin(), called_.end(), target) - called_.begin();
+    if (index == called_.size()) called_.push_back(target);
+    return CallMarker(static_cast<int32_t>(index) + 1);
+  }
+  std::string AnyValue() { return CallTo(kAnyValue); }
 
   const json& root_;
-  const bool calls_;
   int nesting_ = 0;
   std::vector<std::string> expanding_;  // the references being expanded, outermost first
   std::vector<std::string> called_;
@@ -752,18 +743,11 @@ absl::StatusOr<json> ParseSchema(std::string_view schema) {
 
 }  // namespace
 
-absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema) {
-  auto root = ParseSchema(schema);
-  if (!root.ok()) return root.status();
-  Compiler compiler(*root, /*calls=*/false);
-  return compiler.Schema(*root, "$", 0);
-}
-
 absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema) {
   auto parsed = ParseSchema(schema);
   if (!parsed.ok()) return parsed.status();
   const json& root = *parsed;
-  Compiler compiler(root, /*calls=*/true);
+  Compiler compiler(root);
   auto top = compiler.Schema(root, "$", 0);
   if (!top.ok()) return top.status();
   RulePatterns out{{"$"}, {*std::move(top)}, false};

@@ -1,6 +1,6 @@
-// JSON Schema to a byte regex (byte_regex.h), for `response_format: json_schema`: the outputs
-// it admits are compact JSON (no whitespace between tokens) that validates against the schema.
-// Pure logic.
+// JSON Schema to the patterns of a pushdown automaton (byte_regex.h, pushdown.h), for
+// `response_format: json_schema` and a tool call's arguments: the outputs it admits are compact
+// JSON (no whitespace between tokens) that validates against the schema. Pure logic.
 //
 // Supported (OpenAI's strict mode and a little more):
 //   type (a name or a list of names), object `properties` (emitted in the schema's order;
@@ -27,8 +27,10 @@
 //   (number_range.h lists the steps served; others are an error); boolean, null; `enum`, `const`;
 //   `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a oneOf is not
 //   excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
-//   `#/definitions/...` (expanded in place; a recursive one kMaxRecursion levels deep, where
-//   the branches that would go deeper are left out: Pydantic's trees). Annotations
+//   `#/definitions/...` (expanded in place; a recursive one, Pydantic's trees, a call to the
+//   target's own rule). A value the schema leaves open (`{}`, `true`, an object without
+//   properties, an array without items) is any JSON value, nested as deep as it goes (a call to
+//   one rule for them all). Annotations
 //   (title, description, default, examples, $schema, $id, $comment, strict, readOnly,
 //   writeOnly, deprecated) are ignored.
 // Anything else that constrains a value is an error naming its path, as
@@ -45,18 +47,13 @@
 
 namespace llm::constraint {
 
-// References nest at most this deep (a chain of distinct definitions); a recursive one is
-// expanded kMaxRecursion times, and below that admits no value.
+// References nest at most this deep (a chain of distinct definitions).
 inline constexpr int kMaxRefDepth = 16;
-inline constexpr int kMaxRecursion = 4;
 
-// The regex of the compact JSON values `schema` (a JSON document) validates, one automaton:
-// a recursive reference is expanded kMaxRecursion levels (a tool call's pattern).
-absl::StatusOr<std::string> JsonSchemaToRegex(std::string_view schema);
-// The same language with recursion matched by a stack (pushdown.h): a reference to a
-// definition being expanded is a call to that definition's own pattern (named by its
-// reference, "#/$defs/Node"), so trees nest as deep as the output goes. One pattern without
-// calls when nothing recurses.
+// The patterns of `schema` (a JSON document): a reference to a definition being expanded is a
+// call to that definition's own pattern (named by its reference, "#/$defs/Node"), and an open
+// value a call to "(any JSON value)"'s, so trees nest as deep as the output goes. One pattern
+// without calls when neither occurs.
 absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema);
 
 }  // namespace llm::constraint

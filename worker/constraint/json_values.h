@@ -13,12 +13,14 @@ namespace llm::constraint {
 // bytes, or an escape.
 inline constexpr char kJsonStringChar[] = R"(([^"\\\x00-\x1f]|\\(["\\/bfnrt]|u[0-9a-fA-F]{4})))";
 
-// The regex of any compact JSON value nested at most `depth` containers deep.
-std::string AnyJsonRegex(int depth);
 // A JSON string (quotes included) with any content.
 std::string JsonStringRegex();
-// Any compact JSON object whose members' values nest at most `depth` - 1 containers deep.
-std::string JsonObjectRegex(int depth);
+// Any compact JSON object whose members' values match `value` (a pattern, or a call to a
+// rule: pushdown.h).
+std::string JsonObjectOf(const std::string& value);
+// Any scalar, or an object or array whose members' values and items match `value`: with
+// `value` a call to this pattern's own rule, any JSON value nested as deep as it goes.
+std::string JsonValueOf(const std::string& value);
 // Any compact JSON object, nested as deep as it goes: the root's pattern and a recursive
 // `value` rule's (pushdown.h), the json_object constraint.
 RulePatterns JsonObjectPatterns();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "worker/constraint/byte_regex.h"
 
@@ -19,6 +20,30 @@ constexpr size_t kMaxClosure = 8192;
 std::string CallMarker(int32_t rule) {
   return absl::StrCat(std::string(1, static_cast<char>(kCallOpen)), rule,
                       std::string(1, static_cast<char>(kCallClose)));
+}
+
+std::string RenumberCalls(std::string_view pattern, int32_t offset) {
+  std::string out;
+  out.reserve(pattern.size());
+  size_t i = 0;
+  while (i < pattern.size()) {
+    const size_t open = pattern.find(static_cast<char>(kCallOpen), i);
+    const size_t close =
+        open == std::string_view::npos ? open : pattern.find(static_cast<char>(kCallClose), open);
+    if (close == std::string_view::npos) {
+      out.append(pattern.substr(i));
+      break;
+    }
+    int32_t rule = 0;
+    out.append(pattern.substr(i, open - i));
+    if (absl::SimpleAtoi(std::string(pattern.substr(open + 1, close - open - 1)), &rule)) {
+      out += CallMarker(rule + offset);
+    } else {
+      out.append(pattern.substr(open, close + 1 - open));
+    }
+    i = close + 1;
+  }
+  return out;
 }
 
 // Stacks as nodes that share their lower frames: a node is a frame and the node below it (-1:

@@ -31,6 +31,9 @@ namespace llm::constraint {
 // decimal, 0xFC. No UTF-8 text holds 0xFD or 0xFC; a byte-level vocabulary's tokens for them
 // never match, because a walk refuses both bytes.
 std::string CallMarker(int32_t rule);
+// `pattern` with each call to rule k made a call to rule k + `offset`: to put one grammar's
+// rules after another's.
+std::string RenumberCalls(std::string_view pattern, int32_t offset);
 
 // The patterns of a grammar's rules; patterns[0] is the output's (the root). Without
 // `calls`, patterns[0] is the whole language and the only pattern (no rule recurses).

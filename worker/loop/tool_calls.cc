@@ -46,12 +46,11 @@ absl::Status PrepareToolCalls(tools::ToolFormat format, const frontend::Tokenize
           "tool_choice: a required or named call cannot be combined with a constraint "
           "(response_format); use one or the other");
     }
-    auto regex = tools::ToolCallRegex(format, *parsed, choice, chat.parallel_tool_calls,
-                                      MarkersOf(tokenizer));
-    if (!regex.ok()) return regex.status();
+    auto rules = tools::ToolCallPatterns(format, *parsed, choice, chat.parallel_tool_calls,
+                                         MarkersOf(tokenizer));
+    if (!rules.ok()) return rules.status();
     spec.constraint.kind = constraint::Kind::kRegex;
-    spec.constraint.text = *std::move(regex);
-    spec.constraint.worker_built = true;
+    spec.constraint.built = *std::move(rules);
   }
   spec.skip_special_tokens = false;
   std::vector<std::string> names;

@@ -49,25 +49,63 @@ absl::StatusOr<Tool> ParseTool(const json& t, const std::string& field) {
   return tool;
 }
 
-// One call's JSON object, compact, in the format's key names.
-absl::StatusOr<std::string> CallRegex(ToolFormat format, const Tool& tool, size_t index) {
-  std::string args = "\\{\\}";
-  if (!tool.parameters.is_null()) {
-    auto regex = constraint::JsonSchemaToRegex(tool.parameters.dump());
-    if (!regex.ok()) {
-      // "constraint.json_schema: $.properties.x: why" -> "tools[0].function.parameters..."
-      std::string message(regex.status().message());
-      const std::string_view prefix = "constraint.json_schema: $";
-      if (message.starts_with(prefix)) message.erase(0, prefix.size());
-      return absl::InvalidArgumentError(
-          absl::StrCat("tools[", index, "].function.parameters", message));
-    }
-    args = *std::move(regex);
+// The rules of one tool's argument schema put after those `rules` has: returns its root's
+// pattern, calls renumbered.
+absl::StatusOr<std::string> Arguments(const Tool& tool, size_t index,
+                                      constraint::RulePatterns& rules) {
+  if (tool.parameters.is_null()) return std::string("\\{\\}");
+  const std::string field = absl::StrCat("tools[", index, "].function.parameters");
+  auto schema = constraint::JsonSchemaToPatterns(tool.parameters.dump());
+  if (!schema.ok()) {
+    // "constraint.json_schema: $.properties.x: why" -> "tools[0].function.parameters..."
+    std::string message(schema.status().message());
+    const std::string_view prefix = "constraint.json_schema: $";
+    if (message.starts_with(prefix)) message.erase(0, prefix.size());
+    return absl::InvalidArgumentError(absl::StrCat(field, message));
   }
+  // The schema's rule k (from 1) becomes rule k + offset.
+  const auto offset = static_cast<int32_t>(rules.patterns.size()) - 1;
+  for (size_t r = 1; r < schema->patterns.size(); ++r) {
+    rules.names.push_back(absl::StrCat(field, schema->names[r]));
+    rules.patterns.push_back(constraint::RenumberCalls(schema->patterns[r], offset));
+  }
+  return constraint::RenumberCalls(schema->patterns[0], offset);
+}
+
+// One call's JSON object, compact, in the format's key names.
+absl::StatusOr<std::string> CallPattern(ToolFormat format, const Tool& tool, size_t index,
+                                        constraint::RulePatterns& rules) {
+  auto args = Arguments(tool, index, rules);
+  if (!args.ok()) return args.status();
   const std::string key = format == ToolFormat::kLlama3Json ? "parameters" : "arguments";
   return absl::StrCat(constraint::EscapeRegex(
                           absl::StrCat("{\"name\":", json(tool.name).dump(), ",\"", key, "\":")),
-                      "(", args, ")\\}");
+                      "(", *args, ")\\}");
+}
+
+// The answer's pattern in `format`, around `call` (one call, of any tool it may call).
+absl::StatusOr<std::string> CallsPattern(ToolFormat format, const std::string& call, bool parallel,
+                                         const MarkerRegex& marker) {
+  const auto mark = [&](std::string_view m) {
+    return marker ? absl::StrCat("(?:", marker(m), ")") : constraint::EscapeRegex(m);
+  };
+  switch (format) {
+    case ToolFormat::kHermes: {
+      // As the templates write calls: <tool_call>\n{...}\n</tool_call>, one per line.
+      const std::string one =
+          absl::StrCat(mark("<tool_call>"), "\\n", call, "\\n", mark("</tool_call>"));
+      return parallel ? absl::StrCat(one, "(\\n", one, ")*") : one;
+    }
+    case ToolFormat::kMistral: {
+      const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
+      return absl::StrCat(mark("[TOOL_CALLS]"), " \\[", call, more, "\\]");
+    }
+    case ToolFormat::kLlama3Json:
+      return call;
+    case ToolFormat::kNone:
+      break;
+  }
+  return Bad("tool_choice", "this worker's model.tool_call_parser is none");
 }
 
 }  // namespace
@@ -101,21 +139,22 @@ absl::Status CheckToolChoice(const std::vector<Tool>& tools, const ToolChoice& c
                                          "', which is not among the request's tools"));
 }
 
-absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<Tool>& tools,
-                                          const ToolChoice& choice, bool parallel,
-                                          const MarkerRegex& marker) {
-  const auto mark = [&](std::string_view m) {
-    return marker ? absl::StrCat("(?:", marker(m), ")") : constraint::EscapeRegex(m);
-  };
+absl::StatusOr<constraint::RulePatterns> ToolCallPatterns(ToolFormat format,
+                                                          const std::vector<Tool>& tools,
+                                                          const ToolChoice& choice, bool parallel,
+                                                          const MarkerRegex& marker) {
   if (absl::Status st = CheckToolChoice(tools, choice); !st.ok()) return st;
+  constraint::RulePatterns rules{{"tool calls"}, {""}, false};
   std::vector<std::string> alternatives;
   size_t bytes = 0;
   for (size_t i = 0; i < tools.size(); ++i) {
     if (choice.mode == ToolChoice::Mode::kFunction && tools[i].name != choice.function) continue;
-    auto call = CallRegex(format, tools[i], i);
+    const size_t before = rules.patterns.size();
+    auto call = CallPattern(format, tools[i], i, rules);
     if (!call.ok()) return call.status();
     // The hermes form repeats the calls' pattern: a quarter of the budget for the tools.
     bytes += call->size();
+    for (size_t r = before; r < rules.patterns.size(); ++r) bytes += rules.patterns[r].size();
     if (bytes > kMaxCallsPatternBytes / 4) {
       return Bad("tools",
                  "the calls' grammar expands to more than 2 MiB (too many or too "
@@ -124,23 +163,11 @@ absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<T
     alternatives.push_back(absl::StrCat("(", *call, ")"));
   }
   const std::string call = absl::StrCat("(", absl::StrJoin(alternatives, "|"), ")");
-  switch (format) {
-    case ToolFormat::kHermes: {
-      // As the templates write calls: <tool_call>\n{...}\n</tool_call>, one per line.
-      const std::string one =
-          absl::StrCat(mark("<tool_call>"), "\\n", call, "\\n", mark("</tool_call>"));
-      return parallel ? absl::StrCat(one, "(\\n", one, ")*") : one;
-    }
-    case ToolFormat::kMistral: {
-      const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
-      return absl::StrCat(mark("[TOOL_CALLS]"), " \\[", call, more, "\\]");
-    }
-    case ToolFormat::kLlama3Json:
-      return call;
-    case ToolFormat::kNone:
-      break;
-  }
-  return Bad("tool_choice", "this worker's model.tool_call_parser is none");
+  auto root = CallsPattern(format, call, parallel, marker);
+  if (!root.ok()) return root.status();
+  rules.patterns[0] = *std::move(root);
+  rules.calls = rules.patterns.size() > 1;
+  return rules;
 }
 
 }  // namespace llm::tools

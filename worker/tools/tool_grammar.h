@@ -1,6 +1,6 @@
-// The tools a client offers, checked, and the grammar (a byte regex, byte_regex.h) of an answer
-// that calls them in the model's own format (tool_format.h): what tool_choice "required" or a
-// named function enforces. Pure logic.
+// The tools a client offers, checked, and the grammar (the patterns of a pushdown automaton:
+// byte_regex.h, pushdown.h) of an answer that calls them in the model's own format
+// (tool_format.h): what tool_choice "required" or a named function enforces. Pure logic.
 #ifndef LLM_WORKER_TOOLS_TOOL_GRAMMAR_H_
 #define LLM_WORKER_TOOLS_TOOL_GRAMMAR_H_
 
@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "worker/constraint/pushdown.h"
 #include "worker/tools/tool_format.h"
 
 namespace llm::tools {
@@ -39,14 +40,17 @@ absl::Status CheckToolChoice(const std::vector<Tool>& tools, const ToolChoice& c
 // (constraint::SpecialTokenBytes), as the model was trained to write it.
 using MarkerRegex = std::function<std::string(std::string_view marker)>;
 
-// The regex of an answer that is nothing but calls in `format`: of `choice`'s function, or of
-// any tool when it is kRequired; exactly one call unless `parallel` (llama3_json: always one).
-// Arguments are compact JSON valid under the tool's parameters (json_schema.h); a schema that
-// does not compile is INVALID_ARGUMENT naming it ("tools[0].function.parameters.properties.x").
-// `marker` null: markers as text.
-absl::StatusOr<std::string> ToolCallRegex(ToolFormat format, const std::vector<Tool>& tools,
-                                          const ToolChoice& choice, bool parallel,
-                                          const MarkerRegex& marker = nullptr);
+// The patterns of an answer that is nothing but calls in `format`: of `choice`'s function, or
+// of any tool when it is kRequired; exactly one call unless `parallel` (llama3_json: always
+// one). Arguments are compact JSON valid under the tool's parameters (json_schema.h; a
+// recursive schema's rules, named "tools[0].function.parameters#/$defs/Node", follow the
+// root's, so trees nest as deep as the output goes); a schema that does not compile is
+// INVALID_ARGUMENT naming it ("tools[0].function.parameters.properties.x"). `marker` null:
+// markers as text.
+absl::StatusOr<constraint::RulePatterns> ToolCallPatterns(ToolFormat format,
+                                                          const std::vector<Tool>& tools,
+                                                          const ToolChoice& choice, bool parallel,
+                                                          const MarkerRegex& marker = nullptr);
 
 }  // namespace llm::tools
 

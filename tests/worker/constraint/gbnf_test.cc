@@ -20,30 +20,9 @@ using ::testing::HasSubstr;
 
 // The language of a GBNF grammar: through the one regex it becomes, or its pushdown
 // automaton when a rule recurses.
-class GrammarMatch {
+class GrammarMatch : public PatternsLanguage {
  public:
-  explicit GrammarMatch(const std::string& grammar) {
-    auto rules = GbnfToPatterns(grammar);
-    EXPECT_TRUE(rules.ok()) << rules.status();
-    if (!rules.ok()) return;
-    if (!rules->calls) {
-      regex_.emplace(rules->patterns[0]);
-      return;
-    }
-    auto pda = Pushdown::Build(*rules, kMaxDfaStates, "constraint.grammar");
-    EXPECT_TRUE(pda.ok()) << pda.status();
-    if (pda.ok()) pda_.emplace(*std::move(pda));
-  }
-  bool operator()(const std::string& text) const {
-    if (regex_) return (*regex_)(text);
-    return pda_ && pda_->Accepts(text);
-  }
-  bool pushdown() const { return pda_.has_value(); }
-  size_t states() const { return regex_ ? regex_->states() : pda_ ? pda_->num_states() : 0; }
-
- private:
-  std::optional<RegexLanguage> regex_;
-  std::optional<Pushdown> pda_;
+  explicit GrammarMatch(const std::string& grammar) : PatternsLanguage(GbnfToPatterns(grammar)) {}
 };
 
 TEST(GbnfTest, RulesLiteralsClassesAndRepetition) {

@@ -1,5 +1,5 @@
-// JSON Schema to a byte regex (worker/constraint/json_schema.h): each keyword's language,
-// checked on the automaton the regex becomes, and every refusal naming its path.
+// JSON Schema to patterns (worker/constraint/json_schema.h): each keyword's language, checked
+// on the automaton the patterns become, and every refusal naming its path.
 #include "worker/constraint/json_schema.h"
 
 #include <string>
@@ -20,8 +20,9 @@ namespace {
 using ::testing::HasSubstr;
 
 // The automaton of a schema, and whether `text` is a complete output.
-struct SchemaMatch : RegexLanguage {
-  explicit SchemaMatch(const std::string& schema) : RegexLanguage(JsonSchemaToRegex(schema)) {}
+struct SchemaMatch : PatternsLanguage {
+  explicit SchemaMatch(const std::string& schema)
+      : PatternsLanguage(JsonSchemaToPatterns(schema)) {}
 };
 
 // A schema as deep as the compiler takes (objects 31 deep, 63 levels of JSON) around a number
@@ -65,34 +66,6 @@ TEST(JsonSchemaTest, IntegerBoundsAreExact) {
   EXPECT_FALSE(open("-1"));
 }
 
-// As one regex (JsonSchemaToRegex, a tool call's pattern), a recursive schema (Pydantic's
-// trees) is expanded kMaxRecursion levels: deeper branches are left out, so a tree's leaves
-// have no children there and a required recursive property ends the recursion above it.
-TEST(JsonSchemaTest, RecursiveSchemasAreCutAtTheirDepth) {
-  const SchemaMatch node(R"({"$defs":{"Node":{"type":"object","properties":{"v":{"type":
-      "integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/Node"}}},"required":["v",
-      "kids"],"additionalProperties":false}},"$ref":"#/$defs/Node"})");
-  std::string tree = R"({"v":4,"kids":[]})";
-  for (int depth = 3; depth >= 1; --depth) {
-    EXPECT_TRUE(node(tree)) << tree;
-    tree = absl::StrCat(R"({"v":)", depth, R"(,"kids":[)", tree, ",", tree, "]}");
-  }
-  EXPECT_TRUE(node(tree)) << tree;  // 4 levels of nodes
-  EXPECT_FALSE(node(absl::StrCat(R"({"v":0,"kids":[)", tree, "]}"))) << "5 levels";
-  const SchemaMatch nested(
-      R"({"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"})");
-  EXPECT_TRUE(nested("[[],[[[]]]]"));
-  EXPECT_FALSE(nested("[[[[[]]]]]"));
-  // A recursion that every value needs has no value at all.
-  auto none = JsonSchemaToRegex(R"({"$defs":{"r":{"type":"object","properties":{"next":
-      {"$ref":"#/$defs/r"}},"required":["next"]}},"$ref":"#/$defs/r"})");
-  ASSERT_TRUE(none.ok()) << none.status();
-  auto nfa = ParseRegex(*none, "constraint.json_schema", true);
-  ASSERT_TRUE(nfa.ok());
-  EXPECT_THAT(ByteDfa::Build(*nfa, 1000, "constraint.json_schema").status().message(),
-              HasSubstr("no output satisfies"));
-}
-
 // As a constraint (JsonSchemaToPatterns), a recursive reference is a call to the target's own
 // pattern, matched with a stack: trees nest as deep as the output goes.
 TEST(JsonSchemaTest, RecursiveSchemasNestAsDeepAsTheOutputGoes) {
@@ -112,18 +85,47 @@ TEST(JsonSchemaTest, RecursiveSchemasNestAsDeepAsTheOutputGoes) {
   EXPECT_TRUE(pda->Accepts(tree));  // 9 levels of nodes
   EXPECT_FALSE(pda->Accepts(tree.substr(0, tree.size() - 1)));
   EXPECT_FALSE(pda->Accepts(R"({"v":1,"kids":[{"v":2}]})"));  // kids required
-  // Without recursion, one pattern, the same as the regex.
+  const SchemaMatch nested(
+      R"({"$defs":{"n":{"type":"array","items":{"$ref":"#/$defs/n"}}},"$ref":"#/$defs/n"})");
+  EXPECT_TRUE(nested("[[],[[[]]]]"));
+  EXPECT_TRUE(nested("[[[[[[[[[[]]]]]]]]]]"));
+  EXPECT_FALSE(nested("[[[[[]]]]"));
+  // Without recursion or open values, one pattern.
   auto flat = JsonSchemaToPatterns(R"({"type":"array","items":{"type":"integer"}})");
   ASSERT_TRUE(flat.ok());
   EXPECT_FALSE(flat->calls);
-  EXPECT_EQ(flat->patterns[0],
-            *JsonSchemaToRegex(R"({"type":"array","items":{"type":"integer"}})"));
+  EXPECT_EQ(flat->patterns.size(), 1u);
   // A recursion that every value needs never ends: refused, the definition named.
   auto none = JsonSchemaToPatterns(R"({"$defs":{"r":{"type":"object","properties":{"next":
       {"$ref":"#/$defs/r"}},"required":["next"]}},"$ref":"#/$defs/r"})");
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_THAT(Pushdown::Build(*none, kMaxDfaStates, "constraint.json_schema").status().message(),
               HasSubstr("rule '#/$defs/r' never ends"));
+}
+
+// A value the schema leaves open is any JSON value, nested as deep as it goes: one rule, called
+// from wherever the schema leaves a value open.
+TEST(JsonSchemaTest, OpenValuesNestAsDeepAsTheOutputGoes) {
+  const char* kSchema = R"({"type":"object","properties":{"meta":{"type":"object"},
+      "any":{},"list":{"type":"array"},"dict":{"type":"object","additionalProperties":true},
+      "no":{"type":"integer"}},"required":["no"],"additionalProperties":false})";
+  auto rules = JsonSchemaToPatterns(kSchema);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(rules->names, (std::vector<std::string>{"$", "(any JSON value)"}));
+  const SchemaMatch m(kSchema);
+  ASSERT_TRUE(m.pushdown());
+  std::string deep = "1";
+  for (int i = 0; i < 12; ++i)
+    deep = i % 2 ? absl::StrCat("[", deep, ",null]") : "{\"k\":" + deep + "}";
+  EXPECT_TRUE(m(R"({"meta":{"a":)" + deep + R"(},"no":1})"));
+  EXPECT_TRUE(m(R"({"any":)" + deep + R"(,"no":1})"));
+  EXPECT_TRUE(m(R"({"list":[)" + deep + "," + deep + R"(],"no":1})"));
+  EXPECT_TRUE(m(R"({"dict":{"x":)" + deep + R"(},"no":1})"));
+  EXPECT_TRUE(m(R"({"meta":{},"any":"s","list":[],"dict":{},"no":-3})"));
+  EXPECT_FALSE(m(R"({"meta":[],"no":1})"));       // meta is an object
+  EXPECT_FALSE(m(R"({"any":{"a":1,},"no":1})"));  // still JSON
+  EXPECT_FALSE(m(R"({"any":{"a":[1}},"no":1})"));
+  EXPECT_FALSE(m(R"({"meta":{}})"));  // no is required
 }
 
 // Pydantic's dict[str, X] (additionalProperties as a schema) and set[SomeEnum] (uniqueItems
@@ -518,7 +520,7 @@ TEST(JsonSchemaTest, WhatIsNotSupportedNamesItsPath) {
               return s;
             }(),
             "nests deeper than 64"}}) {
-    auto r = JsonSchemaToRegex(schema);
+    auto r = JsonSchemaToPatterns(schema);
     ASSERT_FALSE(r.ok()) << schema;
     EXPECT_THAT(r.status().message(), HasSubstr("constraint.json_schema: "));
     EXPECT_THAT(r.status().message(), HasSubstr(path)) << r.status();

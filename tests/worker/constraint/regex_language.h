@@ -1,7 +1,8 @@
-// The language of a byte regex, for tests: whether a text is a complete match.
+// The language of a byte regex or a grammar, for tests: whether a text is a complete match.
 #ifndef LLM_TESTS_WORKER_CONSTRAINT_REGEX_LANGUAGE_H_
 #define LLM_TESTS_WORKER_CONSTRAINT_REGEX_LANGUAGE_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
 #include "worker/constraint/constraint.h"
+#include "worker/constraint/pushdown.h"
 
 namespace llm::constraint {
 
@@ -35,6 +37,35 @@ class RegexLanguage {
 
  private:
   ByteDfa dfa_;
+};
+
+// The language of a grammar's patterns (pushdown.h): through the one regex they are where no
+// rule is called, else through their pushdown automaton.
+class PatternsLanguage {
+ public:
+  // A failed `rules` (or rules that do not build) fail the test, and the language is then
+  // empty.
+  explicit PatternsLanguage(const absl::StatusOr<RulePatterns>& rules) {
+    EXPECT_TRUE(rules.ok()) << rules.status();
+    if (!rules.ok()) return;
+    if (!rules->calls) {
+      regex_.emplace(rules->patterns[0]);
+      return;
+    }
+    auto pda = Pushdown::Build(*rules, kMaxDfaStates, "test");
+    EXPECT_TRUE(pda.ok()) << pda.status();
+    if (pda.ok()) pda_.emplace(*std::move(pda));
+  }
+  bool operator()(const std::string& text) const {
+    if (regex_) return (*regex_)(text);
+    return pda_ && pda_->Accepts(text);
+  }
+  bool pushdown() const { return pda_.has_value(); }
+  size_t states() const { return regex_ ? regex_->states() : pda_ ? pda_->num_states() : 0; }
+
+ private:
+  std::optional<RegexLanguage> regex_;
+  std::optional<Pushdown> pda_;
 };
 
 }  // namespace llm::constraint

@@ -153,6 +153,43 @@ TEST_F(ToolCallsWorkerTest, ANamedFunctionIsTheOnlyOneCalled) {
   }
 }
 
+// A node of the recursive tool below: {"v": integer, "kids": [nodes]}, as deep as it goes;
+// returns its depth in nodes.
+int ExpectNode(const json& node, const std::string& call) {
+  EXPECT_TRUE(node.is_object()) << call;
+  if (!node.is_object()) return 0;
+  EXPECT_TRUE(node.contains("v") && node["v"].is_number_integer()) << call;
+  int depth = 1;
+  if (node.contains("kids")) {
+    EXPECT_TRUE(node["kids"].is_array()) << call;
+    for (const json& kid : node["kids"]) depth = std::max(depth, 1 + ExpectNode(kid, call));
+  }
+  for (const auto& [key, value] : node.items()) EXPECT_TRUE(key == "v" || key == "kids") << call;
+  return depth;
+}
+
+// A recursive argument schema (Pydantic's tree) is the call's grammar through the worker: the
+// calls' rules are matched with a stack, and each answer is a valid tree.
+TEST_F(ToolCallsWorkerTest, RecursiveArgumentsAreValidTrees) {
+  const json tree = json::parse(R"([{"type": "function", "function": {"name": "tree",
+    "parameters": {"$defs": {"Node": {"type": "object", "properties": {"v": {"type": "integer",
+    "minimum": 0, "maximum": 9}, "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"},
+    "maxItems": 3}}, "required": ["v"], "additionalProperties": false}},
+    "$ref": "#/$defs/Node"}}}])");
+  int deepest = 0;
+  for (int seed = 1; seed < 12; seed += seed % 4 == 3 ? 2 : 1) {  // sampled: greedy may loop
+    GenerateSpec spec = Spec({tools::ToolChoice::Mode::kFunction, "tree"}, seed, false);
+    spec.chat->tools = tree;
+    const StreamUpdate r = Run(std::move(spec));
+    ASSERT_EQ(r.tool_calls.size(), 1u) << "seed " << seed << ": '" << r.text << "'";
+    if (r.reason == sampling::FinishReason::kLength) continue;  // cut off inside the tree
+    EXPECT_EQ(r.reason, sampling::FinishReason::kStopToken);
+    const std::string& args = r.tool_calls[0].arguments;
+    deepest = std::max(deepest, ExpectNode(json::parse(args, nullptr, false), args));
+  }
+  EXPECT_GT(deepest, 1);  // some answer nested a node
+}
+
 TEST_F(ToolCallsWorkerTest, NoneAndAutoLeaveTheOutputAlone) {
   // A random model writes no <tool_call>: under auto its text passes through as content.
   for (auto mode : {tools::ToolChoice::Mode::kNone, tools::ToolChoice::Mode::kAuto}) {

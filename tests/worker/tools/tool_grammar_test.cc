@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tests/worker/constraint/regex_language.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
 #include "worker/constraint/token_table.h"
@@ -27,21 +28,16 @@ const json kTools = json::parse(R"([
   {"type": "function", "function": {"name": "now"}}
 ])");
 
-bool Accepts(const std::string& regex, const std::string& text) {
-  auto nfa = constraint::ParseRegex(regex, "regex", /*extensions=*/true);
-  EXPECT_TRUE(nfa.ok()) << nfa.status();
-  auto dfa = constraint::ByteDfa::Build(*nfa, 100000, "regex");
-  EXPECT_TRUE(dfa.ok()) << dfa.status();
-  const int32_t s = dfa->Walk(dfa->start(), text);
-  return s != constraint::ByteDfa::kDead && dfa->accepting(s);
+bool Accepts(const absl::StatusOr<constraint::RulePatterns>& rules, const std::string& text) {
+  return constraint::PatternsLanguage(rules)(text);
 }
 
-std::string Regex(ToolFormat format, ToolChoice choice, bool parallel) {
+constraint::RulePatterns Calls(ToolFormat format, ToolChoice choice, bool parallel) {
   auto tools = ParseTools(kTools);
   EXPECT_TRUE(tools.ok()) << tools.status();
-  auto regex = ToolCallRegex(format, *tools, choice, parallel);
-  EXPECT_TRUE(regex.ok()) << regex.status();
-  return regex.value_or("");
+  auto rules = ToolCallPatterns(format, *tools, choice, parallel);
+  EXPECT_TRUE(rules.ok()) << rules.status();
+  return rules.value_or(constraint::RulePatterns{{"x"}, {"x"}, false});
 }
 
 const std::string kWeather = R"({"name":"get_weather","arguments":{"city":"Paris","unit":"c"}})";
@@ -51,19 +47,19 @@ TEST(ToolGrammarTest, HermesCallsInTheTemplatesForm) {
   const ToolChoice required{ToolChoice::Mode::kRequired, ""};
   const std::string one = "<tool_call>\n" + kWeather + "\n</tool_call>";
   const std::string two = one + "\n<tool_call>\n" + kNow + "\n</tool_call>";
-  EXPECT_TRUE(Accepts(Regex(ToolFormat::kHermes, required, true), one));
-  EXPECT_TRUE(Accepts(Regex(ToolFormat::kHermes, required, true), two));
-  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, required, false), two));
-  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, required, true), "text"));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kHermes, required, true), one));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kHermes, required, true), two));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kHermes, required, false), two));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kHermes, required, true), "text"));
   // The argument schema holds: unit must be c or f.
   std::string bad = one;
   bad.replace(bad.find("\"c\""), 3, "\"k\"");
-  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, required, true), bad));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kHermes, required, true), bad));
   // A named function: only that one.
   const ToolChoice named{ToolChoice::Mode::kFunction, "now"};
-  EXPECT_FALSE(Accepts(Regex(ToolFormat::kHermes, named, true), one));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kHermes, named, true), one));
   EXPECT_TRUE(
-      Accepts(Regex(ToolFormat::kHermes, named, true), "<tool_call>\n" + kNow + "\n</tool_call>"));
+      Accepts(Calls(ToolFormat::kHermes, named, true), "<tool_call>\n" + kNow + "\n</tool_call>"));
   // What the grammar admits, the parser reads back.
   ToolCallParser parser(ToolFormat::kHermes, true);
   ParseOutput out = parser.Feed(two);
@@ -75,12 +71,12 @@ TEST(ToolGrammarTest, HermesCallsInTheTemplatesForm) {
 TEST(ToolGrammarTest, Llama3AndMistral) {
   const ToolChoice required{ToolChoice::Mode::kRequired, ""};
   EXPECT_TRUE(
-      Accepts(Regex(ToolFormat::kLlama3Json, required, true), R"({"name":"now","parameters":{}})"));
-  EXPECT_FALSE(Accepts(Regex(ToolFormat::kLlama3Json, required, true), kNow));
+      Accepts(Calls(ToolFormat::kLlama3Json, required, true), R"({"name":"now","parameters":{}})"));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kLlama3Json, required, true), kNow));
   const std::string mistral = "[TOOL_CALLS] [" + kWeather + ", " + kNow + "]";
-  EXPECT_TRUE(Accepts(Regex(ToolFormat::kMistral, required, true), mistral));
-  EXPECT_FALSE(Accepts(Regex(ToolFormat::kMistral, required, false), mistral));
-  EXPECT_TRUE(Accepts(Regex(ToolFormat::kMistral, required, false), "[TOOL_CALLS] [" + kNow + "]"));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kMistral, required, true), mistral));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kMistral, required, false), mistral));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kMistral, required, false), "[TOOL_CALLS] [" + kNow + "]"));
 }
 
 // A marker the tokenizer has as a special token is that token's bytes in the grammar
@@ -93,14 +89,59 @@ TEST(ToolGrammarTest, SpecialTokenMarkers) {
     return m == "[TOOL_CALLS]" || m == "<tool_call>" ? constraint::SpecialTokenBytes(7)
                                                      : constraint::EscapeRegex(m);
   };
-  auto mistral = ToolCallRegex(ToolFormat::kMistral, *tools, required, true, special);
+  auto mistral = ToolCallPatterns(ToolFormat::kMistral, *tools, required, true, special);
   ASSERT_TRUE(mistral.ok()) << mistral.status();
   EXPECT_TRUE(Accepts(*mistral, constraint::SpecialTokenBytes(7) + " [" + kNow + "]"));
   EXPECT_FALSE(Accepts(*mistral, "[TOOL_CALLS] [" + kNow + "]"));
-  auto hermes = ToolCallRegex(ToolFormat::kHermes, *tools, required, true, special);
+  auto hermes = ToolCallPatterns(ToolFormat::kHermes, *tools, required, true, special);
   ASSERT_TRUE(hermes.ok()) << hermes.status();
   EXPECT_TRUE(Accepts(*hermes, constraint::SpecialTokenBytes(7) + "\n" + kNow + "\n</tool_call>"));
   EXPECT_FALSE(Accepts(*hermes, "<tool_call>\n" + kNow + "\n</tool_call>"));
+}
+
+// Recursive argument schemas (two tools, each with its own rules) nest as deep as the call goes,
+// in one answer with both calls; free-form objects too.
+TEST(ToolGrammarTest, RecursiveArgumentsNestAsDeepAsTheCallGoes) {
+  auto tools = ParseTools(json::parse(R"([
+    {"type": "function", "function": {"name": "plan", "parameters": {"$defs": {"Step":
+      {"type": "object", "properties": {"do": {"type": "string"}, "then": {"type": "array",
+      "items": {"$ref": "#/$defs/Step"}}}, "required": ["do", "then"],
+      "additionalProperties": false}}, "$ref": "#/$defs/Step"}}},
+    {"type": "function", "function": {"name": "tree", "parameters": {"$defs": {"T":
+      {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}},
+      "meta": {"type": "object"}}, "additionalProperties": false}},
+      "$ref": "#/$defs/T"}}}])"));
+  ASSERT_TRUE(tools.ok()) << tools.status();
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  auto rules = ToolCallPatterns(ToolFormat::kHermes, *tools, required, true);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  ASSERT_TRUE(rules->calls);
+  EXPECT_EQ(rules->names,
+            (std::vector<std::string>{"tool calls", "tools[0].function.parameters#/$defs/Step",
+                                      "tools[1].function.parameters#/$defs/T",
+                                      "tools[1].function.parameters(any JSON value)"}));
+  std::string step = R"({"do":"x","then":[]})", tree = R"({"meta":{"a":[[[{"b":1}]]]}})";
+  for (int i = 0; i < 9; ++i) {
+    step = R"({"do":"s","then":[)" + step + "," + step + "]}";
+    tree = R"({"kids":[)" + tree + "]}";
+  }
+  const auto call = [](const std::string& name, const std::string& args) {
+    return "<tool_call>\n{\"name\":\"" + name + "\",\"arguments\":" + args + "}\n</tool_call>";
+  };
+  const constraint::PatternsLanguage language(rules);
+  EXPECT_TRUE(language(call("plan", step)));
+  EXPECT_TRUE(language(call("tree", tree) + "\n" + call("plan", step)));
+  // Each tool's rules are its own: a plan's step is not a tree, nor a tree a step.
+  EXPECT_FALSE(language(call("plan", tree)));
+  EXPECT_FALSE(language(call("tree", step)));
+  EXPECT_FALSE(language(call("plan", step.substr(0, step.size() - 1))));
+  // What the grammar admits, the parser reads back, arguments whole.
+  ToolCallParser parser(ToolFormat::kHermes, true);
+  ParseOutput out = parser.Feed(call("tree", tree) + "\n" + call("plan", step));
+  ParseOutput end = parser.Finish();
+  out.calls.insert(out.calls.end(), end.calls.begin(), end.calls.end());
+  ASSERT_EQ(out.calls.size(), 2u);
+  EXPECT_EQ(json::parse(out.calls[1].arguments), json::parse(step));
 }
 
 TEST(ToolGrammarTest, BadToolsNameTheField) {
@@ -120,7 +161,8 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
   auto tools = ParseTools(json::parse(R"([{"type": "function", "function": {"name": "a",
       "parameters": {"type": "object", "properties": {"n": {"type": "number", "multipleOf": 7}}}}}])"));
   ASSERT_TRUE(tools.ok());
-  auto regex = ToolCallRegex(ToolFormat::kHermes, *tools, {ToolChoice::Mode::kRequired, ""}, true);
+  auto regex =
+      ToolCallPatterns(ToolFormat::kHermes, *tools, {ToolChoice::Mode::kRequired, ""}, true);
   ASSERT_FALSE(regex.ok());
   EXPECT_THAT(regex.status().message(),
               HasSubstr("tools[0].function.parameters.properties.n.multipleOf"));
@@ -136,7 +178,8 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
   }
   auto big = ParseTools(many);
   ASSERT_TRUE(big.ok());
-  auto too_big = ToolCallRegex(ToolFormat::kHermes, *big, {ToolChoice::Mode::kRequired, ""}, true);
+  auto too_big =
+      ToolCallPatterns(ToolFormat::kHermes, *big, {ToolChoice::Mode::kRequired, ""}, true);
   ASSERT_FALSE(too_big.ok());
   EXPECT_THAT(too_big.status().message(), HasSubstr("more than 2 MiB"));
   // tool_choice naming a function that is not there.
