@@ -4,12 +4,15 @@
 // accepts nearly nothing), the limits of a request hold inside an accepted run, and no block is
 // left behind.
 #include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/thread_pool.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/chi_square.h"
 #include "tests/test_util.h"
 #include "tests/worker/loop/collecting_sink.h"
 #include "tests/worker/loop/worker_test_util.h"
@@ -326,6 +329,70 @@ TEST_P(SpeculativeTest, ConstrainedRequestsSpeculateUnderTheirMasks) {
   if (GetParam() == Proposer::kDraftSelf) {
     EXPECT_GE(accepted, drafted * 9 / 10) << accepted << " of " << drafted;
   }
+  ExpectNothingHeld(*on);
+}
+
+// The rejection rule under masks, through the runner: a constrained request sampled with
+// speculation on gives its choices as often as without it. Each side runs kDraws independent
+// requests (different seeds), and the two samples' counts agree (two-sample chi-square at
+// p > 0.001). The draft's proposals are drawn under the mask (q masked), the random draft's
+// mostly rejected, so the residual's draws are what is checked; n-gram proposals are point
+// masses cut where the constraint refuses them.
+TEST_P(SpeculativeTest, SampledConstrainedOutputsFollowTheTargetsDistribution) {
+  constexpr int kDraws = 3000, kWave = 256;
+  const std::vector<std::string> choices = {" a little girl",  " a little boy named Tim",
+                                            " a little cat",   " a big dog",
+                                            " a big red ball", " the sun"};
+  const std::string prompt =
+      "Once upon a time there was a little girl. She saw a big dog and a big red ball. A little "
+      "boy named Tim saw a little cat under the sun. Then she saw";
+  auto run = [&](Worker& w, uint64_t first_seed, int64_t* drafted, int64_t* accepted) {
+    std::map<std::string, int64_t> counts;
+    for (int from = 0; from < kDraws; from += kWave) {
+      std::vector<std::shared_ptr<CollectingSink>> sinks;
+      for (int i = from; i < std::min(kDraws, from + kWave); ++i) {
+        GenerateSpec s = Spec(prompt, 48);
+        s.constraint = {constraint::Kind::kChoice, "", choices};
+        s.sampling.temperature = 1.0f;
+        s.sampling.seed = first_seed + static_cast<uint64_t>(i);
+        sinks.push_back(std::make_shared<CollectingSink>());
+        EXPECT_TRUE(w.Submit(s, sinks.back()).ok());
+      }
+      for (const auto& sink : sinks) {
+        EXPECT_TRUE(sink->Wait());
+        const StreamUpdate r = sink->result();
+        ++counts[r.text];
+        *drafted += r.usage.draft_tokens;
+        *accepted += r.usage.accepted_draft_tokens;
+      }
+    }
+    return counts;
+  };
+  auto off = MakeWorker(std::nullopt, 8);
+  auto on = MakeWorker(GetParam(), 8);
+  ASSERT_NE(off, nullptr);
+  ASSERT_NE(on, nullptr);
+  int64_t drafted = 0, accepted = 0, none = 0;
+  const auto without = run(*off, 1, &none, &none);
+  const auto with = run(*on, 1'000'000, &drafted, &accepted);
+  for (const auto& [text, n] : with) {
+    EXPECT_NE(std::find(choices.begin(), choices.end(), text), choices.end()) << "'" << text << "'";
+  }
+  int categories = 0;
+  const double chi = llm::testing::TwoSampleChiSquare(with, without, &categories);
+  std::string table;
+  for (const std::string& c : choices) {
+    table += absl::StrCat(c, ": ", with.contains(c) ? with.at(c) : 0, " / ",
+                          without.contains(c) ? without.at(c) : 0, "; ");
+  }
+  ASSERT_GE(categories, 3) << table;  // the draws spread over several choices
+  EXPECT_LT(chi, llm::testing::ChiSquareCritical(categories - 1)) << table;
+  EXPECT_GT(drafted, 0);
+  if (GetParam() == Proposer::kDraftRandom) {
+    EXPECT_LT(accepted, drafted * 3 / 4) << "the residual is drawn from often";
+  }
+  RecordProperty("counts_on_off", table);
+  RecordProperty("accepted_of_drafted", absl::StrCat(accepted, "/", drafted));
   ExpectNothingHeld(*on);
 }
 

@@ -8,6 +8,7 @@
 #include "common/cpu_features.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/chi_square.h"
 
 namespace llm::sampling {
 namespace {
@@ -367,12 +368,6 @@ double ChiSquare(const std::vector<int>& counts, const std::vector<double>& expe
   return chi;
 }
 
-// The chi-square distribution's 0.999 quantile (p = 0.001) for 1..7 degrees of freedom.
-double ChiSquareCritical(int degrees) {
-  static const double kQuantiles[] = {10.828, 13.816, 16.266, 18.467, 20.515, 22.458, 24.322};
-  return kQuantiles[degrees - 1];
-}
-
 // The distribution Sample draws from (temperature, top-k, top-p), normalised.
 std::vector<double> TargetOf(const std::vector<float>& logits, const SamplingParams& p) {
   Sampler s;
@@ -438,7 +433,7 @@ TEST(SamplerVerifyTest, RejectionSamplingGivesTheTargetDistribution) {
     }
     int categories = 0;
     const double chi = ChiSquare(counts, target, kDraws, &categories);
-    EXPECT_LT(chi, ChiSquareCritical(categories - 1)) << c.name;
+    EXPECT_LT(chi, llm::testing::ChiSquareCritical(categories - 1)) << c.name;
     double overlap = 0.0;  // sum min(p, q): the chance a proposal stands
     for (size_t t = 0; t < target.size(); ++t) {
       overlap +=
