@@ -37,11 +37,13 @@ absl::StatusOr<RulePatterns> PatternsOf(const ConstraintSpec& spec) {
 std::string CacheKeyOf(const ConstraintSpec& spec) {
   std::string key(1, static_cast<char>(spec.kind));
   key += spec.worker_built() ? 'w' : 'c';  // a client's regex may not use the extensions
-  key += spec.text;
-  for (const std::string& c : spec.choices) absl::StrAppend(&key, std::string(1, '\0'), c);
+  // Each part after its length, so that no two specs' parts join into one key.
+  const auto part = [&key](const std::string& p) { absl::StrAppend(&key, p.size(), ":", p); };
+  part(spec.text);
+  for (const std::string& c : spec.choices) part(c);
   for (size_t i = 0; i < spec.built.patterns.size(); ++i) {
-    absl::StrAppend(&key, std::string(1, '\0'), spec.built.names[i], std::string(1, '\0'),
-                    spec.built.patterns[i]);
+    part(spec.built.names[i]);
+    part(spec.built.patterns[i]);
   }
   return key;
 }

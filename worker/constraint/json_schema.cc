@@ -25,7 +25,7 @@ using json = nlohmann::ordered_json;
 
 // The rule of any JSON value, for the values a schema leaves open (`{}`, an object without
 // properties, an array without items); a name no reference has.
-constexpr char kAnyValue[] = "(any JSON value)";
+constexpr const char* kAnyValue = kAnyJsonValueRule;
 
 std::string Group(const std::string& r) { return "(" + r + ")"; }
 
@@ -103,7 +103,7 @@ class Compiler {
     if (s.contains("const")) return Literal(s["const"]);
     if (s.contains("enum")) return Enum(s["enum"], path + ".enum");
     for (const char* key : {"anyOf", "oneOf"}) {
-      if (s.contains(key)) return AnyOf(s[key], path + "." + key, depth);
+      if (s.contains(key)) return AnyOf(s, key, path, depth);
     }
     if (s.contains("allOf")) {
       const json& all = s["allOf"];
@@ -181,7 +181,8 @@ class Compiler {
                                                 "name",
                                                 "readOnly",
                                                 "writeOnly",
-                                                "deprecated"};
+                                                "deprecated",
+                                                "discriminator"};
     return known.count(key) > 0;
   }
 
@@ -198,12 +199,42 @@ class Compiler {
     return absl::StrJoin(alts, "|");
   }
 
-  absl::StatusOr<std::string> AnyOf(const json& list, const std::string& path, int depth) {
+  // Keywords that say nothing of the value.
+  static bool Annotation(const std::string& key) {
+    static const std::set<std::string> keys = {
+        "title",     "description", "default", "examples",    "$schema",
+        "$id",       "$comment",    "strict",  "name",        "readOnly",
+        "writeOnly", "deprecated",  "$defs",   "definitions", "discriminator"};
+    return keys.count(key) > 0;
+  }
+
+  // s[key] (anyOf or oneOf) as alternatives; the keywords beside it hold in each branch (a
+  // branch may not repeat one).
+  absl::StatusOr<std::string> AnyOf(const json& s, const char* key, const std::string& at,
+                                    int depth) {
+    const json& list = s[key];
+    const std::string path = absl::StrCat(at, ".", key);
     if (!list.is_array() || list.empty()) return Error(path, "a non-empty list of schemas");
+    json beside = json::object();
+    for (const auto& [k, v] : s.items()) {
+      if (k != key && !Annotation(k)) beside[k] = v;
+    }
     std::vector<std::string> alts;
     size_t bytes = 0;
     for (size_t i = 0; i < list.size(); ++i) {
-      auto r = Schema(list[i], absl::StrCat(path, "[", i, "]"), depth);
+      const std::string branch = absl::StrCat(path, "[", i, "]");
+      json merged = list[i];
+      if (!beside.empty()) {
+        if (merged == json(true)) merged = json::object();
+        for (const auto& [k, v] : beside.items()) {
+          if (!merged.is_object()) break;
+          if (merged.contains(k)) {
+            return Error(branch + "." + k, absl::StrCat("also beside ", key, ": not supported"));
+          }
+          merged[k] = v;
+        }
+      }
+      auto r = Schema(merged, branch, depth);
       if (!r.ok()) return r;
       LLM_RETURN_IF_ERROR(Budget(bytes += r->size() + 3, path));
       alts.push_back(Group(*r));
@@ -321,8 +352,14 @@ class Compiler {
       }
       return k;
     }
-    if (names.value("type", json()) != json("string")) {
-      return Error(path, "a string schema, or a finite set of strings, is supported");
+    // Keys are JSON strings: a schema whose alternatives could admit another value is refused.
+    const bool string_schema = names.is_object() && names.value("type", json()) == json("string") &&
+                               !names.contains("anyOf") && !names.contains("oneOf") &&
+                               !names.contains("allOf") && !names.contains("$ref");
+    if (!string_schema) {
+      return Error(path,
+                   "a string schema (type string, without anyOf, oneOf, allOf or $ref), or a "
+                   "finite set of strings, is supported");
     }
     return Keys{false, {Group(*r)}};
   }
@@ -763,8 +800,8 @@ absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema) {
     out.names.push_back(target);
     out.patterns.push_back(*std::move(p));
   }
-  out.calls = out.patterns.size() > 1;
-  return out;
+  // A rule whose every call a bound left out (`maxItems: 0`) is not compiled.
+  return DropUncalledRules(std::move(out));
 }
 
 }  // namespace llm::constraint

@@ -21,18 +21,20 @@
 //   quote, a backslash, control characters; a pattern that needs one is refused), `format` (date,
 //   time, date-time, uuid, email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone),
 //   ipvanyaddress; binary and password, Pydantic's bytes and SecretStr, are any string; not beside
-//   a pattern); integer and number `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`
-//   (number_range.h: exact in decimal, 0.5 and 2.999 included; an integer's bound between integers
-//   is rounded inwards; no exponent is written where one could leave the bounds); `multipleOf`
-//   (number_range.h lists the steps served; others are an error); boolean, null; `enum`, `const`;
-//   `anyOf` and `oneOf` (as alternatives: a value valid under two branches of a oneOf is not
-//   excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
+//   a pattern); integer and number `minimum`,
+//   `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5
+//   and 2.999 included; an integer's bound between integers is rounded inwards; no exponent is
+//   written where one could leave the bounds); `multipleOf` (number_range.h lists the steps served;
+//   others are an error); boolean, null; `enum`, `const`; `anyOf` and `oneOf` (as alternatives, the
+//   keywords beside them holding in each branch, which may not repeat one; a value valid under two
+//   branches of a oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
 //   `#/definitions/...` (expanded in place; a recursive one, Pydantic's trees, a call to the
 //   target's own rule). A value the schema leaves open (`{}`, `true`, an object without
 //   properties, an array without items) is any JSON value, nested as deep as it goes (a call to
 //   one rule for them all). Annotations
 //   (title, description, default, examples, $schema, $id, $comment, strict, readOnly,
-//   writeOnly, deprecated) are ignored.
+//   writeOnly, deprecated, and discriminator: Pydantic's tagged unions, whose branches' tags
+//   say the same) are ignored.
 // Anything else that constrains a value is an error naming its path, as
 // "constraint.json_schema: $.properties.age.minimum: ...".
 #ifndef LLM_WORKER_CONSTRAINT_JSON_SCHEMA_H_
@@ -49,10 +51,12 @@ namespace llm::constraint {
 
 // References nest at most this deep (a chain of distinct definitions).
 inline constexpr int kMaxRefDepth = 16;
+// The name of the rule of any JSON value, which calls only itself.
+inline constexpr char kAnyJsonValueRule[] = "(any JSON value)";
 
 // The patterns of `schema` (a JSON document): a reference to a definition being expanded is a
 // call to that definition's own pattern (named by its reference, "#/$defs/Node"), and an open
-// value a call to "(any JSON value)"'s, so trees nest as deep as the output goes. One pattern
+// value a call to kAnyJsonValueRule's, so trees nest as deep as the output goes. One pattern
 // without calls when neither occurs.
 absl::StatusOr<RulePatterns> JsonSchemaToPatterns(std::string_view schema);
 

@@ -22,27 +22,62 @@ std::string CallMarker(int32_t rule) {
                       std::string(1, static_cast<char>(kCallClose)));
 }
 
-std::string RenumberCalls(std::string_view pattern, int32_t offset) {
+namespace {
+
+// Calls `f(rule, begin, end)` for each call marker in `pattern`, [begin, end) its bytes.
+template <typename F>
+void ForEachCall(std::string_view pattern, F f) {
+  for (size_t open = pattern.find(static_cast<char>(kCallOpen)); open != std::string_view::npos;
+       open = pattern.find(static_cast<char>(kCallOpen), open + 1)) {
+    const size_t close = pattern.find(static_cast<char>(kCallClose), open);
+    if (close == std::string_view::npos) return;
+    int32_t rule = 0;
+    if (absl::SimpleAtoi(std::string(pattern.substr(open + 1, close - open - 1)), &rule)) {
+      f(rule, open, close + 1);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> CallsIn(std::string_view pattern) {
+  std::vector<int32_t> out;
+  ForEachCall(pattern, [&](int32_t rule, size_t, size_t) { out.push_back(rule); });
+  return out;
+}
+
+std::string RenumberCalls(std::string_view pattern, std::span<const int32_t> to) {
   std::string out;
   out.reserve(pattern.size());
-  size_t i = 0;
-  while (i < pattern.size()) {
-    const size_t open = pattern.find(static_cast<char>(kCallOpen), i);
-    const size_t close =
-        open == std::string_view::npos ? open : pattern.find(static_cast<char>(kCallClose), open);
-    if (close == std::string_view::npos) {
-      out.append(pattern.substr(i));
-      break;
+  size_t done = 0;
+  ForEachCall(pattern, [&](int32_t rule, size_t begin, size_t end) {
+    if (rule < 0 || static_cast<size_t>(rule) >= to.size()) return;
+    out.append(pattern.substr(done, begin - done));
+    out += CallMarker(to[static_cast<size_t>(rule)]);
+    done = end;
+  });
+  out.append(pattern.substr(done));
+  return out;
+}
+
+RulePatterns DropUncalledRules(RulePatterns rules) {
+  const size_t n = rules.patterns.size();
+  std::vector<int32_t> to(n, -1);
+  std::vector<size_t> order = {0};
+  to[0] = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (int32_t k : CallsIn(rules.patterns[order[i]])) {
+      if (k < 0 || static_cast<size_t>(k) >= n || to[static_cast<size_t>(k)] >= 0) continue;
+      to[static_cast<size_t>(k)] = static_cast<int32_t>(order.size());
+      order.push_back(static_cast<size_t>(k));
     }
-    int32_t rule = 0;
-    out.append(pattern.substr(i, open - i));
-    if (absl::SimpleAtoi(std::string(pattern.substr(open + 1, close - open - 1)), &rule)) {
-      out += CallMarker(rule + offset);
-    } else {
-      out.append(pattern.substr(open, close + 1 - open));
-    }
-    i = close + 1;
   }
+  RulePatterns out;
+  for (size_t r : order) {
+    out.names.push_back(rules.names[r]);
+    out.patterns.push_back(RenumberCalls(rules.patterns[r], to));
+  }
+  out.calls = out.patterns.size() > 1;
   return out;
 }
 
@@ -215,8 +250,7 @@ void Pushdown::ComputeNeeds() {
 }
 
 bool Pushdown::NearLimit(size_t depth, int max_token_bytes) const {
-  // A token's bytes may each enter calls of every rule before the next byte.
-  const size_t reach = static_cast<size_t>(max_token_bytes) * (dfas_.size() + 1) + max_need_ + 1;
+  const size_t reach = (static_cast<size_t>(max_token_bytes) + 1) * max_entry_ + max_need_ + 1;
   return depth + reach >= kMaxDepth;
 }
 
@@ -391,6 +425,12 @@ absl::StatusOr<Pushdown> Pushdown::Build(const RulePatterns& rules, size_t max_s
   size_t states = 0;
   for (size_t k = 0; k < rules.patterns.size(); ++k) {
     const std::string where = absl::StrCat(std::string(field), ": rule '", rules.names[k], "'");
+    for (int32_t callee : CallsIn(rules.patterns[k])) {
+      if (callee < 0 || static_cast<size_t>(callee) >= rules.patterns.size()) {
+        return absl::InternalError(
+            absl::StrCat(where, " calls rule ", callee, " of ", rules.patterns.size()));
+      }
+    }
     auto nfa = ParseRegex(rules.patterns[k], where, /*extensions=*/true);
     if (!nfa.ok()) return nfa.status();
     if (states >= max_states) {
@@ -430,7 +470,7 @@ absl::StatusOr<Pushdown> Pushdown::Build(const RulePatterns& rules, size_t max_s
   return p;
 }
 
-absl::Status Pushdown::CheckRules(std::string_view field) const {
+absl::Status Pushdown::CheckRules(std::string_view field) {
   // A rule ends when some path of its automaton reaches acceptance through bytes and calls of
   // rules that end; what is left after the fixed point never ends.
   std::vector<uint8_t> ends(dfas_.size(), 0);
@@ -485,7 +525,10 @@ absl::Status Pushdown::CheckRules(std::string_view field) const {
                                                      "' may begin with more than ", kMaxClosure,
                                                      " rules at once; simplify it"));
     }
-    if (!a.deep()) continue;
+    if (!a.deep()) {
+      for (int32_t x : ready) max_entry_ = std::max<size_t>(max_entry_, a.node(x).depth);
+      continue;
+    }
     return absl::InvalidArgumentError(
         absl::StrCat(std::string(field), ": rule '", names_[r],
                      "' may begin with itself (left recursion); write the repetition with "

@@ -31,9 +31,11 @@ namespace llm::constraint {
 // decimal, 0xFC. No UTF-8 text holds 0xFD or 0xFC; a byte-level vocabulary's tokens for them
 // never match, because a walk refuses both bytes.
 std::string CallMarker(int32_t rule);
-// `pattern` with each call to rule k made a call to rule k + `offset`: to put one grammar's
-// rules after another's.
-std::string RenumberCalls(std::string_view pattern, int32_t offset);
+// The rules `pattern` calls, in the order written (repeats included).
+std::vector<int32_t> CallsIn(std::string_view pattern);
+// `pattern` with each call to rule k made a call to rule to[k] (k < to.size()): to put one
+// grammar's rules after another's, or drop rules.
+std::string RenumberCalls(std::string_view pattern, std::span<const int32_t> to);
 
 // The patterns of a grammar's rules; patterns[0] is the output's (the root). Without
 // `calls`, patterns[0] is the whole language and the only pattern (no rule recurses).
@@ -42,6 +44,9 @@ struct RulePatterns {
   std::vector<std::string> patterns;
   bool calls = false;
 };
+// `rules` without those no chain of calls from the root reaches (a branch a bound left out),
+// renumbered; `calls` false when only the root is left.
+RulePatterns DropUncalledRules(RulePatterns rules);
 
 struct Frame {
   int32_t rule = 0, state = 0;
@@ -102,7 +107,8 @@ class Pushdown {
   void MaskAt(const Stack& stack, const FrameMask& top, const TokenTable& tokens,
               std::span<uint64_t> words) const;
   // A stack `depth` frames deep is close enough to kMaxDepth that a token (of at most
-  // `max_token_bytes`) could meet the limit: its mask must be WholeMaskAt's.
+  // `max_token_bytes`) could meet the limit: its mask must be WholeMaskAt's. Before each byte
+  // (and after the last) a stack grows by at most max_entry_ frames.
   bool NearLimit(size_t depth, int max_token_bytes) const;
   // Sets in `words` the tokens the whole set takes, in one walk of the trie with all of it: what
   // Walk does, limits included (several stacks, a stack near kMaxDepth).
@@ -123,7 +129,8 @@ class Pushdown {
   // A call whose return is the caller's end (accepting, nothing after): the caller's frame is
   // dropped, so that `value ::= object` does not grow the stack.
   bool IsTail(Frame f, const Call& c) const;
-  absl::Status CheckRules(std::string_view field) const;
+  // Refuses rules that never end and left recursion; sets max_entry_.
+  absl::Status CheckRules(std::string_view field);
   void ComputeNeeds();
   uint32_t Need(Frame f) const {
     return need_[static_cast<size_t>(f.rule)][static_cast<size_t>(f.state)];
@@ -140,6 +147,8 @@ class Pushdown {
   // it cannot end), so that a stack near kMaxDepth keeps only frames that can still close.
   std::vector<std::vector<uint32_t>> need_;
   uint32_t max_need_ = 0;
+  // The most frames the calls entered from a rule's start add, its own included (at least 1).
+  size_t max_entry_ = 1;
 };
 
 }  // namespace llm::constraint

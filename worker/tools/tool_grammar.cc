@@ -1,5 +1,6 @@
 #include "worker/tools/tool_grammar.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -57,19 +58,38 @@ absl::StatusOr<std::string> Arguments(const Tool& tool, size_t index,
   const std::string field = absl::StrCat("tools[", index, "].function.parameters");
   auto schema = constraint::JsonSchemaToPatterns(tool.parameters.dump());
   if (!schema.ok()) {
-    // "constraint.json_schema: $.properties.x: why" -> "tools[0].function.parameters..."
+    // "constraint.json_schema: $.properties.x: why" -> "tools[0].function.parameters.properties
+    // .x: why"; "...: #/$defs/X.y: why" -> "tools[0].function.parameters#/$defs/X.y: why".
     std::string message(schema.status().message());
-    const std::string_view prefix = "constraint.json_schema: $";
+    const std::string_view prefix = "constraint.json_schema: ";
     if (message.starts_with(prefix)) message.erase(0, prefix.size());
+    if (message.starts_with("$")) {
+      message.erase(0, 1);
+    } else if (!message.starts_with("#")) {
+      message.insert(0, ": ");
+    }
     return absl::InvalidArgumentError(absl::StrCat(field, message));
   }
-  // The schema's rule k (from 1) becomes rule k + offset.
-  const auto offset = static_cast<int32_t>(rules.patterns.size()) - 1;
+  // The schema's rules go after those there, but the rule of any JSON value, which the tools
+  // share (it calls only itself).
+  std::vector<int32_t> to(schema->patterns.size(), 0);
+  std::vector<size_t> added;
   for (size_t r = 1; r < schema->patterns.size(); ++r) {
-    rules.names.push_back(absl::StrCat(field, schema->names[r]));
-    rules.patterns.push_back(constraint::RenumberCalls(schema->patterns[r], offset));
+    const bool any = schema->names[r] == constraint::kAnyJsonValueRule;
+    const auto shared = std::find(rules.names.begin(), rules.names.end(), schema->names[r]);
+    if (any && shared != rules.names.end()) {
+      to[r] = static_cast<int32_t>(shared - rules.names.begin());
+      continue;
+    }
+    to[r] = static_cast<int32_t>(rules.names.size());
+    rules.names.push_back(any ? schema->names[r] : absl::StrCat(field, schema->names[r]));
+    rules.patterns.emplace_back();
+    added.push_back(r);
   }
-  return constraint::RenumberCalls(schema->patterns[0], offset);
+  for (size_t r : added) {
+    rules.patterns[static_cast<size_t>(to[r])] = constraint::RenumberCalls(schema->patterns[r], to);
+  }
+  return constraint::RenumberCalls(schema->patterns[0], to);
 }
 
 // One call's JSON object, compact, in the format's key names.

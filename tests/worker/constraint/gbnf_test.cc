@@ -245,6 +245,31 @@ TEST(PushdownTest, AtTheDepthLimitOutputsStillClose) {
 
 // A pushdown constraint compiles through the same entry as the others, and a vocabulary that
 // cannot begin its output is refused by name.
+// Renumbering and dropping rules by their call markers; a call to a rule the grammar does not
+// have is an error, never a call that silently goes nowhere.
+TEST(PushdownTest, RulesAreRenumberedAndUncalledOnesDropped) {
+  const std::string a = CallMarker(1), b = CallMarker(2), c = CallMarker(3);
+  EXPECT_EQ(CallsIn("x" + a + "y" + c + a), (std::vector<int32_t>{1, 3, 1}));
+  const std::vector<int32_t> to = {0, 5, 6, 7};
+  EXPECT_EQ(RenumberCalls("(" + a + "|" + c + ")*", to),
+            "(" + CallMarker(5) + "|" + CallMarker(7) + ")*");
+  // Rule 1 calls 3; nothing calls 2.
+  RulePatterns rules{{"root", "one", "two", "three"},
+                     {"\\[" + a + "\\]", "<" + c + ">|x", "y" + b, "z|\\(" + a + "\\)"},
+                     true};
+  const RulePatterns kept = DropUncalledRules(rules);
+  EXPECT_EQ(kept.names, (std::vector<std::string>{"root", "one", "three"}));
+  EXPECT_EQ(kept.patterns[1], "<" + b + ">|x");
+  EXPECT_TRUE(kept.calls);
+  auto pda = Pushdown::Build(kept, kMaxDfaStates, "test");
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  EXPECT_TRUE(pda->Accepts("[<(<z>)>]"));
+  EXPECT_FALSE(DropUncalledRules({{"root", "r"}, {"x", "y"}, true}).calls);
+  rules.patterns[2] = "y" + CallMarker(9);
+  EXPECT_THAT(Pushdown::Build(rules, kMaxDfaStates, "test").status().message(),
+              HasSubstr("rule 'two' calls rule 9 of 4"));
+}
+
 TEST(PushdownTest, CompilesThroughTheConstraintEntry) {
   const auto digits = std::make_shared<const TokenTable>(std::vector<std::string>{"", "1", "2"});
   auto c = Compile({Kind::kGrammar, R"g(root ::= "(" root ")" | "x")g"}, digits);

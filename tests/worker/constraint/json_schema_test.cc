@@ -192,6 +192,50 @@ TEST(JsonSchemaTest, MapsAndSets) {
   EXPECT_TRUE(plain("[1,1]"));
 }
 
+// Keywords beside anyOf or oneOf hold in each branch (an object's shared properties, each
+// branch requiring its own); Pydantic's discriminator is an annotation; a branch left out by a
+// bound leaves no rule behind.
+TEST(JsonSchemaTest, KeywordsBesideAlternativesHoldInEachBranch) {
+  const SchemaMatch either(R"({"type":"object","properties":{"a":{"type":"integer"},
+      "b":{"type":"string"}},"additionalProperties":false,
+      "anyOf":[{"required":["a"]},{"required":["b"]}]})");
+  EXPECT_TRUE(either(R"({"a":1})"));
+  EXPECT_TRUE(either(R"({"b":"x"})"));
+  EXPECT_TRUE(either(R"({"a":1,"b":"x"})"));
+  EXPECT_FALSE(either(R"({})"));
+  EXPECT_FALSE(either(R"({"a":"x"})"));
+  const SchemaMatch short_string(
+      R"({"type":"string","oneOf":[{"maxLength":2},{"format":"date"}]})");
+  EXPECT_TRUE(short_string(R"("ab")"));
+  EXPECT_TRUE(short_string(R"("2024-02-29")"));
+  EXPECT_FALSE(short_string("12"));  // before: the branches ignored the type
+  EXPECT_FALSE(short_string(R"("abc")"));
+  EXPECT_THAT(
+      JsonSchemaToPatterns(R"({"type":"string","anyOf":[{"type":"integer"}]})").status().message(),
+      HasSubstr("$.anyOf[0].type: also beside anyOf: not supported"));
+  const SchemaMatch tagged(R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"}},
+      "required":["kind"]},{"type":"object","properties":{"kind":{"const":"b"},"n":
+      {"type":"integer"}},"required":["kind","n"]}],"discriminator":{"propertyName":"kind",
+      "mapping":{"a":"#/a","b":"#/b"}}})");
+  EXPECT_TRUE(tagged(R"({"kind":"a"})"));
+  EXPECT_TRUE(tagged(R"({"kind":"b","n":2})"));
+  EXPECT_FALSE(tagged(R"({"kind":"b"})"));
+  for (const char* none :
+       {R"({"type":"array","items":{},"maxItems":0})", R"({"type":"object","maxProperties":0})"}) {
+    auto rules = JsonSchemaToPatterns(none);
+    ASSERT_TRUE(rules.ok()) << rules.status();
+    EXPECT_FALSE(rules->calls) << none;
+  }
+  // Keys must be strings: propertyNames that could admit another value is refused.
+  for (const char* keys : {R"({"type":"object","propertyNames":true})",
+                           R"({"type":"object","propertyNames":{"type":"string",
+                               "anyOf":[{"maxLength":3}]}})"}) {
+    EXPECT_THAT(JsonSchemaToPatterns(keys).status().message(),
+                HasSubstr("$.propertyNames: a string schema"))
+        << keys;
+  }
+}
+
 TEST(JsonSchemaTest, ObjectsArraysAndAlternatives) {
   const SchemaMatch person(R"({"type":"object","properties":{"name":{"type":"string",
       "maxLength":4},"age":{"type":"integer","minimum":0},"tags":{"type":"array","items":

@@ -100,12 +100,12 @@ TEST(ToolGrammarTest, SpecialTokenMarkers) {
 }
 
 // Recursive argument schemas (two tools, each with its own rules) nest as deep as the call goes,
-// in one answer with both calls; free-form objects too.
+// in one answer with both calls; free-form objects too, through one rule the tools share.
 TEST(ToolGrammarTest, RecursiveArgumentsNestAsDeepAsTheCallGoes) {
   auto tools = ParseTools(json::parse(R"([
     {"type": "function", "function": {"name": "plan", "parameters": {"$defs": {"Step":
       {"type": "object", "properties": {"do": {"type": "string"}, "then": {"type": "array",
-      "items": {"$ref": "#/$defs/Step"}}}, "required": ["do", "then"],
+      "items": {"$ref": "#/$defs/Step"}}, "extra": {"type": "object"}}, "required": ["do", "then"],
       "additionalProperties": false}}, "$ref": "#/$defs/Step"}}},
     {"type": "function", "function": {"name": "tree", "parameters": {"$defs": {"T":
       {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/T"}},
@@ -116,11 +116,11 @@ TEST(ToolGrammarTest, RecursiveArgumentsNestAsDeepAsTheCallGoes) {
   auto rules = ToolCallPatterns(ToolFormat::kHermes, *tools, required, true);
   ASSERT_TRUE(rules.ok()) << rules.status();
   ASSERT_TRUE(rules->calls);
-  EXPECT_EQ(rules->names,
-            (std::vector<std::string>{"tool calls", "tools[0].function.parameters#/$defs/Step",
-                                      "tools[1].function.parameters#/$defs/T",
-                                      "tools[1].function.parameters(any JSON value)"}));
-  std::string step = R"({"do":"x","then":[]})", tree = R"({"meta":{"a":[[[{"b":1}]]]}})";
+  EXPECT_EQ(rules->names, (std::vector<std::string>{
+                              "tool calls", "tools[0].function.parameters#/$defs/Step",
+                              "(any JSON value)", "tools[1].function.parameters#/$defs/T"}));
+  std::string step = R"({"do":"x","then":[],"extra":{"a":[{"b":{}}]}})",
+              tree = R"({"meta":{"a":[[[{"b":1}]]]}})";
   for (int i = 0; i < 9; ++i) {
     step = R"({"do":"s","then":[)" + step + "," + step + "]}";
     tree = R"({"kids":[)" + tree + "]}";
@@ -142,6 +142,36 @@ TEST(ToolGrammarTest, RecursiveArgumentsNestAsDeepAsTheCallGoes) {
   out.calls.insert(out.calls.end(), end.calls.begin(), end.calls.end());
   ASSERT_EQ(out.calls.size(), 2u);
   EXPECT_EQ(json::parse(out.calls[1].arguments), json::parse(step));
+}
+
+// Many tools with free-form arguments share one rule for them, so the automaton stays small and
+// its masks are kept per stack top (a stack grows by one frame a byte at most, far from the
+// depth limit).
+TEST(ToolGrammarTest, ToolsShareTheRuleOfAnyValue) {
+  json many = json::array();
+  for (int t = 0; t < 12; ++t) {
+    many.push_back(
+        {{"type", "function"},
+         {"function",
+          {{"name", "f" + std::to_string(t)},
+           {"parameters",
+            {{"type", "object"},
+             {"properties", {{"meta", {{"type", "object"}}}, {"list", json::object()}}}}}}}});
+  }
+  auto tools = ParseTools(many);
+  ASSERT_TRUE(tools.ok());
+  auto rules =
+      ToolCallPatterns(ToolFormat::kHermes, *tools, {ToolChoice::Mode::kRequired, ""}, true);
+  ASSERT_TRUE(rules.ok()) << rules.status();
+  EXPECT_EQ(rules->names, (std::vector<std::string>{"tool calls", "(any JSON value)"}));
+  auto pda = constraint::Pushdown::Build(*rules, constraint::kMaxDfaStates, "tools");
+  ASSERT_TRUE(pda.ok()) << pda.status();
+  EXPECT_FALSE(pda->NearLimit(0, 128));
+  EXPECT_FALSE(pda->NearLimit(600, 128));
+  EXPECT_TRUE(pda->NearLimit(990, 128));
+  EXPECT_TRUE(
+      pda->Accepts("<tool_call>\n{\"name\":\"f11\",\"arguments\":{\"meta\":{\"a\":[[{}]]},\"list\":"
+                   "3}}\n</tool_call>"));
 }
 
 TEST(ToolGrammarTest, BadToolsNameTheField) {
@@ -166,6 +196,16 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
   ASSERT_FALSE(regex.ok());
   EXPECT_THAT(regex.status().message(),
               HasSubstr("tools[0].function.parameters.properties.n.multipleOf"));
+  // Inside a definition: the reference's path after the parameters.
+  auto in_def = ParseTools(json::parse(R"([{"type": "function", "function": {"name": "a",
+      "parameters": {"$defs": {"X": {"type": "object", "properties": {"n": {"type": "number",
+      "multipleOf": 7}}}}, "type": "object", "properties": {"x": {"$ref": "#/$defs/X"}}}}}])"));
+  ASSERT_TRUE(in_def.ok());
+  auto def_error =
+      ToolCallPatterns(ToolFormat::kHermes, *in_def, {ToolChoice::Mode::kRequired, ""}, true);
+  ASSERT_FALSE(def_error.ok());
+  EXPECT_THAT(def_error.status().message(),
+              HasSubstr("tools[0].function.parameters#/$defs/X.properties.n.multipleOf: "));
   // Many large tools: the calls' pattern has a budget.
   json many = json::array();
   for (int t = 0; t < 300; ++t) {
