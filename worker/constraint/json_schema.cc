@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "worker/constraint/byte_regex.h"
 #include "worker/constraint/dates.h"
+#include "worker/constraint/ip_networks.h"
 #include "worker/constraint/number_range.h"
 #include "worker/constraint/uri.h"
 
@@ -605,10 +606,11 @@ class Compiler {
     if (uri) return Uri(path, *min, *max);
     const std::string count =
         *max < 0 ? absl::StrCat("{", *min, ",}") : absl::StrCat("{", *min, ",", *max, "}");
-    // Formats that say how a program reads the string, not what it may hold (Pydantic's bytes
-    // and SecretStr) leave it any string.
+    // Formats that say how a program reads the string, not what it may hold (Pydantic's bytes,
+    // SecretStr and Path) leave it any string.
     const bool free_format =
-        s.contains("format") && (s["format"] == "binary" || s["format"] == "password");
+        s.contains("format") &&
+        (s["format"] == "binary" || s["format"] == "password" || s["format"] == "path");
     if ((!s.contains("format") || free_format) && !s.contains("pattern")) {
       return absl::StrCat("\"", kJsonStringChar, count, "\"");
     }
@@ -658,6 +660,21 @@ class Compiler {
     if (name == "ipv4") return Ipv4Regex();
     if (name == "ipv6") return Ipv6Regex();
     if (name == "ipvanyaddress") return absl::StrCat("((", Ipv4Regex(), ")|", Ipv6Regex(), ")");
+    if (name == "ipv4network") return Ipv4NetworkRegex();
+    if (name == "ipv6network") return Ipv6NetworkRegex();
+    if (name == "ipvanynetwork") {
+      return absl::StrCat("(", Ipv4NetworkRegex(), "|", Ipv6NetworkRegex(), ")");
+    }
+    if (name == "ipv4interface") return Ipv4InterfaceRegex();
+    if (name == "ipv6interface") return Ipv6InterfaceRegex();
+    if (name == "ipvanyinterface") {
+      return absl::StrCat("((", Ipv4InterfaceRegex(), ")|(", Ipv6InterfaceRegex(), "))");
+    }
+    // Pydantic's Base64Bytes and Base64UrlBytes: padded, as Python's decoders require.
+    if (name == "base64" || name == "base64url") {
+      const std::string c = name == "base64" ? "[A-Za-z0-9+/]" : "([A-Za-z0-9_]|-)";
+      return absl::StrCat("(", c, "{4})*(", c, "{2}==|", c, "{3}=)?");
+    }
     if (name == "email") {
       return std::string("[a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\\.[a-zA-Z0-9-]+)*\\.[a-zA-Z]{2,}");
     }

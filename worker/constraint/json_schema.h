@@ -20,8 +20,9 @@
 //   (matched against the string's content as written, without the bytes JSON escapes: a
 //   quote, a backslash, control characters; a pattern that needs one is refused), `format` (date,
 //   time, date-time, uuid, email, duration, uri: uri.h, ipv4, ipv6 (no embedded IPv4, no zone),
-//   ipvanyaddress; binary and password, Pydantic's bytes and SecretStr, are any string; not beside
-//   a pattern); integer and number `minimum`,
+//   ipvanyaddress; ipv4network, ipv6network, ipvanynetwork and the three interfaces:
+//   ip_networks.h; base64 and base64url, padded; binary, password and path, Pydantic's bytes,
+//   SecretStr and Path, are any string; not beside a pattern); integer and number `minimum`,
 //   `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5
 //   and 2.999 included; an integer's bound between integers is rounded inwards; no exponent is
 //   written where one could leave the bounds); `multipleOf` (number_range.h lists the steps served;

@@ -2,7 +2,11 @@
 // on the automaton the patterns become, and every refusal naming its path.
 #include "worker/constraint/json_schema.h"
 
+#include <arpa/inet.h>
+
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -126,6 +130,110 @@ TEST(JsonSchemaTest, OpenValuesNestAsDeepAsTheOutputGoes) {
   EXPECT_FALSE(m(R"({"any":{"a":1,},"no":1})"));  // still JSON
   EXPECT_FALSE(m(R"({"any":{"a":[1}},"no":1})"));
   EXPECT_FALSE(m(R"({"meta":{}})"));  // no is required
+}
+
+// Strings of a string schema's language, by random walks of its automaton (the quotes taken
+// off).
+std::vector<std::string> RandomStrings(const std::string& schema, int count, uint32_t seed) {
+  auto rules = JsonSchemaToPatterns(schema);
+  EXPECT_TRUE(rules.ok() && !rules->calls) << schema;
+  if (!rules.ok()) return {};
+  auto nfa = ParseRegex(rules->patterns[0], "test", /*extensions=*/true);
+  EXPECT_TRUE(nfa.ok()) << nfa.status();
+  auto dfa = ByteDfa::Build(*nfa, kMaxDfaStates, "test");
+  EXPECT_TRUE(dfa.ok()) << dfa.status();
+  if (!dfa.ok()) return {};
+  std::mt19937 rng(seed);
+  std::vector<std::string> out;
+  while (static_cast<int>(out.size()) < count) {
+    std::string text;
+    for (int32_t s = dfa->start();;) {
+      std::vector<uint8_t> next;
+      for (int b = 0; b < 256; ++b) {
+        if (dfa->Next(s, static_cast<uint8_t>(b)) != ByteDfa::kDead) next.push_back(b);
+      }
+      if (next.empty() || (dfa->accepting(s) && rng() % 8 == 0)) break;
+      const uint8_t b = next[rng() % next.size()];
+      text += static_cast<char>(b);
+      s = dfa->Next(s, b);
+    }
+    out.push_back(text.substr(1, text.size() - 2));
+  }
+  return out;
+}
+
+// `text` is address/prefix as inet_pton reads the address, and with `strict` no bit past the
+// prefix is set (Python's ip_network).
+bool IsNetwork(const std::string& text, bool v6, bool strict) {
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) return false;
+  unsigned char bytes[16] = {};
+  if (inet_pton(v6 ? AF_INET6 : AF_INET, text.substr(0, slash).c_str(), bytes) != 1) return false;
+  const std::string length = text.substr(slash + 1);
+  if (length.empty() || length.size() > 3 || (length.size() > 1 && length[0] == '0') ||
+      length.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  const int n = std::stoi(length), bits = v6 ? 128 : 32;
+  if (n > bits) return false;
+  for (int i = n; strict && i < bits; ++i) {
+    if (bytes[i / 8] & (0x80 >> (i % 8))) return false;
+  }
+  return true;
+}
+
+// Pydantic's IPv4Network, IPv6Network, IPvAnyNetwork, the interfaces, Base64Bytes and Path.
+TEST(JsonSchemaTest, NetworksInterfacesAndEncodedBytes) {
+  const auto schema = [](const char* format) {
+    return absl::StrCat(R"({"type":"string","format":")", format, "\"}");
+  };
+  const auto quoted = [](const std::string& t) { return "\"" + t + "\""; };
+  const SchemaMatch net4(schema("ipv4network")), net6(schema("ipv6network"));
+  const SchemaMatch net(schema("ipvanynetwork")), if4(schema("ipv4interface"));
+  const SchemaMatch if6(schema("ipv6interface")), iface(schema("ipvanyinterface"));
+  for (const char* t : {"10.0.0.0/8", "192.168.4.0/22", "0.0.0.0/0", "255.255.255.255/32",
+                        "172.16.0.0/12", "1.2.3.4/32"}) {
+    EXPECT_TRUE(net4(quoted(t))) << t;
+    EXPECT_TRUE(net(quoted(t))) << t;
+    EXPECT_TRUE(if4(quoted(t))) << t;
+    EXPECT_TRUE(IsNetwork(t, false, true)) << t;
+  }
+  for (const char* t : {"::/0", "2001:db8::/32", "fe80::/10", "2001:db8:0:0:0:0:0:0/128",
+                        "1:2:3:4:5:6:7::/112", "fe80:0000:0000:0000:8000::/65"}) {
+    EXPECT_TRUE(net6(quoted(t))) << t;
+    EXPECT_TRUE(net(quoted(t))) << t;
+    EXPECT_TRUE(if6(quoted(t))) << t;
+    EXPECT_TRUE(IsNetwork(t, true, true)) << t;
+  }
+  // Host bits set, prefixes out of range or with a leading zero, no prefix.
+  for (const char* t : {"10.0.0.1/8", "192.168.5.0/22", "10.0.0.0/33", "10.0.0.0/08", "10.0.0.0",
+                        "fe80::1/64", "fe90::/10", "::/129", "::"}) {
+    EXPECT_FALSE(net(quoted(t))) << t;
+  }
+  EXPECT_FALSE(net6(quoted("2001:0db8:0:0::/32")));  // another spelling of 2001:db8::/32
+  EXPECT_TRUE(iface(quoted("10.0.0.1/8")));
+  EXPECT_TRUE(iface(quoted("fe80::1/64")));
+  for (const char* t : {"10.1.2.3/33", "fe80::1/129", "10.1.2.3", "fe80::1", "10.1.2.3/024"}) {
+    EXPECT_FALSE(iface(quoted(t))) << t;
+  }
+  // Every string of the languages is what it says, by an independent reading.
+  for (const auto& [format, v6, strict] :
+       std::vector<std::tuple<const char*, bool, bool>>{{"ipv4network", false, true},
+                                                        {"ipv6network", true, true},
+                                                        {"ipv4interface", false, false},
+                                                        {"ipv6interface", true, false}}) {
+    for (const std::string& t : RandomStrings(schema(format), 400, 7)) {
+      EXPECT_TRUE(IsNetwork(t, v6, strict)) << format << ": " << t;
+    }
+  }
+  const SchemaMatch b64(schema("base64")), url(schema("base64url")), path(schema("path"));
+  for (const char* t : {"", "YQ==", "YWI=", "YWJj", "YWJjZA==", "a+/b"}) {
+    EXPECT_TRUE(b64(quoted(t))) << t;
+  }
+  for (const char* t : {"YQ", "Y===", "YQ=", "YQ==YQ==", "a-_b"}) EXPECT_FALSE(b64(quoted(t))) << t;
+  EXPECT_TRUE(url(quoted("a-_b")));
+  EXPECT_FALSE(url(quoted("a+/b")));
+  EXPECT_TRUE(path(quoted("/tmp/a b\\\\c.txt")));  // an escaped backslash
 }
 
 // Pydantic's dict[str, X] (additionalProperties as a schema) and set[SomeEnum] (uniqueItems
