@@ -101,8 +101,7 @@ class Compiler {
       if (!Known(key)) return Error(path + "." + key, "this keyword is not supported");
     }
     if (s.contains("$ref")) return Ref(s, path, depth);
-    if (s.contains("const")) return Literal(s["const"]);
-    if (s.contains("enum")) return Enum(s["enum"], path + ".enum");
+    if (s.contains("const") || s.contains("enum")) return Values(s, path);
     for (const char* key : {"anyOf", "oneOf"}) {
       if (s.contains(key)) return AnyOf(s, key, path, depth);
     }
@@ -111,7 +110,9 @@ class Compiler {
       if (!all.is_array() || all.size() != 1) {
         return Error(path + ".allOf", "only an allOf of one schema is supported");
       }
-      return Schema(all[0], path + ".allOf[0]", depth);
+      auto merged = Merged(all[0], Beside(s, "allOf"), path + ".allOf[0]", "allOf");
+      if (!merged.ok()) return merged.status();
+      return Schema(*merged, path + ".allOf[0]", depth);
     }
     if (!s.contains("type")) {
       if (s.contains("properties") || s.contains("additionalProperties")) {
@@ -209,6 +210,115 @@ class Compiler {
     return keys.count(key) > 0;
   }
 
+  // `s`'s keywords but `combinator` and annotations: what holds beside the combinator.
+  static json Beside(const json& s, const std::string& combinator) {
+    json beside = json::object();
+    for (const auto& [k, v] : s.items()) {
+      if (k != combinator && !Annotation(k)) beside[k] = v;
+    }
+    return beside;
+  }
+
+  // `branch` with `beside`'s keywords added: the intersection where a keyword is in one of them,
+  // or equal in both (`required`: both lists; `type`: the types in both). Another keyword in
+  // both, or additionalProperties or patternProperties apart from the properties they judge
+  // (items from prefixItems), is an error naming the branch's.
+  static absl::StatusOr<json> Merged(const json& branch, const json& beside,
+                                     const std::string& path, const std::string& combinator) {
+    if (beside.empty() || branch == json(false)) return branch;
+    json merged = branch == json(true) ? json::object() : branch;
+    if (!merged.is_object()) return merged;  // refused by Schema
+    for (const auto& [judge, judged] :
+         {std::pair{"additionalProperties", "properties"},
+          std::pair{"patternProperties", "properties"}, std::pair{"items", "prefixItems"}}) {
+      if ((beside.contains(judge) && merged.contains(judged) && !beside.contains(judged)) ||
+          (merged.contains(judge) && beside.contains(judged) && !merged.contains(judged))) {
+        return Error(path, absl::StrCat(judge, " and the ", judged, " it judges split between ",
+                                        combinator, " and this branch: not supported"));
+      }
+    }
+    for (const auto& [k, v] : beside.items()) {
+      if (!merged.contains(k) || merged[k] == v) {
+        merged[k] = v;
+      } else if (k == "required" && v.is_array() && merged[k].is_array()) {
+        for (const json& name : v) {
+          if (std::find(merged[k].begin(), merged[k].end(), name) == merged[k].end()) {
+            merged[k].push_back(name);
+          }
+        }
+      } else if (k == "type") {
+        merged[k] = CommonTypes(merged[k], v);
+        if (merged[k].empty()) return Error(path + ".type", "no type beside it is also here");
+      } else {
+        return Error(path + "." + k, absl::StrCat("also beside ", combinator,
+                                                  ", with another value: not supported"));
+      }
+    }
+    return merged;
+  }
+
+  // The types both `a` and `b` (names or lists of names) admit: an integer is a number.
+  static json CommonTypes(const json& a, const json& b) {
+    const auto list = [](const json& t) { return t.is_array() ? t : json::array({t}); };
+    json out = json::array();
+    for (const json& x : list(a)) {
+      for (const json& y : list(b)) {
+        if (x == y || (x == "integer" && y == "number")) {
+          out.push_back(x);
+        } else if (x == "number" && y == "integer") {
+          out.push_back(y);
+        }
+      }
+    }
+    return out.size() == 1 ? out[0] : out;
+  }
+
+  // `enum` or `const` (a const beside an enum must be one of its values); a `type` beside them
+  // keeps the values of its types.
+  absl::StatusOr<std::string> Values(const json& s, const std::string& path) {
+    const char* key = s.contains("const") ? "const" : "enum";
+    json values = key == std::string("const") ? json::array({s["const"]}) : s["enum"];
+    if (!values.is_array() || values.empty()) {
+      return Error(path + ".enum", "a non-empty list of values");
+    }
+    for (const auto& [k, v] : s.items()) {
+      if (k == "type" || k == "const" || k == "enum" || Annotation(k)) continue;
+      return Error(path + "." + k, absl::StrCat("beside ", key, ": not supported"));
+    }
+    if (s.contains("const") && s.contains("enum") &&
+        (!s["enum"].is_array() ||
+         std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())) {
+      return Error(path + ".const", "not a value the enum beside it lists");
+    }
+    if (s.contains("type")) {
+      json kept = json::array();
+      for (const json& v : values) {
+        if (OfTypes(v, s["type"])) kept.push_back(v);
+      }
+      if (kept.empty()) return Error(path + ".type", absl::StrCat("no ", key, " value is of it"));
+      values = std::move(kept);
+    }
+    return Enum(values, absl::StrCat(path, ".", key));
+  }
+
+  // `v` is of a type `types` (a name or a list of names) names.
+  static bool OfTypes(const json& v, const json& types) {
+    for (const json& t : types.is_array() ? types : json::array({types})) {
+      if (t.is_string() && IsOfType(v, t.get<std::string>())) return true;
+    }
+    return false;
+  }
+
+  static bool IsOfType(const json& v, const std::string& type) {
+    if (type == "integer") {
+      return v.is_number_integer() ||
+             (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>());
+    }
+    return (type == "number" && v.is_number()) || (type == "string" && v.is_string()) ||
+           (type == "boolean" && v.is_boolean()) || (type == "null" && v.is_null()) ||
+           (type == "object" && v.is_object()) || (type == "array" && v.is_array());
+  }
+
   // s[key] (anyOf or oneOf) as alternatives; the keywords beside it hold in each branch (a
   // branch may not repeat one).
   absl::StatusOr<std::string> AnyOf(const json& s, const char* key, const std::string& at,
@@ -216,26 +326,14 @@ class Compiler {
     const json& list = s[key];
     const std::string path = absl::StrCat(at, ".", key);
     if (!list.is_array() || list.empty()) return Error(path, "a non-empty list of schemas");
-    json beside = json::object();
-    for (const auto& [k, v] : s.items()) {
-      if (k != key && !Annotation(k)) beside[k] = v;
-    }
+    const json beside = Beside(s, key);
     std::vector<std::string> alts;
     size_t bytes = 0;
     for (size_t i = 0; i < list.size(); ++i) {
       const std::string branch = absl::StrCat(path, "[", i, "]");
-      json merged = list[i];
-      if (!beside.empty()) {
-        if (merged == json(true)) merged = json::object();
-        for (const auto& [k, v] : beside.items()) {
-          if (!merged.is_object()) break;
-          if (merged.contains(k)) {
-            return Error(branch + "." + k, absl::StrCat("also beside ", key, ": not supported"));
-          }
-          merged[k] = v;
-        }
-      }
-      auto r = Schema(merged, branch, depth);
+      auto merged = Merged(list[i], beside, branch, key);
+      if (!merged.ok()) return merged.status();
+      auto r = Schema(*merged, branch, depth);
       if (!r.ok()) return r;
       LLM_RETURN_IF_ERROR(Budget(bytes += r->size() + 3, path));
       alts.push_back(Group(*r));
@@ -257,9 +355,17 @@ class Compiler {
     auto at = Resolve(target, path + ".$ref");
     if (!at.ok()) return at.status();
     const bool recursive = std::count(expanding_.begin(), expanding_.end(), target) > 0;
-    if (recursive) return CallTo(target);
+    const json beside = Beside(s, "$ref");
+    if (recursive) {
+      if (!beside.empty()) {
+        return Error(path + "." + beside.begin().key(), "beside a recursive $ref: not supported");
+      }
+      return CallTo(target);
+    }
+    auto merged = Merged(**at, beside, target, "$ref");
+    if (!merged.ok()) return merged.status();
     expanding_.push_back(target);
-    auto r = Schema(**at, target, depth + 1);
+    auto r = Schema(*merged, target, depth + 1);
     expanding_.pop_back();
     return r;
   }
@@ -501,6 +607,18 @@ class Compiler {
   static constexpr size_t kMaxFiniteValues = 256;
   std::optional<std::vector<json>> FiniteValues(const json& s, int depth, int& calls) const {
     if (!s.is_object() || --calls < 0) return std::nullopt;
+    // Only what the values alone decide (Values and Merged say how keywords beside them hold).
+    const auto only = [&s](std::initializer_list<std::string_view> keys) {
+      for (const auto& [k, v] : s.items()) {
+        if (!Annotation(k) && std::find(keys.begin(), keys.end(), k) == keys.end()) return false;
+      }
+      return true;
+    };
+    if (!only({"$ref", "const", "enum", "type", "anyOf", "oneOf"})) return std::nullopt;
+    if (s.contains("$ref") && !only({"$ref"})) return std::nullopt;
+    if ((s.contains("anyOf") || s.contains("oneOf")) && !only({"anyOf", "oneOf"})) {
+      return std::nullopt;
+    }
     if (s.contains("$ref")) {
       const json& ref = s["$ref"];
       if (depth >= kMaxRefDepth || !ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0) {
@@ -514,10 +632,12 @@ class Compiler {
       }
     }
     std::vector<json> values;
-    if (s.contains("const")) {
-      values.push_back(s["const"]);
-    } else if (s.contains("enum") && s["enum"].is_array()) {
-      values = s["enum"].get<std::vector<json>>();
+    if (s.contains("const") || s.contains("enum")) {
+      auto listed = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+      if (!listed.is_array()) return std::nullopt;
+      for (const json& v : listed) {
+        if (!s.contains("type") || OfTypes(v, s["type"])) values.push_back(v);
+      }
     } else if (s.contains("anyOf") || s.contains("oneOf")) {
       const json& list = s.contains("anyOf") ? s["anyOf"] : s["oneOf"];
       if (!list.is_array()) return std::nullopt;

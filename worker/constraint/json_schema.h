@@ -26,11 +26,15 @@
 //   `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (number_range.h: exact in decimal, 0.5
 //   and 2.999 included; an integer's bound between integers is rounded inwards; no exponent is
 //   written where one could leave the bounds); `multipleOf` (number_range.h lists the steps served;
-//   others are an error); boolean, null; `enum`, `const`; `anyOf` and `oneOf` (as alternatives, the
-//   keywords beside them holding in each branch, which may not repeat one; a value valid under two
-//   branches of a oneOf is not excluded); `allOf` of one schema; `$ref` to `#/$defs/...` or
-//   `#/definitions/...` (expanded in place; a recursive one, Pydantic's trees, a call to the
-//   target's own rule). A value the schema leaves open (`{}`, `true`, an object without
+//   others are an error); boolean, null; `enum`, `const` (a `type` beside
+//   them keeps the values of its types; another keyword is refused); `anyOf` and `oneOf` (as
+//   alternatives, the keywords beside them holding in each branch, which repeats one only with
+//   the same value, `required` (joined) or `type` (the common types), and keeps
+//   additionalProperties with the properties it judges, items with prefixItems; a value valid
+//   under two branches of a oneOf is not excluded); `allOf` of one schema (keywords
+//   beside it, and beside a `$ref` that is not recursive, hold in the target too); `$ref` to
+//   `#/$defs/...` or `#/definitions/...` (expanded in place; a recursive one, Pydantic's trees, a
+//   call to the target's own rule). A value the schema leaves open (`{}`, `true`, an object without
 //   properties, an array without items) is any JSON value, nested as deep as it goes (a call to
 //   one rule for them all). Annotations
 //   (title, description, default, examples, $schema, $id, $comment, strict, readOnly,

@@ -77,7 +77,7 @@ RulePatterns DropUncalledRules(RulePatterns rules) {
     out.names.push_back(rules.names[r]);
     out.patterns.push_back(RenumberCalls(rules.patterns[r], to));
   }
-  out.calls = out.patterns.size() > 1;
+  out.calls = out.patterns.size() > 1 || !CallsIn(out.patterns[0]).empty();
   return out;
 }
 

@@ -72,7 +72,7 @@ absl::StatusOr<std::string> Arguments(const Tool& tool, size_t index,
   }
   // The schema's rules go after those there, but the rule of any JSON value, which the tools
   // share (it calls only itself).
-  std::vector<int32_t> to(schema->patterns.size(), 0);
+  std::vector<int32_t> to(schema->patterns.size(), -1);  // the root is not called: -1 fails Build
   std::vector<size_t> added;
   for (size_t r = 1; r < schema->patterns.size(); ++r) {
     const bool any = schema->names[r] == constraint::kAnyJsonValueRule;

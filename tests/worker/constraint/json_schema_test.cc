@@ -301,9 +301,10 @@ TEST(JsonSchemaTest, MapsAndSets) {
 }
 
 // Keywords beside anyOf or oneOf hold in each branch (an object's shared properties, each
-// branch requiring its own); Pydantic's discriminator is an annotation; a branch left out by a
-// bound leaves no rule behind.
-TEST(JsonSchemaTest, KeywordsBesideAlternativesHoldInEachBranch) {
+// branch requiring its own), beside $ref and allOf in their target; a type beside enum or
+// const keeps the values of that type. Pydantic's discriminator is an annotation; a branch left
+// out by a bound leaves no rule behind.
+TEST(JsonSchemaTest, KeywordsBesideCombinatorsHold) {
   const SchemaMatch either(R"({"type":"object","properties":{"a":{"type":"integer"},
       "b":{"type":"string"}},"additionalProperties":false,
       "anyOf":[{"required":["a"]},{"required":["b"]}]})");
@@ -320,7 +321,7 @@ TEST(JsonSchemaTest, KeywordsBesideAlternativesHoldInEachBranch) {
   EXPECT_FALSE(short_string(R"("abc")"));
   EXPECT_THAT(
       JsonSchemaToPatterns(R"({"type":"string","anyOf":[{"type":"integer"}]})").status().message(),
-      HasSubstr("$.anyOf[0].type: also beside anyOf: not supported"));
+      HasSubstr("$.anyOf[0].type: no type beside it is also here"));
   const SchemaMatch tagged(R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"}},
       "required":["kind"]},{"type":"object","properties":{"kind":{"const":"b"},"n":
       {"type":"integer"}},"required":["kind","n"]}],"discriminator":{"propertyName":"kind",
@@ -334,6 +335,70 @@ TEST(JsonSchemaTest, KeywordsBesideAlternativesHoldInEachBranch) {
     ASSERT_TRUE(rules.ok()) << rules.status();
     EXPECT_FALSE(rules->calls) << none;
   }
+  // Beside $ref and allOf too; a type beside enum or const keeps the values of that type.
+  const SchemaMatch short_name(R"({"$defs":{"S":{"type":"string"}},"properties":{"n":
+      {"$ref":"#/$defs/S","maxLength":2},"m":{"allOf":[{"$ref":"#/$defs/S"}],"minLength":1}},
+      "required":["n","m"],"additionalProperties":false})");
+  EXPECT_TRUE(short_name(R"({"n":"ab","m":"x"})"));
+  EXPECT_FALSE(short_name(R"({"n":"abc","m":"x"})"));
+  EXPECT_FALSE(short_name(R"({"n":"ab","m":""})"));
+  const SchemaMatch strings(R"({"type":"string","enum":["a",1,"b",null]})");
+  EXPECT_TRUE(strings(R"("a")"));
+  EXPECT_FALSE(strings("1"));
+  EXPECT_FALSE(strings("null"));
+  const SchemaMatch literal(R"({"const":"x","type":"string","title":"X"})");  // Pydantic's
+  EXPECT_TRUE(literal(R"("x")"));
+  const SchemaMatch in_enum(R"({"const":"b","enum":["a","b"]})");
+  EXPECT_TRUE(in_enum(R"("b")"));
+  EXPECT_FALSE(in_enum(R"("a")"));
+  for (const auto& [bad, why] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"type":"integer","enum":["a"]})", "$.type: no enum value is of it"},
+           {R"({"enum":["a","bb"],"maxLength":1})", "$.maxLength: beside enum: not supported"},
+           {R"({"const":"c","enum":["a","b"]})", "$.const: not a value the enum beside it"},
+           {R"({"$defs":{"r":{"type":"array","items":{"$ref":"#/$defs/r","maxItems":1}}},
+                "$ref":"#/$defs/r"})",
+            "maxItems: beside a recursive $ref"},
+           {R"({"$defs":{"S":{"type":"string"}},"$ref":"#/$defs/S","type":"integer"})",
+            "#/$defs/S.type: no type beside it is also here"}}) {
+    EXPECT_THAT(JsonSchemaToPatterns(bad).status().message(), HasSubstr(why)) << bad;
+  }
+  // Merged through nested combinators; a keyword repeated with the same value, `required` in
+  // both (joined) and `type` in both (the common types) merge.
+  const SchemaMatch nested_all(R"({"type":"string","anyOf":[{"allOf":[{"maxLength":2}]}]})");
+  EXPECT_TRUE(nested_all(R"("ab")"));
+  EXPECT_FALSE(nested_all("123"));
+  const SchemaMatch all_beside(R"({"anyOf":[{"type":"string"}],"allOf":[{"maxLength":2}]})");
+  EXPECT_TRUE(all_beside(R"("ab")"));
+  EXPECT_FALSE(all_beside(R"("abc")"));
+  EXPECT_FALSE(all_beside("{}"));
+  const SchemaMatch with_id(R"({"type":"object","required":["id"],"oneOf":[{"$ref":"#/$defs/A"}],
+      "$defs":{"A":{"type":"object","properties":{"id":{"type":"integer"},"x":{"type":"integer"}},
+      "required":["x"],"additionalProperties":false}}})");
+  EXPECT_TRUE(with_id(R"({"id":1,"x":2})"));
+  EXPECT_FALSE(with_id(R"({"x":2})"));
+  EXPECT_FALSE(with_id(R"({"id":1})"));
+  const SchemaMatch repeated(R"({"type":"object","anyOf":[{"type":"object","properties":
+      {"a":{"type":"integer"}},"additionalProperties":false}]})");
+  EXPECT_TRUE(repeated(R"({"a":1})"));
+  EXPECT_FALSE(repeated(R"({"a":"x"})"));
+  const SchemaMatch numbers(R"({"type":"number","anyOf":[{"type":"integer","minimum":3}]})");
+  EXPECT_TRUE(numbers("4"));
+  EXPECT_FALSE(numbers("4.5"));
+  // additionalProperties judges the properties beside it, items the prefixItems: split between
+  // a combinator and its branch, they would judge others.
+  for (const char* split : {R"({"properties":{"a":{"type":"integer"}},
+                                "oneOf":[{"additionalProperties":false}]})",
+                            R"({"prefixItems":[{"type":"integer"}],"anyOf":[{"items":false}]})",
+                            R"({"additionalProperties":false,"anyOf":[{"properties":{"a":{}},
+                                "required":["a"]}]})"}) {
+    EXPECT_THAT(JsonSchemaToPatterns(split).status().message(), HasSubstr("split between"))
+        << split;
+  }
+  // A set's finitely many values are those the type beside them keeps.
+  const SchemaMatch set(R"({"type":"array","uniqueItems":true,"items":{"type":"string",
+      "enum":["a",1]}})");
+  EXPECT_TRUE(set(R"(["a"])"));
+  EXPECT_FALSE(set("[1]"));
   // Keys must be strings: propertyNames that could admit another value is refused.
   for (const char* keys : {R"({"type":"object","propertyNames":true})",
                            R"({"type":"object","propertyNames":{"type":"string",
