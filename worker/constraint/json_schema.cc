@@ -112,6 +112,7 @@ class Compiler {
       }
       auto merged = Merged(all[0], Beside(s, "allOf"), path + ".allOf[0]", "allOf");
       if (!merged.ok()) return merged.status();
+      LLM_RETURN_IF_ERROR(Contradiction(*merged, path + ".allOf[0]"));
       return Schema(*merged, path + ".allOf[0]", depth);
     }
     if (!s.contains("type")) {
@@ -220,7 +221,8 @@ class Compiler {
   }
 
   // `branch` with `beside`'s keywords added: the intersection where a keyword is in one of them,
-  // or equal in both (`required`: both lists; `type`: the types in both). Another keyword in
+  // or equal in both (`required`: both lists; `type`: the types in both, perhaps none, which
+  // Contradiction names). Another keyword in
   // both, or additionalProperties or patternProperties apart from the properties they judge
   // (items from prefixItems), is an error naming the branch's.
   static absl::StatusOr<json> Merged(const json& branch, const json& beside,
@@ -248,7 +250,6 @@ class Compiler {
         }
       } else if (k == "type") {
         merged[k] = CommonTypes(merged[k], v);
-        if (merged[k].empty()) return Error(path + ".type", "no type beside it is also here");
       } else {
         return Error(path + "." + k, absl::StrCat("also beside ", combinator,
                                                   ", with another value: not supported"));
@@ -273,6 +274,31 @@ class Compiler {
     return out.size() == 1 ? out[0] : out;
   }
 
+  // Why `s` (perhaps merged) admits no value though each keyword alone would: false, no type in
+  // common, a const outside the enum beside it, or no enum or const value of the type beside
+  // them. OK where none of these holds (a malformed keyword is Schema's to name).
+  static absl::Status Contradiction(const json& s, const std::string& path) {
+    if (s == json(false)) return Error(path, "false admits no value");
+    if (!s.is_object()) return absl::OkStatus();
+    const bool typed = s.contains("type");
+    if (typed && s["type"].is_array() && s["type"].empty()) {
+      return Error(path + ".type", "no type beside it is also here");
+    }
+    const bool in_const = s.contains("const"), in_enum = s.contains("enum");
+    if (in_const && in_enum && s["enum"].is_array() &&
+        std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) {
+      return Error(path + ".const", "not a value the enum beside it lists");
+    }
+    if (!typed || !(in_const || in_enum)) return absl::OkStatus();
+    const json values = in_const ? json::array({s["const"]}) : s["enum"];
+    if (!values.is_array() || values.empty()) return absl::OkStatus();
+    for (const json& v : values) {
+      if (OfTypes(v, s["type"])) return absl::OkStatus();
+    }
+    return Error(path + ".type",
+                 absl::StrCat("no ", in_const ? "const" : "enum", " value is of it"));
+  }
+
   // `enum` or `const` (a const beside an enum must be one of its values); a `type` beside them
   // keeps the values of its types.
   absl::StatusOr<std::string> Values(const json& s, const std::string& path) {
@@ -285,17 +311,15 @@ class Compiler {
       if (k == "type" || k == "const" || k == "enum" || Annotation(k)) continue;
       return Error(path + "." + k, absl::StrCat("beside ", key, ": not supported"));
     }
-    if (s.contains("const") && s.contains("enum") &&
-        (!s["enum"].is_array() ||
-         std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end())) {
-      return Error(path + ".const", "not a value the enum beside it lists");
+    if (s.contains("const") && s.contains("enum") && !s["enum"].is_array()) {
+      return Error(path + ".enum", "a non-empty list of values");
     }
+    LLM_RETURN_IF_ERROR(Contradiction(s, path));
     if (s.contains("type")) {
       json kept = json::array();
       for (const json& v : values) {
         if (OfTypes(v, s["type"])) kept.push_back(v);
       }
-      if (kept.empty()) return Error(path + ".type", absl::StrCat("no ", key, " value is of it"));
       values = std::move(kept);
     }
     return Enum(values, absl::StrCat(path, ".", key));
@@ -319,8 +343,9 @@ class Compiler {
            (type == "object" && v.is_object()) || (type == "array" && v.is_array());
   }
 
-  // s[key] (anyOf or oneOf) as alternatives; the keywords beside it hold in each branch (a
-  // branch may not repeat one).
+  // s[key] (anyOf or oneOf) as alternatives; the keywords beside it hold in each branch (merged
+  // as Merged says). A branch that then admits nothing (Contradiction) is dropped, as it can
+  // match no value; where every branch is, the schema is refused.
   absl::StatusOr<std::string> AnyOf(const json& s, const char* key, const std::string& at,
                                     int depth) {
     const json& list = s[key];
@@ -333,6 +358,12 @@ class Compiler {
       const std::string branch = absl::StrCat(path, "[", i, "]");
       auto merged = Merged(list[i], beside, branch, key);
       if (!merged.ok()) return merged.status();
+      if (auto why = Contradiction(*merged, branch); !why.ok()) {
+        if (!alts.empty() || i + 1 < list.size()) continue;
+        if (i == 0) return why;
+        return absl::InvalidArgumentError(
+            absl::StrCat(why.message(), " (and every other branch of ", key, " admits none)"));
+      }
       auto r = Schema(*merged, branch, depth);
       if (!r.ok()) return r;
       LLM_RETURN_IF_ERROR(Budget(bytes += r->size() + 3, path));
@@ -364,6 +395,7 @@ class Compiler {
     }
     auto merged = Merged(**at, beside, target, "$ref");
     if (!merged.ok()) return merged.status();
+    LLM_RETURN_IF_ERROR(Contradiction(*merged, target));
     expanding_.push_back(target);
     auto r = Schema(*merged, target, depth + 1);
     expanding_.pop_back();

@@ -384,6 +384,25 @@ TEST(JsonSchemaTest, KeywordsBesideCombinatorsHold) {
   const SchemaMatch numbers(R"({"type":"number","anyOf":[{"type":"integer","minimum":3}]})");
   EXPECT_TRUE(numbers("4"));
   EXPECT_FALSE(numbers("4.5"));
+  // A branch that admits nothing once the keywords beside it hold is dropped; where every
+  // branch is, the schema is refused.
+  const SchemaMatch object_only(R"({"type":"object","anyOf":[{"type":"null"},{"properties":
+      {"a":{"type":"integer"}},"required":["a"]},false]})");
+  EXPECT_TRUE(object_only(R"({"a":1})"));
+  EXPECT_FALSE(object_only("null"));
+  EXPECT_FALSE(object_only("{}"));
+  const SchemaMatch short_text(R"({"type":"string","oneOf":[{"const":1},{"enum":[2,"b"]},
+      {"const":"c","enum":["a"]}]})");
+  EXPECT_TRUE(short_text(R"("b")"));
+  EXPECT_FALSE(short_text("1"));
+  EXPECT_FALSE(short_text("2"));
+  EXPECT_FALSE(short_text(R"("c")"));
+  EXPECT_THAT(JsonSchemaToPatterns(R"({"type":"string","anyOf":[{"type":"null"},false]})")
+                  .status()
+                  .message(),
+              HasSubstr("$.anyOf[1]: false admits no value (and every other branch of anyOf"));
+  EXPECT_THAT(JsonSchemaToPatterns(R"({"type":"string","allOf":[{"const":1}]})").status().message(),
+              HasSubstr("$.allOf[0].type: no const value is of it"));
   // additionalProperties judges the properties beside it, items the prefixItems: split between
   // a combinator and its branch, they would judge others.
   for (const char* split : {R"({"properties":{"a":{"type":"integer"}},
