@@ -30,8 +30,10 @@
 //   them keeps the values of its types; another keyword is refused); `anyOf` and `oneOf` (as
 //   alternatives, the keywords beside them holding in each branch, which repeats one only with
 //   the same value, `required` (joined) or `type` (the common types), and keeps
-//   additionalProperties with the properties it judges, items with prefixItems; a value valid
-//   under two branches of a oneOf is not excluded); `allOf` of one schema (keywords
+//   additionalProperties with the properties it judges, items with prefixItems; a branch that
+//   then admits no value, as a type outside the one beside it, is dropped, and the schema
+//   refused only where every branch is; a value valid under two branches of a oneOf is not
+//   excluded); `allOf` of one schema (keywords
 //   beside it, and beside a `$ref` that is not recursive, hold in the target too); `$ref` to
 //   `#/$defs/...` or `#/definitions/...` (expanded in place; a recursive one, Pydantic's trees, a
 //   call to the target's own rule). A value the schema leaves open (`{}`, `true`, an object without
