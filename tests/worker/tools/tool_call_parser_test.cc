@@ -1,10 +1,12 @@
 #include "worker/tools/tool_call_parser.h"
 
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/worker/constraint/fuzz.h"
 
 namespace llm::tools {
 namespace {
@@ -254,6 +256,41 @@ TEST(ToolCallParserTest, DeepNestingIsText) {
   std::string text = "<tool_call>{\"name\":\"f\",\"arguments\":";
   text += std::string(200, '[');
   ExpectParses({ToolFormat::kHermes, text, text, {}});
+}
+
+// Streams must not depend on where the text is cut: random edits of call texts in every format
+// (braces, quotes, escapes and markers put in, spans deleted or repeated) parse the same fed
+// whole, a byte at a time and in pieces of 2, 3 and 7, and never throw.
+TEST(ToolCallParserTest, EditedCallsParseTheSameInAnyPieces) {
+  const std::vector<std::pair<ToolFormat, std::string>> seeds = {
+      {ToolFormat::kHermes,
+       "Let me see.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"s\": \"}{\\\"]\", "
+       "\"n\": [1, {\"y\": null}]}}\n</tool_call>\n<tool_call>{\"name\":\"g\",\"arguments\":"
+       "\"{\\\"a\\\":1}\"}</tool_call> done"},
+      {ToolFormat::kLlama3Json,
+       " <|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": 1}}; {\"name\": \"g\", "
+       "\"parameters\": {\"q\": \"a;b\"}}"},
+      {ToolFormat::kLlama3Json, "{\"name\": \"f\", \"parameters\": {\"x\": [true, \"\\u00e9\"]}}"},
+      {ToolFormat::kMistral,
+       "Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": "
+       "\"g\", \"arguments\": {}, \"id\": \"abc123xyz\"}]"}};
+  const int runs = constraint::fuzz::EnvInt("LLM_FUZZ_RUNS", 3000);
+  std::mt19937 rng(constraint::fuzz::EnvInt("LLM_FUZZ_SEED", 20261129));
+  for (int i = 0; i < runs && !HasFailure(); ++i) {
+    const auto& [format, seed] = seeds[i % seeds.size()];
+    const std::string text = constraint::fuzz::Edited(seed, "{}[]\",:\\ \n<>/_|TOOLCALS", rng);
+    Result whole;
+    try {
+      whole = Parse(format, text, 0);
+      for (size_t step : {size_t{1}, size_t{2}, size_t{3}, size_t{7}}) {
+        const Result r = Parse(format, text, step);
+        EXPECT_EQ(r.content, whole.content) << text << " in pieces of " << step;
+        EXPECT_EQ(r.calls, whole.calls) << text << " in pieces of " << step;
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw " << e.what() << " on " << text;
+    }
+  }
 }
 
 }  // namespace

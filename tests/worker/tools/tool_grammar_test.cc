@@ -1,13 +1,17 @@
 #include "worker/tools/tool_grammar.h"
 
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <random>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
+#include "tests/worker/constraint/fuzz.h"
 #include "tests/worker/constraint/regex_language.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
@@ -256,6 +260,64 @@ TEST(ToolFormatTest, EachShippedTemplateHasItsFormat) {
     ++seen;
   }
   EXPECT_EQ(seen, 15);
+}
+
+// A request's tools reach the compiler unchecked: random mutations of a tool list (schemas'
+// keywords given values of other kinds, names and functions replaced) are each refused with
+// INVALID_ARGUMENT or compile, for every format, to a grammar whose masks allow only tokens
+// it then takes; nothing throws.
+TEST(ToolGrammarTest, MutatedToolsCompileOrFailCleanly) {
+  const json seed = json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string", "maxLength": 20}, "unit": {"enum": ["c", "f"]},
+      "days": {"type": "array", "items": {"type": "integer", "minimum": 1}}},
+      "required": ["city"], "additionalProperties": false}}},
+    {"type": "function", "function": {"name": "tree", "parameters": {"$defs": {"N": {"type":
+      "object", "properties": {"v": {}, "kids": {"type": "array", "items": {"$ref":
+      "#/$defs/N"}}}}}, "$ref": "#/$defs/N"}}},
+    {"type": "function", "function": {"name": "now"}}])");
+  const auto vocab = constraint::fuzz::Vocabulary();
+  const int runs = constraint::fuzz::EnvInt("LLM_FUZZ_RUNS", 600);
+  std::mt19937 rng(constraint::fuzz::EnvInt("LLM_FUZZ_SEED", 20261129));
+  int served = 0;
+  for (int i = 0; i < runs && !HasFailure(); ++i) {
+    const json tools_json = constraint::fuzz::Mutated(seed, rng);
+    const std::string what = tools_json.dump();
+    absl::StatusOr<std::vector<Tool>> tools;
+    try {
+      tools = ParseTools(tools_json);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw " << e.what() << " on " << what;
+      break;
+    }
+    if (!tools.ok()) {
+      EXPECT_EQ(tools.status().code(), absl::StatusCode::kInvalidArgument) << what;
+      continue;
+    }
+    const ToolFormat format =
+        std::array{ToolFormat::kHermes, ToolFormat::kLlama3Json, ToolFormat::kMistral}[i % 3];
+    const ToolChoice choice = tools->empty() || i % 2 == 0
+                                  ? ToolChoice{ToolChoice::Mode::kRequired, ""}
+                                  : ToolChoice{ToolChoice::Mode::kFunction, (*tools)[0].name};
+    if (!CheckToolChoice(*tools, choice).ok()) continue;
+    absl::StatusOr<constraint::RulePatterns> rules;
+    try {
+      rules = ToolCallPatterns(format, *tools, choice, /*parallel=*/i % 4 < 2);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw " << e.what() << " on " << what;
+      break;
+    }
+    if (!rules.ok()) {
+      EXPECT_EQ(rules.status().code(), absl::StatusCode::kInvalidArgument) << what;
+      continue;
+    }
+    constraint::ConstraintSpec spec;
+    spec.kind = constraint::Kind::kRegex;
+    spec.built = *std::move(rules);
+    served += constraint::fuzz::Compiled(spec, vocab, rng, what, "tools");
+  }
+  std::cout << served << " of " << runs << " served\n";
+  EXPECT_GT(served, runs / 10);
 }
 
 }  // namespace
