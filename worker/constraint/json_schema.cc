@@ -358,7 +358,7 @@ class Compiler {
       const std::string branch = absl::StrCat(path, "[", i, "]");
       auto merged = Merged(list[i], beside, branch, key);
       if (!merged.ok()) return merged.status();
-      if (auto why = Contradiction(*merged, branch); !why.ok()) {
+      if (auto why = BranchContradiction(*merged, branch); !why.ok()) {
         if (!alts.empty() || i + 1 < list.size()) continue;
         if (i == 0) return why;
         return absl::InvalidArgumentError(
@@ -370,6 +370,22 @@ class Compiler {
       alts.push_back(Group(*r));
     }
     return absl::StrJoin(alts, "|");
+  }
+
+  // Contradiction of a merged branch, or of the target of its $ref (one that is not being
+  // expanded) with the keywords beside it; any other error is left for Schema to name.
+  absl::Status BranchContradiction(const json& s, const std::string& path) {
+    LLM_RETURN_IF_ERROR(Contradiction(s, path));
+    if (!s.is_object() || !s.contains("$ref") || !s["$ref"].is_string()) return absl::OkStatus();
+    const std::string target = s["$ref"].get<std::string>();
+    if (target.empty() || target[0] != '#' ||
+        std::count(expanding_.begin(), expanding_.end(), target) > 0) {
+      return absl::OkStatus();
+    }
+    auto at = Resolve(target, path + ".$ref");
+    if (!at.ok()) return absl::OkStatus();
+    auto merged = Merged(**at, Beside(s, "$ref"), target, "$ref");
+    return merged.ok() ? Contradiction(*merged, target) : absl::OkStatus();
   }
 
   absl::StatusOr<std::string> Ref(const json& s, const std::string& path, int depth) {

@@ -391,6 +391,10 @@ TEST(JsonSchemaTest, KeywordsBesideCombinatorsHold) {
   EXPECT_TRUE(object_only(R"({"a":1})"));
   EXPECT_FALSE(object_only("null"));
   EXPECT_FALSE(object_only("{}"));
+  const SchemaMatch via_ref(R"({"$defs":{"N":{"type":"null"},"S":{"type":"string"}},
+      "type":"string","anyOf":[{"$ref":"#/$defs/N"},{"$ref":"#/$defs/S","maxLength":2}]})");
+  EXPECT_TRUE(via_ref(R"("ab")"));
+  EXPECT_FALSE(via_ref("null"));
   const SchemaMatch short_text(R"({"type":"string","oneOf":[{"const":1},{"enum":[2,"b"]},
       {"const":"c","enum":["a"]}]})");
   EXPECT_TRUE(short_text(R"("b")"));
