@@ -1,7 +1,6 @@
 #include "worker/constraint/json_schema.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -13,16 +12,22 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/constraint/byte_regex.h"
-#include "worker/constraint/dates.h"
-#include "worker/constraint/ip_networks.h"
+#include "worker/constraint/finite_values.h"
+#include "worker/constraint/formats.h"
 #include "worker/constraint/number_range.h"
+#include "worker/constraint/schema_merge.h"
 #include "worker/constraint/uri.h"
 
 namespace llm::constraint {
 namespace {
 
-// Ordered: properties are emitted in the order the schema lists them.
-using json = nlohmann::ordered_json;
+using schema::Annotation;
+using schema::Beside;
+using schema::Contradiction;
+using schema::FiniteValues;
+using schema::Merged;
+using schema::OfTypes;
+using json = schema::json;
 
 // The rule of any JSON value, for the values a schema leaves open (`{}`, an object without
 // properties, an array without items); a name no reference has.
@@ -202,103 +207,6 @@ class Compiler {
     return absl::StrJoin(alts, "|");
   }
 
-  // Keywords that say nothing of the value.
-  static bool Annotation(const std::string& key) {
-    static const std::set<std::string> keys = {
-        "title",     "description", "default", "examples",    "$schema",
-        "$id",       "$comment",    "strict",  "name",        "readOnly",
-        "writeOnly", "deprecated",  "$defs",   "definitions", "discriminator"};
-    return keys.count(key) > 0;
-  }
-
-  // `s`'s keywords but `combinator` and annotations: what holds beside the combinator.
-  static json Beside(const json& s, const std::string& combinator) {
-    json beside = json::object();
-    for (const auto& [k, v] : s.items()) {
-      if (k != combinator && !Annotation(k)) beside[k] = v;
-    }
-    return beside;
-  }
-
-  // `branch` with `beside`'s keywords added: the intersection where a keyword is in one of them,
-  // or equal in both (`required`: both lists; `type`: the types in both, perhaps none, which
-  // Contradiction names). Another keyword in
-  // both, or additionalProperties or patternProperties apart from the properties they judge
-  // (items from prefixItems), is an error naming the branch's.
-  static absl::StatusOr<json> Merged(const json& branch, const json& beside,
-                                     const std::string& path, const std::string& combinator) {
-    if (beside.empty() || branch == json(false)) return branch;
-    json merged = branch == json(true) ? json::object() : branch;
-    if (!merged.is_object()) return merged;  // refused by Schema
-    for (const auto& [judge, judged] :
-         {std::pair{"additionalProperties", "properties"},
-          std::pair{"patternProperties", "properties"}, std::pair{"items", "prefixItems"}}) {
-      if ((beside.contains(judge) && merged.contains(judged) && !beside.contains(judged)) ||
-          (merged.contains(judge) && beside.contains(judged) && !merged.contains(judged))) {
-        return Error(path, absl::StrCat(judge, " and the ", judged, " it judges split between ",
-                                        combinator, " and this branch: not supported"));
-      }
-    }
-    for (const auto& [k, v] : beside.items()) {
-      if (!merged.contains(k) || merged[k] == v) {
-        merged[k] = v;
-      } else if (k == "required" && v.is_array() && merged[k].is_array()) {
-        for (const json& name : v) {
-          if (std::find(merged[k].begin(), merged[k].end(), name) == merged[k].end()) {
-            merged[k].push_back(name);
-          }
-        }
-      } else if (k == "type") {
-        merged[k] = CommonTypes(merged[k], v);
-      } else {
-        return Error(path + "." + k, absl::StrCat("also beside ", combinator,
-                                                  ", with another value: not supported"));
-      }
-    }
-    return merged;
-  }
-
-  // The types both `a` and `b` (names or lists of names) admit: an integer is a number.
-  static json CommonTypes(const json& a, const json& b) {
-    const auto list = [](const json& t) { return t.is_array() ? t : json::array({t}); };
-    json out = json::array();
-    for (const json& x : list(a)) {
-      for (const json& y : list(b)) {
-        if (x == y || (x == "integer" && y == "number")) {
-          out.push_back(x);
-        } else if (x == "number" && y == "integer") {
-          out.push_back(y);
-        }
-      }
-    }
-    return out.size() == 1 ? out[0] : out;
-  }
-
-  // Why `s` (perhaps merged) admits no value though each keyword alone would: false, no type in
-  // common, a const outside the enum beside it, or no enum or const value of the type beside
-  // them. OK where none of these holds (a malformed keyword is Schema's to name).
-  static absl::Status Contradiction(const json& s, const std::string& path) {
-    if (s == json(false)) return Error(path, "false admits no value");
-    if (!s.is_object()) return absl::OkStatus();
-    const bool typed = s.contains("type");
-    if (typed && s["type"].is_array() && s["type"].empty()) {
-      return Error(path + ".type", "no type beside it is also here");
-    }
-    const bool in_const = s.contains("const"), in_enum = s.contains("enum");
-    if (in_const && in_enum && s["enum"].is_array() &&
-        std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) {
-      return Error(path + ".const", "not a value the enum beside it lists");
-    }
-    if (!typed || !(in_const || in_enum)) return absl::OkStatus();
-    const json values = in_const ? json::array({s["const"]}) : s["enum"];
-    if (!values.is_array() || values.empty()) return absl::OkStatus();
-    for (const json& v : values) {
-      if (OfTypes(v, s["type"])) return absl::OkStatus();
-    }
-    return Error(path + ".type",
-                 absl::StrCat("no ", in_const ? "const" : "enum", " value is of it"));
-  }
-
   // `enum` or `const` (a const beside an enum must be one of its values); a `type` beside them
   // keeps the values of its types.
   absl::StatusOr<std::string> Values(const json& s, const std::string& path) {
@@ -323,24 +231,6 @@ class Compiler {
       values = std::move(kept);
     }
     return Enum(values, absl::StrCat(path, ".", key));
-  }
-
-  // `v` is of a type `types` (a name or a list of names) names.
-  static bool OfTypes(const json& v, const json& types) {
-    for (const json& t : types.is_array() ? types : json::array({types})) {
-      if (t.is_string() && IsOfType(v, t.get<std::string>())) return true;
-    }
-    return false;
-  }
-
-  static bool IsOfType(const json& v, const std::string& type) {
-    if (type == "integer") {
-      return v.is_number_integer() ||
-             (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>());
-    }
-    return (type == "number" && v.is_number()) || (type == "string" && v.is_string()) ||
-           (type == "boolean" && v.is_boolean()) || (type == "null" && v.is_null()) ||
-           (type == "object" && v.is_object()) || (type == "array" && v.is_array());
   }
 
   // s[key] (anyOf or oneOf) as alternatives; the keywords beside it hold in each branch (merged
@@ -499,7 +389,7 @@ class Compiler {
     auto r = Schema(names, path, depth);  // its keywords checked, and a string schema's regex
     if (!r.ok()) return r.status();
     int calls = 10000;
-    if (auto values = FiniteValues(names, depth, calls); values && !values->empty()) {
+    if (auto values = FiniteValues(names, root_, depth, calls); values && !values->empty()) {
       Keys k{true, {}};
       for (const json& v : *values) {
         if (!v.is_string()) return Error(path, absl::StrCat(v.dump(), " is not a string"));
@@ -648,73 +538,6 @@ class Compiler {
     return absl::StrCat("\\[", rest, "\\]");
   }
 
-  // The values a schema admits where they are finitely many (at most kMaxFiniteValues) and
-  // each has one spelling (`const`, `enum`, boolean, null, and $ref and anyOf/oneOf of those),
-  // without repeats; nullopt where they are not. `calls` bounds the walk (a schema may fan
-  // out through references).
-  static constexpr size_t kMaxFiniteValues = 256;
-  std::optional<std::vector<json>> FiniteValues(const json& s, int depth, int& calls) const {
-    if (!s.is_object() || --calls < 0) return std::nullopt;
-    // Only what the values alone decide (Values and Merged say how keywords beside them hold).
-    const auto only = [&s](std::initializer_list<std::string_view> keys) {
-      for (const auto& [k, v] : s.items()) {
-        if (!Annotation(k) && std::find(keys.begin(), keys.end(), k) == keys.end()) return false;
-      }
-      return true;
-    };
-    if (!only({"$ref", "const", "enum", "type", "anyOf", "oneOf"})) return std::nullopt;
-    if (s.contains("$ref") && !only({"$ref"})) return std::nullopt;
-    if ((s.contains("anyOf") || s.contains("oneOf")) && !only({"anyOf", "oneOf"})) {
-      return std::nullopt;
-    }
-    if (s.contains("$ref")) {
-      const json& ref = s["$ref"];
-      if (depth >= kMaxRefDepth || !ref.is_string() || ref.get<std::string>().rfind("#", 0) != 0) {
-        return std::nullopt;
-      }
-      try {
-        return FiniteValues(root_.at(json::json_pointer(ref.get<std::string>().substr(1))),
-                            depth + 1, calls);
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
-    }
-    std::vector<json> values;
-    if (s.contains("const") || s.contains("enum")) {
-      auto listed = s.contains("const") ? json::array({s["const"]}) : s["enum"];
-      if (!listed.is_array()) return std::nullopt;
-      for (const json& v : listed) {
-        if (!s.contains("type") || OfTypes(v, s["type"])) values.push_back(v);
-      }
-    } else if (s.contains("anyOf") || s.contains("oneOf")) {
-      const json& list = s.contains("anyOf") ? s["anyOf"] : s["oneOf"];
-      if (!list.is_array()) return std::nullopt;
-      for (const json& branch : list) {
-        auto more = FiniteValues(branch, depth, calls);
-        if (!more || values.size() + more->size() > kMaxFiniteValues) return std::nullopt;
-        values.insert(values.end(), more->begin(), more->end());
-      }
-    } else if (s.value("type", json()) == json("boolean")) {
-      values = {json(false), json(true)};
-    } else if (s.value("type", json()) == json("null")) {
-      values = {json(nullptr)};
-    } else {
-      return std::nullopt;
-    }
-    if (values.size() > kMaxFiniteValues) return std::nullopt;
-    // JSON equality, as uniqueItems compares: 1 and 1.0 are one value, and so are objects
-    // whose keys differ only in order (nlohmann::json, unlike ordered_json, ignores it).
-    std::vector<json> unique;
-    std::vector<nlohmann::json> seen;
-    for (const json& v : values) {
-      nlohmann::json canonical = nlohmann::json::parse(v.dump());
-      if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
-      seen.push_back(std::move(canonical));
-      unique.push_back(v);
-    }
-    return unique;
-  }
-
   // `uniqueItems: true` over items of finitely many values (FiniteValues: Pydantic's
   // set[SomeEnum], set[Literal[...]]): each value at most once, in the order the schema lists
   // them. A set's order carries nothing, and in that order the language is n alternatives
@@ -728,7 +551,7 @@ class Compiler {
     int calls = 10000;
     const std::optional<std::vector<json>> values =
         s.contains("prefixItems") ? std::nullopt
-                                  : FiniteValues(s.value("items", json()), depth, calls);
+                                  : FiniteValues(s.value("items", json()), root_, depth, calls);
     if (!values || values->empty()) {
       return Error(path + ".uniqueItems",
                    "served where the items are a finite set of values (at most 256: enum, "
@@ -782,7 +605,7 @@ class Compiler {
     if ((!s.contains("format") || free_format) && !s.contains("pattern")) {
       return absl::StrCat("\"", kJsonStringChar, count, "\"");
     }
-    auto body = s.contains("format") ? Format(s["format"], path + ".format")
+    auto body = s.contains("format") ? schema::FormatRegex(s["format"], path + ".format")
                                      : Pattern(s["pattern"], path + ".pattern", !lengths);
     if (!body.ok()) return body.status();
     if (!lengths) return absl::StrCat("\"", *body, "\"");
@@ -808,45 +631,6 @@ class Compiler {
     auto body = UriRegex(max < 0 ? std::nullopt : std::optional<int>(static_cast<int>(max)));
     if (!body.ok()) return Error(path + ".maxLength", std::string(body.status().message()));
     return absl::StrCat("\"", *body, "\"");
-  }
-
-  // A string format's content (quotes not included).
-  static absl::StatusOr<std::string> Format(const json& f, const std::string& path) {
-    static const std::string date = DateRegex();
-    static const std::string time =
-        "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5]"
-        "[0-9])";
-    const std::string name = f.is_string() ? f.get<std::string>() : "";
-    if (name == "date") return date;
-    if (name == "time") return time;
-    if (name == "date-time") return date + "T" + time;
-    if (name == "uuid") {
-      return std::string(
-          "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}");
-    }
-    if (name == "duration") return DurationRegex();
-    if (name == "ipv4") return Ipv4Regex();
-    if (name == "ipv6") return Ipv6Regex();
-    if (name == "ipvanyaddress") return absl::StrCat("((", Ipv4Regex(), ")|", Ipv6Regex(), ")");
-    if (name == "ipv4network") return Ipv4NetworkRegex();
-    if (name == "ipv6network") return Ipv6NetworkRegex();
-    if (name == "ipvanynetwork") {
-      return absl::StrCat("(", Ipv4NetworkRegex(), "|", Ipv6NetworkRegex(), ")");
-    }
-    if (name == "ipv4interface") return Ipv4InterfaceRegex();
-    if (name == "ipv6interface") return Ipv6InterfaceRegex();
-    if (name == "ipvanyinterface") {
-      return absl::StrCat("((", Ipv4InterfaceRegex(), ")|(", Ipv6InterfaceRegex(), "))");
-    }
-    // Pydantic's Base64Bytes and Base64UrlBytes: padded, as Python's decoders require.
-    if (name == "base64" || name == "base64url") {
-      const std::string c = name == "base64" ? "[A-Za-z0-9+/]" : "([A-Za-z0-9_]|-)";
-      return absl::StrCat("(", c, "{4})*(", c, "{2}==|", c, "{3}=)?");
-    }
-    if (name == "email") {
-      return std::string("[a-zA-Z0-9._%+-]+@[a-zA-Z0-9-]+(\\.[a-zA-Z0-9-]+)*\\.[a-zA-Z]{2,}");
-    }
-    return Error(path, absl::StrCat(f.dump(), " is not supported"));
   }
 
   // A string pattern's content (quotes not included): what it matches, anywhere in the string
