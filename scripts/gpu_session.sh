@@ -43,7 +43,8 @@
 #                                         #   random:qwen3-8b beside random:llama-3-8b
 #   build-gpu-bundle/session.sh speculative # issue 32: the n-gram proposer and verification
 #                                         #   kernels (and memcheck), the runner's ids with
-#                                         #   speculation on and off, llm-bench speculative on
+#                                         #   speculation on and off (constrained requests
+#                                         #   speculating too), llm-bench speculative on
 #                                         #   tinystories and random:llama-3-8b at 1, 8 and 64,
 #                                         #   the oracle upper bound at batch 1, k = 4, and
 #                                         #   llm-bench gpu --speculative ngram (where the
@@ -460,11 +461,16 @@ case "$phase" in
         "$here/bin/kernels_test" \
         --gtest_filter='NgramProposeKernelTest.*:OracleProposeKernelTest.*:HistoryWriteKernelTest.*:DraftStepKernelTest.*:VerifyKernelTest.*'
     done
-    step cuda_runner_test-speculative 200 "${run[@]}" cuda_runner_test \
+    step cuda_runner_test-speculative 260 "${run[@]}" cuda_runner_test \
       --gtest_filter='CudaSpeculativeTest.*:CudaRunnerTest.BatchInvariant*'
     tiny="$here/shared/models/tinystories-656k"
     step speculative-tinystories 90 "${run[@]}" llm-bench speculative --backend cuda \
       --model "$tiny" --ngram-min 1 --ngram-max 3 --batch-invariant 1 --rounds 2
+    # Constrained requests speculating (engine.cuda_speculate_constrained): a regex that the
+    # story's own sentences satisfy, so proposals copied from the prompt can stand.
+    step speculative-tinystories-regex 90 "${run[@]}" llm-bench speculative --backend cuda \
+      --model "$tiny" --ngram-min 1 --ngram-max 3 --batch-invariant 1 --rounds 2 \
+      --workloads repeat --regex '[A-Za-z ,.]+' --speculate-constrained 1
     # The draft model on the device, here the model itself (the upper bound of acceptance).
     step speculative-tinystories-draft 90 "${run[@]}" llm-bench speculative --backend cuda \
       --model "$tiny" --method draft --draft-model "$tiny" --batch-invariant 1 --rounds 2

@@ -19,8 +19,9 @@
 // it with --batch-invariant 1, so the target's ids do not move with the batch's shape.
 //
 // --regex constrains every request of both runs to a regex (structured output): on the CPU
-// backend constrained requests speculate too, each verified row under its mask; on CUDA they
-// get no proposals.
+// backend constrained requests speculate too, each verified row under its mask; on CUDA only
+// with --speculate-constrained 1 (engine.cuda_speculate_constrained), else they get no
+// proposals.
 //
 // Workloads (text prompts in the tinystories style, so the shared test model continues them):
 //   story   story openings the model continues freely (little to copy);
@@ -239,6 +240,10 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
              "cuda: 1 for engine.cuda_batch_invariant (ids comparable bit for "
              "bit across batch shapes)",
              "0")
+      .Value("speculate-constrained",
+             "cuda: 1 for engine.cuda_speculate_constrained (constrained requests speculate, "
+             "their verify rows masked along the proposals)",
+             "0")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
   if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
   auto num_tokens = flags.GetInt("num-tokens");
@@ -252,8 +257,9 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
   auto threads = flags.GetInt("cpu-threads");
   auto batch_invariant = flags.GetInt("batch-invariant");
   auto temperature = flags.GetDouble("temperature");
+  auto speculate_constrained = flags.GetInt("speculate-constrained");
   for (const auto* v : {&num_tokens, &ngram_min, &ngram_max, &adaptive, &rounds, &concurrency,
-                        &max_tokens, &slots, &threads, &batch_invariant}) {
+                        &max_tokens, &slots, &threads, &batch_invariant, &speculate_constrained}) {
     if (!v->ok()) return Fail(cmd, v->status());
   }
   if (!temperature.ok()) return Fail(cmd, temperature.status());
@@ -274,6 +280,7 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
   bo.sizes.max_slots = static_cast<int32_t>(*slots);
   bo.cpu_threads = static_cast<int>(*threads);
   bo.cuda.batch_invariant = *batch_invariant != 0;
+  bo.cuda.speculate_constrained = *speculate_constrained != 0;
 
   nlohmann::json out = {{"benchmark", "speculative"},
                         {"model", bo.model},
@@ -287,7 +294,11 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
   const RunSettings settings{static_cast<int>(*rounds), static_cast<int>(*concurrency),
                              static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature),
                              flags.GetString("regex")};
-  if (!settings.regex.empty()) out["regex"] = settings.regex;
+  if (!settings.regex.empty()) {
+    out["regex"] = settings.regex;
+    // The CPU runner always speculates constrained requests.
+    out["speculate_constrained"] = bo.backend != "cuda" || bo.cuda.speculate_constrained;
+  }
   if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
   if (spec.method == engine::SpeculativeMethod::kOracle) out["upper_bound"] = true;
   const std::vector<std::string> workloads =

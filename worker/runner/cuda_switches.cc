@@ -9,7 +9,7 @@ namespace {
 
 using S = CudaSwitches;
 
-constexpr std::array<CudaSwitchSpec, 12> kSpecs = {{
+constexpr std::array<CudaSwitchSpec, 13> kSpecs = {{
     {"engine.cuda_graphs", "no-graphs", "cuda: replay decode steps from captured CUDA graphs",
      &S::graphs},
     {"engine.batch_invariant", "batch-invariant",
@@ -34,6 +34,11 @@ constexpr std::array<CudaSwitchSpec, 12> kSpecs = {{
      "compute capability 9.0, for head dims 64 and 128 and a bf16 cache; elsewhere, and when "
      "false, the tiled kernel (off until measured on a device)",
      &S::hopper_prefill},
+    {"engine.cuda_speculate_constrained", "speculate-constrained",
+     "cuda: with engine.speculative, constrained requests (response_format, tools, regex...) "
+     "speculate too, their verify rows masked along the proposals the step copies back to the "
+     "host; false: they decode one token a step (off until measured on a device)",
+     &S::speculate_constrained},
     {"engine.cuda_tensor_core_decode", "no-tensor-core-decode",
      "cuda: decode attention on tensor cores for head dims 64 and 128; false: the CUDA-core "
      "kernel (kept to compare)",

@@ -34,6 +34,11 @@ struct CudaSwitches {
   // head size (64, 128), the cache (bf16) and its block (a power of two, 8 or more) allow; the
   // tiled kernel elsewhere. Off until a device run has measured it (docs/cuda.md).
   bool hopper_prefill = false;
+  // Speculative decoding (engine.speculative) for constrained requests too: their verify rows
+  // are masked along the proposals, which the step copies back to the host after proposing
+  // (worker/runner/slot_constraints.h). Off until a device run has checked it (docs/cuda.md);
+  // off, a constrained request decodes one token a step.
+  bool speculate_constrained = false;
   // Decode attention on tensor cores where the head size allows (64, 128).
   bool tensor_core_decode = true;
   // RMSNorm and the residual add inside the GEMV products at a few rows (the same bits).

@@ -1,14 +1,15 @@
 #include "worker/runner/slot_constraints.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace llm::runner {
 
-SlotConstraints::SlotConstraints(int32_t max_slots, int32_t vocab, int threads)
+SlotConstraints::SlotConstraints(int32_t max_slots, int32_t vocab, int threads, int32_t max_rows)
     : slots_(static_cast<size_t>(max_slots)),
       words_(constraint::MaskWords(vocab)),
       pool_(threads, std::chrono::microseconds{0}) {
-  todo_.reserve(static_cast<size_t>(max_slots));
+  todo_.reserve(static_cast<size_t>(std::max(max_slots, max_rows)));
 }
 
 void SlotConstraints::OnPlan(const engine::StepPlan& plan) {
@@ -56,6 +57,13 @@ void SlotConstraints::OnToken(uint64_t step_id, int32_t slot, uint64_t key, int3
 
 int32_t SlotConstraints::WriteMasks(std::span<const int32_t> row_slots,
                                     std::span<int32_t> mask_index, std::span<uint64_t> masks) {
+  return WriteGroupMasks(row_slots, {}, Proposals{}, mask_index, masks);
+}
+
+int32_t SlotConstraints::WriteGroupMasks(std::span<const int32_t> row_slots,
+                                         std::span<const int32_t> row_offset,
+                                         const Proposals& proposals, std::span<int32_t> mask_index,
+                                         std::span<uint64_t> masks) {
   todo_.clear();
   for (size_t i = 0; i < row_slots.size(); ++i) {
     const int32_t s = row_slots[i];
@@ -64,15 +72,51 @@ int32_t SlotConstraints::WriteMasks(std::span<const int32_t> row_slots,
     if (has) todo_.push_back(static_cast<int32_t>(i));
   }
   if (todo_.size() * words_ > masks.size()) return -1;
+  // A row's proposals before it: none for a group's first row (or without groups); a row
+  // past the slot's proposals (or the copy) is left unreachable by an impossible run.
+  const auto run_of = [&](int32_t i, int32_t slot, bool& reachable) {
+    reachable = true;
+    const int32_t j = row_offset.empty() ? 0 : row_offset[i];
+    if (j <= 0) return std::span<const int32_t>();
+    const auto base = static_cast<size_t>(slot) * static_cast<size_t>(proposals.stride);
+    reachable = j <= proposals.stride && static_cast<size_t>(slot) < proposals.counts.size() &&
+                j <= proposals.counts[slot] && base + j <= proposals.tokens.size();
+    return reachable ? proposals.tokens.subspan(base, static_cast<size_t>(j))
+                     : std::span<const int32_t>();
+  };
   // A mask is a lookup and a copy where its state was seen before, a walk of the vocabulary's
   // trie where not: a few rows per thread.
   pool_.ParallelFor(todo_.size(), 4, [&](size_t begin, size_t end) {
     for (size_t k = begin; k < end; ++k) {
-      const Slot& s = slots_[row_slots[todo_[k]]];
-      s.matcher->WriteMask(masks.subspan(k * words_, words_), s.stop_ids);
+      const int32_t i = todo_[k];
+      bool reachable = true;
+      const std::span<const int32_t> run = run_of(i, row_slots[i], reachable);
+      if (!reachable) {
+        mask_index[i] = -1;
+        continue;
+      }
+      WriteRowMask(row_slots[i], run, masks.subspan(k * words_, words_), mask_index[i]);
     }
   });
   return static_cast<int32_t>(todo_.size());
+}
+
+void SlotConstraints::WriteRowMask(int32_t slot, std::span<const int32_t> run,
+                                   std::span<uint64_t> mask, int32_t& mask_index) const {
+  const Slot& s = slots_[slot];
+  if (run.empty()) {
+    s.matcher->WriteMask(mask, s.stop_ids);
+    return;
+  }
+  const bool after_stop =
+      std::find(s.stop_ids.begin(), s.stop_ids.end(), run.back()) != s.stop_ids.end();
+  if (after_stop || s.matcher->AllowedPrefix(run, s.stop_ids) < run.size()) {
+    mask_index = -1;
+    return;
+  }
+  constraint::Matcher m = *s.matcher;
+  for (int32_t t : run) m.Advance(t);
+  m.WriteMask(mask, s.stop_ids);
 }
 
 }  // namespace llm::runner

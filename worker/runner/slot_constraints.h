@@ -9,6 +9,11 @@
 // device runs the forward meanwhile): the masks are computed while the GPU works, and no
 // unconstrained step waits for anything.
 //
+// Speculative decoding. A decoding slot's verify group (cuda/step_layout.h) samples rows 0 .. k
+// at once, row j > 0 checking the slot's proposal j - 1, which the device made at the start of
+// the step: row j's mask is the matcher's after proposals 0 .. j - 1 (what the CPU runner's
+// SampleSlot applies there), written from the host's copy of the proposals (WriteGroupMasks).
+//
 // Stale tokens. A slot released and admitted again while an earlier step is in flight still
 // gets that step's token for the old request: a token counts only when it carries the slot's
 // request key and comes from a step launched at or after the admission.
@@ -30,8 +35,9 @@ namespace llm::runner {
 
 class SlotConstraints {
  public:
-  // Masks over `vocab` ids; rows of a step are written by `threads` threads (1: the caller).
-  SlotConstraints(int32_t max_slots, int32_t vocab, int threads);
+  // Masks over `vocab` ids; rows of a step are written by `threads` threads (1: the caller);
+  // at most `max_rows` constrained rows a step (0: one a slot) before WriteMasks allocates.
+  SlotConstraints(int32_t max_slots, int32_t vocab, int threads, int32_t max_rows = 0);
 
   // The plan's releases, then its admissions: a constrained request gets a matcher, advanced
   // over its resumed tokens.
@@ -66,6 +72,22 @@ class SlotConstraints {
   int32_t WriteMasks(std::span<const int32_t> row_slots, std::span<int32_t> mask_index,
                      std::span<uint64_t> masks);
 
+  // The host's copy of the step's proposals (kernels::DeviceSlots::proposals, num_proposals).
+  struct Proposals {
+    std::span<const int32_t> tokens;  // [slots, stride]
+    std::span<const int32_t> counts;  // [slots] how many of a slot's tokens are real
+    int32_t stride = 0;
+  };
+  // WriteMasks for rows at offset row_offset[i] of their slot's verify group (empty: all 0).
+  // Row j > 0 gets the matcher's mask after the slot's proposals 0 .. j - 1. A row that
+  // verification cannot reach gets no mask (-1, its draw is discarded): one past the slot's
+  // proposals, or after a proposal the constraint refuses (it cannot stand: its own row's mask
+  // forbids it) or a stop id (it ends the request). Masks are numbered before that is known,
+  // so such a row leaves its mask's place unused.
+  int32_t WriteGroupMasks(std::span<const int32_t> row_slots, std::span<const int32_t> row_offset,
+                          const Proposals& proposals, std::span<int32_t> mask_index,
+                          std::span<uint64_t> masks);
+
  private:
   struct Slot {
     std::unique_ptr<constraint::Matcher> matcher;
@@ -79,6 +101,11 @@ class SlotConstraints {
   size_t words_;
   int32_t active_ = 0;
   ThreadPool pool_;
+  // Writes sampling row i's mask (its slot's matcher after `run`) to `mask`, or sets
+  // mask_index[i] to -1 where verification cannot reach the row.
+  void WriteRowMask(int32_t slot, std::span<const int32_t> run, std::span<uint64_t> mask,
+                    int32_t& mask_index) const;
+
   std::vector<int32_t> todo_;  // scratch: the sampling rows that have a mask
 };
 

@@ -2,8 +2,10 @@
 // GPU: which tokens move a slot's matcher in a pipelined runner, and the mask rows it uploads.
 #include "worker/runner/slot_constraints.h"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -221,6 +223,110 @@ TEST_F(SlotConstraintsTest, PoolWritesTheSameMasksAndOverflowIsReported) {
   EXPECT_EQ(m1, m2);
   std::vector<uint64_t> small(10 * one.words());
   EXPECT_EQ(one.WriteMasks(rows, i1, small), -1);
+}
+
+// A verify group's row j is masked as the matcher stands after the slot's proposals 0 .. j - 1;
+// rows verification cannot reach (past the proposals, after a refused proposal or a stop id)
+// and unconstrained rows get none.
+TEST_F(SlotConstraintsTest, GroupRowsAreMaskedAfterTheProposalsBeforeThem) {
+  const auto choice = Compiled({Kind::kChoice, "", {"yes", "no"}});
+  SlotConstraints sc(4, kVocab, 2);
+  sc.OnPlan(Admit(1, 0, Request(61, choice)));
+  sc.OnPlan(Admit(1, 1, Request(62, choice)));
+  sc.OnPlan(Admit(1, 2, Request(63, nullptr)));
+  // Stride 4: slot 0 proposes "ye" "s" EOS "a"; slot 1 "no" "a" (refused) with 3 real ones
+  // claimed; slot 2 is not constrained.
+  const std::vector<int32_t> tokens = {10, 11, kEos, 4, 9, 4, 4, 4, 8, 8, 8, 8, 0, 0, 0, 0};
+  const std::vector<int32_t> counts = {4, 3, 4, 0};
+  const std::vector<int32_t> slots = {0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 0};
+  const std::vector<int32_t> offsets = {0, 1, 2, 3, 4, 0, 1, 2, 3, 0, 1, 0};
+  index_.assign(slots.size(), -2);
+  masks_.assign(16 * sc.words(), 0);
+  const SlotConstraints::Proposals p{tokens, counts, 4};
+  ASSERT_EQ(sc.WriteGroupMasks(slots, offsets, p, index_, masks_), 10);
+  EXPECT_EQ(index_, (std::vector<int32_t>{0, 1, 2, -1, -1, 5, 6, -1, -1, -1, -1, 9}));
+  EXPECT_EQ(Allowed(Mask(sc, 0)), (std::vector<int32_t>{8, 9, 10}));
+  EXPECT_EQ(Allowed(Mask(sc, 1)), (std::vector<int32_t>{11}));    // after "ye"
+  EXPECT_EQ(Allowed(Mask(sc, 2)), (std::vector<int32_t>{kEos}));  // after "yes"
+  EXPECT_EQ(Allowed(Mask(sc, 5)), (std::vector<int32_t>{8, 9, 10}));
+  EXPECT_EQ(Allowed(Mask(sc, 6)), (std::vector<int32_t>{kEos}));  // after "no"
+  EXPECT_EQ(Allowed(Mask(sc, 9)), (std::vector<int32_t>{8, 9, 10}));
+  // The slot's own matcher has not moved.
+  ASSERT_EQ(Write(sc, {0}), 1);
+  EXPECT_EQ(Allowed(Mask(sc, 0)), (std::vector<int32_t>{8, 9, 10}));
+  // No copy of the proposals: only each group's first row is reachable.
+  index_.assign(3, -2);
+  ASSERT_EQ(sc.WriteGroupMasks(std::vector<int32_t>{0, 0, 1}, std::vector<int32_t>{0, 1, 0}, {},
+                               index_, masks_),
+            3);
+  EXPECT_EQ(index_, (std::vector<int32_t>{0, -1, 2}));
+}
+
+// A stand-in target: a fixed score for each (history, token), greedy under the row's mask.
+int32_t GreedyUnder(const std::vector<int32_t>& history, const uint64_t* mask) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : history) h = (h ^ static_cast<uint64_t>(t + 1)) * 1099511628211ull;
+  int32_t best = -1;
+  uint64_t best_score = 0;
+  for (int32_t t = 0; t < kVocab; ++t) {
+    if (mask != nullptr && ((mask[t / 64] >> (t % 64)) & 1) == 0) continue;
+    const uint64_t score = ((h ^ static_cast<uint64_t>(t)) * 0x9E3779B97F4A7C15ull) >> 11;
+    if (best < 0 || score > best_score) best = t, best_score = score;
+  }
+  return best;
+}
+
+// The CUDA runner's verification (kernels/speculative/verify.h) over a stand-in greedy target,
+// its rows masked by WriteGroupMasks along random proposals (the true continuation or not):
+// the ids are those of one masked token a step, and every row it reaches has a mask.
+TEST_F(SlotConstraintsTest, VerifiedGroupsKeepTheMaskedGreedyIds) {
+  const auto json = Compiled({Kind::kJsonObject, "", {}});
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    // The ids without speculation.
+    std::vector<int32_t> want;
+    {
+      SlotConstraints plain(1, kVocab, 1);
+      plain.OnPlan(Admit(1, 0, Request(70, json)));
+      for (uint64_t step = 1; want.size() < 24 && (want.empty() || want.back() != kEos); ++step) {
+        ASSERT_EQ(Write(plain, {0}), 1);
+        want.push_back(GreedyUnder(want, Mask(plain, 0)));
+        plain.OnToken(step, 0, 70, want.back(),
+                      want.back() == kEos ? FinishReason::kStopToken : FinishReason::kNone);
+      }
+    }
+    SlotConstraints sc(1, kVocab, 2);
+    sc.OnPlan(Admit(1, 0, Request(70, json)));
+    std::vector<int32_t> got;
+    for (uint64_t step = 1; got.size() < want.size() && (got.empty() || got.back() != kEos);
+         ++step) {
+      const auto k = static_cast<int32_t>(rng() % 5);
+      std::vector<int32_t> proposals(4, 0);
+      for (int32_t j = 0; j < k; ++j) {
+        const size_t at = got.size() + static_cast<size_t>(j);
+        proposals[j] =
+            rng() % 3 != 0 && at < want.size() ? want[at] : static_cast<int32_t>(rng() % 12);
+      }
+      std::vector<int32_t> slots(static_cast<size_t>(k) + 1, 0), offsets;
+      for (int32_t j = 0; j <= k; ++j) offsets.push_back(j);
+      index_.assign(slots.size(), -2);
+      masks_.assign(5 * sc.words(), 0);
+      const std::vector<int32_t> counts = {k};
+      ASSERT_EQ(sc.WriteGroupMasks(slots, offsets, {proposals, counts, 4}, index_, masks_), k + 1);
+      // Row 0 always; row j while row j - 1 drew proposal j - 1; a stop ends the run.
+      std::vector<int32_t> history = got;
+      for (int32_t j = 0; j <= k; ++j) {
+        ASSERT_GE(index_[j], 0) << "round " << round << " step " << step << " row " << j;
+        const int32_t t = GreedyUnder(history, Mask(sc, index_[j]));
+        history.push_back(t);
+        sc.OnToken(step, 0, 70, t, t == kEos ? FinishReason::kStopToken : FinishReason::kNone);
+        if (t == kEos || j == k || t != proposals[j]) break;
+      }
+      got.insert(got.end(), history.begin() + static_cast<ptrdiff_t>(got.size()), history.end());
+    }
+    got.resize(std::min(got.size(), want.size()));
+    ASSERT_EQ(got, want) << "round " << round;
+  }
 }
 
 }  // namespace

@@ -113,6 +113,7 @@ ForwardShape CudaDraft::PromptShape(const ForwardShape& target) {
   s.defer_sampling = false;
   s.mask_index = nullptr;
   s.masks = nullptr;
+  s.proposals_back = nullptr;
   s.group = 1;
   s.draft_round = kernels::kDraftPromptPass;
   return s;

@@ -262,11 +262,34 @@ absl::Status CudaModel::Propose(Pass& p) {
   return absl::OkStatus();
 }
 
+absl::Status CudaModel::CopyProposalsBack(Pass& p) {
+  const kernels::DeviceSlots& slots = p.b.slots;
+  const size_t counts = static_cast<size_t>(p.z.engine.max_slots) * sizeof(int32_t);
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p.s.proposals_back, slots.num_proposals, counts,
+                                           cudaMemcpyDeviceToHost, p.st),
+                           "proposals' copy back");
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p.s.proposals_back + counts, slots.proposals,
+                                           counts * static_cast<size_t>(slots.max_proposals),
+                                           cudaMemcpyDeviceToHost, p.st),
+                           "proposals' copy back");
+  // Under graph capture an external event node, recorded at each replay (the external flag is
+  // invalid outside capture: an eager step records as usual).
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LLM_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(p.st, &capture), "proposals' event");
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaEventRecordWithFlags(p.s.proposals_ready, p.st,
+                               capture == cudaStreamCaptureStatusActive ? cudaEventRecordExternal
+                                                                        : cudaEventRecordDefault),
+      "proposals' event");
+  return absl::OkStatus();
+}
+
 absl::Status CudaModel::StepRows(Pass& p) {
   const ForwardShape& s = p.s;
   if (s.draft_round != ForwardShape::kNotDraft) return DraftRows(p);
   // The draft model's rounds made the proposals before this pass (proposals_made_before).
   if (s.group > 1 && !options_.proposals_made_before) LLM_RETURN_IF_ERROR(Propose(p));
+  if (s.group > 1 && s.proposals_back != nullptr) LLM_RETURN_IF_ERROR(CopyProposalsBack(p));
   kernels::StepInputsParams in{};
   in.prefill_slot = s.prefill_slot;
   in.prefill_pos = s.prefill_pos;

@@ -63,6 +63,13 @@ struct ForwardShape {
   int32_t group = 1;
   const int32_t* decode_draft = nullptr;
   const int32_t* decode_limit = nullptr;  // each one's KV blocks * block_tokens
+  // Speculation under masks (engine.cuda_speculate_constrained): once the proposals are made,
+  // the step copies the slots' counts and proposals (DeviceSlots::num_proposals, [slots], then
+  // proposals, [slots, max_proposals]) to this pinned host memory and records
+  // `proposals_ready` after the copy (an external event node in a graph), so the host can mask
+  // the verify rows along them while the forward pass runs. Null: no copy.
+  std::byte* proposals_back = nullptr;
+  cudaEvent_t proposals_ready = nullptr;
   // A draft model's pass (cuda_draft.h; kernels/speculative/draft_step.h): kNotDraft for the
   // target's, kernels::kDraftPromptPass for the prompt rows and kernels::kDraftCatchUp for a
   // step's decode rows that do not verify (no head, either), or a round, whose rows
@@ -146,6 +153,8 @@ class CudaModel {
   absl::Status DraftRows(Pass& p);
   // A speculative step's proposals on the device: the n-gram or the oracle proposer.
   absl::Status Propose(Pass& p);
+  // The proposals' copy to the host (ForwardShape::proposals_back) and its event.
+  absl::Status CopyProposalsBack(Pass& p);
   // Norm, q/k/v with RoPE and the K/V write, attention, o with the residual add. In a step with
   // prompt rows, the last layer stops after the K/V write when nothing samples (`*done`).
   absl::Status AttentionBlock(Pass& p, int layer, bool* done);

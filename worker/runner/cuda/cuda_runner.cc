@@ -172,6 +172,11 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
       options_.speculative.enabled() ? 1 + options_.speculative.num_tokens : 1;
   sizes_ = PlanStepSizes(c, options_.sizes, max_context, prompt_rows, sm_count,
                          options_.switches.batch_invariant, model_->weights().fp8, spec_group);
+  // Constrained slots that speculate take a mask a verify row.
+  if (speculates_constrained()) {
+    sizes_.max_masks =
+        std::min(sizes_.max_sample_rows, options_.sizes.max_slots * sizes_.spec_group);
+  }
   buckets_ = MakeBuckets(options_.sizes.max_slots);
   LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
   LLM_RETURN_IF_ERROR(AllocateStaging());
@@ -230,13 +235,15 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   limits.max_decode_rows = sizes_.max_decode_rows;
   limits.max_history_tokens = sizes_.max_history_tokens;
   limits.oracle = model_options.oracle;
+  limits.speculate_constrained = speculates_constrained();
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
   // Structured output: masks written by up to a quarter of the host's cores (8 at most).
   const int mask_threads =
       std::clamp(static_cast<int>(std::thread::hardware_concurrency() / 4), 1, 8);
-  constraints_ =
-      std::make_unique<SlotConstraints>(options_.sizes.max_slots, c.vocab_size, mask_threads);
+  constraints_ = std::make_unique<SlotConstraints>(options_.sizes.max_slots, c.vocab_size,
+                                                   mask_threads, sizes_.max_masks);
   info_.constraints = true;
+  info_.speculates_constrained = speculates_constrained();
   LLM_RETURN_IF_ERROR(CaptureGraphs());
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
@@ -257,6 +264,12 @@ absl::Status CudaRunner::AllocateStaging() {
     LLM_RETURN_IF_ERROR(e.sample_start.Create());
   }
   mask_row_slots_.reserve(SR);
+  mask_row_offsets_.reserve(SR);
+  if (speculates_constrained()) {
+    LLM_RETURN_IF_ERROR(proposals_back_.Allocate(
+        S * static_cast<size_t>(sizes_.spec_group) * sizeof(int32_t), "proposals' copy back"));
+    LLM_RETURN_IF_ERROR(proposals_ready_.Create());
+  }
   // The step layout's arrays, at their largest, so Launch never allocates.
   layout_.admits.reserve(S);
   layout_.settings.reserve(S);
@@ -285,6 +298,10 @@ ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t varian
   s.argmax_only = variant == kArgmaxGraph;
   s.defer_sampling = variant == kForwardGraph;
   s.group = group;
+  if (group > 1 && variant == kForwardGraph && speculates_constrained()) {
+    s.proposals_back = proposals_back_.get();
+    s.proposals_ready = proposals_ready_.get();
+  }
   if (group > 1) {
     // Enqueue stages the allowances first and the limits next, bucket entries each.
     s.decode_draft = reinterpret_cast<const int32_t*>(buffers_.upload);
@@ -507,7 +524,7 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
   // they can be, else from the Collect of the step before (SlotConstraints::OnLaunch).
   SlotConstraints::LaunchMasks masks;
   if (constraints_->active() > 0 && shape.sample_rows > 0) {
-    mirror_->SampleRowSlots(l, mask_row_slots_);
+    mirror_->SampleRowSlots(l, mask_row_slots_, mask_row_offsets_);
     masks = constraints_->OnLaunch(
         step_id,
         in_flight_.empty() ? SlotConstraints::kNothingInFlight : in_flight_.front().step_id,
@@ -543,8 +560,10 @@ absl::Status CudaRunner::EnqueueForward(uint64_t step_id, ForwardShape& shape, R
   in_flight_.push_back(
       InFlight{step_id, next_ring_, shape.sample_rows, in_flight_.empty(), profiled, masked});
   next_ring_ = (next_ring_ + 1) % kRing;
-  // Every token the masks depend on has been collected.
-  if (masked && masks.ready) return EnqueuePendingSample();
+  // Every token the masks depend on has been collected. Masks along the step's proposals wait
+  // for their copy too: at once only when nothing before it is in flight, else from its Collect.
+  const bool wait_proposals = masked && shape.proposals_back != nullptr && in_flight_.size() > 1;
+  if (masked && masks.ready && !wait_proposals) return EnqueuePendingSample();
   return absl::OkStatus();
 }
 
@@ -555,6 +574,10 @@ absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ri
   shape.mask_index = reinterpret_cast<const int32_t*>(buffers_.mask_upload);
   shape.masks = reinterpret_cast<const uint64_t*>(buffers_.mask_upload + sizes_.masks_offset());
   shape.mask_words = sizes_.mask_words;
+  if (shape.group > 1 && speculates_constrained()) {  // as DecodeShape's graph does
+    shape.proposals_back = proposals_back_.get();
+    shape.proposals_ready = proposals_ready_.get();
+  }
   const GraphExec* graph = shape.identity_sampling ? DecodeGraph(kForwardGraph) : nullptr;
   if (graph != nullptr) {
     LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->get(), stream_.get()), "graph launch");
@@ -576,9 +599,14 @@ absl::Status CudaRunner::EnqueuePendingSample() {
   auto* index = reinterpret_cast<int32_t*>(ring.masks.get());
   auto* masks = reinterpret_cast<uint64_t*>(ring.masks.get() + sizes_.masks_offset());
   const size_t words = static_cast<size_t>(sizes_.mask_words);
-  const int32_t written = constraints_->WriteMasks(
-      mask_row_slots_, std::span<int32_t>(index, mask_row_slots_.size()),
-      std::span<uint64_t>(masks, static_cast<size_t>(options_.sizes.max_slots) * words));
+  // The verify rows' masks follow the proposals the step made on the device.
+  if (p.shape.proposals_back != nullptr) {
+    LLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(proposals_ready_.get()), "proposals' copy back");
+  }
+  const int32_t written = constraints_->WriteGroupMasks(
+      mask_row_slots_, mask_row_offsets_, ProposalsBack(p.shape),
+      std::span<int32_t>(index, mask_row_slots_.size()),
+      std::span<uint64_t>(masks, static_cast<size_t>(sizes_.max_masks) * words));
   if (written < 0) return absl::InternalError("a step's masks overflow their staging");
   const cudaStream_t st = stream_.get();
   LLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(ring.sample_start.get(), st), "sampling start");
@@ -595,6 +623,15 @@ absl::Status CudaRunner::EnqueuePendingSample() {
   }
   LLM_RETURN_IF_ERROR(model_->Sample(p.shape, buffers_, st));
   return EnqueueStepEnd(p.shape, ring);
+}
+
+SlotConstraints::Proposals CudaRunner::ProposalsBack(const ForwardShape& shape) const {
+  if (shape.proposals_back == nullptr) return {};
+  const auto slots = static_cast<size_t>(options_.sizes.max_slots);
+  const int32_t stride = sizes_.spec_group - 1;
+  const auto* counts = reinterpret_cast<const int32_t*>(shape.proposals_back);
+  return {std::span<const int32_t>(counts + slots, slots * static_cast<size_t>(stride)),
+          std::span<const int32_t>(counts, slots), stride};
 }
 
 absl::Status CudaRunner::EnqueueStepEnd(const ForwardShape& shape, RingEntry& ring) {

@@ -136,6 +136,12 @@ class CudaRunner : public ModelRunner {
   absl::Status EnqueueMaskedForward(ForwardShape& shape, RingEntry& ring);
   // Writes pending_'s masks, uploads them and enqueues its sampling and the step's end.
   absl::Status EnqueuePendingSample();
+  // engine.cuda_speculate_constrained with speculation on: constrained slots get proposals.
+  bool speculates_constrained() const {
+    return sizes_.spec_group > 1 && options_.switches.speculate_constrained;
+  }
+  // The pending step's proposals as copied back (none without proposals_back).
+  SlotConstraints::Proposals ProposalsBack(const ForwardShape& shape) const;
   // The outputs' copy back and the end event.
   absl::Status EnqueueStepEnd(const ForwardShape& shape, RingEntry& ring);
 
@@ -160,8 +166,14 @@ class CudaRunner : public ModelRunner {
 
   // Structured output: the slots' matchers and the step waiting for its masks.
   std::unique_ptr<SlotConstraints> constraints_;
-  std::vector<int32_t> mask_row_slots_;  // the pending step's sampling rows' slots
+  std::vector<int32_t> mask_row_slots_;    // the pending step's sampling rows' slots
+  std::vector<int32_t> mask_row_offsets_;  // and their offsets in their verify groups
   std::optional<PendingSample> pending_;
+  // Speculation under masks: the host's copy of the slots' proposal counts and proposals
+  // (ForwardShape::proposals_back), one for every step: the pending step's is read before a
+  // later step is launched.
+  PinnedMemory proposals_back_;
+  Event proposals_ready_;
 
   std::vector<int32_t> buckets_;
   // Per bucket, three: graphs_[kGraphVariants * bucket + variant], the full sampler, its
@@ -171,9 +183,9 @@ class CudaRunner : public ModelRunner {
   static constexpr size_t kSampleGraph = 0, kArgmaxGraph = 1, kForwardGraph = 2;
   std::vector<GraphExec> graphs_;
   // Speculative decode-only steps (verify groups, StepLayout::group > 1): for each group size
-  // of spec_groups_ (SpeculativeGroups) and bucket, the same three variants as graphs_ (a
-  // constrained slot's allowance is 0, staged like the others', so its step's forward pass
-  // alone is a graph too), spec_graphs_[kSpecVariants * (buckets * group index + bucket) +
+  // of spec_groups_ (SpeculativeGroups) and bucket, the same three variants as graphs_ (the
+  // forward pass alone, for a step with constrained rows, copies the proposals back when
+  // constrained slots speculate), spec_graphs_[kSpecVariants * (buckets * group index + bucket) +
   // variant]; null where bucket × group passes max_decode_rows. Empty without cuda_graphs or
   // speculation.
   static constexpr size_t kSpecVariants = kGraphVariants;

@@ -143,6 +143,7 @@ StepSizes PlanStepSizes(const model::ModelConfig& c, const engine::EngineSizes& 
   z.qkv_dim = c.q_dim() + 2 * c.kv_dim();
   if (fp8) z.fp8_max_in = std::max({c.hidden_size, c.q_dim(), c.intermediate_size});
   z.mask_words = static_cast<int32_t>(constraint::MaskWords(c.vocab_size));
+  z.max_masks = S;  // the runner widens it for speculation under masks
   // Admissions, block grants (at most one a slot), their block lists (at most a table a slot
   // between them), decode row changes, prefill rows, prompt chunks and their
   // attention tiles (all, and the last layer's: at most two a chunk), sampling rows and the

@@ -58,12 +58,13 @@ struct StepSizes {
   // the masks take no memory (the draft points at the target's slot table and upload).
   bool forward_only = false;
   // Structured output: a token mask's 64-bit words. StepBuffers::mask_upload holds the mask
-  // index of each sampling row, then the masks (at most one a slot).
+  // index of each sampling row, then the masks: at most one a slot, or with speculative
+  // decoding one a verify row (engine.cuda_speculate_constrained), within the sampling rows.
   int32_t mask_words = 0;
+  int32_t max_masks = 0;
   size_t masks_offset() const { return (static_cast<size_t>(max_sample_rows) * 4 + 15) / 16 * 16; }
   size_t mask_bytes() const {
-    return masks_offset() +
-           static_cast<size_t>(engine.max_slots) * static_cast<size_t>(mask_words) * 8;
+    return masks_offset() + static_cast<size_t>(max_masks) * static_cast<size_t>(mask_words) * 8;
   }
 };
 

@@ -395,10 +395,10 @@ void SlotMirror::LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows,
   l.group = 1;
   l.decode_draft.clear();
   l.decode_limit.clear();
-  // A constrained slot's rows would need masks for tokens the host has not seen: it does not
-  // speculate here.
+  // A constrained slot's verify rows need masks along proposals the host has not seen: it
+  // speculates only where the step copies them back (speculate_constrained).
   const auto allowance = [&](const engine::DecodeChunk& d) {
-    if (slots_[d.slot].request->constraint != nullptr) return 0;
+    if (!limits_.speculate_constrained && slots_[d.slot].request->constraint != nullptr) return 0;
     return std::min(d.max_draft, limits_.spec_group - 1);
   };
   int32_t most = 0;
@@ -424,8 +424,10 @@ void SlotMirror::LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows,
   }
 }
 
-void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots) const {
+void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots,
+                                std::vector<int32_t>& offsets) const {
   slots.assign(static_cast<size_t>(l.num_sample_rows), -1);
+  offsets.assign(static_cast<size_t>(l.num_sample_rows), 0);
   for (int32_t i = 0; i < l.num_sample_rows; ++i) {
     const int32_t row = l.identity_sampling ? i : l.sample_rows[i];
     if (row < 0) continue;
@@ -436,6 +438,7 @@ void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots
     // A verify group's row past its slot's allowance never samples (the device pads it).
     const int32_t d = (row - l.prefill_rows) / l.group, j = (row - l.prefill_rows) % l.group;
     slots[i] = j > 0 && j > l.decode_draft[d] ? -1 : decode_rows_[d];
+    offsets[i] = j;
   }
 }
 

@@ -65,6 +65,9 @@ struct StepLimits {
   // requests' oracle_ids go to the history (the oracle proposer).
   int32_t max_history_tokens = 0;
   bool oracle = false;
+  // Constrained requests get their proposals too (engine.cuda_speculate_constrained); else a
+  // constrained slot's allowance is 0.
+  bool speculate_constrained = false;
 };
 
 // The verify group sizes a step may use with up to spec_group - 1 proposals a slot: 1 + a power
@@ -138,8 +141,10 @@ class SlotMirror {
   // The slot each sampling row of `layout` (the last one Apply made) samples for, -1 for
   // padding: what the device's row_slot holds, on the host (structured output's masks). A
   // verify group's row within its slot's allowance counts as the slot's, though the device
-  // pads it when the proposer found fewer proposals.
-  void SampleRowSlots(const StepLayout& layout, std::vector<int32_t>& slots) const;
+  // pads it when the proposer found fewer proposals. `offsets`: each row's offset in its verify
+  // group (0 outside groups).
+  void SampleRowSlots(const StepLayout& layout, std::vector<int32_t>& slots,
+                      std::vector<int32_t>& offsets) const;
 
  private:
   struct Slot {

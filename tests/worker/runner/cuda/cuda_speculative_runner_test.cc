@@ -3,9 +3,11 @@
 // run without speculation, greedy and seeded sampling alike (each verify row draws what the
 // plain run draws for its token, kernels/speculative/verify.h), proposals do stand on prompts
 // that repeat themselves, a prefix-cache hit's cached prompt is searched like a computed one,
-// the benchmark-only oracle's own ids all stand, constrained requests share speculative steps,
-// the draft model keeps the ids, and a cancel storm leaves no block behind.
+// the benchmark-only oracle's own ids all stand, constrained requests share speculative steps
+// (and speculate, with engine.cuda_speculate_constrained), the draft model keeps the ids, and a
+// cancel storm leaves no block behind.
 #include <algorithm>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -95,25 +97,32 @@ TEST(CudaSpeculativeTest, NgramKeepsEveryRequestsIdsGreedyAndSeeded) {
   }
 }
 
-// A constrained request gets no proposals on the device (its verify rows would need masks for
-// tokens the host has not seen yet), but it shares speculative steps with requests that do:
-// such a step replays the speculative forward-only graph (or runs eagerly), samples once the
-// masks are written, then verifies the other slots' groups. With the batch-invariant mode every
-// request's ids are those of a run without speculation; the constrained ones end in a choice,
-// with no proposals, and the others' proposals do stand.
+// Constrained requests share speculative steps with others: such a step replays the
+// speculative forward-only graph (or runs eagerly), samples once the masks are written, then
+// verifies the groups. Without engine.cuda_speculate_constrained a constrained slot gets no
+// proposals; with it, the step copies its proposals back and the host masks each verify row
+// along them (worker/runner/slot_constraints.h), with the n-gram proposer and the draft model,
+// with graphs, eagerly and with programmatic dependent launch. With the batch-invariant mode
+// every request's ids are those of a run without speculation. The constrained requests are a
+// choice (whose proposals the constraint mostly refuses) and a regex the story's own text
+// satisfies (whose copied proposals stand, so rows past a group's first sample under masks
+// made along the proposals).
 TEST(CudaSpeculativeTest, ConstrainedRequestsShareSpeculativeSteps) {
   LLM_REQUIRE_GPU();
   LLM_REQUIRE_SHARED("models/tinystories-656k");
   const std::vector<std::string> choices = {"happy", "sad", "a big red ball", "Tim"};
+  const std::string pattern = "[A-Za-z ,.]+";
   std::vector<GenerateSpec> specs;
   for (int i = 0; i < 8; ++i) {
     GenerateSpec s = Spec(RepeatPrompt(), 60);
-    if (i % 2 == 0) {
+    if (i % 4 == 0) {
+      s.constraint = {constraint::Kind::kRegex, pattern, {}};
+    } else if (i % 4 == 2) {
       s.constraint = {constraint::Kind::kChoice, "", choices};
     } else {
       s.ignore_eos = true;
     }
-    if (i % 4 >= 2) {
+    if (i % 8 >= 4) {
       s.sampling.temperature = 0.8f;
       s.sampling.seed = 90 + i;
     }
@@ -122,31 +131,59 @@ TEST(CudaSpeculativeTest, ConstrainedRequestsShareSpeculativeSteps) {
   auto off = MakeWorker(SpeculativeSetup(false, 0));
   ASSERT_NE(off, nullptr);
   const auto plain = RunCrowd(*off, specs);
-  for (const bool graphs : {true, false}) {
-    WorkerSetup setup = SpeculativeSetup(true, 4);
-    setup.graphs = graphs;
+  struct Variant {
+    bool graphs, constrained, pdl;
+    engine::SpeculativeMethod method;
+  };
+  const auto ngram = engine::SpeculativeMethod::kNgram;
+  for (const Variant v : {Variant{true, false, false, ngram}, Variant{false, false, false, ngram},
+                          Variant{true, true, false, ngram}, Variant{false, true, false, ngram},
+                          Variant{true, true, true, ngram},
+                          Variant{true, true, false, engine::SpeculativeMethod::kDraft}}) {
+    const std::string label =
+        absl::StrCat("graphs ", v.graphs, " constrained proposals ", v.constrained, " pdl ", v.pdl,
+                     " draft ", v.method == engine::SpeculativeMethod::kDraft);
+    WorkerSetup setup = SpeculativeSetup(true, 4, v.method);
+    if (v.method == engine::SpeculativeMethod::kDraft) {
+      setup.speculative.draft_model = llm::testing::SharedPath("models/tinystories-656k");
+    }
+    setup.graphs = v.graphs;
+    setup.pdl = v.pdl;
+    setup.speculate_constrained = v.constrained;
     auto on = MakeWorker(setup);
-    ASSERT_NE(on, nullptr);
+    ASSERT_NE(on, nullptr) << label;
     std::vector<std::shared_ptr<CollectingSink>> sinks;
     for (const GenerateSpec& s : specs) {
       sinks.push_back(std::make_shared<CollectingSink>());
-      ASSERT_TRUE(on->Submit(s, sinks.back()).ok());
+      ASSERT_TRUE(on->Submit(s, sinks.back()).ok()) << label;
     }
-    int64_t accepted = 0;
+    int64_t accepted = 0, constrained_drafts = 0, constrained_accepted = 0;
     for (size_t i = 0; i < specs.size(); ++i) {
-      ASSERT_TRUE(sinks[i]->Wait());
-      ASSERT_TRUE(sinks[i]->error().ok()) << sinks[i]->error();
+      ASSERT_TRUE(sinks[i]->Wait()) << label;
+      ASSERT_TRUE(sinks[i]->error().ok()) << label << ": " << sinks[i]->error();
       const auto r = sinks[i]->result();
-      EXPECT_EQ(r.token_ids, plain[i]) << "graphs " << graphs << " request " << i;
-      if (specs[i].constraint.enabled()) {
-        EXPECT_EQ(r.usage.draft_tokens, 0) << i;
+      EXPECT_EQ(r.token_ids, plain[i]) << label << " request " << i;
+      if (specs[i].constraint.kind == constraint::Kind::kChoice) {
         EXPECT_NE(std::find(choices.begin(), choices.end(), r.text), choices.end())
-            << i << ": '" << r.text << "'";
+            << label << " request " << i << ": '" << r.text << "'";
+      } else if (specs[i].constraint.kind == constraint::Kind::kRegex) {
+        EXPECT_TRUE(std::regex_match(r.text, std::regex(pattern)))
+            << label << " request " << i << ": '" << r.text << "'";
+      }
+      if (specs[i].constraint.enabled()) {
+        constrained_drafts += r.usage.draft_tokens;
+        constrained_accepted += r.usage.accepted_draft_tokens;
       } else {
         accepted += r.usage.accepted_draft_tokens;
       }
     }
-    EXPECT_GT(accepted, 0) << "graphs " << graphs;
+    EXPECT_GT(accepted, 0) << label;
+    if (v.constrained) {
+      EXPECT_GT(constrained_drafts, 0) << label;
+      EXPECT_GT(constrained_accepted, 0) << label;
+    } else {
+      EXPECT_EQ(constrained_drafts, 0) << label;
+    }
   }
 }
 

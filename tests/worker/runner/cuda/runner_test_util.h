@@ -62,6 +62,7 @@ struct WorkerSetup {
   bool fused_norm = true;
   bool gemm_residual = true;  // engine.cuda_gemm_residual
   bool last_layer_sampled_rows = true;
+  bool speculate_constrained = false;     // engine.cuda_speculate_constrained
   engine::SpeculativeConfig speculative;  // engine.speculative, for the backend and scheduler
 };
 
@@ -82,6 +83,7 @@ inline std::unique_ptr<Worker> MakeWorker(const WorkerSetup& s) {
   o.cuda.batch_invariant = s.batch_invariant;
   o.cuda.tiled_prefill = s.tiled_prefill;
   o.cuda.hopper_prefill = s.hopper_prefill;
+  o.cuda.speculate_constrained = s.speculate_constrained;
   o.cuda.pdl = s.pdl;
   o.cuda.fused_norm = s.fused_norm;
   o.cuda.gemm_residual = s.gemm_residual;

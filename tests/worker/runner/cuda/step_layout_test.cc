@@ -8,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/constraint/constraint.h"
 
 namespace llm::runner::cuda {
 namespace {
@@ -130,11 +131,11 @@ TEST(SlotMirrorPrefillTest, PromptChunksAndTheirAttentionTiles) {
 TEST(SlotMirrorPrefillTest, SampleRowSlotsFollowTheLayout) {
   SlotMirror mirror(Limits(), MakeBuckets(8));
   StepLayout l;
-  std::vector<int32_t> slots;
+  std::vector<int32_t> slots, offsets;
   const auto step = [&](const engine::StepPlan& p) {
     ASSERT_TRUE(mirror.Check(p).ok());
     mirror.Apply(p, l);
-    mirror.SampleRowSlots(l, slots);
+    mirror.SampleRowSlots(l, slots, offsets);
   };
   engine::StepPlan p1;
   p1.step_id = 1;
@@ -300,12 +301,13 @@ TEST(SlotMirrorSpeculativeTest, DecodesWithProposalsBecomeVerifyGroups) {
   EXPECT_THAT(l.decode_draft, ElementsAre(4, 2, 4, 0));
   EXPECT_THAT(l.decode_limit, ElementsAre(32, 32, 32, 0));  // 2 blocks of 16 each
   EXPECT_FALSE(l.upload_empty());  // the allowances go up with every speculative step
-  std::vector<int32_t> slots;
-  mirror.SampleRowSlots(l, slots);
+  std::vector<int32_t> slots, offsets;
+  mirror.SampleRowSlots(l, slots, offsets);
   EXPECT_THAT(slots, ElementsAre(0, 0, 0, 0, 0,         // slot 0: 4 proposals
                                  1, 1, 1, -1, -1,       // slot 1: 2
                                  2, 2, 2, 2, 2,         // slot 2: 4 (with penalties)
                                  -1, -1, -1, -1, -1));  // the bucket's unused row
+  EXPECT_THAT(offsets, ElementsAre(0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4));
 
   // At most one proposal: groups of 2. None: one row a slot, nothing extra uploaded.
   d.step_id = 11;
@@ -372,9 +374,47 @@ TEST(SlotMirrorSpeculativeTest, MixedStepsSampleEveryGroupRow) {
   EXPECT_EQ(l.prefill_rows, 61);
   EXPECT_THAT(std::vector<int32_t>(l.sample_rows.begin(), l.sample_rows.begin() + 5),
               ElementsAre(5, 61, 62, 63, -1));
-  std::vector<int32_t> slots;
-  mirror.SampleRowSlots(l, slots);
+  std::vector<int32_t> slots, offsets;
+  mirror.SampleRowSlots(l, slots, offsets);
   EXPECT_THAT(std::vector<int32_t>(slots.begin(), slots.begin() + 5), ElementsAre(1, 0, 0, 0, -1));
+  EXPECT_THAT(std::vector<int32_t>(offsets.begin(), offsets.begin() + 4), ElementsAre(0, 0, 1, 2));
+}
+
+// A constrained request's allowance is 0 unless the runner masks its verify rows along the
+// proposals it copies back (engine.cuda_speculate_constrained); then it speculates as others.
+TEST(SlotMirrorSpeculativeTest, ConstrainedSlotsSpeculateOnlyWhereAllowed) {
+  auto table = std::make_shared<constraint::TokenTable>(std::vector<std::string>{"", "a", "b"});
+  auto compiled = constraint::Compile({constraint::Kind::kChoice, "", {"ab"}}, table);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  for (const bool allowed : {false, true}) {
+    StepLimits limits = Limits();
+    limits.spec_group = 3;
+    limits.max_decode_rows = 24;
+    limits.speculate_constrained = allowed;
+    SlotMirror mirror(limits, MakeBuckets(8));
+    StepLayout l;
+    for (int32_t s = 0; s < 2; ++s) {
+      engine::StepPlan p;
+      p.step_id = 1 + s;
+      auto r = std::make_shared<engine::EngineRequest>(*Request(100 + s, 4, 50));
+      if (s == 1) r->constraint = *compiled;
+      p.admissions.push_back({s, r, {s * 2, s * 2 + 1}});
+      p.prefills.push_back({s, 0, 4, true});
+      ASSERT_TRUE(mirror.Check(p).ok());
+      mirror.Apply(p, l);
+    }
+    engine::StepPlan d;
+    d.step_id = 5;
+    d.decodes = {{0, 2}, {1, 2}};
+    ASSERT_TRUE(mirror.Check(d).ok());
+    mirror.Apply(d, l);
+    EXPECT_EQ(l.group, 3);
+    EXPECT_THAT(l.decode_draft, ElementsAre(2, allowed ? 2 : 0)) << allowed;
+    std::vector<int32_t> slots, offsets;
+    mirror.SampleRowSlots(l, slots, offsets);
+    EXPECT_THAT(slots, allowed ? ElementsAre(0, 0, 0, 1, 1, 1) : ElementsAre(0, 0, 0, 1, -1, -1));
+    EXPECT_THAT(offsets, ElementsAre(0, 1, 2, 0, 1, 2));
+  }
 }
 
 // The device history gets what no row writes: a prefix-cache hit's cached prompt positions with
