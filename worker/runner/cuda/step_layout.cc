@@ -207,6 +207,46 @@ absl::Status SlotMirror::Check(const engine::StepPlan& plan) {
 }
 
 void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
+  ClearLayout(l);
+  changed_rows_.clear();
+  ApplySlots(plan, l);
+  AssignDecodeRows(plan, l);
+  // The batch.
+  l.bucket = -1;
+  for (size_t i = 0; rows_in_use_ > 0 && i < buckets_.size(); ++i) {
+    if (buckets_[i] >= rows_in_use_) {
+      l.bucket = static_cast<int32_t>(i);
+      break;
+    }
+  }
+  const int32_t bucket_rows = l.bucket < 0 ? 0 : buckets_[l.bucket];
+  LayOutGroups(plan, bucket_rows, l);
+  const int32_t B = bucket_rows * l.group;
+  l.decode_rows = B;
+  if (checked_prefill_tokens_ == 0) {
+    l.rows = l.num_sample_rows = B;
+    l.prefill_rows = 0;
+    l.identity_sampling = true;
+  } else {
+    LayOutPrefill(plan, B, l);
+  }
+  // The slots that sample: the decodes and the prompts this step completes (which decode from
+  // the next step on).
+  l.argmax_only = true;
+  for (const engine::DecodeChunk& d : plan.decodes) {
+    l.argmax_only = l.argmax_only && slots_[d.slot].argmax_only;
+  }
+  for (const auto& p : plan.prefills) {
+    if (!p.samples) continue;
+    l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;
+    slots_[p.slot].sampled = true;
+    slots_[p.slot].written = p.start + p.num_tokens;
+  }
+  // One position a decode: with proposals, a lower bound (the device knows how many stood).
+  for (const engine::DecodeChunk& d : plan.decodes) ++slots_[d.slot].written;
+}
+
+void SlotMirror::ClearLayout(StepLayout& l) {
   l.admits.clear();
   l.settings.clear();
   l.grants.clear();
@@ -222,20 +262,21 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   l.sample_rows.clear();
   l.history_spans.clear();
   l.history_tokens.clear();
-  changed_rows_.clear();
-  auto change_row = [&](int32_t row) {
-    if (row_changed_[row] != mark_) {
-      row_changed_[row] = mark_;
-      changed_rows_.push_back(row);
-    }
-  };
+}
 
-  // Releases, admissions, completed prompts.
+void SlotMirror::ChangeRow(int32_t row) {
+  if (row_changed_[row] != mark_) {
+    row_changed_[row] = mark_;
+    changed_rows_.push_back(row);
+  }
+}
+
+void SlotMirror::ApplySlots(const engine::StepPlan& plan, StepLayout& l) {
   for (int32_t s : plan.releases) {
     Slot& x = slots_[s];
     if (x.decode_row >= 0) {
       decode_rows_[x.decode_row] = -1;
-      change_row(x.decode_row);
+      ChangeRow(x.decode_row);
     }
     x.request = nullptr;
     x.resumed.clear();
@@ -266,14 +307,16 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     l.blocks.insert(l.blocks.end(), g.blocks.begin(), g.blocks.end());
     x.blocks += static_cast<int32_t>(g.blocks.size());
   }
+}
 
-  // Decode rows: slots that stopped decoding free theirs, new ones take the lowest free.
+void SlotMirror::AssignDecodeRows(const engine::StepPlan& plan, StepLayout& l) {
+  // Slots that stopped decoding free theirs, new ones take the lowest free.
   for (int32_t row = 0; row < rows_in_use_; ++row) {
     const int32_t s = decode_rows_[row];
     if (s >= 0 && slots_[s].decoded != mark_) {
       decode_rows_[row] = -1;
       slots_[s].decode_row = -1;
-      change_row(row);
+      ChangeRow(row);
     }
   }
   int32_t free_row = 0;
@@ -284,7 +327,7 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     while (decode_rows_[free_row] >= 0) ++free_row;  // one is free: rows == slots
     x.decode_row = free_row;
     decode_rows_[free_row] = s;
-    change_row(free_row);
+    ChangeRow(free_row);
   }
   rows_in_use_ = 0;
   for (int32_t row = limits_.sizes.max_slots - 1; row >= 0; --row) {
@@ -297,65 +340,35 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
     l.row_changes.push_back(row);
     l.row_changes.push_back(decode_rows_[row]);
   }
+}
 
-  // The batch.
-  l.bucket = -1;
-  for (size_t i = 0; rows_in_use_ > 0 && i < buckets_.size(); ++i) {
-    if (buckets_[i] >= rows_in_use_) {
-      l.bucket = static_cast<int32_t>(i);
-      break;
-    }
-  }
-  const int32_t bucket_rows = l.bucket < 0 ? 0 : buckets_[l.bucket];
-  LayOutGroups(plan, bucket_rows, l);
-  const int32_t B = bucket_rows * l.group;
-  l.decode_rows = B;
-  if (checked_prefill_tokens_ == 0) {
-    l.rows = l.num_sample_rows = B;
-    l.prefill_rows = 0;
-    l.identity_sampling = true;
-  } else {
-    for (const auto& p : plan.prefills) {
-      Slot& x = slots_[p.slot];
-      if (!x.chunked) AddCachedSpan(p.slot, p.start, l);
-      x.chunked = true;
-      l.prefill_chunks.push_back(
-          {static_cast<int32_t>(l.prefill_slot.size()), p.num_tokens, p.slot, p.start});
-      for (int32_t i = 0; i < p.num_tokens; ++i) {
-        l.prefill_slot.push_back(p.slot);
-        l.prefill_pos.push_back(p.start + i);
-        l.prefill_token.push_back(PrefixToken(x, p.start + i));
-      }
-      if (p.samples) l.sample_rows.push_back(static_cast<int32_t>(l.prefill_slot.size()) - 1);
-      l.chunk_samples.push_back(p.samples ? 1 : 0);
-    }
-    kernels::PlanPrefillTiles(l.prefill_chunks, limits_.attention_group, l.prefill_tiles);
-    kernels::SelectLastTokenTiles(l.prefill_chunks, l.chunk_samples, limits_.attention_group,
-                                  l.prefill_tiles, l.last_token_tiles);
-    l.rows = RoundUp(checked_prefill_tokens_ + B, kPrefillRowAlign);
-    l.prefill_rows = l.rows - B;
-    l.prefill_slot.resize(l.prefill_rows, -1);  // padding rows
-    l.prefill_pos.resize(l.prefill_rows, 0);
-    l.prefill_token.resize(l.prefill_rows, 0);
-    for (int32_t j = 0; j < B; ++j) l.sample_rows.push_back(l.prefill_rows + j);
-    l.num_sample_rows = RoundUp(static_cast<int32_t>(l.sample_rows.size()), kSampleRowAlign);
-    l.sample_rows.resize(l.num_sample_rows, -1);
-    l.identity_sampling = false;
-  }
-  // The slots that sample: the decodes and the prompts this step completes (which decode from
-  // the next step on).
-  l.argmax_only = true;
-  for (const engine::DecodeChunk& d : plan.decodes) {
-    l.argmax_only = l.argmax_only && slots_[d.slot].argmax_only;
-  }
+void SlotMirror::LayOutPrefill(const engine::StepPlan& plan, int32_t decode_rows, StepLayout& l) {
   for (const auto& p : plan.prefills) {
-    if (!p.samples) continue;
-    l.argmax_only = l.argmax_only && slots_[p.slot].argmax_only;
-    slots_[p.slot].sampled = true;
-    slots_[p.slot].written = p.start + p.num_tokens;
+    Slot& x = slots_[p.slot];
+    if (!x.chunked) AddCachedSpan(p.slot, p.start, l);
+    x.chunked = true;
+    l.prefill_chunks.push_back(
+        {static_cast<int32_t>(l.prefill_slot.size()), p.num_tokens, p.slot, p.start});
+    for (int32_t i = 0; i < p.num_tokens; ++i) {
+      l.prefill_slot.push_back(p.slot);
+      l.prefill_pos.push_back(p.start + i);
+      l.prefill_token.push_back(PrefixToken(x, p.start + i));
+    }
+    if (p.samples) l.sample_rows.push_back(static_cast<int32_t>(l.prefill_slot.size()) - 1);
+    l.chunk_samples.push_back(p.samples ? 1 : 0);
   }
-  // One position a decode: with proposals, a lower bound (the device knows how many stood).
-  for (const engine::DecodeChunk& d : plan.decodes) ++slots_[d.slot].written;
+  kernels::PlanPrefillTiles(l.prefill_chunks, limits_.attention_group, l.prefill_tiles);
+  kernels::SelectLastTokenTiles(l.prefill_chunks, l.chunk_samples, limits_.attention_group,
+                                l.prefill_tiles, l.last_token_tiles);
+  l.rows = RoundUp(checked_prefill_tokens_ + decode_rows, kPrefillRowAlign);
+  l.prefill_rows = l.rows - decode_rows;
+  l.prefill_slot.resize(l.prefill_rows, -1);  // padding rows
+  l.prefill_pos.resize(l.prefill_rows, 0);
+  l.prefill_token.resize(l.prefill_rows, 0);
+  for (int32_t j = 0; j < decode_rows; ++j) l.sample_rows.push_back(l.prefill_rows + j);
+  l.num_sample_rows = RoundUp(static_cast<int32_t>(l.sample_rows.size()), kSampleRowAlign);
+  l.sample_rows.resize(l.num_sample_rows, -1);
+  l.identity_sampling = false;
 }
 
 void SlotMirror::AddOracleSpan(int32_t slot, StepLayout& l) const {

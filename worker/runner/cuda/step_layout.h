@@ -161,6 +161,14 @@ class SlotMirror {
   };
   absl::Status CheckAdmissions(const engine::StepPlan& plan);
   absl::Status CheckGrants(const engine::StepPlan& plan);
+  // Apply's parts: the layout emptied; releases, admissions and block grants; the decode rows
+  // (slots that stopped decoding free theirs, new ones take the lowest free; changes marked
+  // by ChangeRow); the prompt rows and tiles of a step with `decode_rows` decode rows.
+  static void ClearLayout(StepLayout& layout);
+  void ChangeRow(int32_t row);
+  void ApplySlots(const engine::StepPlan& plan, StepLayout& layout);
+  void AssignDecodeRows(const engine::StepPlan& plan, StepLayout& layout);
+  void LayOutPrefill(const engine::StepPlan& plan, int32_t decode_rows, StepLayout& layout);
   // The step's verify group size and each decode row's allowance (group > 1).
   void LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows, StepLayout& layout) const;
   // The prefix token at `pos` of the request in slot `x`.
