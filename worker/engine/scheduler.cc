@@ -169,6 +169,7 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
   // The policy learns what its choice gave, the cap below included.
   last_k_ = policy_.Choose(decoding);
   int32_t k = last_k_;
+  plan.draft_may_lapse = k == 0 && policy_.SettledOff(decoding);
   // Proposals never take the prompt budget of a capped step.
   if (k > 0 && config_.max_batch_tokens > 0) {
     const int32_t room = config_.max_batch_tokens - config_.max_prefill_tokens - decoding;

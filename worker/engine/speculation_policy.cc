@@ -77,6 +77,15 @@ int32_t SpeculationPolicy::best(int32_t decoding) const {
   return g.candidates[BestIndex(g)].k;
 }
 
+bool SpeculationPolicy::SettledOff(int32_t decoding) const {
+  if (!config_.enabled() || !config_.adaptive || decoding <= 0) return false;
+  const Group& g = groups_[static_cast<size_t>(GroupOf(decoding))];
+  for (const Candidate& c : g.candidates) {
+    if (!c.measured()) return false;
+  }
+  return g.candidates[BestIndex(g)].k == 0;
+}
+
 std::string SpeculationPolicy::GroupLabel(int g) {
   const int32_t min = GroupMin(g);
   if (g + 1 == kGroups) return std::to_string(min) + "+";

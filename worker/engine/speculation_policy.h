@@ -65,6 +65,9 @@ class SpeculationPolicy {
   // The candidates of the group of `decoding` slots, and the one chosen when not probing.
   const std::vector<Candidate>& candidates(int32_t decoding) const;
   int32_t best(int32_t decoding) const;
+  // Whether speculation is settled off for steps with `decoding` slots: adaptive, every
+  // candidate measured, and the best is k = 0 (a reprobe may still try the others).
+  bool SettledOff(int32_t decoding) const;
   Standing standing() const;
   // The group of steps with `decoding` slots decoding; the smallest batch of group `g` (1, 2,
   // 4, ...), and the group's batches as text ("1", "2-3", "4-7", ..., "32768+"), for reports

@@ -69,6 +69,11 @@ struct StepPlan {
   std::vector<BlockGrant> grants;  // after the admissions
   std::vector<PrefillChunk> prefills;
   std::vector<DecodeChunk> decodes;  // slots that feed their last sampled token
+  // Speculation is settled off at this step's batch size (SpeculationPolicy::SettledOff) and
+  // no decode carries proposals: a runner whose draft model is kept up to date step by step
+  // (the CUDA runner's catch-up pass) may let it lapse for the decoding slots, which then get
+  // no proposals until they end.
+  bool draft_may_lapse = false;
 
   bool empty() const { return prefills.empty() && decodes.empty(); }
   // The most tokens the step computes: prompt chunks, decode tokens and every allowed proposal.

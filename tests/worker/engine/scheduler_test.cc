@@ -175,6 +175,37 @@ TEST(SchedulerTest, DecodeChunksCarryProposals) {
   EXPECT_EQ(q.prefills[0].num_tokens, 32);
 }
 
+// Once the speculation policy settles on none at a batch size (here nothing is ever accepted
+// and a step's time grows with its tokens), its plans say a draft model may lapse; never while
+// it measures, and never in a step with proposals (a reprobe).
+TEST(SchedulerTest, PlansLetTheDraftLapseOnceSpeculationSettlesOff) {
+  SchedulerConfig c = Speculating(Config(2, 200, /*batch=*/0), 4);
+  c.speculative.adaptive = true;
+  Scheduler s(c);
+  FakeRunner runner;
+  s.Add(Req(1, 4, 2000));
+  std::vector<TokenEvent> ev;
+  int first = -1, lapsing = 0, reprobes = 0;
+  for (int step = 0; step < 400; ++step) {
+    const StepPlan p = s.Schedule();
+    if (p.draft_may_lapse) {
+      EXPECT_EQ(p.num_draft_tokens(), 0) << step;
+      if (first < 0) first = step;
+      ++lapsing;
+    } else if (first >= 0) {
+      EXPECT_GT(p.num_draft_tokens(), 0) << step;  // only a reprobe interrupts it
+      ++reprobes;
+    }
+    StepResult r = runner.Run(p);
+    r.device_seconds = 0.001 * p.num_tokens();
+    s.Update(r, ev);
+  }
+  // Four candidates (k = 0, 1, 2, 4), each measured over 24 slot-decodes first.
+  EXPECT_GE(first, 4 * static_cast<int>(SpeculationPolicy::kMinDecodes) - 1);
+  EXPECT_GT(lapsing, 250);
+  EXPECT_GT(reprobes, 0);
+}
+
 // Several outputs of one slot in a step: they all count, a request reaching max_tokens inside
 // a run ends there (its next planned decode gives nothing), and every block comes back.
 TEST(SchedulerTest, AcceptedRunsEndRequestsEarlyAndFreeTheirBlocks) {

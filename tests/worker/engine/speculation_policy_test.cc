@@ -68,6 +68,26 @@ TEST(SpeculationPolicyTest, SpeculatesWhenStepsAreFlatAndBacksOffWhenTheyAreNot)
   EXPECT_EQ(p.best(1), 4);
 }
 
+// SettledOff: only where every candidate is measured and none beats k = 0; never while
+// measuring, at a batch size where speculation pays, fixed or without speculation.
+TEST(SpeculationPolicyTest, SettledOffOnlyWhereMeasuredAndOff) {
+  SpeculationPolicy p(Config(4));
+  auto gpu_like = [](int32_t tokens) {
+    return tokens <= 64 ? 0.005 + 1e-6 * tokens : 0.005 + 0.00008 * (tokens - 64);
+  };
+  EXPECT_FALSE(p.SettledOff(256));
+  Simulate(p, 256, SpeculationPolicy::kMinSamples, 0.7, gpu_like);
+  EXPECT_FALSE(p.SettledOff(256));  // still measuring the others
+  Simulate(p, 256, 200, 0.7, gpu_like);
+  EXPECT_TRUE(p.SettledOff(256));
+  EXPECT_TRUE(p.SettledOff(300));  // the same group
+  Simulate(p, 1, 200, 0.7, gpu_like);
+  EXPECT_FALSE(p.SettledOff(1));
+  EXPECT_FALSE(p.SettledOff(0));
+  EXPECT_FALSE(SpeculationPolicy(SpeculativeConfig()).SettledOff(256));
+  EXPECT_FALSE(SpeculationPolicy(Config(4, /*adaptive=*/false)).SettledOff(256));
+}
+
 // Proposals that never stand never pay, even when verification is nearly free.
 TEST(SpeculationPolicyTest, NothingAcceptedMeansNoSpeculation) {
   SpeculationPolicy p(Config(4));

@@ -142,7 +142,8 @@ absl::Status CudaDraft::Enqueue(const ForwardShape& target, cudaStream_t stream)
   if (target.prefill_rows > 0) {
     LLM_RETURN_IF_ERROR(model_->Forward(PromptShape(target), sizes_, buffers_, kv_, stream));
   }
-  if (target.group == 1 && target.decode_rows > 0) {
+  if (target.group == 1) {
+    if (target.decode_rows == 0 || !target.draft_catch_up) return absl::OkStatus();
     return model_->Forward(CatchUpShape(target), sizes_, buffers_, kv_, stream);
   }
   for (int32_t round = 0; round + 1 < target.group; ++round) {

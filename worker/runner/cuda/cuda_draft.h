@@ -48,7 +48,7 @@ class CudaDraft {
 
   // The draft's passes of the target step `target` (its ForwardShape), enqueued on `stream`:
   // the prompt pass when the step has prompt rows, the rounds when it verifies (group > 1), the
-  // catch-up pass when it decodes without verifying.
+  // catch-up pass when it decodes without verifying (unless target.draft_catch_up is false).
   absl::Status Enqueue(const ForwardShape& target, cudaStream_t stream);
 
  private:

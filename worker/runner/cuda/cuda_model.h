@@ -77,6 +77,9 @@ struct ForwardShape {
   // (LaunchDraftPick) instead of a sample.
   int32_t draft_round = kNotDraft;
   static constexpr int32_t kNotDraft = -2;
+  // A target step without verify groups runs the draft's catch-up pass (StepLayout::
+  // draft_catch_up); false: the draft lapses for the decoding slots.
+  bool draft_catch_up = true;
 };
 
 struct CudaModelOptions {

@@ -235,6 +235,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   limits.max_decode_rows = sizes_.max_decode_rows;
   limits.max_history_tokens = sizes_.max_history_tokens;
   limits.oracle = model_options.oracle;
+  limits.draft = draft_ != nullptr;
   limits.speculate_constrained = speculates_constrained();
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
   // Structured output: masks written by up to a quarter of the host's cores (8 at most).
@@ -291,8 +292,10 @@ absl::Status CudaRunner::AllocateStaging() {
   return absl::OkStatus();
 }
 
-ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t variant) const {
+ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t variant,
+                                     bool draft_catch_up) const {
   ForwardShape s;
+  s.draft_catch_up = draft_catch_up;
   s.rows = s.decode_rows = s.sample_rows = buckets_[bucket] * group;
   s.identity_sampling = true;
   s.argmax_only = variant == kArgmaxGraph;
@@ -356,9 +359,13 @@ absl::Status CudaRunner::CaptureGraphs() {
   // before capture. graphs_ is indexed bucket * kGraphVariants + variant: the full sampler,
   // its two-launch argmax path, or no sampling (a constrained step samples later).
   std::vector<std::pair<ForwardShape, GraphExec*>> shapes;
-  graphs_.resize(kGraphVariants * buckets_.size());
+  // With a draft model, each again without its catch-up pass (DecodeGraph picks).
+  const size_t plain = kGraphVariants * buckets_.size();
+  graphs_.resize(draft_ != nullptr ? 2 * plain : plain);
   for (size_t i = 0; i < graphs_.size(); ++i) {
-    shapes.emplace_back(DecodeShape(i / kGraphVariants, 1, i % kGraphVariants), &graphs_[i]);
+    shapes.emplace_back(DecodeShape((i % plain) / kGraphVariants, 1, i % kGraphVariants,
+                                    /*draft_catch_up=*/i < plain),
+                        &graphs_[i]);
   }
   spec_groups_ = SpeculativeGroups(sizes_.spec_group);
   spec_graphs_.resize(kSpecVariants * buckets_.size() * spec_groups_.size());
@@ -392,7 +399,10 @@ absl::Status CudaRunner::CaptureGraphs() {
 const GraphExec* CudaRunner::DecodeGraph(size_t variant) const {
   const StepLayout& l = layout_;
   if (l.group == 1) {
-    return graphs_.empty() ? nullptr : &graphs_[kGraphVariants * l.bucket + variant];
+    if (graphs_.empty()) return nullptr;
+    const size_t lapsed =
+        draft_ != nullptr && !l.draft_catch_up ? kGraphVariants * buckets_.size() : 0;
+    return &graphs_[lapsed + kGraphVariants * l.bucket + variant];
   }
   if (spec_graphs_.empty()) return nullptr;
   for (size_t g = 0; g < spec_groups_.size(); ++g) {
@@ -436,6 +446,7 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   shape.identity_sampling = l.identity_sampling;
   shape.argmax_only = l.argmax_only;
   shape.group = l.group;
+  shape.draft_catch_up = l.draft_catch_up;
 
   // 4. Stage the upload.
   RingEntry& ring = ring_[next_ring_];

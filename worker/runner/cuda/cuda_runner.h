@@ -123,7 +123,8 @@ class CudaRunner : public ModelRunner {
   absl::Status CaptureGraph(const ForwardShape& shape, GraphExec& graph);
   // The decode-only shape of `bucket` rows a slot `group`, with `variant`'s sampling; a
   // speculative one reads its allowances and limits where Enqueue stages them (first).
-  ForwardShape DecodeShape(size_t bucket, int32_t group, size_t variant) const;
+  ForwardShape DecodeShape(size_t bucket, int32_t group, size_t variant,
+                           bool draft_catch_up = true) const;
   // The graph for layout_'s decode-only step with `variant`'s sampling, or null (run eagerly).
   const GraphExec* DecodeGraph(size_t variant) const;
   // Stages layout_'s upload and enqueues its step.
@@ -178,7 +179,8 @@ class CudaRunner : public ModelRunner {
   std::vector<int32_t> buckets_;
   // Per bucket, three: graphs_[kGraphVariants * bucket + variant], the full sampler, its
   // two-launch argmax path (StepLayout::argmax_only picks it) or the forward pass alone (a
-  // step with constrained rows). Empty without cuda_graphs.
+  // step with constrained rows); with a draft model the same again after them without the
+  // draft's catch-up pass (StepLayout::draft_catch_up false). Empty without cuda_graphs.
   static constexpr size_t kGraphVariants = 3;
   static constexpr size_t kSampleGraph = 0, kArgmaxGraph = 1, kForwardGraph = 2;
   std::vector<GraphExec> graphs_;

@@ -221,6 +221,7 @@ void SlotMirror::Apply(const engine::StepPlan& plan, StepLayout& l) {
   }
   const int32_t bucket_rows = l.bucket < 0 ? 0 : buckets_[l.bucket];
   LayOutGroups(plan, bucket_rows, l);
+  DecideCatchUp(plan, l);
   const int32_t B = bucket_rows * l.group;
   l.decode_rows = B;
   if (checked_prefill_tokens_ == 0) {
@@ -292,6 +293,7 @@ void SlotMirror::ApplySlots(const engine::StepPlan& plan, StepLayout& l) {
     x.written = 0;
     x.sampled = false;
     x.chunked = false;
+    x.draft_lapsed = false;
     AddOracleSpan(a.slot, l);
     l.admits.push_back(kernels::SlotAdmit{
         a.slot, static_cast<int32_t>(a.blocks.size()), static_cast<int32_t>(l.blocks.size()),
@@ -411,7 +413,7 @@ void SlotMirror::LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows,
   // A constrained slot's verify rows need masks along proposals the host has not seen: it
   // speculates only where the step copies them back (speculate_constrained).
   const auto allowance = [&](const engine::DecodeChunk& d) {
-    if (!limits_.speculate_constrained && slots_[d.slot].request->constraint != nullptr) return 0;
+    if (!MaySpeculate(slots_[d.slot])) return 0;
     return std::min(d.max_draft, limits_.spec_group - 1);
   };
   int32_t most = 0;
@@ -435,6 +437,21 @@ void SlotMirror::LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows,
     l.decode_draft[x.decode_row] = std::min(allowance(d), group - 1);
     l.decode_limit[x.decode_row] = x.blocks * limits_.sizes.block_tokens;
   }
+}
+
+bool SlotMirror::MaySpeculate(const Slot& x) const {
+  if (x.draft_lapsed || !x.request->speculate) return false;
+  return limits_.speculate_constrained || x.request->constraint == nullptr;
+}
+
+void SlotMirror::DecideCatchUp(const engine::StepPlan& plan, StepLayout& l) {
+  l.draft_catch_up = false;
+  if (!limits_.draft || l.group != 1 || plan.decodes.empty()) return;
+  bool needed = false;
+  for (const engine::DecodeChunk& d : plan.decodes) needed = needed || MaySpeculate(slots_[d.slot]);
+  l.draft_catch_up = needed && !plan.draft_may_lapse;
+  if (l.draft_catch_up) return;
+  for (const engine::DecodeChunk& d : plan.decodes) slots_[d.slot].draft_lapsed = true;
 }
 
 void SlotMirror::SampleRowSlots(const StepLayout& l, std::vector<int32_t>& slots,

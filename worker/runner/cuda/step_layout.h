@@ -68,6 +68,10 @@ struct StepLimits {
   // Constrained requests get their proposals too (engine.cuda_speculate_constrained); else a
   // constrained slot's allowance is 0.
   bool speculate_constrained = false;
+  // The proposer is a draft model kept up to date by a catch-up pass in every step that
+  // decodes without verifying: a slot decoding in a step that skipped it (StepLayout::
+  // draft_catch_up) gets no proposals afterwards (its draft missed a position).
+  bool draft = false;
 };
 
 // The verify group sizes a step may use with up to spec_group - 1 proposals a slot: 1 + a power
@@ -97,6 +101,10 @@ struct StepLayout {
   // And the positions its KV blocks hold (blocks * block_tokens): no row writes past them.
   std::vector<int32_t> decode_limit;
   int32_t group = 1;  // rows per decoding slot
+  // With a draft model, a step that decodes without verifying (group 1) runs the draft's
+  // catch-up pass (cuda_draft.h) unless this is false: the plan let the draft lapse
+  // (StepPlan::draft_may_lapse) or no decoding slot may get proposals any more.
+  bool draft_catch_up = false;
   // Speculative decoding: tokens for the device's history, written before the step's inputs.
   std::vector<kernels::HistorySpan> history_spans;
   std::vector<int32_t> history_tokens;  // the spans' tokens, back to back
@@ -153,9 +161,10 @@ class SlotMirror {
     int32_t blocks = 0;            // KV blocks in its table
     int32_t written = 0;           // positions its planned steps write
     int32_t decode_row = -1;
-    bool sampled = false;      // its prompt is complete: it decodes from now on
-    bool argmax_only = false;  // kernels::ArgmaxOnly of its settings
-    bool chunked = false;      // a prompt chunk of it was laid out since its admission
+    bool sampled = false;       // its prompt is complete: it decodes from now on
+    bool argmax_only = false;   // kernels::ArgmaxOnly of its settings
+    bool chunked = false;       // a prompt chunk of it was laid out since its admission
+    bool draft_lapsed = false;  // decoded in a step without the draft's catch-up pass
     // == mark_ when this plan releases, admits, prefills or decodes it.
     uint64_t released = 0, admitted = 0, prefilled = 0, decoded = 0, granted = 0;
   };
@@ -171,6 +180,12 @@ class SlotMirror {
   void LayOutPrefill(const engine::StepPlan& plan, int32_t decode_rows, StepLayout& layout);
   // The step's verify group size and each decode row's allowance (group > 1).
   void LayOutGroups(const engine::StepPlan& plan, int32_t bucket_rows, StepLayout& layout) const;
+  // Whether the request in slot `x` may get proposals (it did not opt out, is not constrained
+  // where constrained slots do not speculate, and its draft has not lapsed).
+  bool MaySpeculate(const Slot& x) const;
+  // layout.draft_catch_up for a step laid out without verify groups, and the slots whose draft
+  // lapses when it is false.
+  void DecideCatchUp(const engine::StepPlan& plan, StepLayout& layout);
   // The prefix token at `pos` of the request in slot `x`.
   static int32_t PrefixToken(const Slot& x, int32_t pos);
   // History spans: the oracle continuation of a slot admitted by the plan, and the cached

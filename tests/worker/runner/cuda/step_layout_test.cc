@@ -417,6 +417,71 @@ TEST(SlotMirrorSpeculativeTest, ConstrainedSlotsSpeculateOnlyWhereAllowed) {
   }
 }
 
+// With a draft model, a step that decodes without verifying runs the draft's catch-up pass
+// unless the plan lets it lapse or no decoding slot may get proposals any more (opted out,
+// lapsed); a slot that decoded in a step without it gets no proposals until it ends, while a
+// slot admitted later does. The n-gram proposer keeps no state: nothing lapses.
+TEST(SlotMirrorSpeculativeTest, ADraftLapsesOnlyWhereThePlanLetsIt) {
+  for (const bool draft : {true, false}) {
+    StepLimits limits = Limits();
+    limits.spec_group = 3;
+    limits.max_decode_rows = 24;
+    limits.draft = draft;
+    SlotMirror mirror(limits, MakeBuckets(8));
+    StepLayout l;
+    const auto step = [&](const engine::StepPlan& plan) {
+      const absl::Status st = mirror.Check(plan);
+      ASSERT_TRUE(st.ok()) << st;
+      mirror.Apply(plan, l);
+    };
+    const auto admit = [&](uint64_t id, int32_t s, bool speculate) {
+      engine::StepPlan p;
+      p.step_id = id;
+      auto r = std::make_shared<engine::EngineRequest>(*Request(100 + s, 4, 50));
+      r->speculate = speculate;
+      p.admissions.push_back({s, r, {s * 2, s * 2 + 1}});
+      p.prefills.push_back({s, 0, 4, true});
+      step(p);
+    };
+    admit(1, 0, true);
+    admit(2, 1, false);  // opted out
+    engine::StepPlan d;
+    d.step_id = 3;
+    d.decodes = {{0, 0}, {1, 0}};
+    step(d);
+    EXPECT_EQ(l.group, 1);
+    EXPECT_EQ(l.draft_catch_up, draft);  // slot 0 may still speculate
+    d.step_id = 4;
+    d.draft_may_lapse = true;
+    step(d);
+    EXPECT_FALSE(l.draft_catch_up);
+    // Slot 0's draft lapsed: no proposals, and no catch-up for a batch of lapsed slots.
+    d.step_id = 5;
+    d.draft_may_lapse = false;
+    d.decodes = {{0, 2}, {1, 2}};
+    step(d);
+    if (draft) {
+      EXPECT_EQ(l.group, 1);
+      EXPECT_FALSE(l.draft_catch_up);
+    } else {
+      EXPECT_EQ(l.group, 3);
+      EXPECT_THAT(l.decode_draft, ElementsAre(2, 0));
+    }
+    // A slot admitted after it speculates, and brings the catch-up back.
+    admit(6, 2, true);
+    d.step_id = 7;
+    d.decodes = {{0, 2}, {1, 2}, {2, 2}};
+    step(d);
+    EXPECT_EQ(l.group, 3);
+    EXPECT_THAT(l.decode_draft, draft ? ElementsAre(0, 0, 2, 0) : ElementsAre(2, 0, 2, 0));
+    d.step_id = 8;
+    d.decodes = {{0, 0}, {1, 0}, {2, 0}};
+    step(d);
+    EXPECT_EQ(l.group, 1);
+    EXPECT_EQ(l.draft_catch_up, draft);
+  }
+}
+
 // The device history gets what no row writes: a prefix-cache hit's cached prompt positions with
 // the slot's first chunk (searchable), and with the oracle, at every admission, the oracle
 // continuation past the prefix (not searchable; the kernel clears the row after it). Within
