@@ -262,20 +262,29 @@ class Compiler {
     return absl::StrJoin(alts, "|");
   }
 
-  // Contradiction of a merged branch, or of the target of its $ref (one that is not being
-  // expanded) with the keywords beside it; any other error is left for Schema to name.
+  // Contradiction of a merged branch, or of the targets its $ref chain leads to (none being
+  // expanded) with the keywords beside each; any other error is left for Schema to name.
   absl::Status BranchContradiction(const json& s, const std::string& path) {
     LLM_RETURN_IF_ERROR(Contradiction(s, path));
-    if (!s.is_object() || !s.contains("$ref") || !s["$ref"].is_string()) return absl::OkStatus();
-    const std::string target = s["$ref"].get<std::string>();
-    if (target.empty() || target[0] != '#' ||
-        std::count(expanding_.begin(), expanding_.end(), target) > 0) {
-      return absl::OkStatus();
+    json at_hop = s;
+    std::vector<std::string> seen;
+    for (int hop = 0; hop < kMaxRefDepth; ++hop) {
+      if (!at_hop.is_object() || !at_hop.contains("$ref") || !at_hop["$ref"].is_string()) break;
+      const std::string target = at_hop["$ref"].get<std::string>();
+      if (target.empty() || target[0] != '#' ||
+          std::count(expanding_.begin(), expanding_.end(), target) > 0 ||
+          std::count(seen.begin(), seen.end(), target) > 0) {
+        break;
+      }
+      seen.push_back(target);
+      auto at = Resolve(target, path + ".$ref");
+      if (!at.ok()) break;
+      auto merged = Merged(**at, Beside(at_hop, "$ref"), target, "$ref");
+      if (!merged.ok()) break;
+      LLM_RETURN_IF_ERROR(Contradiction(*merged, target));
+      at_hop = *std::move(merged);
     }
-    auto at = Resolve(target, path + ".$ref");
-    if (!at.ok()) return absl::OkStatus();
-    auto merged = Merged(**at, Beside(s, "$ref"), target, "$ref");
-    return merged.ok() ? Contradiction(*merged, target) : absl::OkStatus();
+    return absl::OkStatus();
   }
 
   absl::StatusOr<std::string> Ref(const json& s, const std::string& path, int depth) {

@@ -16,6 +16,7 @@
 #include "tests/worker/constraint/regex_language.h"
 #include "worker/constraint/byte_dfa.h"
 #include "worker/constraint/byte_regex.h"
+#include "worker/constraint/constraint.h"
 #include "worker/constraint/pushdown.h"
 
 namespace llm::constraint {
@@ -395,6 +396,19 @@ TEST(JsonSchemaTest, KeywordsBesideCombinatorsHold) {
       "type":"string","anyOf":[{"$ref":"#/$defs/N"},{"$ref":"#/$defs/S","maxLength":2}]})");
   EXPECT_TRUE(via_ref(R"("ab")"));
   EXPECT_FALSE(via_ref("null"));
+  // Two references deep (an alias of the contradicting target), and a cycle of aliases (left
+  // for the compiler, which names it).
+  const SchemaMatch via_alias(R"({"$defs":{"M":{"$ref":"#/$defs/N"},"N":{"type":"null"},
+      "S":{"type":"string"}},"type":"string","anyOf":[{"$ref":"#/$defs/M"},{"$ref":"#/$defs/S"}]})");
+  EXPECT_TRUE(via_alias(R"("abc")"));
+  EXPECT_FALSE(via_alias("null"));
+  const auto cycle = Compile({Kind::kJsonSchema,
+                              R"({"$defs":{"A":{"$ref":"#/$defs/B"},
+      "B":{"$ref":"#/$defs/A"}},"anyOf":[{"$ref":"#/$defs/A"},{"type":"null"}]})",
+                              {}},
+                             std::make_shared<TokenTable>(std::vector<std::string>{"", "null"}));
+  EXPECT_EQ(cycle.status().code(), absl::StatusCode::kInvalidArgument) << cycle.status();
+  EXPECT_THAT(cycle.status().message(), HasSubstr("never ends"));
   const SchemaMatch short_text(R"({"type":"string","oneOf":[{"const":1},{"enum":[2,"b"]},
       {"const":"c","enum":["a"]}]})");
   EXPECT_TRUE(short_text(R"("b")"));
