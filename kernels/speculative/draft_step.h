@@ -22,7 +22,9 @@
 //     the policy's choice, no allowance left, or too many rows): round 0's two rows per decoding
 //     slot, up to the last layer's K/V write, no pick. After a verification only pos - 1 and pos
 //     can be new, after a plain step only pos: the draft's cache keeps every position, and
-//     speculation resumes at full acceptance.
+//     speculation resumes at full acceptance. The runner skips it where speculation is settled
+//     off (StepPlan::draft_may_lapse) or no decoding slot may propose; the slots that decode
+//     then lapse and get no proposals afterwards (worker/runner/cuda/step_layout.h).
 // A row that stands for nothing (no slot, a finished slot, a slot past its allowance) is a
 // padding row (slot -1: no K/V, no attention). Proposals are the draft's argmax for every
 // request: verification is sample-and-compare (verify.h), which keeps a sampled request's

@@ -184,7 +184,7 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
     slot.output_step = plan.step_id;
     // Planned tokens are a lower bound of the generated ones: no proposal past max_tokens.
     // A constrained request speculates where the runner verifies under its masks.
-    const bool speculates = slot.request->speculate &&
+    const bool speculates = slot.request->speculate && !slot.draft_lapsed &&
                             (slot.request->constraint == nullptr || config_.speculate_constrained);
     int32_t draft = speculates ? std::min(k, slot.request->max_tokens - slot.planned) : 0;
     if (config_.kv_on_demand && draft > 0 && !Grow(s, DecodeExtent(slot, draft), running_, plan)) {
@@ -196,6 +196,8 @@ int32_t Scheduler::PlanDecodes(StepPlan& plan) {
     if (draft > 0) slot.drafts.emplace_back(plan.step_id, draft);
     plan.decodes.push_back(DecodeChunk{s, draft});
     tokens += 1 + draft;
+    // The runner skips its draft's catch-up in this step: the slot's draft misses a position.
+    slot.draft_lapsed = slot.draft_lapsed || (plan.draft_may_lapse && config_.draft_lapses);
   }
   return tokens;
 }
@@ -455,7 +457,8 @@ StepPlan Scheduler::Schedule() {
     pacer_.Planned(plan.step_id, decode_tokens, full_budget - budget, paced);
     if (config_.speculative.enabled()) {
       planned_steps_.push_back(PlannedStep{plan.step_id, static_cast<int32_t>(plan.decodes.size()),
-                                           last_k_, !plan.prefills.empty()});
+                                           last_k_, plan.num_draft_tokens() > 0,
+                                           !plan.prefills.empty()});
     }
   }
   return plan;
@@ -468,7 +471,9 @@ void Scheduler::ObserveStep(const StepResult& result) {
   if (planned_steps_.empty() || planned_steps_.front().step_id != result.step_id) return;
   const PlannedStep step = planned_steps_.front();
   planned_steps_.pop_front();
-  if (step.prompt || step.decoding == 0) return;
+  // A step planned at k > 0 in which no slot got proposals (all lapsed, opted out or near
+  // their end) measures nothing about k.
+  if (step.prompt || step.decoding == 0 || (step.k > 0 && !step.proposed)) return;
   policy_.Observe(step.decoding, step.k, static_cast<int32_t>(result.outputs.size()),
                   result.device_seconds);
 }

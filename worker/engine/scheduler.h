@@ -104,6 +104,9 @@ struct SchedulerConfig {
   SpeculativeConfig speculative;
   // Constrained requests get proposals too (RunnerInfo::speculates_constrained).
   bool speculate_constrained = false;
+  // The runner lets its draft model lapse in plans with StepPlan::draft_may_lapse
+  // (RunnerInfo::draft_lapses): the slots decoding in them get no proposals afterwards.
+  bool draft_lapses = false;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;
@@ -176,6 +179,8 @@ class Scheduler {
   void Update(const StepResult& result, std::vector<TokenEvent>& events);
 
   SchedulerStats stats() const;
+  // The speculation policy, as its measurements stand.
+  const SpeculationPolicy& policy() const { return policy_; }
   const SchedulerConfig& config() const { return config_; }
   // True when nothing is queued or running.
   bool idle() const { return queue_.empty() && running_ == 0; }
@@ -198,6 +203,7 @@ class Scheduler {
     int32_t bound = 0;
     std::deque<std::pair<uint64_t, int32_t>> drafts;  // (step, proposals) of uncollected decodes
     bool waits = false;  // this step: no block for its decode while its last one is in flight
+    bool draft_lapsed = false;  // decoded in a plan that let the draft lapse (draft_lapses)
     // The last planned step that gives it an output (its prompt's last chunk, then each
     // decode): in flight while later than collected_step_. (Counting outputs against planned
     // ones cannot tell: accepted proposals give outputs no plan counted.)
@@ -288,6 +294,7 @@ class Scheduler {
     uint64_t step_id;
     int32_t decoding;  // slots that decode
     int32_t k;         // proposals per slot the policy chose
+    bool proposed;     // some decode carried proposals (else a k > 0 step is not one)
     bool prompt;       // it also computes prompt tokens (not a sample of decode throughput)
   };
   SpeculationPolicy policy_;

@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(
   options.scheduler.kv_on_demand = options.scheduler.kv_on_demand && info.kv_on_demand;
   options.scheduler.penalties_from_prefill = info.penalties_from_prefill;
   options.scheduler.speculate_constrained = info.speculates_constrained;
+  options.scheduler.draft_lapses = info.draft_lapses;
   if (!options.scheduler.kv_on_demand && options.limits.default_max_tokens == 0) {
     // Reserving, the rest of the context would reserve it all for every request that leaves
     // max_tokens out: the former default instead.

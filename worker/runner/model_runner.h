@@ -42,6 +42,10 @@ struct RunnerInfo {
   // the accepted ones before it (SchedulerConfig::speculate_constrained); false: a constrained
   // request gets no proposals.
   bool speculates_constrained = false;
+  // Keeps a draft model up to date in every step that decodes without proposals (the CUDA
+  // runner's catch-up pass), and skips that in a plan with StepPlan::draft_may_lapse: the
+  // slots decoding in it get no proposals afterwards (SchedulerConfig::draft_lapses).
+  bool draft_lapses = false;
   bool logit_bias = false;  // applies SamplingParams::logit_bias
   // Takes BlockGrants and readmissions with resumed tokens (SchedulerConfig::kv_on_demand);
   // false: the scheduler reserves prompt + max_tokens at admission.

@@ -177,33 +177,65 @@ TEST(SchedulerTest, DecodeChunksCarryProposals) {
 
 // Once the speculation policy settles on none at a batch size (here nothing is ever accepted
 // and a step's time grows with its tokens), its plans say a draft model may lapse; never while
-// it measures, and never in a step with proposals (a reprobe).
+// it measures, never in a step with proposals. Where the runner lets its draft lapse
+// (draft_lapses), a slot that decoded in such a plan gets no proposals afterwards, and the
+// policy does not count a reprobe in which nobody could propose; a request admitted later
+// speculates as before. Elsewhere reprobes keep their proposals.
 TEST(SchedulerTest, PlansLetTheDraftLapseOnceSpeculationSettlesOff) {
-  SchedulerConfig c = Speculating(Config(2, 200, /*batch=*/0), 4);
-  c.speculative.adaptive = true;
-  Scheduler s(c);
-  FakeRunner runner;
-  s.Add(Req(1, 4, 2000));
-  std::vector<TokenEvent> ev;
-  int first = -1, lapsing = 0, reprobes = 0;
-  for (int step = 0; step < 400; ++step) {
-    const StepPlan p = s.Schedule();
-    if (p.draft_may_lapse) {
-      EXPECT_EQ(p.num_draft_tokens(), 0) << step;
-      if (first < 0) first = step;
-      ++lapsing;
-    } else if (first >= 0) {
-      EXPECT_GT(p.num_draft_tokens(), 0) << step;  // only a reprobe interrupts it
-      ++reprobes;
+  for (const bool lapses : {true, false}) {
+    SchedulerConfig c = Speculating(Config(2, 400, /*batch=*/0), 4);
+    c.speculative.adaptive = true;
+    c.draft_lapses = lapses;
+    Scheduler s(c);
+    FakeRunner runner;
+    s.Add(Req(1, 4, 3000));
+    std::vector<TokenEvent> ev;
+    const auto run = [&](const StepPlan& p) {
+      StepResult r = runner.Run(p);
+      r.device_seconds = 0.001 * p.num_tokens();
+      s.Update(r, ev);
+    };
+    int first = -1, lapsing = 0, reprobes = 0;
+    std::vector<int> samples_at_first;
+    for (int step = 0; step < 400; ++step) {
+      const StepPlan p = s.Schedule();
+      if (p.draft_may_lapse) {
+        EXPECT_EQ(p.num_draft_tokens(), 0) << step;
+        if (first < 0) {
+          first = step;
+          for (const auto& cand : s.policy().candidates(1))
+            samples_at_first.push_back(cand.samples);
+        }
+        ++lapsing;
+      } else if (first >= 0) {
+        ++reprobes;
+        EXPECT_EQ(p.num_draft_tokens() > 0, !lapses) << step;  // a lapsed slot proposes nothing
+      }
+      run(p);
     }
-    StepResult r = runner.Run(p);
-    r.device_seconds = 0.001 * p.num_tokens();
-    s.Update(r, ev);
+    // The prompt's step, then four candidates (k = 4, 2, 1, 0) measured over 24 decodes each.
+    EXPECT_EQ(first, 1 + 4 * static_cast<int>(SpeculationPolicy::kMinDecodes)) << lapses;
+    EXPECT_GT(lapsing, 290) << lapses;
+    EXPECT_GT(reprobes, 0) << lapses;
+    // Reprobes without proposals are not counted as samples of their k.
+    const auto& now = s.policy().candidates(1);
+    for (size_t i = 0; i < now.size(); ++i) {
+      if (now[i].k == 0) continue;
+      if (lapses) {
+        EXPECT_EQ(now[i].samples, samples_at_first[i]) << "k " << now[i].k;
+      } else {
+        EXPECT_GE(now[i].samples, samples_at_first[i]) << "k " << now[i].k;
+      }
+    }
+    // A second request: two decode (another group, measured anew); it gets proposals, the
+    // lapsed one does not.
+    s.Add(Req(2, 4, 3000));
+    run(s.Schedule());
+    const StepPlan both = s.Schedule();
+    ASSERT_EQ(both.decodes.size(), 2u);
+    EXPECT_EQ(both.decodes[0].max_draft, lapses ? 0 : 4) << lapses;
+    EXPECT_EQ(both.decodes[1].max_draft, 4) << lapses;
   }
-  // Four candidates (k = 0, 1, 2, 4), each measured over 24 slot-decodes first.
-  EXPECT_GE(first, 4 * static_cast<int>(SpeculationPolicy::kMinDecodes) - 1);
-  EXPECT_GT(lapsing, 250);
-  EXPECT_GT(reprobes, 0);
 }
 
 // Several outputs of one slot in a step: they all count, a request reaching max_tokens inside

@@ -245,6 +245,7 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
                                                    mask_threads, sizes_.max_masks);
   info_.constraints = true;
   info_.speculates_constrained = speculates_constrained();
+  info_.draft_lapses = draft_ != nullptr;
   LLM_RETURN_IF_ERROR(CaptureGraphs());
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
@@ -357,7 +358,8 @@ absl::Status CudaRunner::CaptureGraphs() {
   // Every decode shape runs once eagerly first: all rows are padding (the decode list is
   // empty), so nothing in the slot table changes, and every lazily made resource exists
   // before capture. graphs_ is indexed bucket * kGraphVariants + variant: the full sampler,
-  // its two-launch argmax path, or no sampling (a constrained step samples later).
+  // its two-launch argmax path, or no sampling (a constrained step samples later); with a
+  // draft model, plus kGraphVariants * buckets for the same without its catch-up pass.
   std::vector<std::pair<ForwardShape, GraphExec*>> shapes;
   // With a draft model, each again without its catch-up pass (DecodeGraph picks).
   const size_t plain = kGraphVariants * buckets_.size();

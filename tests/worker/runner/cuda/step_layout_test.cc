@@ -479,6 +479,23 @@ TEST(SlotMirrorSpeculativeTest, ADraftLapsesOnlyWhereThePlanLetsIt) {
     step(d);
     EXPECT_EQ(l.group, 1);
     EXPECT_EQ(l.draft_catch_up, draft);
+    // Slot 0 released and taken by a new request: its draft starts afresh.
+    engine::StepPlan release;
+    release.step_id = 9;
+    release.releases = {0};
+    release.decodes = {{1, 0}, {2, 0}};
+    step(release);
+    admit(10, 0, true);
+    d.step_id = 11;
+    d.decodes = {{0, 2}, {1, 2}, {2, 2}};
+    step(d);
+    EXPECT_EQ(l.group, 3);
+    EXPECT_THAT(l.decode_draft, ElementsAre(2, 0, 2, 0));
+    // Only the opted-out slot decodes: nothing to keep up, nothing lapses.
+    d.step_id = 12;
+    d.decodes = {{1, 0}};
+    step(d);
+    EXPECT_FALSE(l.draft_catch_up);
   }
 }
 
