@@ -497,6 +497,10 @@ case "$phase" in
       --batch1-tokens 128 --ttft-prompts 1024 --ttft-runs 1 --stall-prompt 0)
     bench llama-3-8b-spec-policy-off 120 "${policy[@]}"
     bench llama-3-8b-spec-policy-ngram 120 "${policy[@]}" --speculative ngram
+    # With a draft model: where the policy backs off, the draft's catch-up pass is skipped
+    # (StepPlan::draft_may_lapse), so the 64-slot figure should come near the run without.
+    bench llama-3-8b-spec-policy-draft 150 "${policy[@]}" --speculative draft \
+      --draft-model random:llama-3.2-1b
     ;;
   hopper)
     # Issue 31's Hopper prefill kernel (off by default until this phase passes): correctness

@@ -15,7 +15,7 @@
 //     --stall-prompt-token prompt prefills in chunks of --max-prefill-tokens; the device time of
 //     the steps that carry both (each is one token of every decoding request) against the steps
 //     that decode only, and the long prompt's TTFT under that load;
-//   - with --speculative ngram, every run above speculates (engine.speculative, adaptive: the
+//   - with --speculative ngram (or draft, with --draft-model), every run above speculates (engine.speculative, adaptive: the
 //     policy picks each step's proposals per slot from measured throughput), the decode figures
 //     count every token a step gave, and the batch-1 and throughput runs report the choice the
 //     policy settled on for their batch size (speculation_tokens_per_slot: 0 where verifying
@@ -171,9 +171,13 @@ int RunGpuBench(const std::vector<std::string>& args) {
              "sampler's two-launch path)",
              "0")
       .Value("speculative",
-             "off, or ngram: every run speculates under the adaptive policy, whose choice per "
-             "batch size is reported",
+             "off, ngram or draft: every run speculates under the adaptive policy, whose choice "
+             "per batch size is reported",
              "off")
+      .Value("draft-model",
+             "--speculative draft: the draft's checkpoint directory or random:<shape> (same "
+             "vocabulary)",
+             "")
       .Value("num-tokens", "--speculative: proposals per slot at most", "4")
       .Bool("kernels",
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
@@ -210,11 +214,12 @@ int RunGpuBench(const std::vector<std::string>& args) {
   engine::SpeculativeConfig spec;
   auto method = engine::ParseSpeculativeMethod(flags.GetString("speculative"));
   if (!method.ok()) return Fail(cmd, method.status());
-  if (*method != engine::SpeculativeMethod::kOff && *method != engine::SpeculativeMethod::kNgram) {
-    return Fail(cmd, absl::InvalidArgumentError("--speculative: off or ngram"));
+  if (*method == engine::SpeculativeMethod::kOracle) {
+    return Fail(cmd, absl::InvalidArgumentError("--speculative: off, ngram or draft"));
   }
   spec.method = *method;
   spec.num_tokens = static_cast<int32_t>(*num_tokens);
+  spec.draft_model = flags.GetString("draft-model");
   if (absl::Status st = spec.Validate(); !st.ok()) return Fail(cmd, st);
   if (kernels::DeviceCount() == 0) {
     return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
@@ -267,6 +272,7 @@ int RunGpuBench(const std::vector<std::string>& args) {
   out["temperature"] = temperature;
   out["speculative"] = engine::SpeculativeMethodName(spec.method);
   if (spec.enabled()) out["num_tokens"] = spec.num_tokens;
+  if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
 
   Recorder recorder;
   loop::WorkerOptions wo;
