@@ -15,7 +15,8 @@
 //     --stall-prompt-token prompt prefills in chunks of --max-prefill-tokens; the device time of
 //     the steps that carry both (each is one token of every decoding request) against the steps
 //     that decode only, and the long prompt's TTFT under that load;
-//   - with --speculative ngram (or draft, with --draft-model), every run above speculates (engine.speculative, adaptive: the
+//   - with --speculative ngram (or draft, with --draft-model), every run above speculates
+//   (engine.speculative, adaptive: the
 //     policy picks each step's proposals per slot from measured throughput), the decode figures
 //     count every token a step gave, and the batch-1 and throughput runs report the choice the
 //     policy settled on for their batch size (speculation_tokens_per_slot: 0 where verifying

@@ -108,14 +108,15 @@ void SlotConstraints::WriteRowMask(int32_t slot, std::span<const int32_t> run,
     s.matcher->WriteMask(mask, s.stop_ids);
     return;
   }
-  const bool after_stop =
-      std::find(s.stop_ids.begin(), s.stop_ids.end(), run.back()) != s.stop_ids.end();
-  if (after_stop || s.matcher->AllowedPrefix(run, s.stop_ids) < run.size()) {
-    mask_index = -1;
-    return;
-  }
+  // One walk along the run: a stop id ends the request, a refused token cannot stand; either
+  // way verification never reaches this row.
   constraint::Matcher m = *s.matcher;
-  for (int32_t t : run) m.Advance(t);
+  for (int32_t t : run) {
+    if (std::find(s.stop_ids.begin(), s.stop_ids.end(), t) != s.stop_ids.end() || !m.Advance(t)) {
+      mask_index = -1;
+      return;
+    }
+  }
   m.WriteMask(mask, s.stop_ids);
 }
 

@@ -302,10 +302,7 @@ ForwardShape CudaRunner::DecodeShape(size_t bucket, int32_t group, size_t varian
   s.argmax_only = variant == kArgmaxGraph;
   s.defer_sampling = variant == kForwardGraph;
   s.group = group;
-  if (group > 1 && variant == kForwardGraph && speculates_constrained()) {
-    s.proposals_back = proposals_back_.get();
-    s.proposals_ready = proposals_ready_.get();
-  }
+  if (variant == kForwardGraph) WantProposalsBack(s);
   if (group > 1) {
     // Enqueue stages the allowances first and the limits next, bucket entries each.
     s.decode_draft = reinterpret_cast<const int32_t*>(buffers_.upload);
@@ -587,10 +584,7 @@ absl::Status CudaRunner::EnqueueMaskedForward(ForwardShape& shape, RingEntry& ri
   shape.mask_index = reinterpret_cast<const int32_t*>(buffers_.mask_upload);
   shape.masks = reinterpret_cast<const uint64_t*>(buffers_.mask_upload + sizes_.masks_offset());
   shape.mask_words = sizes_.mask_words;
-  if (shape.group > 1 && speculates_constrained()) {  // as DecodeShape's graph does
-    shape.proposals_back = proposals_back_.get();
-    shape.proposals_ready = proposals_ready_.get();
-  }
+  WantProposalsBack(shape);  // as DecodeShape's forward-only graphs do
   const GraphExec* graph = shape.identity_sampling ? DecodeGraph(kForwardGraph) : nullptr;
   if (graph != nullptr) {
     LLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->get(), stream_.get()), "graph launch");
@@ -636,6 +630,12 @@ absl::Status CudaRunner::EnqueuePendingSample() {
   }
   LLM_RETURN_IF_ERROR(model_->Sample(p.shape, buffers_, st));
   return EnqueueStepEnd(p.shape, ring);
+}
+
+void CudaRunner::WantProposalsBack(ForwardShape& shape) const {
+  if (shape.group <= 1 || !speculates_constrained()) return;
+  shape.proposals_back = proposals_back_.get();
+  shape.proposals_ready = proposals_ready_.get();
 }
 
 SlotConstraints::Proposals CudaRunner::ProposalsBack(const ForwardShape& shape) const {

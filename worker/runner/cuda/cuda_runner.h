@@ -141,6 +141,9 @@ class CudaRunner : public ModelRunner {
   bool speculates_constrained() const {
     return sizes_.spec_group > 1 && options_.switches.speculate_constrained;
   }
+  // A speculative step with constrained rows copies its proposals back (when constrained
+  // slots speculate): sets shape.proposals_back and proposals_ready.
+  void WantProposalsBack(ForwardShape& shape) const;
   // The pending step's proposals as copied back (none without proposals_back).
   SlotConstraints::Proposals ProposalsBack(const ForwardShape& shape) const;
   // The outputs' copy back and the end event.
