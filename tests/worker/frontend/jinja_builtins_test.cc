@@ -456,6 +456,18 @@ TEST(JinjaBuiltinsTest, TestsArePythonsOperators) {
       "TrueTrueTrueFalseTrueFalseTrueFalseTrue");
 }
 
+// map reads its filter argument only when there is an item to map, as jinja2's generator does.
+TEST(JinjaBuiltinsTest, MapNamesItsFilterOnlyForItems) {
+  EXPECT_EQ(
+      Render("{{ []|map|list }} {{ []|map('nosuch')|list }} {{ [1, 2]|map('string')|join(',') "
+             "}} {{ [-1, 2]|map('abs')|list }}"),
+      "[] [] 1,2 [1, 2]");
+  EXPECT_THAT(Error("{{ [1]|map|list }}").message(), HasSubstr("map: needs a filter name"));
+  EXPECT_THAT(Error("{{ [1]|map('nosuch')|list }}").message(),
+              HasSubstr("No filter named 'nosuch'"));
+  EXPECT_EQ(Render("{{ ['a', 'b']|map('replace', 'a', 'x')|join }}"), "xb");
+}
+
 // Not from jinja2: random is not deterministic and urlize is not implemented. They parse (jinja2
 // knows them) but applying one is an error naming it.
 TEST(JinjaBuiltinsTest, RandomAndUrlizeAreErrorsNamingThem) {

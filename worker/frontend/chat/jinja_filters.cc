@@ -1,9 +1,8 @@
 // jinja2 3.1's builtin filters (`x | name(args)`), with jinja2's semantics on Python values;
 // HasFilter and ApplyFilter (jinja_builtins.h). Those that lay out or encode text hold their
-// algorithms in jinja_text_filters.h. Filters that return a generator in jinja2 (map, select,
-// batch, slice...) return a list.
+// algorithms in jinja_text_filters.h, and the numeric ones are in jinja_number_filters.h. Filters
+// that return a generator in jinja2 (map, select, batch, slice...) return a list.
 #include <algorithm>
-#include <cmath>
 #include <iterator>
 #include <set>
 #include <string_view>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/frontend/chat/jinja_builtins.h"
 #include "worker/frontend/chat/jinja_format.h"
+#include "worker/frontend/chat/jinja_number_filters.h"
 #include "worker/frontend/chat/jinja_text_filters.h"
 #include "worker/frontend/chat/python_str.h"
 
@@ -58,63 +58,6 @@ std::string Indent(const std::string& s, const std::string& indent, bool first, 
     out += Encode(lines[i]);
   }
   return first ? indent + out : out;
-}
-
-// int(x) of a finite float: toward zero.
-absl::StatusOr<Value> FloatToInt(double x) {
-  if (!(x >= -0x1p63 && x < 0x1p63)) {
-    return IntOverflowError("int");
-  }
-  return Value::Int(static_cast<int64_t>(std::trunc(x)));
-}
-
-// jinja2's int(value, default=0, base=10): int(value) (a string read in `base`), else
-// int(float(value)), else the default; an error for undefined values and for infinity (whose
-// OverflowError jinja2 lets through).
-absl::StatusOr<Value> IntFilter(const Value& v, Args& args) {
-  auto def = args.Take(0, "default");
-  auto base = args.Take(1, "base");
-  const Value fallback = def ? *def : Value::Int(0);
-  switch (v.kind) {
-    case K::kUndefined:
-      return UndefinedError(v);
-    case K::kInt:
-      return v;
-    case K::kBool:
-      return Value::Int(v.b);
-    case K::kFloat:
-      if (std::isnan(v.f)) return fallback;
-      if (std::isinf(v.f)) return Error("cannot convert float infinity to integer");
-      return FloatToInt(v.f);
-    case K::kString: {
-      const std::optional<std::string> text = NumericText(v.s);
-      if (!text) return fallback;
-      // A base that is not an int is Python's TypeError: the same fallback as a bad literal.
-      if (const std::optional<int64_t> b = base ? AsInt(*base) : 10) {
-        absl::StatusOr<int64_t> i = ParseInt(*text, *b);
-        if (i.ok()) return Value::Int(*i);
-        if (absl::IsOutOfRange(i.status())) return IntOverflowError("int");
-      }
-      const std::optional<double> f = ParseFloat(*text);
-      if (!f || !std::isfinite(*f)) return fallback;
-      return FloatToInt(*f);
-    }
-    default:
-      return fallback;
-  }
-}
-
-// jinja2's float(value, default=0.0).
-absl::StatusOr<Value> FloatFilter(const Value& v, Args& args) {
-  auto def = args.Take(0, "default");
-  if (v.undefined()) return UndefinedError(v);
-  if (v.is_number() || v.kind == K::kBool) return Value::Float(v.number());
-  if (v.is_string()) {
-    if (const std::optional<std::string> text = NumericText(v.s)) {
-      if (const std::optional<double> f = ParseFloat(*text)) return Value::Float(*f);
-    }
-  }
-  return def ? *def : Value::Float(0);
 }
 
 int64_t Length(const Value& v) {
@@ -505,6 +448,246 @@ std::optional<absl::StatusOr<Value>> TextFilter(const std::string& n, const Valu
   return std::nullopt;
 }
 
+// jinja2's items(value): the (key, value) pairs of a mapping; none of an undefined value.
+absl::StatusOr<Value> ItemsFilter(const Value& v) {
+  if (v.undefined()) return Value::MakeList({});
+  if (v.kind != K::kDict)
+    return Error(absl::StrCat("items: expected a mapping, got ", TypeName(v)));
+  List l;
+  for (const auto& [k, x] : *v.dict) {
+    l.push_back(Value::MakeList({Value::Str(k), x}, /*tuple=*/true));
+  }
+  return Value::MakeList(std::move(l));
+}
+
+// Hugging Face's tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False),
+// which returns json.dumps(x, ...) with those arguments.
+absl::StatusOr<Value> ToJsonFilter(const Value& v, Args& args) {
+  if (v.undefined()) return UndefinedError(v);
+  JsonOptions o;
+  if (auto ascii = args.Take(0, "ensure_ascii")) o.ensure_ascii = Truthy(*ascii);
+  if (auto indent = args.Take(1, "indent"); indent && !indent->none()) {
+    if (indent->is_string()) {
+      o.indent = indent->s;
+    } else {
+      o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent->i)), ' ');
+    }
+  }
+  if (auto sep = args.Take(2, "separators"); sep && !sep->none()) {
+    if (sep->kind != K::kList || sep->list->size() != 2) {
+      return Error("tojson: separators must be an (item_separator, key_separator) pair");
+    }
+    o.separators.emplace(ToStr((*sep->list)[0]), ToStr((*sep->list)[1]));
+  }
+  if (auto sort = args.Take(3, "sort_keys")) o.sort_keys = Truthy(*sort);
+  auto j = ToJson(v, o);
+  if (!j.ok()) return j.status();
+  return Value::Str(*std::move(j));
+}
+
+// jinja2's map(value, filter, *args) or map(value, attribute=, default=): the filter applied to
+// each item, or each item's attribute.
+absl::StatusOr<Value> MapFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  auto attr = args.Take(99, "attribute");
+  auto def = args.Take(99, "default");
+  if (items->empty()) return Value::MakeList({});  // jinja2 reads no argument then
+  if (!attr && args.pos.empty()) return Error("map: needs a filter name or attribute=");
+  Args rest;
+  if (!attr) {
+    if (!HasFilter(args.pos[0].s)) {
+      return Error(absl::StrCat("No filter named '", args.pos[0].s, "'."));
+    }
+    rest.pos.assign(args.pos.begin() + 1, args.pos.end());
+    rest.kw = args.kw;
+  }
+  List out;
+  for (const Value& item : *items) {
+    if (attr) {
+      auto a = GetAttr(item, ToStr(*attr));
+      if (!a.ok()) return a.status();
+      out.push_back(a->undefined() && def ? *def : *a);
+    } else {
+      Args each = rest;  // a filter takes (consumes) its arguments
+      auto r = ApplyFilter(args.pos[0].s, item, each);
+      if (!r.ok()) return r.status();
+      out.push_back(*r);
+    }
+  }
+  return Value::MakeList(std::move(out));
+}
+
+// jinja2's join(value, d='', attribute=None).
+absl::StatusOr<Value> JoinFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  auto d = args.Take(0, "d");
+  auto attr = args.Take(1, "attribute");
+  std::string out;
+  for (size_t i = 0; i < items->size(); ++i) {
+    if (i > 0 && d) out += ToStr(*d);
+    Value x = (*items)[i];
+    if (attr) {
+      auto a = GetAttr(x, ToStr(*attr));
+      if (!a.ok()) return a.status();
+      x = *a;
+    }
+    out += ToStr(x);
+    if (out.size() > kMaxBuiltBytes) return TooLong("join");
+  }
+  return Value::Str(out);
+}
+
+// jinja2's reverse(value): a string's code points, or the items, in reverse order.
+absl::StatusOr<Value> ReverseFilter(const Value& v) {
+  if (v.is_string()) {
+    auto cps = CodePoints(v.s);
+    std::string out;
+    for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+    return Value::Str(out);
+  }
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  std::reverse(items->begin(), items->end());
+  return Value::MakeList(*std::move(items));
+}
+
+// jinja2's unique(value, case_sensitive=False, attribute=None): the first of each.
+absl::StatusOr<Value> UniqueFilter(const Value& v, Args& args) {
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  const ItemKey key = TakeItemKey(args);
+  List out, seen;
+  for (const Value& x : *items) {
+    const Value k = key(x);
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& y) { return Equal(k, y); })) {
+      seen.push_back(k);
+      out.push_back(x);
+    }
+  }
+  return Value::MakeList(std::move(out));
+}
+
+// jinja2's sum(iterable, attribute=None, start=0), in int64 while both operands are ints.
+absl::StatusOr<Value> SumFilter(const List& items, Args& args) {
+  auto attr = args.Take(0, "attribute");
+  auto start = args.Take(1, "start");
+  Value total = start ? *start : Value::Int(0);
+  for (const Value& x : items) {
+    const Value y = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
+    const bool nums =
+        (total.is_number() || total.kind == K::kBool) && (y.is_number() || y.kind == K::kBool);
+    if (!nums) {
+      return Error(absl::StrCat("unsupported operand type(s) for +: '", TypeName(total), "' and '",
+                                TypeName(y), "'"));
+    }
+    if (total.kind != K::kFloat && y.kind != K::kFloat) {
+      int64_t sum = 0;
+      if (__builtin_add_overflow(*AsInt(total), *AsInt(y), &sum)) return IntOverflowError("sum");
+      total = Value::Int(sum);
+    } else {
+      total = Value::Float(total.number() + y.number());
+    }
+  }
+  return total;
+}
+
+// jinja2's min/max(value, case_sensitive=False, attribute=None): the first extreme item.
+absl::StatusOr<Value> ExtremeFilter(const List& items, Args& args, bool min) {
+  const ItemKey key = TakeItemKey(args);
+  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
+  size_t best = 0;
+  for (size_t i = 1; i < items.size(); ++i) {
+    auto c = Compare(key(items[i]), key(items[best]));
+    if (!c.ok()) return c.status();
+    if (min ? *c < 0 : *c > 0) best = i;
+  }
+  return items[best];
+}
+
+// The filters that read a sequence (list, items, map, join, first...); none for another name.
+std::optional<absl::StatusOr<Value>> SequenceFilter(const std::string& n, const Value& v,
+                                                    Args& args) {
+  if (n == "items") return ItemsFilter(v);
+  if (n == "tojson") return ToJsonFilter(v, args);
+  if (n == "selectattr" || n == "rejectattr") return SelectItems(v, args, true, n == "selectattr");
+  if (n == "select" || n == "reject") return SelectItems(v, args, false, n == "select");
+  if (n == "map") return MapFilter(v, args);
+  if (n == "join") return JoinFilter(v, args);
+  if (n == "reverse") return ReverseFilter(v);
+  if (n == "unique") return UniqueFilter(v, args);
+  if (n == "sort") return SortFilter(v, args);
+  if (n == "dictsort") return DictSortFilter(v, args);
+  if (n == "groupby") return GroupByFilter(v, args);
+  if (n == "slice") return SliceFilter(v, args);
+  if (n == "batch") return BatchFilter(v, args);
+  if (n != "list" && n != "first" && n != "last" && n != "sum" && n != "min" && n != "max") {
+    return std::nullopt;
+  }
+  auto items = Iterate(v);
+  if (!items.ok()) return items.status();
+  if (n == "list") return Value::MakeList(*std::move(items));
+  if (n == "sum") return SumFilter(*items, args);
+  if (n == "min" || n == "max") return ExtremeFilter(*items, args, n == "min");
+  if (items->empty()) return Value::Undefined("No first item, sequence was empty.");
+  return n == "first" ? items->front() : items->back();
+}
+
+// jinja2's indent(s, width=4, first=False, blank=False) of str(v).
+absl::StatusOr<Value> IndentFilter(const Value& v, Args& args) {
+  auto width = args.Take(0, "width");
+  auto first = args.Take(1, "first");
+  auto blank = args.Take(2, "blank");
+  std::string indent = "    ";
+  if (width && width->is_string()) {
+    indent = width->s;
+  } else if (width) {
+    const std::optional<int64_t> w = AsInt(*width);
+    if (!w) {
+      return Error(
+          absl::StrCat("indent: width must be a string or an int, not ", TypeName(*width)));
+    }
+    if (*w > static_cast<int64_t>(kMaxBuiltBytes)) return TooLong("indent");
+    indent = std::string(static_cast<size_t>(std::max<int64_t>(0, *w)), ' ');
+  }
+  const std::string text = ToStr(v);
+  // One indent per line at most.
+  const size_t lines = SplitLines(Decode(text + "\n"), /*keepends=*/false).size();
+  if (text.size() + lines * indent.size() > kMaxBuiltBytes) return TooLong("indent");
+  return Value::Str(Indent(text, indent, first && Truthy(*first), blank && Truthy(*blank)));
+}
+
+// jinja2's replace(s, old, new, count=None) of str(v).
+absl::StatusOr<Value> ReplaceFilter(const Value& v, Args& args) {
+  auto o = args.Take(0, "old"), w = args.Take(1, "new"), c = args.Take(2, "count");
+  if (!o || !w) return Error("replace: takes old and new");
+  const std::string text = ToStr(v), old = ToStr(*o), with = ToStr(*w);
+  if (!ReplaceFits(text, old, with)) return TooLong("replace");
+  return Value::Str(Replace(text, old, with, c && !c->none() ? c->i : -1));
+}
+
+// The filters that change the case or shape of str(v); none for another name. jinja2 prints
+// an undefined value as "" where a filter only reads its text; indent is an undefined error.
+std::optional<absl::StatusOr<Value>> CaseFilter(const std::string& n, const Value& v, Args& args) {
+  if (n == "trim") {
+    Args strip_args;
+    if (auto chars = args.Take(0, "chars")) strip_args.pos.push_back(*chars);
+    auto strip = GetAttr(Value::Str(ToStr(v)), "strip");  // str.strip, bound to the text
+    if (!strip.ok()) return strip.status();
+    return (*strip->fn)(strip_args);
+  }
+  if (n == "lower") return Value::Str(Lower(ToStr(v)));
+  if (n == "upper") return Value::Str(Upper(ToStr(v)));
+  if (n == "capitalize") return Value::Str(Capitalize(ToStr(v)));
+  if (n == "title") return Value::Str(TitleFilter(ToStr(v)));
+  if (n == "wordcount") return Value::Int(WordCount(ToStr(v)));
+  if (n == "replace") return ReplaceFilter(v, args);
+  if (n != "indent") return std::nullopt;
+  if (v.undefined()) return UndefinedError(v);
+  return IndentFilter(v, args);
+}
+
 }  // namespace
 
 absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& args) {
@@ -518,267 +701,14 @@ absl::StatusOr<Value> ApplyFilter(const std::string& n, const Value& v, Args& ar
     return absl::InvalidArgumentError(
         absl::StrCat("the filter '", n, "' is not supported: ", reason));
   }
-  if (auto r = TextFilter(n, v, args)) return *std::move(r);
   if (n == "length" || n == "count") return Value::Int(Length(v));
   if (n == "string") return v.is_string() ? v : Value::Str(ToStr(v));
-  if (n == "groupby") return GroupByFilter(v, args);
-  if (n == "slice") return SliceFilter(v, args);
-  if (n == "batch") return BatchFilter(v, args);
   if (n == "attr") return AttrFilter(v, args);
   if (n == "format") return FormatFilter(v, args);
-  if (n == "list") {
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    return Value::MakeList(*std::move(items));
-  }
-  if (n == "items") {
-    if (v.undefined()) return Value::MakeList({});
-    if (v.kind != K::kDict)
-      return Error(absl::StrCat("items: expected a mapping, got ", TypeName(v)));
-    List l;
-    for (const auto& [k, x] : *v.dict) {
-      l.push_back(Value::MakeList({Value::Str(k), x}, /*tuple=*/true));
-    }
-    return Value::MakeList(std::move(l));
-  }
-  if (n == "tojson") {
-    // Hugging Face's tojson(x, ensure_ascii=False, indent=None, separators=None,
-    // sort_keys=False), which returns json.dumps(x, ...) with those arguments.
-    if (v.undefined()) return UndefinedError(v);
-    JsonOptions o;
-    if (auto ascii = args.Take(0, "ensure_ascii")) o.ensure_ascii = Truthy(*ascii);
-    if (auto indent = args.Take(1, "indent"); indent && !indent->none()) {
-      if (indent->is_string()) {
-        o.indent = indent->s;
-      } else {
-        o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, indent->i)), ' ');
-      }
-    }
-    if (auto sep = args.Take(2, "separators"); sep && !sep->none()) {
-      if (sep->kind != K::kList || sep->list->size() != 2) {
-        return Error("tojson: separators must be an (item_separator, key_separator) pair");
-      }
-      o.separators.emplace(ToStr((*sep->list)[0]), ToStr((*sep->list)[1]));
-    }
-    if (auto sort = args.Take(3, "sort_keys")) o.sort_keys = Truthy(*sort);
-    auto j = ToJson(v, o);
-    if (!j.ok()) return j.status();
-    return Value::Str(*std::move(j));
-  }
-  if (n == "selectattr" || n == "rejectattr") return SelectItems(v, args, true, n == "selectattr");
-  if (n == "select" || n == "reject") return SelectItems(v, args, false, n == "select");
-  if (n == "map") {
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    auto attr = args.Take(99, "attribute");
-    auto def = args.Take(99, "default");
-    List out;
-    for (const Value& item : *items) {
-      if (attr) {
-        auto a = GetAttr(item, ToStr(*attr));
-        if (!a.ok()) return a.status();
-        out.push_back(a->undefined() && def ? *def : *a);
-      } else {
-        if (args.pos.empty()) return Error("map: needs a filter name or attribute=");
-        Args rest;
-        rest.pos.assign(args.pos.begin() + 1, args.pos.end());
-        rest.kw = args.kw;
-        if (!HasFilter(args.pos[0].s))
-          return Error(absl::StrCat("No filter named '", args.pos[0].s, "'."));
-        auto r = ApplyFilter(args.pos[0].s, item, rest);
-        if (!r.ok()) return r.status();
-        out.push_back(*r);
-      }
-    }
-    return Value::MakeList(std::move(out));
-  }
-  if (n == "join") {
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    auto d = args.Take(0, "d");
-    auto attr = args.Take(1, "attribute");
-    std::string out;
-    for (size_t i = 0; i < items->size(); ++i) {
-      if (i > 0 && d) out += ToStr(*d);
-      Value x = (*items)[i];
-      if (attr) {
-        auto a = GetAttr(x, ToStr(*attr));
-        if (!a.ok()) return a.status();
-        x = *a;
-      }
-      out += ToStr(x);
-      if (out.size() > kMaxBuiltBytes) return TooLong("join");
-    }
-    return Value::Str(out);
-  }
-  if (n == "first" || n == "last") {
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    if (items->empty()) return Value::Undefined("No first item, sequence was empty.");
-    return n == "first" ? items->front() : items->back();
-  }
-  if (n == "reverse") {
-    if (v.is_string()) {
-      auto cps = CodePoints(v.s);
-      std::string out;
-      for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
-      return Value::Str(out);
-    }
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    std::reverse(items->begin(), items->end());
-    return Value::MakeList(*std::move(items));
-  }
-  if (n == "unique") {
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    // jinja2's unique(case_sensitive=False, attribute=None): the first of each.
-    const ItemKey key = TakeItemKey(args);
-    List out, seen;
-    for (const Value& x : *items) {
-      const Value k = key(x);
-      if (std::none_of(seen.begin(), seen.end(), [&](const Value& y) { return Equal(k, y); })) {
-        seen.push_back(k);
-        out.push_back(x);
-      }
-    }
-    return Value::MakeList(std::move(out));
-  }
-  if (n == "sort") return SortFilter(v, args);
-  if (n == "dictsort") return DictSortFilter(v, args);
-  if (n == "sum" || n == "min" || n == "max") {
-    auto items = Iterate(v);
-    if (!items.ok()) return items.status();
-    if (n == "sum") {  // sum(iterable, attribute=None, start=0)
-      auto attr = args.Take(0, "attribute");
-      auto start = args.Take(1, "start");
-      Value total = start ? *start : Value::Int(0);
-      for (const Value& x : *items) {
-        const Value y = attr ? GetAttr(x, ToStr(*attr)).value_or(Value()) : x;
-        const bool nums =
-            (total.is_number() || total.kind == K::kBool) && (y.is_number() || y.kind == K::kBool);
-        if (!nums) {
-          return Error(absl::StrCat("unsupported operand type(s) for +: '", TypeName(total),
-                                    "' and '", TypeName(y), "'"));
-        }
-        if (total.kind != K::kFloat && y.kind != K::kFloat) {
-          int64_t sum = 0;
-          if (__builtin_add_overflow(*AsInt(total), *AsInt(y), &sum)) {
-            return IntOverflowError("sum");
-          }
-          total = Value::Int(sum);
-        } else {
-          total = Value::Float(total.number() + y.number());
-        }
-      }
-      return total;
-    }
-    // min/max(value, case_sensitive=False, attribute=None): the first extreme item.
-    const ItemKey key = TakeItemKey(args);
-    if (items->empty()) return Value::Undefined("No aggregated item, sequence was empty.");
-    size_t best = 0;
-    for (size_t i = 1; i < items->size(); ++i) {
-      auto c = Compare(key((*items)[i]), key((*items)[best]));
-      if (!c.ok()) return c.status();
-      if (n == "min" ? *c < 0 : *c > 0) best = i;
-    }
-    return (*items)[best];
-  }
-  // jinja2 prints an undefined value as "" where a filter only reads its text.
-  if (n == "trim") {
-    Args strip_args;
-    if (auto chars = args.Take(0, "chars")) strip_args.pos.push_back(*chars);
-    auto strip = GetAttr(Value::Str(ToStr(v)), "strip");  // str.strip, bound to the text
-    if (!strip.ok()) return strip.status();
-    return (*strip->fn)(strip_args);
-  }
-  if (n == "lower") return Value::Str(Lower(ToStr(v)));
-  if (n == "upper") return Value::Str(Upper(ToStr(v)));
-  if (n == "capitalize") return Value::Str(Capitalize(ToStr(v)));
-  if (n == "title") return Value::Str(TitleFilter(ToStr(v)));
-  if (n == "wordcount") return Value::Int(WordCount(ToStr(v)));
-  if (n == "int") return IntFilter(v, args);
-  if (n == "float") return FloatFilter(v, args);
-  if (v.undefined() && n != "replace") return UndefinedError(v);
-  if (n == "indent") {
-    auto width = args.Take(0, "width");
-    auto first = args.Take(1, "first");
-    auto blank = args.Take(2, "blank");
-    std::string indent = "    ";
-    if (width && width->is_string()) {
-      indent = width->s;
-    } else if (width) {
-      const std::optional<int64_t> w = AsInt(*width);
-      if (!w)
-        return Error(
-            absl::StrCat("indent: width must be a string or an int, not ", TypeName(*width)));
-      if (*w > static_cast<int64_t>(kMaxBuiltBytes)) return TooLong("indent");
-      indent = std::string(static_cast<size_t>(std::max<int64_t>(0, *w)), ' ');
-    }
-    const std::string text = ToStr(v);
-    // One indent per line at most.
-    const size_t lines = SplitLines(Decode(text + "\n"), /*keepends=*/false).size();
-    if (text.size() + lines * indent.size() > kMaxBuiltBytes) return TooLong("indent");
-    return Value::Str(Indent(text, indent, first && Truthy(*first), blank && Truthy(*blank)));
-  }
-  if (n == "replace") {
-    auto o = args.Take(0, "old"), w = args.Take(1, "new"), c = args.Take(2, "count");
-    if (!o || !w) return Error("replace: takes old and new");
-    const std::string text = ToStr(v), old = ToStr(*o), with = ToStr(*w);
-    if (!ReplaceFits(text, old, with)) return TooLong("replace");
-    return Value::Str(Replace(text, old, with, c && !c->none() ? c->i : -1));
-  }
-  if (n == "abs") {
-    if (v.kind == K::kInt || v.kind == K::kBool) {
-      const int64_t i = *AsInt(v);
-      if (i == INT64_MIN) return IntOverflowError("abs");
-      return Value::Int(i < 0 ? -i : i);
-    }
-    return Value::Float(std::fabs(v.number()));
-  }
-  if (n == "round") {
-    // jinja2's round(value, precision=0, method='common'): 'common' is Python's round()
-    // (half to even, on the exact binary value); 'ceil' and 'floor' give floats.
-    auto precision = args.Take(0, "precision");
-    auto method = args.Take(1, "method");
-    const int64_t p = precision ? precision->i : 0;
-    const std::string how = method ? ToStr(*method) : "common";
-    if (how != "common" && how != "ceil" && how != "floor") {
-      return Error("method must be 'common', 'ceil' or 'floor'");
-    }
-    if (!(v.is_number() || v.kind == K::kBool)) {
-      return Error(absl::StrCat("type ", TypeName(v), " doesn't define __round__ method"));
-    }
-    if (how == "common") {
-      if (v.kind != K::kFloat) {
-        const int64_t i = v.kind == K::kBool ? v.b : v.i;
-        if (p >= 0) return Value::Int(i);
-        if (p < -18) return Value::Int(0);
-        // round(int, -k): to a multiple of 10^k, ties to the even multiple.
-        int64_t m = 1;
-        for (int64_t k = 0; k < -p; ++k) m *= 10;
-        int64_t q = i / m, r = i % m;
-        if (r < 0) {
-          --q;
-          r += m;
-        }
-        if (2 * r > m || (2 * r == m && q % 2 != 0)) ++q;
-        int64_t rounded = 0;
-        if (__builtin_mul_overflow(q, m, &rounded)) return IntOverflowError("round");
-        return Value::Int(rounded);
-      }
-      char buf[512];
-      if (p >= 0 && p < 300) {
-        std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(p), v.number());
-        return Value::Float(std::strtod(buf, nullptr));
-      }
-      const double m = std::pow(10.0, static_cast<double>(p));
-      return Value::Float(std::nearbyint(v.number() * m) / m);
-    }
-    const double m = std::pow(10.0, static_cast<double>(p));
-    const double x = v.number() * m;
-    return Value::Float((how == "ceil" ? std::ceil(x) : std::floor(x)) / m);
-  }
+  if (auto r = TextFilter(n, v, args)) return *std::move(r);
+  if (auto r = SequenceFilter(n, v, args)) return *std::move(r);
+  if (auto r = CaseFilter(n, v, args)) return *std::move(r);
+  if (auto r = NumberFilter(n, v, args)) return *std::move(r);
   return Error(absl::StrCat("the filter '", n, "' is not supported"));
 }
 
