@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -137,11 +138,21 @@ nlohmann::json CudaSwitchesJson(const runner::CudaSwitches& s) {
   return j;
 }
 
-}  // namespace
+// The most a count or length flag may be: token counts and slots are int32 in the engine.
+constexpr int64_t kMaxFlagValue = int64_t{1} << 30;
 
-int RunGpuBench(const std::vector<std::string>& args) {
-  const std::string cmd = "llm-bench gpu";
-  FlagSet flags;
+// The settings of one run, read from its flags once.
+struct GpuBenchSettings {
+  int64_t context = 0, decode_steps = 0, batch1_tokens = 0, ttft_runs = 0;
+  int64_t stall_prompt = 0, stall_decodes = 0;
+  double max_decode_slowdown = 0;
+  float temperature = 0;
+  std::vector<int32_t> slot_counts, ttft_prompts;
+  bool kernels = false;
+  backend::BackendOptions backend;  // the model, the device, the prompt budgets, speculation
+};
+
+void AddGpuBenchFlags(FlagSet& flags) {
   flags.Value("model", "checkpoint directory or random:<shape>", "random:llama-3-8b")
       .Value("tokenizer", "tokenizer instead of the model's (random models: synthetic)", "")
       .Value("quantization",
@@ -184,279 +195,364 @@ int RunGpuBench(const std::vector<std::string>& args) {
             "also time a few eager decode steps per kernel class (CUDA events) at batch 1 and at "
             "each slot count, and the steps of a 4k-token prompt");
   AddCudaSwitchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto device = flags.GetInt("device");
-  auto context = flags.GetInt("context");
-  auto decode_steps = flags.GetInt("decode-steps");
-  auto batch1 = flags.GetInt("batch1-tokens");
-  auto ttft_runs = flags.GetInt("ttft-runs");
-  auto stall_prompt = flags.GetInt("stall-prompt");
-  auto stall_decodes = flags.GetInt("stall-decodes");
-  auto num_tokens = flags.GetInt("num-tokens");
-  auto max_prefill = flags.GetInt("max-prefill-tokens");
-  auto max_prefill_alone = flags.GetInt("max-prefill-tokens-alone");
-  auto fraction = flags.GetDouble("kv-memory-fraction");
-  auto slowdown = flags.GetDouble("max-decode-slowdown");
-  if (!slowdown.ok()) return Fail(cmd, slowdown.status());
-  for (const auto* v : {&device, &context, &decode_steps, &batch1, &ttft_runs, &max_prefill,
-                        &max_prefill_alone, &stall_prompt, &stall_decodes, &num_tokens}) {
-    if (!v->ok()) return Fail(cmd, v->status());
-  }
-  if (!fraction.ok()) return Fail(cmd, fraction.status());
-  auto temperature_flag = flags.GetDouble("temperature");
-  if (!temperature_flag.ok()) return Fail(cmd, temperature_flag.status());
-  const float temperature = static_cast<float>(*temperature_flag);
-  if (!(temperature >= 0.0f && temperature <= 100.0f)) {
-    return Fail(cmd, absl::InvalidArgumentError("--temperature: must be in [0, 100]"));
-  }
-  const std::vector<int32_t> slot_counts = ParsePositiveInts(flags.GetString("slots"));
-  const std::vector<int32_t> ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
-  if (slot_counts.empty()) return Fail(cmd, absl::InvalidArgumentError("--slots: no count"));
+}
+
+// --speculative, --num-tokens and --draft-model.
+absl::StatusOr<engine::SpeculativeConfig> SpeculativeFromFlags(const FlagSet& flags) {
   engine::SpeculativeConfig spec;
   auto method = engine::ParseSpeculativeMethod(flags.GetString("speculative"));
-  if (!method.ok()) return Fail(cmd, method.status());
+  if (!method.ok()) return method.status();
   if (*method == engine::SpeculativeMethod::kOracle) {
-    return Fail(cmd, absl::InvalidArgumentError("--speculative: off, ngram or draft"));
+    return absl::InvalidArgumentError("--speculative: off, ngram or draft");
   }
+  auto num_tokens = flags.GetInt("num-tokens");
+  if (!num_tokens.ok()) return num_tokens.status();
   spec.method = *method;
   spec.num_tokens = static_cast<int32_t>(*num_tokens);
   spec.draft_model = flags.GetString("draft-model");
-  if (absl::Status st = spec.Validate(); !st.ok()) return Fail(cmd, st);
-  if (kernels::DeviceCount() == 0) {
-    return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
-  }
+  if (absl::Status st = spec.Validate(); !st.ok()) return st;
+  return spec;
+}
 
-  nlohmann::json out = {{"benchmark", "gpu"}, {"model", flags.GetString("model")}};
-  out["device"] = kernels::DeviceDescription(static_cast<int>(*device));
-  auto bandwidth = DeviceCopyBandwidth(static_cast<int>(*device));
-  if (!bandwidth.ok()) return Fail(cmd, bandwidth.status());
-  out["d2d_bandwidth_gb_per_s"] = *bandwidth / 1e9;
-
-  const int32_t max_slots = *std::max_element(slot_counts.begin(), slot_counts.end());
-  backend::BackendOptions bo;
+// The backend's options: the model and the device from the flags, slots for the largest count.
+absl::Status BackendFromFlags(const FlagSet& flags, GpuBenchSettings& s) {
+  backend::BackendOptions& bo = s.backend;
   bo.model = flags.GetString("model");
   bo.tokenizer = flags.GetString("tokenizer");
   bo.quantization = flags.GetString("quantization");
   bo.kv_cache_dtype = flags.GetString("kv-cache-dtype");
   bo.backend = "cuda";
-  bo.device = static_cast<int>(*device);
-  bo.sizes.max_slots = max_slots;
-  bo.max_prefill_tokens = static_cast<int32_t>(*max_prefill);
-  bo.max_prefill_tokens_alone = static_cast<int32_t>(*max_prefill_alone);
+  bo.sizes.max_slots = *std::max_element(s.slot_counts.begin(), s.slot_counts.end());
+  struct IntFlag {
+    const char* name;
+    int32_t* to;
+    int64_t min;
+  };
+  for (const IntFlag f :
+       {IntFlag{"device", &bo.device, 0}, IntFlag{"max-prefill-tokens", &bo.max_prefill_tokens, 1},
+        IntFlag{"max-prefill-tokens-alone", &bo.max_prefill_tokens_alone, 0}}) {
+    auto v = flags.GetInt(f.name);
+    if (!v.ok()) return v.status();
+    if (*v < f.min || *v > kMaxFlagValue) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", f.name, ": ", *v, " is outside [", f.min, ", ", kMaxFlagValue, "]"));
+    }
+    *f.to = static_cast<int32_t>(*v);
+  }
+  auto fraction = flags.GetDouble("kv-memory-fraction");
+  if (!fraction.ok()) return fraction.status();
   bo.kv_memory_fraction = *fraction;
-  bo.speculative = spec;
-  if (absl::Status st = CudaSwitchesFromFlags(flags, bo.cuda); !st.ok()) return Fail(cmd, st);
+  auto spec = SpeculativeFromFlags(flags);
+  if (!spec.ok()) return spec.status();
+  bo.speculative = *spec;
+  return CudaSwitchesFromFlags(flags, bo.cuda);
+}
+
+absl::StatusOr<GpuBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  GpuBenchSettings s;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"context", &s.context},
+                          {"decode-steps", &s.decode_steps},
+                          {"batch1-tokens", &s.batch1_tokens},
+                          {"ttft-runs", &s.ttft_runs},
+                          {"stall-prompt", &s.stall_prompt},
+                          {"stall-decodes", &s.stall_decodes}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    if (*v < 0 || *v > kMaxFlagValue) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": ", *v, " is outside [0, ", kMaxFlagValue, "]"));
+    }
+    *to = *v;
+  }
+  auto slowdown = flags.GetDouble("max-decode-slowdown");
+  if (!slowdown.ok()) return slowdown.status();
+  s.max_decode_slowdown = *slowdown;
+  auto temperature = flags.GetDouble("temperature");
+  if (!temperature.ok()) return temperature.status();
+  s.temperature = static_cast<float>(*temperature);
+  if (!(s.temperature >= 0.0f && s.temperature <= 100.0f)) {
+    return absl::InvalidArgumentError("--temperature: must be in [0, 100]");
+  }
+  s.slot_counts = ParsePositiveInts(flags.GetString("slots"));
+  s.ttft_prompts = ParsePositiveInts(flags.GetString("ttft-prompts"));
+  if (s.slot_counts.empty()) return absl::InvalidArgumentError("--slots: no count");
+  s.kernels = flags.GetBool("kernels");
+  if (absl::Status st = BackendFromFlags(flags, s); !st.ok()) return st;
+  return s;
+}
+
+// The worker under measurement and what every measurement of the run reads.
+struct GpuBenchRun {
+  const GpuBenchSettings& s;
+  loop::Worker& worker;
+  Recorder& recorder;
+  runner::cuda::CudaRunner& cuda;  // reachable for kernel timing once the worker owns it
+  runner::RunnerInfo info;
+  int32_t id_range = 0;            // prompt ids are drawn below this
+  double bandwidth = 0;            // bytes/s, the device-to-device copy ceiling
+  double embed_bytes = 0;          // weight bytes a decode step does not read
+  double kv_bytes_per_token = 0;   // K and V, every layer
+  int32_t prompt_chunk_alone = 0;  // a prompt's chunk with nothing decoding, as settled
+};
+
+// What was loaded and how it runs: sizes, formats, switches, as the runner settled them.
+void DescribeBackend(const backend::Backend& b, const GpuBenchSettings& s,
+                     const runner::cuda::CudaRunner& cuda, nlohmann::json& out) {
+  const runner::RunnerInfo info = b.runner->info();
+  const runner::CudaSwitches& sw = s.backend.cuda;
+  const engine::SpeculativeConfig& spec = s.backend.speculative;
+  out["weights_gib"] = static_cast<double>(info.weight_bytes) / (1ull << 30);
+  out["linear_layers"] = b.quant.Describe();
+  out["kv_cache"] = b.kv.Describe();
+  out["kv_cache_gib"] = static_cast<double>(info.kv_cache_bytes) / (1ull << 30);
+  out["kv_blocks"] = info.sizes.kv_blocks;
+  out["switches"] = CudaSwitchesJson(sw);
+  out["gemv"] = sw.gemv && !sw.batch_invariant;       // as it ran
+  out["prefill_attention"] = info.prefill_attention;  // the kernel chosen at start
+  out["gemm_tuning"] = {{"on", sw.gemm_tuning},
+                        {"products_tuned", cuda.gemms_tuned()},
+                        {"algorithm_changed", cuda.gemms_tuned_changed()}};
+  out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it
+  out["temperature"] = s.temperature;
+  out["speculative"] = engine::SpeculativeMethodName(spec.method);
+  if (spec.enabled()) out["num_tokens"] = spec.num_tokens;
+  if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
+}
+
+absl::StatusOr<std::unique_ptr<loop::Worker> > MakeWorker(const GpuBenchSettings& s,
+                                                          backend::Backend& b, Recorder& recorder) {
+  loop::WorkerOptions wo;
+  wo.scheduler.max_prefill_tokens = s.backend.max_prefill_tokens;
+  wo.scheduler.max_prefill_tokens_alone = s.backend.max_prefill_tokens_alone;  // 0: the runner's
+  wo.scheduler.max_batch_tokens = 0;  // the slots and the prompt budgets bound a step
+  wo.max_queued_requests = 4 * s.backend.sizes.max_slots;
+  wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
+  wo.scheduler.max_decode_slowdown = s.max_decode_slowdown;
+  wo.scheduler.speculative = s.backend.speculative;
+  return loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
+                              b.config.eos_token_ids, &recorder, &recorder);
+}
+
+// 1. Batch 1: the decode steps (one token each, or with speculation the run each verification
+// gave) and the bandwidth their bytes imply.
+absl::StatusOr<nlohmann::json> MeasureBatch1(const GpuBenchRun& r) {
+  const int32_t prompt = 128;
+  const auto tokens_out = static_cast<int32_t>(r.s.batch1_tokens);
+  if (absl::Status st =
+          RunRequests(r.worker, 1, prompt, tokens_out, r.id_range, 1, r.s.temperature);
+      !st.ok()) {
+    return st;
+  }
+  std::vector<double> step_s;
+  double busy = 0, tokens = 0;
+  for (const StepRecord& step : r.recorder.TakeSteps()) {
+    if (step.decodes != 1 || step.prompt_tokens != 0) continue;
+    step_s.push_back(step.step_s);
+    busy += step.step_s;
+    tokens += step.tokens;
+  }
+  r.recorder.TakeRequests();
+  const double median = Percentile(step_s, 0.5);
+  const double bytes = static_cast<double>(r.info.weight_bytes) - r.embed_bytes +
+                       r.kv_bytes_per_token * (prompt + tokens_out / 2.0);
+  nlohmann::json j = {{"decode_step_ms_median", median * 1e3},
+                      {"decode_step_ms_p99", Percentile(step_s, 0.99) * 1e3},
+                      {"decode_tokens_per_s", busy > 0 ? tokens / busy : 0.0},
+                      {"bytes_per_step_gb", bytes / 1e9},
+                      {"bandwidth_utilization", bytes / median / r.bandwidth}};
+  if (r.s.backend.speculative.enabled()) {
+    j["speculation_tokens_per_slot"] = SpeculationAt(r.worker.Load().engine.scheduler, 1);
+  }
+  return j;
+}
+
+// The steady window of a throughput run: consecutive steps in which all n slots decode (with
+// speculation a step gives each slot its accepted run: tokens >= n).
+void SteadyWindow(const std::vector<StepRecord>& steps, int32_t n, nlohmann::json& run) {
+  std::vector<double> gaps, step_s;
+  Clock::time_point first{}, last{};
+  int64_t window_steps = 0, window_tokens = 0;
+  for (const StepRecord& r : steps) {
+    if (r.tokens < n || r.decodes != n || r.prompt_tokens != 0) continue;
+    if (window_steps == 0) first = r.at;
+    last = r.at;
+    if (window_steps > 0) window_tokens += r.tokens;
+    ++window_steps;
+    step_s.push_back(r.step_s);
+    if (r.gap_s >= 0) gaps.push_back(r.gap_s);
+  }
+  run["steady_steps"] = window_steps;
+  if (window_steps < 2) return;
+  const double wall = std::chrono::duration<double>(last - first).count();
+  const double busy = std::accumulate(step_s.begin() + 1, step_s.end(), 0.0);
+  run["decode_tokens_per_s"] = static_cast<double>(window_tokens) / wall;
+  run["step_ms_median"] = Percentile(step_s, 0.5) * 1e3;
+  run["busy_ratio"] = busy / wall;
+  run["gap_us_p50"] = Percentile(gaps, 0.5) * 1e6;
+  run["gap_us_p99"] = Percentile(gaps, 0.99) * 1e6;
+  run["gap_us_max"] = Percentile(gaps, 1.0) * 1e6;
+}
+
+// 2. Throughput at n running slots: requests enough that every slot is busy, long enough that
+// the first ones are still decoding when the last prompt is in.
+absl::StatusOr<nlohmann::json> MeasureThroughput(const GpuBenchRun& r, int32_t n) {
+  const int64_t chunk = r.s.backend.max_prefill_tokens;
+  const int64_t prefill_steps = (int64_t{n} * r.s.context + chunk - 1) / chunk;
+  const auto max_tokens = static_cast<int32_t>(prefill_steps + r.s.decode_steps + 8);
+  const auto start = Clock::now();
+  if (absl::Status st = RunRequests(r.worker, n, static_cast<int32_t>(r.s.context), max_tokens,
+                                    r.id_range, 100 + n, r.s.temperature);
+      !st.ok()) {
+    return st;
+  }
+  const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+  nlohmann::json run = {{"slots", n}, {"context", r.s.context}, {"total_seconds", total_s}};
+  SteadyWindow(r.recorder.TakeSteps(), n, run);
+  r.recorder.TakeRequests();
+  if (r.s.backend.speculative.enabled()) {
+    run["speculation_tokens_per_slot"] = SpeculationAt(r.worker.Load().engine.scheduler, n);
+  }
+  return run;
+}
+
+// 4. The stall: decodes running while a long prompt prefills.
+absl::StatusOr<nlohmann::json> MeasureStallRun(const GpuBenchRun& r) {
+  const int32_t max_slots = r.s.backend.sizes.max_slots;
+  const auto n = static_cast<int32_t>(std::min<int64_t>(r.s.stall_decodes, max_slots - 1));
+  const auto long_prompt = static_cast<int32_t>(r.s.stall_prompt);
+  if (n < 1 || long_prompt >= r.info.max_context) {
+    return nlohmann::json{
+        {"skipped", absl::StrCat("needs 2 slots and a context over ", long_prompt, " (", max_slots,
+                                 " slots, context ", r.info.max_context, ")")}};
+  }
+  return MeasureStall(r.worker, r.recorder, n, long_prompt, r.s.backend.max_prefill_tokens,
+                      r.s.max_decode_slowdown, r.id_range);
+}
+
+// Runs `n` requests of `prompt` tokens and `max_tokens` outputs with the next `steps` steps of
+// kind `which` timed per kernel class.
+absl::StatusOr<nlohmann::json> TimeKernels(const GpuBenchRun& r, int32_t steps,
+                                           runner::cuda::CudaRunner::ProfiledSteps which, int32_t n,
+                                           int32_t prompt, int32_t max_tokens, uint64_t seed) {
+  if (absl::Status st = r.cuda.ProfileSteps(steps, which); !st.ok()) return st;
+  (void)r.cuda.TakeKernelTimes();
+  if (absl::Status st =
+          RunRequests(r.worker, n, prompt, max_tokens, r.id_range, seed, r.s.temperature);
+      !st.ok()) {
+    return st;
+  }
+  nlohmann::json j = KernelSplit(r.cuda.TakeKernelTimes());
+  r.recorder.TakeSteps();
+  r.recorder.TakeRequests();
+  return j;
+}
+
+// 5. Where a decode step's time goes (eager steps, so a little slower than graph replays) at
+// batch 1 and each slot count, then the steps of one prompt on an idle worker (TTFT's steps):
+// 4k tokens, or what the context allows, in chunks of --max-prefill-tokens-alone.
+absl::Status MeasureKernels(const GpuBenchRun& r, nlohmann::json& out) {
+  using Profiled = runner::cuda::CudaRunner::ProfiledSteps;
+  constexpr int kTimedSteps = 8;
+  const int64_t chunk = r.s.backend.max_prefill_tokens;
+  nlohmann::json split = nlohmann::json::array();
+  std::vector<int32_t> counts = {1};
+  counts.insert(counts.end(), r.s.slot_counts.begin(), r.s.slot_counts.end());
+  for (int32_t n : counts) {
+    const int32_t prompt = n == 1 ? 128 : static_cast<int32_t>(r.s.context);
+    const int64_t prefill_steps = (int64_t{n} * prompt + chunk - 1) / chunk;
+    auto j = TimeKernels(r, kTimedSteps, Profiled::kDecodeOnly, n, prompt,
+                         static_cast<int32_t>(prefill_steps + 4 * kTimedSteps), 2000 + n);
+    if (!j.ok()) return j.status();
+    (*j)["slots"] = n;
+    (*j)["context"] = prompt;
+    split.push_back(*j);
+  }
+  out["kernels"] = split;
+  const int32_t prompt = std::min<int32_t>(4096, r.info.max_context - 1);
+  const int32_t steps = (prompt + r.prompt_chunk_alone - 1) / r.prompt_chunk_alone;
+  auto prefill = TimeKernels(r, steps, Profiled::kWithPrompt, 1, prompt, 1, 3000);
+  if (!prefill.ok()) return prefill.status();
+  (*prefill)["prompt_tokens"] = prompt;
+  (*prefill)["max_prefill_tokens_alone"] = r.prompt_chunk_alone;
+  out["kernels_prefill"] = *prefill;
+  return absl::OkStatus();
+}
+
+// The runs in order: batch 1, throughput per slot count, TTFT, the stall, the kernels.
+absl::Status MeasureAll(const GpuBenchRun& r, nlohmann::json& out) {
+  auto batch1 = MeasureBatch1(r);
+  if (!batch1.ok()) return batch1.status();
+  out["batch1"] = *batch1;
+  nlohmann::json runs = nlohmann::json::array();
+  for (int32_t n : r.s.slot_counts) {
+    auto run = MeasureThroughput(r, n);
+    if (!run.ok()) return run.status();
+    runs.push_back(*run);
+  }
+  out["throughput"] = runs;
+  if (r.s.backend.speculative.enabled()) {
+    out["speculation_by_batch"] = SpeculationByBatch(r.worker.Load().engine.scheduler);
+  }
+  // 3. Time to first token on an idle worker.
+  auto ttft = MeasureTtft(r.worker, r.recorder, r.s.ttft_prompts, r.s.ttft_runs, r.info.max_context,
+                          r.id_range);
+  if (!ttft.ok()) return ttft.status();
+  out["ttft"] = *ttft;
+  if (r.s.stall_prompt > 0 && r.s.stall_decodes > 0) {
+    auto stall = MeasureStallRun(r);
+    if (!stall.ok()) return stall.status();
+    out["stall"] = *stall;
+  }
+  return r.s.kernels ? MeasureKernels(r, out) : absl::OkStatus();
+}
+
+}  // namespace
+
+int RunGpuBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench gpu";
+  FlagSet flags;
+  AddGpuBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  const GpuBenchSettings& s = *settings;
+  if (kernels::DeviceCount() == 0) {
+    return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
+  }
+  nlohmann::json out = {{"benchmark", "gpu"}, {"model", s.backend.model}};
+  out["device"] = kernels::DeviceDescription(s.backend.device);
+  auto bandwidth = DeviceCopyBandwidth(s.backend.device);
+  if (!bandwidth.ok()) return Fail(cmd, bandwidth.status());
+  out["d2d_bandwidth_gb_per_s"] = *bandwidth / 1e9;
+
   const auto load_start = Clock::now();
-  auto b = backend::CreateBackend(bo);
+  auto b = backend::CreateBackend(s.backend);
   if (!b.ok()) return Fail(cmd, b.status());
   out["load_seconds"] = std::chrono::duration<double>(Clock::now() - load_start).count();
-  const model::ModelConfig config = b->config;
-  const runner::RunnerInfo info = b->runner->info();
-  // The runner stays reachable for kernel timing once the worker owns it.
   auto* cuda_runner = dynamic_cast<runner::cuda::CudaRunner*>(b->runner.get());
   if (cuda_runner == nullptr) {
     return Fail(cmd, absl::InternalError("the cuda backend did not make a CudaRunner"));
   }
+  DescribeBackend(*b, s, *cuda_runner, out);
+  const model::ModelConfig config = b->config;
+  const runner::RunnerInfo info = b->runner->info();
   const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
-  out["weights_gib"] = static_cast<double>(info.weight_bytes) / (1ull << 30);
-  out["linear_layers"] = b->quant.Describe();
-  out["kv_cache"] = b->kv.Describe();
-  out["kv_cache_gib"] = static_cast<double>(info.kv_cache_bytes) / (1ull << 30);
-  out["kv_blocks"] = info.sizes.kv_blocks;
-  out["switches"] = CudaSwitchesJson(bo.cuda);
-  out["gemv"] = bo.cuda.gemv && !bo.cuda.batch_invariant;  // as it ran
-  out["prefill_attention"] = info.prefill_attention;       // the kernel chosen at start
-  out["gemm_tuning"] = {{"on", bo.cuda.gemm_tuning},
-                        {"products_tuned", cuda_runner->gemms_tuned()},
-                        {"algorithm_changed", cuda_runner->gemms_tuned_changed()}};
-  out["pdl"] = kernels::ProgrammaticLaunch();  // as --pdl settled, where the device allows it
-  out["temperature"] = temperature;
-  out["speculative"] = engine::SpeculativeMethodName(spec.method);
-  if (spec.enabled()) out["num_tokens"] = spec.num_tokens;
-  if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
-
+  const bool fp8_kv = b->kv.fp8();
   Recorder recorder;
-  loop::WorkerOptions wo;
-  wo.scheduler.max_prefill_tokens = bo.max_prefill_tokens;
-  wo.scheduler.max_prefill_tokens_alone = bo.max_prefill_tokens_alone;  // 0: the runner's
-  wo.scheduler.max_batch_tokens = 0;  // the slots and the prompt budgets bound a step
-  wo.max_queued_requests = 4 * max_slots;
-  wo.scheduler.prefix_cache = false;  // every run computes its whole prompt
-  wo.scheduler.max_decode_slowdown = *slowdown;
-  wo.scheduler.speculative = spec;
-  auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
-                                     config.eos_token_ids, &recorder, &recorder);
+  auto worker = MakeWorker(s, *b, recorder);
   if (!worker.ok()) return Fail(cmd, worker.status());
-  // The chunk of a prompt with nothing decoding, as the worker settled it.
-  const int32_t prompt_chunk_alone = (*worker)->scheduler_config().PrefillBudget(0);
-  out["max_prefill_tokens"] = bo.max_prefill_tokens;
-  out["max_prefill_tokens_alone"] = prompt_chunk_alone;
-  out["max_decode_slowdown"] = *slowdown;
-
+  GpuBenchRun run{s, **worker, recorder, *cuda_runner, info};
+  run.id_range = id_range;
+  run.bandwidth = *bandwidth;
   // Bytes one decode step must read: every weight but the embedding table (only a row of it is
   // read; a tied head is read whole as the head), plus the sequence's K and V.
-  const double embed_bytes =
-      config.tie_word_embeddings ? 0.0 : 2.0 * config.vocab_size * config.hidden_size;
-  const double kv_bytes_per_token =
-      2.0 * (b->kv.fp8() ? 1.0 : 2.0) * config.num_layers * config.kv_dim();  // K and V
-
-  // 1. Batch 1.
-  {
-    const int32_t prompt = 128;
-    if (absl::Status st = RunRequests(**worker, 1, prompt, static_cast<int32_t>(*batch1), id_range,
-                                      1, temperature);
-        !st.ok()) {
-      return Fail(cmd, st);
-    }
-    // The decode steps (one token each, or with speculation the run each verification gave).
-    std::vector<double> step_s;
-    double busy = 0, tokens = 0;
-    for (const StepRecord& r : recorder.TakeSteps()) {
-      if (r.decodes != 1 || r.prompt_tokens != 0) continue;
-      step_s.push_back(r.step_s);
-      busy += r.step_s;
-      tokens += r.tokens;
-    }
-    recorder.TakeRequests();
-    const double median = Percentile(step_s, 0.5);
-    const double bytes = static_cast<double>(info.weight_bytes) - embed_bytes +
-                         kv_bytes_per_token * (prompt + *batch1 / 2.0);
-    out["batch1"] = {{"decode_step_ms_median", median * 1e3},
-                     {"decode_step_ms_p99", Percentile(step_s, 0.99) * 1e3},
-                     {"decode_tokens_per_s", busy > 0 ? tokens / busy : 0.0},
-                     {"bytes_per_step_gb", bytes / 1e9},
-                     {"bandwidth_utilization", bytes / median / *bandwidth}};
-    if (spec.enabled()) {
-      out["batch1"]["speculation_tokens_per_slot"] =
-          SpeculationAt((*worker)->Load().engine.scheduler, 1);
-    }
-  }
-
-  // 2. Throughput at N running slots: requests enough that every slot is busy, long enough
-  // that the first ones are still decoding when the last prompt is in.
-  nlohmann::json runs = nlohmann::json::array();
-  for (int32_t n : slot_counts) {
-    const int64_t prefill_steps = (int64_t{n} * *context + *max_prefill - 1) / *max_prefill;
-    const int32_t max_tokens = static_cast<int32_t>(prefill_steps + *decode_steps + 8);
-    const auto start = Clock::now();
-    if (absl::Status st = RunRequests(**worker, n, static_cast<int32_t>(*context), max_tokens,
-                                      id_range, 100 + n, temperature);
-        !st.ok()) {
-      return Fail(cmd, st);
-    }
-    const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
-    std::vector<StepRecord> steps = recorder.TakeSteps();
-    recorder.TakeRequests();
-    // The steady window: consecutive steps in which all n slots decode.
-    // (With speculation a step gives each slot its accepted run: tokens >= n.)
-    std::vector<double> gaps, step_s;
-    Clock::time_point first{}, last{};
-    int64_t window_steps = 0, window_tokens = 0;
-    for (const StepRecord& r : steps) {
-      if (r.tokens < n || r.decodes != n || r.prompt_tokens != 0) continue;
-      if (window_steps == 0) first = r.at;
-      last = r.at;
-      if (window_steps > 0) window_tokens += r.tokens;
-      ++window_steps;
-      step_s.push_back(r.step_s);
-      if (r.gap_s >= 0) gaps.push_back(r.gap_s);
-    }
-    nlohmann::json run = {{"slots", n},
-                          {"context", *context},
-                          {"steady_steps", window_steps},
-                          {"total_seconds", total_s}};
-    if (window_steps >= 2) {
-      const double wall = std::chrono::duration<double>(last - first).count();
-      const double busy = std::accumulate(step_s.begin() + 1, step_s.end(), 0.0);
-      run["decode_tokens_per_s"] = static_cast<double>(window_tokens) / wall;
-      run["step_ms_median"] = Percentile(step_s, 0.5) * 1e3;
-      run["busy_ratio"] = busy / wall;
-      run["gap_us_p50"] = Percentile(gaps, 0.5) * 1e6;
-      run["gap_us_p99"] = Percentile(gaps, 0.99) * 1e6;
-      run["gap_us_max"] = Percentile(gaps, 1.0) * 1e6;
-    }
-    if (spec.enabled()) {
-      run["speculation_tokens_per_slot"] = SpeculationAt((*worker)->Load().engine.scheduler, n);
-    }
-    runs.push_back(run);
-  }
-  out["throughput"] = runs;
-  if (spec.enabled())
-    out["speculation_by_batch"] = SpeculationByBatch((*worker)->Load().engine.scheduler);
-
-  // 3. Time to first token on an idle worker.
-  auto ttft = MeasureTtft(**worker, recorder, ttft_prompts, *ttft_runs, info.max_context, id_range);
-  if (!ttft.ok()) return Fail(cmd, ttft.status());
-  out["ttft"] = *ttft;
-
-  // 4. The stall: decodes running while a long prompt prefills.
-  if (*stall_prompt > 0 && *stall_decodes > 0) {
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(*stall_decodes, max_slots - 1));
-    const int32_t long_prompt = static_cast<int32_t>(*stall_prompt);
-    if (n < 1 || long_prompt >= info.max_context) {
-      out["stall"] = {
-          {"skipped", absl::StrCat("needs 2 slots and a context over ", long_prompt, " (",
-                                   max_slots, " slots, context ", info.max_context, ")")}};
-    } else {
-      auto stall = MeasureStall(**worker, recorder, n, long_prompt,
-                                static_cast<int32_t>(*max_prefill), *slowdown, id_range);
-      if (!stall.ok()) return Fail(cmd, stall.status());
-      out["stall"] = *stall;
-    }
-  }
-
-  // 5. Where a decode step's time goes (eager steps, so a little slower than graph replays),
-  // then a prompt's.
-  if (flags.GetBool("kernels")) {
-    constexpr int kTimedSteps = 8;
-    nlohmann::json split = nlohmann::json::array();
-    std::vector<int32_t> counts = {1};
-    counts.insert(counts.end(), slot_counts.begin(), slot_counts.end());
-    for (int32_t n : counts) {
-      const int32_t prompt = n == 1 ? 128 : static_cast<int32_t>(*context);
-      const int64_t prefill_steps = (int64_t{n} * prompt + *max_prefill - 1) / *max_prefill;
-      if (absl::Status st = cuda_runner->ProfileSteps(
-              kTimedSteps, runner::cuda::CudaRunner::ProfiledSteps::kDecodeOnly);
-          !st.ok()) {
-        return Fail(cmd, st);
-      }
-      (void)cuda_runner->TakeKernelTimes();
-      if (absl::Status st = RunRequests(**worker, n, prompt,
-                                        static_cast<int32_t>(prefill_steps + 4 * kTimedSteps),
-                                        id_range, 2000 + n, temperature);
-          !st.ok()) {
-        return Fail(cmd, st);
-      }
-      nlohmann::json j = KernelSplit(cuda_runner->TakeKernelTimes());
-      j["slots"] = n;
-      j["context"] = prompt;
-      split.push_back(j);
-      recorder.TakeSteps();
-      recorder.TakeRequests();
-    }
-    out["kernels"] = split;
-
-    // And the steps of one prompt on an idle worker (TTFT's steps): 4k tokens, or what the
-    // context allows, in chunks of --max-prefill-tokens-alone.
-    const int32_t prompt = std::min<int32_t>(4096, info.max_context - 1);
-    const int32_t prompt_steps = (prompt + prompt_chunk_alone - 1) / prompt_chunk_alone;
-    if (absl::Status st = cuda_runner->ProfileSteps(
-            prompt_steps, runner::cuda::CudaRunner::ProfiledSteps::kWithPrompt);
-        !st.ok()) {
-      return Fail(cmd, st);
-    }
-    (void)cuda_runner->TakeKernelTimes();
-    if (absl::Status st = RunRequests(**worker, 1, prompt, 1, id_range, 3000, temperature);
-        !st.ok()) {
-      return Fail(cmd, st);
-    }
-    nlohmann::json prefill = KernelSplit(cuda_runner->TakeKernelTimes());
-    prefill["prompt_tokens"] = prompt;
-    prefill["max_prefill_tokens_alone"] = prompt_chunk_alone;
-    out["kernels_prefill"] = prefill;
-    recorder.TakeSteps();
-    recorder.TakeRequests();
-  }
+  run.embed_bytes = config.tie_word_embeddings ? 0.0 : 2.0 * config.vocab_size * config.hidden_size;
+  run.kv_bytes_per_token = 2.0 * (fp8_kv ? 1.0 : 2.0) * config.num_layers * config.kv_dim();
+  run.prompt_chunk_alone = (*worker)->scheduler_config().PrefillBudget(0);
+  out["max_prefill_tokens"] = s.backend.max_prefill_tokens;
+  out["max_prefill_tokens_alone"] = run.prompt_chunk_alone;
+  out["max_decode_slowdown"] = s.max_decode_slowdown;
+  if (absl::Status st = MeasureAll(run, out); !st.ok()) return Fail(cmd, st);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -41,7 +41,7 @@ struct BackendOptions {
   int32_t max_prefill_tokens = 0;        // 0: the backend's default (RunnerInfo)
   int32_t max_prefill_tokens_alone = 0;  // with nothing decoding; 0: the backend's default
   int32_t max_context = 0;               // 0: the model's; more than the model's is an error
-  // engine.speculative: the proposer (ngram on both backends, draft on the CPU only so far); the
+  // engine.speculative: the proposer (ngram or draft, on both backends); the
   // scheduler takes the same.
   engine::SpeculativeConfig speculative;
   // CPU backend.
