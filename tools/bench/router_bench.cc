@@ -197,11 +197,14 @@ absl::StatusOr<RelayRound> MeasureRelay(const Target& t, int streams, double sec
   return m;
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct RouterBenchSettings {
+  int64_t requests = 0, streams = 0, messages = 0, proxy_threads = 0, rounds = 0;
+  double seconds = 0;
+  std::string router_bin, router_flags, nginx_bin;
+};
 
-int RunRouterBench(const std::vector<std::string>& args) {
-  const std::string cmd = "llm-bench router";
-  FlagSet flags;
+void AddRouterBenchFlags(FlagSet& flags) {
   flags.Value("requests", "one-message calls per target for the overhead", "2000")
       .Value("streams", "concurrent streams for the relay throughput", "8")
       .Value("messages", "messages per relayed stream", "2000")
@@ -214,21 +217,205 @@ int RunRouterBench(const std::vector<std::string>& args) {
       .Value("router", "llm-router binary", "")
       .Value("router-flags", "extra llm-router flags, space-separated", "")
       .Value("nginx", "nginx binary (empty: skip nginx)", "/usr/sbin/nginx");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto requests = flags.GetInt("requests");
-  auto streams = flags.GetInt("streams");
-  auto messages = flags.GetInt("messages");
-  auto seconds = flags.GetDouble("seconds");
-  auto proxy_threads = flags.GetInt("proxy-threads");
-  auto rounds = flags.GetInt("rounds");
-  for (const auto* v : {&requests, &streams, &messages, &proxy_threads, &rounds}) {
-    if (!v->ok()) return Fail(cmd, v->status());
-  }
-  if (!seconds.ok()) return Fail(cmd, seconds.status());
-  const std::string router_bin =
-      flags.GetString("router").empty() ? SelfDir() + "/llm-router" : flags.GetString("router");
-  const std::string nginx_bin = flags.GetString("nginx");
+}
 
+absl::StatusOr<RouterBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  RouterBenchSettings s;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"requests", &s.requests},
+                          {"streams", &s.streams},
+                          {"messages", &s.messages},
+                          {"proxy-threads", &s.proxy_threads},
+                          {"rounds", &s.rounds}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    *to = *v;
+  }
+  auto seconds = flags.GetDouble("seconds");
+  if (!seconds.ok()) return seconds.status();
+  s.seconds = *seconds;
+  s.router_bin =
+      flags.GetString("router").empty() ? SelfDir() + "/llm-router" : flags.GetString("router");
+  s.router_flags = flags.GetString("router-flags");
+  s.nginx_bin = flags.GetString("nginx");
+  return s;
+}
+
+// llm-router in front of `worker`, listening for gRPC and HTTP on free ports; its two targets
+// are added to `targets`.
+absl::StatusOr<std::unique_ptr<Subprocess>> StartRouter(const RouterBenchSettings& s,
+                                                        const std::string& worker,
+                                                        const std::string& dir,
+                                                        std::vector<Target>& targets) {
+  auto router_port = FreePort();
+  if (!router_port.ok()) return router_port.status();
+  auto http_port = FreePort();
+  if (!http_port.ok()) return http_port.status();
+  const std::string grpc_address = absl::StrCat("127.0.0.1:", *router_port);
+  std::vector<std::string> argv = {s.router_bin,
+                                   "--router.listen",
+                                   grpc_address,
+                                   "--router.metrics_listen",
+                                   "",
+                                   "--router.http_listen",
+                                   absl::StrCat("127.0.0.1:", *http_port),
+                                   "--discovery.workers",
+                                   worker,
+                                   "--proxy.threads",
+                                   absl::StrCat(s.proxy_threads)};
+  for (absl::string_view f : absl::StrSplit(s.router_flags, ' ', absl::SkipEmpty())) {
+    argv.emplace_back(f);
+  }
+  auto router = Subprocess::Start(argv, dir + "/router.log");
+  if (!router.ok()) return router.status();
+  targets.push_back({"router", grpc_address, (*router)->pid()});
+  targets.push_back({"http", grpc_address, (*router)->pid(), *http_port});
+  return router;
+}
+
+// nginx, one process per proxy thread, grpc_pass to `worker` with upstream keepalive; its
+// target is added to `targets`.
+absl::StatusOr<std::unique_ptr<Subprocess>> StartNginx(const RouterBenchSettings& s,
+                                                       const std::string& worker,
+                                                       const std::string& dir,
+                                                       std::vector<Target>& targets) {
+  auto port = FreePort();
+  if (!port.ok()) return port.status();
+  std::ofstream(dir + "/nginx.conf")
+      << "worker_processes " << s.proxy_threads << ";\ndaemon off;\n"
+      << (s.proxy_threads == 1 ? "master_process off;\n" : "") << "pid " << dir
+      << "/nginx.pid;\nerror_log " << dir << "/nginx-error.log warn;\n"
+      << "events { worker_connections 4096; }\nhttp {\n  access_log off;\n"
+      << "  client_body_temp_path " << dir << "/body;\n  proxy_temp_path " << dir
+      << "/proxy;\n  fastcgi_temp_path " << dir << "/fastcgi;\n  uwsgi_temp_path " << dir
+      << "/uwsgi;\n  scgi_temp_path " << dir << "/scgi;\n"
+      << "  upstream worker { server " << worker << "; keepalive 64; }\n"
+      << "  server {\n    listen 127.0.0.1:" << *port << " http2;\n"
+      << "    location / { grpc_pass grpc://worker; }\n  }\n}\n";
+  auto nginx = Subprocess::Start(
+      {s.nginx_bin, "-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/nginx-error.log"},
+      dir + "/nginx.log");
+  if (!nginx.ok()) return nginx.status();
+  targets.push_back({"nginx", absl::StrCat("127.0.0.1:", *port), (*nginx)->pid()});
+  return nginx;
+}
+
+// Every target answers, and the router (targets[1]) has the worker's first load report, without
+// which it does not route.
+absl::Status WaitTargets(const std::vector<Target>& targets, const std::string& dir) {
+  for (const Target& t : targets) {
+    if (!WaitServing(t.address, 10000)) {
+      return absl::UnavailableError(
+          absl::StrCat(t.name, " at ", t.address, " did not come up (logs in ", dir, ")"));
+    }
+  }
+  for (int i = 0; i < 500; ++i) {
+    auto stub = llm::v1::Generation::NewStub(Channel(targets[1].address));
+    if (Stream(*stub) == 1) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::OkStatus();  // the measurement's first failed call names the router
+}
+
+// The overhead's latencies per target: sequential one-message calls, interleaved in blocks so
+// drift hits all alike, after a warm-up.
+absl::StatusOr<std::vector<std::vector<double>>> CallLatencies(const std::vector<Target>& targets,
+                                                               int64_t requests) {
+  std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
+  std::vector<std::unique_ptr<HttpChat>> https;
+  for (const Target& t : targets) {
+    stubs.push_back(llm::v1::Generation::NewStub(Channel(t.address)));
+    https.push_back(t.http_port > 0 ? std::make_unique<HttpChat>(t.http_port) : nullptr);
+  }
+  std::vector<std::vector<double>> us(targets.size());
+  for (size_t t = 0; t < targets.size(); ++t) {
+    for (int i = 0; i < 50; ++i) Call(targets[t], stubs[t].get(), https[t].get());
+  }
+  constexpr int kBlock = 100;
+  for (int64_t done = 0; done < requests; done += kBlock) {
+    for (size_t t = 0; t < targets.size(); ++t) {
+      for (int i = 0; i < kBlock; ++i) {
+        const auto start = Clock::now();
+        grpc::Status error;
+        if (Call(targets[t], stubs[t].get(), https[t].get(), &error) != 1) {
+          return absl::InternalError(
+              absl::StrCat(targets[t].name, ": call failed: ", error.error_message()));
+        }
+        us[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      }
+    }
+  }
+  return us;
+}
+
+// 1. Overhead: each target's p50 and p99, and what each proxy adds to the direct calls'.
+absl::StatusOr<nlohmann::json> MeasureOverhead(const std::vector<Target>& targets,
+                                               int64_t requests) {
+  auto us = CallLatencies(targets, requests);
+  if (!us.ok()) return us.status();
+  nlohmann::json o = {{"requests_per_target", requests}};
+  const double d50 = Percentile((*us)[0], 0.5), d99 = Percentile((*us)[0], 0.99);
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const double p50 = Percentile((*us)[t], 0.5), p99 = Percentile((*us)[t], 0.99);
+    o[targets[t].name] = {{"us_p50", p50}, {"us_p99", p99}};
+    if (t > 0) {
+      o[targets[t].name]["added_us_p50"] = p50 - d50;
+      o[targets[t].name]["added_us_p99"] = p99 - d99;
+    }
+  }
+  return o;
+}
+
+// 2. Relay throughput: `streams` concurrent streams of `messages` messages, for `seconds` per
+// target, in `rounds` interleaved rounds; the median round of each target is reported.
+absl::StatusOr<nlohmann::json> MeasureRelayRounds(const RouterBenchSettings& s,
+                                                  const std::vector<Target>& targets) {
+  nlohmann::json r = {{"streams", s.streams},
+                      {"messages_per_call", s.messages},
+                      {"seconds", s.seconds},
+                      {"rounds", s.rounds}};
+  std::vector<std::vector<RelayRound>> measured(targets.size());
+  for (int64_t round = 0; round < s.rounds; ++round) {
+    for (size_t t = 0; t < targets.size(); ++t) {
+      auto m = MeasureRelay(targets[t], static_cast<int>(s.streams), s.seconds);
+      if (!m.ok()) return m.status();
+      measured[t].push_back(*m);
+    }
+  }
+  std::vector<double> per_core(targets.size(), -1), wall(targets.size(), -1);
+  for (size_t t = 0; t < targets.size(); ++t) {
+    std::vector<double> rate, core;
+    for (const RelayRound& m : measured[t]) {
+      rate.push_back(m.messages / m.wall_seconds);
+      if (m.cpu_seconds > 0) core.push_back(m.messages / m.cpu_seconds);
+    }
+    wall[t] = Percentile(rate, 0.5);
+    nlohmann::json o = {{"messages_per_s", wall[t]}, {"messages_per_s_rounds", rate}};
+    if (!core.empty()) {
+      per_core[t] = Percentile(core, 0.5);
+      o["messages_per_proxy_core_s"] = per_core[t];
+      o["messages_per_proxy_core_s_rounds"] = core;
+    }
+    r[targets[t].name] = o;
+  }
+  // targets: direct, router, http[, nginx]
+  r["http_vs_router_wall"] = wall[2] / wall[1];
+  if (targets.size() == 4 && per_core[1] > 0 && per_core[3] > 0) {
+    r["router_vs_nginx_per_core"] = per_core[1] / per_core[3];
+    r["router_vs_nginx_wall"] = wall[1] / wall[3];
+  }
+  return r;
+}
+
+}  // namespace
+
+int RunRouterBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench router";
+  FlagSet flags;
+  AddRouterBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  const RouterBenchSettings& s = *settings;
   tools::FakeBehaviour one;
   one.messages = 1;
   auto worker = tools::FakeWorker::Start(one);
@@ -237,158 +424,30 @@ int RunRouterBench(const std::vector<std::string>& args) {
       (std::filesystem::temp_directory_path() / absl::StrCat("llm-bench-router-", ::getpid()))
           .string();
   std::filesystem::create_directories(dir);
-
   std::vector<Target> targets = {{"direct", worker->address()}};
-  // llm-router.
-  auto router_port = FreePort();
-  if (!router_port.ok()) return Fail(cmd, router_port.status());
-  auto http_port = FreePort();
-  if (!http_port.ok()) return Fail(cmd, http_port.status());
-  std::vector<std::string> router_argv = {router_bin,
-                                          "--router.listen",
-                                          absl::StrCat("127.0.0.1:", *router_port),
-                                          "--router.metrics_listen",
-                                          "",
-                                          "--router.http_listen",
-                                          absl::StrCat("127.0.0.1:", *http_port),
-                                          "--discovery.workers",
-                                          worker->address(),
-                                          "--proxy.threads",
-                                          absl::StrCat(*proxy_threads)};
-  for (absl::string_view f :
-       absl::StrSplit(flags.GetString("router-flags"), ' ', absl::SkipEmpty())) {
-    router_argv.emplace_back(f);
-  }
-  auto router = Subprocess::Start(router_argv, dir + "/router.log");
+  auto router = StartRouter(s, worker->address(), dir, targets);
   if (!router.ok()) return Fail(cmd, router.status());
-  targets.push_back({"router", absl::StrCat("127.0.0.1:", *router_port), (*router)->pid()});
-  targets.push_back(
-      {"http", absl::StrCat("127.0.0.1:", *router_port), (*router)->pid(), *http_port});
-  // nginx, one process, grpc_pass with upstream keepalive.
   std::unique_ptr<Subprocess> nginx;
-  std::string nginx_note;
-  if (!nginx_bin.empty() && std::filesystem::exists(nginx_bin)) {
-    auto port = FreePort();
-    if (!port.ok()) return Fail(cmd, port.status());
-    std::ofstream(dir + "/nginx.conf")
-        << "worker_processes " << *proxy_threads << ";\ndaemon off;\n"
-        << (*proxy_threads == 1 ? "master_process off;\n" : "") << "pid " << dir
-        << "/nginx.pid;\nerror_log " << dir << "/nginx-error.log warn;\n"
-        << "events { worker_connections 4096; }\nhttp {\n  access_log off;\n"
-        << "  client_body_temp_path " << dir << "/body;\n  proxy_temp_path " << dir
-        << "/proxy;\n  fastcgi_temp_path " << dir << "/fastcgi;\n  uwsgi_temp_path " << dir
-        << "/uwsgi;\n  scgi_temp_path " << dir << "/scgi;\n"
-        << "  upstream worker { server " << worker->address() << "; keepalive 64; }\n"
-        << "  server {\n    listen 127.0.0.1:" << *port << " http2;\n"
-        << "    location / { grpc_pass grpc://worker; }\n  }\n}\n";
-    auto started = Subprocess::Start(
-        {nginx_bin, "-p", dir, "-c", dir + "/nginx.conf", "-e", dir + "/nginx-error.log"},
-        dir + "/nginx.log");
-    if (!started.ok()) return Fail(cmd, started.status());
-    nginx = *std::move(started);
-    targets.push_back({"nginx", absl::StrCat("127.0.0.1:", *port), nginx->pid()});
-  } else {
-    nginx_note = "nginx not found at '" + nginx_bin + "' (Debian package nginx)";
-  }
-  for (const Target& t : targets) {
-    if (!WaitServing(t.address, 10000)) {
-      return Fail(cmd, absl::UnavailableError(absl::StrCat(
-                           t.name, " at ", t.address, " did not come up (logs in ", dir, ")")));
-    }
-  }
-  // The router needs the worker's first load report before it routes.
-  for (int i = 0; i < 500; ++i) {
-    auto stub = llm::v1::Generation::NewStub(Channel(targets[1].address));
-    if (Stream(*stub) == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-
   nlohmann::json out = {{"benchmark", "router"},
                         {"cores", std::thread::hardware_concurrency()},
-                        {"proxy_threads", *proxy_threads}};
-  if (!nginx_note.empty()) out["nginx_skipped"] = nginx_note;
-
-  // 1. Overhead: sequential one-message calls, interleaved in blocks so drift hits all alike.
-  {
-    std::vector<std::unique_ptr<llm::v1::Generation::Stub>> stubs;
-    std::vector<std::unique_ptr<HttpChat>> https;
-    for (const Target& t : targets) {
-      stubs.push_back(llm::v1::Generation::NewStub(Channel(t.address)));
-      https.push_back(t.http_port > 0 ? std::make_unique<HttpChat>(t.http_port) : nullptr);
-    }
-    std::vector<std::vector<double>> us(targets.size());
-    for (size_t t = 0; t < targets.size(); ++t) {
-      for (int i = 0; i < 50; ++i) Call(targets[t], stubs[t].get(), https[t].get());  // warm-up
-    }
-    constexpr int kBlock = 100;
-    for (int64_t done = 0; done < *requests; done += kBlock) {
-      for (size_t t = 0; t < targets.size(); ++t) {
-        for (int i = 0; i < kBlock; ++i) {
-          const auto start = Clock::now();
-          grpc::Status error;
-          if (Call(targets[t], stubs[t].get(), https[t].get(), &error) != 1) {
-            return Fail(cmd, absl::InternalError(absl::StrCat(
-                                 targets[t].name, ": call failed: ", error.error_message())));
-          }
-          us[t].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-        }
-      }
-    }
-    nlohmann::json o = {{"requests_per_target", *requests}};
-    const double d50 = Percentile(us[0], 0.5), d99 = Percentile(us[0], 0.99);
-    for (size_t t = 0; t < targets.size(); ++t) {
-      const double p50 = Percentile(us[t], 0.5), p99 = Percentile(us[t], 0.99);
-      o[targets[t].name] = {{"us_p50", p50}, {"us_p99", p99}};
-      if (t > 0) {
-        o[targets[t].name]["added_us_p50"] = p50 - d50;
-        o[targets[t].name]["added_us_p99"] = p99 - d99;
-      }
-    }
-    out["overhead"] = o;
+                        {"proxy_threads", s.proxy_threads}};
+  if (!s.nginx_bin.empty() && std::filesystem::exists(s.nginx_bin)) {
+    auto started = StartNginx(s, worker->address(), dir, targets);
+    if (!started.ok()) return Fail(cmd, started.status());
+    nginx = *std::move(started);
+  } else {
+    out["nginx_skipped"] = "nginx not found at '" + s.nginx_bin + "' (Debian package nginx)";
   }
-
-  // 2. Relay throughput: `streams` concurrent streams of `messages` messages, for `seconds`
-  // per target, in `rounds` interleaved rounds; the median round of each target is reported.
-  {
-    tools::FakeBehaviour many;
-    many.messages = static_cast<int>(*messages);
-    worker->SetBehaviour(many);
-    nlohmann::json r = {{"streams", *streams},
-                        {"messages_per_call", *messages},
-                        {"seconds", *seconds},
-                        {"rounds", *rounds}};
-    std::vector<std::vector<RelayRound>> measured(targets.size());
-    for (int64_t round = 0; round < *rounds; ++round) {
-      for (size_t t = 0; t < targets.size(); ++t) {
-        auto m = MeasureRelay(targets[t], static_cast<int>(*streams), *seconds);
-        if (!m.ok()) return Fail(cmd, m.status());
-        measured[t].push_back(*m);
-      }
-    }
-    std::vector<double> per_core(targets.size(), -1), wall(targets.size(), -1);
-    for (size_t t = 0; t < targets.size(); ++t) {
-      std::vector<double> rate, core;
-      for (const RelayRound& m : measured[t]) {
-        rate.push_back(m.messages / m.wall_seconds);
-        if (m.cpu_seconds > 0) core.push_back(m.messages / m.cpu_seconds);
-      }
-      wall[t] = Percentile(rate, 0.5);
-      nlohmann::json o = {{"messages_per_s", wall[t]}, {"messages_per_s_rounds", rate}};
-      if (!core.empty()) {
-        per_core[t] = Percentile(core, 0.5);
-        o["messages_per_proxy_core_s"] = per_core[t];
-        o["messages_per_proxy_core_s_rounds"] = core;
-      }
-      r[targets[t].name] = o;
-    }
-    // targets: direct, router, http[, nginx]
-    r["http_vs_router_wall"] = wall[2] / wall[1];
-    if (targets.size() == 4 && per_core[1] > 0 && per_core[3] > 0) {
-      r["router_vs_nginx_per_core"] = per_core[1] / per_core[3];
-      r["router_vs_nginx_wall"] = wall[1] / wall[3];
-    }
-    out["relay"] = r;
-  }
+  if (absl::Status st = WaitTargets(targets, dir); !st.ok()) return Fail(cmd, st);
+  auto overhead = MeasureOverhead(targets, s.requests);
+  if (!overhead.ok()) return Fail(cmd, overhead.status());
+  out["overhead"] = *overhead;
+  tools::FakeBehaviour many;
+  many.messages = static_cast<int>(s.messages);
+  worker->SetBehaviour(many);
+  auto relay = MeasureRelayRounds(s, targets);
+  if (!relay.ok()) return Fail(cmd, relay.status());
+  out["relay"] = *relay;
   std::printf("%s\n", out.dump(2).c_str());
   router->reset();
   nginx.reset();
