@@ -133,16 +133,16 @@ absl::Status Worker::CheckModel(std::string_view model) const {
                                           options_.model_name, ")"));
 }
 
-absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<StreamSink> sink) {
-  if (draining_) return absl::UnavailableError("the worker is draining; try another worker");
+absl::Status Worker::Prepare(GenerateSpec& spec, std::shared_ptr<StreamSink>& sink) {
   if (absl::Status st = ValidateSpec(spec, options_.limits); !st.ok()) return st;
   if (absl::Status st = CheckModel(spec.model); !st.ok()) return st;
+  const runner::RunnerInfo& info = engine_->runner_info();
   if (spec.chat && !chat_renderer_) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
   }
-  if (!spec.sampling.logit_bias.empty() && !engine_->runner_info().logit_bias) {
+  if (!spec.sampling.logit_bias.empty() && !info.logit_bias) {
     return absl::InvalidArgumentError(
-        absl::StrCat("sampling.logit_bias: the ", engine_->runner_info().device,
+        absl::StrCat("sampling.logit_bias: the ", info.device,
                      " backend does not apply a logit bias yet (the cpu backend does)"));
   }
   if (spec.chat) {
@@ -151,9 +151,9 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
       return st;
   }
   if (spec.constraint.enabled()) {
-    if (!engine_->runner_info().constraints) {
+    if (!info.constraints) {
       return absl::UnimplementedError(absl::StrCat(
-          "constraint: the ", engine_->runner_info().device,
+          "constraint: the ", info.device,
           " backend does not apply constraints yet (structured output runs on the cpu backend)"));
     }
     // Before the request takes a slot or a queue place: a bad pattern fails alone, at once.
@@ -166,28 +166,37 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
     auto built = BuildEngineRequest(spec, spec.token_ids, options_.limits);
     if (!built.ok()) return built.status();
   }
-  const uint64_t key = next_key_++;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const int64_t capacity =
-        static_cast<int64_t>(options_.scheduler.sizes.max_slots) + options_.max_queued_requests;
-    if (in_flight_ >= capacity) {
-      absl::Status full = absl::ResourceExhaustedError(
-          absl::StrCat("the worker is full: ", in_flight_, " requests in flight (",
-                       options_.scheduler.sizes.max_slots, " slots + ",
-                       options_.max_queued_requests, " queued); retry later"));
-      // Retry once room is likely: the requests beyond capacity, each about one mean interval
-      // between stream ends while every slot was taken (a second until one has been seen).
-      const double interval_s = end_interval_.seconds(1.0);
-      SetRetryAfterMs(
-          full, static_cast<int64_t>(std::ceil(1000.0 * interval_s * (in_flight_ - capacity + 1))));
-      return full;
-    }
-    if (++in_flight_ >= options_.scheduler.sizes.max_slots) {
-      end_interval_.OnSaturated(std::chrono::steady_clock::now());
-    }
-    if (spec.has_text) tokenizing_.insert(key);
+  return absl::OkStatus();
+}
+
+absl::Status Worker::Reserve(uint64_t key, bool tokenizing) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t capacity =
+      static_cast<int64_t>(options_.scheduler.sizes.max_slots) + options_.max_queued_requests;
+  if (in_flight_ >= capacity) {
+    absl::Status full = absl::ResourceExhaustedError(
+        absl::StrCat("the worker is full: ", in_flight_, " requests in flight (",
+                     options_.scheduler.sizes.max_slots, " slots + ", options_.max_queued_requests,
+                     " queued); retry later"));
+    // Retry once room is likely: the requests beyond capacity, each about one mean interval
+    // between stream ends while every slot was taken (a second until one has been seen).
+    const double interval_s = end_interval_.seconds(1.0);
+    SetRetryAfterMs(
+        full, static_cast<int64_t>(std::ceil(1000.0 * interval_s * (in_flight_ - capacity + 1))));
+    return full;
   }
+  if (++in_flight_ >= options_.scheduler.sizes.max_slots) {
+    end_interval_.OnSaturated(std::chrono::steady_clock::now());
+  }
+  if (tokenizing) tokenizing_.insert(key);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<StreamSink> sink) {
+  if (draining_) return absl::UnavailableError("the worker is draining; try another worker");
+  if (absl::Status st = Prepare(spec, sink); !st.ok()) return st;
+  const uint64_t key = next_key_++;
+  if (absl::Status st = Reserve(key, spec.has_text); !st.ok()) return st;
   engine_->Touch();  // a new request in flight (tokenizing counts as queued in load reports)
   if (spec.request_id.empty()) spec.request_id = absl::StrCat("req-", key);
   auto tracked = std::make_shared<TrackedSink>(this, key, std::move(sink));
@@ -197,39 +206,37 @@ absl::StatusOr<uint64_t> Worker::Submit(GenerateSpec spec, std::shared_ptr<Strea
     return key;
   }
   tokenizer_pool_->Post([this, key, spec = std::move(spec), tracked = std::move(tracked)] {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!tokenizing_.count(key)) return;  // cancelled while queued
-    }
-    absl::StatusOr<std::vector<int32_t>> ids;
-    if (spec.chat) {
-      // The template writes the special tokens: none are added again.
-      auto text = chat_renderer_(*spec.chat);
-      ids = text.ok() ? tokenizer_->Encode(*text, /*add_special_tokens=*/false)
-                      : absl::StatusOr<std::vector<int32_t>>(text.status());
-      if (!ids.ok()) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (tokenizing_.erase(key) == 0) return;
-        }
-        Refuse(*tracked,
-               absl::InvalidArgumentError(absl::StrCat("chat: ", ids.status().message())));
-        return;
-      }
-    } else {
-      ids = tokenizer_->Encode(spec.text, spec.add_special_tokens);
-    }
-    if (!ids.ok()) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (tokenizing_.erase(key) == 0) return;
-      }
-      Refuse(*tracked, absl::InvalidArgumentError(absl::StrCat("text: ", ids.status().message())));
-      return;
-    }
-    Admit(key, spec, *std::move(ids), tracked, /*from_tokenizer=*/true);
+    EncodeAndAdmit(key, spec, tracked);
   });
   return key;
+}
+
+void Worker::EncodeAndAdmit(uint64_t key, const GenerateSpec& spec,
+                            std::shared_ptr<StreamSink> sink) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!tokenizing_.count(key)) return;  // cancelled while queued
+  }
+  absl::StatusOr<std::vector<int32_t>> ids;
+  const char* field = "text";
+  if (spec.chat) {
+    // The template writes the special tokens: none are added again.
+    field = "chat";
+    auto text = chat_renderer_(*spec.chat);
+    ids = text.ok() ? tokenizer_->Encode(*text, /*add_special_tokens=*/false)
+                    : absl::StatusOr<std::vector<int32_t>>(text.status());
+  } else {
+    ids = tokenizer_->Encode(spec.text, spec.add_special_tokens);
+  }
+  if (!ids.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (tokenizing_.erase(key) == 0) return;
+    }
+    Refuse(*sink, absl::InvalidArgumentError(absl::StrCat(field, ": ", ids.status().message())));
+    return;
+  }
+  Admit(key, spec, *std::move(ids), std::move(sink), /*from_tokenizer=*/true);
 }
 
 void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> prompt_ids,

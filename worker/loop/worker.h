@@ -117,6 +117,15 @@ class Worker {
   class TrackedSink;
   Worker(WorkerOptions options, std::unique_ptr<frontend::Tokenizer> tokenizer,
          RequestObserver* request_observer);
+  // Submit's checks of `spec` that need no queue place: the fields, the model, the backend's
+  // support; tools wrap `sink` in their parser and may set the constraint, which is compiled.
+  absl::Status Prepare(GenerateSpec& spec, std::shared_ptr<StreamSink>& sink);
+  // Takes a place in flight for `key` (and marks it tokenizing), or RESOURCE_EXHAUSTED with a
+  // retry-after when the slots and the queue are full.
+  absl::Status Reserve(uint64_t key, bool tokenizing);
+  // On the tokenizer pool: encodes the prompt (rendering the chat first), then admits it; a
+  // prompt that does not encode is refused naming "text" or "chat".
+  void EncodeAndAdmit(uint64_t key, const GenerateSpec& spec, std::shared_ptr<StreamSink> sink);
   void Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> prompt_ids,
              std::shared_ptr<StreamSink> sink, bool from_tokenizer);
   void StreamEnded(uint64_t key);
