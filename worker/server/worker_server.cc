@@ -25,6 +25,34 @@ std::string HostName() {
   return buf;
 }
 
+// The start lines of the model: slots and KV blocks, the linear layers' format when quantised,
+// the KV cache's when FP8 or when the checkpoint declares one we do not follow.
+void LogBackend(const std::string& model, const backend::Backend& b,
+                const runner::RunnerInfo& info) {
+  std::fprintf(stderr, "llm-worker: %s on %s (%s backend): %d slots, %d KV blocks (%.1f MiB)\n",
+               model.c_str(), info.device.c_str(), b.backend.c_str(), info.sizes.max_slots,
+               info.sizes.kv_blocks, static_cast<double>(info.kv_cache_bytes) / (1 << 20));
+  if (b.quant.quantized()) {
+    std::fprintf(stderr, "llm-worker: linear layers: %s\n", b.quant.Describe().c_str());
+  }
+  if (b.kv.fp8() || b.kv.source.find("declares") != std::string::npos) {
+    std::fprintf(stderr, "llm-worker: KV cache: %s%s%s\n", b.kv.Describe().c_str(),
+                 b.kv.fp8() ? "" : ": ", b.kv.fp8() ? "" : b.kv.source.c_str());
+  }
+}
+
+// The start lines of the scheduler: the prompt budgets as settled, and the KV block policy.
+void LogScheduler(const engine::SchedulerConfig& sc) {
+  const int32_t decoding = sc.PrefillBudget(1), alone = sc.PrefillBudget(0);
+  const bool capped = decoding < sc.max_prefill_tokens ||
+                      alone < std::max(sc.max_prefill_tokens, sc.max_prefill_tokens_alone);
+  std::fprintf(stderr,
+               "llm-worker: prompt tokens per step: up to %d while requests decode, %d with "
+               "none%s\n",
+               decoding, alone, capped ? " (capped by engine.max_batch_tokens)" : "");
+  std::fprintf(stderr, "llm-worker: KV blocks: %s\n", sc.DescribeKvPolicy().c_str());
+}
+
 }  // namespace
 
 WorkerServer::WorkerServer(WorkerConfig config)
@@ -69,7 +97,7 @@ void WorkerServer::WatchdogTick() {
                  .c_str());
 }
 
-absl::Status WorkerServer::Start() {
+absl::Status WorkerServer::OpenPorts() {
   if (!config_.metrics_listen.empty()) {
     LLM_ASSIGN_OR_RETURN(metrics_port_, metrics_.Serve(config_.metrics_listen));
   }
@@ -106,33 +134,23 @@ absl::Status WorkerServer::Start() {
     return absl::UnavailableError(absl::StrCat("server.listen: cannot listen on ", config_.listen,
                                                " (in use, or not an address of this host)"));
   }
-  if (!config_.health_listen.empty()) {
-    grpc::ServerBuilder hb;
-    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    hb.AddListeningPort(config_.health_listen, grpc::InsecureServerCredentials(), &health_port_);
-    health_server_ = hb.BuildAndStart();
-    if (health_server_ == nullptr || health_port_ == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("server.health_listen: cannot listen on ", config_.health_listen));
-    }
+  if (config_.health_listen.empty()) return absl::OkStatus();
+  grpc::ServerBuilder hb;
+  hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  hb.AddListeningPort(config_.health_listen, grpc::InsecureServerCredentials(), &health_port_);
+  health_server_ = hb.BuildAndStart();
+  if (health_server_ == nullptr || health_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("server.health_listen: cannot listen on ", config_.health_listen));
   }
-  SetServing(false);  // until the model is loaded
-  SetHealth("liveness", true);
+  return absl::OkStatus();
+}
 
+absl::StatusOr<runner::RunnerInfo> WorkerServer::LoadModel() {
   LLM_ASSIGN_OR_RETURN(backend::Backend b, backend::CreateBackend(config_.backend));
   pool_ = std::move(b.pool);
   const runner::RunnerInfo info = b.runner->info();
-  std::fprintf(stderr, "llm-worker: %s on %s (%s backend): %d slots, %d KV blocks (%.1f MiB)\n",
-               config_.model_name.c_str(), info.device.c_str(), b.backend.c_str(),
-               info.sizes.max_slots, info.sizes.kv_blocks,
-               static_cast<double>(info.kv_cache_bytes) / (1 << 20));
-  if (b.quant.quantized()) {
-    std::fprintf(stderr, "llm-worker: linear layers: %s\n", b.quant.Describe().c_str());
-  }
-  if (b.kv.fp8() || b.kv.source.find("declares") != std::string::npos) {
-    std::fprintf(stderr, "llm-worker: KV cache: %s%s%s\n", b.kv.Describe().c_str(),
-                 b.kv.fp8() ? "" : ": ", b.kv.fp8() ? "" : b.kv.source.c_str());
-  }
+  LogBackend(config_.model_name, b, info);
   device_monitor_ = std::make_unique<DeviceMonitor>(info.pci_bus_id);
   if (!info.pci_bus_id.empty() && !device_monitor_->unavailable_reason().empty()) {
     std::fprintf(stderr, "llm-worker: GPU counters unavailable: %s\n",
@@ -141,16 +159,11 @@ absl::Status WorkerServer::Start() {
   LLM_ASSIGN_OR_RETURN(
       worker_, loop::Worker::Create(config_.worker, std::move(b.runner), std::move(b.tokenizer),
                                     b.config.eos_token_ids, &metrics_, &metrics_));
-  const engine::SchedulerConfig& sc = worker_->scheduler_config();
-  const int32_t decoding = sc.PrefillBudget(1), alone = sc.PrefillBudget(0);
-  const bool capped = decoding < sc.max_prefill_tokens ||
-                      alone < std::max(sc.max_prefill_tokens, sc.max_prefill_tokens_alone);
-  std::fprintf(stderr,
-               "llm-worker: prompt tokens per step: up to %d while requests decode, %d with "
-               "none%s\n",
-               decoding, alone, capped ? " (capped by engine.max_batch_tokens)" : "");
-  std::fprintf(stderr, "llm-worker: KV blocks: %s\n", sc.DescribeKvPolicy().c_str());
-  LLM_RETURN_IF_ERROR(SetUpChat());
+  LogScheduler(worker_->scheduler_config());
+  return info;
+}
+
+void WorkerServer::StartServing(const runner::RunnerInfo& info) {
   LoadFacts facts;
   facts.worker_id =
       config_.worker_id.empty() ? absl::StrCat(HostName(), ":", port_) : config_.worker_id;
@@ -167,6 +180,15 @@ absl::Status WorkerServer::Start() {
   watchdog_ = std::make_unique<PeriodicThread>("watchdog", std::chrono::seconds(1),
                                                [this] { WatchdogTick(); });
   SetServing(true);
+}
+
+absl::Status WorkerServer::Start() {
+  LLM_RETURN_IF_ERROR(OpenPorts());
+  SetServing(false);  // until the model is loaded
+  SetHealth("liveness", true);
+  LLM_ASSIGN_OR_RETURN(const runner::RunnerInfo info, LoadModel());
+  LLM_RETURN_IF_ERROR(SetUpChat());
+  StartServing(info);
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/periodic_thread.h"
 #include "common/thread_pool.h"
 #include "common/tls/verified_tls_files.h"
@@ -41,6 +42,11 @@ class WorkerServer {
   bool Drain();
 
  private:
+  // Start's parts: the metrics, gRPC and health ports; the backend and the worker over it (its
+  // start lines printed); the load reports, the watchdog and SERVING.
+  absl::Status OpenPorts();
+  absl::StatusOr<runner::RunnerInfo> LoadModel();
+  void StartServing(const runner::RunnerInfo& info);
   // Loads the chat template (model.chat_template, else the tokenizer's) into the worker; a
   // model without one refuses chat requests saying so.
   absl::Status SetUpChat();
