@@ -13,6 +13,7 @@
 #include "kernels/sampling/sampling.h"
 #include "kernels/speculative/history_write.h"
 #include "kernels/step/slot_update.h"
+#include "worker/runner/cuda/step_upload.h"
 
 namespace llm::runner::cuda {
 namespace {
@@ -24,8 +25,6 @@ using kernels::SampleOutput;
 using kernels::SlotAdmit;
 using kernels::SlotSampling;
 
-size_t RoundUp(size_t x, size_t m) { return (x + m - 1) / m * m; }
-
 // The device of this runner, made current on the calling thread (the engine thread calls
 // Launch and Collect; Create may run elsewhere).
 absl::Status UseDevice(int device) {
@@ -34,35 +33,6 @@ absl::Status UseDevice(int device) {
   LLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device), "cudaSetDevice");
   current = device;
   return absl::OkStatus();
-}
-
-// Bump allocation of one step's upload in pinned memory; the device copy has the same layout.
-class Staging {
- public:
-  Staging(std::byte* base, size_t capacity) : base_(base), capacity_(capacity) {}
-  // Copies `v` in and returns its offset, or -1 when it does not fit.
-  template <typename T>
-  int64_t Put(const std::vector<T>& v) {
-    used_ = RoundUp(used_, size_t{16});
-    const size_t bytes = v.size() * sizeof(T);
-    if (used_ + bytes > capacity_) return -1;
-    const int64_t offset = static_cast<int64_t>(used_);
-    if (bytes > 0) std::memcpy(base_ + used_, v.data(), bytes);
-    used_ += bytes;
-    return offset;
-  }
-  size_t used() const { return used_; }
-
- private:
-  std::byte* base_;
-  size_t capacity_;
-  size_t used_ = 0;
-};
-
-// A speculative step stages its allowances first (offset 0, one int32 per decoding slot of the
-// bucket) and its block limits next, at this offset: its graph reads both at fixed addresses.
-size_t SpecLimitOffset(size_t bucket_slots) {
-  return RoundUp(bucket_slots * sizeof(int32_t), size_t{16});
 }
 
 }  // namespace
@@ -437,60 +407,11 @@ absl::Status CudaRunner::Launch(StepPlan plan) {
 
 absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   const StepLayout& l = layout_;
-  ForwardShape shape;
-  shape.rows = l.rows;
-  shape.prefill_rows = l.prefill_rows;
-  shape.decode_rows = l.decode_rows;
-  shape.sample_rows = l.num_sample_rows;
-  shape.identity_sampling = l.identity_sampling;
-  shape.argmax_only = l.argmax_only;
-  shape.group = l.group;
-  shape.draft_catch_up = l.draft_catch_up;
-
   // 4. Stage the upload.
   RingEntry& ring = ring_[next_ring_];
   Staging staging(ring.upload.get(), sizes_.upload_bytes);
-  // The verify groups' allowances and limits first: a speculative step's graph reads them at
-  // fixed offsets (DecodeShape).
-  const int64_t off_draft = staging.Put(l.decode_draft);
-  const int64_t off_limit = staging.Put(l.decode_limit);
-  const int64_t off_admits = staging.Put(l.admits);
-  const int64_t off_settings = staging.Put(l.settings);
-  const int64_t off_grants = staging.Put(l.grants);
-  const int64_t off_blocks = staging.Put(l.blocks);
-  const int64_t off_rows = staging.Put(l.row_changes);
-  const int64_t off_pslot = staging.Put(l.prefill_slot);
-  const int64_t off_ppos = staging.Put(l.prefill_pos);
-  const int64_t off_ptoken = staging.Put(l.prefill_token);
-  const int64_t off_chunks = staging.Put(l.prefill_chunks);
-  const int64_t off_tiles = staging.Put(l.prefill_tiles);
-  const int64_t off_last_tiles = staging.Put(l.last_token_tiles);
-  const int64_t off_samples = staging.Put(l.sample_rows);
-  const int64_t off_spans = staging.Put(l.history_spans);
-  const int64_t off_history = staging.Put(l.history_tokens);
-  for (int64_t off : {off_admits, off_settings, off_grants, off_blocks, off_rows, off_pslot,
-                      off_ppos, off_ptoken, off_chunks, off_tiles, off_last_tiles, off_samples,
-                      off_draft, off_limit, off_spans, off_history}) {
-    if (off < 0) return absl::InternalError("Launch: the step's upload overflows its staging");
-  }
-  if (l.group > 1 && (off_draft != 0 ||
-                      off_limit != static_cast<int64_t>(SpecLimitOffset(l.decode_draft.size())))) {
-    return absl::InternalError(absl::StrCat(
-        "Launch: a speculative step's allowances and limits are not where its graph reads them (",
-        off_draft, ", ", off_limit, ")"));
-  }
-  auto dev = [&](int64_t off) { return buffers_.upload + off; };
-  shape.prefill_slot = reinterpret_cast<const int32_t*>(dev(off_pslot));
-  shape.prefill_pos = reinterpret_cast<const int32_t*>(dev(off_ppos));
-  shape.prefill_token = reinterpret_cast<const int32_t*>(dev(off_ptoken));
-  shape.prefill_chunks = reinterpret_cast<const kernels::PrefillChunk*>(dev(off_chunks));
-  shape.prefill_tiles = reinterpret_cast<const kernels::PrefillTile*>(dev(off_tiles));
-  shape.num_prefill_tiles = static_cast<int32_t>(l.prefill_tiles.size());
-  shape.last_token_tiles = reinterpret_cast<const kernels::PrefillTile*>(dev(off_last_tiles));
-  shape.num_last_token_tiles = static_cast<int32_t>(l.last_token_tiles.size());
-  shape.sample_rows_index = reinterpret_cast<const int32_t*>(dev(off_samples));
-  shape.decode_draft = reinterpret_cast<const int32_t*>(dev(off_draft));
-  shape.decode_limit = reinterpret_cast<const int32_t*>(dev(off_limit));
+  LLM_ASSIGN_OR_RETURN(const UploadOffsets o, StageUpload(l, staging));
+  ForwardShape shape = ShapeOf(l, o, buffers_.upload);
 
   // 5. Enqueue: upload (only when something changed), slot updates, the forward pass and
   // sampling (a graph replay for decode-only steps), the outputs' copy back, the end event.
@@ -501,15 +422,7 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
                                              cudaMemcpyHostToDevice, st),
                              "step upload");
   }
-  kernels::SlotUpdateParams up{};
-  up.admits = reinterpret_cast<const SlotAdmit*>(dev(off_admits));
-  up.settings = reinterpret_cast<const SlotSampling*>(dev(off_settings));
-  up.blocks = reinterpret_cast<const int32_t*>(dev(off_blocks));
-  up.row_changes = reinterpret_cast<const int32_t*>(dev(off_rows));
-  up.grants = reinterpret_cast<const kernels::SlotGrant*>(dev(off_grants));
-  up.num_admits = static_cast<int32_t>(l.admits.size());
-  up.num_grants = static_cast<int32_t>(l.grants.size());
-  up.num_row_changes = static_cast<int32_t>(l.row_changes.size() / 2);
+  kernels::SlotUpdateParams up = SlotUpdatesOf(l, o, buffers_.upload);
   up.slots = buffers_.slots;
   up.sampling_table = buffers_.sampling_table;
   up.block_tables = buffers_.block_tables;
@@ -519,9 +432,9 @@ absl::Status CudaRunner::Enqueue(uint64_t step_id) {
   LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchSlotUpdate(up, st), "slot update");
   if (!l.history_spans.empty()) {
     const kernels::HistoryWriteParams hw{
-        reinterpret_cast<const kernels::HistorySpan*>(dev(off_spans)),
+        reinterpret_cast<const kernels::HistorySpan*>(buffers_.upload + o.spans),
         static_cast<int32_t>(l.history_spans.size()),
-        reinterpret_cast<const int32_t*>(dev(off_history)), buffers_.slots};
+        reinterpret_cast<const int32_t*>(buffers_.upload + o.history), buffers_.slots};
     LLM_CUDA_RETURN_IF_ERROR(kernels::LaunchHistoryWrite(hw, st), "history spans");
   }
   return EnqueueForward(step_id, shape, ring);
