@@ -8,9 +8,10 @@
 #include "router/pool/discovery.h"
 
 namespace llm::router {
+namespace {
 
-config::ConfigSchema RouterConfigSchema() {
-  config::ConfigSchema s;
+// router.*: the addresses and the HTTP front's bounds.
+void AddListenKeys(config::ConfigSchema& s) {
   s.String("router.listen", "0.0.0.0:50050", "gRPC address (host:port; port 0 picks one)")
       .String("router.metrics_listen", "0.0.0.0:9091",
               "HTTP address of /metrics (host:port; empty disables)")
@@ -36,9 +37,13 @@ config::ConfigSchema RouterConfigSchema() {
       .String("router.health_listen", "",
               "plaintext gRPC address serving only grpc.health.v1 (for Kubernetes probes when "
               "router.listen needs TLS); empty disables")
-      .String("router.id", "", "name sent to workers with each load watch (default: hostname)")
-      .String("discovery.workers", "",
-              "static worker list: host:port,host:port (or use discovery.dns)")
+      .String("router.id", "", "name sent to workers with each load watch (default: hostname)");
+}
+
+// discovery.*, policy.*, load.* and failures.*: which workers, and how one is chosen.
+void AddRoutingKeys(config::ConfigSchema& s) {
+  s.String("discovery.workers", "",
+           "static worker list: host:port,host:port (or use discovery.dns)")
       .String("discovery.dns", "",
               "host:port re-resolved periodically, one worker per address (a Kubernetes "
               "headless Service)")
@@ -68,9 +73,12 @@ config::ConfigSchema RouterConfigSchema() {
       .Int("failures.eject_after", 3, 1, 1000,
            "consecutive failed requests that put a worker in back-off")
       .Int("failures.eject_base_ms", 1000, 1, 3600000, "first back-off; doubles per ejection")
-      .Int("failures.eject_max_ms", 30000, 1, 3600000, "longest back-off")
-      .Int("proxy.max_in_flight", 10000, 1, 1 << 24,
-           "calls in progress; more get RESOURCE_EXHAUSTED")
+      .Int("failures.eject_max_ms", 30000, 1, 3600000, "longest back-off");
+}
+
+// proxy.*: the relay's bounds and connections to the workers.
+void AddProxyKeys(config::ConfigSchema& s) {
+  s.Int("proxy.max_in_flight", 10000, 1, 1 << 24, "calls in progress; more get RESOURCE_EXHAUSTED")
       .Int("proxy.max_message_bytes", 4 << 20, 1024, 1 << 30, "largest request accepted (bytes)")
       .Int("proxy.threads", 0, 0, 1024, "relay event loops; 0: one per core")
       .Int("proxy.upstream_connections", 4, 1, 64,
@@ -81,9 +89,13 @@ config::ConfigSchema RouterConfigSchema() {
            "a worker connection with calls open and silent this long is pinged (the workers "
            "accept a ping every 10 s)")
       .Int("proxy.keepalive_timeout_ms", 5000, 1, 600000,
-           "an unanswered ping closes the worker connection, ending its calls")
-      .String("tls.cert_file", "",
-              "PEM certificate (chain) of router.listen; with tls.key_file turns TLS on")
+           "an unanswered ping closes the worker connection, ending its calls");
+}
+
+// tls.*, upstream_tls.*, auth.*, and the drain's grace.
+void AddSecurityKeys(config::ConfigSchema& s) {
+  s.String("tls.cert_file", "",
+           "PEM certificate (chain) of router.listen; with tls.key_file turns TLS on")
       .String("tls.key_file", "", "PEM private key of tls.cert_file")
       .String("tls.client_ca_file", "",
               "PEM CA bundle: clients must present a certificate signed by it (mutual TLS)")
@@ -104,28 +116,38 @@ config::ConfigSchema RouterConfigSchema() {
               "TOKEN); empty: no token check")
       .Double("router.drain_grace_seconds", 30, 0, 86400,
               "on SIGTERM, how long calls in progress may take to finish before exit");
+}
+
+}  // namespace
+
+config::ConfigSchema RouterConfigSchema() {
+  config::ConfigSchema s;
+  AddListenKeys(s);
+  AddRoutingKeys(s);
+  AddProxyKeys(s);
+  AddSecurityKeys(s);
   return s;
 }
 
-absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& args) {
-  auto v = RouterConfigSchema().Load(args);
-  if (!v.ok()) return v.status();
-  RouterConfig c;
-  c.listen = v->String("router.listen");
-  c.metrics_listen = v->String("router.metrics_listen");
-  c.health_listen = v->String("router.health_listen");
-  c.http_listen = v->String("router.http_listen");
-  const std::string unknown_fields = v->String("router.unknown_fields");
+namespace {
+
+// router.*: the addresses (checked) and the HTTP front's handling and bounds.
+absl::Status LoadListenKeys(const config::ConfigValues& v, RouterConfig& c) {
+  c.listen = v.String("router.listen");
+  c.metrics_listen = v.String("router.metrics_listen");
+  c.health_listen = v.String("router.health_listen");
+  c.http_listen = v.String("router.http_listen");
+  const std::string unknown_fields = v.String("router.unknown_fields");
   if (unknown_fields != "reject" && unknown_fields != "ignore") {
     return absl::InvalidArgumentError(
         absl::StrCat("router.unknown_fields: '", unknown_fields, "' is neither reject nor ignore"));
   }
   c.ignore_unknown_fields = unknown_fields == "ignore";
-  c.http_limits.read_timeout_seconds = v->Double("router.http_read_timeout_seconds");
-  c.http_limits.idle_timeout_seconds = v->Double("router.http_idle_timeout_seconds");
-  c.http_limits.max_connections = static_cast<int>(v->Int("router.http_max_connections"));
+  c.http_limits.read_timeout_seconds = v.Double("router.http_read_timeout_seconds");
+  c.http_limits.idle_timeout_seconds = v.Double("router.http_idle_timeout_seconds");
+  c.http_limits.max_connections = static_cast<int>(v.Int("router.http_max_connections"));
   c.http_limits.max_connections_per_client =
-      static_cast<int>(v->Int("router.http_max_connections_per_client"));
+      static_cast<int>(v.Int("router.http_max_connections_per_client"));
   for (const auto& [key, value, may_be_empty] :
        {std::tuple<const char*, const std::string&, bool>{"router.listen", c.listen, false},
         {"router.metrics_listen", c.metrics_listen, true},
@@ -133,27 +155,32 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
         {"router.health_listen", c.health_listen, true}}) {
     if (absl::Status st = config::CheckHostPort(key, value, may_be_empty, 0); !st.ok()) return st;
   }
-  auto& sec = c.security;
-  sec.server.cert_file = v->String("tls.cert_file");
-  sec.server.key_file = v->String("tls.key_file");
-  sec.server.ca_file = v->String("tls.client_ca_file");
-  sec.upstream.ca_file = v->String("upstream_tls.ca_file");
-  sec.upstream.cert_file = v->String("upstream_tls.cert_file");
-  sec.upstream.key_file = v->String("upstream_tls.key_file");
-  sec.upstream.server_name = v->String("upstream_tls.server_name");
+  return absl::OkStatus();
+}
+
+// tls.*, upstream_tls.* and auth.*: the files named, each checked (and the token read) now.
+absl::Status LoadSecurityKeys(const config::ConfigValues& v, SecurityOptions& sec) {
+  sec.server.cert_file = v.String("tls.cert_file");
+  sec.server.key_file = v.String("tls.key_file");
+  sec.server.ca_file = v.String("tls.client_ca_file");
+  sec.upstream.ca_file = v.String("upstream_tls.ca_file");
+  sec.upstream.cert_file = v.String("upstream_tls.cert_file");
+  sec.upstream.key_file = v.String("upstream_tls.key_file");
+  sec.upstream.server_name = v.String("upstream_tls.server_name");
   sec.server.reload_seconds = sec.upstream.reload_seconds =
-      static_cast<int>(v->Int("tls.reload_seconds"));
-  sec.token_file = v->String("auth.token_file");
+      static_cast<int>(v.Int("tls.reload_seconds"));
+  sec.token_file = v.String("auth.token_file");
   if (absl::Status st = tls::CheckServerFiles(sec.server, "tls"); !st.ok()) return st;
   if (absl::Status st = tls::CheckClientFiles(sec.upstream, "upstream_tls"); !st.ok()) return st;
-  if (!sec.token_file.empty()) {
-    std::string token;
-    if (absl::Status st = tls::ReadFile(sec.token_file, "auth.token_file", &token); !st.ok()) {
-      return st;
-    }
-  }
-  const std::string workers = v->String("discovery.workers");
-  c.dns = v->String("discovery.dns");
+  if (sec.token_file.empty()) return absl::OkStatus();
+  std::string token;
+  return tls::ReadFile(sec.token_file, "auth.token_file", &token);
+}
+
+// discovery.*: exactly one of a static list and a DNS name (with a port).
+absl::Status LoadDiscoveryKeys(const config::ConfigValues& v, RouterConfig& c) {
+  const std::string workers = v.String("discovery.workers");
+  c.dns = v.String("discovery.dns");
   if (workers.empty() == c.dns.empty()) {
     return absl::InvalidArgumentError(
         "discovery.workers, discovery.dns: give exactly one (a static list or a DNS name)");
@@ -168,41 +195,60 @@ absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& ar
     }
     c.workers = *std::move(list);
   }
-  c.dns_refresh = std::chrono::milliseconds(v->Int("discovery.dns_refresh_ms"));
-  c.policy = v->String("policy.name");
+  c.dns_refresh = std::chrono::milliseconds(v.Int("discovery.dns_refresh_ms"));
+  return absl::OkStatus();
+}
+
+// policy.*, load.*, failures.* and proxy.*: the choice of a worker, the pool's view of the
+// workers, and the relay.
+absl::Status LoadRoutingKeys(const config::ConfigValues& v, RouterConfig& c) {
+  c.policy = v.String("policy.name");
   if (c.policy != "p2c" && c.policy != "least_in_flight" && c.policy != "cache_aware") {
     return absl::InvalidArgumentError(absl::StrCat(
         "policy.name: '", c.policy, "' is not one of p2c, least_in_flight, cache_aware"));
   }
-  c.policy_options.saturation_queue_per_slot = v->Double("policy.saturation_queue_per_slot");
-  c.policy_options.balance_factor = v->Double("policy.balance_factor");
-  c.policy_options.balance_margin = v->Double("policy.balance_margin");
-  c.policy_options.decode_steps_per_request = v->Double("policy.decode_steps_per_request");
-  c.policy_options.prefill_tokens_per_step = v->Double("policy.prefill_tokens_per_step");
-  std::string id = v->String("router.id");
+  c.policy_options.saturation_queue_per_slot = v.Double("policy.saturation_queue_per_slot");
+  c.policy_options.balance_factor = v.Double("policy.balance_factor");
+  c.policy_options.balance_margin = v.Double("policy.balance_margin");
+  c.policy_options.decode_steps_per_request = v.Double("policy.decode_steps_per_request");
+  c.policy_options.prefill_tokens_per_step = v.Double("policy.prefill_tokens_per_step");
+  std::string id = v.String("router.id");
   if (id.empty()) {
     char host[256] = {0};
     id = gethostname(host, sizeof(host) - 1) == 0 ? host : "llm-router";
   }
   c.pool.router_id = id;
-  c.pool.load_interval_ms = static_cast<int>(v->Int("load.interval_ms"));
-  c.pool.upstream_tls = sec.upstream;
-  c.pool.stale_after = std::chrono::milliseconds(v->Int("load.stale_ms"));
-  c.pool.eject_after_failures = static_cast<int>(v->Int("failures.eject_after"));
-  c.pool.eject_base = std::chrono::milliseconds(v->Int("failures.eject_base_ms"));
-  c.pool.eject_max = std::chrono::milliseconds(v->Int("failures.eject_max_ms"));
+  c.pool.load_interval_ms = static_cast<int>(v.Int("load.interval_ms"));
+  c.pool.upstream_tls = c.security.upstream;
+  c.pool.stale_after = std::chrono::milliseconds(v.Int("load.stale_ms"));
+  c.pool.eject_after_failures = static_cast<int>(v.Int("failures.eject_after"));
+  c.pool.eject_base = std::chrono::milliseconds(v.Int("failures.eject_base_ms"));
+  c.pool.eject_max = std::chrono::milliseconds(v.Int("failures.eject_max_ms"));
   if (c.pool.eject_max < c.pool.eject_base) {
     return absl::InvalidArgumentError(
         "failures.eject_max_ms: must be at least failures.eject_base_ms");
   }
-  c.proxy.max_attempts = static_cast<int>(v->Int("failures.max_attempts"));
-  c.proxy.max_in_flight = v->Int("proxy.max_in_flight");
-  c.proxy.max_message_bytes = v->Int("proxy.max_message_bytes");
-  c.threads = static_cast<int>(v->Int("proxy.threads"));
-  c.proxy.upstream_connections = static_cast<int>(v->Int("proxy.upstream_connections"));
-  c.proxy.connect_timeout = std::chrono::milliseconds(v->Int("proxy.connect_timeout_ms"));
-  c.proxy.keepalive = std::chrono::milliseconds(v->Int("proxy.keepalive_ms"));
-  c.proxy.keepalive_timeout = std::chrono::milliseconds(v->Int("proxy.keepalive_timeout_ms"));
+  c.proxy.max_attempts = static_cast<int>(v.Int("failures.max_attempts"));
+  c.proxy.max_in_flight = v.Int("proxy.max_in_flight");
+  c.proxy.max_message_bytes = v.Int("proxy.max_message_bytes");
+  c.threads = static_cast<int>(v.Int("proxy.threads"));
+  c.proxy.upstream_connections = static_cast<int>(v.Int("proxy.upstream_connections"));
+  c.proxy.connect_timeout = std::chrono::milliseconds(v.Int("proxy.connect_timeout_ms"));
+  c.proxy.keepalive = std::chrono::milliseconds(v.Int("proxy.keepalive_ms"));
+  c.proxy.keepalive_timeout = std::chrono::milliseconds(v.Int("proxy.keepalive_timeout_ms"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RouterConfig> LoadRouterConfig(const std::vector<std::string>& args) {
+  auto v = RouterConfigSchema().Load(args);
+  if (!v.ok()) return v.status();
+  RouterConfig c;
+  if (absl::Status st = LoadListenKeys(*v, c); !st.ok()) return st;
+  if (absl::Status st = LoadSecurityKeys(*v, c.security); !st.ok()) return st;
+  if (absl::Status st = LoadDiscoveryKeys(*v, c); !st.ok()) return st;
+  if (absl::Status st = LoadRoutingKeys(*v, c); !st.ok()) return st;
   c.drain_grace_seconds = v->Double("router.drain_grace_seconds");
   return c;
 }
