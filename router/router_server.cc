@@ -29,8 +29,7 @@ void RouterServer::SetServing(bool serving) {
   }
 }
 
-absl::Status RouterServer::Start() {
-  LLM_ASSIGN_OR_RETURN(security_, RelaySecurity::Create(config_.security));
+absl::Status RouterServer::StartPool() {
   LLM_ASSIGN_OR_RETURN(std::unique_ptr<Policy> policy,
                        MakePolicy(config_.policy, config_.policy_options));
   PoolOptions pool_options = config_.pool;
@@ -45,9 +44,10 @@ absl::Status RouterServer::Start() {
     pool_options.upstream_tls = upstream_tls_files_->copies();
   }
   pool_ = std::make_unique<WorkerPool>(pool_options, std::move(policy), &metrics_);
-  if (!config_.metrics_listen.empty()) {
-    LLM_ASSIGN_OR_RETURN(metrics_port_, metrics_.Serve(config_.metrics_listen));
-  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RouterServer::StartHealthServers() {
   // Health and reflection, on loopback only: clients reach them through the relay.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -64,26 +64,19 @@ absl::Status RouterServer::Start() {
   if (internal_ == nullptr || internal_port == 0) {
     return absl::UnavailableError("cannot start the internal health server on loopback");
   }
-  if (!config_.health_listen.empty()) {
-    grpc::ServerBuilder hb;
-    hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-    hb.AddListeningPort(config_.health_listen, grpc::InsecureServerCredentials(), &health_port_);
-    health_ = hb.BuildAndStart();
-    if (health_ == nullptr || health_port_ == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("router.health_listen: cannot listen on ", config_.health_listen));
-    }
+  if (config_.health_listen.empty()) return internal_port;
+  grpc::ServerBuilder hb;
+  hb.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  hb.AddListeningPort(config_.health_listen, grpc::InsecureServerCredentials(), &health_port_);
+  health_ = hb.BuildAndStart();
+  if (health_ == nullptr || health_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("router.health_listen: cannot listen on ", config_.health_listen));
   }
-  RelayServer::Options ro;
-  ro.listen = config_.listen;
-  ro.threads = config_.threads;
-  ro.proxy = config_.proxy;
-  ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
-  ro.security = security_.get();
-  ro.http_listen = config_.http_listen;
-  ro.http_limits = config_.http_limits;
-  ro.http_ignore_unknown_fields = config_.ignore_unknown_fields;
-  ro.addresses = &worker_addresses_;
+  return internal_port;
+}
+
+void RouterServer::ResolveStaticWorkers() {
   // Static workers named by host name are resolved here, before the first call, and then on
   // their own threads; a name that does not resolve yet is tried again there (its calls fail
   // over to other workers meanwhile).
@@ -97,11 +90,36 @@ absl::Status RouterServer::Start() {
     name_refreshers_.push_back(std::make_unique<DnsDiscovery>(name, config_.dns_refresh, apply,
                                                               resolve_, "discovery.workers"));
   }
+}
+
+absl::Status RouterServer::StartRelay(int internal_port) {
+  RelayServer::Options ro;
+  ro.listen = config_.listen;
+  ro.threads = config_.threads;
+  ro.proxy = config_.proxy;
+  ro.internal_target = absl::StrCat("127.0.0.1:", internal_port);
+  ro.security = security_.get();
+  ro.http_listen = config_.http_listen;
+  ro.http_limits = config_.http_limits;
+  ro.http_ignore_unknown_fields = config_.ignore_unknown_fields;
+  ro.addresses = &worker_addresses_;
   relay_ = std::make_unique<RelayServer>(pool_.get(), ro, &metrics_);
   LLM_RETURN_IF_ERROR(relay_->Start());
   port_ = relay_->port();
   metrics_.SetSources(pool_.get(), relay_.get());
   http_port_ = relay_->http_port();
+  return absl::OkStatus();
+}
+
+absl::Status RouterServer::Start() {
+  LLM_ASSIGN_OR_RETURN(security_, RelaySecurity::Create(config_.security));
+  LLM_RETURN_IF_ERROR(StartPool());
+  if (!config_.metrics_listen.empty()) {
+    LLM_ASSIGN_OR_RETURN(metrics_port_, metrics_.Serve(config_.metrics_listen));
+  }
+  LLM_ASSIGN_OR_RETURN(const int internal_port, StartHealthServers());
+  ResolveStaticWorkers();
+  LLM_RETURN_IF_ERROR(StartRelay(internal_port));
   if (!config_.dns.empty()) {
     discovery_ = std::make_unique<DnsDiscovery>(
         config_.dns, config_.dns_refresh,

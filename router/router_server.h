@@ -53,6 +53,13 @@ class RouterServer {
   }
 
  private:
+  // Start's parts: the worker pool (with the upstream TLS files' checked copies); the loopback
+  // server for health and reflection and the router.health_listen one (returns the loopback
+  // port); host names of discovery.workers resolved with a refresher each; the relay.
+  absl::Status StartPool();
+  absl::StatusOr<int> StartHealthServers();
+  void ResolveStaticWorkers();
+  absl::Status StartRelay(int internal_port);
   void SetServing(bool serving);
   void Stop();
 
