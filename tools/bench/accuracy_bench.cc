@@ -203,11 +203,14 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> TextWindows(const std::string&
   return out;
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct AccuracyBenchSettings {
+  std::string model, reference, quantization, kv_cache_dtype, golden, text;
+  int64_t window = 0, layers = 0, random_sequences = 0, threads = 0;
+  bool last_only = false;
+};
 
-int RunAccuracyBench(const std::vector<std::string>& args) {
-  const std::string cmd = "llm-bench accuracy";
-  FlagSet flags;
+void AddAccuracyBenchFlags(FlagSet& flags) {
   flags.Value("model", "the model measured: a checkpoint directory or random:<shape>")
       .Value("reference", "the reference: a checkpoint directory or random:<shape>")
       .Value("quantization", "--model quantised at load: none or fp8 (engine.quantization)", "none")
@@ -226,68 +229,108 @@ int RunAccuracyBench(const std::vector<std::string>& args) {
             "compare each sequence's last position only (one logits row a sequence: long "
             "windows, e.g. an FP8 cache at 4k to 32k tokens)")
       .Value("threads", "CPU threads (0 = all cores)", "0");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  if (absl::Status st = flags.Require({"model", "reference"}); !st.ok()) return Fail(cmd, st);
-  auto window = flags.GetInt("window");
-  auto layers = flags.GetInt("layers");
-  auto random_sequences = flags.GetInt("random-sequences");
-  auto threads = flags.GetInt("threads");
-  for (const auto* v : {&window, &layers, &random_sequences, &threads}) {
-    if (!v->ok()) return Fail(cmd, v->status());
+}
+
+absl::StatusOr<AccuracyBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  if (absl::Status st = flags.Require({"model", "reference"}); !st.ok()) return st;
+  AccuracyBenchSettings s;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"window", &s.window},
+                          {"layers", &s.layers},
+                          {"random-sequences", &s.random_sequences},
+                          {"threads", &s.threads}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    *to = *v;
   }
-  ThreadPool pool(static_cast<int>(*threads));
-  auto m = LoadModel(flags.GetString("model"), flags.GetString("quantization"),
-                     flags.GetString("kv-cache-dtype"), static_cast<int32_t>(*layers), pool);
-  if (!m.ok()) return Fail(cmd, m.status());
-  auto r =
-      LoadModel(flags.GetString("reference"), "none", "auto", static_cast<int32_t>(*layers), pool);
-  if (!r.ok()) return Fail(cmd, r.status());
-  if (m->config.vocab_size != r->config.vocab_size) {
-    return Fail(cmd, absl::InvalidArgumentError("--model and --reference differ in vocabulary"));
-  }
+  s.model = flags.GetString("model");
+  s.reference = flags.GetString("reference");
+  s.quantization = flags.GetString("quantization");
+  s.kv_cache_dtype = flags.GetString("kv-cache-dtype");
+  s.golden = flags.GetString("golden");
+  s.text = flags.GetString("text");
+  s.last_only = flags.GetBool("last-only");
+  return s;
+}
+
+// Named sets of sequences to teacher-force.
+using SequenceSets = std::vector<std::pair<std::string, std::vector<std::vector<int32_t>>>>;
+
+// A random shape: --random-sequences sequences of random ids; else the golden sequences and the
+// held-out text's windows, each where its flag names a file. Windows are at most both contexts.
+absl::StatusOr<SequenceSets> Sequences(const AccuracyBenchSettings& s, const Model& m,
+                                       const Model& r) {
   const int32_t win = static_cast<int32_t>(std::min<int64_t>(
-      *window, std::min(m->config.max_position_embeddings, r->config.max_position_embeddings)));
-  std::vector<std::pair<std::string, std::vector<std::vector<int32_t>>>> sets;
-  if (m->source.synthetic()) {
+      s.window, std::min(m.config.max_position_embeddings, r.config.max_position_embeddings)));
+  SequenceSets sets;
+  if (m.source.synthetic()) {
     std::mt19937 rng(1);
-    std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(*random_sequences));
-    for (auto& s : seqs) {
+    std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(s.random_sequences));
+    for (auto& seq : seqs) {
       for (int32_t i = 0; i < win; ++i)
-        s.push_back(static_cast<int32_t>(rng() % m->config.vocab_size));
+        seq.push_back(static_cast<int32_t>(rng() % m.config.vocab_size));
     }
     sets.emplace_back("random", std::move(seqs));
-  } else {
-    if (!flags.GetString("golden").empty()) {
-      auto golden = GoldenSequences(flags.GetString("golden"));
-      if (!golden.ok()) return Fail(cmd, golden.status());
-      sets.emplace_back("golden", std::move(*golden));
-    }
-    if (!flags.GetString("text").empty()) {
-      auto text = TextWindows(m->source.dir, flags.GetString("text"), win, m->config.bos_token_id);
-      if (!text.ok()) return Fail(cmd, text.status());
-      sets.emplace_back("heldout", std::move(*text));
-    }
+    return sets;
   }
-  json out = {{"benchmark", "accuracy"},
-              {"backend", "cpu-fp32"},
-              {"model", flags.GetString("model")},
-              {"model_scheme", m->scheme.Describe()},
-              {"reference", flags.GetString("reference")},
-              {"reference_scheme", r->scheme.Describe()},
-              {"layers", m->config.num_layers}};
+  if (!s.golden.empty()) {
+    auto golden = GoldenSequences(s.golden);
+    if (!golden.ok()) return golden.status();
+    sets.emplace_back("golden", std::move(*golden));
+  }
+  if (!s.text.empty()) {
+    auto text = TextWindows(m.source.dir, s.text, win, m.config.bos_token_id);
+    if (!text.ok()) return text.status();
+    sets.emplace_back("heldout", std::move(*text));
+  }
+  return sets;
+}
+
+// Every set's tally (out["sets"][name]) and their sum (out["all"]).
+absl::Status CompareSets(const AccuracyBenchSettings& s, Model& m, Model& r,
+                         const SequenceSets& sets, json& out) {
   Tally all;
-  for (auto& [name, seqs] : sets) {
+  for (const auto& [name, seqs] : sets) {
     Tally t;
     for (const auto& ids : seqs) {
       if (ids.size() < 2) continue;
-      if (absl::Status st = Compare(*m, *r, ids, flags.GetBool("last-only"), t); !st.ok()) {
-        return Fail(cmd, st);
-      }
+      if (absl::Status st = Compare(m, r, ids, s.last_only, t); !st.ok()) return st;
     }
     out["sets"][name] = t.Json();
     all.Add(t);
   }
   out["all"] = all.Json();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunAccuracyBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench accuracy";
+  FlagSet flags;
+  AddAccuracyBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  const AccuracyBenchSettings& s = *settings;
+  ThreadPool pool(static_cast<int>(s.threads));  // declared first: the models compute on it
+  const auto layers = static_cast<int32_t>(s.layers);
+  auto m = LoadModel(s.model, s.quantization, s.kv_cache_dtype, layers, pool);
+  if (!m.ok()) return Fail(cmd, m.status());
+  auto r = LoadModel(s.reference, "none", "auto", layers, pool);
+  if (!r.ok()) return Fail(cmd, r.status());
+  if (m->config.vocab_size != r->config.vocab_size) {
+    return Fail(cmd, absl::InvalidArgumentError("--model and --reference differ in vocabulary"));
+  }
+  auto sets = Sequences(s, *m, *r);
+  if (!sets.ok()) return Fail(cmd, sets.status());
+  json out = {{"benchmark", "accuracy"},
+              {"backend", "cpu-fp32"},
+              {"model", s.model},
+              {"model_scheme", m->scheme.Describe()},
+              {"reference", s.reference},
+              {"reference_scheme", r->scheme.Describe()},
+              {"layers", m->config.num_layers}};
+  if (absl::Status st = CompareSets(s, *m, *r, *sets, out); !st.ok()) return Fail(cmd, st);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

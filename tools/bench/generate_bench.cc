@@ -77,11 +77,16 @@ absl::StatusOr<double> BatchedDecodeTokensPerSecond(runner::CpuModel& model,
   return rates[rates.size() / 2];
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct GenerateBenchSettings {
+  std::string model, prompt;
+  std::string batch;  // --batch as given; each item is checked as its turn comes
+  int64_t max_tokens = 0, runs = 0, threads = 0;
+  // Checked only where used: with --batch.
+  absl::StatusOr<double> temperature;
+};
 
-int RunGenerateBench(const std::vector<std::string>& args) {
-  const std::string cmd = "llm-bench generate";
-  FlagSet flags;
+void AddGenerateBenchFlags(FlagSet& flags) {
   flags.Value("model", "checkpoint directory", SharedPath("models/tinystories-656k"))
       .Value("prompt", "prompt text", "Once upon a time")
       .Value("max-tokens", "tokens to generate per run", "256")
@@ -89,75 +94,111 @@ int RunGenerateBench(const std::vector<std::string>& args) {
       .Value("threads", "CPU threads (0 = all cores)", "0")
       .Value("batch", "also decode this many sequences in lockstep; a comma list runs each", "")
       .Value("temperature", "sampling temperature of the batched decode", "0.8");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto max_tokens = flags.GetInt("max-tokens");
-  auto runs = flags.GetInt("runs");
-  auto threads = flags.GetInt("threads");
-  for (const auto* v : {&max_tokens, &runs, &threads}) {
-    if (!v->ok()) return Fail(cmd, v->status());
-  }
-  ThreadPool pool(static_cast<int>(*threads));
-  const std::string dir = flags.GetString("model");
-  auto model = runner::CpuModel::Load(dir, &pool);
-  if (!model.ok()) return Fail(cmd, model.status());
-  auto tok = frontend::Tokenizer::Load(dir);
-  if (!tok.ok()) return Fail(cmd, tok.status());
-  auto prompt = (*tok)->Encode(flags.GetString("prompt"), true);
-  if (!prompt.ok()) return Fail(cmd, prompt.status());
+}
 
+absl::StatusOr<GenerateBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  GenerateBenchSettings s;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"max-tokens", &s.max_tokens},
+                          {"runs", &s.runs},
+                          {"threads", &s.threads}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    *to = *v;
+  }
+  s.model = flags.GetString("model");
+  s.prompt = flags.GetString("prompt");
+  s.batch = flags.GetString("batch");
+  s.temperature = flags.GetDouble("temperature");
+  return s;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One sequence, --runs times: the medians of its prefill time, decode tokens/s and time per
+// output token, into `out`.
+absl::Status MeasureSequence(const GenerateBenchSettings& s, runner::CpuModel& model,
+                             const std::vector<int32_t>& prompt, nlohmann::json& out) {
   std::vector<double> prefill_ms, decode_tok_s, tpot_ms;
-  for (int64_t r = 0; r < *runs; ++r) {
+  for (int64_t r = 0; r < s.runs; ++r) {
     runner::SequenceOptions opt;
-    opt.max_tokens = static_cast<int32_t>(*max_tokens);
+    opt.max_tokens = static_cast<int32_t>(s.max_tokens);
     opt.sampling.temperature = 0;  // no EOS stop: ignore_eos by leaving stop ids empty
     const auto start = Clock::now();
     Clock::time_point first{};
     int generated = 0;
-    auto result = runner::GenerateSequence(**model, *prompt, opt, [&](int32_t) {
+    auto result = runner::GenerateSequence(model, prompt, opt, [&](int32_t) {
       if (generated++ == 0) first = Clock::now();
       return true;
     });
     const auto end = Clock::now();
-    if (!result.ok()) return Fail(cmd, result.status());
+    if (!result.ok()) return result.status();
     const double decode_s = std::chrono::duration<double>(end - first).count();
     prefill_ms.push_back(std::chrono::duration<double, std::milli>(first - start).count());
     decode_tok_s.push_back((generated - 1) / decode_s);
     tpot_ms.push_back(decode_s * 1e3 / (generated - 1));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  out["ttft_ms_median"] = Median(prefill_ms);
+  out["decode_tokens_per_s_median"] = Median(decode_tok_s);
+  out["time_per_output_token_ms_median"] = Median(tpot_ms);
+  return absl::OkStatus();
+}
+
+// --batch: decode tokens/s per batch size, and against the first size's.
+absl::StatusOr<nlohmann::json> MeasureBatched(const GenerateBenchSettings& s,
+                                              runner::CpuModel& model,
+                                              const std::vector<int32_t>& prompt) {
+  if (!s.temperature.ok()) return s.temperature.status();
+  nlohmann::json batched = nlohmann::json::array();
+  double first = 0;
+  for (const auto& part : absl::StrSplit(s.batch, ',')) {
+    int b = 0;
+    if (!absl::SimpleAtoi(part, &b) || b < 1) {
+      return absl::InvalidArgumentError("--batch: '" + std::string(part) +
+                                        "' is not a positive integer");
+    }
+    auto rate =
+        BatchedDecodeTokensPerSecond(model, prompt, b, static_cast<int>(s.max_tokens),
+                                     static_cast<int>(s.runs), static_cast<float>(*s.temperature));
+    if (!rate.ok()) return rate.status();
+    if (first == 0) first = *rate;
+    batched.push_back(
+        {{"batch", b}, {"decode_tokens_per_s_median", *rate}, {"vs_first_batch", *rate / first}});
+  }
+  return nlohmann::json{{"temperature", *s.temperature}, {"results", batched}};
+}
+
+}  // namespace
+
+int RunGenerateBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench generate";
+  FlagSet flags;
+  AddGenerateBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  const GenerateBenchSettings& s = *settings;
+  ThreadPool pool(static_cast<int>(s.threads));  // declared first: the model computes on it
+  auto model = runner::CpuModel::Load(s.model, &pool);
+  if (!model.ok()) return Fail(cmd, model.status());
+  auto tok = frontend::Tokenizer::Load(s.model);
+  if (!tok.ok()) return Fail(cmd, tok.status());
+  auto prompt = (*tok)->Encode(s.prompt, true);
+  if (!prompt.ok()) return Fail(cmd, prompt.status());
   nlohmann::json out = {{"benchmark", "generate"},
                         {"backend", "cpu-fp32"},
-                        {"model", dir},
+                        {"model", s.model},
                         {"threads", pool.num_threads()},
                         {"prompt_tokens", prompt->size()},
-                        {"generated_tokens", *max_tokens},
-                        {"runs", *runs},
-                        {"ttft_ms_median", median(prefill_ms)},
-                        {"decode_tokens_per_s_median", median(decode_tok_s)},
-                        {"time_per_output_token_ms_median", median(tpot_ms)}};
-  if (!flags.GetString("batch").empty()) {
-    auto temperature = flags.GetDouble("temperature");
-    if (!temperature.ok()) return Fail(cmd, temperature.status());
-    nlohmann::json batched = nlohmann::json::array();
-    double first = 0;
-    for (const auto& part : absl::StrSplit(flags.GetString("batch"), ',')) {
-      int b = 0;
-      if (!absl::SimpleAtoi(part, &b) || b < 1) {
-        return Fail(cmd, absl::InvalidArgumentError("--batch: '" + std::string(part) +
-                                                    "' is not a positive integer"));
-      }
-      auto rate =
-          BatchedDecodeTokensPerSecond(**model, *prompt, b, static_cast<int>(*max_tokens),
-                                       static_cast<int>(*runs), static_cast<float>(*temperature));
-      if (!rate.ok()) return Fail(cmd, rate.status());
-      if (first == 0) first = *rate;
-      batched.push_back(
-          {{"batch", b}, {"decode_tokens_per_s_median", *rate}, {"vs_first_batch", *rate / first}});
-    }
-    out["batched_decode"] = {{"temperature", *temperature}, {"results", batched}};
+                        {"generated_tokens", s.max_tokens},
+                        {"runs", s.runs}};
+  if (absl::Status st = MeasureSequence(s, **model, *prompt, out); !st.ok()) return Fail(cmd, st);
+  if (!s.batch.empty()) {
+    auto batched = MeasureBatched(s, **model, *prompt);
+    if (!batched.ok()) return Fail(cmd, batched.status());
+    out["batched_decode"] = *batched;
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

@@ -181,11 +181,14 @@ absl::StatusOr<nlohmann::json> RunLoad(loop::Worker& worker, Recorder& recorder,
       {"preemptions", sched.preemptions}};
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct KvBenchSettings {
+  backend::BackendOptions backend;  // every run's fresh backend
+  int64_t requests = 0, prompt = 0, answer = 0, spread = 0, max_tokens = 0;
+  std::string runs;  // --runs, comma-separated
+};
 
-int RunKvBench(const std::vector<std::string>& args) {
-  const char* cmd = "llm-bench kv";
-  FlagSet flags;
+void AddKvBenchFlags(FlagSet& flags) {
   flags.Value("model", "checkpoint directory or random:<shape>", "random:small")
       .Value("tokenizer", "tokenizer.json or its directory (default: the model's)", "")
       .Value("backend", "auto, cpu or cuda", "auto")
@@ -200,71 +203,103 @@ int RunKvBench(const std::vector<std::string>& args) {
       .Value("runs", "which runs, comma-separated: known, on_demand, reserved",
              "known,on_demand,reserved")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto slots = flags.GetInt("slots");
-  auto kv_blocks = flags.GetInt("kv-blocks");
-  auto requests = flags.GetInt("requests");
-  auto prompt = flags.GetInt("prompt");
-  auto answer = flags.GetInt("answer");
-  auto spread = flags.GetInt("spread");
-  auto max_tokens = flags.GetInt("max-tokens");
-  auto threads = flags.GetInt("cpu-threads");
-  for (const auto* v :
-       {&slots, &kv_blocks, &requests, &prompt, &answer, &spread, &max_tokens, &threads}) {
-    if (!v->ok()) return Fail(cmd, v->status());
+}
+
+absl::StatusOr<KvBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  KvBenchSettings s;
+  int64_t slots = 0, kv_blocks = 0, threads = 0;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"slots", &slots},
+                          {"kv-blocks", &kv_blocks},
+                          {"requests", &s.requests},
+                          {"prompt", &s.prompt},
+                          {"answer", &s.answer},
+                          {"spread", &s.spread},
+                          {"max-tokens", &s.max_tokens},
+                          {"cpu-threads", &threads}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    *to = *v;
   }
-  if (*answer < 1 || *spread < 0 || *spread >= *answer) {
-    return Fail(cmd, absl::InvalidArgumentError("--spread: must be in [0, --answer)"));
+  if (s.answer < 1 || s.spread < 0 || s.spread >= s.answer) {
+    return absl::InvalidArgumentError("--spread: must be in [0, --answer)");
   }
-  KvLoad load{static_cast<int32_t>(*prompt), static_cast<int32_t>(*max_tokens), {}};
+  backend::BackendOptions& bo = s.backend;
+  bo.model = flags.GetString("model");
+  bo.tokenizer = flags.GetString("tokenizer");
+  bo.backend = flags.GetString("backend");
+  bo.sizes.max_slots = static_cast<int32_t>(slots);
+  bo.sizes.kv_blocks = static_cast<int32_t>(kv_blocks);
+  bo.cpu_threads = static_cast<int>(threads);
+  s.runs = flags.GetString("runs");
+  return s;
+}
+
+// The requests' answer lengths, drawn once so that every run gets the same.
+KvLoad MakeLoad(const KvBenchSettings& s) {
+  KvLoad load{static_cast<int32_t>(s.prompt), static_cast<int32_t>(s.max_tokens), {}};
   std::mt19937 rng(5);
-  for (int64_t i = 0; i < *requests; ++i) {
-    load.answers.push_back(static_cast<int32_t>(*answer - *spread + rng() % (2 * *spread + 1)));
+  for (int64_t i = 0; i < s.requests; ++i) {
+    load.answers.push_back(static_cast<int32_t>(s.answer - s.spread + rng() % (2 * s.spread + 1)));
   }
-  const std::string wanted = "," + flags.GetString("runs") + ",";
+  return load;
+}
+
+// One run on a fresh backend and worker (what the backend settled goes into `out`), after a
+// short warm-up.
+absl::StatusOr<nlohmann::json> MeasureRun(const KvBenchSettings& s, const KvLoad& load,
+                                          const KvRun& run, nlohmann::json& out) {
+  // Declared before the worker: the backend's thread pool must outlive the runner.
+  auto b = backend::CreateBackend(s.backend);
+  if (!b.ok()) return b.status();
+  const runner::RunnerInfo info = b->runner->info();
+  out["backend"] = b->backend;
+  out["device"] = info.device;
+  out["kv_blocks"] = info.sizes.kv_blocks;
+  out["slots"] = info.sizes.max_slots;
+  const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
+  KvLoad capped = load;
+  capped.max_tokens = std::min(load.max_tokens, info.max_context - load.prompt_tokens);
+  if (capped.max_tokens < s.answer + s.spread) {
+    return absl::InvalidArgumentError(
+        "--max-tokens: the context leaves fewer than the longest answer");
+  }
+  Recorder recorder;
+  loop::WorkerOptions wo;
+  wo.scheduler.kv_on_demand = run.on_demand;
+  wo.scheduler.max_batch_tokens = 0;
+  wo.max_queued_requests = static_cast<int32_t>(s.requests);
+  auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
+                                     b->config.eos_token_ids, &recorder, &recorder);
+  if (!worker.ok()) return worker.status();
+  // A short warm-up, so one-time costs stay out.
+  if (absl::Status st = RunRequests(**worker, 2, load.prompt_tokens, 4, id_range, 3); !st.ok()) {
+    return st;
+  }
+  return RunLoad(**worker, recorder, run, capped, id_range);
+}
+
+}  // namespace
+
+int RunKvBench(const std::vector<std::string>& args) {
+  const char* cmd = "llm-bench kv";
+  FlagSet flags;
+  AddKvBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  const KvBenchSettings& s = *settings;
+  const KvLoad load = MakeLoad(s);
+  const std::string wanted = "," + s.runs + ",";
   nlohmann::json out = {{"benchmark", "kv"},
-                        {"model", flags.GetString("model")},
-                        {"requests", *requests},
-                        {"prompt_tokens", *prompt},
-                        {"answer_tokens", {{"mean", *answer}, {"spread", *spread}}}};
+                        {"model", s.backend.model},
+                        {"requests", s.requests},
+                        {"prompt_tokens", s.prompt},
+                        {"answer_tokens", {{"mean", s.answer}, {"spread", s.spread}}}};
   nlohmann::json runs = nlohmann::json::array();
   for (const KvRun& run : {KvRun{"known", true, true}, KvRun{"on_demand", true, false},
                            KvRun{"reserved", false, false}}) {
     if (wanted.find("," + run.name + ",") == std::string::npos) continue;
-    backend::BackendOptions bo;
-    bo.model = flags.GetString("model");
-    bo.tokenizer = flags.GetString("tokenizer");
-    bo.backend = flags.GetString("backend");
-    bo.sizes.max_slots = static_cast<int32_t>(*slots);
-    bo.sizes.kv_blocks = static_cast<int32_t>(*kv_blocks);
-    bo.cpu_threads = static_cast<int>(*threads);
-    auto b = backend::CreateBackend(bo);
-    if (!b.ok()) return Fail(cmd, b.status());
-    const runner::RunnerInfo info = b->runner->info();
-    out["backend"] = b->backend;
-    out["device"] = info.device;
-    out["kv_blocks"] = info.sizes.kv_blocks;
-    out["slots"] = info.sizes.max_slots;
-    const int32_t id_range = std::min(b->tokenizer->vocab_size(), 30000);
-    KvLoad capped = load;
-    capped.max_tokens = std::min(load.max_tokens, info.max_context - load.prompt_tokens);
-    if (capped.max_tokens < *answer + *spread) {
-      return Fail(cmd, absl::InvalidArgumentError(
-                           "--max-tokens: the context leaves fewer than the longest answer"));
-    }
-    Recorder recorder;
-    loop::WorkerOptions wo;
-    wo.scheduler.kv_on_demand = run.on_demand;
-    wo.scheduler.max_batch_tokens = 0;
-    wo.max_queued_requests = static_cast<int32_t>(*requests);
-    auto worker = loop::Worker::Create(wo, std::move(b->runner), std::move(b->tokenizer),
-                                       b->config.eos_token_ids, &recorder, &recorder);
-    if (!worker.ok()) return Fail(cmd, worker.status());
-    // A short warm-up, so one-time costs stay out.
-    if (absl::Status st = RunRequests(**worker, 2, load.prompt_tokens, 4, id_range, 3); !st.ok()) {
-      return Fail(cmd, st);
-    }
-    auto r = RunLoad(**worker, recorder, run, capped, id_range);
+    auto r = MeasureRun(s, load, run, out);
     if (!r.ok()) return Fail(cmd, r.status());
     runs.push_back(*r);
   }

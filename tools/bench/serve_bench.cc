@@ -205,31 +205,9 @@ void StartNext(Level* level, int lane) {
   (new BenchCall(level, lane, i))->Start();
 }
 
-nlohmann::json RunLevel(const std::string& target, int concurrency, int requests, int channels,
-                        const llm::v1::GenerateRequest& base, const Workload* workload) {
-  Level level;
-  level.requests = requests;
-  level.base = base;
-  level.workload = workload;
-  level.conversations.resize(static_cast<size_t>(concurrency));
-  // Lanes share `channels` connections round-robin (1: every stream multiplexed on one
-  // connection, as a router does; = concurrency: independent clients).
-  for (int k = 0; k < std::max(1, std::min(channels, concurrency)); ++k) {
-    grpc::ChannelArguments args;
-    args.SetInt("llm.bench.channel", k);  // distinct connections, not one shared subchannel
-    level.stubs.push_back(llm::v1::Generation::NewStub(
-        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
-  }
-  level.active_lanes = concurrency;
-  const auto start = Clock::now();
-  for (int c = 0; c < concurrency; ++c) StartNext(&level, c);
-  {
-    std::unique_lock<std::mutex> lock(level.mu);
-    level.cv.wait(lock, [&] { return level.active_lanes == 0; });
-  }
-  std::vector<RequestSample>& samples = level.samples;
-  std::map<std::string, int>& errors = level.errors;
-  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+// A level's report: its samples' throughput and latency percentiles, and its errors by message.
+nlohmann::json Summarize(int concurrency, int requests, const std::vector<RequestSample>& samples,
+                         const std::map<std::string, int>& errors, double wall) {
   std::vector<double> ttft, tpot, e2e;
   int64_t tokens = 0;
   for (const auto& s : samples) {
@@ -259,6 +237,32 @@ nlohmann::json RunLevel(const std::string& target, int concurrency, int requests
           {"tpot_ms_p99", Percentile(tpot, 0.99)},
           {"e2e_ms_p50", Percentile(e2e, 0.5)},
           {"e2e_ms_p99", Percentile(e2e, 0.99)}};
+}
+
+nlohmann::json RunLevel(const std::string& target, int concurrency, int requests, int channels,
+                        const llm::v1::GenerateRequest& base, const Workload* workload) {
+  Level level;
+  level.requests = requests;
+  level.base = base;
+  level.workload = workload;
+  level.conversations.resize(static_cast<size_t>(concurrency));
+  // Lanes share `channels` connections round-robin (1: every stream multiplexed on one
+  // connection, as a router does; = concurrency: independent clients).
+  for (int k = 0; k < std::max(1, std::min(channels, concurrency)); ++k) {
+    grpc::ChannelArguments args;
+    args.SetInt("llm.bench.channel", k);  // distinct connections, not one shared subchannel
+    level.stubs.push_back(llm::v1::Generation::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
+  }
+  level.active_lanes = concurrency;
+  const auto start = Clock::now();
+  for (int c = 0; c < concurrency; ++c) StartNext(&level, c);
+  {
+    std::unique_lock<std::mutex> lock(level.mu);
+    level.cv.wait(lock, [&] { return level.active_lanes == 0; });
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  return Summarize(concurrency, requests, level.samples, level.errors, wall);
 }
 
 // ---- The OpenAI HTTP API ----
@@ -347,6 +351,29 @@ int Advance(HttpLane& lane) {
   }
 }
 
+// A lane's response ended (`state` 1) or failed (-1): its sample, or its error (and then its
+// connection is closed).
+void EndResponse(HttpLane& l, int state, int ep, std::vector<RequestSample>& samples,
+                 std::map<std::string, int>& errors) {
+  if (state == 1 && l.tokens >= 0) {
+    RequestSample s;
+    s.e2e_s = std::chrono::duration<double>(Clock::now() - l.t0).count();
+    s.tokens = l.tokens;
+    if (l.content_events > 0) s.ttft_s = std::chrono::duration<double>(l.first - l.t0).count();
+    if (l.tokens > 1 && l.content_events > 0) {
+      s.tpot_s = std::chrono::duration<double>(l.last - l.first).count() / (l.tokens - 1);
+    }
+    samples.push_back(s);
+  } else {
+    ++errors[state == 1 ? "no usage chunk"
+                        : absl::StrCat("HTTP ", l.status, " ",
+                                       l.in.substr(0, std::min<size_t>(l.in.size(), 300)))];
+    ::epoll_ctl(ep, EPOLL_CTL_DEL, l.fd, nullptr);
+    ::close(l.fd);
+    l.fd = -1;
+  }
+}
+
 nlohmann::json RunOpenAiLevel(const std::string& target, int concurrency, int requests,
                               const std::string& path, const std::string& body) {
   const std::string request =
@@ -403,23 +430,7 @@ nlohmann::json RunOpenAiLevel(const std::string& target, int concurrency, int re
       }
       if (state == 0) continue;
       --active;
-      if (state == 1 && l.tokens >= 0) {
-        RequestSample s;
-        s.e2e_s = std::chrono::duration<double>(Clock::now() - l.t0).count();
-        s.tokens = l.tokens;
-        if (l.content_events > 0) s.ttft_s = std::chrono::duration<double>(l.first - l.t0).count();
-        if (l.tokens > 1 && l.content_events > 0) {
-          s.tpot_s = std::chrono::duration<double>(l.last - l.first).count() / (l.tokens - 1);
-        }
-        samples.push_back(s);
-      } else {
-        ++errors[state == 1 ? "no usage chunk"
-                            : absl::StrCat("HTTP ", l.status, " ",
-                                           l.in.substr(0, std::min<size_t>(l.in.size(), 300)))];
-        ::epoll_ctl(ep, EPOLL_CTL_DEL, l.fd, nullptr);
-        ::close(l.fd);
-        l.fd = -1;
-      }
+      EndResponse(l, state, ep, samples, errors);
       start_next(i);
     }
   }
@@ -428,42 +439,23 @@ nlohmann::json RunOpenAiLevel(const std::string& target, int concurrency, int re
     if (l.fd >= 0) ::close(l.fd);
   }
   const double wall = std::chrono::duration<double>(Clock::now() - t_start).count();
-  std::vector<double> ttft, tpot, e2e;
-  int64_t tokens = 0;
-  for (const auto& s : samples) {
-    if (s.ttft_s >= 0) ttft.push_back(s.ttft_s * 1e3);
-    if (s.tpot_s >= 0) tpot.push_back(s.tpot_s * 1e3);
-    e2e.push_back(s.e2e_s * 1e3);
-    tokens += s.tokens;
-  }
-  int error_count = 0;
-  nlohmann::json error_list = nlohmann::json::object();
-  for (const auto& [what, n] : errors) {
-    error_list[what] = n;
-    error_count += n;
-  }
-  return {{"concurrency", concurrency},
-          {"requests", requests},
-          {"completed", samples.size()},
-          {"errors", error_count},
-          {"error_messages", error_list},
-          {"wall_s", wall},
-          {"output_tokens", tokens},
-          {"output_tokens_per_s", tokens / wall},
-          {"requests_per_s", samples.size() / wall},
-          {"ttft_ms_p50", Percentile(ttft, 0.5)},
-          {"ttft_ms_p99", Percentile(ttft, 0.99)},
-          {"tpot_ms_p50", Percentile(tpot, 0.5)},
-          {"tpot_ms_p99", Percentile(tpot, 0.99)},
-          {"e2e_ms_p50", Percentile(e2e, 0.5)},
-          {"e2e_ms_p99", Percentile(e2e, 0.99)}};
+  return Summarize(concurrency, requests, samples, errors, wall);
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct ServeBenchSettings {
+  std::string target, api, prompt;
+  std::string model;          // --api openai
+  std::string workload_spec;  // --workload as given
+  int64_t requests = 0, max_tokens = 0, channels = 0, rounds = 0;
+  double temperature = 0;
+  bool ignore_eos = false;
+  bool chat = true;         // --endpoint chat, else completions
+  std::vector<int> levels;  // --concurrency
+  Workload workload;
+};
 
-int RunServeBench(const std::vector<std::string>& args) {
-  const std::string cmd = "llm-bench serve";
-  FlagSet flags;
+void AddServeBenchFlags(FlagSet& flags) {
   flags
       .Value("target", "worker or router address, host:port (--api openai: the router's HTTP port)")
       .Value("api", "grpc (llm.v1.Generation) or openai (the router's HTTP API, streaming)", "grpc")
@@ -485,92 +477,139 @@ int RunServeBench(const std::vector<std::string>& args) {
              "its own; chat:T: conversations of T turns, each resending the history (token "
              "ids; grpc only); empty: --prompt for every request",
              "");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  if (absl::Status st = flags.Require({"target"}); !st.ok()) return Fail(cmd, st);
+}
+
+// --concurrency: a comma list of positive integers.
+absl::StatusOr<std::vector<int>> ParseLevels(const std::string& list) {
+  std::vector<int> levels;
+  for (const auto& part : absl::StrSplit(list, ',')) {
+    int c = 0;
+    if (!absl::SimpleAtoi(part, &c) || c < 1) {
+      return absl::InvalidArgumentError("--concurrency: '" + std::string(part) +
+                                        "' is not a positive integer");
+    }
+    levels.push_back(c);
+  }
+  return levels;
+}
+
+// --workload: empty, prefix:G:P (the G prefixes drawn here) or chat:T.
+absl::StatusOr<Workload> ParseWorkload(const std::string& w) {
+  Workload workload;
+  if (w.empty()) return workload;
+  int prefix_tokens = 0;
+  const std::vector<std::string> parts = absl::StrSplit(w, ':');
+  const bool chat = parts.size() == 2 && parts[0] == "chat" &&
+                    absl::SimpleAtoi(parts[1], &workload.turns) && workload.turns >= 1;
+  if (!chat &&
+      (parts.size() != 3 || parts[0] != "prefix" || !absl::SimpleAtoi(parts[1], &workload.groups) ||
+       !absl::SimpleAtoi(parts[2], &prefix_tokens) || workload.groups < 1 || prefix_tokens < 1)) {
+    return absl::InvalidArgumentError("--workload: '" + w + "' is not prefix:G:P or chat:T");
+  }
+  uint64_t x = 12345;
+  for (int g = 0; g < workload.groups; ++g) {
+    std::vector<int32_t> p;
+    for (int k = 0; k < prefix_tokens; ++k) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      p.push_back(3 + static_cast<int32_t>((x >> 33) % 500));
+    }
+    workload.prefixes.push_back(std::move(p));
+  }
+  return workload;
+}
+
+absl::StatusOr<ServeBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  if (absl::Status st = flags.Require({"target"}); !st.ok()) return st;
+  ServeBenchSettings s;
   auto requests = flags.GetInt("requests");
   auto max_tokens = flags.GetInt("max-tokens");
   auto temperature = flags.GetDouble("temperature");
   auto channels = flags.GetInt("channels");
-  if (!channels.ok()) return Fail(cmd, channels.status());
+  if (!channels.ok()) return channels.status();
   for (const auto* v : {&requests, &max_tokens}) {
-    if (!v->ok()) return Fail(cmd, v->status());
+    if (!v->ok()) return v->status();
   }
-  if (!temperature.ok()) return Fail(cmd, temperature.status());
-  std::vector<int> levels;
-  for (const auto& part : absl::StrSplit(flags.GetString("concurrency"), ',')) {
-    int c = 0;
-    if (!absl::SimpleAtoi(part, &c) || c < 1) {
-      return Fail(cmd, absl::InvalidArgumentError("--concurrency: '" + std::string(part) +
-                                                  "' is not a positive integer"));
-    }
-    levels.push_back(c);
-  }
-  llm::v1::GenerateRequest base;
-  base.set_text(flags.GetString("prompt"));
-  Workload workload;
-  if (const std::string w = flags.GetString("workload"); !w.empty()) {
-    int prefix_tokens = 0;
-    const std::vector<std::string> parts = absl::StrSplit(w, ':');
-    const bool chat = parts.size() == 2 && parts[0] == "chat" &&
-                      absl::SimpleAtoi(parts[1], &workload.turns) && workload.turns >= 1;
-    if (!chat &&
-        (parts.size() != 3 || parts[0] != "prefix" ||
-         !absl::SimpleAtoi(parts[1], &workload.groups) ||
-         !absl::SimpleAtoi(parts[2], &prefix_tokens) || workload.groups < 1 || prefix_tokens < 1)) {
-      return Fail(
-          cmd, absl::InvalidArgumentError("--workload: '" + w + "' is not prefix:G:P or chat:T"));
-    }
-    uint64_t x = 12345;
-    for (int g = 0; g < workload.groups; ++g) {
-      std::vector<int32_t> p;
-      for (int k = 0; k < prefix_tokens; ++k) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        p.push_back(3 + static_cast<int32_t>((x >> 33) % 500));
-      }
-      workload.prefixes.push_back(std::move(p));
-    }
-  }
-  base.set_max_tokens(static_cast<uint32_t>(*max_tokens));
-  base.mutable_sampling()->set_temperature(static_cast<float>(*temperature));
-  base.set_ignore_eos(flags.GetBool("ignore-eos"));
-  nlohmann::json results = nlohmann::json::array();
+  if (!temperature.ok()) return temperature.status();
+  s.requests = *requests;
+  s.max_tokens = *max_tokens;
+  s.temperature = *temperature;
+  s.channels = *channels;
+  auto levels = ParseLevels(flags.GetString("concurrency"));
+  if (!levels.ok()) return levels.status();
+  s.levels = *std::move(levels);
+  s.workload_spec = flags.GetString("workload");
+  auto workload = ParseWorkload(s.workload_spec);
+  if (!workload.ok()) return workload.status();
+  s.workload = *std::move(workload);
   auto rounds = flags.GetInt("rounds");
   if (!rounds.ok() || *rounds < 1) {
-    return Fail(cmd, rounds.ok() ? absl::InvalidArgumentError("--rounds: must be at least 1")
-                                 : rounds.status());
+    return rounds.ok() ? absl::InvalidArgumentError("--rounds: must be at least 1")
+                       : rounds.status();
   }
-  // Rounds interleave the levels (1, 8, 32, 1, 8, 32, ...) so that a noisy neighbour slows
-  // every level alike rather than one of them.
-  std::vector<std::vector<nlohmann::json>> by_level(levels.size());
-  const std::string api = flags.GetString("api");
-  if (api != "grpc" && api != "openai") {
-    return Fail(cmd, absl::InvalidArgumentError("--api: '" + api + "' is not grpc or openai"));
+  s.rounds = *rounds;
+  s.api = flags.GetString("api");
+  if (s.api != "grpc" && s.api != "openai") {
+    return absl::InvalidArgumentError("--api: '" + s.api + "' is not grpc or openai");
   }
-  const bool chat = flags.GetString("endpoint") == "chat";
-  if (!chat && flags.GetString("endpoint") != "completions") {
-    return Fail(cmd, absl::InvalidArgumentError("--endpoint: chat or completions"));
+  s.chat = flags.GetString("endpoint") == "chat";
+  if (!s.chat && flags.GetString("endpoint") != "completions") {
+    return absl::InvalidArgumentError("--endpoint: chat or completions");
   }
-  nlohmann::json http_body = {{"model", flags.GetString("model")},
-                              {"max_tokens", *max_tokens},
-                              {"temperature", *temperature},
-                              {"ignore_eos", flags.GetBool("ignore-eos")},
+  s.target = flags.GetString("target");
+  s.prompt = flags.GetString("prompt");
+  s.model = flags.GetString("model");
+  s.ignore_eos = flags.GetBool("ignore-eos");
+  return s;
+}
+
+// What every gRPC request starts from (the workload then sets its token ids).
+llm::v1::GenerateRequest BaseRequest(const ServeBenchSettings& s) {
+  llm::v1::GenerateRequest base;
+  base.set_text(s.prompt);
+  base.set_max_tokens(static_cast<uint32_t>(s.max_tokens));
+  base.mutable_sampling()->set_temperature(static_cast<float>(s.temperature));
+  base.set_ignore_eos(s.ignore_eos);
+  return base;
+}
+
+// The body of every --api openai request: streamed, with the usage chunk that counts tokens.
+std::string OpenAiBody(const ServeBenchSettings& s) {
+  nlohmann::json http_body = {{"model", s.model},
+                              {"max_tokens", s.max_tokens},
+                              {"temperature", s.temperature},
+                              {"ignore_eos", s.ignore_eos},
                               {"stream", true},
                               {"stream_options", {{"include_usage", true}}}};
-  if (chat) {
-    http_body["messages"] = {{{"role", "user"}, {"content", flags.GetString("prompt")}}};
+  if (s.chat) {
+    http_body["messages"] = {{{"role", "user"}, {"content", s.prompt}}};
   } else {
-    http_body["prompt"] = flags.GetString("prompt");
+    http_body["prompt"] = s.prompt;
   }
-  for (int64_t r = 0; r < *rounds; ++r) {
-    for (size_t l = 0; l < levels.size(); ++l) {
+  return http_body.dump();
+}
+
+// Every round of every level, by level. Rounds interleave the levels (1, 8, 32, 1, 8, 32, ...)
+// so that a noisy neighbour slows every level alike rather than one of them.
+std::vector<std::vector<nlohmann::json>> RunRounds(const ServeBenchSettings& s) {
+  std::vector<std::vector<nlohmann::json>> by_level(s.levels.size());
+  const llm::v1::GenerateRequest base = BaseRequest(s);
+  const std::string http_body = OpenAiBody(s);
+  const std::string path = s.chat ? "/v1/chat/completions" : "/v1/completions";
+  for (int64_t r = 0; r < s.rounds; ++r) {
+    for (size_t l = 0; l < s.levels.size(); ++l) {
       by_level[l].push_back(
-          api == "openai"
-              ? RunOpenAiLevel(flags.GetString("target"), levels[l], static_cast<int>(*requests),
-                               chat ? "/v1/chat/completions" : "/v1/completions", http_body.dump())
-              : RunLevel(flags.GetString("target"), levels[l], static_cast<int>(*requests),
-                         static_cast<int>(*channels), base, &workload));
+          s.api == "openai"
+              ? RunOpenAiLevel(s.target, s.levels[l], static_cast<int>(s.requests), path, http_body)
+              : RunLevel(s.target, s.levels[l], static_cast<int>(s.requests),
+                         static_cast<int>(s.channels), base, &s.workload));
     }
   }
+  return by_level;
+}
+
+// Per level, its median round by throughput, with every round's throughput.
+nlohmann::json MedianRounds(std::vector<std::vector<nlohmann::json>> by_level) {
+  nlohmann::json results = nlohmann::json::array();
   for (auto& runs : by_level) {
     std::vector<double> rates;
     for (const auto& run : runs) rates.push_back(run["output_tokens_per_s"].get<double>());
@@ -581,16 +620,17 @@ int RunServeBench(const std::vector<std::string>& args) {
     median["rounds_output_tokens_per_s"] = rates;
     results.push_back(median);
   }
-  nlohmann::json out = {{"benchmark", "serve"},
-                        {"api", api},
-                        {"workload", flags.GetString("workload")},
-                        {"target", flags.GetString("target")},
-                        {"prompt", flags.GetString("prompt")},
-                        {"max_tokens", *max_tokens},
-                        {"ignore_eos", flags.GetBool("ignore-eos")},
-                        {"channels", *channels},
-                        {"rounds", *rounds},
-                        {"results", results}};
+  return results;
+}
+
+// The run's settings, its levels' results and, with several levels, each one's throughput
+// against the first's.
+nlohmann::json Report(const ServeBenchSettings& s, const nlohmann::json& results) {
+  nlohmann::json out = {{"benchmark", "serve"},        {"api", s.api},
+                        {"workload", s.workload_spec}, {"target", s.target},
+                        {"prompt", s.prompt},          {"max_tokens", s.max_tokens},
+                        {"ignore_eos", s.ignore_eos},  {"channels", s.channels},
+                        {"rounds", s.rounds},          {"results", results}};
   if (results.size() > 1) {
     const double base_tps = results[0]["output_tokens_per_s"].get<double>();
     nlohmann::json ratios = nlohmann::json::object();
@@ -600,7 +640,21 @@ int RunServeBench(const std::vector<std::string>& args) {
     }
     out["throughput_vs_first_level"] = ratios;
   }
-  std::printf("%s\n", out.dump(2).c_str());
+  return out;
+}
+
+}  // namespace
+
+int RunServeBench(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-bench serve";
+  FlagSet flags;
+  AddServeBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  const ServeBenchSettings& s = *settings;
+  const nlohmann::json results = MedianRounds(RunRounds(s));
+  std::printf("%s\n", Report(s, results).dump(2).c_str());
   return 0;
 }
 

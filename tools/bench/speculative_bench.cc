@@ -134,6 +134,24 @@ struct RunSettings {
   std::string regex;         // a regex constraint on every request; empty: none
 };
 
+// With speculation on: where the adaptive policy settled, and what was proposed and accepted.
+void AddSpeculation(const engine::SpeculativeConfig& spec, const loop::EngineStats& stats,
+                    int concurrency, int64_t drafted, int64_t accepted, nlohmann::json& report) {
+  if (spec.enabled() && spec.adaptive) {
+    report["speculation_by_batch"] = SpeculationByBatch(stats.scheduler);
+    report["speculation_at_concurrency"] = SpeculationAt(stats.scheduler, concurrency);
+  }
+  if (spec.enabled()) {
+    const auto verifications = static_cast<double>(stats.spec_drafts);
+    report["draft_tokens"] = drafted;
+    report["accepted_tokens"] = accepted;
+    report["acceptance_rate"] = drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0;
+    report["verifications"] = stats.spec_drafts;
+    report["mean_acceptance_length"] =
+        verifications > 0 ? (verifications + static_cast<double>(accepted)) / verifications : 0.0;
+  }
+}
+
 // Runs every prompt `rounds` times, `concurrency` at a time, on a fresh backend with `spec`.
 // `oracle` (the oracle method): request i's oracle_ids.
 absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
@@ -195,27 +213,22 @@ absl::StatusOr<RunResult> RunWorkload(const backend::BackendOptions& base,
               {"tokens_per_second", tokens / seconds},
               {"steps", stats.steps}};
   AddDecodeSteps(recorder.TakeSteps(), run.concurrency, r.report);
-  if (spec.enabled() && spec.adaptive) {
-    r.report["speculation_by_batch"] = SpeculationByBatch(stats.scheduler);
-    r.report["speculation_at_concurrency"] = SpeculationAt(stats.scheduler, run.concurrency);
-  }
-  if (spec.enabled()) {
-    const auto verifications = static_cast<double>(stats.spec_drafts);
-    r.report["draft_tokens"] = drafted;
-    r.report["accepted_tokens"] = accepted;
-    r.report["acceptance_rate"] = drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0;
-    r.report["verifications"] = stats.spec_drafts;
-    r.report["mean_acceptance_length"] =
-        verifications > 0 ? (verifications + static_cast<double>(accepted)) / verifications : 0.0;
-  }
+  AddSpeculation(spec, stats, run.concurrency, drafted, accepted, r.report);
   return r;
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct SpeculativeBenchSettings {
+  backend::BackendOptions backend;  // without speculation: each run sets its own
+  engine::SpeculativeConfig spec;
+  std::string method;  // --method as given
+  std::string workloads;
+  int64_t concurrency = 0, max_tokens = 0;
+  double temperature = 0;
+  RunSettings run;
+};
 
-int RunSpeculativeBench(const std::vector<std::string>& args) {
-  const char* cmd = "llm-bench speculative";
-  FlagSet flags;
+void AddSpeculativeBenchFlags(FlagSet& flags) {
   flags.Value("model", "checkpoint directory or random:<shape>", "random:small")
       .Value("tokenizer", "tokenizer.json or its directory (default: the model's)", "")
       .Value("backend", "auto, cpu or cuda", "cpu")
@@ -245,84 +258,134 @@ int RunSpeculativeBench(const std::vector<std::string>& args) {
              "their verify rows masked along the proposals)",
              "0")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto num_tokens = flags.GetInt("num-tokens");
-  auto ngram_min = flags.GetInt("ngram-min");
-  auto ngram_max = flags.GetInt("ngram-max");
-  auto adaptive = flags.GetInt("adaptive");
-  auto rounds = flags.GetInt("rounds");
-  auto concurrency = flags.GetInt("concurrency");
-  auto max_tokens = flags.GetInt("max-tokens");
-  auto slots = flags.GetInt("slots");
-  auto threads = flags.GetInt("cpu-threads");
-  auto batch_invariant = flags.GetInt("batch-invariant");
-  auto temperature = flags.GetDouble("temperature");
-  auto speculate_constrained = flags.GetInt("speculate-constrained");
-  for (const auto* v : {&num_tokens, &ngram_min, &ngram_max, &adaptive, &rounds, &concurrency,
-                        &max_tokens, &slots, &threads, &batch_invariant, &speculate_constrained}) {
-    if (!v->ok()) return Fail(cmd, v->status());
+}
+
+// The integer flags, read in the order their errors are reported.
+struct IntFlags {
+  int64_t num_tokens = 0, ngram_min = 0, ngram_max = 0, adaptive = 0, rounds = 0;
+  int64_t concurrency = 0, max_tokens = 0, slots = 0, threads = 0, batch_invariant = 0;
+  int64_t speculate_constrained = 0;
+};
+
+absl::StatusOr<IntFlags> ReadIntFlags(const FlagSet& flags) {
+  IntFlags f;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"num-tokens", &f.num_tokens},
+                          {"ngram-min", &f.ngram_min},
+                          {"ngram-max", &f.ngram_max},
+                          {"adaptive", &f.adaptive},
+                          {"rounds", &f.rounds},
+                          {"concurrency", &f.concurrency},
+                          {"max-tokens", &f.max_tokens},
+                          {"slots", &f.slots},
+                          {"cpu-threads", &f.threads},
+                          {"batch-invariant", &f.batch_invariant},
+                          {"speculate-constrained", &f.speculate_constrained}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    *to = *v;
   }
-  if (!temperature.ok()) return Fail(cmd, temperature.status());
-  engine::SpeculativeConfig spec;
-  auto method = engine::ParseSpeculativeMethod(flags.GetString("method"));
-  if (!method.ok()) return Fail(cmd, method.status());
-  spec.method = *method;
-  spec.num_tokens = static_cast<int32_t>(*num_tokens);
-  spec.ngram_min = static_cast<int32_t>(*ngram_min);
-  spec.ngram_max = static_cast<int32_t>(*ngram_max);
-  spec.draft_model = flags.GetString("draft-model");
-  spec.adaptive = *adaptive != 0;
-  if (absl::Status st = spec.Validate(); !st.ok()) return Fail(cmd, st);
-  backend::BackendOptions bo;
+  return f;
+}
+
+absl::StatusOr<SpeculativeBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  auto ints = ReadIntFlags(flags);
+  if (!ints.ok()) return ints.status();
+  const IntFlags& f = *ints;
+  auto temperature = flags.GetDouble("temperature");
+  if (!temperature.ok()) return temperature.status();
+  SpeculativeBenchSettings s;
+  s.method = flags.GetString("method");
+  auto method = engine::ParseSpeculativeMethod(s.method);
+  if (!method.ok()) return method.status();
+  s.spec.method = *method;
+  s.spec.num_tokens = static_cast<int32_t>(f.num_tokens);
+  s.spec.ngram_min = static_cast<int32_t>(f.ngram_min);
+  s.spec.ngram_max = static_cast<int32_t>(f.ngram_max);
+  s.spec.draft_model = flags.GetString("draft-model");
+  s.spec.adaptive = f.adaptive != 0;
+  if (absl::Status st = s.spec.Validate(); !st.ok()) return st;
+  backend::BackendOptions& bo = s.backend;
   bo.model = flags.GetString("model");
   bo.tokenizer = flags.GetString("tokenizer");
   bo.backend = flags.GetString("backend");
-  bo.sizes.max_slots = static_cast<int32_t>(*slots);
-  bo.cpu_threads = static_cast<int>(*threads);
-  bo.cuda.batch_invariant = *batch_invariant != 0;
-  bo.cuda.speculate_constrained = *speculate_constrained != 0;
+  bo.sizes.max_slots = static_cast<int32_t>(f.slots);
+  bo.cpu_threads = static_cast<int>(f.threads);
+  bo.cuda.batch_invariant = f.batch_invariant != 0;
+  bo.cuda.speculate_constrained = f.speculate_constrained != 0;
+  s.workloads = flags.GetString("workloads");
+  s.concurrency = f.concurrency;
+  s.max_tokens = f.max_tokens;
+  s.temperature = *temperature;
+  s.run = RunSettings{static_cast<int>(f.rounds), static_cast<int>(f.concurrency),
+                      static_cast<int32_t>(f.max_tokens), static_cast<float>(*temperature),
+                      flags.GetString("regex")};
+  return s;
+}
 
+// The report's head: what was run, and how.
+nlohmann::json Describe(const SpeculativeBenchSettings& s) {
+  const backend::BackendOptions& bo = s.backend;
   nlohmann::json out = {{"benchmark", "speculative"},
                         {"model", bo.model},
-                        {"method", flags.GetString("method")},
-                        {"num_tokens", spec.num_tokens},
-                        {"adaptive", spec.adaptive},
+                        {"method", s.method},
+                        {"num_tokens", s.spec.num_tokens},
+                        {"adaptive", s.spec.adaptive},
                         {"backend", bo.backend},
                         {"batch_invariant", bo.cuda.batch_invariant},
-                        {"concurrency", *concurrency},
-                        {"max_tokens", *max_tokens}};
-  const RunSettings settings{static_cast<int>(*rounds), static_cast<int>(*concurrency),
-                             static_cast<int32_t>(*max_tokens), static_cast<float>(*temperature),
-                             flags.GetString("regex")};
-  if (!settings.regex.empty()) {
-    out["regex"] = settings.regex;
+                        {"concurrency", s.concurrency},
+                        {"max_tokens", s.max_tokens}};
+  if (!s.run.regex.empty()) {
+    out["regex"] = s.run.regex;
     // The CPU runner always speculates constrained requests.
     out["speculate_constrained"] = bo.backend != "cuda" || bo.cuda.speculate_constrained;
   }
-  if (spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = spec.draft_model;
-  if (spec.method == engine::SpeculativeMethod::kOracle) out["upper_bound"] = true;
-  const std::vector<std::string> workloads =
-      absl::StrSplit(flags.GetString("workloads"), ',', absl::SkipEmpty());
+  if (s.spec.method == engine::SpeculativeMethod::kDraft) out["draft_model"] = s.spec.draft_model;
+  if (s.spec.method == engine::SpeculativeMethod::kOracle) out["upper_bound"] = true;
+  return out;
+}
+
+// One workload's prompts without speculation, then with it (the oracle proposes the first
+// run's ids): both reports, the speedup and, when greedy, whether the ids agree.
+absl::StatusOr<nlohmann::json> CompareWorkload(const SpeculativeBenchSettings& s,
+                                               const std::vector<std::string>& prompts) {
+  auto off = RunWorkload(s.backend, engine::SpeculativeConfig(), prompts, s.run, nullptr);
+  if (!off.ok()) return off.status();
+  auto on = RunWorkload(s.backend, s.spec, prompts, s.run,
+                        s.spec.method == engine::SpeculativeMethod::kOracle ? &off->ids : nullptr);
+  if (!on.ok()) return on.status();
+  nlohmann::json w = {{"off", off->report}, {"on", on->report}};
+  w["speedup"] = on->report["tokens_per_second"].get<double>() /
+                 off->report["tokens_per_second"].get<double>();
+  if (s.temperature == 0) w["greedy_ids_identical"] = on->ids == off->ids;
+  return w;
+}
+
+// Every workload of --workloads in turn, each checked as its turn comes.
+absl::Status MeasureWorkloads(const SpeculativeBenchSettings& s, nlohmann::json& out) {
+  const std::vector<std::string> workloads = absl::StrSplit(s.workloads, ',', absl::SkipEmpty());
   for (const std::string& workload : workloads) {
     if (workload != "story" && workload != "repeat") {
-      return Fail(cmd, absl::InvalidArgumentError("--workloads: '" + workload +
-                                                  "' is not one of story, repeat"));
+      return absl::InvalidArgumentError("--workloads: '" + workload +
+                                        "' is not one of story, repeat");
     }
-    const std::vector<std::string> prompts = Prompts(workload);
-    auto run = [&](const engine::SpeculativeConfig& s,
-                   const std::vector<std::vector<int32_t>>* oracle) {
-      return RunWorkload(bo, s, prompts, settings, oracle);
-    };
-    auto off = run(engine::SpeculativeConfig(), nullptr);
-    if (!off.ok()) return Fail(cmd, off.status());
-    auto on = run(spec, spec.method == engine::SpeculativeMethod::kOracle ? &off->ids : nullptr);
-    if (!on.ok()) return Fail(cmd, on.status());
-    nlohmann::json w = {{"off", off->report}, {"on", on->report}};
-    w["speedup"] = on->report["tokens_per_second"].get<double>() /
-                   off->report["tokens_per_second"].get<double>();
-    if (*temperature == 0) w["greedy_ids_identical"] = on->ids == off->ids;
-    out[workload] = w;
+    auto w = CompareWorkload(s, Prompts(workload));
+    if (!w.ok()) return w.status();
+    out[workload] = *w;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunSpeculativeBench(const std::vector<std::string>& args) {
+  const char* cmd = "llm-bench speculative";
+  FlagSet flags;
+  AddSpeculativeBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  nlohmann::json out = Describe(*settings);
+  if (absl::Status st = MeasureWorkloads(*settings, out); !st.ok()) return Fail(cmd, st);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -200,11 +200,14 @@ absl::StatusOr<nlohmann::json> Throughput(const backend::BackendOptions& bo, int
   return out;
 }
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct StructuredBenchSettings {
+  std::string tokenizers, schemas, grammars, batches;
+  int64_t walks = 0, steps = 0, max_tokens = 0;
+  backend::BackendOptions backend;  // of the throughput runs; slots set per batch
+};
 
-int RunStructuredBench(const std::vector<std::string>& args) {
-  const char* cmd = "llm-bench structured";
-  FlagSet flags;
+void AddStructuredBenchFlags(FlagSet& flags) {
   flags
       .Value("tokenizers", "tokenizer directories, comma-separated",
              std::string(LLM_SHARED_DIR) + "/tokenizers/llama3," + LLM_SHARED_DIR +
@@ -220,27 +223,44 @@ int RunStructuredBench(const std::vector<std::string>& args) {
       .Value("batches", "concurrent requests of the throughput runs, comma-separated", "1,64")
       .Value("max-tokens", "output tokens per request of the throughput runs", "64")
       .Value("cpu-threads", "cpu: threads (0: all cores)", "0");
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto walks = flags.GetInt("walks");
-  auto steps = flags.GetInt("steps");
-  auto max_tokens = flags.GetInt("max-tokens");
-  auto threads = flags.GetInt("cpu-threads");
-  for (const auto* v : {&walks, &steps, &max_tokens, &threads}) {
-    if (!v->ok()) return Fail(cmd, v->status());
+}
+
+absl::StatusOr<StructuredBenchSettings> SettingsFromFlags(const FlagSet& flags) {
+  StructuredBenchSettings s;
+  int64_t threads = 0;
+  for (auto [name, to] : {std::pair<const char*, int64_t*>{"walks", &s.walks},
+                          {"steps", &s.steps},
+                          {"max-tokens", &s.max_tokens},
+                          {"cpu-threads", &threads}}) {
+    auto v = flags.GetInt(name);
+    if (!v.ok()) return v.status();
+    *to = *v;
   }
+  s.tokenizers = flags.GetString("tokenizers");
+  s.schemas = flags.GetString("schemas");
+  s.grammars = flags.GetString("grammars");
+  s.batches = flags.GetString("batches");
+  s.backend.model = flags.GetString("model");
+  s.backend.backend = flags.GetString("backend");
+  s.backend.cpu_threads = static_cast<int>(threads);
+  return s;
+}
+
+// The constraints to time: every schema of --schemas, then json_object, then every grammar of
+// --grammars.
+absl::StatusOr<std::vector<NamedSpec>> ReadSpecs(const StructuredBenchSettings& s) {
   std::vector<NamedSpec> specs;
   for (const char* flag : {"schemas", "grammars"}) {
-    std::ifstream f(flags.GetString(flag));
+    const std::string& path = flag == std::string("schemas") ? s.schemas : s.grammars;
+    std::ifstream f(path);
     const nlohmann::ordered_json list = nlohmann::ordered_json::parse(f, nullptr, false);
     if (!list.is_array()) {
-      return Fail(cmd, absl::InvalidArgumentError(std::string("--") + flag +
-                                                  ": not a JSON array: " + flags.GetString(flag)));
+      return absl::InvalidArgumentError(std::string("--") + flag + ": not a JSON array: " + path);
     }
     for (size_t i = 0; i < list.size(); ++i) {
       const bool schema = flag == std::string("schemas");
       if (!schema && !list[i].is_string()) {
-        return Fail(cmd,
-                    absl::InvalidArgumentError(absl::StrCat("--grammars[", i, "]: not a string")));
+        return absl::InvalidArgumentError(absl::StrCat("--grammars[", i, "]: not a string"));
       }
       specs.push_back(
           schema ? NamedSpec{std::to_string(i), {constraint::Kind::kJsonSchema, list[i].dump()}}
@@ -251,27 +271,33 @@ int RunStructuredBench(const std::vector<std::string>& args) {
       specs.push_back({"json_object", {constraint::Kind::kJsonObject, ""}});
     }
   }
-  nlohmann::json out = {{"benchmark", "structured"}};
+  return specs;
+}
+
+// 1. The mask times per tokenizer of --tokenizers.
+absl::StatusOr<nlohmann::json> MeasureMasks(const StructuredBenchSettings& s,
+                                            const std::vector<NamedSpec>& specs) {
   nlohmann::json masks = nlohmann::json::array();
-  const std::vector<std::string> dirs =
-      absl::StrSplit(flags.GetString("tokenizers"), ',', absl::SkipEmpty());
+  const std::vector<std::string> dirs = absl::StrSplit(s.tokenizers, ',', absl::SkipEmpty());
   for (const std::string& dir : dirs) {
-    auto m = MaskTimes(dir, specs, static_cast<int>(*walks), static_cast<int>(*steps));
-    if (!m.ok()) return Fail(cmd, m.status());
+    auto m = MaskTimes(dir, specs, static_cast<int>(s.walks), static_cast<int>(s.steps));
+    if (!m.ok()) return m.status();
     masks.push_back(*m);
   }
-  out["masks"] = masks;
-  backend::BackendOptions bo;
-  bo.model = flags.GetString("model");
-  bo.backend = flags.GetString("backend");
-  bo.cpu_threads = static_cast<int>(*threads);
+  return masks;
+}
+
+// 2. Per batch of --batches, the throughput without constraints and with json_object.
+absl::StatusOr<nlohmann::json> MeasureThroughput(const StructuredBenchSettings& s) {
+  backend::BackendOptions bo = s.backend;
+  const auto max_tokens = static_cast<int32_t>(s.max_tokens);
   nlohmann::json runs = nlohmann::json::array();
-  for (int32_t batch : ParsePositiveInts(flags.GetString("batches"))) {
+  for (int32_t batch : ParsePositiveInts(s.batches)) {
     bo.sizes.max_slots = batch;
-    auto plain = Throughput(bo, batch, static_cast<int32_t>(*max_tokens), false);
-    if (!plain.ok()) return Fail(cmd, plain.status());
-    auto constrained = Throughput(bo, batch, static_cast<int32_t>(*max_tokens), true);
-    if (!constrained.ok()) return Fail(cmd, constrained.status());
+    auto plain = Throughput(bo, batch, max_tokens, false);
+    if (!plain.ok()) return plain.status();
+    auto constrained = Throughput(bo, batch, max_tokens, true);
+    if (!constrained.ok()) return constrained.status();
     const double plain_tps = (*plain)["tokens_per_second"];
     const double constrained_tps = (*constrained)["tokens_per_second"];
     runs.push_back({{"batch", batch},
@@ -281,7 +307,27 @@ int RunStructuredBench(const std::vector<std::string>& args) {
                     {"unconstrained", *plain},
                     {"json_object", *constrained}});
   }
-  out["throughput"] = runs;
+  return runs;
+}
+
+}  // namespace
+
+int RunStructuredBench(const std::vector<std::string>& args) {
+  const char* cmd = "llm-bench structured";
+  FlagSet flags;
+  AddStructuredBenchFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  auto specs = ReadSpecs(*settings);
+  if (!specs.ok()) return Fail(cmd, specs.status());
+  nlohmann::json out = {{"benchmark", "structured"}};
+  auto masks = MeasureMasks(*settings, *specs);
+  if (!masks.ok()) return Fail(cmd, masks.status());
+  out["masks"] = *masks;
+  auto runs = MeasureThroughput(*settings);
+  if (!runs.ok()) return Fail(cmd, runs.status());
+  out["throughput"] = *runs;
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -69,11 +69,18 @@ class PrintingSink : public loop::StreamSink {
   bool done_ = false;
 };
 
-}  // namespace
+// The settings of one run, read from its flags once.
+struct GenerateSettings {
+  backend::BackendOptions backend;  // one slot, KV blocks for the context
+  sampling::SamplingParams sampling;
+  int64_t max_tokens = 0;
+  std::string prompt;
+  std::vector<std::string> stop;
+  std::vector<std::string> stop_ids;  // --stop-id as given, checked as the request is built
+  bool ignore_eos = false, no_special = false, print_ids = false;
+};
 
-int RunGenerate(const std::vector<std::string>& args) {
-  const std::string cmd = "llm-cli generate";
-  FlagSet flags;
+void AddGenerateFlags(FlagSet& flags) {
   flags.Value("model", "Hugging Face checkpoint directory, GGUF file, or random:<shape>[:<seed>]")
       .Value("tokenizer",
              "tokenizer.json (or its directory, or a GGUF file) instead of the model's")
@@ -89,37 +96,47 @@ int RunGenerate(const std::vector<std::string>& args) {
       .Bool("no-special", "do not add BOS to the prompt")
       .Bool("ids", "print {\"prompt_ids\":[...],\"generated_ids\":[...]} instead of text");
   AddSamplingFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  if (absl::Status st = flags.Require({"model", "prompt"}); !st.ok()) return Fail(cmd, st);
+}
 
-  auto sampling = ReadSamplingFlags(flags);
-  if (!sampling.ok()) return Fail(cmd, sampling.status());
-  auto max_tokens = flags.GetInt("max-tokens");
-  if (!max_tokens.ok()) return Fail(cmd, max_tokens.status());
-  auto threads = flags.GetInt("threads");
-  if (!threads.ok()) return Fail(cmd, threads.status());
-  if (*max_tokens < 1 || *max_tokens > (1 << 24)) {
-    return Fail(cmd, absl::InvalidArgumentError("--max-tokens: must be in [1, 16777216]"));
-  }
-
+// --max-context, checked against the model's positions (its config is read for that); 0 becomes
+// the model's, at most 4096.
+absl::StatusOr<int64_t> MaxContextFromFlags(const FlagSet& flags) {
   auto max_context = flags.GetInt("max-context");
-  if (!max_context.ok()) return Fail(cmd, max_context.status());
+  if (!max_context.ok()) return max_context.status();
   if (*max_context < 0 || *max_context > (1 << 24)) {
-    return Fail(cmd, absl::InvalidArgumentError("--max-context: must be in [0, 16777216]"));
+    return absl::InvalidArgumentError("--max-context: must be in [0, 16777216]");
   }
   auto source = model::ParseModelSource(flags.GetString("model"));
-  if (!source.ok()) return Fail(cmd, source.status());
+  if (!source.ok()) return source.status();
   auto config = model::LoadSourceConfig(*source);
-  if (!config.ok()) return Fail(cmd, config.status());
+  if (!config.ok()) return config.status();
   if (*max_context > config->max_position_embeddings) {
-    return Fail(cmd, absl::InvalidArgumentError(
-                         absl::StrCat("--max-context: ", *max_context, " is more than the model's ",
-                                      config->max_position_embeddings, " positions")));
+    return absl::InvalidArgumentError(absl::StrCat("--max-context: ", *max_context,
+                                                   " is more than the model's ",
+                                                   config->max_position_embeddings, " positions"));
   }
   if (*max_context == 0) *max_context = std::min<int64_t>(4096, config->max_position_embeddings);
+  return *max_context;
+}
 
+absl::StatusOr<GenerateSettings> SettingsFromFlags(const FlagSet& flags) {
+  if (absl::Status st = flags.Require({"model", "prompt"}); !st.ok()) return st;
+  GenerateSettings s;
+  auto sampling = ReadSamplingFlags(flags);
+  if (!sampling.ok()) return sampling.status();
+  s.sampling = *sampling;
+  auto max_tokens = flags.GetInt("max-tokens");
+  if (!max_tokens.ok()) return max_tokens.status();
+  auto threads = flags.GetInt("threads");
+  if (!threads.ok()) return threads.status();
+  if (*max_tokens < 1 || *max_tokens > (1 << 24)) {
+    return absl::InvalidArgumentError("--max-tokens: must be in [1, 16777216]");
+  }
+  s.max_tokens = *max_tokens;
+  auto max_context = MaxContextFromFlags(flags);
+  if (!max_context.ok()) return max_context.status();
   // The in-process engine with one slot: the same path a worker serves requests on.
-  backend::BackendOptions bo;
+  backend::BackendOptions& bo = s.backend;
   bo.model = flags.GetString("model");
   bo.tokenizer = flags.GetString("tokenizer");
   bo.backend = flags.GetString("backend");
@@ -129,40 +146,54 @@ int RunGenerate(const std::vector<std::string>& args) {
   bo.sizes.kv_blocks =
       static_cast<int32_t>((*max_context + bo.sizes.block_tokens - 1) / bo.sizes.block_tokens);
   bo.max_prefill_tokens = 4096;
-  auto backend = backend::CreateBackend(bo);
-  if (!backend.ok()) return Fail(cmd, backend.status());
+  s.prompt = flags.GetString("prompt");
+  s.stop = flags.GetAll("stop");
+  s.stop_ids = flags.GetAll("stop-id");
+  s.ignore_eos = flags.GetBool("ignore-eos");
+  s.no_special = flags.GetBool("no-special");
+  s.print_ids = flags.GetBool("ids");
+  return s;
+}
+
+// The worker on `b`'s runner and tokenizer; `b` must outlive it (its thread pool).
+absl::StatusOr<std::unique_ptr<loop::Worker>> MakeWorker(backend::Backend& b) {
   loop::WorkerOptions wo;
   wo.scheduler.max_batch_tokens = 4096;
   wo.scheduler.max_prefill_tokens = 4096;
   wo.tokenizer_threads = 1;
-  auto worker = loop::Worker::Create(wo, std::move(backend->runner), std::move(backend->tokenizer),
-                                     backend->config.eos_token_ids);
-  if (!worker.ok()) return Fail(cmd, worker.status());
+  return loop::Worker::Create(wo, std::move(b.runner), std::move(b.tokenizer),
+                              b.config.eos_token_ids);
+}
 
+absl::StatusOr<loop::GenerateSpec> MakeSpec(const GenerateSettings& s) {
   loop::GenerateSpec spec;
-  spec.text = flags.GetString("prompt");
-  spec.add_special_tokens = !flags.GetBool("no-special");
-  spec.max_tokens = static_cast<int32_t>(*max_tokens);
-  spec.sampling = *sampling;
-  spec.stop = flags.GetAll("stop");
-  spec.ignore_eos = flags.GetBool("ignore-eos");
-  for (const std::string& s : flags.GetAll("stop-id")) {
+  spec.text = s.prompt;
+  spec.add_special_tokens = !s.no_special;
+  spec.max_tokens = static_cast<int32_t>(s.max_tokens);
+  spec.sampling = s.sampling;
+  spec.stop = s.stop;
+  spec.ignore_eos = s.ignore_eos;
+  for (const std::string& id_text : s.stop_ids) {
     int32_t id = 0;
-    if (!absl::SimpleAtoi(s, &id)) {
-      return Fail(cmd, absl::InvalidArgumentError("--stop-id: '" + s + "' is not a token id"));
+    if (!absl::SimpleAtoi(id_text, &id)) {
+      return absl::InvalidArgumentError("--stop-id: '" + id_text + "' is not a token id");
     }
     spec.stop_token_ids.push_back(id);
   }
-  auto prompt_ids = (*worker)->Tokenize(spec.text, spec.add_special_tokens);
-  if (!prompt_ids.ok()) return Fail(cmd, prompt_ids.status());
+  return spec;
+}
 
-  const bool print_ids = flags.GetBool("ids");
-  auto sink = std::make_shared<PrintingSink>(!print_ids, spec.text);
-  if (auto key = (*worker)->Submit(std::move(spec), sink); !key.ok()) {
-    return Fail(cmd, key.status());
-  }
-  if (absl::Status st = sink->Wait(); !st.ok()) return Fail(cmd, st);
-  if (print_ids) {
+// Runs the request to its end, printing the prompt and the completion as it streams, or with
+// --ids both as ids once it ended.
+absl::Status Generate(const GenerateSettings& s, loop::Worker& worker) {
+  auto spec = MakeSpec(s);
+  if (!spec.ok()) return spec.status();
+  auto prompt_ids = worker.Tokenize(spec->text, spec->add_special_tokens);
+  if (!prompt_ids.ok()) return prompt_ids.status();
+  auto sink = std::make_shared<PrintingSink>(!s.print_ids, spec->text);
+  if (auto key = worker.Submit(*std::move(spec), sink); !key.ok()) return key.status();
+  if (absl::Status st = sink->Wait(); !st.ok()) return st;
+  if (s.print_ids) {
     nlohmann::ordered_json j;
     j["prompt_ids"] = *prompt_ids;
     j["generated_ids"] = sink->ids();
@@ -170,6 +201,24 @@ int RunGenerate(const std::vector<std::string>& args) {
   } else {
     std::printf("\n");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunGenerate(const std::vector<std::string>& args) {
+  const std::string cmd = "llm-cli generate";
+  FlagSet flags;
+  AddGenerateFlags(flags);
+  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
+  auto settings = SettingsFromFlags(flags);
+  if (!settings.ok()) return Fail(cmd, settings.status());
+  // Declared before the worker: the backend's thread pool must outlive the runner.
+  auto backend = backend::CreateBackend(settings->backend);
+  if (!backend.ok()) return Fail(cmd, backend.status());
+  auto worker = MakeWorker(*backend);
+  if (!worker.ok()) return Fail(cmd, worker.status());
+  if (absl::Status st = Generate(*settings, **worker); !st.ok()) return Fail(cmd, st);
   return 0;
 }
 
