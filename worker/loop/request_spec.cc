@@ -22,6 +22,71 @@ absl::Status CheckIds(const std::string& field, const std::vector<int32_t>& ids,
   return absl::OkStatus();
 }
 
+// The chat's messages: a conversation, each message with a role, every text valid UTF-8, the
+// texts within the prompt's bytes.
+absl::Status CheckChat(const nlohmann::ordered_json& m, const RequestLimits& l) {
+  if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
+  size_t bytes = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
+        m[i]["role"].get_ref<const std::string&>().empty()) {
+      return Invalid(absl::StrCat("chat.messages[", i, "].role"), "missing");
+    }
+    for (const auto& [key, value] : m[i].items()) {
+      if (!value.is_string()) continue;
+      const std::string& text = value.get_ref<const std::string&>();
+      bytes += text.size();
+      if (const size_t bad = FirstInvalidUtf8(text); bad != text.size()) {
+        return Invalid(absl::StrCat("chat.messages[", i, "].", key),
+                       absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
+      }
+    }
+  }
+  if (bytes > l.max_prompt_bytes) {
+    return Invalid("chat.messages",
+                   absl::StrCat(bytes, " bytes is more than the limit of ", l.max_prompt_bytes));
+  }
+  return absl::OkStatus();
+}
+
+// The prompt, whichever form it takes: chat messages, text or token ids.
+absl::Status CheckPrompt(const GenerateSpec& s, const RequestLimits& l) {
+  if (s.chat) return CheckChat(s.chat->messages, l);
+  if (!s.has_text) {
+    if (s.token_ids.empty()) return Invalid("token_ids", "the prompt is empty");
+    return CheckIds("token_ids.ids", s.token_ids, l.vocab_size);
+  }
+  if (s.text.empty()) return Invalid("text", "the prompt is empty");
+  if (s.text.size() > l.max_prompt_bytes) {
+    return Invalid("text", absl::StrCat(s.text.size(), " bytes is more than the limit of ",
+                                        l.max_prompt_bytes));
+  }
+  if (const size_t bad = FirstInvalidUtf8(s.text); bad != s.text.size()) {
+    return Invalid("text", absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Stop strings and stop ids: their counts, sizes and encodings.
+absl::Status CheckStops(const GenerateSpec& s, const RequestLimits& l) {
+  if (static_cast<int32_t>(s.stop.size()) > l.max_stop_strings) {
+    return Invalid("stop", absl::StrCat(s.stop.size(), " strings; at most ", l.max_stop_strings));
+  }
+  for (size_t i = 0; i < s.stop.size(); ++i) {
+    const std::string field = absl::StrCat("stop[", i, "]");
+    if (s.stop[i].empty()) return Invalid(field, "empty");
+    if (s.stop[i].size() > l.max_stop_string_bytes) {
+      return Invalid(field, absl::StrCat("longer than ", l.max_stop_string_bytes, " bytes"));
+    }
+    if (!IsValidUtf8(s.stop[i])) return Invalid(field, "not valid UTF-8");
+  }
+  if (static_cast<int32_t>(s.stop_token_ids.size()) > l.max_stop_token_ids) {
+    return Invalid("stop_token_ids",
+                   absl::StrCat(s.stop_token_ids.size(), " ids; at most ", l.max_stop_token_ids));
+  }
+  return CheckIds("stop_token_ids", s.stop_token_ids, l.vocab_size);
+}
+
 }  // namespace
 
 absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
@@ -39,42 +104,7 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
                    "a constrained output ends by a stop token, and the model has no EOS id: "
                    "name one");
   }
-  if (s.chat) {
-    const nlohmann::ordered_json& m = s.chat->messages;
-    if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
-    size_t bytes = 0;
-    for (size_t i = 0; i < m.size(); ++i) {
-      if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
-          m[i]["role"].get_ref<const std::string&>().empty()) {
-        return Invalid(absl::StrCat("chat.messages[", i, "].role"), "missing");
-      }
-      for (const auto& [key, value] : m[i].items()) {
-        if (!value.is_string()) continue;
-        const std::string& text = value.get_ref<const std::string&>();
-        bytes += text.size();
-        if (const size_t bad = FirstInvalidUtf8(text); bad != text.size()) {
-          return Invalid(absl::StrCat("chat.messages[", i, "].", key),
-                         absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
-        }
-      }
-    }
-    if (bytes > l.max_prompt_bytes) {
-      return Invalid("chat.messages",
-                     absl::StrCat(bytes, " bytes is more than the limit of ", l.max_prompt_bytes));
-    }
-  } else if (s.has_text) {
-    if (s.text.empty()) return Invalid("text", "the prompt is empty");
-    if (s.text.size() > l.max_prompt_bytes) {
-      return Invalid("text", absl::StrCat(s.text.size(), " bytes is more than the limit of ",
-                                          l.max_prompt_bytes));
-    }
-    if (const size_t bad = FirstInvalidUtf8(s.text); bad != s.text.size()) {
-      return Invalid("text", absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
-    }
-  } else {
-    if (s.token_ids.empty()) return Invalid("token_ids", "the prompt is empty");
-    if (absl::Status st = CheckIds("token_ids.ids", s.token_ids, l.vocab_size); !st.ok()) return st;
-  }
+  if (absl::Status st = CheckPrompt(s, l); !st.ok()) return st;
   if (s.max_tokens < 0) return Invalid("max_tokens", "must be >= 0");
   if (l.max_tokens_cap > 0 && s.max_tokens > l.max_tokens_cap) {
     return Invalid("max_tokens",
@@ -85,24 +115,7 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
                                               l.max_context, "-token context"));
   }
   if (absl::Status st = s.sampling.Validate(l.vocab_size); !st.ok()) return st;
-  if (static_cast<int32_t>(s.stop.size()) > l.max_stop_strings) {
-    return Invalid("stop", absl::StrCat(s.stop.size(), " strings; at most ", l.max_stop_strings));
-  }
-  for (size_t i = 0; i < s.stop.size(); ++i) {
-    const std::string field = absl::StrCat("stop[", i, "]");
-    if (s.stop[i].empty()) return Invalid(field, "empty");
-    if (s.stop[i].size() > l.max_stop_string_bytes) {
-      return Invalid(field, absl::StrCat("longer than ", l.max_stop_string_bytes, " bytes"));
-    }
-    if (!IsValidUtf8(s.stop[i])) return Invalid(field, "not valid UTF-8");
-  }
-  if (static_cast<int32_t>(s.stop_token_ids.size()) > l.max_stop_token_ids) {
-    return Invalid("stop_token_ids",
-                   absl::StrCat(s.stop_token_ids.size(), " ids; at most ", l.max_stop_token_ids));
-  }
-  if (absl::Status st = CheckIds("stop_token_ids", s.stop_token_ids, l.vocab_size); !st.ok()) {
-    return st;
-  }
+  if (absl::Status st = CheckStops(s, l); !st.ok()) return st;
   if (absl::Status st = CheckIds("oracle_ids", s.oracle_ids, l.vocab_size); !st.ok()) return st;
   if (s.logprobs < 0 || s.logprobs > l.max_logprobs) {
     return Invalid("logprobs", absl::StrCat(s.logprobs, " is outside [0, ", l.max_logprobs, "]"));
