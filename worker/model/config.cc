@@ -107,24 +107,8 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& s
   return rs;
 }
 
-}  // namespace
-
-absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& source) {
-  if (!j.is_object()) return absl::InvalidArgumentError(source + ": not a JSON object");
-  ModelConfig c;
-  const auto mt = j.find("model_type");
-  if (mt == j.end() || !mt->is_string()) return FieldError(source, "model_type", "missing");
-  c.model_type = mt->get<std::string>();
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
-      c.model_type != "qwen3") {
-    return FieldError(
-        source, "model_type",
-        absl::StrCat("'", c.model_type, "' is not supported (llama, mistral, qwen2, qwen3)"));
-  }
-  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
-    return FieldError(source, "hidden_act",
-                      absl::StrCat(j["hidden_act"].dump(), " is not supported (silu)"));
-  }
+// The attention's shape: the sizes, the heads (GQA), the head dimension.
+absl::Status ParseShape(const json& j, const std::string& source, ModelConfig& c) {
   LLM_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, source, "vocab_size", true, 0, 1));
   LLM_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, source, "hidden_size", true, 0, 1));
   LLM_ASSIGN_OR_RETURN(c.intermediate_size, GetInt(j, source, "intermediate_size", true, 0, 1));
@@ -146,13 +130,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.head_dim % 2 != 0) return FieldError(source, "head_dim", "must be even for RoPE");
-  LLM_ASSIGN_OR_RETURN(c.max_position_embeddings,
-                       GetInt(j, source, "max_position_embeddings", true, 0, 1));
-  LLM_ASSIGN_OR_RETURN(c.rms_norm_eps, GetDouble(j, source, "rms_norm_eps", 1e-6));
-  LLM_ASSIGN_OR_RETURN(c.rope_theta, GetDouble(j, source, "rope_theta", 10000.0));
-  LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source));
-  LLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
+  return absl::OkStatus();
+}
 
+// What the model type decides: biases, q/k norms, the sliding window.
+absl::Status ParseFamily(const json& j, const std::string& source, ModelConfig& c) {
   if (c.model_type == "qwen2" || c.model_type == "qwen3") {
     // Qwen2 always has q/k/v biases; Qwen3 has none (attention_bias false) and q/k norms.
     if (c.model_type == "qwen3") {
@@ -175,11 +157,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
     LLM_ASSIGN_OR_RETURN(c.sliding_window, GetInt(j, source, "sliding_window", false, 0, 0));
     if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;
   }
+  return absl::OkStatus();
+}
+
+// The special ids, inside the vocabulary.
+absl::Status ParseSpecialIds(const json& j, const std::string& source, ModelConfig& c) {
   LLM_ASSIGN_OR_RETURN(c.bos_token_id, GetInt(j, source, "bos_token_id", false, -1, 0));
   LLM_ASSIGN_OR_RETURN(c.eos_token_ids, GetIdList(j, source, "eos_token_id"));
-  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
-    c.torch_dtype = j["torch_dtype"].get<std::string>();
-  }
   for (int32_t id : c.eos_token_ids) {
     if (id >= c.vocab_size) {
       return FieldError(source, "eos_token_id", absl::StrCat(id, " is outside the vocabulary"));
@@ -188,6 +172,39 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
   if (c.bos_token_id >= c.vocab_size) {
     return FieldError(source, "bos_token_id", "outside the vocabulary");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& source) {
+  if (!j.is_object()) return absl::InvalidArgumentError(source + ": not a JSON object");
+  ModelConfig c;
+  const auto mt = j.find("model_type");
+  if (mt == j.end() || !mt->is_string()) return FieldError(source, "model_type", "missing");
+  c.model_type = mt->get<std::string>();
+  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
+      c.model_type != "qwen3") {
+    return FieldError(
+        source, "model_type",
+        absl::StrCat("'", c.model_type, "' is not supported (llama, mistral, qwen2, qwen3)"));
+  }
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
+    return FieldError(source, "hidden_act",
+                      absl::StrCat(j["hidden_act"].dump(), " is not supported (silu)"));
+  }
+  LLM_RETURN_IF_ERROR(ParseShape(j, source, c));
+  LLM_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                       GetInt(j, source, "max_position_embeddings", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(c.rms_norm_eps, GetDouble(j, source, "rms_norm_eps", 1e-6));
+  LLM_ASSIGN_OR_RETURN(c.rope_theta, GetDouble(j, source, "rope_theta", 10000.0));
+  LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source));
+  LLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
+  LLM_RETURN_IF_ERROR(ParseFamily(j, source, c));
+  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
+    c.torch_dtype = j["torch_dtype"].get<std::string>();
+  }
+  LLM_RETURN_IF_ERROR(ParseSpecialIds(j, source, c));
   return c;
 }
 
