@@ -115,9 +115,8 @@ void FillMerges(Vocab& v) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSpec& spec) {
+// The special tokens: BOS, the EOS ids (the first <|end_of_text|>), then the spec's extras.
+std::vector<std::pair<int32_t, std::string>> SpecialTokens(const ByteLevelTokenizerSpec& spec) {
   std::vector<std::pair<int32_t, std::string>> specials;
   if (spec.bos_id >= 0) specials.emplace_back(spec.bos_id, "<|begin_of_text|>");
   for (size_t i = 0; i < spec.eos_ids.size(); ++i) {
@@ -125,7 +124,13 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
                           i == 0 ? "<|end_of_text|>" : absl::StrCat("<|eot_", i, "|>"));
   }
   specials.insert(specials.end(), spec.extra_specials.begin(), spec.extra_specials.end());
-  Vocab v;
+  return specials;
+}
+
+// The vocabulary: the specials' ids reserved, the 256 bytes at the lowest ids left, then merges
+// learnt from the training text and made up until every id has a token.
+absl::Status BuildVocab(const ByteLevelTokenizerSpec& spec,
+                        const std::vector<std::pair<int32_t, std::string>>& specials, Vocab& v) {
   v.tokens.assign(spec.vocab_size, "");
   for (const auto& [id, name] : specials) {
     if (id < 0 || id >= spec.vocab_size) {
@@ -137,7 +142,6 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
   if (spec.vocab_size <= 256 + static_cast<int32_t>(v.reserved.size())) {
     return absl::InvalidArgumentError("vocab_size too small for a byte-level tokenizer");
   }
-  // The 256 bytes take the lowest ids the special tokens leave free.
   v.next_free = -1;
   v.Advance();
   for (int b = 0; b < 256; ++b) {
@@ -151,7 +155,11 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
   LLM_RETURN_IF_ERROR(LearnMerges(spec.training_text, v));
   FillMerges(v);
   if (!v.full()) return absl::InternalError("could not fill the vocabulary");
+  return absl::OkStatus();
+}
 
+// tokenizer.json's "model": a BPE of the vocabulary (specials left to added_tokens) and merges.
+json BpeModelJson(const ByteLevelTokenizerSpec& spec, const Vocab& v) {
   json model;
   model["type"] = "BPE";
   model["dropout"] = nullptr;
@@ -169,7 +177,29 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
   json merges = json::array();
   for (const auto& [a, b] : v.merges) merges.push_back(json::array({v.tokens[a], v.tokens[b]}));
   model["merges"] = std::move(merges);
+  return model;
+}
 
+// The post-processor: BOS before each sequence where there is one, else none.
+json PostProcessorJson(int32_t bos_id) {
+  if (bos_id < 0) return nullptr;
+  return {
+      {"type", "TemplateProcessing"},
+      {"single",
+       {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"pair",
+       {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+        {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 1}}}},
+        {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+      {"special_tokens",
+       {{"<|begin_of_text|>",
+         {{"id", "<|begin_of_text|>"}, {"ids", {bos_id}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+}
+
+json TokenizerJson(const ByteLevelTokenizerSpec& spec,
+                   const std::vector<std::pair<int32_t, std::string>>& specials, json model) {
   json added = json::array();
   for (const auto& [id, name] : specials) {
     added.push_back({{"id", id},
@@ -196,30 +226,16 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
                              {"add_prefix_space", false},
                              {"trim_offsets", true},
                              {"use_regex", false}}}}};
-  if (spec.bos_id >= 0) {
-    tok["post_processor"] = {{"type", "TemplateProcessing"},
-                             {"single",
-                              {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
-                               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-                             {"pair",
-                              {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
-                               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                               {{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 1}}}},
-                               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-                             {"special_tokens",
-                              {{"<|begin_of_text|>",
-                                {{"id", "<|begin_of_text|>"},
-                                 {"ids", {spec.bos_id}},
-                                 {"tokens", {"<|begin_of_text|>"}}}}}}};
-  } else {
-    tok["post_processor"] = nullptr;
-  }
+  tok["post_processor"] = PostProcessorJson(spec.bos_id);
   tok["decoder"] = {{"type", "ByteLevel"},
                     {"add_prefix_space", true},
                     {"trim_offsets", true},
                     {"use_regex", true}};
   tok["model"] = std::move(model);
+  return tok;
+}
 
+json TokenizerConfigJson(const ByteLevelTokenizerSpec& spec) {
   json config;
   config["tokenizer_class"] = "PreTrainedTokenizerFast";
   config["add_bos_token"] = spec.bos_id >= 0;
@@ -228,10 +244,19 @@ absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSp
   if (!spec.eos_ids.empty()) config["eos_token"] = "<|end_of_text|>";
   config["clean_up_tokenization_spaces"] = false;
   config["model_max_length"] = 1000000;
+  return config;
+}
 
+}  // namespace
+
+absl::StatusOr<TokenizerFiles> MakeByteLevelTokenizer(const ByteLevelTokenizerSpec& spec) {
+  const std::vector<std::pair<int32_t, std::string>> specials = SpecialTokens(spec);
+  Vocab v;
+  LLM_RETURN_IF_ERROR(BuildVocab(spec, specials, v));
+  const json tok = TokenizerJson(spec, specials, BpeModelJson(spec, v));
   TokenizerFiles files;
   files.tokenizer_json = tok.dump(1, ' ', false, json::error_handler_t::strict);
-  files.tokenizer_config_json = config.dump(2);
+  files.tokenizer_config_json = TokenizerConfigJson(spec).dump(2);
   return files;
 }
 
