@@ -478,6 +478,15 @@ TEST(JinjaTest, BuiltValuesAreBoundedBeforeTheyAreBuilt) {
     const absl::Status st = Error(huge);
     EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << huge << ": " << st;
   }
+  // A field index past 64 bits is Python's ValueError (std::stoul threw out of the render).
+  EXPECT_THAT(Error("{{ '{99999999999999999999999}'.format(1) }}").message(),
+              HasSubstr("Too many decimal digits in format string"));
+  // Below that bound an index is an index, leading zeros and all, as in Python.
+  EXPECT_EQ(Render("{{ '{0000000000000000000000}'.format(1) }}"), "1");
+  EXPECT_THAT(Error("{{ '{9223372036854775807}'.format(1) }}").message(),
+              HasSubstr("no argument for"));
+  EXPECT_THAT(Error("{{ '{9223372036854775808}'.format(1) }}").message(),
+              HasSubstr("Too many decimal digits"));
   // Integers past 64 bits: a literal, and negating the least.
   EXPECT_THAT(Error("{{ 9223372036854775808 }}").message(), HasSubstr("does not fit in 64 bits"));
   EXPECT_THAT(Error("{{ -(-9223372036854775807 - 1) }}").message(), HasSubstr("integer overflow"));

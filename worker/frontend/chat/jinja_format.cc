@@ -3,8 +3,10 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace llm::frontend::jinja {
 
@@ -163,6 +165,121 @@ absl::StatusOr<std::string> PercentFormat(const std::string& format, const Value
   return out;
 }
 
+namespace {
+
+// A replacement field "{field!conversion:spec}", split.
+struct ReplacementField {
+  std::string field, conversion, spec;
+};
+
+ReplacementField SplitField(const std::string& inner) {
+  ReplacementField r;
+  const size_t colon = inner.find(':');
+  const size_t bang = inner.find('!');
+  r.field = inner.substr(0, std::min(colon, bang));
+  if (bang < colon) r.conversion = inner.substr(bang + 1, colon - bang - 1);
+  if (colon != std::string::npos) r.spec = inner.substr(colon + 1);
+  return r;
+}
+
+// The argument `field` names: the next positional one ("{}"), the one at an index (its leading
+// digits), or a keyword's; null when there is none.
+absl::StatusOr<const Value*> FieldArgument(const std::string& field, const Args& args,
+                                           size_t& auto_index) {
+  if (field.empty()) return auto_index < args.pos.size() ? &args.pos[auto_index++] : nullptr;
+  if (std::isdigit(static_cast<unsigned char>(field[0]))) {
+    // Python's index: an error only past its largest index (2^63 - 1), leading zeros or not.
+    constexpr uint64_t kMaxIndex = std::numeric_limits<int64_t>::max();
+    uint64_t k = 0;
+    for (size_t i = 0; i < field.size() && std::isdigit(static_cast<unsigned char>(field[i]));
+         ++i) {
+      const auto digit = static_cast<uint64_t>(field[i] - '0');
+      if (k > (kMaxIndex - digit) / 10) return Error("Too many decimal digits in format string");
+      k = k * 10 + digit;
+    }
+    return k < args.pos.size() ? &args.pos[k] : nullptr;
+  }
+  const Value* v = nullptr;
+  for (const auto& [name, x] : args.kw) {
+    if (name == field) v = &x;
+  }
+  return v;
+}
+
+// A format spec: [[fill]align][sign][0][width][.precision][type].
+struct FormatSpec {
+  char fill = ' ', align = 0;
+  std::string flags;
+  int width = 0, precision = -1;
+  char type = 0;
+};
+
+// Digits at spec[p...] as an int; RESOURCE_EXHAUSTED naming `what` past kMaxBuiltBytes.
+absl::StatusOr<int> SpecNumber(const std::string& spec, size_t& p, const char* what) {
+  int n = 0;
+  while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
+    n = n * 10 + (spec[p++] - '0');
+    if (n > static_cast<int>(kMaxBuiltBytes)) return TooLong(what);
+  }
+  return n;
+}
+
+absl::StatusOr<FormatSpec> ParseFormatSpec(const std::string& spec) {
+  FormatSpec fs;
+  size_t p = 0;
+  const auto is_align = [](char a) { return a == '<' || a == '>' || a == '^' || a == '='; };
+  if (spec.size() >= 2 && is_align(spec[1])) {
+    fs.fill = spec[0];
+    fs.align = spec[1];
+    p = 2;
+  } else if (!spec.empty() && is_align(spec[0])) {
+    fs.align = spec[0];
+    p = 1;
+  }
+  if (p < spec.size() && (spec[p] == '+' || spec[p] == '-' || spec[p] == ' ')) {
+    if (spec[p] != '-') fs.flags += spec[p];
+    ++p;
+  }
+  if (p < spec.size() && spec[p] == '0') {
+    if (fs.align == 0) {
+      fs.fill = '0';
+      fs.align = '=';
+    }
+    ++p;
+  }
+  LLM_ASSIGN_OR_RETURN(fs.width, SpecNumber(spec, p, "a format width"));
+  if (p < spec.size() && spec[p] == '.') {
+    ++p;
+    LLM_ASSIGN_OR_RETURN(fs.precision, SpecNumber(spec, p, "a format precision"));
+  }
+  fs.type = p < spec.size() ? spec[p++] : 0;
+  if (p != spec.size()) return Error(absl::StrCat("Invalid format specifier '", spec, "'"));
+  return fs;
+}
+
+// `v` converted ("r": repr) and formatted by `fs`, padded to its width.
+absl::StatusOr<std::string> FormatField(const Value& v, const std::string& conversion,
+                                        FormatSpec fs) {
+  std::string s;
+  if (conversion == "r") {
+    s = Repr(v);
+  } else if (fs.type == 0 && v.kind == K::kFloat && fs.precision >= 0) {
+    fs.type = 'g';
+  }
+  if (s.empty() && (fs.type == 0 || fs.type == 's')) {
+    s = conversion == "r" ? Repr(v) : ToStr(v);
+    if (fs.precision >= 0 && fs.type == 's') {
+      LLM_ASSIGN_OR_RETURN(s, Convert(Value::Str(s), 's', "", 0, fs.precision));
+    }
+  } else if (s.empty()) {
+    LLM_ASSIGN_OR_RETURN(s, Number(v, fs.type == 'n' ? 'd' : fs.type, fs.flags, fs.precision));
+  }
+  if (fs.align == 0) fs.align = (v.is_number() && conversion.empty()) ? '>' : '<';
+  return Pad(s, static_cast<size_t>(fs.width), fs.align, fs.fill);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> StrFormat(const std::string& f, const Args& args) {
   std::string out;
   size_t auto_index = 0;
@@ -180,85 +297,13 @@ absl::StatusOr<std::string> StrFormat(const std::string& f, const Args& args) {
     }
     const size_t close = f.find('}', i);
     if (close == std::string::npos) return Error("Single '{' encountered in format string");
-    const std::string inner = f.substr(i + 1, close - i - 1);
+    const ReplacementField r = SplitField(f.substr(i + 1, close - i - 1));
     i = close;
-    const size_t colon = inner.find(':');
-    std::string field = inner.substr(0, std::min(colon, inner.find('!')));
-    const std::string conversion =
-        inner.find('!') < colon ? inner.substr(inner.find('!') + 1, colon - inner.find('!') - 1)
-                                : "";
-    const std::string spec = colon == std::string::npos ? "" : inner.substr(colon + 1);
-    const Value* v = nullptr;
-    if (field.empty()) {
-      if (auto_index < args.pos.size()) v = &args.pos[auto_index++];
-    } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-      const size_t k = std::stoul(field);
-      if (k < args.pos.size()) v = &args.pos[k];
-    } else {
-      for (const auto& [name, x] : args.kw) {
-        if (name == field) v = &x;
-      }
-    }
-    if (v == nullptr) return Error(absl::StrCat("format: no argument for '{", field, "}'"));
-    // [[fill]align][sign][0][width][,][.precision][type]
-    size_t p = 0;
-    char fill = ' ', align = 0;
-    const auto is_align = [](char a) { return a == '<' || a == '>' || a == '^' || a == '='; };
-    if (spec.size() >= 2 && is_align(spec[1])) {
-      fill = spec[0];
-      align = spec[1];
-      p = 2;
-    } else if (!spec.empty() && is_align(spec[0])) {
-      align = spec[0];
-      p = 1;
-    }
-    std::string flags;
-    if (p < spec.size() && (spec[p] == '+' || spec[p] == '-' || spec[p] == ' ')) {
-      if (spec[p] != '-') flags += spec[p];
-      ++p;
-    }
-    if (p < spec.size() && spec[p] == '0') {
-      if (align == 0) {
-        fill = '0';
-        align = '=';
-      }
-      ++p;
-    }
-    int width = 0, precision = -1;
-    while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
-      width = width * 10 + (spec[p++] - '0');
-      if (width > static_cast<int>(kMaxBuiltBytes)) return TooLong("a format width");
-    }
-    if (p < spec.size() && spec[p] == '.') {
-      precision = 0;
-      ++p;
-      while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
-        precision = precision * 10 + (spec[p++] - '0');
-        if (precision > static_cast<int>(kMaxBuiltBytes)) return TooLong("a format precision");
-      }
-    }
-    char type = p < spec.size() ? spec[p++] : 0;
-    if (p != spec.size()) return Error(absl::StrCat("Invalid format specifier '", spec, "'"));
-    std::string s;
-    if (conversion == "r") {
-      s = Repr(*v);
-    } else if (type == 0 && v->kind == K::kFloat && precision >= 0) {
-      type = 'g';
-    }
-    if (s.empty() && (type == 0 || type == 's')) {
-      s = conversion == "r" ? Repr(*v) : ToStr(*v);
-      if (precision >= 0 && type == 's') {
-        auto r = Convert(Value::Str(s), 's', "", 0, precision);
-        if (!r.ok()) return r.status();
-        s = *r;
-      }
-    } else if (s.empty()) {
-      auto n = Number(*v, type == 'n' ? 'd' : type, flags, precision);
-      if (!n.ok()) return n.status();
-      s = *std::move(n);
-    }
-    if (align == 0) align = (v->is_number() && conversion.empty()) ? '>' : '<';
-    out += Pad(s, static_cast<size_t>(width), align, fill);
+    LLM_ASSIGN_OR_RETURN(const Value* v, FieldArgument(r.field, args, auto_index));
+    if (v == nullptr) return Error(absl::StrCat("format: no argument for '{", r.field, "}'"));
+    LLM_ASSIGN_OR_RETURN(const FormatSpec fs, ParseFormatSpec(r.spec));
+    LLM_ASSIGN_OR_RETURN(std::string s, FormatField(*v, r.conversion, fs));
+    out += s;
   }
   return out;
 }
