@@ -66,15 +66,12 @@ std::unique_ptr<RouterProcess> RouterProcess::Start(const std::string& workers,
 }
 
 bool RouterProcess::WaitReady(int n, int timeout_ms) const {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < until) {
-    if (MetricValue(HttpGet(metrics_port(), "/metrics"), "llm_router_workers{state=\"ready\"}") >=
-        n) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
+  return WaitFor(
+      [&] {
+        return MetricValue(HttpGet(metrics_port(), "/metrics"),
+                           "llm_router_workers{state=\"ready\"}") >= n;
+      },
+      std::chrono::milliseconds(timeout_ms));
 }
 
 namespace {
@@ -175,6 +172,7 @@ GenerateResult Generate(llm::v1::Generation::Stub& stub, const llm::v1::Generate
   auto reader = stub.Generate(&ctx, request);
   llm::v1::GenerateResponse resp;
   for (;;) {
+    // A deliberate duration: the slow reader the caller asked for.
     if (read_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(read_delay_ms));
     if (!reader->Read(&resp)) break;
     ++r.messages;

@@ -39,22 +39,31 @@ def check(cond, msg):
     print(f"ok: {msg}")
 
 
+def wait_for(done, timeout_s):
+    """Calls `done` every 50 ms until it returns true (True) or `timeout_s` seconds pass (False)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 class Proc:
     def __init__(self, argv, ready, tmp, name):
         self.log_path = os.path.join(tmp, name + ".log")
         self.log = open(self.log_path, "w+")
         self.p = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            text = open(self.log_path).read()
-            m = re.search(ready, text)
-            if m:
-                self.match = m
-                return
-            if self.p.poll() is not None:
-                fail(f"{name} exited: {text[-2000:]}")
-            time.sleep(0.05)
-        fail(f"{name} did not start: {open(self.log_path).read()[-2000:]}")
+
+        def ready_or_exited():
+            # The log is read before the exit is checked, so a line printed just before an
+            # exit is still found.
+            self.match = re.search(ready, open(self.log_path).read())
+            return self.match is not None or self.p.poll() is not None
+        if not wait_for(ready_or_exited, 60):
+            fail(f"{name} did not start: {open(self.log_path).read()[-2000:]}")
+        if self.match is None:
+            fail(f"{name} exited: {open(self.log_path).read()[-2000:]}")
 
     def stop(self):
         if self.p.poll() is None:
@@ -114,11 +123,9 @@ def main():
                  r"routing on port (\d+), metrics on port (\d+), http on port (\d+)", tmp, "router")
         procs.append(r)
         grpc_port, router_metrics, http_port = (int(g) for g in r.match.groups())
-        deadline = time.time() + 30
-        while (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) < 2:
-            if time.time() > deadline:
-                fail("the router never saw two ready workers")
-            time.sleep(0.05)
+        ready = 'llm_router_workers{state="ready"}'
+        if not wait_for(lambda: (metric(router_metrics, ready) or 0) >= 2, 30):
+            fail("the router never saw two ready workers")
 
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{http_port}/v1", api_key=TOKEN,
                                max_retries=0, timeout=60)
@@ -223,11 +230,10 @@ def main():
                 check(first.startswith("data: {"), "the abandoned stream had started")
                 running = sum(metric(m, "llm_num_requests_running") or 0 for _, m in workers)
                 check(running == 1, f"it is running at a worker ({running}) when the client leaves")
-        deadline = time.time() + 10
-        while sum(metric(m, "llm_num_requests_running") or 0 for _, m in workers) != 0:
-            if time.time() > deadline:
-                fail("a request is still running at a worker after its client left")
-            time.sleep(0.05)
+        if not wait_for(
+                lambda: sum(metric(m, "llm_num_requests_running") or 0 for _, m in workers) == 0,
+                10):
+            fail("a request is still running at a worker after its client left")
         check(True, "after the client left, 0 requests run at the workers")
 
         # Bad fields: 400 naming the parameter.

@@ -12,12 +12,11 @@ says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
 import argparse
 import os
 import sys
-import time
 
 import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir  # noqa: E402
+from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir, wait_for  # noqa: E402
 
 NAME = "SmolLM2-135M-Instruct.Q4_1"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -35,11 +34,9 @@ def start(args, tmp):
                   r"routing on port (\d+), metrics on port (\d+), http on port (\d+)", tmp,
                   "router")
     _, router_metrics, http_port = (int(g) for g in router.match.groups())
-    deadline = time.time() + 30
-    while (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) < 1:
-        if time.time() > deadline:
-            fail("the router never saw the worker ready")
-        time.sleep(0.05)
+    if not wait_for(
+            lambda: (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) >= 1, 30):
+        fail("the router never saw the worker ready")
     return [worker, router], http_port
 
 

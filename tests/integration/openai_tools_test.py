@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Literal
 
 import jsonschema
@@ -29,7 +28,7 @@ import openai
 import pydantic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir  # noqa: E402
+from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir, wait_for  # noqa: E402
 
 
 class GetWeather(pydantic.BaseModel):
@@ -121,11 +120,9 @@ def serve(args, template, tmp, procs):
              f"router-{template}")
     procs.append(r)
     _, router_metrics, http_port = (int(g) for g in r.match.groups())
-    deadline = time.time() + 30
-    while (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) < 1:
-        if time.time() > deadline:
-            fail("the router never saw the worker ready")
-        time.sleep(0.05)
+    if not wait_for(
+            lambda: (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) >= 1, 30):
+        fail("the router never saw the worker ready")
     return openai.OpenAI(base_url=f"http://127.0.0.1:{http_port}/v1", api_key=TOKEN,
                          max_retries=0, timeout=120)
 

@@ -18,13 +18,13 @@ Exits 1 on the first failed check, saying which.
 import concurrent.futures
 import os
 import sys
-import time
 
 import httpx
 import openai
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from openai_sdk_test import TOKEN, Proc, check, fail, metric, parse_args, token_dir  # noqa: E402
+from openai_sdk_test import (  # noqa: E402
+    TOKEN, Proc, check, fail, metric, parse_args, token_dir, wait_for)
 
 PROMPT = "Once upon a time there was a"
 
@@ -49,11 +49,9 @@ def start_cluster(args, tmp):
              r"routing on port (\d+), metrics on port (\d+), http on port (\d+)", tmp, "router")
     procs.append(r)
     _, router_metrics, http_port = (int(g) for g in r.match.groups())
-    deadline = time.time() + 30
-    while (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) < 2:
-        if time.time() > deadline:
-            fail("the router never saw two ready workers")
-        time.sleep(0.05)
+    if not wait_for(
+            lambda: (metric(router_metrics, 'llm_router_workers{state="ready"}') or 0) >= 2, 30):
+        fail("the router never saw two ready workers")
     return procs, http_port, {name: m for name, (_, m) in ports.items()}
 
 
@@ -139,12 +137,10 @@ def main():
         check(True, "200 interleaved calls each answered by the model they named")
 
         # 100 calls per model, plus the 2 that measured each tokenizer.
-        deadline = time.time() + 10
-        while (finished(worker_metrics["tiny"]), finished(worker_metrics["rand"])) != (102, 102):
-            if time.time() > deadline:
-                fail(f"finished per worker: tiny {finished(worker_metrics['tiny'])}, "
-                     f"rand {finished(worker_metrics['rand'])} (102 each expected)")
-            time.sleep(0.05)
+        if not wait_for(lambda: (finished(worker_metrics["tiny"]),
+                                 finished(worker_metrics["rand"])) == (102, 102), 10):
+            fail(f"finished per worker: tiny {finished(worker_metrics['tiny'])}, "
+                 f"rand {finished(worker_metrics['rand'])} (102 each expected)")
         check(True, "each worker finished the 102 calls that named its model")
 
         # /tokenize and /detokenize (vLLM's shapes) go to a worker of the model they name.

@@ -4,12 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/grpc_test_util.h"
+#include "tests/test_util.h"
 
 namespace llm {
 namespace {
@@ -62,13 +62,10 @@ class PrometheusTest : public ::testing::Test {
   }
 
   // Polls `promql` until it is at least `at_least` (scrapes come once a second); its value.
-  double WaitFor(const std::string& promql, double at_least) {
+  double WaitForAtLeast(const std::string& promql, double at_least) {
     double v = std::nan("");
-    for (int i = 0; i < 100; ++i) {
-      v = Scalar(promql);
-      if (v >= at_least) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    llm::testing::WaitFor([&] { return (v = Scalar(promql)) >= at_least; },
+                          std::chrono::seconds(10));
     return v;
   }
 
@@ -98,18 +95,15 @@ TEST_F(PrometheusTest, ScrapesRouterAndWorkersAndAnswersQueriesAboutThem) {
       {kPrometheus, "--config.file=" + dir + "/prometheus.yml",
        "--storage.tsdb.path=" + dir + "/data",
        "--web.listen-address=127.0.0.1:" + std::to_string(port_)});
-  bool ready = false;
-  for (int i = 0; i < 200 && !ready; ++i) {
-    ready = HttpGet(port_, "/-/ready").find("Ready") != std::string::npos;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(ready) << prometheus->Output();
+  ASSERT_TRUE(llm::testing::WaitFor(
+      [&] { return HttpGet(port_, "/-/ready").find("Ready") != std::string::npos; },
+      std::chrono::seconds(20)))
+      << prometheus->Output();
 
   // Every target scraped once before the traffic, so rates have a starting point.
-  for (int i = 0; i < 100 && Scalar("count(up == 1)") != 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_EQ(Scalar("count(up == 1)"), 3) << prometheus->Output();
+  ASSERT_TRUE(llm::testing::WaitFor([&] { return Scalar("count(up == 1)") == 3; },
+                                    std::chrono::seconds(10)))
+      << prometheus->Output();
 
   // Traffic through the router while Prometheus scrapes.
   auto stub = router->generation();
@@ -118,8 +112,8 @@ TEST_F(PrometheusTest, ScrapesRouterAndWorkersAndAnswersQueriesAboutThem) {
   for (const auto& r : results) ASSERT_TRUE(r.status.ok()) << r.status.error_message();
 
   // The series read back once a scrape after the traffic is in.
-  EXPECT_GE(WaitFor("sum(llm_time_to_first_token_seconds_count)", 64), 64);
-  EXPECT_GE(WaitFor("sum(llm_router_requests_total{code=\"OK\"})", 64), 64);
+  EXPECT_GE(WaitForAtLeast("sum(llm_time_to_first_token_seconds_count)", 64), 64);
+  EXPECT_GE(WaitForAtLeast("sum(llm_router_requests_total{code=\"OK\"})", 64), 64);
   EXPECT_EQ(Scalar("sum(up{job=\"llm-worker\"})"), 2);
   EXPECT_EQ(Scalar("sum(up{job=\"llm-router\"})"), 1);
   // Queue depth: one series per worker (the HPA's metric).

@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/grpc_test_util.h"
+#include "tests/test_util.h"
 
 namespace llm {
 namespace {
@@ -21,6 +22,7 @@ using llm::testing::HttpGet;
 using llm::testing::MetricValue;
 using llm::testing::RouterProcess;
 using llm::testing::TimedResult;
+using llm::testing::WaitFor;
 using llm::testing::WorkerProcess;
 using Clock = std::chrono::steady_clock;
 
@@ -38,6 +40,17 @@ std::string Join(const std::vector<std::unique_ptr<WorkerProcess>>& workers) {
 double Picks(const RouterProcess& r, const WorkerProcess& w) {
   return MetricValue(HttpGet(r.metrics_port(), "/metrics"),
                      "llm_router_picks_total{worker=\"" + w.target() + "\"}");
+}
+
+// Requests a worker has accepted (running or waiting for a slot), from its /metrics.
+double WorkerInFlight(const WorkerProcess& w) {
+  const std::string page = HttpGet(w.metrics_port(), "/metrics");
+  return MetricValue(page, "llm_num_requests_running") +
+         MetricValue(page, "llm_num_requests_waiting");
+}
+
+double RouterInFlight(const RouterProcess& r) {
+  return MetricValue(HttpGet(r.metrics_port(), "/metrics"), "llm_router_requests_in_flight");
 }
 
 class RouterIntegrationTest : public ::testing::Test {
@@ -109,19 +122,27 @@ TEST_F(RouterIntegrationTest, KilledWorkerEndsItsStreamsFastOthersServeAndItRejo
   Clock::time_point killed_at;
   std::thread long_calls(
       [&] { long_results = GenerateConcurrently({stub.get()}, std::vector(24, long_req)); });
-  // Wait for the victim to be streaming.
-  for (int i = 0; i < 200; ++i) {
-    if (MetricValue(HttpGet(victim.metrics_port(), "/metrics"), "llm_num_requests_running") > 0) {
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Wait for the victim to be streaming, and for all 24 long streams to be at the workers.
+  // (EXPECT, not ASSERT, while the threads run: they must be joined.)
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        const std::string page = HttpGet(victim.metrics_port(), "/metrics");
+        return MetricValue(page, "llm_num_requests_running") > 0;
+      },
+      std::chrono::milliseconds(4000)));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        double n = 0;
+        for (const auto& w : workers) n += WorkerInFlight(*w);
+        return n >= 24;
+      },
+      std::chrono::seconds(10)));
   std::thread burst([&] {
     burst_results =
         GenerateConcurrently({stub.get()}, std::vector(30, GreedyRequest(golden_.prompt, 59)));
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The kill lands while the burst arrives: once the router holds the first of it.
+  EXPECT_TRUE(WaitFor([&] { return RouterInFlight(*router) > 24; }, std::chrono::seconds(10)));
   killed_at = Clock::now();
   victim.process().Signal(SIGKILL);
   long_calls.join();
@@ -205,14 +226,9 @@ TEST_F(RouterIntegrationTest, CancelStormLeavesEveryWorkerIdle) {
   }
   for (const auto& w : workers) {
     double running = -1;
-    for (int i = 0; i < 200; ++i) {
-      const std::string page = HttpGet(w->metrics_port(), "/metrics");
-      running = MetricValue(page, "llm_num_requests_running") +
-                MetricValue(page, "llm_num_requests_waiting");
-      if (running == 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-    EXPECT_EQ(running, 0) << w->target();
+    EXPECT_TRUE(WaitFor([&] { return (running = WorkerInFlight(*w)) == 0; },
+                        std::chrono::milliseconds(5000)))
+        << w->target() << ": " << running << " requests running or waiting";
   }
   EXPECT_EQ(
       MetricValue(HttpGet(router->metrics_port(), "/metrics"), "llm_router_requests_in_flight"), 0);

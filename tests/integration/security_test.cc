@@ -9,13 +9,13 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/tls/grpc_tls.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/grpc_test_util.h"
+#include "tests/test_util.h"
 
 namespace llm {
 namespace {
@@ -307,13 +307,16 @@ TEST_F(SecurityTest, RotatedCertificatesAndTokensApplyWithoutARestart) {
   // Within a few reload periods: clients trusting the new CA get through with the new token;
   // the old token is refused.
   grpc::Status last;
-  for (int i = 0; i < 50; ++i) {
-    last = Call(Channel(router->target(), *pki_, "other-ca", "client"), prompt_, "rotated-token")
-               .status;
-    if (last.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  ASSERT_TRUE(last.ok()) << last.error_message() << "\n" << router->process().Output();
+  ASSERT_TRUE(llm::testing::WaitFor(
+      [&] {
+        last =
+            Call(Channel(router->target(), *pki_, "other-ca", "client"), prompt_, "rotated-token")
+                .status;
+        return last.ok();
+      },
+      std::chrono::seconds(10)))
+      << last.error_message() << "\n"
+      << router->process().Output();
   const Outcome old_token =
       Call(Channel(router->target(), *pki_, "other-ca", "client"), prompt_, kToken);
   EXPECT_EQ(old_token.status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
@@ -349,12 +352,14 @@ TEST_F(SecurityTest, ABadOrTruncatedCertificateKeepsTheOldOneAndTheProcessAlive)
   std::filesystem::rename(pki_->Path("worker2.key"), pki_->Path("worker.key"));
   std::filesystem::rename(pki_->Path("worker2.crt"), pki_->Path("worker.crt"));
   grpc::Status last;
-  for (int i = 0; i < 50; ++i) {
-    last = Call(Channel(worker->target(), *pki_, "ca", "client"), prompt_, "").status;
-    if (last.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_TRUE(last.ok()) << last.error_message() << "\n" << worker->process().Output();
+  EXPECT_TRUE(llm::testing::WaitFor(
+      [&] {
+        last = Call(Channel(worker->target(), *pki_, "ca", "client"), prompt_, "").status;
+        return last.ok();
+      },
+      std::chrono::seconds(10)))
+      << last.error_message() << "\n"
+      << worker->process().Output();
   EXPECT_TRUE(worker->process().running());
 }
 
@@ -384,9 +389,9 @@ TEST_F(SecurityTest, TlsCopiesAreRemovedWhenASignalEndsTheLoad) {
     }
     return n;
   };
-  for (int i = 0; i < 1000 && copies() == 0 && w->running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  ASSERT_TRUE(llm::testing::WaitFor([&] { return copies() != 0 || !w->running(); },
+                                    std::chrono::milliseconds(5000)))
+      << w->Output();
   ASSERT_EQ(copies(), 1) << w->Output();
   ASSERT_EQ(w->Output().find("serving"), std::string::npos) << "loaded too fast to test";
   w->Signal(SIGTERM);

@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/grpc_test_util.h"
+#include "tests/test_util.h"
 
 namespace llm {
 namespace {
@@ -233,6 +234,11 @@ TEST_F(WorkerIntegrationTest, SlowReaderNeitherBlocksOthersNorLosesText) {
   slow_req.set_logprobs(20);
   const auto reference = Generate(*worker_->generation(), slow_req);
   ASSERT_TRUE(reference.status.ok());
+  auto in_flight = [&] {
+    return Metric("llm_num_requests_running") + Metric("llm_num_requests_waiting");
+  };
+  // The reference's slot is freed, so the wait below sees the slow stream.
+  ASSERT_TRUE(llm::testing::WaitFor([&] { return in_flight() == 0; }, std::chrono::seconds(10)));
   llm::testing::GenerateResult slow;
   std::atomic<bool> slow_done{false};
   // A channel with a small, fixed flow-control window, so the server's writes really wait for
@@ -247,7 +253,9 @@ TEST_F(WorkerIntegrationTest, SlowReaderNeitherBlocksOthersNorLosesText) {
     slow = Generate(*stub, slow_req, 0, /*read_delay_ms=*/30);
     slow_done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The slow stream is under way before the fast ones start. (EXPECT: the thread must be
+  // joined.)
+  EXPECT_TRUE(llm::testing::WaitFor([&] { return in_flight() >= 1; }, std::chrono::seconds(10)));
   std::vector<std::thread> fast;
   std::atomic<int> fast_ok{0};
   for (int i = 0; i < 8; ++i) {
@@ -282,10 +290,8 @@ TEST_F(WorkerIntegrationTest, DeadlineEndsTheRequestAndIsCounted) {
     const auto report = WaitForIdleReport();
     EXPECT_EQ(report.running_requests(), 0u);
     EXPECT_EQ(report.kv_blocks_used(), 0u);
-    for (int i = 0; i < 50 && Metric("llm_requests_cancelled_total") <= before; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (Metric("llm_requests_cancelled_total") > before) {
+    if (llm::testing::WaitFor([&] { return Metric("llm_requests_cancelled_total") > before; },
+                              std::chrono::milliseconds(500))) {
       counted = true;
       break;
     }

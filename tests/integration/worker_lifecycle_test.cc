@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/grpc_test_util.h"
+#include "tests/test_util.h"
 
 namespace llm {
 namespace {
@@ -15,8 +16,11 @@ namespace {
 using llm::testing::BinPath;
 using llm::testing::Generate;
 using llm::testing::GreedyRequest;
+using llm::testing::HttpGet;
+using llm::testing::MetricValue;
 using llm::testing::RunCommand;
 using llm::testing::SharedPath;
+using llm::testing::WaitFor;
 using llm::testing::WorkerProcess;
 using ::testing::HasSubstr;
 
@@ -27,6 +31,13 @@ llm::v1::GenerateRequest Long(uint32_t tokens) {
   auto r = GreedyRequest(kPrompt, tokens);
   r.set_ignore_eos(true);
   return r;
+}
+
+// Requests the worker has accepted (running or waiting for a slot), from its /metrics.
+double InFlight(const WorkerProcess& w) {
+  const std::string page = HttpGet(w.metrics_port(), "/metrics");
+  return MetricValue(page, "llm_num_requests_running") +
+         MetricValue(page, "llm_num_requests_waiting");
 }
 
 TEST(WorkerLifecycleTest, ConfigurationErrorsNameTheKey) {
@@ -96,7 +107,8 @@ TEST(WorkerLifecycleTest, FullQueueGivesResourceExhausted) {
   for (int i = 0; i < 2; ++i) {
     busy.emplace_back([&] { Generate(*w->generation(), Long(100)); });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Both accepted: the slot and the queue are taken. (EXPECT: the threads must be joined.)
+  EXPECT_TRUE(WaitFor([&] { return InFlight(*w) >= 2; }, std::chrono::seconds(10))) << InFlight(*w);
   const auto r = Generate(*w->generation(), GreedyRequest(kPrompt, 5));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(), HasSubstr("full"));
@@ -116,15 +128,14 @@ TEST(WorkerLifecycleTest, SigtermDrainsInFlightStreamsThenExitsZero) {
   for (size_t i = 0; i < results.size(); ++i) {
     streams.emplace_back([&, i] { results[i] = Generate(*w->generation(), Long(150)); });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // All four accepted before the signal. (EXPECT: the threads must be joined.)
+  EXPECT_TRUE(WaitFor([&] { return InFlight(*w) >= 4; }, std::chrono::seconds(10))) << InFlight(*w);
   w->process().Signal(SIGTERM);
   // Health goes NOT_SERVING and new requests are refused, while the streams carry on.
   int health = 1;
-  for (int i = 0; i < 100 && health == 1; ++i) {
-    health = llm::testing::HealthStatus(w->channel());
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(health, 2);
+  EXPECT_TRUE(WaitFor([&] { return (health = llm::testing::HealthStatus(w->channel())) == 2; },
+                      std::chrono::milliseconds(500)))
+      << "health " << health;
   const auto refused = Generate(*w->generation(), GreedyRequest(kPrompt, 5));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.status.error_message(), HasSubstr("draining"));
@@ -146,14 +157,15 @@ TEST(WorkerLifecycleTest, SigtermWhileLoadingExitsAtOnce) {
   // Loading: the signal thread is up (it is started before the model is loaded), so the
   // process has more than one thread and still has not printed its serving line.
   const std::string status = "/proc/" + std::to_string(w->pid()) + "/status";
-  bool loading = false;
-  for (int i = 0; i < 1000 && !loading; ++i) {
-    std::ifstream f(status);
-    for (std::string line; std::getline(f, line);) {
-      if (line.rfind("Threads:", 0) == 0 && std::atoi(line.c_str() + 8) > 1) loading = true;
-    }
-    if (!loading) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const bool loading = WaitFor(
+      [&] {
+        std::ifstream f(status);
+        for (std::string line; std::getline(f, line);) {
+          if (line.rfind("Threads:", 0) == 0 && std::atoi(line.c_str() + 8) > 1) return true;
+        }
+        return false;
+      },
+      std::chrono::milliseconds(5000));
   ASSERT_TRUE(loading) << w->Output();
   ASSERT_EQ(w->Output().find("serving"), std::string::npos) << "loaded too fast to test";
   const auto start = std::chrono::steady_clock::now();
@@ -217,7 +229,8 @@ TEST(WorkerLifecycleTest, StreamsStillOpenAfterTheGracePeriodAreEnded) {
   ASSERT_GT(w->port(), 0) << w->process().Output();
   llm::testing::GenerateResult r;
   std::thread stream([&] { r = Generate(*w->generation(), Long(450)); });  // ~2.3 s of steps
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Accepted before the signal. (EXPECT: the thread must be joined.)
+  EXPECT_TRUE(WaitFor([&] { return InFlight(*w) >= 1; }, std::chrono::seconds(10))) << InFlight(*w);
   const auto start = std::chrono::steady_clock::now();
   w->process().Signal(SIGTERM);
   stream.join();
@@ -245,11 +258,8 @@ TEST(WorkerLifecycleTest, AHungStepFailsLivenessUntilTheEngineStepsAgain) {
 
   std::thread call([&] { (void)Generate(*w->generation(), GreedyRequest("Once", 2), 60000); });
   auto wait_for = [&](int status) {
-    for (int i = 0; i < 100; ++i) {
-      if (llm::testing::HealthStatus(health, "liveness") == status) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
+    return WaitFor([&] { return llm::testing::HealthStatus(health, "liveness") == status; },
+                   std::chrono::milliseconds(5000));
   };
   EXPECT_TRUE(wait_for(2)) << "liveness should go NOT_SERVING during a 2.5 s step";
   call.join();

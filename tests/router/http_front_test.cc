@@ -8,7 +8,6 @@
 #include <chrono>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -41,15 +40,16 @@ class HttpFrontTest : public ::testing::Test {
     ASSERT_GT(router_->http_port(), 0);
   }
   void WaitHealthy(size_t n) {
-    for (int i = 0; i < 500; ++i) {
-      size_t healthy = 0;
-      for (const auto& v : router_->pool().Snapshot()) {
-        healthy += v.healthy && v.fresh && !v.report.model.empty() ? 1 : 0;
-      }
-      if (healthy >= n) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "workers did not become healthy";
+    ASSERT_TRUE(llm::testing::WaitFor(
+        [&] {
+          size_t healthy = 0;
+          for (const auto& v : router_->pool().Snapshot()) {
+            healthy += v.healthy && v.fresh && !v.report.model.empty() ? 1 : 0;
+          }
+          return healthy >= n;
+        },
+        std::chrono::milliseconds(5000)))
+        << "workers did not become healthy";
   }
   int Connect() { return llm::testing::ConnectLoopback(router_->http_port()); }
   HttpReply Request(const std::string& raw) {
@@ -269,17 +269,16 @@ TEST_F(HttpFrontTest, OverloadIs429WithRetryAfterAndNoWorkerIs503) {
   w->SetLoad(full);
   StartRouter({w->address()});
   WaitHealthy(1);
-  for (int i = 0; i < 100 && router_->pool().Snapshot()[0].report.queued_requests != 100; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(llm::testing::WaitFor(
+      [&] { return router_->pool().Snapshot()[0].report.queued_requests == 100; },
+      std::chrono::milliseconds(1000)));
   HttpReply r = Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": "x"})"));
   EXPECT_EQ(r.status, 429) << r.body;
   EXPECT_NE(r.headers.find("retry-after: "), std::string::npos) << r.headers;
   EXPECT_EQ(json::parse(r.body)["error"]["type"], "rate_limit_error");
   w->Shutdown();
-  for (int i = 0; i < 500 && router_->pool().Snapshot()[0].healthy; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(llm::testing::WaitFor([&] { return !router_->pool().Snapshot()[0].healthy; },
+                                    std::chrono::milliseconds(5000)));
   r = Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": "x"})"));
   EXPECT_EQ(r.status, 503) << r.body;
 }
@@ -306,10 +305,9 @@ TEST_F(HttpFrontTest, AClientThatLeavesMidStreamCancelsTheWorkersCall) {
   ASSERT_NE(got.find("data: "), std::string::npos) << got;
   EXPECT_EQ(w->open_calls(), 1);
   ::close(fd);
-  for (int i = 0; i < 500 && w->open_calls() != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(w->open_calls(), 0);
+  EXPECT_TRUE(
+      llm::testing::WaitFor([&] { return w->open_calls() == 0; }, std::chrono::milliseconds(5000)))
+      << w->open_calls() << " calls still open at the worker";
   EXPECT_EQ(w->cancelled_calls(), 1);
 }
 

@@ -18,7 +18,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "gtest/gtest.h"
 #include "llm/v1/generation.pb.h"
@@ -223,12 +222,13 @@ class IdleFramesTest : public ::testing::Test {
     c.threads = 1;
     router_ = std::make_unique<RouterServer>(c);
     ASSERT_TRUE(router_->Start().ok());
-    for (int i = 0; i < 500; ++i) {
-      const auto views = router_->pool().Snapshot();
-      if (!views.empty() && views[0].healthy) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "the worker did not become healthy";
+    ASSERT_TRUE(llm::testing::WaitFor(
+        [&] {
+          const auto views = router_->pool().Snapshot();
+          return !views.empty() && views[0].healthy;
+        },
+        std::chrono::milliseconds(5000)))
+        << "the worker did not become healthy";
   }
 
   std::unique_ptr<FakeWorker> worker_;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -90,26 +91,28 @@ class ProxyTest : public ::testing::Test {
   }
   // Waits until `n` workers are healthy in the router's view.
   void WaitHealthy(size_t n) {
-    for (int i = 0; i < 500; ++i) {
-      size_t healthy = 0;
-      for (const auto& v : router_->pool().Snapshot()) healthy += v.healthy ? 1 : 0;
-      if (healthy >= n) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "workers did not become healthy";
+    ASSERT_TRUE(llm::testing::WaitFor(
+        [&] {
+          size_t healthy = 0;
+          for (const auto& v : router_->pool().Snapshot()) healthy += v.healthy ? 1 : 0;
+          return healthy >= n;
+        },
+        std::chrono::milliseconds(5000)))
+        << "workers did not become healthy";
   }
   // Waits until the pool holds exactly `ids` (in any order).
   void WaitPool(std::vector<std::string> ids) {
     std::sort(ids.begin(), ids.end());
     std::vector<std::string> now;
-    for (int i = 0; i < 500; ++i) {
-      now.clear();
-      for (const auto& v : router_->pool().Snapshot()) now.push_back(v.id);
-      std::sort(now.begin(), now.end());
-      if (now == ids) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    FAIL() << "the pool never matched the resolver; it holds " << now.size() << " workers";
+    ASSERT_TRUE(llm::testing::WaitFor(
+        [&] {
+          now.clear();
+          for (const auto& v : router_->pool().Snapshot()) now.push_back(v.id);
+          std::sort(now.begin(), now.end());
+          return now == ids;
+        },
+        std::chrono::milliseconds(5000)))
+        << "the pool never matched the resolver; it holds " << now.size() << " workers";
   }
   // A counter or gauge of the router's /metrics text (-1: absent).
   double Metric(const std::string& name) {
@@ -340,7 +343,9 @@ TEST_F(ProxyTest, ClientsThatStopReadingDoNotStallOthersOnTheSameWorkerConnectio
     llm::v1::GenerateResponse resp;
     ASSERT_TRUE(stuck.back()->Read(&resp));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let them fill up
+  // A deliberate duration, not a wait: nothing counts the bytes the stuck calls hold, so they
+  // are given time to fill the worker connection's window before the other call.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   // A call that reads goes through, on a connection of its own to the router.
   auto other = llm::v1::Generation::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(router_->port()), grpc::InsecureChannelCredentials()));
@@ -366,10 +371,9 @@ TEST_F(ProxyTest, DeadlinesAndCancelsReachTheWorker) {
   EXPECT_LE(w->last_deadline_ms(), 400);
   // The expired stream closes at the worker too (asynchronously: the router and the worker each
   // see the deadline on their own clocks).
-  for (int i = 0; i < 100 && w->open_calls() != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(w->open_calls(), 0);
+  EXPECT_TRUE(
+      llm::testing::WaitFor([&] { return w->open_calls() == 0; }, std::chrono::milliseconds(1000)))
+      << w->open_calls() << " calls still open at the worker";
   // The router counts them as DEADLINE_EXCEEDED, though the client's own reset at its deadline
   // usually reaches it before its timer fires (it counted most as CANCELLED).
   for (int i = 0; i < 4; ++i) {
@@ -377,17 +381,15 @@ TEST_F(ProxyTest, DeadlinesAndCancelsReachTheWorker) {
               grpc::StatusCode::DEADLINE_EXCEEDED);
   }
   const std::string deadline = "llm_router_requests_total{code=\"DEADLINE_EXCEEDED\"}";
-  for (int i = 0; i < 100 && Metric(deadline) < 5; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(llm::testing::WaitFor([&] { return Metric(deadline) >= 5; },
+                                    std::chrono::milliseconds(1000)));
   EXPECT_EQ(Metric(deadline), 5);
   EXPECT_EQ(Metric("llm_router_requests_total{code=\"CANCELLED\"}"), -1);  // none
   // The expired streams close at the worker on its own clock, after the router counted them: on
   // a loaded machine one may still be open here, so wait for that before counting again.
-  for (int i = 0; i < 500 && w->open_calls() != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_EQ(w->open_calls(), 0);
+  ASSERT_TRUE(
+      llm::testing::WaitFor([&] { return w->open_calls() == 0; }, std::chrono::milliseconds(5000)))
+      << w->open_calls() << " calls still open at the worker";
   // Cancel after the first message: the worker's stream is cancelled too.
   {
     grpc::ClientContext ctx;
@@ -402,11 +404,10 @@ TEST_F(ProxyTest, DeadlinesAndCancelsReachTheWorker) {
     }
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
-  for (int i = 0; i < 100 && (w->open_calls() != 0 || View(*w).in_flight != 0); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(w->open_calls(), 0);
-  EXPECT_EQ(View(*w).in_flight, 0);
+  EXPECT_TRUE(llm::testing::WaitFor([&] { return w->open_calls() == 0 && View(*w).in_flight == 0; },
+                                    std::chrono::milliseconds(1000)))
+      << w->open_calls() << " calls open at the worker, " << View(*w).in_flight
+      << " in flight at the router";
   EXPECT_GE(w->cancelled_calls(), 2);
 }
 
@@ -429,9 +430,8 @@ TEST_F(ProxyTest, AllSaturatedIsResourceExhausted) {
   w->SetLoad(full);
   StartRouter({w->address()});
   WaitHealthy(1);
-  for (int i = 0; i < 100 && View(*w).report.queued_requests != 100; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ASSERT_TRUE(llm::testing::WaitFor([&] { return View(*w).report.queued_requests == 100; },
+                                    std::chrono::milliseconds(1000)));
   const Result r = Call(*stub_);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(w->generate_calls(), 0);
@@ -440,20 +440,43 @@ TEST_F(ProxyTest, AllSaturatedIsResourceExhausted) {
   EXPECT_GE(std::stoll(r.trailers.at("grpc-retry-pushback-ms")), 10);
 }
 
+// An injected resolver's answer, which the test changes. The router's discovery threads may
+// call it until the fixture stops the router, after the test's locals are gone: they share it.
+class FakeResolver : public std::enable_shared_from_this<FakeResolver> {
+ public:
+  explicit FakeResolver(absl::StatusOr<std::vector<std::string>> answer)
+      : answer_(std::move(answer)) {}
+  void Set(absl::StatusOr<std::vector<std::string>> answer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer_ = std::move(answer);
+  }
+  int lookups() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lookups_;
+  }
+  // The resolver for the router: answers lookups of `name` (anything else fails the test).
+  DnsDiscovery::Resolve Resolve(const std::string& name) {
+    return [self = shared_from_this(),
+            name](const std::string& n) -> absl::StatusOr<std::vector<std::string>> {
+      EXPECT_EQ(n, name);
+      std::lock_guard<std::mutex> lock(self->mu_);
+      ++self->lookups_;
+      return self->answer_;
+    };
+  }
+
+ private:
+  std::mutex mu_;
+  absl::StatusOr<std::vector<std::string>> answer_;
+  int lookups_ = 0;
+};
+
 TEST_F(ProxyTest, DiscoveryPicksUpWorkersThatAppearAndVanish) {
   auto a = FakeWorker::Start(FakeBehaviour{});
   auto b = FakeWorker::Start(FakeBehaviour{});
-  std::mutex mu;
-  absl::StatusOr<std::vector<std::string>> answer = std::vector<std::string>{a->address()};
-  auto set = [&](absl::StatusOr<std::vector<std::string>> v) {
-    std::lock_guard<std::mutex> lock(mu);
-    answer = std::move(v);
-  };
-  StartRouter({}, 3, [&](const std::string& name) {
-    EXPECT_EQ(name, "workers.test:1");
-    std::lock_guard<std::mutex> lock(mu);
-    return answer;
-  });
+  auto resolver = std::make_shared<FakeResolver>(std::vector<std::string>{a->address()});
+  auto set = [&](absl::StatusOr<std::vector<std::string>> v) { resolver->Set(std::move(v)); };
+  StartRouter({}, 3, resolver->Resolve("workers.test:1"));
   WaitPool({a->address()});
   WaitHealthy(1);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Call(*stub_).status.ok());
@@ -468,7 +491,10 @@ TEST_F(ProxyTest, DiscoveryPicksUpWorkersThatAppearAndVanish) {
 
   // A failed lookup keeps the set.
   set(absl::UnavailableError("resolver down"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const int lookups_before = resolver->lookups();
+  // Two lookups after the change: the first failed one has been applied when the second runs.
+  ASSERT_TRUE(llm::testing::WaitFor([&] { return resolver->lookups() >= lookups_before + 2; },
+                                    std::chrono::seconds(5)));
   WaitPool({a->address(), b->address()});
 
   // a vanishes: no call reaches it any more.
@@ -497,32 +523,18 @@ TEST_F(ProxyTest, AWorkerNamedByHostNameIsConnectedWhereDiscoveryResolvedIt) {
   auto a = FakeWorker::Start(FakeBehaviour{});
   auto b = FakeWorker::Start(FakeBehaviour{});
   const std::string name = "ipv4:" + a->address();
-  std::mutex mu;
-  absl::StatusOr<std::vector<std::string>> answer =
-      absl::UnavailableError("cannot resolve " + name + ": temporary failure");
-  auto set = [&](absl::StatusOr<std::vector<std::string>> v) {
-    std::lock_guard<std::mutex> lock(mu);
-    answer = std::move(v);
-  };
-  StartRouter(
-      {name}, 3,
-      [&](const std::string& n) -> absl::StatusOr<std::vector<std::string>> {
-        EXPECT_EQ(n, name);
-        std::lock_guard<std::mutex> lock(mu);
-        return answer;
-      },
-      /*static_names=*/true);
+  auto resolver = std::make_shared<FakeResolver>(
+      absl::UnavailableError("cannot resolve " + name + ": temporary failure"));
+  auto set = [&](absl::StatusOr<std::vector<std::string>> v) { resolver->Set(std::move(v)); };
+  StartRouter({name}, 3, resolver->Resolve(name), /*static_names=*/true);
   WaitHealthy(1);  // its load watch, through gRPC's own resolver
   const Result early = Call(*stub_);
   EXPECT_EQ(early.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_LT(early.seconds, 1.0);
   set(std::vector<std::string>{b->address()});
-  bool served = false;
-  for (int i = 0; i < 200 && !served; ++i) {  // the next refresh, within 50 ms
-    served = Call(*stub_).status.ok();
-    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ASSERT_TRUE(served);
+  // The next refresh, within 50 ms.
+  ASSERT_TRUE(
+      llm::testing::WaitFor([&] { return Call(*stub_).status.ok(); }, std::chrono::seconds(2)));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(Call(*stub_).status.ok());
   EXPECT_EQ(b->generate_calls(), 6);
   EXPECT_EQ(a->generate_calls(), 0);
@@ -640,10 +652,9 @@ TEST_F(ProxyTest, ManyConcurrentStreamsAreCountedPerWorker) {
   EXPECT_GT(View(*b).in_flight, 5);
   for (auto& c : contexts) c->TryCancel();
   for (auto& r : readers) (void)r->Finish();
-  for (int i = 0; i < 100 && View(*a).in_flight + View(*b).in_flight != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_EQ(View(*a).in_flight + View(*b).in_flight, 0);
+  EXPECT_TRUE(llm::testing::WaitFor([&] { return View(*a).in_flight + View(*b).in_flight == 0; },
+                                    std::chrono::milliseconds(1000)))
+      << View(*a).in_flight + View(*b).in_flight << " still in flight";
 }
 
 }  // namespace

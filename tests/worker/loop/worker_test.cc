@@ -256,10 +256,10 @@ TEST_F(WorkerTest, StopStringEndsTheRequestAndFreesItsSlot) {
   EXPECT_EQ(r.reason, sampling::FinishReason::kStopString);
   EXPECT_EQ(r.stop_string, " named");
   ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(10)));
-  for (int i = 0; i < 200 && w->Load().engine.scheduler.running_requests != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_EQ(w->Load().engine.scheduler.running_requests, 0);
+  EXPECT_TRUE(
+      llm::testing::WaitFor([&] { return w->Load().engine.scheduler.running_requests == 0; },
+                            std::chrono::milliseconds(1000)))
+      << w->Load().engine.scheduler.running_requests << " requests still running";
   EXPECT_EQ(w->Load().engine.scheduler.kv_blocks_used, 0);
 }
 
@@ -315,16 +315,18 @@ void WorkerTest::ExpectCancelStormLeavesNothingBehind() {
     ASSERT_TRUE(key.ok()) << key.status();
     keys.push_back(*key);
     sinks.push_back(sink);
+    // A deliberate random pause (not a wait): it varies where the cancels land.
     if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
     if (rng() % 3 != 0) w->Cancel(keys[rng() % keys.size()]);
   }
   for (uint64_t k : keys) w->Cancel(k);
   ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(30)));
-  for (int i = 0; i < 400; ++i) {
-    const auto s = w->Load().engine.scheduler;
-    if (s.running_requests == 0 && s.kv_blocks_used == 0 && s.queued_requests == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  EXPECT_TRUE(llm::testing::WaitFor(
+      [&] {
+        const auto s = w->Load().engine.scheduler;
+        return s.running_requests == 0 && s.kv_blocks_used == 0 && s.queued_requests == 0;
+      },
+      std::chrono::milliseconds(2000)));
   const WorkerLoad load = w->Load();
   EXPECT_EQ(load.in_flight, 0);
   EXPECT_EQ(load.engine.scheduler.running_requests, 0);
@@ -411,7 +413,9 @@ TEST_F(WorkerTest, DestroyingTheWorkerEndsOpenStreams) {
     GenerateSpec s = Spec(golden_.prompt, 400);
     s.ignore_eos = true;
     ASSERT_TRUE(w->Submit(s, sink).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // The stream is open (its first tokens came) when the worker is destroyed.
+    EXPECT_TRUE(llm::testing::WaitFor([&] { return sink->updates() > 0 || sink->done(); },
+                                      std::chrono::seconds(10)));
   }
   ASSERT_TRUE(sink->done());
   if (!sink->error().ok()) {
@@ -559,11 +563,12 @@ TEST_F(WorkerTest, RandomRequestsOverSharedPrefixesLeaveOnlyCachedBlocks) {
     if (rng() % 5 == 0) w->Cancel(keys[rng() % keys.size()]);
   }
   ASSERT_TRUE(w->WaitIdle(Clock::now() + std::chrono::seconds(60)));
-  for (int i = 0; i < 400; ++i) {
-    const auto s = w->Load().engine.scheduler;
-    if (s.running_requests == 0 && s.kv_blocks_used == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  EXPECT_TRUE(llm::testing::WaitFor(
+      [&] {
+        const auto s = w->Load().engine.scheduler;
+        return s.running_requests == 0 && s.kv_blocks_used == 0;
+      },
+      std::chrono::milliseconds(2000)));
   const auto s = w->Load().engine.scheduler;
   EXPECT_EQ(s.running_requests, 0);
   EXPECT_EQ(s.kv_blocks_used, 0);
