@@ -471,104 +471,118 @@ absl::StatusOr<bool> ApplyTest(const std::string& n, const Value& v, Args& args)
 
 // ---- Globals ----
 
+namespace {
+
+// range(stop) or range(start, stop[, step]), at most 100000 items.
+absl::StatusOr<Value> Range(Args& a) {
+  std::vector<int64_t> ints;
+  for (const Value& x : a.pos) {
+    const std::optional<int64_t> i = AsInt(x);
+    if (!i) {
+      return Error(absl::StrCat("'", TypeName(x), "' object cannot be interpreted as an integer"));
+    }
+    ints.push_back(*i);
+  }
+  if (ints.empty() || ints.size() > 3) return Error("range() takes 1 to 3 arguments");
+  const int64_t start = ints.size() == 1 ? 0 : ints[0];
+  const int64_t stop = ints.size() == 1 ? ints[0] : ints[1];
+  const int64_t step = ints.size() == 3 ? ints[2] : 1;
+  if (step == 0) return Error("range() arg 3 must not be zero");
+  List l;
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
+    if (l.size() >= 100000) return absl::ResourceExhaustedError("range(): too long");
+    l.push_back(Value::Int(i));
+    if (__builtin_add_overflow(i, step, &i)) break;  // past any stop
+  }
+  return Value::MakeList(std::move(l));
+}
+
+// namespace(mapping, **kwargs): a mutable attribute holder.
+absl::StatusOr<Value> MakeNamespace(Args& a) {
+  Value v;
+  v.kind = K::kNamespace;
+  v.ns = std::make_shared<Namespace>();
+  for (const Value& p : a.pos) {
+    if (p.kind != K::kDict) {
+      return Error(absl::StrCat("'", TypeName(p), "' object is not iterable"));
+    }
+    v.ns->attrs = *p.dict;
+  }
+  for (auto& [k, x] : a.kw) v.ns->attrs.emplace_back(k, x);
+  return v;
+}
+
+// dict(mapping_or_pairs, **kwargs); later keys replace earlier ones.
+absl::StatusOr<Value> MakeDict(Args& a) {
+  Dict d;
+  const auto set = [&d](const std::string& k, const Value& x) {
+    for (auto& [dk, dx] : d) {
+      if (dk == k) {
+        dx = x;
+        return;
+      }
+    }
+    d.emplace_back(k, x);
+  };
+  if (a.pos.size() > 1) return Error("dict expected at most 1 argument");
+  if (!a.pos.empty()) {
+    const Value& m = a.pos[0];
+    if (m.kind == K::kDict) {
+      for (const auto& [k, x] : *m.dict) set(k, x);
+    } else if (m.kind == K::kList) {
+      for (const Value& pair : *m.list) {
+        if (pair.kind != K::kList || pair.list->size() != 2) {
+          return Error("dict(): each item must be a (key, value) pair");
+        }
+        set(ToStr((*pair.list)[0]), (*pair.list)[1]);
+      }
+    } else {
+      return Error(absl::StrCat("'", TypeName(m), "' object is not iterable"));
+    }
+  }
+  for (auto& [k, x] : a.kw) set(k, x);
+  return Value::MakeDict(std::move(d));
+}
+
+// raise_exception(message): the render fails with the template's message, marked as raised.
+absl::StatusOr<Value> RaiseException(Args& a) {
+  absl::Status st = absl::InvalidArgumentError(
+      absl::StrCat("chat template raised: ", a.pos.empty() ? std::string() : ToStr(a.pos[0])));
+  st.SetPayload(kRaisedPayload, absl::Cord("1"));
+  return st;
+}
+
+// strftime_now(format): the local time now, or noon of `today` ("YYYY-MM-DD") when set.
+absl::StatusOr<Value> StrftimeNow(const std::string& today, Args& a) {
+  std::tm tm{};
+  if (!today.empty()) {
+    tm.tm_year = std::atoi(today.substr(0, 4).c_str()) - 1900;
+    tm.tm_mon = std::atoi(today.substr(5, 2).c_str()) - 1;
+    tm.tm_mday = std::atoi(today.substr(8, 2).c_str());
+    tm.tm_hour = 12;
+    std::tm copy = tm;
+    const std::time_t t = std::mktime(&copy);  // fills the weekday and day of the year
+    localtime_r(&t, &tm);
+  } else {
+    const std::time_t t = std::time(nullptr);
+    localtime_r(&t, &tm);
+  }
+  char buf[256];
+  const std::string fmt = a.pos.empty() ? "" : ToStr(a.pos[0]);
+  const size_t n = std::strftime(buf, sizeof(buf), fmt.c_str(), &tm);
+  return Value::Str(std::string(buf, n));
+}
+
+}  // namespace
+
 Dict Globals(const std::string& today) {
   Dict g;
-  g.emplace_back("range", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {
-                   std::vector<int64_t> ints;  // range(stop) or range(start, stop[, step])
-                   for (const Value& x : a.pos) {
-                     const std::optional<int64_t> i = AsInt(x);
-                     if (!i) {
-                       return Error(absl::StrCat("'", TypeName(x),
-                                                 "' object cannot be interpreted as an integer"));
-                     }
-                     ints.push_back(*i);
-                   }
-                   if (ints.empty() || ints.size() > 3) {
-                     return Error("range() takes 1 to 3 arguments");
-                   }
-                   const int64_t start = ints.size() == 1 ? 0 : ints[0];
-                   const int64_t stop = ints.size() == 1 ? ints[0] : ints[1];
-                   const int64_t step = ints.size() == 3 ? ints[2] : 1;
-                   if (step == 0) return Error("range() arg 3 must not be zero");
-                   List l;
-                   for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
-                     if (l.size() >= 100000)
-                       return absl::ResourceExhaustedError("range(): too long");
-                     l.push_back(Value::Int(i));
-                     if (__builtin_add_overflow(i, step, &i)) break;  // past any stop
-                   }
-                   return Value::MakeList(std::move(l));
-                 }));
-  g.emplace_back("namespace", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {
-                   Value v;
-                   v.kind = K::kNamespace;
-                   v.ns = std::make_shared<Namespace>();
-                   for (const Value& p : a.pos) {
-                     if (p.kind != K::kDict) {
-                       return Error(absl::StrCat("'", TypeName(p), "' object is not iterable"));
-                     }
-                     v.ns->attrs = *p.dict;
-                   }
-                   for (auto& [k, x] : a.kw) v.ns->attrs.emplace_back(k, x);
-                   return v;
-                 }));
-  g.emplace_back("dict", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {
-                   // dict(mapping_or_pairs, **kwargs); later keys replace earlier ones.
-                   Dict d;
-                   const auto set = [&d](const std::string& k, const Value& x) {
-                     for (auto& [dk, dx] : d) {
-                       if (dk == k) {
-                         dx = x;
-                         return;
-                       }
-                     }
-                     d.emplace_back(k, x);
-                   };
-                   if (a.pos.size() > 1) return Error("dict expected at most 1 argument");
-                   if (!a.pos.empty()) {
-                     const Value& m = a.pos[0];
-                     if (m.kind == K::kDict) {
-                       for (const auto& [k, x] : *m.dict) set(k, x);
-                     } else if (m.kind == K::kList) {
-                       for (const Value& pair : *m.list) {
-                         if (pair.kind != K::kList || pair.list->size() != 2) {
-                           return Error("dict(): each item must be a (key, value) pair");
-                         }
-                         set(ToStr((*pair.list)[0]), (*pair.list)[1]);
-                       }
-                     } else {
-                       return Error(absl::StrCat("'", TypeName(m), "' object is not iterable"));
-                     }
-                   }
-                   for (auto& [k, x] : a.kw) set(k, x);
-                   return Value::MakeDict(std::move(d));
-                 }));
-  g.emplace_back("raise_exception", Value::MakeFunction([](Args& a) -> absl::StatusOr<Value> {
-                   absl::Status st = absl::InvalidArgumentError(absl::StrCat(
-                       "chat template raised: ", a.pos.empty() ? std::string() : ToStr(a.pos[0])));
-                   st.SetPayload(kRaisedPayload, absl::Cord("1"));
-                   return st;
-                 }));
-  g.emplace_back("strftime_now", Value::MakeFunction([today](Args& a) -> absl::StatusOr<Value> {
-                   std::tm tm{};
-                   if (!today.empty()) {
-                     tm.tm_year = std::atoi(today.substr(0, 4).c_str()) - 1900;
-                     tm.tm_mon = std::atoi(today.substr(5, 2).c_str()) - 1;
-                     tm.tm_mday = std::atoi(today.substr(8, 2).c_str());
-                     tm.tm_hour = 12;
-                     std::tm copy = tm;
-                     const std::time_t t =
-                         std::mktime(&copy);  // fills the weekday and day of the year
-                     localtime_r(&t, &tm);
-                   } else {
-                     const std::time_t t = std::time(nullptr);
-                     localtime_r(&t, &tm);
-                   }
-                   char buf[256];
-                   const std::string fmt = a.pos.empty() ? "" : ToStr(a.pos[0]);
-                   const size_t n = std::strftime(buf, sizeof(buf), fmt.c_str(), &tm);
-                   return Value::Str(std::string(buf, n));
-                 }));
+  g.emplace_back("range", Value::MakeFunction(Range));
+  g.emplace_back("namespace", Value::MakeFunction(MakeNamespace));
+  g.emplace_back("dict", Value::MakeFunction(MakeDict));
+  g.emplace_back("raise_exception", Value::MakeFunction(RaiseException));
+  g.emplace_back("strftime_now",
+                 Value::MakeFunction([today](Args& a) { return StrftimeNow(today, a); }));
   return g;
 }
 
