@@ -5,7 +5,8 @@
 //                        or a 400 naming the parameter. Parameters we cannot honour (best_of,
 //                        echo, functions, ...) are refused, never ignored. Structured
 //                        output's parameters: structured_params.h; tools: tool_params.h.
-//   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object.
+//   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object
+//                        (openai_responder.cc).
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
 #ifndef LLM_ROUTER_OPENAI_OPENAI_API_H_
 #define LLM_ROUTER_OPENAI_OPENAI_API_H_

@@ -1,0 +1,278 @@
+// OpenAiResponder (openai_api.h): GenerateResponse messages -> OpenAI SSE chunks or one body.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "router/openai/openai_api.h"
+
+namespace llm::router::openai {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+}  // namespace
+
+OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, int64_t created)
+    : kind_(request.kind),
+      model_(request.model),
+      include_usage_(request.include_usage),
+      logprobs_(request.logprobs),
+      top_logprobs_(request.top_logprobs),
+      id_(std::move(id)),
+      created_(created),
+      choices_(static_cast<size_t>(std::max(1, request.n))) {}
+
+OpenAiResponder::Choice* OpenAiResponder::ChoiceOf(const llm::v1::GenerateResponse& m) {
+  return m.index() < choices_.size() ? &choices_[m.index()] : nullptr;
+}
+
+namespace {
+
+std::string FinishReason(llm::v1::FinishReason r) {
+  switch (r) {
+    case llm::v1::FINISH_REASON_STOP:
+      return "stop";
+    case llm::v1::FINISH_REASON_LENGTH:
+      return "length";
+    case llm::v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
+    default:
+      return "";
+  }
+}
+
+// OpenAI's tool_calls entry for a call's first piece; a streamed delta carries its index.
+json ToolCallJson(const llm::v1::ToolCall& c, bool stream) {
+  json call = json::object();
+  if (stream) call["index"] = c.index();
+  call["id"] = c.id();
+  call["type"] = "function";
+  call["function"] = {{"name", c.name()}, {"arguments", c.arguments()}};
+  return call;
+}
+
+// A streamed chunk's delta.tool_calls: a later piece of a call is its index and the next part
+// of its arguments, as OpenAI streams them.
+json ToolCallDeltas(const llm::v1::GenerateResponse& m) {
+  json calls = json::array();
+  for (const llm::v1::ToolCall& c : m.tool_calls()) {
+    calls.push_back(c.id().empty()
+                        ? json{{"index", c.index()}, {"function", {{"arguments", c.arguments()}}}}
+                        : ToolCallJson(c, true));
+  }
+  return calls;
+}
+
+// A token's bytes (the worker's; from its text for a worker that sends none).
+json Bytes(const llm::v1::TokenLogprob& t) {
+  const std::string& s = t.bytes().empty() ? t.text() : t.bytes();
+  json b = json::array();
+  for (const unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+// A logprob as a JSON number. JSON has no -inf (nlohmann writes null, which the OpenAI SDKs
+// reject), so a token too unlikely for a float (a tiny temperature) reports -9999.0, the value
+// OpenAI itself uses for that; NaN, from a broken row, does too.
+constexpr float kUnlikelyLogprob = -9999.0f;
+float JsonLogprob(float logprob) { return std::isfinite(logprob) ? logprob : kUnlikelyLogprob; }
+
+std::string Event(const json& j) {
+  return absl::StrCat("data: ", j.dump(-1, ' ', false, json::error_handler_t::replace), "\n\n");
+}
+
+}  // namespace
+
+json OpenAiResponder::Chunk() const {
+  return json{{"id", id_},
+              {"object", kind_ == ApiKind::kChat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created_},
+              {"model", model_}};
+}
+
+json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const {
+  if (!logprobs_) return nullptr;
+  if (kind_ == ApiKind::kChat) {
+    json content = json::array();
+    for (const auto& lp : m.logprobs()) {
+      json top = json::array();
+      for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
+        top.push_back({{"token", lp.top(i).text()},
+                       {"logprob", JsonLogprob(lp.top(i).logprob())},
+                       {"bytes", Bytes(lp.top(i))}});
+      }
+      content.push_back({{"token", lp.sampled().text()},
+                         {"logprob", JsonLogprob(lp.sampled().logprob())},
+                         {"bytes", Bytes(lp.sampled())},
+                         {"top_logprobs", top}});
+    }
+    return json{{"content", content}};
+  }
+  json tokens = json::array(), lps = json::array(), top = json::array(), offsets = json::array();
+  for (const auto& lp : m.logprobs()) {
+    tokens.push_back(lp.sampled().text());
+    lps.push_back(JsonLogprob(lp.sampled().logprob()));
+    json alts = json::object();
+    for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
+      alts[lp.top(i).text()] = JsonLogprob(lp.top(i).logprob());
+    }
+    top.push_back(alts);
+    // In bytes of the output, token by token (the text a message carries lags what a partial
+    // character holds back, and U+FFFD is 3 bytes where a token may hold 1).
+    offsets.push_back(c.text_offset);
+    c.text_offset +=
+        lp.sampled().bytes().empty() ? lp.sampled().text().size() : lp.sampled().bytes().size();
+  }
+  return json{
+      {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+json OpenAiResponder::UsageJson() const {
+  // The prompt once (every choice has the same), and of it the most any choice found cached.
+  uint32_t prompt = 0, cached = 0, completion = 0, drafts = 0, accepted = 0;
+  for (const Choice& c : choices_) {
+    prompt = std::max(prompt, c.usage.prompt_tokens());
+    cached = std::max(cached, c.usage.cached_prompt_tokens());
+    completion += c.usage.completion_tokens();
+    drafts += c.usage.draft_tokens();
+    accepted += c.usage.accepted_draft_tokens();
+  }
+  json usage{{"prompt_tokens", prompt},
+             {"completion_tokens", completion},
+             {"total_tokens", prompt + completion},
+             {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  if (drafts > 0) {
+    // Speculative decoding's proposals, in the fields OpenAI uses for predicted outputs.
+    usage["completion_tokens_details"] = {{"accepted_prediction_tokens", accepted},
+                                          {"rejected_prediction_tokens", drafts - accepted}};
+  }
+  return usage;
+}
+
+std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Choice& c,
+                                          const std::string& finish) {
+  std::string out;
+  json chunk = Chunk();
+  if (include_usage_) chunk["usage"] = nullptr;
+  const json index = m.index();
+  if (!c.role_sent || !m.text().empty() || m.logprobs_size() > 0) {
+    json delta = json::object();
+    if (!c.role_sent) delta["role"] = "assistant";
+    delta["content"] = m.text();
+    c.role_sent = true;
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", delta},
+                                     {"logprobs", LogprobsJson(m, c)},
+                                     {"finish_reason", nullptr}}});
+    out += Event(chunk);
+  }
+  if (m.tool_calls_size() > 0) {
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", {{"tool_calls", ToolCallDeltas(m)}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    out += Event(chunk);
+  }
+  if (!finish.empty()) {
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", json::object()},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", finish}}});
+    out += Event(chunk);
+  }
+  return out;
+}
+
+std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m) {
+  Choice* c = ChoiceOf(m);
+  if (c == nullptr) return "";
+  if (m.has_usage()) c->usage = m.usage();
+  const std::string finish = FinishReason(m.finish_reason());
+  c->text += m.text();
+  if (kind_ == ApiKind::kChat) return OnStreamChat(m, *c, finish);
+  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty()) return "";
+  json chunk = Chunk();
+  if (include_usage_) chunk["usage"] = nullptr;
+  chunk["choices"] =
+      json::array({{{"index", m.index()},
+                    {"text", m.text()},
+                    {"logprobs", LogprobsJson(m, *c)},
+                    {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}}});
+  return Event(chunk);
+}
+
+std::string OpenAiResponder::StreamEnd() {
+  std::string out;
+  if (include_usage_) {
+    json chunk = Chunk();
+    chunk["choices"] = json::array();
+    chunk["usage"] = UsageJson();
+    out += Event(chunk);
+  }
+  out += "data: [DONE]\n\n";
+  return out;
+}
+
+std::string OpenAiResponder::StreamError(const ApiError& e) {
+  return absl::StrCat("data: ", OpenAiErrorBody(e), "\n\ndata: [DONE]\n\n");
+}
+
+void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
+  Choice* c = ChoiceOf(m);
+  if (c == nullptr) return;
+  if (m.has_usage()) c->usage = m.usage();
+  if (logprobs_) {
+    const json lp = LogprobsJson(m, *c);
+    if (kind_ == ApiKind::kChat) {
+      for (const auto& x : lp["content"]) c->logprob_entries.push_back(x);
+    } else {
+      for (const auto& x : lp["tokens"]) c->tokens.push_back(x);
+      for (const auto& x : lp["token_logprobs"]) c->token_logprobs.push_back(x);
+      for (const auto& x : lp["top_logprobs"]) c->top.push_back(x);
+      for (const auto& x : lp["text_offset"]) c->offsets.push_back(x);
+    }
+  }
+  c->text += m.text();
+  for (const llm::v1::ToolCall& call : m.tool_calls()) {
+    if (!call.id().empty() || c->tool_calls.empty()) {
+      c->tool_calls.push_back(ToolCallJson(call, false));
+    } else {  // the last call's next piece
+      c->tool_calls.back()["function"]["arguments"].get_ref<std::string&>() += call.arguments();
+    }
+  }
+  const std::string finish = FinishReason(m.finish_reason());
+  if (!finish.empty()) c->finish_reason = finish;
+}
+
+std::string OpenAiResponder::Body() const {
+  json body = {{"id", id_},
+               {"object", kind_ == ApiKind::kChat ? "chat.completion" : "text_completion"},
+               {"created", created_},
+               {"model", model_}};
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (kind_ == ApiKind::kChat) {
+      // With calls and nothing else, content is null (as OpenAI answers).
+      const bool calls = !c.tool_calls.empty();
+      choice["message"] = {{"role", "assistant"},
+                           {"content", calls && c.text.empty() ? json(nullptr) : json(c.text)}};
+      if (calls) choice["message"]["tool_calls"] = c.tool_calls;
+      choice["logprobs"] = logprobs_ ? json{{"content", c.logprob_entries}} : json(nullptr);
+    } else {
+      choice["text"] = c.text;
+      choice["logprobs"] = logprobs_ ? json{{"tokens", c.tokens},
+                                            {"token_logprobs", c.token_logprobs},
+                                            {"top_logprobs", c.top},
+                                            {"text_offset", c.offsets}}
+                                     : json(nullptr);
+    }
+    choice["finish_reason"] = c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason);
+    choices.push_back(std::move(choice));
+  }
+  body["choices"] = std::move(choices);
+  body["usage"] = UsageJson();
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace llm::router::openai
