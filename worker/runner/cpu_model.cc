@@ -82,19 +82,14 @@ absl::Status CpuModel::Validate(const ForwardBatch& batch, const CpuKvCache& kv)
   return absl::OkStatus();
 }
 
-absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
-                               std::vector<float>& logits) {
-  if (absl::Status st = Validate(batch, kv); !st.ok()) return st;
+void CpuModel::PrepareBatch(const ForwardBatch& batch) {
   const model::ModelConfig& c = config_;
   const size_t n = batch.token_ids.size();
   const size_t h = c.hidden_size, q_dim = c.q_dim(), kv_dim = c.kv_dim();
-  const size_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
-  const size_t half = c.head_dim / 2;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-
+  const size_t inter = c.intermediate_size;
   x_.resize(n * h);
   xn_.resize(n * h);
-  qkv_.resize(n * qkv_dim);
+  qkv_.resize(n * (q_dim + 2 * kv_dim));
   attn_.resize(n * q_dim);
   gate_up_.resize(n * 2 * inter);
   act_.resize(n * inter);
@@ -108,12 +103,10 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
       chunk_of_[s.token_begin + i] = static_cast<int32_t>(ci);
     }
   }
-
   for (size_t t = 0; t < n; ++t) {
     std::memcpy(&x_[t * h], &weights_.embedding[static_cast<size_t>(batch.token_ids[t]) * h],
                 h * sizeof(float));
   }
-
   // The tokens whose logits are wanted: the last logit_tokens of each chunk with need_logits.
   all_tokens_.resize(n);
   for (size_t t = 0; t < n; ++t) all_tokens_[t] = static_cast<int32_t>(t);
@@ -124,47 +117,76 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
       out_tokens_.push_back(s.token_begin + i);
     }
   }
+}
 
+void CpuModel::RopeAndWriteKv(const ForwardBatch& batch, int l, CpuKvCache& kv) {
+  const model::ModelConfig& c = config_;
+  const CpuLayerWeights& w = weights_.layers[l];
+  const size_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), qkv_dim = q_dim + 2 * kv_dim;
+  const size_t half = c.head_dim / 2;
+  const float eps = static_cast<float>(c.rms_norm_eps);
   std::vector<float> cos(half), sin(half);
+  for (const SeqChunk& s : batch.seqs) {
+    for (int32_t i = 0; i < s.num_tokens; ++i) {
+      const size_t t = s.token_begin + i;
+      const int32_t pos = positions_[t];
+      RopeCosSin(inv_freq_.data(), half, pos, cos.data(), sin.data());
+      float* row = &qkv_[t * qkv_dim];
+      if (c.qk_norm) {  // each head's q and k normalised before RoPE (in place: RmsNorm allows it)
+        RmsNorm(row, w.q_norm.data(), row, c.num_heads, c.head_dim, eps);
+        RmsNorm(row + q_dim, w.k_norm.data(), row + q_dim, c.num_kv_heads, c.head_dim, eps);
+      }
+      for (int hd = 0; hd < c.num_heads; ++hd) {
+        ApplyRope(row + hd * c.head_dim, cos.data(), sin.data(), c.head_dim);
+      }
+      const int32_t block = s.block_table[pos / kv.block_tokens()];
+      const int32_t slot = pos % kv.block_tokens();
+      for (int kh = 0; kh < c.num_kv_heads; ++kh) {
+        float* k = row + q_dim + kh * c.head_dim;
+        float* v = row + q_dim + kv_dim + kh * c.head_dim;
+        ApplyRope(k, cos.data(), sin.data(), c.head_dim);
+        if (kv_.fp8()) {
+          // What an FP8 cache holds: each value through E4M3 with the layer's scale.
+          for (int d = 0; d < c.head_dim; ++d) {
+            k[d] = Fp8RoundTrip(k[d], kv_.k_scale[l]);
+            v[d] = Fp8RoundTrip(v[d], kv_.v_scale[l]);
+          }
+        }
+        float* keys_t = kv.Key(l, block, kh);
+        for (int d = 0; d < c.head_dim; ++d) keys_t[d * kv.block_tokens() + slot] = k[d];
+        std::memcpy(kv.Value(l, block, kh) + slot * c.head_dim, v, c.head_dim * sizeof(float));
+      }
+    }
+  }
+}
+
+void CpuModel::FinishLayer(int l, size_t rows) {
+  const CpuLayerWeights& w = weights_.layers[l];
+  const size_t h = config_.hidden_size, inter = config_.intermediate_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  RunLinear(attn_.data(), w.o, tmp_.data(), rows, pool_, quantized_);
+  for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
+  RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), rows, h, eps);
+  RunLinear(xn_.data(), w.gate_up, gate_up_.data(), rows, pool_, quantized_);
+  SiluMul(gate_up_.data(), act_.data(), rows, inter);
+  RunLinear(act_.data(), w.down, tmp_.data(), rows, pool_, quantized_);
+  for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
+}
+
+absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
+                               std::vector<float>& logits) {
+  if (absl::Status st = Validate(batch, kv); !st.ok()) return st;
+  const model::ModelConfig& c = config_;
+  const size_t n = batch.token_ids.size();
+  const size_t h = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  PrepareBatch(batch);
   size_t rows = n;  // the rows of x_ still computed: all of them, until the last layer's attention
   for (int l = 0; l < c.num_layers; ++l) {
     const CpuLayerWeights& w = weights_.layers[l];
     RmsNorm(x_.data(), w.input_norm.data(), xn_.data(), n, h, eps);
     RunLinear(xn_.data(), w.qkv, qkv_.data(), n, pool_, quantized_);
-    // RoPE on q and k, then K and V into the paged cache.
-    for (const SeqChunk& s : batch.seqs) {
-      for (int32_t i = 0; i < s.num_tokens; ++i) {
-        const size_t t = s.token_begin + i;
-        const int32_t pos = positions_[t];
-        RopeCosSin(inv_freq_.data(), half, pos, cos.data(), sin.data());
-        float* row = &qkv_[t * qkv_dim];
-        if (c.qk_norm) {  // each head's q and k normalised before RoPE (in place: RmsNorm allows
-                          // it)
-          RmsNorm(row, w.q_norm.data(), row, c.num_heads, c.head_dim, eps);
-          RmsNorm(row + q_dim, w.k_norm.data(), row + q_dim, c.num_kv_heads, c.head_dim, eps);
-        }
-        for (int hd = 0; hd < c.num_heads; ++hd) {
-          ApplyRope(row + hd * c.head_dim, cos.data(), sin.data(), c.head_dim);
-        }
-        const int32_t block = s.block_table[pos / kv.block_tokens()];
-        const int32_t slot = pos % kv.block_tokens();
-        for (int kh = 0; kh < c.num_kv_heads; ++kh) {
-          float* k = row + q_dim + kh * c.head_dim;
-          float* v = row + q_dim + kv_dim + kh * c.head_dim;
-          ApplyRope(k, cos.data(), sin.data(), c.head_dim);
-          if (kv_.fp8()) {
-            // What an FP8 cache holds: each value through E4M3 with the layer's scale.
-            for (int d = 0; d < c.head_dim; ++d) {
-              k[d] = Fp8RoundTrip(k[d], kv_.k_scale[l]);
-              v[d] = Fp8RoundTrip(v[d], kv_.v_scale[l]);
-            }
-          }
-          float* keys_t = kv.Key(l, block, kh);
-          for (int d = 0; d < c.head_dim; ++d) keys_t[d * kv.block_tokens() + slot] = k[d];
-          std::memcpy(kv.Value(l, block, kh) + slot * c.head_dim, v, c.head_dim * sizeof(float));
-        }
-      }
-    }
+    RopeAndWriteKv(batch, l, kv);
     if (l + 1 < c.num_layers || out_tokens_.size() == n) {
       Attention(batch, l, kv, all_tokens_);
     } else {
@@ -177,16 +199,8 @@ absl::Status CpuModel::Forward(const ForwardBatch& batch, CpuKvCache& kv,
         std::memmove(&x_[j * h], &x_[static_cast<size_t>(out_tokens_[j]) * h], h * sizeof(float));
       }
     }
-    RunLinear(attn_.data(), w.o, tmp_.data(), rows, pool_, quantized_);
-    for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
-
-    RmsNorm(x_.data(), w.post_norm.data(), xn_.data(), rows, h, eps);
-    RunLinear(xn_.data(), w.gate_up, gate_up_.data(), rows, pool_, quantized_);
-    SiluMul(gate_up_.data(), act_.data(), rows, inter);
-    RunLinear(act_.data(), w.down, tmp_.data(), rows, pool_, quantized_);
-    for (size_t i = 0; i < rows * h; ++i) x_[i] += tmp_[i];
+    FinishLayer(l, rows);
   }
-
   // Final norm and the head, for the rows that need logits (the first `rows` of x_ now, in
   // chunk order, unless the batch had only such rows).
   const size_t num_out = out_tokens_.size();

@@ -55,6 +55,13 @@ class CpuModel {
 
  private:
   absl::Status Validate(const ForwardBatch& batch, const CpuKvCache& kv) const;
+  // Forward's steps: the scratch sized, positions and chunks, embeddings into x_, the tokens
+  // whose logits are wanted; layer l's q/k norms, RoPE and K/V into `kv` (through E4M3 for an
+  // FP8 cache); and the layer after its attention for the first `rows` rows (o, residual, norm,
+  // MLP, residual).
+  void PrepareBatch(const ForwardBatch& batch);
+  void RopeAndWriteKv(const ForwardBatch& batch, int l, CpuKvCache& kv);
+  void FinishLayer(int l, size_t rows);
   // The attention of `tokens` (indices into the batch, ascending), row j of attn_ for tokens[j].
   void Attention(const ForwardBatch& batch, int layer, CpuKvCache& kv,
                  std::span<const int32_t> tokens);
