@@ -89,36 +89,23 @@ absl::StatusOr<std::unique_ptr<CudaRunner>> CudaRunner::Create(const model::Mode
   return runner;
 }
 
-absl::Status CudaRunner::Init(const model::TensorStore* store, const model::QuantScheme& quant,
-                              uint64_t seed, const CudaDraftSource* draft) {
-  const model::ModelConfig& c = config_;
-  LLM_RETURN_IF_ERROR(UseDevice(options_.device));
-  LLM_RETURN_IF_ERROR(stream_.Create());
-  if (options_.valid_vocab_size <= 0 || options_.valid_vocab_size > c.vocab_size) {
-    options_.valid_vocab_size = c.vocab_size;
-  }
-  CudaModelOptions model_options;
-  model_options.switches = options_.switches;
-  model_options.switches.pdl =
-      options_.switches.pdl.value_or(ProgrammaticLaunchPays(c, quant.quantized()));
-  model_options.valid_vocab_size = options_.valid_vocab_size;
-  model_options.ngram_min = options_.speculative.ngram_min;
-  model_options.ngram_max = options_.speculative.ngram_max;
-  model_options.oracle = options_.speculative.method == engine::SpeculativeMethod::kOracle;
-  model_options.proposals_made_before = draft != nullptr;
-  LLM_ASSIGN_OR_RETURN(model_,
-                       CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
+CudaModelOptions CudaRunner::ModelOptions(const model::QuantScheme& quant, bool draft) const {
+  CudaModelOptions o;
+  o.switches = options_.switches;
+  o.switches.pdl =
+      options_.switches.pdl.value_or(ProgrammaticLaunchPays(config_, quant.quantized()));
+  o.valid_vocab_size = options_.valid_vocab_size;
+  o.ngram_min = options_.speculative.ngram_min;
+  o.ngram_max = options_.speculative.ngram_max;
+  o.oracle = options_.speculative.method == engine::SpeculativeMethod::kOracle;
+  o.proposals_made_before = draft;
+  return o;
+}
 
-  const int32_t max_context = options_.max_context > 0
-                                  ? std::min(options_.max_context, c.max_position_embeddings)
-                                  : c.max_position_embeddings;
-  info_.sizes = options_.sizes;  // kv_blocks settled by AllocateKvCache below
-  info_.vocab_size = c.vocab_size;
+void CudaRunner::DescribeRunner(int32_t max_context, int32_t prompt_rows) {
+  info_.sizes = options_.sizes;  // kv_blocks settled by AllocateCaches
+  info_.vocab_size = config_.vocab_size;
   info_.max_context = max_context;
-  // A step holds up to the larger of the two prompt budgets (the longer one comes with no
-  // decode rows, but the buffers need not rely on it).
-  const int32_t prompt_rows =
-      std::max(options_.max_prefill_tokens, options_.max_prefill_tokens_alone);
   info_.max_prefill_tokens = prompt_rows;
   info_.default_prefill_tokens = options_.max_prefill_tokens;
   info_.default_prefill_tokens_alone = std::max(0, options_.max_prefill_tokens_alone);
@@ -133,14 +120,16 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
     info_.pci_bus_id = bus_id;
   }
   info_.weight_bytes = model_->weights().bytes();
+}
 
+absl::Status CudaRunner::PlanSizes(int32_t max_context, int32_t prompt_rows) {
   int sm_count = 0;
   LLM_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, options_.device),
       "device attributes");
   const int32_t spec_group =
       options_.speculative.enabled() ? 1 + options_.speculative.num_tokens : 1;
-  sizes_ = PlanStepSizes(c, options_.sizes, max_context, prompt_rows, sm_count,
+  sizes_ = PlanStepSizes(config_, options_.sizes, max_context, prompt_rows, sm_count,
                          options_.switches.batch_invariant, model_->weights().fp8, spec_group);
   // Constrained slots that speculate take a mask a verify row.
   if (speculates_constrained()) {
@@ -148,8 +137,10 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
         std::min(sizes_.max_sample_rows, options_.sizes.max_slots * sizes_.spec_group);
   }
   buckets_ = MakeBuckets(options_.sizes.max_slots);
-  LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
-  LLM_RETURN_IF_ERROR(AllocateStaging());
+  return absl::OkStatus();
+}
+
+absl::Status CudaRunner::PrepareProducts() {
   // The row counts a step can have: decode buckets (times each verify group size), and
   // multiples of the alignments for steps with prompt rows.
   std::vector<int32_t> rows = buckets_;
@@ -170,7 +161,12 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
     std::sort(v->begin(), v->end());
     v->erase(std::unique(v->begin(), v->end()), v->end());
   }
-  LLM_RETURN_IF_ERROR(model_->PrepareProducts(sizes_, buffers_, rows, sample_rows));
+  return model_->PrepareProducts(sizes_, buffers_, rows, sample_rows);
+}
+
+absl::Status CudaRunner::AllocateCaches(const CudaDraftSource* draft,
+                                        const CudaModelOptions& model_options) {
+  const model::ModelConfig& c = config_;
   double kv_fraction = options_.kv_memory_fraction;
   if (draft != nullptr) {
     // The draft's weights and buffers first; then the KV memory is split by bytes per position.
@@ -193,18 +189,22 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
     LLM_RETURN_IF_ERROR(draft_->AllocateCache(options_.sizes.block_tokens, kv_.blocks));
     info_.kv_cache_bytes += draft_->kv_cache_bytes();
   }
+  return absl::OkStatus();
+}
 
+void CudaRunner::MakeHostMirrors(bool oracle) {
+  const model::ModelConfig& c = config_;
   StepLimits limits;
   limits.sizes = info_.sizes;
   limits.max_blocks_per_seq = sizes_.max_blocks_per_seq;
   limits.max_context = info_.max_context;
   limits.vocab_size = c.vocab_size;
-  limits.max_prefill_tokens = prompt_rows;
+  limits.max_prefill_tokens = info_.max_prefill_tokens;
   limits.attention_group = c.num_heads / c.num_kv_heads;
   limits.spec_group = sizes_.spec_group;
   limits.max_decode_rows = sizes_.max_decode_rows;
   limits.max_history_tokens = sizes_.max_history_tokens;
-  limits.oracle = model_options.oracle;
+  limits.oracle = oracle;
   limits.draft = draft_ != nullptr;
   limits.speculate_constrained = speculates_constrained();
   mirror_ = std::make_unique<SlotMirror>(limits, buckets_);
@@ -216,6 +216,33 @@ absl::Status CudaRunner::Init(const model::TensorStore* store, const model::Quan
   info_.constraints = true;
   info_.speculates_constrained = speculates_constrained();
   info_.draft_lapses = draft_ != nullptr;
+}
+
+absl::Status CudaRunner::Init(const model::TensorStore* store, const model::QuantScheme& quant,
+                              uint64_t seed, const CudaDraftSource* draft) {
+  const model::ModelConfig& c = config_;
+  LLM_RETURN_IF_ERROR(UseDevice(options_.device));
+  LLM_RETURN_IF_ERROR(stream_.Create());
+  if (options_.valid_vocab_size <= 0 || options_.valid_vocab_size > c.vocab_size) {
+    options_.valid_vocab_size = c.vocab_size;
+  }
+  const CudaModelOptions model_options = ModelOptions(quant, draft != nullptr);
+  LLM_ASSIGN_OR_RETURN(model_,
+                       CudaModel::Load(c, store, quant, seed, model_options, stream_.get()));
+  const int32_t max_context = options_.max_context > 0
+                                  ? std::min(options_.max_context, c.max_position_embeddings)
+                                  : c.max_position_embeddings;
+  // A step holds up to the larger of the two prompt budgets (the longer one comes with no
+  // decode rows, but the buffers need not rely on it).
+  const int32_t prompt_rows =
+      std::max(options_.max_prefill_tokens, options_.max_prefill_tokens_alone);
+  DescribeRunner(max_context, prompt_rows);
+  LLM_RETURN_IF_ERROR(PlanSizes(max_context, prompt_rows));
+  LLM_ASSIGN_OR_RETURN(buffers_, AllocateStepBuffers(c, sizes_, stream_.get()));
+  LLM_RETURN_IF_ERROR(AllocateStaging());
+  LLM_RETURN_IF_ERROR(PrepareProducts());
+  LLM_RETURN_IF_ERROR(AllocateCaches(draft, model_options));
+  MakeHostMirrors(model_options.oracle);
   LLM_RETURN_IF_ERROR(CaptureGraphs());
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {

@@ -112,6 +112,16 @@ class CudaRunner : public ModelRunner {
   CudaRunner(const model::ModelConfig& config, const CudaRunnerOptions& options);
   absl::Status Init(const model::TensorStore* store, const model::QuantScheme& quant, uint64_t seed,
                     const CudaDraftSource* draft);
+  // Init's steps, in order: the model's options (the PDL choice, the proposers); info_ as far
+  // as the model and the device tell it; the step sizes and decode buckets; the products'
+  // plans for every row count a step can have; the draft and the KV caches (split by bytes
+  // per position), then the prompt attention kernel; the host's slot mirror and constraints.
+  CudaModelOptions ModelOptions(const model::QuantScheme& quant, bool draft) const;
+  void DescribeRunner(int32_t max_context, int32_t prompt_rows);
+  absl::Status PlanSizes(int32_t max_context, int32_t prompt_rows);
+  absl::Status PrepareProducts();
+  absl::Status AllocateCaches(const CudaDraftSource* draft, const CudaModelOptions& model_options);
+  void MakeHostMirrors(bool oracle);
   absl::Status AllocateStaging();
   // The prompt attention kernel, once the KV cache exists: the Hopper kernel's tensor maps when
   // engine.cuda_hopper_prefill is on and the device and shape allow it (info_.prefill_attention).
