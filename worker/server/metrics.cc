@@ -45,202 +45,120 @@ const char* ReasonLabel(sampling::FinishReason r) {
   return "error";
 }
 
+// Registers metrics in one registry, every family with the same labels.
+class Families {
+ public:
+  Families(prometheus::Registry& registry, const prometheus::Labels& labels)
+      : r_(registry), labels_(labels) {}
+  prometheus::Family<prometheus::Gauge>* GaugeFamily(const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Labels(labels_).Register(r_);
+  }
+  prometheus::Family<prometheus::Counter>* CounterFamily(const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Labels(labels_).Register(r_);
+  }
+  prometheus::Gauge* Gauge(const char* name, const char* help) {
+    return &GaugeFamily(name, help)->Add({});
+  }
+  prometheus::Counter* Counter(const char* name, const char* help) {
+    return &CounterFamily(name, help)->Add({});
+  }
+  prometheus::Histogram* Histogram(const char* name, const char* help,
+                                   const prometheus::Histogram::BucketBoundaries& buckets) {
+    return &prometheus::BuildHistogram().Name(name).Help(help).Labels(labels_).Register(r_).Add(
+        {}, buckets);
+  }
+
+ private:
+  prometheus::Registry& r_;
+  const prometheus::Labels& labels_;
+};
+
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(const std::string& model_name)
     : registry_(std::make_shared<prometheus::Registry>()), labels_{{"model_name", model_name}} {
-  using prometheus::BuildCounter;
-  using prometheus::BuildGauge;
-  using prometheus::BuildHistogram;
-  auto& r = *registry_;
-  RegisterBuildInfo(r, labels_);
-  waiting_ = &BuildGauge()
-                  .Name("llm_num_requests_waiting")
-                  .Help("Requests accepted and waiting for a slot (including tokenizing).")
-                  .Labels(labels_)
-                  .Register(r)
-                  .Add({});
-  running_ = &BuildGauge()
-                  .Name("llm_num_requests_running")
-                  .Help("Requests holding a slot.")
-                  .Labels(labels_)
-                  .Register(r)
-                  .Add({});
-  kv_usage_ = &BuildGauge()
-                   .Name("llm_kv_cache_usage_ratio")
-                   .Help("KV-cache blocks reserved by running requests over all blocks (0..1).")
-                   .Labels(labels_)
-                   .Register(r)
-                   .Add({});
-  prefix_blocks_ = &BuildGauge()
-                        .Name("llm_prefix_cache_blocks")
-                        .Help("KV-cache blocks holding a reusable prompt prefix.")
-                        .Labels(labels_)
-                        .Register(r)
-                        .Add({});
-  prefix_query_tokens_ = &BuildCounter()
-                              .Name("llm_prefix_cache_queries_total")
-                              .Help("Prompt tokens looked up in the prefix cache at admission.")
-                              .Labels(labels_)
-                              .Register(r)
-                              .Add({});
-  prefix_hit_tokens_ = &BuildCounter()
-                            .Name("llm_prefix_cache_hits_total")
-                            .Help("Prompt tokens found in the prefix cache (not computed).")
-                            .Labels(labels_)
-                            .Register(r)
-                            .Add({});
-  preemptions_ = &BuildCounter()
-                      .Name("llm_num_preemptions_total")
-                      .Help(
-                          "Running requests preempted to free KV blocks (each resumes later "
-                          "with nothing lost).")
-                      .Labels(labels_)
-                      .Register(r)
-                      .Add({});
-  paced_steps_ = &BuildCounter()
-                      .Name("llm_prefill_paced_steps_total")
-                      .Help(
-                          "Engine steps in which a long prompt's next chunk waited so that "
-                          "decoding streams slow at most engine.max_decode_slowdown times.")
-                      .Labels(labels_)
-                      .Register(r)
-                      .Add({});
-  preempted_ = &BuildGauge()
-                    .Name("llm_num_requests_preempted")
-                    .Help(
-                        "Requests waiting to resume after a preemption (counted in "
-                        "llm_num_requests_waiting too).")
-                    .Labels(labels_)
-                    .Register(r)
-                    .Add({});
-  busy_ =
-      &BuildGauge()
-           .Name("llm_engine_busy_ratio")
-           .Help("Fraction of wall time the backend spent computing steps over the last second.")
-           .Labels(labels_)
-           .Register(r)
-           .Add({});
-  draining_ = &BuildGauge()
-                   .Name("llm_worker_draining")
-                   .Help("1 while the worker drains (takes no new requests).")
-                   .Labels(labels_)
-                   .Register(r)
-                   .Add({});
-  ttft_ = &BuildHistogram()
-               .Name("llm_time_to_first_token_seconds")
-               .Help("Time from a request's arrival to its first token.")
-               .Labels(labels_)
-               .Register(r)
-               .Add({}, Exponential(0.001, 2, 17));
-  tpot_ = &BuildHistogram()
-               .Name("llm_time_per_output_token_seconds")
-               .Help("Mean time per output token after the first, per request.")
-               .Labels(labels_)
-               .Register(r)
-               .Add({}, Exponential(0.0001, 2, 16));
-  e2e_ = &BuildHistogram()
-              .Name("llm_e2e_request_latency_seconds")
-              .Help("Time from a request's arrival to its last token.")
-              .Labels(labels_)
-              .Register(r)
-              .Add({}, Exponential(0.005, 2, 18));
-  queue_ = &BuildHistogram()
-                .Name("llm_request_queue_time_seconds")
-                .Help("Time a request waited for a slot.")
-                .Labels(labels_)
-                .Register(r)
-                .Add({}, Exponential(0.0005, 2, 18));
-  step_ = &BuildHistogram()
-               .Name("llm_engine_step_duration_seconds")
-               .Help("Backend time of one engine step.")
-               .Labels(labels_)
-               .Register(r)
-               .Add({}, Exponential(0.00002, 2, 18));
-  gap_ = &BuildHistogram()
-              .Name("llm_engine_step_gap_seconds")
-              .Help("Backend idle time between the end of one step and the start of the next.")
-              .Labels(labels_)
-              .Register(r)
-              .Add({}, Exponential(0.000001, 2, 22));
-  prompt_tokens_ = &BuildCounter()
-                        .Name("llm_prompt_tokens_total")
-                        .Help("Prompt tokens of finished requests.")
-                        .Labels(labels_)
-                        .Register(r)
-                        .Add({});
-  generation_tokens_ = &BuildCounter()
-                            .Name("llm_generation_tokens_total")
-                            .Help("Generated tokens of finished requests.")
-                            .Labels(labels_)
-                            .Register(r)
-                            .Add({});
-  steps_ = &BuildCounter()
-                .Name("llm_engine_steps_total")
-                .Help("Engine steps run.")
-                .Labels(labels_)
-                .Register(r)
-                .Add({});
-  cancelled_ = &BuildCounter()
-                    .Name("llm_requests_cancelled_total")
-                    .Help("Requests ended by a client cancel or an expired deadline.")
-                    .Labels(labels_)
-                    .Register(r)
-                    .Add({});
-  finished_ = &BuildCounter()
-                   .Name("llm_requests_finished_total")
-                   .Help("Requests that ended, by reason: stop, length or error.")
-                   .Labels(labels_)
-                   .Register(r);
-  rejected_ = &BuildCounter()
-                   .Name("llm_requests_rejected_total")
-                   .Help("Requests refused before starting, by gRPC status code.")
-                   .Labels(labels_)
-                   .Register(r);
-  for (const char* reason : {"stop", "length", "error"}) finished_->Add({{"reason", reason}});
+  RegisterBuildInfo(*registry_, labels_);
+  RegisterLoadMetrics();
+  RegisterRequestMetrics();
   RegisterSpeculationMetrics();
   hook_ = std::make_shared<ScrapeHook>(this);
 }
 
+void WorkerMetrics::RegisterLoadMetrics() {
+  Families f(*registry_, labels_);
+  waiting_ = f.Gauge("llm_num_requests_waiting",
+                     "Requests accepted and waiting for a slot (including tokenizing).");
+  running_ = f.Gauge("llm_num_requests_running", "Requests holding a slot.");
+  kv_usage_ = f.Gauge("llm_kv_cache_usage_ratio",
+                      "KV-cache blocks reserved by running requests over all blocks (0..1).");
+  prefix_blocks_ =
+      f.Gauge("llm_prefix_cache_blocks", "KV-cache blocks holding a reusable prompt prefix.");
+  prefix_query_tokens_ = f.Counter("llm_prefix_cache_queries_total",
+                                   "Prompt tokens looked up in the prefix cache at admission.");
+  prefix_hit_tokens_ = f.Counter("llm_prefix_cache_hits_total",
+                                 "Prompt tokens found in the prefix cache (not computed).");
+  preemptions_ = f.Counter(
+      "llm_num_preemptions_total",
+      "Running requests preempted to free KV blocks (each resumes later with nothing lost).");
+  paced_steps_ = f.Counter("llm_prefill_paced_steps_total",
+                           "Engine steps in which a long prompt's next chunk waited so that "
+                           "decoding streams slow at most engine.max_decode_slowdown times.");
+  preempted_ = f.Gauge("llm_num_requests_preempted",
+                       "Requests waiting to resume after a preemption (counted in "
+                       "llm_num_requests_waiting too).");
+  busy_ = f.Gauge("llm_engine_busy_ratio",
+                  "Fraction of wall time the backend spent computing steps over the last second.");
+  draining_ = f.Gauge("llm_worker_draining", "1 while the worker drains (takes no new requests).");
+}
+
+void WorkerMetrics::RegisterRequestMetrics() {
+  Families f(*registry_, labels_);
+  ttft_ =
+      f.Histogram("llm_time_to_first_token_seconds",
+                  "Time from a request's arrival to its first token.", Exponential(0.001, 2, 17));
+  tpot_ = f.Histogram("llm_time_per_output_token_seconds",
+                      "Mean time per output token after the first, per request.",
+                      Exponential(0.0001, 2, 16));
+  e2e_ = f.Histogram("llm_e2e_request_latency_seconds",
+                     "Time from a request's arrival to its last token.", Exponential(0.005, 2, 18));
+  queue_ = f.Histogram("llm_request_queue_time_seconds", "Time a request waited for a slot.",
+                       Exponential(0.0005, 2, 18));
+  step_ = f.Histogram("llm_engine_step_duration_seconds", "Backend time of one engine step.",
+                      Exponential(0.00002, 2, 18));
+  gap_ = f.Histogram("llm_engine_step_gap_seconds",
+                     "Backend idle time between the end of one step and the start of the next.",
+                     Exponential(0.000001, 2, 22));
+  prompt_tokens_ = f.Counter("llm_prompt_tokens_total", "Prompt tokens of finished requests.");
+  generation_tokens_ =
+      f.Counter("llm_generation_tokens_total", "Generated tokens of finished requests.");
+  steps_ = f.Counter("llm_engine_steps_total", "Engine steps run.");
+  cancelled_ = f.Counter("llm_requests_cancelled_total",
+                         "Requests ended by a client cancel or an expired deadline.");
+  finished_ = f.CounterFamily("llm_requests_finished_total",
+                              "Requests that ended, by reason: stop, length or error.");
+  rejected_ = f.CounterFamily("llm_requests_rejected_total",
+                              "Requests refused before starting, by gRPC status code.");
+  for (const char* reason : {"stop", "length", "error"}) finished_->Add({{"reason", reason}});
+}
+
 void WorkerMetrics::RegisterSpeculationMetrics() {
-  using prometheus::BuildCounter;
-  auto& r = *registry_;
-  spec_drafts_ = &BuildCounter()
-                      .Name("llm_spec_decode_num_drafts_total")
-                      .Help("Decodes that verified proposed tokens (speculative decoding).")
-                      .Labels(labels_)
-                      .Register(r)
-                      .Add({});
-  spec_draft_tokens_ = &BuildCounter()
-                            .Name("llm_spec_decode_num_draft_tokens_total")
-                            .Help("Proposed tokens verified.")
-                            .Labels(labels_)
-                            .Register(r)
-                            .Add({});
-  spec_accepted_tokens_ = &BuildCounter()
-                               .Name("llm_spec_decode_num_accepted_tokens_total")
-                               .Help("Proposed tokens the model accepted.")
-                               .Labels(labels_)
-                               .Register(r)
-                               .Add({});
+  Families f(*registry_, labels_);
+  spec_drafts_ = f.Counter("llm_spec_decode_num_drafts_total",
+                           "Decodes that verified proposed tokens (speculative decoding).");
+  spec_draft_tokens_ =
+      f.Counter("llm_spec_decode_num_draft_tokens_total", "Proposed tokens verified.");
+  spec_accepted_tokens_ =
+      f.Counter("llm_spec_decode_num_accepted_tokens_total", "Proposed tokens the model accepted.");
   prometheus::Histogram::BucketBoundaries lengths;
   for (int i = 1; i <= 17; ++i) lengths.push_back(i);
-  spec_acceptance_length_ =
-      &prometheus::BuildHistogram()
-           .Name("llm_spec_decode_acceptance_length")
-           .Help(
-               "Tokens one verifying decode produced: accepted proposals plus the token sampled "
-               "after them.")
-           .Labels(labels_)
-           .Register(r)
-           .Add({}, lengths);
-  spec_policy_ = &prometheus::BuildGauge()
-                      .Name("llm_spec_decode_policy_tokens")
-                      .Help(
-                          "Proposals per slot the speculation policy settled on for steps of "
-                          "`batch` decoding slots (0: speculation off at those batch sizes).")
-                      .Labels(labels_)
-                      .Register(r);
+  spec_acceptance_length_ = f.Histogram(
+      "llm_spec_decode_acceptance_length",
+      "Tokens one verifying decode produced: accepted proposals plus the token sampled after "
+      "them.",
+      lengths);
+  spec_policy_ = f.GaugeFamily("llm_spec_decode_policy_tokens",
+                               "Proposals per slot the speculation policy settled on for steps of "
+                               "`batch` decoding slots (0: speculation off at those batch sizes).");
 }
 
 void WorkerMetrics::OnVerified(int32_t draft_tokens, int32_t accepted_tokens) {
@@ -305,14 +223,8 @@ void WorkerMetrics::RefreshGauges() const {
 
 void WorkerMetrics::SetDeviceMonitor(const DeviceMonitor* monitor) {
   if (monitor == nullptr || !monitor->unavailable_reason().empty() || monitor_ != nullptr) return;
-  auto gauge = [&](const char* name, const char* help) {
-    return &prometheus::BuildGauge()
-                .Name(name)
-                .Help(help)
-                .Labels(labels_)
-                .Register(*registry_)
-                .Add({});
-  };
+  Families f(*registry_, labels_);
+  const auto gauge = [&f](const char* name, const char* help) { return f.Gauge(name, help); };
   device_utilization_ =
       gauge("llm_device_utilization_ratio", "The driver's GPU utilisation counter (NVML), 0..1.");
   device_memory_used_ =

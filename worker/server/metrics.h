@@ -78,6 +78,9 @@ class WorkerMetrics : public loop::RequestObserver,
  private:
   class ScrapeHook;
   void RefreshGauges() const;
+  // The load gauges and counters; the request histograms and counters; speculation's.
+  void RegisterLoadMetrics();
+  void RegisterRequestMetrics();
   void RegisterSpeculationMetrics();
 
   std::shared_ptr<prometheus::Registry> registry_;
