@@ -147,67 +147,62 @@ absl::StatusOr<ConfigValues> ConfigSchema::Load(const std::vector<std::string>& 
   return LoadText(text, path.empty() ? "config" : path, args);
 }
 
-absl::StatusOr<ConfigValues> ConfigSchema::LoadText(const std::string& yaml,
-                                                    const std::string& source,
-                                                    const std::vector<std::string>& args) const {
-  ConfigValues out;
-  for (const auto& [key, k] : keys_) {
-    out.values_[key] = k.default_value;
-    out.sources_[key] = "default";
+absl::Status ConfigSchema::ApplyYaml(const std::string& yaml, const std::string& source,
+                                     ConfigValues& out) const {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ":", e.mark.line + 1, ": ", e.msg));
   }
-  if (!yaml.empty()) {
-    YAML::Node root;
-    try {
-      root = YAML::Load(yaml);
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ":", e.mark.line + 1, ": ", e.msg));
-    }
-    if (!root.IsNull() && !root.IsMap()) {
-      return absl::InvalidArgumentError(source + ": the top level must be a mapping");
-    }
-    // Flatten nested mappings into dotted keys, in file order (a queue), each key once.
-    std::deque<std::pair<std::string, YAML::Node>> queue;
-    std::map<std::string, std::string> given;  // key (or section) -> where
-    if (root.IsMap()) queue.emplace_back("", root);
-    while (!queue.empty()) {
-      auto [prefix, node] = queue.front();
-      queue.pop_front();
-      for (const auto& kv : node) {
-        const std::string where = absl::StrCat(source, ":", kv.first.Mark().line + 1);
-        if (!kv.first.IsScalar()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ": keys must be plain names (an unfilled template?)"));
-        }
-        const std::string key = prefix + kv.first.Scalar();
-        if (const auto [it, fresh] = given.emplace(key, where); !fresh) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ": '", key, "' is given twice (first at ", it->second, ")"));
-        }
-        if (kv.second.IsMap()) {
-          // A section: some key must live under it, and it must not be a key itself.
-          if (keys_.count(key)) {
-            return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, ": expected a value"));
-          }
-          const auto under = keys_.lower_bound(key + ".");
-          if (under == keys_.end() || under->first.rfind(key + ".", 0) != 0) {
-            return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key '", key, "'"));
-          }
-          queue.emplace_back(key + ".", kv.second);
-        } else if (kv.second.IsScalar()) {
-          if (absl::Status st = Set(out.values_, key, kv.second.Scalar(), where); !st.ok()) {
-            return st;
-          }
-          out.sources_[key] = where;
-        } else if (kv.second.IsNull()) {
-          if (!keys_.count(key)) {
-            return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key '", key, "'"));
-          }
-        } else {
+  if (!root.IsNull() && !root.IsMap()) {
+    return absl::InvalidArgumentError(source + ": the top level must be a mapping");
+  }
+  // Flatten nested mappings into dotted keys, in file order (a queue), each key once.
+  std::deque<std::pair<std::string, YAML::Node>> queue;
+  std::map<std::string, std::string> given;  // key (or section) -> where
+  if (root.IsMap()) queue.emplace_back("", root);
+  while (!queue.empty()) {
+    auto [prefix, node] = queue.front();
+    queue.pop_front();
+    for (const auto& kv : node) {
+      const std::string where = absl::StrCat(source, ":", kv.first.Mark().line + 1);
+      if (!kv.first.IsScalar()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": keys must be plain names (an unfilled template?)"));
+      }
+      const std::string key = prefix + kv.first.Scalar();
+      if (const auto [it, fresh] = given.emplace(key, where); !fresh) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": '", key, "' is given twice (first at ", it->second, ")"));
+      }
+      if (kv.second.IsMap()) {
+        // A section: some key must live under it, and it must not be a key itself.
+        if (keys_.count(key)) {
           return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, ": expected a value"));
         }
+        const auto under = keys_.lower_bound(key + ".");
+        if (under == keys_.end() || under->first.rfind(key + ".", 0) != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key '", key, "'"));
+        }
+        queue.emplace_back(key + ".", kv.second);
+      } else if (kv.second.IsScalar()) {
+        if (absl::Status st = Set(out.values_, key, kv.second.Scalar(), where); !st.ok()) return st;
+        out.sources_[key] = where;
+      } else if (kv.second.IsNull()) {
+        if (!keys_.count(key)) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ": unknown key '", key, "'"));
+        }
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": ", key, ": expected a value"));
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ConfigSchema::ApplyFlags(const std::vector<std::string>& args,
+                                      ConfigValues& out) const {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("--", 0) != 0) {
@@ -236,6 +231,21 @@ absl::StatusOr<ConfigValues> ConfigSchema::LoadText(const std::string& yaml,
     if (absl::Status st = Set(out.values_, key, value, "flag --" + key); !st.ok()) return st;
     out.sources_[key] = "flag";
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ConfigValues> ConfigSchema::LoadText(const std::string& yaml,
+                                                    const std::string& source,
+                                                    const std::vector<std::string>& args) const {
+  ConfigValues out;
+  for (const auto& [key, k] : keys_) {
+    out.values_[key] = k.default_value;
+    out.sources_[key] = "default";
+  }
+  if (!yaml.empty()) {
+    if (absl::Status st = ApplyYaml(yaml, source, out); !st.ok()) return st;
+  }
+  if (absl::Status st = ApplyFlags(args, out); !st.ok()) return st;
   for (const auto& [key, k] : keys_) {
     if (k.required && out.values_[key].empty()) {
       return absl::InvalidArgumentError(

@@ -57,6 +57,11 @@ class ConfigSchema {
   };
   absl::Status Set(std::map<std::string, std::string>& values, const std::string& key,
                    const std::string& value, const std::string& source) const;
+  // LoadText's parts: the YAML document's keys (nested mappings are dotted keys; each key
+  // once), then the flags.
+  absl::Status ApplyYaml(const std::string& yaml, const std::string& source,
+                         ConfigValues& out) const;
+  absl::Status ApplyFlags(const std::vector<std::string>& args, ConfigValues& out) const;
   std::map<std::string, Key> keys_;
   std::vector<std::string> order_;
   friend class ConfigValues;
