@@ -94,95 +94,116 @@ absl::StatusOr<double> TimeLaunches(int32_t launches, runner::cuda::Event& start
   return runner::cuda::ElapsedSeconds(start, stop) / launches;
 }
 
-// One model shape's heads at every (rows, context), both kernels.
+// The decode attention's device buffers for up to `rows` rows of `max_blocks` blocks each.
+struct DecodeBuffers {
+  static constexpr int32_t kBlockTokens = 16, kMaxSplits = 64;
+  runner::cuda::DeviceMemory k, v, qkv, out, part_out, part_max, part_sum, arrivals, tables,
+      row_pos, row_slot;
+  int32_t max_rows = 0, max_blocks = 0;
+};
+
+// Allocates `b` for `config`'s heads, with a random cache and q/k/v; block j of row r is block
+// j * max_rows + r (a row's blocks far apart), and row r is slot r.
+absl::Status AllocateDecode(const model::ModelConfig& config, int32_t max_rows, int32_t max_context,
+                            bool fp8, DecodeBuffers& b) {
+  const int64_t H = config.num_heads, KV = config.num_kv_heads, D = config.head_dim;
+  b.max_rows = max_rows;
+  b.max_blocks = (max_context + DecodeBuffers::kBlockTokens - 1) / DecodeBuffers::kBlockTokens;
+  const int64_t blocks = int64_t{max_rows} * b.max_blocks;
+  const int64_t cache_elems = blocks * KV * DecodeBuffers::kBlockTokens * D;
+  const int64_t qkv_elems = max_rows * (H + 2 * KV) * D;
+  const int64_t parts = max_rows * H * DecodeBuffers::kMaxSplits;
+  constexpr size_t kBf16 = sizeof(__nv_bfloat16), kF32 = sizeof(float), kI32 = sizeof(int32_t);
+  const size_t cache_bytes = fp8 ? 1 : kBf16;  // a cached element's
+  LLM_RETURN_IF_ERROR(b.k.Allocate(cache_elems * cache_bytes, "K cache"));
+  LLM_RETURN_IF_ERROR(b.v.Allocate(cache_elems * cache_bytes, "V cache"));
+  LLM_RETURN_IF_ERROR(b.qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
+  LLM_RETURN_IF_ERROR(b.out.Allocate(max_rows * H * D * kBf16, "output"));
+  LLM_RETURN_IF_ERROR(b.part_out.Allocate(parts * D * kF32, "partial outputs"));
+  LLM_RETURN_IF_ERROR(b.part_max.Allocate(parts * kF32, "partial maxima"));
+  LLM_RETURN_IF_ERROR(b.part_sum.Allocate(parts * kF32, "partial sums"));
+  LLM_RETURN_IF_ERROR(b.arrivals.Allocate(max_rows * KV * kI32, "arrival counters"));
+  LLM_RETURN_IF_ERROR(b.tables.Allocate(blocks * kI32, "block tables"));
+  LLM_RETURN_IF_ERROR(b.row_pos.Allocate(max_rows * kI32, "positions"));
+  LLM_RETURN_IF_ERROR(b.row_slot.Allocate(max_rows * kI32, "slots"));
+  LLM_RETURN_IF_ERROR(InitRandomCache(b.k, b.v, b.qkv, cache_elems, qkv_elems, fp8));
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int32_t r = 0; r < max_rows; ++r) {
+    for (int32_t j = 0; j < b.max_blocks; ++j) {
+      table[static_cast<size_t>(r) * b.max_blocks + j] = j * max_rows + r;
+    }
+  }
+  std::vector<int32_t> slots(static_cast<size_t>(max_rows));
+  for (int32_t r = 0; r < max_rows; ++r) slots[r] = r;
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(b.tables.get(), table.data(), table.size() * kI32, cudaMemcpyHostToDevice),
+      "block tables");
+  LLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(b.row_slot.get(), slots.data(), slots.size() * kI32, cudaMemcpyHostToDevice),
+      "slots");
+  LLM_CUDA_RETURN_IF_ERROR(cudaMemset(b.arrivals.get(), 0, b.arrivals.bytes()), "arrival counters");
+  return absl::OkStatus();
+}
+
+// The decode attention of `rows` rows over `b`, split for `sm_count` multiprocessors.
+kernels::AttentionParams DecodeParams(const model::ModelConfig& config, DecodeBuffers& b,
+                                      int32_t rows, int32_t sm_count, bool fp8) {
+  kernels::AttentionParams p{};
+  p.qkv = As<__nv_bfloat16>(b.qkv);
+  p.k_cache = b.k.get();
+  p.v_cache = b.v.get();
+  p.kv = {fp8, 0.05f, 0.05f};
+  p.row_pos = As<int32_t>(b.row_pos);
+  p.row_slot = As<int32_t>(b.row_slot);
+  p.block_tables = As<int32_t>(b.tables);
+  p.max_blocks_per_seq = b.max_blocks;
+  p.out = As<__nv_bfloat16>(b.out);
+  p.partial_out = As<float>(b.part_out);
+  p.partial_max = As<float>(b.part_max);
+  p.partial_sum = As<float>(b.part_sum);
+  p.split_arrivals = As<int32_t>(b.arrivals);
+  p.rows = rows;
+  p.num_heads = config.num_heads;
+  p.num_kv_heads = config.num_kv_heads;
+  p.head_dim = config.head_dim;
+  p.block_tokens = DecodeBuffers::kBlockTokens;
+  p.splits = kernels::DecodeSplits(rows, config.num_kv_heads, sm_count, DecodeBuffers::kMaxSplits);
+  p.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  return p;
+}
+
+// One shape's heads at every (rows, context), both kernels.
 absl::Status RunShape(const std::string& shape, const std::vector<int32_t>& row_counts,
                       const std::vector<int32_t>& contexts, int32_t launches, int32_t sm_count,
                       double copy_bandwidth, bool fp8, nlohmann::json& cases) {
-  using runner::cuda::DeviceMemory;
   auto config = model::ShapeConfig(shape);
   if (!config.ok()) return config.status();
   const int32_t H = config->num_heads, KV = config->num_kv_heads, D = config->head_dim;
   if (!kernels::AttentionSupported(D, H, KV)) {
     return absl::InvalidArgumentError(absl::StrCat(shape, ": heads not supported"));
   }
-  constexpr int32_t kBlockTokens = 16, kMaxSplits = 64;
-  const int32_t max_rows = *std::max_element(row_counts.begin(), row_counts.end());
-  const int32_t max_context = *std::max_element(contexts.begin(), contexts.end());
-  const int32_t max_blocks = (max_context + kBlockTokens - 1) / kBlockTokens;
-  const int64_t blocks = int64_t{max_rows} * max_blocks;
-  const int64_t cache_elems = blocks * KV * kBlockTokens * D;
-  const int64_t qkv_elems = int64_t{max_rows} * (H + 2 * KV) * D;
-  const int64_t parts = int64_t{max_rows} * H * kMaxSplits;
-  constexpr size_t kBf16 = sizeof(__nv_bfloat16), kF32 = sizeof(float), kI32 = sizeof(int32_t);
-
-  const size_t cache_bytes = fp8 ? 1 : kBf16;  // a cached element's
-  DeviceMemory k, v, qkv, out, part_out, part_max, part_sum, arrivals, tables, row_pos, row_slot;
-  LLM_RETURN_IF_ERROR(k.Allocate(cache_elems * cache_bytes, "K cache"));
-  LLM_RETURN_IF_ERROR(v.Allocate(cache_elems * cache_bytes, "V cache"));
-  LLM_RETURN_IF_ERROR(qkv.Allocate(qkv_elems * kBf16, "q/k/v"));
-  LLM_RETURN_IF_ERROR(out.Allocate(int64_t{max_rows} * H * D * kBf16, "output"));
-  LLM_RETURN_IF_ERROR(part_out.Allocate(parts * D * kF32, "partial outputs"));
-  LLM_RETURN_IF_ERROR(part_max.Allocate(parts * kF32, "partial maxima"));
-  LLM_RETURN_IF_ERROR(part_sum.Allocate(parts * kF32, "partial sums"));
-  LLM_RETURN_IF_ERROR(arrivals.Allocate(int64_t{max_rows} * KV * kI32, "arrival counters"));
-  LLM_RETURN_IF_ERROR(tables.Allocate(blocks * kI32, "block tables"));
-  LLM_RETURN_IF_ERROR(row_pos.Allocate(max_rows * kI32, "positions"));
-  LLM_RETURN_IF_ERROR(row_slot.Allocate(max_rows * kI32, "slots"));
-  LLM_RETURN_IF_ERROR(InitRandomCache(k, v, qkv, cache_elems, qkv_elems, fp8));
-  // Block j of row r is block j * max_rows + r: a row's blocks are far apart.
-  std::vector<int32_t> table(static_cast<size_t>(blocks));
-  for (int32_t r = 0; r < max_rows; ++r) {
-    for (int32_t j = 0; j < max_blocks; ++j) {
-      table[static_cast<size_t>(r) * max_blocks + j] = j * max_rows + r;
-    }
-  }
-  std::vector<int32_t> slots(static_cast<size_t>(max_rows));
-  for (int32_t r = 0; r < max_rows; ++r) slots[r] = r;
-  LLM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(tables.get(), table.data(), table.size() * kI32, cudaMemcpyHostToDevice),
-      "block tables");
-  LLM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(row_slot.get(), slots.data(), slots.size() * kI32, cudaMemcpyHostToDevice),
-      "slots");
-  LLM_CUDA_RETURN_IF_ERROR(cudaMemset(arrivals.get(), 0, arrivals.bytes()), "arrival counters");
+  DecodeBuffers b;
+  LLM_RETURN_IF_ERROR(AllocateDecode(*config,
+                                     *std::max_element(row_counts.begin(), row_counts.end()),
+                                     *std::max_element(contexts.begin(), contexts.end()), fp8, b));
   runner::cuda::Event start, stop;
   LLM_RETURN_IF_ERROR(start.Create());
   LLM_RETURN_IF_ERROR(stop.Create());
   for (const int32_t context : contexts) {
-    std::vector<int32_t> pos(static_cast<size_t>(max_rows), context - 1);
-    LLM_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(row_pos.get(), pos.data(), pos.size() * kI32, cudaMemcpyHostToDevice),
-        "positions");
+    std::vector<int32_t> pos(static_cast<size_t>(b.max_rows), context - 1);
+    LLM_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.row_pos.get(), pos.data(), pos.size() * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice),
+                             "positions");
     for (const int32_t rows : row_counts) {
       for (const bool tensor_cores : {true, false}) {
-        kernels::AttentionParams p{};
-        p.qkv = As<__nv_bfloat16>(qkv);
-        p.k_cache = k.get();
-        p.v_cache = v.get();
-        p.kv = {fp8, 0.05f, 0.05f};
-        p.row_pos = As<int32_t>(row_pos);
-        p.row_slot = As<int32_t>(row_slot);
-        p.block_tables = As<int32_t>(tables);
-        p.max_blocks_per_seq = max_blocks;
-        p.out = As<__nv_bfloat16>(out);
-        p.partial_out = As<float>(part_out);
-        p.partial_max = As<float>(part_max);
-        p.partial_sum = As<float>(part_sum);
-        p.split_arrivals = As<int32_t>(arrivals);
-        p.rows = rows;
-        p.num_heads = H;
-        p.num_kv_heads = KV;
-        p.head_dim = D;
-        p.block_tokens = kBlockTokens;
-        p.splits = kernels::DecodeSplits(rows, KV, sm_count, kMaxSplits);
-        p.scale = 1.0f / std::sqrt(static_cast<float>(D));
+        kernels::AttentionParams p = DecodeParams(*config, b, rows, sm_count, fp8);
         // A head size without the tensor-core kernel ran the CUDA-core one already.
         if (!tensor_cores && !kernels::AttentionUsesTensorCores(p)) continue;
         p.tensor_cores = tensor_cores;
         LLM_ASSIGN_OR_RETURN(const double seconds, TimeLaunches(launches, start, stop, [&] {
                                return kernels::LaunchAttention(p, nullptr);
                              }));
-        const double kv_bytes = 2.0 * rows * context * KV * D * cache_bytes;
+        const double kv_bytes = 2.0 * rows * context * KV * D * (fp8 ? 1 : 2);
         cases.push_back(
             {{"shape", shape},
              {"heads", H},
