@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "worker/frontend/chat/jinja_arithmetic.h"
 #include "worker/frontend/chat/jinja_builtins.h"
 #include "worker/frontend/chat/jinja_format.h"
 #include "worker/frontend/chat/jinja_text_filters.h"
@@ -530,7 +531,7 @@ class Renderer {
     return Failed() ? Value() : Value::Bool(true);
   }
 
-  // The binary operator `op` (not and/or) on values.
+  // The binary operator `op` (not and/or) on values; arithmetic is jinja_arithmetic.h's.
   Value Apply(const std::string& op, const Value& a, const Value& b, int line) {
     if (op == "~") {
       std::string l = ToStr(a), r = ToStr(b);
@@ -568,97 +569,9 @@ class Renderer {
       if (!r.ok()) return Fail(line, r.status()), Value();
       return Value::Str(*std::move(r));
     }
-    for (const Value* x : {&a, &b}) {
-      if (x->undefined()) {
-        Fail(line, x->s.empty() ? "an operand is undefined" : x->s);
-        return Value();
-      }
-    }
-    const bool ints =
-        (a.kind == K::kInt || a.kind == K::kBool) && (b.kind == K::kInt || b.kind == K::kBool);
-    const bool nums =
-        (a.is_number() || a.kind == K::kBool) && (b.is_number() || b.kind == K::kBool);
-    const int64_t ai = a.kind == K::kBool ? a.b : a.i, bi = b.kind == K::kBool ? b.b : b.i;
-    int64_t r = 0;
-    if (op == "+") {
-      if (ints) return __builtin_add_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
-      if (nums) return Value::Float(a.number() + b.number());
-      if (a.is_string() && b.is_string() && (a.markup || b.markup)) {
-        // Markup + str escapes the str (either way round), and stays Markup.
-        std::string l = a.markup ? a.s : HtmlEscape(a.s), r = b.markup ? b.s : HtmlEscape(b.s);
-        if (!FitsOutput(l.size() + r.size(), line)) return Value();
-        return Value::Markup(std::move(l) + r);
-      }
-      if (a.is_string() && b.is_string()) {
-        if (!FitsOutput(a.s.size() + b.s.size(), line)) return Value();
-        return Value::Str(a.s + b.s);
-      }
-      if (a.kind == K::kList && b.kind == K::kList) {
-        if (!FitsItems(a.list->size() + b.list->size(), line)) return Value();
-        List l = *a.list;
-        l.insert(l.end(), b.list->begin(), b.list->end());
-        return Value::MakeList(std::move(l));
-      }
-    } else if (op == "-" && nums) {
-      if (ints) return __builtin_sub_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
-      return Value::Float(a.number() - b.number());
-    } else if (op == "*") {
-      if (ints) return __builtin_mul_overflow(ai, bi, &r) ? Overflow(line) : Value::Int(r);
-      if (nums) return Value::Float(a.number() * b.number());
-      const Value* seq = a.kind == K::kInt ? &b : &a;
-      const Value* count = a.kind == K::kInt ? &a : &b;
-      if (count->kind == K::kInt && (seq->is_string() || seq->kind == K::kList)) {
-        const auto size =
-            static_cast<int64_t>(seq->is_string() ? seq->s.size() : seq->list->size());
-        int64_t total = 0;  // the product could wrap past the bound ([1] * 2**62)
-        if (count->i > 0 && (__builtin_mul_overflow(count->i, size, &total) ||
-                             total > static_cast<int64_t>(options_.max_output_bytes))) {
-          error_ = absl::ResourceExhaustedError("chat template: a repetition is too large");
-          return Value();
-        }
-        if (seq->is_string()) {
-          std::string s;
-          for (int64_t i = 0; i < count->i; ++i) s += seq->s;
-          return Value::Str(std::move(s));
-        }
-        List l;
-        for (int64_t i = 0; i < count->i; ++i)
-          l.insert(l.end(), seq->list->begin(), seq->list->end());
-        return Value::MakeList(std::move(l));
-      }
-    } else if ((op == "/" || op == "//" || op == "%") && nums) {
-      if (b.number() == 0) {
-        Fail(line, "division by zero");
-        return Value();
-      }
-      if (op == "/") return Value::Float(a.number() / b.number());
-      if (ints && ai == std::numeric_limits<int64_t>::min() && bi == -1) {
-        return op == "%" ? Value::Int(0) : Overflow(line);  // the quotient is 2^63
-      }
-      if (ints) {
-        int64_t q = ai / bi, r = ai % bi;
-        if (r != 0 && ((r < 0) != (bi < 0))) {
-          --q;
-          r += bi;
-        }
-        return Value::Int(op == "//" ? q : r);
-      }
-      const double q = std::floor(a.number() / b.number());
-      return Value::Float(op == "//" ? q : a.number() - q * b.number());
-    } else if (op == "**" && nums) {
-      if (ints && bi >= 0) {
-        if (ai >= -1 && ai <= 1) return Value::Int(bi == 0 ? 1 : ai == -1 && bi % 2 == 0 ? 1 : ai);
-        r = 1;  // |ai| >= 2: past 64 bits within 63 factors
-        for (int64_t i = 0; i < bi; ++i) {
-          if (__builtin_mul_overflow(r, ai, &r)) return Overflow(line);
-        }
-        return Value::Int(r);
-      }
-      return Value::Float(std::pow(a.number(), b.number()));
-    }
-    Fail(line, absl::StrCat("unsupported operand type(s) for ", op, ": '", TypeName(a), "' and '",
-                            TypeName(b), "'"));
-    return Value();
+    auto r = Arithmetic(op, a, b, line, options_.max_output_bytes);
+    if (!r.ok()) return Fail(line, r.status()), Value();
+    return *std::move(r);
   }
 
   // Rendering recurses (statements in statements, expressions in expressions, macro calls), and
@@ -696,15 +609,6 @@ class Renderer {
     if (error_.ok()) {
       error_ = absl::ResourceExhaustedError(absl::StrCat(
           "chat template line ", line, ": a string exceeds ", options_.max_output_bytes, " bytes"));
-    }
-    return false;
-  }
-  bool FitsItems(size_t items, int line) {
-    if (items <= options_.max_output_bytes / 16) return true;
-    if (error_.ok()) {
-      error_ = absl::ResourceExhaustedError(absl::StrCat("chat template line ", line,
-                                                         ": a list exceeds ",
-                                                         options_.max_output_bytes / 16, " items"));
     }
     return false;
   }
