@@ -184,105 +184,16 @@ class Parser {
     if (!error_.ok()) return nullptr;
     auto s = std::make_unique<Stmt>();
     s->line = line;
-    std::string end;
-    if (tag == "if") {
-      s->kind = Stmt::Kind::kIf;
-      ExprPtr cond = ParseTuple(true);
-      Expect(T::kBlockEnd, "'%}'");
-      for (;;) {
-        Body b = ParseBody({"elif", "else", "endif"}, &end);
-        s->branches.emplace_back(std::move(cond), std::move(b));
-        if (!error_.ok()) return nullptr;
-        ++i_;  // the tag's name
-        if (end == "elif") {
-          cond = ParseTuple(true);
-          Expect(T::kBlockEnd, "'%}'");
-          continue;
-        }
-        if (end == "else") {
-          Expect(T::kBlockEnd, "'%}'");
-          Body e = ParseBody({"endif"}, &end);
-          s->branches.emplace_back(nullptr, std::move(e));
-          ++i_;
-        }
-        Expect(T::kBlockEnd, "'%}'");
-        return s;
-      }
-    }
-    if (tag == "for") {
-      s->kind = Stmt::Kind::kFor;
-      s->targets = ParseTargets();
-      if (!SkipName("in")) {
-        Fail(absl::StrCat("expected 'in', got ", Describe(Cur())));
-        return nullptr;
-      }
-      s->expr = ParseTuple(false);
-      if (SkipName("if")) s->filter = ParseTuple(true);
-      if (IsName("recursive")) {
-        Fail("recursive loops are not supported");
-        return nullptr;
-      }
-      Expect(T::kBlockEnd, "'%}'");
-      s->body = ParseBody({"else", "endfor"}, &end);
-      if (!error_.ok()) return nullptr;
-      ++i_;
-      if (end == "else") {
-        Expect(T::kBlockEnd, "'%}'");
-        s->else_body = ParseBody({"endfor"}, &end);
-        ++i_;
-      }
-      Expect(T::kBlockEnd, "'%}'");
-      return s;
-    }
-    if (tag == "set") {
-      const std::string first = ExpectName();
-      s->targets.push_back(first);
-      if (SkipOp(".")) {
-        s->attr = ExpectName();
-      } else {
-        while (SkipOp(",")) s->targets.push_back(ExpectName());
-      }
-      if (SkipOp("=")) {
-        s->kind = Stmt::Kind::kSet;
-        s->expr = ParseTuple(true);
-        Expect(T::kBlockEnd, "'%}'");
-        return s;
-      }
-      if (!s->attr.empty() || s->targets.size() != 1) {
-        Fail("expected '='");
-        return nullptr;
-      }
-      s->kind = Stmt::Kind::kSetBlock;
-      Expect(T::kBlockEnd, "'%}'");
-      s->body = ParseBody({"endset"}, &end);
-      ++i_;
-      Expect(T::kBlockEnd, "'%}'");
-      return s;
-    }
-    if (tag == "macro") {
-      s->kind = Stmt::Kind::kMacro;
-      s->name = ExpectName();
-      ExpectOp("(");
-      while (error_.ok() && !IsOp(")")) {
-        std::string p = ExpectName();
-        ExprPtr def;
-        if (SkipOp("=")) def = ParseExpression();
-        s->params.emplace_back(std::move(p), std::move(def));
-        if (!SkipOp(",")) break;
-      }
-      ExpectOp(")");
-      Expect(T::kBlockEnd, "'%}'");
-      s->body = ParseBody({"endmacro"}, &end);
-      ++i_;
-      if (Cur().type == T::kName) ++i_;  // {% endmacro name %}
-      Expect(T::kBlockEnd, "'%}'");
-      return s;
-    }
+    if (tag == "if") return ParseIf(std::move(s));
+    if (tag == "for") return ParseFor(std::move(s));
+    if (tag == "set") return ParseSet(std::move(s));
+    if (tag == "macro") return ParseMacro(std::move(s));
     if (tag == "generation") {
       // transformers' AssistantTracker: {% generation %}...{% endgeneration %} marks the
       // assistant's tokens and renders its body unchanged; here, an if without a condition.
       s->kind = Stmt::Kind::kIf;
       Expect(T::kBlockEnd, "'%}'");
+      std::string end;
       Body b = ParseBody({"endgeneration"}, &end);
       ++i_;
       Expect(T::kBlockEnd, "'%}'");
@@ -297,6 +208,112 @@ class Parser {
     i_ -= 1;
     Fail(absl::StrCat("unknown tag '", tag, "'"));
     return nullptr;
+  }
+
+  // {% if c %}...{% elif c %}...{% else %}...{% endif %}, after the tag's name.
+  StmtPtr ParseIf(StmtPtr s) {
+    s->kind = Stmt::Kind::kIf;
+    ExprPtr cond = ParseTuple(true);
+    Expect(T::kBlockEnd, "'%}'");
+    std::string end;
+    for (;;) {
+      Body b = ParseBody({"elif", "else", "endif"}, &end);
+      s->branches.emplace_back(std::move(cond), std::move(b));
+      if (!error_.ok()) return nullptr;
+      ++i_;  // the tag's name
+      if (end == "elif") {
+        cond = ParseTuple(true);
+        Expect(T::kBlockEnd, "'%}'");
+        continue;
+      }
+      if (end == "else") {
+        Expect(T::kBlockEnd, "'%}'");
+        Body e = ParseBody({"endif"}, &end);
+        s->branches.emplace_back(nullptr, std::move(e));
+        ++i_;
+      }
+      Expect(T::kBlockEnd, "'%}'");
+      return s;
+    }
+  }
+
+  // {% for targets in expr [if filter] %}...[{% else %}...]{% endfor %}, after the tag's name.
+  StmtPtr ParseFor(StmtPtr s) {
+    s->kind = Stmt::Kind::kFor;
+    s->targets = ParseTargets();
+    if (!SkipName("in")) {
+      Fail(absl::StrCat("expected 'in', got ", Describe(Cur())));
+      return nullptr;
+    }
+    s->expr = ParseTuple(false);
+    if (SkipName("if")) s->filter = ParseTuple(true);
+    if (IsName("recursive")) {
+      Fail("recursive loops are not supported");
+      return nullptr;
+    }
+    Expect(T::kBlockEnd, "'%}'");
+    std::string end;
+    s->body = ParseBody({"else", "endfor"}, &end);
+    if (!error_.ok()) return nullptr;
+    ++i_;
+    if (end == "else") {
+      Expect(T::kBlockEnd, "'%}'");
+      s->else_body = ParseBody({"endfor"}, &end);
+      ++i_;
+    }
+    Expect(T::kBlockEnd, "'%}'");
+    return s;
+  }
+
+  // {% set a = e %}, {% set a, b = e %}, {% set ns.attr = e %}, or a block
+  // {% set a %}...{% endset %}, after the tag's name.
+  StmtPtr ParseSet(StmtPtr s) {
+    const std::string first = ExpectName();
+    s->targets.push_back(first);
+    if (SkipOp(".")) {
+      s->attr = ExpectName();
+    } else {
+      while (SkipOp(",")) s->targets.push_back(ExpectName());
+    }
+    if (SkipOp("=")) {
+      s->kind = Stmt::Kind::kSet;
+      s->expr = ParseTuple(true);
+      Expect(T::kBlockEnd, "'%}'");
+      return s;
+    }
+    if (!s->attr.empty() || s->targets.size() != 1) {
+      Fail("expected '='");
+      return nullptr;
+    }
+    s->kind = Stmt::Kind::kSetBlock;
+    Expect(T::kBlockEnd, "'%}'");
+    std::string end;
+    s->body = ParseBody({"endset"}, &end);
+    ++i_;
+    Expect(T::kBlockEnd, "'%}'");
+    return s;
+  }
+
+  // {% macro name(p, q=default) %}...{% endmacro [name] %}, after the tag's name.
+  StmtPtr ParseMacro(StmtPtr s) {
+    s->kind = Stmt::Kind::kMacro;
+    s->name = ExpectName();
+    ExpectOp("(");
+    while (error_.ok() && !IsOp(")")) {
+      std::string p = ExpectName();
+      ExprPtr def;
+      if (SkipOp("=")) def = ParseExpression();
+      s->params.emplace_back(std::move(p), std::move(def));
+      if (!SkipOp(",")) break;
+    }
+    ExpectOp(")");
+    Expect(T::kBlockEnd, "'%}'");
+    std::string end;
+    s->body = ParseBody({"endmacro"}, &end);
+    ++i_;
+    if (Cur().type == T::kName) ++i_;  // {% endmacro name %}
+    Expect(T::kBlockEnd, "'%}'");
+    return s;
   }
 
   std::vector<std::string> ParseTargets() {
@@ -451,7 +468,9 @@ class Parser {
     return e;
   }
 
-  ExprPtr ParsePrimary() {
+  // A literal or a name: true/false/none (either case), a name, adjacent strings joined, an
+  // int (an error past 64 bits), a float. Null when the current token is none of those.
+  ExprPtr ParseAtom() {
     const Token& tok = Cur();
     auto e = Make(Expr::Kind::kLiteral);
     switch (tok.type) {
@@ -489,28 +508,35 @@ class Parser {
         e->value = Value::Float(std::strtod(tok.value.c_str(), nullptr));
         return e;
       default:
-        break;
+        return nullptr;
     }
-    if (SkipOp("(")) {
-      if (SkipOp(")")) {
-        auto t = Make(Expr::Kind::kList);
-        t->name = "tuple";
-        return t;
-      }
-      ExprPtr inner = ParseExpression();
-      if (IsOp(",")) {
-        auto t = Make(Expr::Kind::kList);
-        t->name = "tuple";
-        Adopt(t.get(), std::move(inner));
-        while (SkipOp(",")) {
-          if (IsOp(")")) break;
-          Adopt(t.get(), ParseExpression());
-        }
-        inner = std::move(t);
-      }
-      ExpectOp(")");
-      return inner;
+  }
+
+  // After "(": (), (e), or a tuple (a, b[,]).
+  ExprPtr ParseParenthesised() {
+    if (SkipOp(")")) {
+      auto t = Make(Expr::Kind::kList);
+      t->name = "tuple";
+      return t;
     }
+    ExprPtr inner = ParseExpression();
+    if (IsOp(",")) {
+      auto t = Make(Expr::Kind::kList);
+      t->name = "tuple";
+      Adopt(t.get(), std::move(inner));
+      while (SkipOp(",")) {
+        if (IsOp(")")) break;
+        Adopt(t.get(), ParseExpression());
+      }
+      inner = std::move(t);
+    }
+    ExpectOp(")");
+    return inner;
+  }
+
+  ExprPtr ParsePrimary() {
+    if (ExprPtr atom = ParseAtom()) return atom;
+    if (SkipOp("(")) return ParseParenthesised();
     if (SkipOp("[")) {
       auto l = Make(Expr::Kind::kList);
       while (error_.ok() && !IsOp("]")) {
@@ -531,7 +557,8 @@ class Parser {
       ExpectOp("}");
       return d;
     }
-    Fail("unexpected " + Describe(tok));
+    auto e = Make(Expr::Kind::kLiteral);
+    Fail("unexpected " + Describe(Cur()));
     ++i_;
     return e;
   }
