@@ -306,12 +306,9 @@ absl::Status CompareSets(const AccuracyBenchSettings& s, Model& m, Model& r,
 
 int RunAccuracyBench(const std::vector<std::string>& args) {
   const std::string cmd = "llm-bench accuracy";
-  FlagSet flags;
-  AddAccuracyBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  const AccuracyBenchSettings& s = *settings;
+  auto parsed = ParseSettings(cmd, args, AddAccuracyBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const AccuracyBenchSettings& s = *parsed.settings;
   ThreadPool pool(static_cast<int>(s.threads));  // declared first: the models compute on it
   const auto layers = static_cast<int32_t>(s.layers);
   auto m = LoadModel(s.model, s.quantization, s.kv_cache_dtype, layers, pool);

@@ -16,6 +16,7 @@ namespace llm::bench {
 
 using tools::Fail;
 using tools::ParseOrExit;
+using tools::ParseSettings;
 using FlagSet = ::llm::FlagSet;
 
 // Paths in the source tree and in the shared test data (defaults of the benchmarks' flags).

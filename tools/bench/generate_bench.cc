@@ -174,12 +174,9 @@ absl::StatusOr<nlohmann::json> MeasureBatched(const GenerateBenchSettings& s,
 
 int RunGenerateBench(const std::vector<std::string>& args) {
   const std::string cmd = "llm-bench generate";
-  FlagSet flags;
-  AddGenerateBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  const GenerateBenchSettings& s = *settings;
+  auto parsed = ParseSettings(cmd, args, AddGenerateBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const GenerateBenchSettings& s = *parsed.settings;
   ThreadPool pool(static_cast<int>(s.threads));  // declared first: the model computes on it
   auto model = runner::CpuModel::Load(s.model, &pool);
   if (!model.ok()) return Fail(cmd, model.status());

@@ -510,12 +510,9 @@ absl::Status MeasureAll(const GpuBenchRun& r, nlohmann::json& out) {
 
 int RunGpuBench(const std::vector<std::string>& args) {
   const std::string cmd = "llm-bench gpu";
-  FlagSet flags;
-  AddGpuBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  const GpuBenchSettings& s = *settings;
+  auto parsed = ParseSettings(cmd, args, AddGpuBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const GpuBenchSettings& s = *parsed.settings;
   if (kernels::DeviceCount() == 0) {
     return Fail(cmd, absl::FailedPreconditionError(kernels::NoDeviceReason()));
   }

@@ -282,12 +282,9 @@ absl::StatusOr<nlohmann::json> MeasureRun(const KvBenchSettings& s, const KvLoad
 
 int RunKvBench(const std::vector<std::string>& args) {
   const char* cmd = "llm-bench kv";
-  FlagSet flags;
-  AddKvBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  const KvBenchSettings& s = *settings;
+  auto parsed = ParseSettings(cmd, args, AddKvBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const KvBenchSettings& s = *parsed.settings;
   const KvLoad load = MakeLoad(s);
   const std::string wanted = "," + s.runs + ",";
   nlohmann::json out = {{"benchmark", "kv"},

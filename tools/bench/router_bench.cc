@@ -410,12 +410,9 @@ absl::StatusOr<nlohmann::json> MeasureRelayRounds(const RouterBenchSettings& s,
 
 int RunRouterBench(const std::vector<std::string>& args) {
   const std::string cmd = "llm-bench router";
-  FlagSet flags;
-  AddRouterBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  const RouterBenchSettings& s = *settings;
+  auto parsed = ParseSettings(cmd, args, AddRouterBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const RouterBenchSettings& s = *parsed.settings;
   tools::FakeBehaviour one;
   one.messages = 1;
   auto worker = tools::FakeWorker::Start(one);

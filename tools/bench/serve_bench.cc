@@ -647,12 +647,9 @@ nlohmann::json Report(const ServeBenchSettings& s, const nlohmann::json& results
 
 int RunServeBench(const std::vector<std::string>& args) {
   const std::string cmd = "llm-bench serve";
-  FlagSet flags;
-  AddServeBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  const ServeBenchSettings& s = *settings;
+  auto parsed = ParseSettings(cmd, args, AddServeBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const ServeBenchSettings& s = *parsed.settings;
   const nlohmann::json results = MedianRounds(RunRounds(s));
   std::printf("%s\n", Report(s, results).dump(2).c_str());
   return 0;

@@ -379,13 +379,10 @@ absl::Status MeasureWorkloads(const SpeculativeBenchSettings& s, nlohmann::json&
 
 int RunSpeculativeBench(const std::vector<std::string>& args) {
   const char* cmd = "llm-bench speculative";
-  FlagSet flags;
-  AddSpeculativeBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  nlohmann::json out = Describe(*settings);
-  if (absl::Status st = MeasureWorkloads(*settings, out); !st.ok()) return Fail(cmd, st);
+  auto parsed = ParseSettings(cmd, args, AddSpeculativeBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  nlohmann::json out = Describe(*parsed.settings);
+  if (absl::Status st = MeasureWorkloads(*parsed.settings, out); !st.ok()) return Fail(cmd, st);
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }

@@ -314,18 +314,15 @@ absl::StatusOr<nlohmann::json> MeasureThroughput(const StructuredBenchSettings& 
 
 int RunStructuredBench(const std::vector<std::string>& args) {
   const char* cmd = "llm-bench structured";
-  FlagSet flags;
-  AddStructuredBenchFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
-  auto specs = ReadSpecs(*settings);
+  auto parsed = ParseSettings(cmd, args, AddStructuredBenchFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  auto specs = ReadSpecs(*parsed.settings);
   if (!specs.ok()) return Fail(cmd, specs.status());
   nlohmann::json out = {{"benchmark", "structured"}};
-  auto masks = MeasureMasks(*settings, *specs);
+  auto masks = MeasureMasks(*parsed.settings, *specs);
   if (!masks.ok()) return Fail(cmd, masks.status());
   out["masks"] = *masks;
-  auto runs = MeasureThroughput(*settings);
+  auto runs = MeasureThroughput(*parsed.settings);
   if (!runs.ok()) return Fail(cmd, runs.status());
   out["throughput"] = *runs;
   std::printf("%s\n", out.dump(2).c_str());

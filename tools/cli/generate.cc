@@ -21,6 +21,7 @@ namespace llm::cli {
 using tools::AddSamplingFlags;
 using tools::Fail;
 using tools::ParseOrExit;
+using tools::ParseSettings;
 using tools::ReadSamplingFlags;
 
 namespace {
@@ -208,17 +209,15 @@ absl::Status Generate(const GenerateSettings& s, loop::Worker& worker) {
 
 int RunGenerate(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli generate";
-  FlagSet flags;
-  AddGenerateFlags(flags);
-  if (int rc = ParseOrExit(cmd, flags, args); rc >= 0) return rc;
-  auto settings = SettingsFromFlags(flags);
-  if (!settings.ok()) return Fail(cmd, settings.status());
+  auto parsed = ParseSettings(cmd, args, AddGenerateFlags, SettingsFromFlags);
+  if (!parsed.settings) return parsed.exit_code;
+  const GenerateSettings& s = *parsed.settings;
   // Declared before the worker: the backend's thread pool must outlive the runner.
-  auto backend = backend::CreateBackend(settings->backend);
+  auto backend = backend::CreateBackend(s.backend);
   if (!backend.ok()) return Fail(cmd, backend.status());
   auto worker = MakeWorker(*backend);
   if (!worker.ok()) return Fail(cmd, worker.status());
-  if (absl::Status st = Generate(*settings, **worker); !st.ok()) return Fail(cmd, st);
+  if (absl::Status st = Generate(s, **worker); !st.ok()) return Fail(cmd, st);
   return 0;
 }
 
