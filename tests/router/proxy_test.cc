@@ -343,9 +343,23 @@ TEST_F(ProxyTest, ClientsThatStopReadingDoNotStallOthersOnTheSameWorkerConnectio
     llm::v1::GenerateResponse resp;
     ASSERT_TRUE(stuck.back()->Read(&resp));
   }
-  // A deliberate duration, not a wait: nothing counts the bytes the stuck calls hold, so they
-  // are given time to fill the worker connection's window before the other call.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // They have filled what the router and the worker connection take for them when the worker's
+  // writes stop completing: its count of written messages holds still for 300 ms.
+  int64_t written = -1;
+  auto changed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(llm::testing::WaitFor(
+      [&] {
+        const auto now = std::chrono::steady_clock::now();
+        if (const int64_t n = w->written_messages(); n != written) {
+          written = n;
+          changed = now;
+          return false;
+        }
+        return now - changed >= std::chrono::milliseconds(300);
+      },
+      std::chrono::seconds(20)))
+      << w->written_messages() << " messages written";
+  EXPECT_LT(w->written_messages(), 70 * 40) << "the stuck calls were not held back";
   // A call that reads goes through, on a connection of its own to the router.
   auto other = llm::v1::Generation::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(router_->port()), grpc::InsecureChannelCredentials()));

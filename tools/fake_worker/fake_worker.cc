@@ -29,8 +29,8 @@ grpc::ByteBuffer Serialize(const google::protobuf::Message& m) {
 class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   FakeStream(FakeWorker::State* state, grpc::CallbackServerContext* context,
-             std::atomic<int64_t>* open, std::atomic<int64_t>* cancelled)
-      : open_(open), cancelled_(cancelled) {
+             FakeWorker::Counters* counters)
+      : counters_(counters) {
     {
       std::lock_guard<std::mutex> lock(state->mu);
       b_ = state->behaviour;
@@ -43,7 +43,7 @@ class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     r.mutable_usage()->set_prompt_tokens(3);
     r.mutable_usage()->set_completion_tokens(static_cast<uint32_t>(b_.messages));
     last_ = Serialize(r);
-    ++*open_;
+    ++counters_->open;
     if (b_.fail_code != grpc::StatusCode::OK) {
       for (const auto& [key, value] : b_.fail_trailers) context->AddTrailingMetadata(key, value);
     }
@@ -58,18 +58,19 @@ class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
       return;
     }
+    ++counters_->written;
     NextLocked();
   }
 
   void OnCancel() override {
-    ++*cancelled_;
+    ++counters_->cancelled;
     std::lock_guard<std::mutex> lock(mu_);
     cancelled_flag_ = true;
     if (!writing_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   }
 
   void OnDone() override {
-    --*open_;
+    --counters_->open;
     delete this;
   }
 
@@ -101,8 +102,7 @@ class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     Finish(status);
   }
 
-  std::atomic<int64_t>* open_;
-  std::atomic<int64_t>* cancelled_;
+  FakeWorker::Counters* counters_;
   FakeBehaviour b_;
   grpc::ByteBuffer message_, last_;
   std::mutex mu_;
@@ -115,29 +115,24 @@ class FakeStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 class FakeGeneration final
     : public llm::v1::Generation::WithRawCallbackMethod_Generate<llm::v1::Generation::Service> {
  public:
-  FakeGeneration(FakeWorker::State* state, std::atomic<int64_t>* calls, std::atomic<int64_t>* open,
-                 std::atomic<int64_t>* cancelled, std::atomic<int64_t>* deadline_ms)
-      : state_(state),
-        calls_(calls),
-        open_(open),
-        cancelled_(cancelled),
-        deadline_ms_(deadline_ms) {}
+  FakeGeneration(FakeWorker::State* state, FakeWorker::Counters* counters)
+      : state_(state), counters_(counters) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer*) override {
-    ++*calls_;
+    ++counters_->calls;
     const auto deadline = context->deadline();
     const auto now = std::chrono::system_clock::now();
-    *deadline_ms_ =
+    counters_->deadline_ms =
         deadline > now + std::chrono::hours(24 * 365)
             ? -1
             : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    return new FakeStream(state_, context, open_, cancelled_);
+    return new FakeStream(state_, context, counters_);
   }
 
  private:
   FakeWorker::State* state_;
-  std::atomic<int64_t>*calls_, *open_, *cancelled_, *deadline_ms_;
+  FakeWorker::Counters* counters_;
 };
 
 class FakeLoad final : public llm::v1::WorkerLoad::Service {
@@ -193,9 +188,7 @@ std::unique_ptr<FakeWorker> FakeWorker::Start(const FakeBehaviour& behaviour, in
   w->state_->worker = w.get();
   w->state_->behaviour = behaviour;
   w->state_->load = IdleLoad();
-  w->generation_ =
-      std::make_unique<FakeGeneration>(w->state_.get(), &w->generate_calls_, &w->open_calls_,
-                                       &w->cancelled_calls_, &w->last_deadline_ms_);
+  w->generation_ = std::make_unique<FakeGeneration>(w->state_.get(), &w->counters_);
   w->load_ = std::make_unique<FakeLoad>(w->state_.get());
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -50,11 +50,19 @@ class FakeWorker {
   void Shutdown();
 
   // Counters.
-  int64_t generate_calls() const { return generate_calls_.load(); }
-  int64_t cancelled_calls() const { return cancelled_calls_.load(); }
-  int64_t open_calls() const { return open_calls_.load(); }
+  int64_t generate_calls() const { return counters_.calls.load(); }
+  int64_t cancelled_calls() const { return counters_.cancelled.load(); }
+  int64_t open_calls() const { return counters_.open.load(); }
+  // Messages whose write completed (the transport took them), over every stream.
+  int64_t written_messages() const { return counters_.written.load(); }
   // The deadline the last Generate call carried, in ms from its arrival (-1: none).
-  int64_t last_deadline_ms() const { return last_deadline_ms_.load(); }
+  int64_t last_deadline_ms() const { return counters_.deadline_ms.load(); }
+
+  // What the Generate service counts, shared with its streams.
+  struct Counters {
+    std::atomic<int64_t> calls{0}, cancelled{0}, open{0}, written{0};
+    std::atomic<int64_t> deadline_ms{-1};
+  };
 
   // Internal: the services' shared state.
   struct State;
@@ -65,8 +73,7 @@ class FakeWorker {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc::Service> generation_, load_;
   int port_ = 0;
-  std::atomic<int64_t> generate_calls_{0}, cancelled_calls_{0}, open_calls_{0};
-  std::atomic<int64_t> last_deadline_ms_{-1};
+  Counters counters_;
   friend struct State;
 };
 

@@ -224,14 +224,13 @@ void WorkerMetrics::RefreshGauges() const {
 void WorkerMetrics::SetDeviceMonitor(const DeviceMonitor* monitor) {
   if (monitor == nullptr || !monitor->unavailable_reason().empty() || monitor_ != nullptr) return;
   Families f(*registry_, labels_);
-  const auto gauge = [&f](const char* name, const char* help) { return f.Gauge(name, help); };
   device_utilization_ =
-      gauge("llm_device_utilization_ratio", "The driver's GPU utilisation counter (NVML), 0..1.");
+      f.Gauge("llm_device_utilization_ratio", "The driver's GPU utilisation counter (NVML), 0..1.");
   device_memory_used_ =
-      gauge("llm_device_memory_used_bytes", "GPU memory in use on the device (NVML).");
-  device_memory_total_ = gauge("llm_device_memory_total_bytes", "GPU memory of the device.");
-  device_power_ = gauge("llm_device_power_watts", "GPU power draw (NVML).");
-  device_temperature_ = gauge("llm_device_temperature_celsius", "GPU temperature (NVML).");
+      f.Gauge("llm_device_memory_used_bytes", "GPU memory in use on the device (NVML).");
+  device_memory_total_ = f.Gauge("llm_device_memory_total_bytes", "GPU memory of the device.");
+  device_power_ = f.Gauge("llm_device_power_watts", "GPU power draw (NVML).");
+  device_temperature_ = f.Gauge("llm_device_temperature_celsius", "GPU temperature (NVML).");
   monitor_.store(monitor);
 }
 

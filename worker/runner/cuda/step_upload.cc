@@ -4,9 +4,7 @@
 
 namespace llm::runner::cuda {
 
-size_t SpecLimitOffset(size_t bucket_slots) {
-  return (bucket_slots * sizeof(int32_t) + 15) / 16 * 16;
-}
+size_t SpecLimitOffset(size_t bucket_slots) { return AlignUpload(bucket_slots * sizeof(int32_t)); }
 
 absl::StatusOr<UploadOffsets> StageUpload(const StepLayout& l, Staging& staging) {
   UploadOffsets o;

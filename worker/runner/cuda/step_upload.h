@@ -16,6 +16,12 @@
 
 namespace llm::runner::cuda {
 
+// Every staged array starts at a multiple of 16 bytes of the area.
+constexpr size_t kUploadAlign = 16;
+constexpr size_t AlignUpload(size_t bytes) {
+  return (bytes + kUploadAlign - 1) / kUploadAlign * kUploadAlign;
+}
+
 // Bump allocation of one step's upload in pinned memory; the device copy has the same layout.
 class Staging {
  public:
@@ -23,7 +29,7 @@ class Staging {
   // Copies `v` in and returns its offset, or -1 when it does not fit.
   template <typename T>
   int64_t Put(const std::vector<T>& v) {
-    used_ = (used_ + 15) / 16 * 16;
+    used_ = AlignUpload(used_);
     const size_t bytes = v.size() * sizeof(T);
     if (used_ + bytes > capacity_) return -1;
     const int64_t offset = static_cast<int64_t>(used_);
