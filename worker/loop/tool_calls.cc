@@ -30,13 +30,19 @@ absl::Status PrepareToolCalls(tools::ToolFormat format, const frontend::Tokenize
   using Mode = tools::ToolChoice::Mode;
   if (absl::Status st = tools::CheckToolChoice(*parsed, choice); !st.ok()) return st;
   if (parsed->empty() || choice.mode == Mode::kNone) return absl::OkStatus();
+  const bool forced = choice.mode == Mode::kRequired || choice.mode == Mode::kFunction;
   if (format == tools::ToolFormat::kNone) {
-    return absl::InvalidArgumentError(
-        "tool_choice: this worker reads no tool calls (model.tool_call_parser is none, or "
-        "auto found no call format in the chat template); send tool_choice \"none\", or set "
-        "model.tool_call_parser");
+    if (!forced) {
+      return absl::InvalidArgumentError(
+          "tool_choice: \"auto\" needs a call format to read the model's calls in, and this "
+          "worker has none (model.tool_call_parser is none, or auto found no call format in "
+          "the chat template); send tool_choice \"none\", \"required\" or a named function, "
+          "or set model.tool_call_parser");
+    }
+    // The grammar writes the calls, in a form of our own: the template has none.
+    format = tools::ToolFormat::kJson;
   }
-  if (choice.mode == Mode::kRequired || choice.mode == Mode::kFunction) {
+  if (forced) {
     if (spec.ignore_eos) {
       return absl::InvalidArgumentError(
           "ignore_eos: not with a required or named tool call (the calls end by EOS)");

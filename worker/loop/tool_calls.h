@@ -3,7 +3,8 @@
 //
 // With tools and a tool_choice other than "none", and a format to read calls in:
 //   - "required" or a named function become the request's constraint (the calls' grammar in
-//     the model's own format), so the answer is nothing but valid calls; a marker that the
+//     the model's own format, or where the worker has none, tool_format.h's json: a JSON array
+//     of calls), so the answer is nothing but valid calls; a marker that the
 //     tokenizer has as a special token is that token in the grammar, not its text spelled in
 //     ordinary tokens;
 //   - the output's text keeps special tokens (the formats' markers, <|python_tag|> or
@@ -30,8 +31,9 @@ namespace llm::loop {
 
 // Prepares `spec` (a chat request) for its tools under `format`, wrapping `sink` in the parser.
 // INVALID_ARGUMENT naming the field for bad tools, a tool_choice they cannot meet, a
-// required call together with another constraint or ignore_eos, or a worker with no format
-// to read calls in. `tokenizer` (may be null: markers as text) is the model's.
+// required call together with another constraint or ignore_eos, or tool_choice auto on a
+// worker with no format to read calls in. `tokenizer` (may be null: markers as text) is the
+// model's.
 absl::Status PrepareToolCalls(tools::ToolFormat format, const frontend::Tokenizer* tokenizer,
                               GenerateSpec& spec, std::shared_ptr<StreamSink>& sink);
 

@@ -66,9 +66,11 @@ void AddModelKeys(config::ConfigSchema& s) {
       .String("model.chat_template", "",
               "Jinja chat template file for chat requests (default: the tokenizer's: "
               "chat_template.jinja or tokenizer_config.json chat_template)")
-      .String("model.tool_call_parser", "auto",
-              "format of tool calls in chat answers: auto (from the chat template's markers), "
-              "llama3_json, hermes, mistral or none (tools are rendered, calls not read)");
+      .String(
+          "model.tool_call_parser", "auto",
+          "format of tool calls in chat answers: auto (from the chat template's markers), "
+          "llama3_json, hermes, mistral, json (a JSON array of calls) or none (tool_choice auto "
+          "refused; required and named calls are written as json)");
 }
 
 // server.*: the addresses and the gRPC server's bounds.

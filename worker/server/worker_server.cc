@@ -243,8 +243,11 @@ absl::Status WorkerServer::SetUpChat() {
   LLM_ASSIGN_OR_RETURN(const tools::ToolFormat format,
                        tools::ResolveToolFormat(config_.tool_call_parser, chat->text()));
   worker_->SetToolFormat(format);
-  std::fprintf(stderr, "llm-worker: tool calls: %s%s\n", tools::ToolFormatName(format).data(),
-               config_.tool_call_parser == "auto" ? " (from the chat template)" : "");
+  std::fprintf(stderr, "llm-worker: tool calls: %s%s%s\n", tools::ToolFormatName(format).data(),
+               config_.tool_call_parser == "auto" ? " (from the chat template)" : "",
+               format == tools::ToolFormat::kNone
+                   ? "; tool_choice auto refused, required and named calls written as json"
+                   : "");
   auto shared = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
   worker_->SetChatRenderer([shared](const loop::ChatPrompt& c) {
     return shared->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);

@@ -123,6 +123,7 @@ ToolCallParser::ToolCallParser(ToolFormat format, bool parallel, std::vector<std
       parallel_(parallel),
       names_(std::move(names)),
       state_(format == ToolFormat::kLlama3Json ? State::kStart
+             : format == ToolFormat::kJson     ? State::kBeforeList
              : format == ToolFormat::kNone     ? State::kTail
                                                : State::kText) {}
 
@@ -173,7 +174,13 @@ void ToolCallParser::Consume(size_t n) {
 void ToolCallParser::GiveBack(ParseOutput& out) {
   Content(out, raw_);
   raw_.clear();
-  state_ = format_ == ToolFormat::kLlama3Json ? State::kTail : State::kText;
+  state_ = TextAfterCalls();
+}
+
+ToolCallParser::State ToolCallParser::TextAfterCalls() const {
+  // Only mistral and hermes write calls after text; the others' calls are the whole answer.
+  return format_ == ToolFormat::kMistral || format_ == ToolFormat::kHermes ? State::kText
+                                                                           : State::kTail;
 }
 
 bool ToolCallParser::Step(ParseOutput& out) {
@@ -303,7 +310,9 @@ bool ToolCallParser::StepObject(ParseOutput& out) {
   }
   if (depth_ != 0) return false;
   const size_t length = scanned_;
-  const bool need_args = format_ == ToolFormat::kLlama3Json && !tagged_;
+  // An untagged llama3_json object, or a json array's, with no arguments is an answer in JSON.
+  const bool need_args =
+      (format_ == ToolFormat::kLlama3Json && !tagged_) || format_ == ToolFormat::kJson;
   std::optional<ParsedCall> call =
       ParseCall(std::string_view(pending_).substr(0, length), names_, need_args);
   Consume(length);
@@ -382,7 +391,7 @@ bool ToolCallParser::StepAfterObject() {
   const size_t i = SkipSpace(pending_);
   if (i == pending_.size()) return false;
   const std::string_view rest = std::string_view(pending_).substr(i);
-  State next = format_ == ToolFormat::kLlama3Json ? State::kTail : State::kText;
+  State next = format_ == ToolFormat::kJson && rest[0] == ']' ? State::kTail : TextAfterCalls();
   size_t used = i;
   if (format_ == ToolFormat::kHermes) {
     if (rest.starts_with(kHermesClose)) {
@@ -390,7 +399,8 @@ bool ToolCallParser::StepAfterObject() {
     } else if (kHermesClose.starts_with(rest)) {
       return false;
     }
-  } else if (format_ == ToolFormat::kMistral && (rest[0] == ',' || rest[0] == ']')) {
+  } else if ((format_ == ToolFormat::kMistral || format_ == ToolFormat::kJson) &&
+             (rest[0] == ',' || rest[0] == ']')) {
     used += 1;
     if (rest[0] == ',') next = State::kBeforeObject;
   } else if (format_ == ToolFormat::kLlama3Json && rest[0] == ';') {

@@ -17,9 +17,9 @@
 // given as a JSON string, or after other keys, or missing where the format allows it; the
 // arguments then compact, as nlohmann writes them). Text that looks like a call but is not one
 // (malformed JSON, no "name", a name the request did not offer, arguments that are not an
-// object; in llama3_json without <|python_tag|>, an object with neither "arguments" nor
-// "parameters") is given back as content, unchanged, so nothing the model wrote is lost.
-// Whitespace between calls is dropped.
+// object; in llama3_json without <|python_tag|>, and in json, an object with neither
+// "arguments" nor "parameters") is given back as content, unchanged, so nothing the model wrote is
+// lost. Whitespace between calls is dropped.
 #ifndef LLM_WORKER_TOOLS_TOOL_CALL_PARSER_H_
 #define LLM_WORKER_TOOLS_TOOL_CALL_PARSER_H_
 
@@ -61,7 +61,7 @@ class ToolCallParser {
   enum class State {
     kStart,         // llama3_json: before the first non-space byte
     kText,          // content; watching for the marker
-    kBeforeList,    // mistral: after the marker, before '['
+    kBeforeList,    // mistral: after the marker, json: at the start; before '['
     kBeforeObject,  // before a call's '{'
     kObject,        // inside a call's JSON object, not yet committed
     kArguments,     // inside a committed call's arguments object
@@ -85,6 +85,9 @@ class ToolCallParser {
   // `emit` (may be null) gets the bytes scanned less whitespace outside strings.
   size_t Scan(std::string_view s, size_t from, int max_depth, std::string* emit);
   bool StepAfterObject();
+  // Where text goes when it is not (or no longer) a call: kText, or kTail for the formats
+  // whose calls are the whole answer (llama3_json, json).
+  State TextAfterCalls() const;
   void Content(ParseOutput& out, std::string_view text);
   // Leaves the call region: what it consumed goes back to content.
   void GiveBack(ParseOutput& out);

@@ -12,6 +12,8 @@ std::string_view ToolFormatName(ToolFormat format) {
       return "hermes";
     case ToolFormat::kMistral:
       return "mistral";
+    case ToolFormat::kJson:
+      return "json";
     case ToolFormat::kNone:
       break;
   }
@@ -35,13 +37,13 @@ ToolFormat DetectToolFormat(std::string_view source) {
 absl::StatusOr<ToolFormat> ResolveToolFormat(std::string_view name,
                                              std::string_view template_source) {
   if (name == "auto") return DetectToolFormat(template_source);
-  for (ToolFormat f :
-       {ToolFormat::kNone, ToolFormat::kLlama3Json, ToolFormat::kHermes, ToolFormat::kMistral}) {
+  for (ToolFormat f : {ToolFormat::kNone, ToolFormat::kLlama3Json, ToolFormat::kHermes,
+                       ToolFormat::kMistral, ToolFormat::kJson}) {
     if (name == ToolFormatName(f)) return f;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("model.tool_call_parser: '", std::string(name),
-                   "' is not one of auto, llama3_json, hermes, mistral, none"));
+                   "' is not one of auto, llama3_json, hermes, mistral, json, none"));
 }
 
 }  // namespace llm::tools

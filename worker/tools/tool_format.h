@@ -6,6 +6,9 @@
 //   hermes       Hermes, Qwen 2.5/3: text, then <tool_call>\n{"name": ..., "arguments": {...}}
 //                \n</tool_call> per call.
 //   mistral      Mistral v0.3: text, then [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...].
+//   json         no template's own: the whole answer is a JSON array of calls,
+//                [{"name": ..., "arguments": {...}}, ...]. What a required or named tool_choice
+//                writes on a worker whose format is none; a worker set to it reads it under auto.
 //   none         no parsing: the output is text.
 #ifndef LLM_WORKER_TOOLS_TOOL_FORMAT_H_
 #define LLM_WORKER_TOOLS_TOOL_FORMAT_H_
@@ -17,13 +20,14 @@
 
 namespace llm::tools {
 
-enum class ToolFormat { kNone, kLlama3Json, kHermes, kMistral };
+enum class ToolFormat { kNone, kLlama3Json, kHermes, kMistral, kJson };
 
-// "llama3_json", "hermes", "mistral" or "none".
+// "llama3_json", "hermes", "mistral", "json" or "none".
 std::string_view ToolFormatName(ToolFormat format);
 
 // `name` as model.tool_call_parser writes it; "auto" picks the format of `template_source` (a
-// chat template's text). INVALID_ARGUMENT naming model.tool_call_parser otherwise.
+// chat template's text; never json, which no template writes). INVALID_ARGUMENT naming
+// model.tool_call_parser otherwise.
 absl::StatusOr<ToolFormat> ResolveToolFormat(std::string_view name,
                                              std::string_view template_source);
 

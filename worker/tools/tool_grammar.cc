@@ -120,6 +120,8 @@ absl::StatusOr<std::string> CallsPattern(ToolFormat format, const std::string& c
       const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
       return absl::StrCat(mark("[TOOL_CALLS]"), " \\[", call, more, "\\]");
     }
+    case ToolFormat::kJson:  // compact, as the arguments are
+      return absl::StrCat("\\[", call, parallel ? absl::StrCat("(,", call, ")*") : "", "\\]");
     case ToolFormat::kLlama3Json:
       return call;
     case ToolFormat::kNone:

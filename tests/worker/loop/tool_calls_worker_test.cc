@@ -223,14 +223,45 @@ TEST_F(ToolCallsWorkerTest, BadToolRequestsFailAloneNamingTheField) {
   s = Spec({tools::ToolChoice::Mode::kAuto, ""}, 0);
   s.chat->tools[1]["function"]["name"] = "get_weather";
   EXPECT_THAT(refused(s), HasSubstr("tools[1].function.name: 'get_weather' is named twice"));
-  // A worker with no call format refuses every mode but none.
+  // A worker with no call format refuses auto: it could not read the calls.
   worker_->SetToolFormat(tools::ToolFormat::kNone);
   EXPECT_THAT(refused(Spec({tools::ToolChoice::Mode::kAuto, ""}, 0)),
-              HasSubstr("tool_choice: this worker reads no tool calls"));
+              HasSubstr("tool_choice: \"auto\" needs a call format"));
   EXPECT_TRUE(Run(Spec({tools::ToolChoice::Mode::kNone, ""}, 0)).finished);
   // Nothing was left behind: the next request runs.
   worker_->SetToolFormat(tools::ToolFormat::kHermes);
   EXPECT_FALSE(Run(Spec({tools::ToolChoice::Mode::kRequired, ""}, 3)).tool_calls.empty());
+}
+
+// A template with no call format of its own (a worker whose format is none): required and
+// named calls are still enforced, written as a JSON array of calls and read back.
+TEST_F(ToolCallsWorkerTest, WithNoFormatForcedCallsAreAJsonArray) {
+  worker_->SetToolFormat(tools::ToolFormat::kNone);
+  size_t most = 0;
+  for (int seed = 0; seed < 12; ++seed) {
+    const bool named = seed % 3 == 2, parallel = seed % 2 == 1;
+    const tools::ToolChoice choice{
+        named ? tools::ToolChoice::Mode::kFunction : tools::ToolChoice::Mode::kRequired,
+        named ? "get_weather" : ""};
+    const StreamUpdate r = Run(Spec(choice, seed, parallel));
+    ASSERT_FALSE(r.tool_calls.empty()) << "seed " << seed << ": '" << r.text << "'";
+    if (r.reason == sampling::FinishReason::kLength) continue;  // greedy repeats calls
+    EXPECT_EQ(r.text, "") << "seed " << seed;
+    EXPECT_TRUE(r.called_tools);
+    EXPECT_EQ(r.reason, sampling::FinishReason::kStopToken);
+    if (!parallel) {
+      EXPECT_EQ(r.tool_calls.size(), 1u);
+    }
+    for (const ToolCall& call : r.tool_calls) {
+      EXPECT_THAT(call.id, ::testing::StartsWith("call_"));
+      if (named) {
+        EXPECT_EQ(call.name, "get_weather");
+      }
+      ExpectValidCall(call);
+    }
+    most = std::max(most, r.tool_calls.size());
+  }
+  EXPECT_GT(most, 1u);  // several calls in one answer, where parallel
 }
 
 // Mistral v0.3's own tokenizer has [TOOL_CALLS] as a special token. A required call then begins

@@ -206,6 +206,28 @@ TEST(ToolCallParserTest, Mistral) {
   }
 }
 
+// Our own form, for templates with none: the whole answer is a JSON array of calls.
+TEST(ToolCallParserTest, Json) {
+  const ToolFormat f = ToolFormat::kJson;
+  ExpectParses({f,
+                "[{\"name\":\"f\",\"arguments\":{\"a\":[1,2]}},{\"name\":\"g\",\"arguments\":{}}]",
+                "",
+                {"f {\"a\":[1,2]}", "g {}"}});
+  ExpectParses({f, " [ {\"name\": \"f\", \"parameters\": {}} ] ", "", {"f {}"}});
+  // Text after the array is content; so is an answer that is not an array of calls, a list
+  // of objects without arguments among them.
+  ExpectParses({f, "[{\"name\":\"f\",\"arguments\":{}}] ok", " ok", {"f {}"}});
+  for (const std::string text : {"plain text", "[1, 2]", "[{\"name\": \"Ann\", \"age\": 30}]",
+                                 "Sure: [{\"name\":\"f\",\"arguments\":{}}]", "[{\"name\":"}) {
+    ExpectParses({f, text, text, {}});
+  }
+  // Calls after the first are dropped when not parallel.
+  const Result one =
+      Parse(f, "[{\"name\":\"a\",\"arguments\":{}},{\"name\":\"b\",\"arguments\":{}}]", 1, false);
+  EXPECT_EQ(one.calls, std::vector<std::string>{"a {}"});
+  EXPECT_EQ(one.content, "");
+}
+
 // Only the request's functions, with object arguments, are calls; anything else is text.
 TEST(ToolCallParserTest, WhatIsNotTheRequestsCallIsText) {
   const auto parse = [](ToolFormat f, const std::string& text) {
@@ -273,7 +295,10 @@ TEST(ToolCallParserTest, EditedCallsParseTheSameInAnyPieces) {
       {ToolFormat::kLlama3Json, "{\"name\": \"f\", \"parameters\": {\"x\": [true, \"\\u00e9\"]}}"},
       {ToolFormat::kMistral,
        "Sure. [TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": "
-       "\"g\", \"arguments\": {}, \"id\": \"abc123xyz\"}]"}};
+       "\"g\", \"arguments\": {}, \"id\": \"abc123xyz\"}]"},
+      {ToolFormat::kJson,
+       "[{\"name\":\"f\",\"arguments\":{\"s\":\"]\\\"[\",\"n\":[1]}},{\"arguments\":{},"
+       "\"name\":\"g\"}] and text"}};
   const int runs = constraint::fuzz::EnvInt("LLM_FUZZ_RUNS", 3000);
   std::mt19937 rng(constraint::fuzz::EnvInt("LLM_FUZZ_SEED", 20261129));
   for (int i = 0; i < runs && !HasFailure(); ++i) {

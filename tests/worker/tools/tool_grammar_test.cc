@@ -83,6 +83,27 @@ TEST(ToolGrammarTest, Llama3AndMistral) {
   EXPECT_TRUE(Accepts(Calls(ToolFormat::kMistral, required, false), "[TOOL_CALLS] [" + kNow + "]"));
 }
 
+// Our own form, where the template has none: a compact JSON array of calls, which the parser
+// reads back.
+TEST(ToolGrammarTest, JsonArrayOfCalls) {
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  const std::string two = "[" + kWeather + "," + kNow + "]";
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kJson, required, true), two));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kJson, required, false), two));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kJson, required, false), "[" + kNow + "]"));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kJson, required, true), "[]"));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kJson, required, true), kNow));
+  const ToolChoice named{ToolChoice::Mode::kFunction, "get_weather"};
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kJson, named, true), "[" + kNow + "]"));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kJson, named, true), "[" + kWeather + "]"));
+  ToolCallParser parser(ToolFormat::kJson, true);
+  ParseOutput out = parser.Feed(two);
+  ParseOutput end = parser.Finish();
+  EXPECT_EQ(out.content + end.content, "");
+  ASSERT_EQ(out.calls.size() + end.calls.size(), 2u);
+  EXPECT_EQ(out.calls[0].name, "get_weather");
+}
+
 // A marker the tokenizer has as a special token is that token's bytes in the grammar
 // (constraint::SpecialTokenBytes), never its text; other markers stay text.
 TEST(ToolGrammarTest, SpecialTokenMarkers) {
@@ -238,6 +259,7 @@ TEST(ToolFormatTest, DetectedFromTheShippedTemplates) {
   EXPECT_EQ(DetectToolFormat("<|python_tag|>"), ToolFormat::kLlama3Json);
   EXPECT_EQ(DetectToolFormat("plain"), ToolFormat::kNone);
   EXPECT_EQ(ResolveToolFormat("hermes", "").value(), ToolFormat::kHermes);
+  EXPECT_EQ(ResolveToolFormat("json", "<tool_call>").value(), ToolFormat::kJson);
   EXPECT_THAT(ResolveToolFormat("xml", "").status().message(), HasSubstr("model.tool_call_parser"));
 }
 
