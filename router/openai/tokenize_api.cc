@@ -6,8 +6,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
 #include "nlohmann/json.hpp"
 #include "router/openai/body_fields.h"
+#include "router/openai/chat_params.h"
 
 namespace llm::router::openai {
 namespace {
@@ -22,14 +24,23 @@ absl::StatusOr<json> ParseObject(std::string_view text, const std::set<std::stri
   if (body.is_discarded()) return Bad(e, "", "the request body is not valid JSON");
   if (!body.is_object()) return Bad(e, "", "the request body must be a JSON object");
   for (const auto& [key, value] : body.items()) {
-    if (key == "messages" && !known.count(key)) {
-      return Bad(e, key, "'messages' is not supported here: send the rendered text as 'prompt'");
-    }
     if (!known.count(key) && !options.ignore_unknown_fields) {
       return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
     }
   }
   return body;
+}
+
+// The chat's fields nest within bounds, before anything walks them recursively (dump, the
+// worker's template values), as the chat API's do.
+absl::Status CheckChatDepth(const json& body, ApiError* e) {
+  for (const char* key : {"messages", "chat_template_kwargs", "tools"}) {
+    if (Present(body, key) && JsonNestsDeeperThan(body[key], kMaxJsonNesting - 1)) {
+      return Bad(e, key,
+                 absl::StrCat("'", key, "' nests deeper than ", kMaxJsonNesting, " levels"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // The optional "model" field, a string.
@@ -43,16 +54,24 @@ absl::StatusOr<std::string> Model(const json& body, ApiError* e) {
 
 absl::StatusOr<llm::v1::TokenizeRequest> ParseTokenizeBody(std::string_view text, ApiError* e,
                                                            const ParseOptions& options) {
-  auto body = ParseObject(text, {"model", "prompt", "add_special_tokens"}, options, e);
+  auto body = ParseObject(text,
+                          {"model", "prompt", "add_special_tokens", "messages",
+                           "add_generation_prompt", "chat_template_kwargs", "tools"},
+                          options, e);
   if (!body.ok()) return body.status();
   llm::v1::TokenizeRequest r;
   auto model = Model(*body, e);
   if (!model.ok()) return model.status();
   r.set_model(*model);
-  if (!Present(*body, "prompt") || !(*body)["prompt"].is_string()) {
-    return Bad(e, "prompt", "'prompt' must be a string");
+  if (Present(*body, "messages")) {
+    if (Present(*body, "prompt")) return Bad(e, "prompt", "give 'prompt' or 'messages', not both");
+    if (absl::Status st = CheckChatDepth(*body, e); !st.ok()) return st;
+    if (absl::Status st = ParseChat(*body, *r.mutable_chat(), e); !st.ok()) return st;
+  } else if (!Present(*body, "prompt") || !(*body)["prompt"].is_string()) {
+    return Bad(e, "prompt", "'prompt' must be a string (or give the chat's 'messages')");
+  } else {
+    r.set_text((*body)["prompt"].get<std::string>());
   }
-  r.set_text((*body)["prompt"].get<std::string>());
   bool add = true;
   auto has = Bool(*body, "add_special_tokens", &add, e);
   if (!has.ok()) return has.status();

@@ -4,7 +4,8 @@ models: tinystories-656k named "tiny", and random:tiny named "rand" with the ali
 three names once each; 200 interleaved completions and chat completions, 16 at a time, each
 name their model and are answered by it (the response's model field, and the prompt token
 count of that model's tokenizer); each worker's finished-request counter adds up to the calls
-that named its model; /tokenize and /detokenize go by model too; an unknown name is a 404
+that named its model; /tokenize (its prompt form, and its messages form counting what a chat
+completion counts) and /detokenize go by model too; an unknown name is a 404
 model_not_found listing the served names; n = 4 gives four choices, the prompt computed once.
 The gRPC side of the same cluster: two_model_test.cc.
 
@@ -155,6 +156,13 @@ def main():
                            json={"model": name, "tokens": t["tokens"]}).json()
             check(PROMPT in d["prompt"], f"/detokenize naming {name} gives the prompt back: "
                   f"{d['prompt']!r}")
+            # The chat form: the template's rendering, as a chat completion counts it.
+            t = httpx.post(f"{base}/tokenize", headers=headers, timeout=30,
+                           json={"model": name,
+                                 "messages": [{"role": "user", "content": PROMPT}]}).json()
+            check(t.get("count") == expected[served][1],
+                  f"/tokenize with messages naming {name}: {t}, as its chat completions count "
+                  f"({expected[served][1]})")
         r = httpx.post(f"{base}/tokenize", headers=headers, timeout=30, json={"prompt": PROMPT})
         check(r.status_code == 400, f"/tokenize without a model, two served: {r.status_code}")
         r = httpx.post(f"{base}/tokenize", headers=headers, timeout=30,

@@ -114,6 +114,21 @@ TEST_F(WorkerIntegrationTest, TokenizeAndDetokenize) {
   const grpc::Status st = stub->Detokenize(&c3, dreq, &dresp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), HasSubstr("token_ids[59]"));
+  // A chat to tokenize: this model has no template to render it with; text and chat together
+  // are refused before that.
+  llm::v1::TokenizeRequest chat;
+  auto* m = chat.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("Hi");
+  grpc::ClientContext c4;
+  const grpc::Status no_template = stub->Tokenize(&c4, chat, &tresp);
+  EXPECT_EQ(no_template.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(no_template.error_message(), HasSubstr("chat: "));
+  chat.set_text("Hi");
+  grpc::ClientContext c5;
+  const grpc::Status both = stub->Tokenize(&c5, chat, &tresp);
+  EXPECT_EQ(both.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(both.error_message(), HasSubstr("text: give text or chat, not both"));
 }
 
 TEST_F(WorkerIntegrationTest, BadRequestsGetInvalidArgumentNamingTheField) {

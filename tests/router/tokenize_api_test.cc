@@ -25,14 +25,19 @@ TEST(TokenizeApiTest, TokenizeBodies) {
   const struct {
     const char* body;
     const char* param;
-  } bad[] = {{R"({"model": "m"})", "prompt"},
-             {R"({"prompt": 3})", "prompt"},
-             {R"({"prompt": "x", "model": 1})", "model"},
-             {R"({"prompt": "x", "add_special_tokens": "yes"})", "add_special_tokens"},
-             {R"({"messages": [{"role": "user", "content": "x"}]})", "messages"},
-             {R"({"prompt": "x", "temperature": 0})", "temperature"},
-             {R"([1, 2])", ""},
-             {R"({"prompt": )", ""}};
+  } bad[] = {
+      {R"({"model": "m"})", "prompt"},
+      {R"({"prompt": 3})", "prompt"},
+      {R"({"prompt": "x", "model": 1})", "model"},
+      {R"({"prompt": "x", "add_special_tokens": "yes"})", "add_special_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})", "prompt"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": 3})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice"},
+      {R"({"prompt": "x", "temperature": 0})", "temperature"},
+      {R"([1, 2])", ""},
+      {R"({"prompt": )", ""}};
   for (const auto& c : bad) {
     ApiError err;
     EXPECT_FALSE(ParseTokenizeBody(c.body, &err).ok()) << c.body;
@@ -42,6 +47,36 @@ TEST(TokenizeApiTest, TokenizeBodies) {
   ParseOptions lenient;
   lenient.ignore_unknown_fields = true;
   EXPECT_TRUE(ParseTokenizeBody(R"({"prompt": "x", "temperature": 0})", &e, lenient).ok());
+}
+
+// vLLM's chat form: the conversation as the chat API takes it, for the worker to render.
+TEST(TokenizeApiTest, ChatTokenizeBodies) {
+  ApiError e;
+  auto r = ParseTokenizeBody(R"({"model": "tiny", "messages": [{"role": "developer",
+      "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi"}]}],
+      "add_generation_prompt": false, "chat_template_kwargs": {"enable_thinking": false},
+      "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                             &e);
+  ASSERT_TRUE(r.ok()) << e.message;
+  ASSERT_TRUE(r->has_chat());
+  EXPECT_EQ(r->text(), "");
+  ASSERT_EQ(r->chat().messages_size(), 2);
+  EXPECT_EQ(r->chat().messages(0).role(), "system");
+  EXPECT_EQ(r->chat().messages(1).content(), "Hi");
+  ASSERT_TRUE(r->chat().has_add_generation_prompt());
+  EXPECT_FALSE(r->chat().add_generation_prompt());
+  EXPECT_EQ(nlohmann::json::parse(r->chat().template_kwargs_json())["enable_thinking"], false);
+  EXPECT_EQ(nlohmann::json::parse(r->chat().tools_json())[0]["function"]["name"], "f");
+  EXPECT_FALSE(r->has_add_special_tokens());  // the worker's default for a chat: false
+  r = ParseTokenizeBody(R"({"prompt": "x"})", &e);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_chat());
+  // Nesting is bounded before anything walks it.
+  std::string deep = R"({"messages": [{"role": "user", "content": "x", "name": )";
+  deep += std::string(300, '[') + std::string(300, ']') + "}]}";
+  ApiError err;
+  EXPECT_FALSE(ParseTokenizeBody(deep, &err).ok());
+  EXPECT_EQ(err.param, "messages");
 }
 
 TEST(TokenizeApiTest, DetokenizeBodies) {

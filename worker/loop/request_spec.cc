@@ -22,36 +22,9 @@ absl::Status CheckIds(const std::string& field, const std::vector<int32_t>& ids,
   return absl::OkStatus();
 }
 
-// The chat's messages: a conversation, each message with a role, every text valid UTF-8, the
-// texts within the prompt's bytes.
-absl::Status CheckChat(const nlohmann::ordered_json& m, const RequestLimits& l) {
-  if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
-  size_t bytes = 0;
-  for (size_t i = 0; i < m.size(); ++i) {
-    if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
-        m[i]["role"].get_ref<const std::string&>().empty()) {
-      return Invalid(absl::StrCat("chat.messages[", i, "].role"), "missing");
-    }
-    for (const auto& [key, value] : m[i].items()) {
-      if (!value.is_string()) continue;
-      const std::string& text = value.get_ref<const std::string&>();
-      bytes += text.size();
-      if (const size_t bad = FirstInvalidUtf8(text); bad != text.size()) {
-        return Invalid(absl::StrCat("chat.messages[", i, "].", key),
-                       absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
-      }
-    }
-  }
-  if (bytes > l.max_prompt_bytes) {
-    return Invalid("chat.messages",
-                   absl::StrCat(bytes, " bytes is more than the limit of ", l.max_prompt_bytes));
-  }
-  return absl::OkStatus();
-}
-
 // The prompt, whichever form it takes: chat messages, text or token ids.
 absl::Status CheckPrompt(const GenerateSpec& s, const RequestLimits& l) {
-  if (s.chat) return CheckChat(s.chat->messages, l);
+  if (s.chat) return ValidateChat(s.chat->messages, l);
   if (!s.has_text) {
     if (s.token_ids.empty()) return Invalid("token_ids", "the prompt is empty");
     return CheckIds("token_ids.ids", s.token_ids, l.vocab_size);
@@ -88,6 +61,31 @@ absl::Status CheckStops(const GenerateSpec& s, const RequestLimits& l) {
 }
 
 }  // namespace
+
+absl::Status ValidateChat(const nlohmann::ordered_json& m, const RequestLimits& l) {
+  if (!m.is_array() || m.empty()) return Invalid("chat.messages", "the conversation is empty");
+  size_t bytes = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    if (!m[i].is_object() || !m[i].contains("role") || !m[i]["role"].is_string() ||
+        m[i]["role"].get_ref<const std::string&>().empty()) {
+      return Invalid(absl::StrCat("chat.messages[", i, "].role"), "missing");
+    }
+    for (const auto& [key, value] : m[i].items()) {
+      if (!value.is_string()) continue;
+      const std::string& text = value.get_ref<const std::string&>();
+      bytes += text.size();
+      if (const size_t bad = FirstInvalidUtf8(text); bad != text.size()) {
+        return Invalid(absl::StrCat("chat.messages[", i, "].", key),
+                       absl::StrCat("not valid UTF-8 (byte ", bad, ")"));
+      }
+    }
+  }
+  if (bytes > l.max_prompt_bytes) {
+    return Invalid("chat.messages",
+                   absl::StrCat(bytes, " bytes is more than the limit of ", l.max_prompt_bytes));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
   if (s.request_id.size() > l.max_request_id_bytes) {

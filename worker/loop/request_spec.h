@@ -88,6 +88,10 @@ struct RequestLimits {
   }
 };
 
+// A chat's messages: a conversation, each message with a role, every text valid UTF-8, the
+// texts within the prompt's bytes. INVALID_ARGUMENT naming the field ("chat.messages[1].role").
+absl::Status ValidateChat(const nlohmann::ordered_json& messages, const RequestLimits& limits);
+
 // Checks everything that does not need the prompt's token count. INVALID_ARGUMENT naming the
 // field (as in llm.v1.GenerateRequest: "max_tokens", "sampling.top_p", "stop[2]", ...).
 absl::Status ValidateSpec(const GenerateSpec& spec, const RequestLimits& limits);

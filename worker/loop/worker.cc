@@ -320,6 +320,23 @@ absl::StatusOr<std::vector<int32_t>> Worker::Tokenize(std::string_view text,
   return ids;
 }
 
+absl::StatusOr<std::vector<int32_t>> Worker::TokenizeChat(const ChatPrompt& chat,
+                                                          bool add_special) const {
+  if (!chat_renderer_) return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
+  if (absl::Status st = ValidateChat(chat.messages, options_.limits); !st.ok()) return st;
+  auto text = chat_renderer_(chat);
+  if (!text.ok())
+    return absl::InvalidArgumentError(absl::StrCat("chat: ", text.status().message()));
+  if (text->size() > options_.limits.max_prompt_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("chat: the rendered prompt's ", text->size(),
+                                                   " bytes are more than the limit of ",
+                                                   options_.limits.max_prompt_bytes));
+  }
+  auto ids = tokenizer_->Encode(*text, add_special);
+  if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("chat: ", ids.status().message()));
+  return ids;
+}
+
 absl::StatusOr<std::string> Worker::Detokenize(std::span<const int32_t> ids,
                                                bool skip_special) const {
   for (size_t i = 0; i < ids.size(); ++i) {

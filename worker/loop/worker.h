@@ -89,6 +89,10 @@ class Worker {
   // OK when `model` is empty, model.name or one of served_names; else NOT_FOUND naming it.
   absl::Status CheckModel(std::string_view model) const;
   absl::StatusOr<std::vector<int32_t>> Tokenize(std::string_view text, bool add_special) const;
+  // The tokens of the prompt a chat request of `chat` would have (rendered by the chat
+  // renderer; `add_special`: special tokens added again, as vLLM's /tokenize may).
+  // INVALID_ARGUMENT naming chat when there is no renderer or the template fails.
+  absl::StatusOr<std::vector<int32_t>> TokenizeChat(const ChatPrompt& chat, bool add_special) const;
   absl::StatusOr<std::string> Detokenize(std::span<const int32_t> ids, bool skip_special) const;
   const frontend::Tokenizer& tokenizer() const { return *tokenizer_; }
 

@@ -43,6 +43,8 @@ void ArgumentsAsObjects(nlohmann::ordered_json& calls) {
   }
 }
 
+}  // namespace
+
 absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   loop::ChatPrompt chat;
   for (int i = 0; i < c.messages_size(); ++i) {
@@ -84,8 +86,6 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   chat.parallel_tool_calls = !c.has_parallel_tool_calls() || c.parallel_tool_calls();
   return chat;
 }
-
-}  // namespace
 
 absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   loop::GenerateSpec s;

@@ -22,6 +22,10 @@ class DeviceMonitor;
 // chat's JSON fields (tools_json, tool_calls_json, template_kwargs_json) do not parse.
 absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& request);
 
+// A chat's prompt (GenerateRequest.chat, TokenizeRequest.chat). INVALID_ARGUMENT naming the
+// field when its JSON fields do not parse.
+absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& chat);
+
 // Fills `response` (cleared first) from an update.
 void ToResponse(const std::string& request_id, const loop::StreamUpdate& update,
                 llm::v1::GenerateResponse& response);

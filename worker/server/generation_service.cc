@@ -30,9 +30,23 @@ const StringFields kChatStrings = {{1, {"messages[]", &kChatMessageStrings}},
                                    {5, {"tool_choice", &kToolChoiceStrings}}};
 const StringFields kGenerateStrings = {
     {1, "request_id"}, {2, "text"}, {7, "stop[]"}, {12, {"chat", &kChatStrings}}};
-const StringFields kTokenizeStrings = {{1, "text"}, {3, "model"}};
+const StringFields kTokenizeStrings = {{1, "text"}, {3, "model"}, {4, {"chat", &kChatStrings}}};
 
 class GenerateReactor;
+
+// The tokens of a TokenizeRequest's text or chat.
+absl::StatusOr<std::vector<int32_t>> TokenizeIds(const loop::Worker& worker,
+                                                 const llm::v1::TokenizeRequest& request) {
+  const bool chat = request.has_chat();
+  const bool add = request.has_add_special_tokens() ? request.add_special_tokens() : !chat;
+  if (!chat) return worker.Tokenize(request.text(), add);
+  if (!request.text().empty()) {
+    return absl::InvalidArgumentError("text: give text or chat, not both");
+  }
+  auto prompt = ToChat(request.chat());
+  if (!prompt.ok()) return prompt.status();
+  return worker.TokenizeChat(*prompt, add);
+}
 
 // Choices a request may ask for (GenerateRequest.n).
 constexpr uint32_t kMaxChoices = 16;
@@ -338,8 +352,7 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     reactor->Finish(ToGrpcStatus(st));
     return reactor;
   }
-  auto ids = worker->Tokenize(
-      request.text(), request.has_add_special_tokens() ? request.add_special_tokens() : true);
+  auto ids = TokenizeIds(*worker, request);
   if (ids.ok()) {
     llm::v1::TokenizeResponse response;
     response.mutable_token_ids()->Add(ids->begin(), ids->end());
