@@ -94,37 +94,62 @@ const std::set<std::string>& Known(ApiKind kind) {
   return kind == ApiKind::kChat ? chat : completion;
 }
 
-absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, ApiError* e) {
-  if (!Present(body, "prompt")) return Bad(e, "prompt", "'prompt' is required");
-  json prompt = body["prompt"];
-  // A batch of one is the same as its element.
-  if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
-    prompt = json(prompt[0]);
-  }
+// One prompt of a completion: a string or an array of token ids. `param` names it.
+absl::Status OnePrompt(const json& prompt, const std::string& param, std::string* text,
+                       llm::v1::TokenIds* ids, ApiError* e) {
   if (prompt.is_string()) {
-    r->set_text(prompt.get<std::string>());
-    return absl::OkStatus();
-  }
-  if (prompt.is_array() && !prompt.empty() && prompt[0].is_number_integer()) {
-    for (const json& id : prompt) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-          id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-        return Bad(e, "prompt", "'prompt' token ids must be non-negative integers");
-      }
-      r->mutable_token_ids()->add_ids(id.get<int32_t>());
-    }
+    *text = prompt.get<std::string>();
     return absl::OkStatus();
   }
   if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
-    return Bad(e, "prompt", "'prompt' token ids must be non-negative integers");
-  }
-  if (prompt.is_array() && prompt.size() > 1) {
-    return Bad(e, "prompt", "'prompt' holds several prompts; send one per request");
+    for (const json& id : prompt) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+          id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return Bad(e, param, absl::StrCat("'", param, "' token ids must be non-negative integers"));
+      }
+      ids->add_ids(id.get<int32_t>());
+    }
+    return absl::OkStatus();
   }
   if (prompt.is_array() && prompt.empty()) {
-    return Bad(e, "prompt", "'prompt' is an empty array: give a string or at least one token id");
+    return Bad(e, param,
+               absl::StrCat("'", param, "' is an empty array: give a string or token ids"));
   }
-  return Bad(e, "prompt", "'prompt' must be a string or an array of token ids");
+  return Bad(e, param, absl::StrCat("'", param, "' must be a string or an array of token ids"));
+}
+
+// The completion's prompt: a string, token ids, or a list of either (OpenAI's batch: each
+// prompt gets n choices, GenerateRequest.more_prompts). `prompts` gets their count.
+absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, int* prompts, ApiError* e) {
+  if (!Present(body, "prompt")) return Bad(e, "prompt", "'prompt' is required");
+  const json& prompt = body["prompt"];
+  const bool batch = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
+  if (!batch) {
+    *prompts = 1;
+    llm::v1::TokenIds ids;
+    LLM_RETURN_IF_ERROR(OnePrompt(prompt, "prompt", r->mutable_text(), &ids, e));
+    if (ids.ids_size() > 0) *r->mutable_token_ids() = std::move(ids);
+    return absl::OkStatus();
+  }
+  *prompts = static_cast<int>(prompt.size());
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::string param = absl::StrCat("prompt[", i, "]");
+    if (!prompt[i].is_string() && !prompt[i].is_array()) {
+      return Bad(e, param, absl::StrCat("'", param, "' must be a string or an array of token ids"));
+    }
+    llm::v1::BatchPrompt one;
+    llm::v1::TokenIds ids;
+    LLM_RETURN_IF_ERROR(OnePrompt(prompt[i], param, one.mutable_text(), &ids, e));
+    if (ids.ids_size() > 0) *one.mutable_token_ids() = std::move(ids);
+    if (i == 0 && one.has_token_ids()) {
+      *r->mutable_token_ids() = one.token_ids();
+    } else if (i == 0) {
+      r->set_text(one.text());
+    } else {
+      *r->add_more_prompts() = std::move(one);
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Parameters we cannot honour are refused by name rather than ignored.
@@ -179,10 +204,11 @@ absl::Status CheckFields(const json& body, ApiKind kind, const ParseOptions& opt
 }
 
 // The chat's messages, tools and template switches, or the completion's prompt.
-absl::Status ParseInput(const json& body, ApiKind kind, llm::v1::GenerateRequest& r, ApiError* e) {
+absl::Status ParseInput(const json& body, ApiKind kind, ParsedRequest& p, ApiError* e) {
   bool add = true;
+  llm::v1::GenerateRequest& r = p.request;
   if (kind != ApiKind::kChat) {
-    if (auto s = ParsePrompt(body, &r, e); !s.ok()) return s;
+    if (auto s = ParsePrompt(body, &r, &p.prompts, e); !s.ok()) return s;
     LLM_ASSIGN_OR_RETURN(const bool got, Bool(body, "add_special_tokens", &add, e));
     if (got) r.set_add_special_tokens(add);
     return absl::OkStatus();
@@ -337,7 +363,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
   for (const std::string& key : unknown) body.erase(key);
   llm::v1::GenerateRequest& r = p.request;
   if (auto s = ParseConstraint(body, r, e); !s.ok()) return s;
-  if (auto s = ParseInput(body, kind, r, e); !s.ok()) return s;
+  if (auto s = ParseInput(body, kind, p, e); !s.ok()) return s;
   if (auto s = ParseReferenceFields(body, kind, r, e); !s.ok()) return s;
   if (auto s = ParseMaxTokens(body, kind, r, e); !s.ok()) return s;
   if (auto s = ParseSampling(body, *r.mutable_sampling(), e); !s.ok()) return s;
@@ -375,7 +401,7 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       if (field.rfind("sampling.", 0) == 0) field = field.substr(9);
       // The API's parameter: the field's first name ("token_ids.ids[1]", "stop[0]").
       field = field.substr(0, field.find_first_of(".["));
-      if (field == "text" || field == "token_ids") field = "prompt";
+      if (field == "text" || field == "token_ids" || field == "more_prompts") field = "prompt";
       if (field == "chat") field = "messages";
       if (field == "logprobs") field = "top_logprobs";
       if (field == "constraint") {

@@ -40,7 +40,8 @@ struct ParsedRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  int n = 1;                   // choices (GenerateRequest.n)
+  int n = 1;                   // choices (GenerateRequest.n) of each prompt
+  int prompts = 1;             // completions: prompts (1 + GenerateRequest.more_prompts)
   bool logprobs = false;       // report logprobs
   int top_logprobs = 0;        // alternatives to report per token
   llm::v1::GenerateRequest request;
@@ -64,9 +65,10 @@ absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
 ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms);
 
 // Builds the response of one request from its GenerateResponse messages, one choice per
-// GenerateResponse.index (n > 1: their messages interleave). Usage counts the prompt once: the
-// prompt tokens and, of those, the most any choice took from the prefix cache, and every
-// choice's completion tokens.
+// GenerateResponse.index (n > 1 or several prompts: their messages interleave; prompt p's
+// choices are p * n to p * n + n - 1). Usage counts each prompt once: its prompt tokens and,
+// of those, the most any of its choices took from the prefix cache, and every choice's
+// completion tokens.
 class OpenAiResponder {
  public:
   // `id` e.g. "chatcmpl-..."; `created` in Unix seconds.
@@ -74,6 +76,9 @@ class OpenAiResponder {
 
   // Streaming: the SSE events ("data: {...}\n\n", possibly several) this message produces.
   std::string OnStreamMessage(const llm::v1::GenerateResponse& m);
+  // Choices without a finish reason yet: after a call that ended OK, choices the worker never
+  // answered (one older than the router, which ignored n or more prompts).
+  int UnfinishedChoices() const;
   // Streaming: the final events after the last message (the usage chunk when asked, [DONE]).
   std::string StreamEnd();
   // Streaming: an error after the stream started, as an SSE event, then [DONE].
@@ -113,6 +118,7 @@ class OpenAiResponder {
   bool include_usage_;
   bool logprobs_;
   int top_logprobs_;
+  int n_;  // choices per prompt
   std::string id_;
   int64_t created_;
   std::vector<Choice> choices_;  // by index

@@ -17,9 +17,10 @@ OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, i
       include_usage_(request.include_usage),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
+      n_(std::max(1, request.n)),
       id_(std::move(id)),
       created_(created),
-      choices_(static_cast<size_t>(std::max(1, request.n))) {}
+      choices_(static_cast<size_t>(n_ * std::max(1, request.prompts))) {}
 
 OpenAiResponder::Choice* OpenAiResponder::ChoiceOf(const llm::v1::GenerateResponse& m) {
   return m.index() < choices_.size() ? &choices_[m.index()] : nullptr;
@@ -127,11 +128,18 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c
 }
 
 json OpenAiResponder::UsageJson() const {
-  // The prompt once (every choice has the same), and of it the most any choice found cached.
+  // Each prompt once (its n choices have the same), and of it the most any choice found cached.
   uint32_t prompt = 0, cached = 0, completion = 0, drafts = 0, accepted = 0;
+  for (size_t first = 0; first < choices_.size(); first += static_cast<size_t>(n_)) {
+    uint32_t this_prompt = 0, this_cached = 0;
+    for (size_t i = first; i < first + static_cast<size_t>(n_); ++i) {
+      this_prompt = std::max(this_prompt, choices_[i].usage.prompt_tokens());
+      this_cached = std::max(this_cached, choices_[i].usage.cached_prompt_tokens());
+    }
+    prompt += this_prompt;
+    cached += this_cached;
+  }
   for (const Choice& c : choices_) {
-    prompt = std::max(prompt, c.usage.prompt_tokens());
-    cached = std::max(cached, c.usage.cached_prompt_tokens());
     completion += c.usage.completion_tokens();
     drafts += c.usage.draft_tokens();
     accepted += c.usage.accepted_draft_tokens();
@@ -188,6 +196,7 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m)
   if (m.has_usage()) c->usage = m.usage();
   const std::string finish = FinishReason(m.finish_reason());
   c->text += m.text();
+  if (!finish.empty()) c->finish_reason = finish;
   if (kind_ == ApiKind::kChat) return OnStreamChat(m, *c, finish);
   if (m.text().empty() && m.logprobs_size() == 0 && finish.empty()) return "";
   json chunk = Chunk();
@@ -198,6 +207,12 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m)
                     {"logprobs", LogprobsJson(m, *c)},
                     {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}}});
   return Event(chunk);
+}
+
+int OpenAiResponder::UnfinishedChoices() const {
+  int n = 0;
+  for (const Choice& c : choices_) n += c.finish_reason.empty() ? 1 : 0;
+  return n;
 }
 
 std::string OpenAiResponder::StreamEnd() {

