@@ -577,7 +577,8 @@ void HttpConnection::Handle() {
   ApiError e;
   const bool chat = path == "/v1/chat/completions";
   const bool completion = path == "/v1/completions";
-  const bool models_path = path == "/v1/models";
+  constexpr std::string_view kModelsPath = "/v1/models";
+  const bool models_path = path == kModelsPath || path.starts_with("/v1/models/");
   const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
   if (path == "/health") {
     Respond(ctx_->draining ? 503 : 200,
@@ -611,7 +612,7 @@ void HttpConnection::Handle() {
   }
   // Whether the model is served is the pick's to say (NOT_FOUND: a 404 model_not_found, or
   // 503 when no worker is up), as for gRPC: nothing here looks at the pool per request.
-  if (models_path) return ListModels();
+  if (models_path) return ListModels(std::string_view(path).substr(kModelsPath.size()));
   if (tokenize || detokenize) return HandleTokenize(tokenize);
   openai::ParseOptions parse_options;
   parse_options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
@@ -624,7 +625,7 @@ void HttpConnection::Handle() {
   StartCall(*std::move(parsed));
 }
 
-void HttpConnection::ListModels() {
+void HttpConnection::ListModels(std::string_view name) {
   std::set<std::string> models;  // each name once
   for (const WorkerView& v : ctx_->pool->Snapshot()) {
     // Ejected workers count: the pick falls back to them when no other can serve.
@@ -632,10 +633,26 @@ void HttpConnection::ListModels() {
     if (!v.report.model.empty()) models.insert(v.report.model);
     models.insert(v.report.served_names.begin(), v.report.served_names.end());
   }
-  nlohmann::json data = nlohmann::json::array();
-  for (const auto& m : models) {
-    data.push_back({{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "llm-serving"}});
+  const auto object = [](const std::string& m) {
+    return nlohmann::json{
+        {"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "llm-serving"}};
+  };
+  if (!name.empty()) {  // "/{name}"
+    const std::string model = PercentDecode(name.substr(1));
+    if (models.count(model)) {
+      Respond(200, object(model).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      ApiError e;
+      e.http_status = 404;
+      e.code = "model_not_found";
+      e.param = "model";
+      e.message = absl::StrCat("the model '", model, "' is not served here");
+      RespondError(e);
+    }
+    return RequestDone();
   }
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& m : models) data.push_back(object(m));
   Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
   RequestDone();
 }

@@ -69,8 +69,10 @@ class HttpConnection final : public FdHandler, public CallClient {
   void SendToWorkers(const char* path, const std::string& message);
   // POST /tokenize or /detokenize (router/openai/tokenize_api.h), sent to a worker of its model.
   void HandleTokenize(bool tokenize);
-  // GET /v1/models: every name (and alias) the healthy workers report, once.
-  void ListModels();
+  // GET /v1/models: every name (and alias) the healthy workers report, once. GET
+  // /v1/models/{name} (`name` percent-decoded, slashes and all): that model's object, or a 404
+  // model_not_found.
+  void ListModels(std::string_view name);
   // Takes the call's response bytes and, at its end, its status.
   void Pump();
   void OnMessage(const std::string& bytes);

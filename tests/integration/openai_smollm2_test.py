@@ -104,6 +104,7 @@ def main():
                                max_retries=0, timeout=120)
         models = [m.id for m in client.models.list().data]
         check(models == [NAME], f"models.list() is {models}")
+        check(client.models.retrieve(NAME).id == NAME, "models.retrieve() finds the model")
 
         answer = client.chat.completions.create(model=NAME, messages=QUESTION, temperature=0,
                                                 max_tokens=32)

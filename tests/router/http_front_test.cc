@@ -171,6 +171,18 @@ TEST_F(HttpFrontTest, ModelsHealthAndPaths) {
   ASSERT_EQ(j["data"].size(), 1u);
   EXPECT_EQ(j["data"][0]["id"], "fake-model");
   EXPECT_EQ(j["data"][0]["object"], "model");
+  // One model's object (the SDK's models.retrieve), or a 404 naming it.
+  r = Request("GET /v1/models/fake-model HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body), j["data"][0]);
+  r = Request("GET /v1/models/fake%2Dmodel HTTP/1.1\r\nHost: t\r\n\r\n");  // percent-encoded
+  EXPECT_EQ(r.status, 200) << r.body;
+  r = Request("GET /v1/models/org/other HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(json::parse(r.body)["error"]["code"], "model_not_found");
+  EXPECT_NE(r.body.find("'org/other'"), std::string::npos) << r.body;
+  r = Request(Post("/v1/models/fake-model", "{}"));
+  EXPECT_EQ(r.status, 405);
   r = Request("GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
   EXPECT_EQ(r.status, 200);
   r = Request("GET /v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n");
