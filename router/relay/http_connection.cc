@@ -173,6 +173,7 @@ void HttpConnection::Respond(int status, std::string_view body,
       absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
                    "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(), "\r\n");
   for (const auto& h : extra) absl::StrAppend(&head, h, "\r\n");
+  if (!reply_id_.empty()) absl::StrAppend(&head, "X-Request-Id: ", reply_id_, "\r\n");
   if (!keep_alive_) {
     head += "Connection: close\r\n";
   } else if (!chunked_) {
@@ -198,6 +199,7 @@ void HttpConnection::StartStream() {
   if (!chunked_) keep_alive_ = false;
   Write(absl::StrCat(
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n",
+      reply_id_.empty() ? "" : absl::StrCat("X-Request-Id: ", reply_id_, "\r\n"),
       chunked_ ? "Transfer-Encoding: chunked\r\n" : "Connection: close\r\n", "\r\n"));
 }
 
@@ -268,9 +270,13 @@ void HttpConnection::Detach(ClientCall* call) {
 
 void HttpConnection::StartCall(openai::ParsedRequest request) {
   request_ = std::move(request);
-  responder_ = std::make_unique<OpenAiResponder>(
-      *request_, NewId(request_->kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-"),
-      static_cast<int64_t>(std::time(nullptr)));
+  std::string id = NewId(request_->kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-");
+  // The worker's request id (in every GenerateResponse) is the client's X-Request-Id, or the
+  // response's own id: either way the one the answer's X-Request-Id header carries.
+  if (reply_id_.empty()) reply_id_ = id;
+  request_->request.set_request_id(reply_id_);
+  responder_ = std::make_unique<OpenAiResponder>(*request_, std::move(id),
+                                                 static_cast<int64_t>(std::time(nullptr)));
   SendToWorkers(kGeneratePath, request_->request.SerializeAsString());
 }
 
@@ -388,6 +394,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
 }
 
 void HttpConnection::RequestDone() {
+  reply_id_.clear();
   request_.reset();
   responder_.reset();
   unary_path_ = nullptr;
@@ -454,6 +461,7 @@ const http_parser_settings& HttpConnection::Settings() {
       c->url_.clear();
       c->body_.clear();
       c->authorization_.clear();
+      c->request_id_.clear();
       c->field_.clear();
       c->value_.clear();
       c->too_large_ = false;
@@ -560,6 +568,7 @@ void HttpConnection::ParsePending() {
 void HttpConnection::HeaderDone() {
   const std::string field = absl::AsciiStrToLower(field_);
   if (field == "authorization") authorization_ = value_;
+  if (field == "x-request-id") request_id_ = std::string(absl::StripAsciiWhitespace(value_));
   if (field == "expect" &&
       absl::AsciiStrToLower(absl::StripAsciiWhitespace(value_)) == "100-continue") {
     expect_continue_ = true;
@@ -568,10 +577,27 @@ void HttpConnection::HeaderDone() {
   value_.clear();
 }
 
+bool HttpConnection::AcceptRequestId() {
+  constexpr size_t kMaxRequestId = 128;  // GenerateRequest.request_id's bound
+  const bool printable = std::all_of(request_id_.begin(), request_id_.end(),
+                                     [](char ch) { return ch >= 0x20 && ch <= 0x7E; });
+  if (printable && request_id_.size() <= kMaxRequestId) {
+    reply_id_ = request_id_;
+    return true;
+  }
+  ApiError e;
+  e.param = "X-Request-Id";
+  e.message = absl::StrCat("the X-Request-Id header must be at most ", kMaxRequestId,
+                           " printable ASCII characters");
+  RespondError(e);
+  return false;
+}
+
 void HttpConnection::Handle() {
   const auto method = static_cast<http_method>(parser_.method);
   head_request_ = method == HTTP_HEAD;
   if (ctx_->draining) keep_alive_ = false;  // answered, then closed: the client goes elsewhere
+  if (!AcceptRequestId()) return RequestDone();
   std::string path = url_.substr(0, url_.find('?'));
   if (path.size() > 1 && path.back() == '/') path.pop_back();
   ApiError e;

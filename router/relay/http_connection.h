@@ -67,6 +67,9 @@ class HttpConnection final : public FdHandler, public CallClient {
   // A unary call (Tokenize, Detokenize) of `path` with `message`, answered as JSON at its end.
   void StartUnary(const char* path, const std::string& message);
   void SendToWorkers(const char* path, const std::string& message);
+  // Takes the client's X-Request-Id for the answer; false: it is malformed and was answered
+  // with a 400 naming it.
+  bool AcceptRequestId();
   // POST /tokenize or /detokenize (router/openai/tokenize_api.h), sent to a worker of its model.
   void HandleTokenize(bool tokenize);
   // GET /v1/models: every name (and alias) the healthy workers report, once. GET
@@ -98,6 +101,9 @@ class HttpConnection final : public FdHandler, public CallClient {
   http_parser parser_;
   // The request being parsed.
   std::string url_, body_, authorization_, field_, value_;
+  std::string request_id_;  // X-Request-Id as the client sent it
+  // The answer's X-Request-Id: the client's, or a call's own id (GenerateRequest.request_id).
+  std::string reply_id_;
   bool too_large_ = false;
   bool expect_continue_ = false;  // Expect: 100-continue
   bool head_request_ = false;     // HEAD: answered without a body

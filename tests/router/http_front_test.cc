@@ -185,6 +185,26 @@ TEST_F(HttpFrontTest, ModelsHealthAndPaths) {
   EXPECT_EQ(r.status, 405);
   r = Request("GET /health HTTP/1.1\r\nHost: t\r\n\r\n");
   EXPECT_EQ(r.status, 200);
+  // X-Request-Id: the client's comes back (and is the worker's request id); without one, the
+  // answer's own id; a malformed one is a 400 naming the header.
+  const std::string completion = R"({"model": "fake-model", "prompt": "hi", "max_tokens": 2})";
+  r = Request(Post("/v1/completions", completion, "X-Request-Id: trace-42\r\n"));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.headers.find("x-request-id: trace-42"), std::string::npos) << r.headers;
+  r = Request(Post("/v1/completions", completion));
+  const std::string id = json::parse(r.body)["id"];
+  EXPECT_NE(r.headers.find("x-request-id: " + id), std::string::npos) << r.headers;
+  r = Request(Post("/v1/completions", R"({"model": "fake-model", "prompt": "hi", "stream": true})",
+                   "x-request-id: s-1\r\n"));
+  EXPECT_NE(r.headers.find("x-request-id: s-1"), std::string::npos) << r.headers;
+  r = Request(
+      Post("/v1/completions", completion, "X-Request-Id: " + std::string(129, 'a') + "\r\n"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "X-Request-Id");
+  r = Request("GET /health HTTP/1.1\r\nHost: t\r\nX-Request-Id: h\r\n\r\n");
+  EXPECT_NE(r.headers.find("x-request-id: h"), std::string::npos) << r.headers;
+  r = Request("GET /health HTTP/1.1\r\nHost: t\r\n\r\n");  // not carried over
+  EXPECT_EQ(r.headers.find("x-request-id"), std::string::npos) << r.headers;
   r = Request("GET /v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n");
   EXPECT_EQ(r.status, 404);
   EXPECT_TRUE(json::parse(r.body).contains("error"));
