@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
 #include "common/status_macros.h"
@@ -94,6 +95,10 @@ const std::set<std::string>& Known(ApiKind kind) {
   return kind == ApiKind::kChat ? chat : completion;
 }
 
+// Choices a request may have over its prompts: the worker's bound (GenerateRequest.more_prompts),
+// checked here too, before the responder holds a place for each.
+constexpr size_t kMaxChoicesInAll = 128;
+
 // One prompt of a completion: a string or an array of token ids. `param` names it.
 absl::Status OnePrompt(const json& prompt, const std::string& param, std::string* text,
                        llm::v1::TokenIds* ids, ApiError* e) {
@@ -130,6 +135,11 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, int* pro
     LLM_RETURN_IF_ERROR(OnePrompt(prompt, "prompt", r->mutable_text(), &ids, e));
     if (ids.ids_size() > 0) *r->mutable_token_ids() = std::move(ids);
     return absl::OkStatus();
+  }
+  if (prompt.size() > kMaxChoicesInAll) {
+    return Bad(e, "prompt",
+               absl::StrCat("'prompt' lists ", prompt.size(), " prompts; at most ",
+                            kMaxChoicesInAll, " choices a request, n of each prompt"));
   }
   *prompts = static_cast<int>(prompt.size());
   for (size_t i = 0; i < prompt.size(); ++i) {
@@ -364,6 +374,11 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
   llm::v1::GenerateRequest& r = p.request;
   if (auto s = ParseConstraint(body, r, e); !s.ok()) return s;
   if (auto s = ParseInput(body, kind, p, e); !s.ok()) return s;
+  if (static_cast<size_t>(p.prompts) * static_cast<size_t>(p.n) > kMaxChoicesInAll) {
+    return Bad(e, "prompt",
+               absl::StrCat(p.prompts, " prompts of n = ", p.n, " are ", p.prompts * p.n,
+                            " choices; at most ", kMaxChoicesInAll, " a request"));
+  }
   if (auto s = ParseReferenceFields(body, kind, r, e); !s.ok()) return s;
   if (auto s = ParseMaxTokens(body, kind, r, e); !s.ok()) return s;
   if (auto s = ParseSampling(body, *r.mutable_sampling(), e); !s.ok()) return s;
@@ -399,6 +414,13 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       std::string field = colon == std::string::npos ? "" : message.substr(0, colon);
       if (field.find(' ') != std::string::npos) field.clear();
       if (field.rfind("sampling.", 0) == 0) field = field.substr(9);
+      // A later prompt of a list: "more_prompts[1].text" is the list's "prompt[2]".
+      int64_t later = 0;
+      if (field.rfind("more_prompts[", 0) == 0 &&
+          absl::SimpleAtoi(field.substr(13, field.find(']') - 13), &later) && later >= 0) {
+        e.param = absl::StrCat("prompt[", later + 1, "]");
+        break;
+      }
       // The API's parameter: the field's first name ("token_ids.ids[1]", "stop[0]").
       field = field.substr(0, field.find_first_of(".["));
       if (field == "text" || field == "token_ids" || field == "more_prompts") field = "prompt";

@@ -2,7 +2,8 @@
 // each message carrying its index; each choice is its own sequence with its own random stream
 // (seed + index), the ids of a single request with that seed; the later choices take the
 // prompt's full blocks from the prefix cache (the prompt is computed once); every choice ends
-// with its finish reason and usage; n past 16 is refused naming n.
+// with its finish reason and usage; n past 16 is refused naming n. A list of prompts gives each
+// prompt its n choices.
 #include <grpcpp/grpcpp.h>
 
 #include <map>
@@ -95,6 +96,43 @@ TEST(ChoicesTest, FourChoicesShareThePromptEachWithItsOwnStream) {
   (void)Collect(*stub, Sampled(17, 1), &status);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("n:"), std::string::npos) << status.error_message();
+}
+
+// A list of prompts (GenerateRequest.more_prompts) with n = 2: prompt p's choices are indexes
+// 2p and 2p + 1, each the single request of its prompt with seed + j (a prompt is sampled as it
+// would be alone), with its own prompt's usage. A cancel ends every choice; a bad later prompt
+// is refused before anything streams, naming it.
+TEST(ChoicesTest, ListedPromptsEachGetTheirChoices) {
+  LLM_REQUIRE_SHARED("models/tinystories-656k");
+  auto worker = WorkerProcess::Start("models/tinystories-656k", {"--engine.cpu_threads", "1"});
+  ASSERT_GT(worker->port(), 0) << worker->process().Output();
+  auto stub = worker->generation();
+  const std::vector<std::string> prompts = {kPrompt, "The dog ran", "Tom and Sue went to"};
+  llm::v1::GenerateRequest batch = Sampled(2, 77);
+  batch.add_more_prompts()->set_text(prompts[1]);
+  batch.add_more_prompts()->mutable_token_ids()->add_ids(1);  // token ids: "BOS" alone
+  grpc::Status status;
+  const std::map<uint32_t, Choice> all = Collect(*stub, batch, &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(all.size(), 6u);
+  for (uint32_t i = 0; i < 6; ++i) {
+    llm::v1::GenerateRequest alone = Sampled(1, 77 + i % 2);
+    if (i / 2 == 1) alone.set_text(prompts[1]);
+    if (i / 2 == 2) alone.mutable_token_ids()->add_ids(1);
+    const std::map<uint32_t, Choice> one = Collect(*stub, alone, &status);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(all.at(i).ids, one.at(0).ids) << "choice " << i;
+    EXPECT_EQ(all.at(i).finished, 1) << "choice " << i;
+    EXPECT_EQ(all.at(i).usage.prompt_tokens(), one.at(0).usage.prompt_tokens()) << "choice " << i;
+  }
+  EXPECT_NE(all.at(0).usage.prompt_tokens(), all.at(2).usage.prompt_tokens());
+  // A later prompt out of the vocabulary: refused with nothing streamed, named by its place.
+  batch.mutable_more_prompts(1)->mutable_token_ids()->add_ids(1 << 20);
+  const std::map<uint32_t, Choice> none = Collect(*stub, batch, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("more_prompts[1].token_ids"), std::string::npos)
+      << status.error_message();
+  EXPECT_TRUE(none.empty());
 }
 
 }  // namespace

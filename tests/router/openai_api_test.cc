@@ -394,6 +394,32 @@ TEST(OpenAiParseTest, APromptListIsOneRequestOfMorePrompts) {
   }
 }
 
+// Past 128 choices over the prompts is refused before anything holds a place for them; a
+// worker's refusal of a later prompt names its place in the list.
+TEST(OpenAiParseTest, ChoicesOverThePromptsAreBounded) {
+  std::string list = "[\"a\"";
+  for (int i = 1; i < 65; ++i) list += ", \"a\"";
+  list += "]";
+  ApiError e;
+  EXPECT_TRUE(ParseOpenAiRequest(
+                  ApiKind::kCompletion,
+                  R"({"model": "m", "n": 2, "prompt": [")" + std::string("a") + R"(", "b"]})", &e)
+                  .ok());
+  EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kCompletion,
+                                  R"({"model": "m", "n": 2, "prompt": )" + list + "}", &e)
+                   .ok());
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_NE(e.message.find("65 prompts of n = 2 are 130 choices"), std::string::npos) << e.message;
+  for (int i = 65; i < 129; ++i) list.insert(1, "\"a\", ");
+  EXPECT_FALSE(
+      ParseOpenAiRequest(ApiKind::kCompletion, R"({"model": "m", "prompt": )" + list + "}", &e)
+          .ok());
+  EXPECT_NE(e.message.find("'prompt' lists 129 prompts"), std::string::npos) << e.message;
+  EXPECT_EQ(ErrorFromGrpc(3, "more_prompts[1].token_ids.ids[0]: 9 is outside", 0).param,
+            "prompt[2]");
+  EXPECT_EQ(ErrorFromGrpc(3, "text: empty", 0).param, "prompt");
+}
+
 // Prompt p's choices are p * n .. p * n + n - 1; usage counts each prompt once.
 TEST(OpenAiResponderTest, UsageCountsEachPromptOnce) {
   const ParsedRequest req =

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
 #include "worker/loop/tool_calls.h"
+#include "worker/tools/tool_grammar.h"
 
 namespace llm::loop {
 
@@ -323,14 +324,12 @@ absl::StatusOr<std::vector<int32_t>> Worker::Tokenize(std::string_view text,
 absl::StatusOr<std::vector<int32_t>> Worker::TokenizeChat(const ChatPrompt& chat,
                                                           bool add_special) const {
   if (!chat_renderer_) return absl::InvalidArgumentError(absl::StrCat("chat: ", no_chat_reason_));
+  // The checks a chat request's prompt gets, no more: the count is the one it would have.
   if (absl::Status st = ValidateChat(chat.messages, options_.limits); !st.ok()) return st;
+  if (auto tools = tools::ParseTools(chat.tools); !tools.ok()) return tools.status();
   auto text = chat_renderer_(chat);
-  if (!text.ok())
+  if (!text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("chat: ", text.status().message()));
-  if (text->size() > options_.limits.max_prompt_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("chat: the rendered prompt's ", text->size(),
-                                                   " bytes are more than the limit of ",
-                                                   options_.limits.max_prompt_bytes));
   }
   auto ids = tokenizer_->Encode(*text, add_special);
   if (!ids.ok()) return absl::InvalidArgumentError(absl::StrCat("chat: ", ids.status().message()));

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
 #include "common/status_macros.h"
+#include "worker/loop/request_spec.h"
 #include "worker/server/convert.h"
 #include "worker/server/wire_check.h"
 
@@ -37,6 +38,18 @@ const StringFields kGenerateStrings = {{1, "request_id"},
 const StringFields kTokenizeStrings = {{1, "text"}, {3, "model"}, {4, {"chat", &kChatStrings}}};
 
 class GenerateReactor;
+
+// A refusal of one of more_prompts' choices: its prompt's field named by where the prompt is
+// ("text: empty" of the third prompt -> "more_prompts[1].text: empty"); other fields, and the
+// request's own prompt (`field` empty), as they are.
+absl::Status InPrompt(const absl::Status& status, const std::string& field) {
+  const std::string message(status.message());
+  const bool prompt_field = message.starts_with("text") || message.starts_with("token_ids");
+  if (field.empty() || status.code() != absl::StatusCode::kInvalidArgument || !prompt_field) {
+    return status;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ".", message));
+}
 
 // The tokens of a TokenizeRequest's text or chat.
 absl::StatusOr<std::vector<int32_t>> TokenizeIds(const loop::Worker& worker,
@@ -150,17 +163,22 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     }
     // The output stage may already have delivered (Deliver and Fail wait for started_): the
     // response's request id is settled before anything is written.
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     key_ = *key;
     submitted_ = true;
     if (request_id_.empty()) request_id_ = "req-" + std::to_string(key_);
     started_ = true;
-    if (finishing_ || writing_) return;
-    if (AnyPendingLocked()) {
-      WriteNextLocked();
-    } else if (has_error_) {
-      FinishLocked(error_);
+    // A later choice that failed before now could not cancel this one: the call has ended.
+    const bool cancel = has_error_;
+    if (!finishing_ && !writing_) {
+      if (AnyPendingLocked()) {
+        WriteNextLocked();
+      } else if (has_error_) {
+        FinishLocked(error_);
+      }
     }
+    lock.unlock();
+    if (cancel) worker_->Cancel(key_);
   }
 
   // From the output stage: an update of choice `index`.
@@ -266,7 +284,11 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
       for (size_t i = 1; i < total; ++i) {
         loop::GenerateSpec s = spec;
         if (i >= n) SetPrompt(request.more_prompts(static_cast<int>(i / n - 1)), s);
-        s.sampling.seed += i;  // its own random stream
+        if (i % n == 0) {  // a later prompt: what can be checked now is a refusal of the call
+          LLM_RETURN_IF_ERROR(InPrompt(loop::ValidateSpec(s, worker_->limits()),
+                                       absl::StrCat("more_prompts[", i / n - 1, "]")));
+        }
+        s.sampling.seed += i % n;  // its own random stream; each prompt's as if alone
         later_->specs.push_back(std::move(s));
         later_->sinks.push_back(sinks_[i]);
       }
@@ -357,13 +379,7 @@ void ReactorSink::OnUpdate(loop::StreamUpdate update) {
 
 void ReactorSink::OnError(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (reactor_ == nullptr) return;
-  if (field_.empty() || status.code() != absl::StatusCode::kInvalidArgument) {
-    reactor_->Fail(status);
-    return;
-  }
-  // "text: too long" of the third prompt -> "more_prompts[1].text: too long".
-  reactor_->Fail(absl::InvalidArgumentError(absl::StrCat(field_, ".", status.message())));
+  if (reactor_ != nullptr) reactor_->Fail(InPrompt(status, field_));
 }
 
 }  // namespace
