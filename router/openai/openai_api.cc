@@ -100,11 +100,12 @@ const std::set<std::string>& Known(ApiKind kind) {
 constexpr size_t kMaxChoicesInAll = 128;
 
 // One prompt of a completion: a string or an array of token ids. `param` names it.
-absl::Status OnePrompt(const json& prompt, const std::string& param, std::string* text,
-                       llm::v1::TokenIds* ids, ApiError* e) {
+absl::StatusOr<llm::v1::BatchPrompt> OnePrompt(const json& prompt, const std::string& param,
+                                               ApiError* e) {
+  llm::v1::BatchPrompt out;
   if (prompt.is_string()) {
-    *text = prompt.get<std::string>();
-    return absl::OkStatus();
+    out.set_text(prompt.get<std::string>());
+    return out;
   }
   if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
     for (const json& id : prompt) {
@@ -112,9 +113,9 @@ absl::Status OnePrompt(const json& prompt, const std::string& param, std::string
           id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
         return Bad(e, param, absl::StrCat("'", param, "' token ids must be non-negative integers"));
       }
-      ids->add_ids(id.get<int32_t>());
+      out.mutable_token_ids()->add_ids(id.get<int32_t>());
     }
-    return absl::OkStatus();
+    return out;
   }
   if (prompt.is_array() && prompt.empty()) {
     return Bad(e, param,
@@ -124,39 +125,29 @@ absl::Status OnePrompt(const json& prompt, const std::string& param, std::string
 }
 
 // The completion's prompt: a string, token ids, or a list of either (OpenAI's batch: each
-// prompt gets n choices, GenerateRequest.more_prompts). `prompts` gets their count.
+// prompt gets n choices; the first is the request's own, the rest GenerateRequest.more_prompts).
+// `prompts` gets their count.
 absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, int* prompts, ApiError* e) {
   if (!Present(body, "prompt")) return Bad(e, "prompt", "'prompt' is required");
   const json& prompt = body["prompt"];
-  const bool batch = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
-  if (!batch) {
-    *prompts = 1;
-    llm::v1::TokenIds ids;
-    LLM_RETURN_IF_ERROR(OnePrompt(prompt, "prompt", r->mutable_text(), &ids, e));
-    if (ids.ids_size() > 0) *r->mutable_token_ids() = std::move(ids);
-    return absl::OkStatus();
-  }
-  if (prompt.size() > kMaxChoicesInAll) {
+  const bool list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
+  const size_t count = list ? prompt.size() : 1;
+  if (count > kMaxChoicesInAll) {
     return Bad(e, "prompt",
-               absl::StrCat("'prompt' lists ", prompt.size(), " prompts; at most ",
-                            kMaxChoicesInAll, " choices a request, n of each prompt"));
+               absl::StrCat("'prompt' lists ", count, " prompts; at most ", kMaxChoicesInAll,
+                            " choices a request, n of each prompt"));
   }
-  *prompts = static_cast<int>(prompt.size());
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    const std::string param = absl::StrCat("prompt[", i, "]");
-    if (!prompt[i].is_string() && !prompt[i].is_array()) {
-      return Bad(e, param, absl::StrCat("'", param, "' must be a string or an array of token ids"));
-    }
-    llm::v1::BatchPrompt one;
-    llm::v1::TokenIds ids;
-    LLM_RETURN_IF_ERROR(OnePrompt(prompt[i], param, one.mutable_text(), &ids, e));
-    if (ids.ids_size() > 0) *one.mutable_token_ids() = std::move(ids);
-    if (i == 0 && one.has_token_ids()) {
-      *r->mutable_token_ids() = one.token_ids();
-    } else if (i == 0) {
-      r->set_text(one.text());
-    } else {
+  *prompts = static_cast<int>(count);
+  for (size_t i = 0; i < count; ++i) {
+    LLM_ASSIGN_OR_RETURN(
+        llm::v1::BatchPrompt one,
+        OnePrompt(list ? prompt[i] : prompt, list ? absl::StrCat("prompt[", i, "]") : "prompt", e));
+    if (i > 0) {
       *r->add_more_prompts() = std::move(one);
+    } else if (one.has_token_ids()) {
+      *r->mutable_token_ids() = std::move(*one.mutable_token_ids());
+    } else {
+      r->set_text(one.text());
     }
   }
   return absl::OkStatus();

@@ -17,30 +17,26 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // The body as a JSON object whose fields are all in `known` (others: a 400 naming the first,
-// or ignored with options.ignore_unknown_fields).
+// or ignored with options.ignore_unknown_fields), each nesting within bounds before anything
+// walks it recursively (dump, the worker's template values), as the completion APIs check.
 absl::StatusOr<json> ParseObject(std::string_view text, const std::set<std::string>& known,
                                  const ParseOptions& options, ApiError* e) {
   json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return Bad(e, "", "the request body is not valid JSON");
   if (!body.is_object()) return Bad(e, "", "the request body must be a JSON object");
   for (const auto& [key, value] : body.items()) {
-    if (!known.count(key) && !options.ignore_unknown_fields) {
-      return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
+    if (!known.count(key)) {
+      if (!options.ignore_unknown_fields) {
+        return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
+      }
+      continue;  // ignored, never walked
     }
-  }
-  return body;
-}
-
-// The chat's fields nest within bounds, before anything walks them recursively (dump, the
-// worker's template values), as the chat API's do.
-absl::Status CheckChatDepth(const json& body, ApiError* e) {
-  for (const char* key : {"messages", "chat_template_kwargs", "tools"}) {
-    if (Present(body, key) && JsonNestsDeeperThan(body[key], kMaxJsonNesting - 1)) {
+    if (JsonNestsDeeperThan(value, kMaxJsonNesting - 1)) {
       return Bad(e, key,
                  absl::StrCat("'", key, "' nests deeper than ", kMaxJsonNesting, " levels"));
     }
   }
-  return absl::OkStatus();
+  return body;
 }
 
 // The optional "model" field, a string.
@@ -65,7 +61,6 @@ absl::StatusOr<llm::v1::TokenizeRequest> ParseTokenizeBody(std::string_view text
   r.set_model(*model);
   if (Present(*body, "messages")) {
     if (Present(*body, "prompt")) return Bad(e, "prompt", "give 'prompt' or 'messages', not both");
-    if (absl::Status st = CheckChatDepth(*body, e); !st.ok()) return st;
     if (absl::Status st = ParseChat(*body, *r.mutable_chat(), e); !st.ok()) return st;
   } else if (!Present(*body, "prompt") || !(*body)["prompt"].is_string()) {
     return Bad(e, "prompt", "'prompt' must be a string (or give the chat's 'messages')");

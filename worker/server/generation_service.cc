@@ -65,6 +65,11 @@ absl::StatusOr<std::vector<int32_t>> TokenizeIds(const loop::Worker& worker,
   return worker.TokenizeChat(*prompt, add);
 }
 
+// Where prompt p of a call is: "" (the request's own), "more_prompts[p - 1]".
+std::string PromptField(size_t p) {
+  return p == 0 ? std::string() : absl::StrCat("more_prompts[", p - 1, "]");
+}
+
 // Choices a request may ask for (GenerateRequest.n), and in all, over its prompts.
 constexpr uint32_t kMaxChoices = 16;
 constexpr size_t kMaxBatchChoices = 128;
@@ -273,10 +278,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     choices_.resize(total);
     unfinished_ = static_cast<int>(total);
     for (size_t i = 0; i < total; ++i) {
-      const size_t prompt = i / n;
-      sinks_.push_back(std::make_shared<ReactorSink>(
-          this, static_cast<int>(i),
-          prompt == 0 ? "" : absl::StrCat("more_prompts[", prompt - 1, "]")));
+      sinks_.push_back(
+          std::make_shared<ReactorSink>(this, static_cast<int>(i), PromptField(i / n)));
     }
     if (total > 1) {
       later_ = std::make_shared<LaterChoices>();
@@ -285,8 +288,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
         loop::GenerateSpec s = spec;
         if (i >= n) SetPrompt(request.more_prompts(static_cast<int>(i / n - 1)), s);
         if (i % n == 0) {  // a later prompt: what can be checked now is a refusal of the call
-          LLM_RETURN_IF_ERROR(InPrompt(loop::ValidateSpec(s, worker_->limits()),
-                                       absl::StrCat("more_prompts[", i / n - 1, "]")));
+          LLM_RETURN_IF_ERROR(
+              InPrompt(loop::ValidateSpec(s, worker_->limits()), PromptField(i / n)));
         }
         s.sampling.seed += i % n;  // its own random stream; each prompt's as if alone
         later_->specs.push_back(std::move(s));
