@@ -17,7 +17,8 @@ void AddListenKeys(config::ConfigSchema& s) {
               "HTTP address of /metrics (host:port; empty disables)")
       .String("router.http_listen", ":8000",
               "HTTP address of the OpenAI-compatible API (/v1/chat/completions, /v1/completions, "
-              "/v1/models, /tokenize, /detokenize, /health); host:port or :port; empty disables")
+              "/v1/responses, /v1/models, /tokenize, /detokenize, /health); host:port or :port; "
+              "empty disables")
       .String("router.unknown_fields", "reject",
               "HTTP API: a body field no OpenAI reference has: reject (a 400 naming it) or "
               "ignore (logged once per field name)")

@@ -4,6 +4,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_depth.h"
+#include "router/openai/reference_fields.h"
 
 namespace llm::router::openai {
 
@@ -73,6 +75,27 @@ absl::StatusOr<bool> Bool(const json& body, const char* key, bool* out, ApiError
   if (!v.is_boolean()) return Bad(e, key, absl::StrCat("'", key, "' must be true or false"));
   *out = v.get<bool>();
   return true;
+}
+
+absl::Status CheckFields(json& body, const std::function<bool(const std::string&)>& known,
+                         const ParseOptions& options, ApiError* e) {
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : body.items()) {
+    if (!known(key)) {
+      if (!options.ignore_unknown_fields) {
+        return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
+      }
+      LogIgnoredOnce(key, "not in the OpenAI reference (router.unknown_fields: ignore)");
+      unknown.push_back(key);
+      continue;
+    }
+    if (JsonNestsDeeperThan(value, kMaxJsonNesting - 1)) {
+      return Bad(e, key,
+                 absl::StrCat("'", key, "' nests deeper than ", kMaxJsonNesting, " levels"));
+    }
+  }
+  for (const std::string& key : unknown) body.erase(key);
+  return absl::OkStatus();
 }
 
 }  // namespace llm::router::openai

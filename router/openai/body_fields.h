@@ -4,6 +4,7 @@
 #define LLM_ROUTER_OPENAI_BODY_FIELDS_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -24,6 +25,12 @@ absl::StatusOr<bool> Number(const nlohmann::ordered_json& body, const char* key,
                             ApiError* e);
 absl::StatusOr<bool> Bool(const nlohmann::ordered_json& body, const char* key, bool* out,
                           ApiError* e);
+// Every top-level field of `body` is `known` (else a 400 naming it; with
+// options.ignore_unknown_fields it is logged once and erased) and nests at most
+// kMaxJsonNesting levels deep, checked before anything walks it recursively.
+absl::Status CheckFields(nlohmann::ordered_json& body,
+                         const std::function<bool(const std::string&)>& known,
+                         const ParseOptions& options, ApiError* e);
 
 }  // namespace llm::router::openai
 

@@ -6,11 +6,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/json_depth.h"
 #include "common/status_macros.h"
 #include "router/openai/body_fields.h"
 #include "router/openai/chat_params.h"
 #include "router/openai/reference_fields.h"
+#include "router/openai/responses_api.h"
 #include "router/openai/structured_params.h"
 
 namespace llm::router::openai {
@@ -182,28 +182,6 @@ std::string OpenAiErrorBody(const ApiError& e) {
 
 namespace {
 
-// Every top-level field is known (else a 400, or with ignore_unknown_fields its name is added
-// to `unknown`) and nests within bounds.
-absl::Status CheckFields(const json& body, ApiKind kind, const ParseOptions& options, ApiError* e,
-                         std::vector<std::string>& unknown) {
-  for (const auto& [key, value] : body.items()) {
-    if (!Known(kind).count(key) && !IsReferenceField(kind, key)) {
-      if (!options.ignore_unknown_fields) {
-        return Bad(e, key, absl::StrCat("unknown parameter '", key, "'"));
-      }
-      LogIgnoredOnce(key, "not in the OpenAI reference (router.unknown_fields: ignore)");
-      unknown.push_back(key);
-      continue;
-    }
-    // Before anything walks it recursively (dump, the worker's template values).
-    if (JsonNestsDeeperThan(value, kMaxJsonNesting - 1)) {
-      return Bad(e, key,
-                 absl::StrCat("'", key, "' nests deeper than ", kMaxJsonNesting, " levels"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // The chat's messages, tools and template switches, or the completion's prompt.
 absl::Status ParseInput(const json& body, ApiKind kind, ParsedRequest& p, ApiError* e) {
   bool add = true;
@@ -346,8 +324,10 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
     return Bad(e, "", "the request body is not valid JSON");
   }
   if (!body.is_object()) return Bad(e, "", "the request body must be a JSON object");
-  std::vector<std::string> unknown;
-  if (auto s = CheckFields(body, kind, options, e, unknown); !s.ok()) return s;
+  const auto known = [kind](const std::string& key) {
+    return Known(kind).count(key) > 0 || IsReferenceField(kind, key);
+  };
+  if (auto s = CheckFields(body, known, options, e); !s.ok()) return s;
   ParsedRequest p;
   p.kind = kind;
   if (!Present(body, "model") || !body["model"].is_string()) {
@@ -361,7 +341,6 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
   if (auto got = Int(body, "n", 1, 16, &n, e); !got.ok()) return got.status();
   p.n = static_cast<int>(n);
   if (n > 1) p.request.set_n(static_cast<uint32_t>(n));
-  for (const std::string& key : unknown) body.erase(key);
   llm::v1::GenerateRequest& r = p.request;
   if (auto s = ParseConstraint(body, r, e); !s.ok()) return s;
   if (auto s = ParseInput(body, kind, p, e); !s.ok()) return s;
@@ -386,6 +365,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
 
 absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view text, ApiError* e,
                                                  const ParseOptions& options) {
+  if (kind == ApiKind::kResponses) return ParseResponsesRequest(text, e, options);
   // Every field is checked before it is read; this catch is the backstop that keeps a check
   // missed in future from taking the router down with an uncaught exception.
   try {

@@ -5,13 +5,15 @@
 //                        or a 400 naming the parameter. Parameters we cannot honour (best_of,
 //                        echo, functions, ...) are refused, never ignored. Structured
 //                        output's parameters: structured_params.h; tools: tool_params.h.
-//   OpenAiResponder      GenerateResponse messages -> SSE chunks (stream) or one JSON object
-//                        (openai_responder.cc).
+//   Responder            GenerateResponse messages -> the API's answer: SSE events (stream) or
+//                        one JSON object. OpenAiResponder answers chat and completions
+//                        (openai_responder.cc); the Responses API's: responses_api.h.
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
 #ifndef LLM_ROUTER_OPENAI_OPENAI_API_H_
 #define LLM_ROUTER_OPENAI_OPENAI_API_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,7 +24,8 @@
 
 namespace llm::router::openai {
 
-enum class ApiKind { kChat, kCompletion };
+// kResponses: POST /v1/responses (responses_api.h), sent to the worker in the chat form.
+enum class ApiKind { kChat, kCompletion, kResponses };
 
 // An HTTP error: status, and the OpenAI error object's fields.
 struct ApiError {
@@ -45,6 +48,9 @@ struct ParsedRequest {
   bool logprobs = false;       // report logprobs
   int top_logprobs = 0;        // alternatives to report per token
   llm::v1::GenerateRequest request;
+  // kResponses: the request's parameters its Response object repeats (instructions, tools,
+  // tool_choice, text, temperature, ...), in the API's own shape.
+  nlohmann::ordered_json echo;
 };
 
 struct ParseOptions {
@@ -53,8 +59,9 @@ struct ParseOptions {
   bool ignore_unknown_fields = false;
 };
 
-// Parses a request body of `kind`. Errors are 400 with `param` naming the field. The fields of
-// the OpenAI references it implements or ignores, and why: reference_fields.h.
+// Parses a request body of `kind` (kResponses: ParseResponsesRequest). Errors are 400 with
+// `param` naming the field. The fields of the OpenAI references it implements or ignores, and
+// why: reference_fields.h.
 absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,
                                                  ApiError* error, const ParseOptions& options = {});
 
@@ -64,30 +71,49 @@ absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view 
 // anything else 500.
 ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms);
 
+// The answer to one call, built from its GenerateResponse messages as they arrive: a stream of
+// SSE events, or (Accumulate, then Body) one JSON object.
+class Responder {
+ public:
+  virtual ~Responder() = default;
+  // Streaming: the SSE events this message produces (possibly none, possibly several).
+  virtual std::string OnStreamMessage(const llm::v1::GenerateResponse& m) = 0;
+  // Choices without a finish reason yet: after a call that ended OK, choices the worker never
+  // answered (one older than the router, which ignored n or more prompts).
+  virtual int UnfinishedChoices() const = 0;
+  // Streaming: the final events after the last message.
+  virtual std::string StreamEnd() = 0;
+  // Streaming: an error after the stream started, as the API's last events.
+  virtual std::string StreamError(const ApiError& e) = 0;
+  // Non-streaming: accumulates `m`.
+  virtual void Accumulate(const llm::v1::GenerateResponse& m) = 0;
+  // Non-streaming: the whole response body.
+  virtual std::string Body() const = 0;
+};
+
+// The responder of `request`'s API. `id` e.g. "chatcmpl-...", "resp_..."; `created` in Unix
+// seconds.
+std::unique_ptr<Responder> MakeResponder(const ParsedRequest& request, std::string id,
+                                         int64_t created);
+
 // Builds the response of one request from its GenerateResponse messages, one choice per
 // GenerateResponse.index (n > 1 or several prompts: their messages interleave; prompt p's
 // choices are p * n to p * n + n - 1). Usage counts each prompt once: its prompt tokens and,
 // of those, the most any of its choices took from the prefix cache, and every choice's
 // completion tokens.
-class OpenAiResponder {
+class OpenAiResponder final : public Responder {
  public:
   // `id` e.g. "chatcmpl-..."; `created` in Unix seconds.
   OpenAiResponder(const ParsedRequest& request, std::string id, int64_t created);
 
-  // Streaming: the SSE events ("data: {...}\n\n", possibly several) this message produces.
-  std::string OnStreamMessage(const llm::v1::GenerateResponse& m);
-  // Choices without a finish reason yet: after a call that ended OK, choices the worker never
-  // answered (one older than the router, which ignored n or more prompts).
-  int UnfinishedChoices() const;
-  // Streaming: the final events after the last message (the usage chunk when asked, [DONE]).
-  std::string StreamEnd();
-  // Streaming: an error after the stream started, as an SSE event, then [DONE].
-  static std::string StreamError(const ApiError& e);
-
-  // Non-streaming: accumulates `m`.
-  void Accumulate(const llm::v1::GenerateResponse& m);
-  // Non-streaming: the whole response body.
-  std::string Body() const;
+  // Streaming: "data: {...}\n\n" chunks; StreamEnd adds the usage chunk when asked, then
+  // [DONE]; StreamError is an error event, then [DONE].
+  std::string OnStreamMessage(const llm::v1::GenerateResponse& m) override;
+  int UnfinishedChoices() const override;
+  std::string StreamEnd() override;
+  std::string StreamError(const ApiError& e) override;
+  void Accumulate(const llm::v1::GenerateResponse& m) override;
+  std::string Body() const override;
 
  private:
   // One choice's state.

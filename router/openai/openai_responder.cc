@@ -2,7 +2,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "router/openai/logprob_json.h"
 #include "router/openai/openai_api.h"
+#include "router/openai/responses_api.h"
 
 namespace llm::router::openai {
 namespace {
@@ -10,6 +12,14 @@ namespace {
 using json = nlohmann::ordered_json;
 
 }  // namespace
+
+std::unique_ptr<Responder> MakeResponder(const ParsedRequest& request, std::string id,
+                                         int64_t created) {
+  if (request.kind == ApiKind::kResponses) {
+    return std::make_unique<ResponsesResponder>(request, std::move(id), created);
+  }
+  return std::make_unique<OpenAiResponder>(request, std::move(id), created);
+}
 
 OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, int64_t created)
     : kind_(request.kind),
@@ -63,20 +73,6 @@ json ToolCallDeltas(const llm::v1::GenerateResponse& m) {
   return calls;
 }
 
-// A token's bytes (the worker's; from its text for a worker that sends none).
-json Bytes(const llm::v1::TokenLogprob& t) {
-  const std::string& s = t.bytes().empty() ? t.text() : t.bytes();
-  json b = json::array();
-  for (const unsigned char c : s) b.push_back(static_cast<int>(c));
-  return b;
-}
-
-// A logprob as a JSON number. JSON has no -inf (nlohmann writes null, which the OpenAI SDKs
-// reject), so a token too unlikely for a float (a tiny temperature) reports -9999.0, the value
-// OpenAI itself uses for that; NaN, from a broken row, does too.
-constexpr float kUnlikelyLogprob = -9999.0f;
-float JsonLogprob(float logprob) { return std::isfinite(logprob) ? logprob : kUnlikelyLogprob; }
-
 std::string Event(const json& j) {
   return absl::StrCat("data: ", j.dump(-1, ' ', false, json::error_handler_t::replace), "\n\n");
 }
@@ -92,22 +88,7 @@ json OpenAiResponder::Chunk() const {
 
 json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const {
   if (!logprobs_) return nullptr;
-  if (kind_ == ApiKind::kChat) {
-    json content = json::array();
-    for (const auto& lp : m.logprobs()) {
-      json top = json::array();
-      for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
-        top.push_back({{"token", lp.top(i).text()},
-                       {"logprob", JsonLogprob(lp.top(i).logprob())},
-                       {"bytes", Bytes(lp.top(i))}});
-      }
-      content.push_back({{"token", lp.sampled().text()},
-                         {"logprob", JsonLogprob(lp.sampled().logprob())},
-                         {"bytes", Bytes(lp.sampled())},
-                         {"top_logprobs", top}});
-    }
-    return json{{"content", content}};
-  }
+  if (kind_ == ApiKind::kChat) return json{{"content", LogprobEntries(m, top_logprobs_)}};
   json tokens = json::array(), lps = json::array(), top = json::array(), offsets = json::array();
   for (const auto& lp : m.logprobs()) {
     tokens.push_back(lp.sampled().text());

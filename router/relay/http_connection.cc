@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "router/openai/responses_api.h"
 #include "router/openai/tokenize_api.h"
 #include "router/relay/grpc_wire.h"
 #include "router/relay/http_gate.h"
@@ -25,7 +26,6 @@ namespace {
 
 using openai::ApiError;
 using openai::ApiKind;
-using openai::OpenAiResponder;
 
 // Stop taking a call's response beyond this much output not yet written (a slow client).
 constexpr size_t kMaxBuffered = 1 << 20;
@@ -270,13 +270,16 @@ void HttpConnection::Detach(ClientCall* call) {
 
 void HttpConnection::StartCall(openai::ParsedRequest request) {
   request_ = std::move(request);
-  std::string id = NewId(request_->kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-");
+  const ApiKind kind = request_->kind;
+  std::string id = NewId(kind == ApiKind::kChat        ? "chatcmpl-"
+                         : kind == ApiKind::kResponses ? "resp_"
+                                                       : "cmpl-");
   // The worker's request id (in every GenerateResponse) is the client's X-Request-Id, or the
   // response's own id: either way the one the answer's X-Request-Id header carries.
   if (reply_id_.empty()) reply_id_ = id;
   request_->request.set_request_id(reply_id_);
-  responder_ = std::make_unique<OpenAiResponder>(*request_, std::move(id),
-                                                 static_cast<int64_t>(std::time(nullptr)));
+  responder_ =
+      openai::MakeResponder(*request_, std::move(id), static_cast<int64_t>(std::time(nullptr)));
   SendToWorkers(kGeneratePath, request_->request.SerializeAsString());
 }
 
@@ -378,9 +381,11 @@ void HttpConnection::EndCall(const Headers& trailers) {
       Respond(200, responder_->Body());
     }
   } else {
-    const ApiError e = openai::ErrorFromGrpc(code, message, pushback);
+    ApiError e = openai::ErrorFromGrpc(code, message, pushback);
+    if (request_ && request_->kind == ApiKind::kResponses)
+      e.param = openai::ResponsesParam(e.param);
     if (stream_started_) {
-      WriteChunk(OpenAiResponder::StreamError(e));
+      WriteChunk(responder_->StreamError(e));
       if (chunked_) Write("0\r\n\r\n");
     } else {
       RespondError(e);
@@ -603,6 +608,7 @@ void HttpConnection::Handle() {
   ApiError e;
   const bool chat = path == "/v1/chat/completions";
   const bool completion = path == "/v1/completions";
+  const bool responses = path == "/v1/responses";
   constexpr std::string_view kModelsPath = "/v1/models";
   const bool models_path = path == kModelsPath || path.starts_with("/v1/models/");
   const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
@@ -611,7 +617,7 @@ void HttpConnection::Handle() {
             ctx_->draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
     return RequestDone();
   }
-  if (!models_path && !chat && !completion && !tokenize && !detokenize) {
+  if (!models_path && !chat && !completion && !responses && !tokenize && !detokenize) {
     e.http_status = 404;
     e.message = absl::StrCat("no such path: ", path);
     e.code = "not_found";
@@ -642,8 +648,10 @@ void HttpConnection::Handle() {
   if (tokenize || detokenize) return HandleTokenize(tokenize);
   openai::ParseOptions parse_options;
   parse_options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
-  auto parsed = openai::ParseOpenAiRequest(chat ? ApiKind::kChat : ApiKind::kCompletion, body_, &e,
-                                           parse_options);
+  const ApiKind kind = chat        ? ApiKind::kChat
+                       : responses ? ApiKind::kResponses
+                                   : ApiKind::kCompletion;
+  auto parsed = openai::ParseOpenAiRequest(kind, body_, &e, parse_options);
   if (!parsed.ok()) {
     RespondError(e);
     return RequestDone();

@@ -1,7 +1,8 @@
 // One HTTP/1.1 connection of the OpenAI-compatible front (router.http_listen), on a relay loop
 // like the HTTP/2 client connections (internal to router/relay).
 //
-//   POST /v1/chat/completions, POST /v1/completions   streaming (SSE) or one JSON object
+//   POST /v1/chat/completions, POST /v1/completions,
+//   POST /v1/responses                                 streaming (SSE) or one JSON object
 //   GET  /v1/models                                    the models the healthy workers report
 //   GET  /health                                       200 while serving, 503 while draining
 //
@@ -115,7 +116,7 @@ class HttpConnection final : public FdHandler, public CallClient {
   // The call in progress.
   ClientCall* call_ = nullptr;
   std::optional<openai::ParsedRequest> request_;
-  std::unique_ptr<openai::OpenAiResponder> responder_;
+  std::unique_ptr<openai::Responder> responder_;
   // A unary call in progress (request_ unset): its path, and its response message.
   const char* unary_path_ = nullptr;
   std::string unary_reply_;

