@@ -59,7 +59,8 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "include_stop_str_in_output",
                                              "parallel_tool_calls",
                                              "functions",
-                                             "function_call"};
+                                             "function_call",
+                                             "return_token_ids"};
   static const std::set<std::string> completion = {"model",
                                                    "prompt",
                                                    "max_tokens",
@@ -91,7 +92,8 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "stop_token_ids",
                                                    "skip_special_tokens",
                                                    "include_stop_str_in_output",
-                                                   "add_special_tokens"};
+                                                   "add_special_tokens",
+                                                   "return_token_ids"};
   return kind == ApiKind::kChat ? chat : completion;
 }
 
@@ -278,6 +280,8 @@ absl::Status ParseSwitches(const json& body, ParsedRequest& p, ApiError* e) {
   if (got) r.mutable_stream()->set_skip_special_tokens(flag);
   LLM_ASSIGN_OR_RETURN(got, Bool(body, "include_stop_str_in_output", &flag, e));
   if (got) r.mutable_stream()->set_include_stop_str_in_output(flag);
+  LLM_ASSIGN_OR_RETURN(got, Bool(body, "return_token_ids", &p.return_token_ids, e));
+  if (p.return_token_ids) r.mutable_stream()->set_include_prompt_ids(true);
   LLM_ASSIGN_OR_RETURN(got, Bool(body, "stream", &p.stream, e));
   if (!Present(body, "stream_options")) return absl::OkStatus();
   const json& so = body["stream_options"];
@@ -285,11 +289,16 @@ absl::Status ParseSwitches(const json& body, ParsedRequest& p, ApiError* e) {
   if (!p.stream) {
     return Bad(e, "stream_options", "'stream_options' is only allowed when 'stream' is true");
   }
-  auto usage = Bool(so, "include_usage", &p.include_usage, e);
-  if (!usage.ok()) {
-    e->param = "stream_options.include_usage";
-    return usage.status();
+  for (const char* key : {"include_usage", "continuous_usage_stats"}) {
+    bool* out = std::string_view(key) == "include_usage" ? &p.include_usage : &p.continuous_usage;
+    if (auto got_it = Bool(so, key, out, e); !got_it.ok()) {
+      e->param = absl::StrCat("stream_options.", key);
+      return got_it.status();
+    }
   }
+  // As vLLM: usage in every chunk needs usage asked for at all.
+  p.continuous_usage = p.continuous_usage && p.include_usage;
+  if (p.continuous_usage) r.mutable_stream()->set_continuous_usage(true);
   return absl::OkStatus();
 }
 

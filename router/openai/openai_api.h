@@ -43,10 +43,15 @@ struct ParsedRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  int n = 1;                   // choices (GenerateRequest.n) of each prompt
-  int prompts = 1;             // completions: prompts (1 + GenerateRequest.more_prompts)
-  bool logprobs = false;       // report logprobs
-  int top_logprobs = 0;        // alternatives to report per token
+  // stream_options.continuous_usage_stats (vLLM's; with include_usage): every chunk carries its
+  // choice's usage so far.
+  bool continuous_usage = false;
+  // return_token_ids (vLLM's): the prompt's and each choice's token ids in the answer.
+  bool return_token_ids = false;
+  int n = 1;              // choices (GenerateRequest.n) of each prompt
+  int prompts = 1;        // completions: prompts (1 + GenerateRequest.more_prompts)
+  bool logprobs = false;  // report logprobs
+  int top_logprobs = 0;   // alternatives to report per token
   llm::v1::GenerateRequest request;
   // kResponses: the request's parameters its Response object repeats (instructions, tools,
   // tool_choice, text, temperature, ...), in the API's own shape.
@@ -127,6 +132,9 @@ class OpenAiResponder final : public Responder {
                            top = nlohmann::ordered_json::array(),
                            offsets = nlohmann::ordered_json::array();
     nlohmann::ordered_json tool_calls = nlohmann::ordered_json::array();  // message.tool_calls
+    // return_token_ids: the prompt's ids (the choice's first message has them) and the output's.
+    nlohmann::ordered_json prompt_ids = nlohmann::ordered_json::array(),
+                           token_ids = nlohmann::ordered_json::array();
     std::string finish_reason;
     llm::v1::Usage usage;
   };
@@ -136,12 +144,18 @@ class OpenAiResponder final : public Responder {
   nlohmann::ordered_json Chunk() const;
   nlohmann::ordered_json LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const;
   nlohmann::ordered_json UsageJson() const;
+  // A streamed chunk's "usage": null, or with continuous_usage the choice's usage so far.
+  nlohmann::ordered_json ChunkUsage(const Choice& c) const;
+  // Streaming with return_token_ids: `m`'s token ids (and prompt ids) into a chunk's `choice`.
+  void AddTokenIds(const llm::v1::GenerateResponse& m, nlohmann::ordered_json& choice) const;
   std::string OnStreamChat(const llm::v1::GenerateResponse& m, Choice& c,
                            const std::string& finish);
 
   ApiKind kind_;
   std::string model_;
   bool include_usage_;
+  bool continuous_usage_;
+  bool return_token_ids_;
   bool logprobs_;
   int top_logprobs_;
   int n_;  // choices per prompt

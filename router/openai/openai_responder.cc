@@ -1,5 +1,6 @@
 // OpenAiResponder (openai_api.h): GenerateResponse messages -> OpenAI SSE chunks or one body.
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "router/openai/logprob_json.h"
@@ -25,6 +26,8 @@ OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, i
     : kind_(request.kind),
       model_(request.model),
       include_usage_(request.include_usage),
+      continuous_usage_(request.continuous_usage),
+      return_token_ids_(request.return_token_ids),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
       n_(std::max(1, request.n)),
@@ -71,6 +74,10 @@ json ToolCallDeltas(const llm::v1::GenerateResponse& m) {
                         : ToolCallJson(c, true));
   }
   return calls;
+}
+
+json Ids(const google::protobuf::RepeatedField<int32_t>& ids) {
+  return json(std::vector<int32_t>(ids.begin(), ids.end()));
 }
 
 std::string Event(const json& j) {
@@ -137,22 +144,46 @@ json OpenAiResponder::UsageJson() const {
   return usage;
 }
 
+json OpenAiResponder::ChunkUsage(const Choice& c) const {
+  if (!continuous_usage_) return nullptr;
+  const uint32_t prompt = c.usage.prompt_tokens(), completion = c.usage.completion_tokens();
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+void OpenAiResponder::AddTokenIds(const llm::v1::GenerateResponse& m, json& choice) const {
+  if (!return_token_ids_) return;
+  // A chat chunk has them at its top (as vLLM's); a completion's choice has its own prompt.
+  if (kind_ == ApiKind::kCompletion && m.prompt_token_ids_size() > 0) {
+    choice["prompt_token_ids"] = Ids(m.prompt_token_ids());
+  }
+  choice["token_ids"] = Ids(m.token_ids());
+}
+
 std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Choice& c,
                                           const std::string& finish) {
   std::string out;
   json chunk = Chunk();
-  if (include_usage_) chunk["usage"] = nullptr;
+  if (include_usage_) chunk["usage"] = ChunkUsage(c);
   const json index = m.index();
-  if (!c.role_sent || !m.text().empty() || m.logprobs_size() > 0) {
+  const bool ids = return_token_ids_ && m.token_ids_size() > 0;
+  if (!c.role_sent || !m.text().empty() || m.logprobs_size() > 0 || ids) {
     json delta = json::object();
     if (!c.role_sent) delta["role"] = "assistant";
     delta["content"] = m.text();
     c.role_sent = true;
-    chunk["choices"] = json::array({{{"index", index},
-                                     {"delta", delta},
-                                     {"logprobs", LogprobsJson(m, c)},
-                                     {"finish_reason", nullptr}}});
+    json choice = {{"index", index},
+                   {"delta", delta},
+                   {"logprobs", LogprobsJson(m, c)},
+                   {"finish_reason", nullptr}};
+    AddTokenIds(m, choice);
+    if (return_token_ids_ && m.prompt_token_ids_size() > 0) {
+      chunk["prompt_token_ids"] = Ids(m.prompt_token_ids());
+    }
+    chunk["choices"] = json::array({std::move(choice)});
     out += Event(chunk);
+    chunk.erase("prompt_token_ids");
   }
   if (m.tool_calls_size() > 0) {
     chunk["choices"] = json::array({{{"index", index},
@@ -179,14 +210,16 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m)
   c->text += m.text();
   if (!finish.empty()) c->finish_reason = finish;
   if (kind_ == ApiKind::kChat) return OnStreamChat(m, *c, finish);
-  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty()) return "";
+  const bool ids = return_token_ids_ && m.token_ids_size() > 0;
+  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty() && !ids) return "";
   json chunk = Chunk();
-  if (include_usage_) chunk["usage"] = nullptr;
-  chunk["choices"] =
-      json::array({{{"index", m.index()},
-                    {"text", m.text()},
-                    {"logprobs", LogprobsJson(m, *c)},
-                    {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}}});
+  if (include_usage_) chunk["usage"] = ChunkUsage(*c);
+  json choice = {{"index", m.index()},
+                 {"text", m.text()},
+                 {"logprobs", LogprobsJson(m, *c)},
+                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  AddTokenIds(m, choice);
+  chunk["choices"] = json::array({std::move(choice)});
   return Event(chunk);
 }
 
@@ -228,6 +261,8 @@ void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
     }
   }
   c->text += m.text();
+  if (m.prompt_token_ids_size() > 0) c->prompt_ids = Ids(m.prompt_token_ids());
+  for (const int32_t id : m.token_ids()) c->token_ids.push_back(id);
   for (const llm::v1::ToolCall& call : m.tool_calls()) {
     if (!call.id().empty() || c->tool_calls.empty()) {
       c->tool_calls.push_back(ToolCallJson(call, false));
@@ -264,8 +299,14 @@ std::string OpenAiResponder::Body() const {
                                      : json(nullptr);
     }
     choice["finish_reason"] = c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason);
+    if (return_token_ids_ && kind_ == ApiKind::kCompletion)
+      choice["prompt_token_ids"] = c.prompt_ids;
+    if (return_token_ids_) choice["token_ids"] = c.token_ids;
     choices.push_back(std::move(choice));
   }
+  // A chat's prompt, once (its choices share it), as vLLM's.
+  if (return_token_ids_ && kind_ == ApiKind::kChat)
+    body["prompt_token_ids"] = choices_[0].prompt_ids;
   body["choices"] = std::move(choices);
   body["usage"] = UsageJson();
   return body.dump(-1, ' ', false, json::error_handler_t::replace);

