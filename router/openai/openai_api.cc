@@ -129,7 +129,8 @@ absl::StatusOr<llm::v1::BatchPrompt> OnePrompt(const json& prompt, const std::st
 // The completion's prompt: a string, token ids, or a list of either (OpenAI's batch: each
 // prompt gets n choices; the first is the request's own, the rest GenerateRequest.more_prompts).
 // `prompts` gets their count.
-absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, int* prompts, ApiError* e) {
+absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, int* prompts,
+                         std::vector<std::string>* texts, ApiError* e) {
   if (!Present(body, "prompt")) return Bad(e, "prompt", "'prompt' is required");
   const json& prompt = body["prompt"];
   const bool list = prompt.is_array() && !prompt.empty() && !prompt[0].is_number();
@@ -144,6 +145,7 @@ absl::Status ParsePrompt(const json& body, llm::v1::GenerateRequest* r, int* pro
     LLM_ASSIGN_OR_RETURN(
         llm::v1::BatchPrompt one,
         OnePrompt(list ? prompt[i] : prompt, list ? absl::StrCat("prompt[", i, "]") : "prompt", e));
+    texts->push_back(one.has_token_ids() ? std::string() : one.text());
     if (i > 0) {
       *r->add_more_prompts() = std::move(one);
     } else if (one.has_token_ids()) {
@@ -162,9 +164,6 @@ absl::Status Unsupported(const json& body, ApiKind kind, ApiError* e) {
     auto got = Int(body, "best_of", 1, std::numeric_limits<int32_t>::max(), &best_of, e);
     if (!got.ok()) return got.status();
     if (best_of != 1) return Bad(e, "best_of", "'best_of' must be 1");
-    if (Present(body, "echo") && body["echo"] != false) {
-      return Bad(e, "echo", "'echo' is not supported");
-    }
     if (Present(body, "suffix") && body["suffix"] != "") {
       return Bad(e, "suffix", "'suffix' is not supported");
     }
@@ -189,7 +188,7 @@ absl::Status ParseInput(const json& body, ApiKind kind, ParsedRequest& p, ApiErr
   bool add = true;
   llm::v1::GenerateRequest& r = p.request;
   if (kind != ApiKind::kChat) {
-    if (auto s = ParsePrompt(body, &r, &p.prompts, e); !s.ok()) return s;
+    if (auto s = ParsePrompt(body, &r, &p.prompts, &p.prompt_texts, e); !s.ok()) return s;
     LLM_ASSIGN_OR_RETURN(const bool got, Bool(body, "add_special_tokens", &add, e));
     if (got) r.set_add_special_tokens(add);
     return absl::OkStatus();
@@ -323,6 +322,11 @@ absl::Status ParseLogprobs(const json& body, ApiKind kind, ParsedRequest& p, Api
     }
   }
   if (p.logprobs) p.request.set_logprobs(static_cast<uint32_t>(std::max(1, p.top_logprobs)));
+  if (kind != ApiKind::kCompletion) return absl::OkStatus();
+  // echo: the prompt before the output, and with logprobs its tokens' (the first's null), as
+  // OpenAI answers; the worker's prompt_logprobs give the tokens and their texts.
+  LLM_ASSIGN_OR_RETURN(const bool got, Bool(body, "echo", &p.echo, e));
+  if (got && p.echo) p.request.set_prompt_logprobs(static_cast<uint32_t>(p.top_logprobs));
   return absl::OkStatus();
 }
 
@@ -406,6 +410,7 @@ ApiError ErrorFromGrpc(int code, const std::string& message, int64_t pushback_ms
       if (field == "text" || field == "token_ids" || field == "more_prompts") field = "prompt";
       if (field == "chat") field = "messages";
       if (field == "logprobs") field = "top_logprobs";
+      if (field == "prompt_logprobs") field = "echo";
       if (field == "constraint") {
         field =
             message.rfind("constraint.grammar", 0) == 0 ? "structured_outputs" : "response_format";

@@ -48,6 +48,11 @@ struct ParsedRequest {
   bool continuous_usage = false;
   // return_token_ids (vLLM's): the prompt's and each choice's token ids in the answer.
   bool return_token_ids = false;
+  // Completions' echo: each choice's text starts with its prompt (and with logprobs, its
+  // logprobs with the prompt tokens'): a text prompt as sent, token ids as the worker's
+  // prompt_logprobs write them. prompt_texts: each prompt's text, empty for token ids.
+  bool echo = false;
+  std::vector<std::string> prompt_texts;
   int n = 1;              // choices (GenerateRequest.n) of each prompt
   int prompts = 1;        // completions: prompts (1 + GenerateRequest.more_prompts)
   bool logprobs = false;  // report logprobs
@@ -55,7 +60,7 @@ struct ParsedRequest {
   llm::v1::GenerateRequest request;
   // kResponses: the request's parameters its Response object repeats (instructions, tools,
   // tool_choice, text, temperature, ...), in the API's own shape.
-  nlohmann::ordered_json echo;
+  nlohmann::ordered_json response_params;
 };
 
 struct ParseOptions {
@@ -124,6 +129,7 @@ class OpenAiResponder final : public Responder {
   // One choice's state.
   struct Choice {
     bool role_sent = false;
+    bool echoed = false;     // echo: the prompt came first
     size_t text_offset = 0;  // completions' text_offset of the next logprob entry
     std::string text;
     nlohmann::ordered_json logprob_entries = nlohmann::ordered_json::array();  // chat: content
@@ -143,6 +149,17 @@ class OpenAiResponder final : public Responder {
   Choice* ChoiceOf(const llm::v1::GenerateResponse& m);
   nlohmann::ordered_json Chunk() const;
   nlohmann::ordered_json LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const;
+  // A completion's logprobs object of `entries` (text_offset continuing c's); with
+  // first_has_none the first entry's logprob and alternatives are null (a prompt's first token).
+  nlohmann::ordered_json CompletionLogprobs(
+      const google::protobuf::RepeatedPtrField<llm::v1::TokenLogprobs>& entries, Choice& c,
+      bool first_has_none) const;
+  // Appends a logprobs object (LogprobsJson's) to c's.
+  void AppendLogprobs(const nlohmann::ordered_json& lp, Choice& c) const;
+  // echo: the prompt of `m`'s choice (as sent, or as the worker's prompt entries write it).
+  std::string EchoText(const llm::v1::GenerateResponse& m) const;
+  // echo, on the choice's first message: {"text", "logprobs"} of the prompt, into c.
+  nlohmann::ordered_json Echo(const llm::v1::GenerateResponse& m, Choice& c);
   nlohmann::ordered_json UsageJson() const;
   // A streamed chunk's "usage": null, or with continuous_usage the choice's usage so far.
   nlohmann::ordered_json ChunkUsage(const Choice& c) const;
@@ -156,6 +173,8 @@ class OpenAiResponder final : public Responder {
   bool include_usage_;
   bool continuous_usage_;
   bool return_token_ids_;
+  bool echo_;
+  std::vector<std::string> prompt_texts_;
   bool logprobs_;
   int top_logprobs_;
   int n_;  // choices per prompt

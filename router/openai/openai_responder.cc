@@ -28,6 +28,8 @@ OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, i
       include_usage_(request.include_usage),
       continuous_usage_(request.continuous_usage),
       return_token_ids_(request.return_token_ids),
+      echo_(request.echo),
+      prompt_texts_(request.prompt_texts),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
       n_(std::max(1, request.n)),
@@ -96,15 +98,23 @@ json OpenAiResponder::Chunk() const {
 json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c) const {
   if (!logprobs_) return nullptr;
   if (kind_ == ApiKind::kChat) return json{{"content", LogprobEntries(m, top_logprobs_)}};
+  return CompletionLogprobs(m.logprobs(), c, /*first_has_none=*/false);
+}
+
+json OpenAiResponder::CompletionLogprobs(
+    const google::protobuf::RepeatedPtrField<llm::v1::TokenLogprobs>& entries, Choice& c,
+    bool first_has_none) const {
   json tokens = json::array(), lps = json::array(), top = json::array(), offsets = json::array();
-  for (const auto& lp : m.logprobs()) {
+  for (const auto& lp : entries) {
     tokens.push_back(lp.sampled().text());
-    lps.push_back(JsonLogprob(lp.sampled().logprob()));
+    // A prompt's first token has nothing before it to be predicted from: null, as OpenAI.
+    const bool none = first_has_none && lps.empty();
+    lps.push_back(none ? json(nullptr) : json(JsonLogprob(lp.sampled().logprob())));
     json alts = json::object();
     for (int i = 0; i < lp.top_size() && i < top_logprobs_; ++i) {
       alts[lp.top(i).text()] = JsonLogprob(lp.top(i).logprob());
     }
-    top.push_back(alts);
+    top.push_back(none ? json(nullptr) : alts);
     // In bytes of the output, token by token (the text a message carries lags what a partial
     // character holds back, and U+FFFD is 3 bytes where a token may hold 1).
     offsets.push_back(c.text_offset);
@@ -113,6 +123,23 @@ json OpenAiResponder::LogprobsJson(const llm::v1::GenerateResponse& m, Choice& c
   }
   return json{
       {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+std::string OpenAiResponder::EchoText(const llm::v1::GenerateResponse& m) const {
+  const size_t prompt = m.index() / static_cast<size_t>(n_);
+  if (prompt < prompt_texts_.size() && !prompt_texts_[prompt].empty()) return prompt_texts_[prompt];
+  std::string text;  // token ids: as the worker wrote each prompt token
+  for (const auto& lp : m.prompt_logprobs()) text += lp.sampled().text();
+  return text;
+}
+
+json OpenAiResponder::Echo(const llm::v1::GenerateResponse& m, Choice& c) {
+  c.echoed = true;
+  const std::string text = EchoText(m);
+  c.text += text;
+  return json{
+      {"text", text},
+      {"logprobs", logprobs_ ? CompletionLogprobs(m.prompt_logprobs(), c, true) : json(nullptr)}};
 }
 
 json OpenAiResponder::UsageJson() const {
@@ -210,8 +237,19 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m)
   c->text += m.text();
   if (!finish.empty()) c->finish_reason = finish;
   if (kind_ == ApiKind::kChat) return OnStreamChat(m, *c, finish);
+  std::string out;
+  if (echo_ && !c->echoed) {  // the prompt, as a chunk before the output's
+    json echo = Echo(m, *c);
+    json chunk = Chunk();
+    if (include_usage_) chunk["usage"] = ChunkUsage(*c);
+    chunk["choices"] = json::array({{{"index", m.index()},
+                                     {"text", echo["text"]},
+                                     {"logprobs", echo["logprobs"]},
+                                     {"finish_reason", nullptr}}});
+    out = Event(chunk);
+  }
   const bool ids = return_token_ids_ && m.token_ids_size() > 0;
-  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty() && !ids) return "";
+  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty() && !ids) return out;
   json chunk = Chunk();
   if (include_usage_) chunk["usage"] = ChunkUsage(*c);
   json choice = {{"index", m.index()},
@@ -220,7 +258,7 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m)
                  {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
   AddTokenIds(m, choice);
   chunk["choices"] = json::array({std::move(choice)});
-  return Event(chunk);
+  return out + Event(chunk);
 }
 
 int OpenAiResponder::UnfinishedChoices() const {
@@ -245,21 +283,26 @@ std::string OpenAiResponder::StreamError(const ApiError& e) {
   return absl::StrCat("data: ", OpenAiErrorBody(e), "\n\ndata: [DONE]\n\n");
 }
 
+void OpenAiResponder::AppendLogprobs(const json& lp, Choice& c) const {
+  if (kind_ == ApiKind::kChat) {
+    for (const auto& x : lp["content"]) c.logprob_entries.push_back(x);
+    return;
+  }
+  for (const auto& x : lp["tokens"]) c.tokens.push_back(x);
+  for (const auto& x : lp["token_logprobs"]) c.token_logprobs.push_back(x);
+  for (const auto& x : lp["top_logprobs"]) c.top.push_back(x);
+  for (const auto& x : lp["text_offset"]) c.offsets.push_back(x);
+}
+
 void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
   Choice* c = ChoiceOf(m);
   if (c == nullptr) return;
   if (m.has_usage()) c->usage = m.usage();
-  if (logprobs_) {
-    const json lp = LogprobsJson(m, *c);
-    if (kind_ == ApiKind::kChat) {
-      for (const auto& x : lp["content"]) c->logprob_entries.push_back(x);
-    } else {
-      for (const auto& x : lp["tokens"]) c->tokens.push_back(x);
-      for (const auto& x : lp["token_logprobs"]) c->token_logprobs.push_back(x);
-      for (const auto& x : lp["top_logprobs"]) c->top.push_back(x);
-      for (const auto& x : lp["text_offset"]) c->offsets.push_back(x);
-    }
+  if (echo_ && !c->echoed) {
+    const json echo = Echo(m, *c);
+    if (logprobs_) AppendLogprobs(echo["logprobs"], *c);
   }
+  if (logprobs_) AppendLogprobs(LogprobsJson(m, *c), *c);
   c->text += m.text();
   if (m.prompt_token_ids_size() > 0) c->prompt_ids = Ids(m.prompt_token_ids());
   for (const int32_t id : m.token_ids()) c->token_ids.push_back(id);

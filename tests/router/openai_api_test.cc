@@ -533,5 +533,59 @@ TEST(OpenAiResponderTest, ContinuousUsageStatsPutUsageInEveryChunk) {
   EXPECT_EQ(e.param, "stream_options.continuous_usage_stats");
 }
 
+// One prompt entry: `text`, its logprob and one alternative (itself).
+void PromptEntry(llm::v1::GenerateResponse& m, const char* text, float logprob) {
+  auto* lp = m.add_prompt_logprobs();
+  lp->mutable_sampled()->set_text(text);
+  lp->mutable_sampled()->set_logprob(logprob);
+  auto* top = lp->add_top();
+  top->set_text(text);
+  top->set_logprob(logprob);
+}
+
+// echo (what lm-eval's loglikelihood sends, with logprobs and token ids): the prompt's tokens
+// lead the text and the logprobs, the first token's null, the offsets running on into the
+// output; a text prompt is echoed as sent. The worker is asked for the prompt's logprobs.
+TEST(OpenAiResponderTest, EchoPutsThePromptsTokensFirst) {
+  const ParsedRequest p = Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": [[5, 6], "xy"],
+      "echo": true, "logprobs": 1, "max_tokens": 1})");
+  EXPECT_EQ(p.request.prompt_logprobs(), 1u);
+  EXPECT_FALSE(Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x"})")
+                   .request.has_prompt_logprobs());
+  std::vector<llm::v1::GenerateResponse> m(2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    m[i].set_index(i);
+    PromptEntry(m[i], "A", 0.0f);
+    PromptEntry(m[i], "B", -0.5f);
+    m[i].set_text("c");
+    auto* lp = m[i].add_logprobs();
+    lp->mutable_sampled()->set_text("c");
+    lp->mutable_sampled()->set_logprob(-1.0f);
+    m[i].set_finish_reason(llm::v1::FINISH_REASON_LENGTH);
+  }
+  OpenAiResponder whole(p, "cmpl-1", 0);
+  for (const auto& x : m) whole.Accumulate(x);
+  const json body = json::parse(whole.Body());
+  const json& c = body["choices"][0];
+  EXPECT_EQ(c["text"], "ABc");
+  EXPECT_EQ(c["logprobs"]["tokens"], json({"A", "B", "c"}));
+  EXPECT_EQ(c["logprobs"]["token_logprobs"], json({nullptr, -0.5, -1.0}));
+  EXPECT_EQ(c["logprobs"]["top_logprobs"][0], nullptr);
+  EXPECT_EQ(c["logprobs"]["top_logprobs"][1], json({{"B", -0.5}}));
+  EXPECT_EQ(c["logprobs"]["text_offset"], json({0, 1, 2}));
+  EXPECT_EQ(body["choices"][1]["text"], "xyc");  // a text prompt, as sent
+
+  OpenAiResponder stream(p, "cmpl-2", 0);
+  std::string sse;
+  for (const auto& x : m) sse += stream.OnStreamMessage(x);
+  bool done = false;
+  const std::vector<json> chunks = Events(sse, &done);
+  ASSERT_EQ(chunks.size(), 4u) << sse;
+  EXPECT_EQ(chunks[0]["choices"][0]["text"], "AB");
+  EXPECT_EQ(chunks[0]["choices"][0]["logprobs"]["token_logprobs"], json({nullptr, -0.5}));
+  EXPECT_EQ(chunks[1]["choices"][0]["text"], "c");
+  EXPECT_EQ(chunks[1]["choices"][0]["logprobs"]["text_offset"], json({2}));
+}
+
 }  // namespace
 }  // namespace llm::router::openai

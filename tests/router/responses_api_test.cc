@@ -45,9 +45,9 @@ TEST(ResponsesParseTest, InstructionsAndTextInputAreASystemAndAUserMessage) {
   EXPECT_FLOAT_EQ(p.request.sampling().temperature(), 0.5f);
   EXPECT_FLOAT_EQ(p.request.sampling().top_p(), 0.9f);
   EXPECT_EQ(json::parse(chat.template_kwargs_json())["reasoning_effort"], "low");
-  EXPECT_EQ(p.echo["instructions"], "Be brief.");
-  EXPECT_EQ(p.echo["max_output_tokens"], 40);
-  EXPECT_EQ(p.echo["tool_choice"], "auto");
+  EXPECT_EQ(p.response_params["instructions"], "Be brief.");
+  EXPECT_EQ(p.response_params["max_output_tokens"], 40);
+  EXPECT_EQ(p.response_params["tool_choice"], "auto");
 }
 
 // A second turn as a client without a store sends it: the first turn's output items (a message
@@ -88,8 +88,9 @@ TEST(ResponsesParseTest, ItemsOfAToolTurnBecomeChatMessages) {
   EXPECT_EQ(chat.tool_choice().mode(), llm::v1::ToolChoice::TOOL_CHOICE_FUNCTION);
   EXPECT_EQ(chat.tool_choice().function_name(), "weather");
   EXPECT_FALSE(chat.parallel_tool_calls());
-  EXPECT_EQ(p.echo["tools"][0]["name"], "weather");  // the Response repeats the API's shape
-  EXPECT_EQ(p.echo["parallel_tool_calls"], false);
+  EXPECT_EQ(p.response_params["tools"][0]["name"],
+            "weather");  // the Response repeats the API's shape
+  EXPECT_EQ(p.response_params["parallel_tool_calls"], false);
 }
 
 TEST(ResponsesParseTest, TextFormatIsTheConstraintAndLogprobsAreAsked) {
@@ -101,7 +102,7 @@ TEST(ResponsesParseTest, TextFormatIsTheConstraintAndLogprobsAreAsked) {
   EXPECT_TRUE(p.logprobs);
   EXPECT_EQ(p.top_logprobs, 3);
   EXPECT_EQ(p.request.logprobs(), 3u);
-  EXPECT_EQ(p.echo["text"]["format"]["name"], "city");
+  EXPECT_EQ(p.response_params["text"]["format"]["name"], "city");
   p = Parse(R"({"model": "m", "input": "x", "text": {"format": {"type": "json_object"}}})");
   EXPECT_TRUE(p.request.constraint().json_object());
   EXPECT_FALSE(p.logprobs);

@@ -20,6 +20,10 @@ struct EngineRequest {
   std::vector<int32_t> stop_token_ids;  // EOS ids (unless ignore_eos) and the request's stop ids
   bool want_logprobs = false;
   int32_t num_top_logprobs = 0;
+  // -1: none. n >= 0: the runner reports each prompt token's logprob (raw logits, given the
+  // tokens before it) with the n most likely alternatives, on the prefix's sampled output
+  // (SlotOutput::prompt_logprobs); the prompt is then computed whole, not found cached.
+  int32_t prompt_logprobs = -1;
   bool speculate = true;  // false: the request opted out of speculative decoding
   // The oracle proposer's continuation (SpeculativeMethod::kOracle, benchmark-only): output i
   // is proposed as oracle_ids[i]. Empty for every request a client sends.

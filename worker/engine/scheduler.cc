@@ -341,7 +341,9 @@ bool Scheduler::AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok) {
   // Penalties see the prompt's tokens (repetition) and the generated ones (all three), which
   // the CUDA runner takes from the rows it prefills (its prompt mask and output counts): what
   // they need is computed, not taken from the cache.
-  if (!config_.penalties_from_prefill) {
+  if (r.prompt_logprobs >= 0) {
+    matchable = 0;  // every prompt token's logprob comes from a row computed now
+  } else if (!config_.penalties_from_prefill) {
     // The runner keeps penalties from the token ids themselves (the CPU's).
   } else if (r.sampling.repetition_penalty != 1.0f) {
     matchable = 0;
@@ -497,6 +499,7 @@ void Scheduler::Update(const StepResult& result, std::vector<TokenEvent>& events
     events.push_back(TokenEvent{out.request_key, out.sampled, out.finish,
                                 slot.emitted ? -1 : slot.cached_tokens, out.draft_tokens,
                                 out.accepted_tokens});
+    if (!slot.emitted) events.back().prompt_logprobs = out.prompt_logprobs;
     slot.emitted = true;
   }
 }

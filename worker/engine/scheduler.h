@@ -127,6 +127,8 @@ struct TokenEvent {
   // On the first event of a verifying decode: proposals verified and accepted (SlotOutput).
   int32_t draft_tokens = 0;
   int32_t accepted_tokens = 0;
+  // On a request's first event, when it asked for them: SlotOutput::prompt_logprobs.
+  std::vector<sampling::SampledToken> prompt_logprobs;
 };
 
 struct SchedulerStats {

@@ -106,6 +106,9 @@ struct SlotOutput {
   // the target accepted (before any stop cut the run); 0 elsewhere.
   int32_t draft_tokens = 0;
   int32_t accepted_tokens = 0;
+  // On the output a prefix's last chunk samples, for a request with prompt_logprobs >= 0: one
+  // entry per prompt token (token_id the prompt's; the first entry's logprob 0, no top).
+  std::vector<sampling::SampledToken> prompt_logprobs;
 };
 
 struct StepResult {

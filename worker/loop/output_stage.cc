@@ -141,12 +141,13 @@ void OutputStage::Handle(Shard& shard, Item& item) {
   }
 }
 
-TokenLogprobs OutputStage::Logprobs(const RequestState& st, const sampling::SampledToken& s) {
+TokenLogprobs OutputStage::Logprobs(const frontend::IncrementalDetokenizer& detok,
+                                    const sampling::SampledToken& s) {
   // In context: decoded alone, a word's token lost its leading space (decoders strip it at the
   // start of a text), and part of a character was only U+FFFD's bytes.
   std::vector<int32_t> ids = {s.token_id};
   for (const auto& t : s.top) ids.push_back(t.token_id);
-  std::vector<std::string> bytes = st.detok.BytesOf(ids);
+  std::vector<std::string> bytes = detok.BytesOf(ids);
   const auto entry = [&](size_t i, float logprob) {
     std::string text = Utf8Lossy(bytes[i]);
     return LogprobEntry{ids[i], logprob, std::move(text), std::move(bytes[i])};
@@ -154,6 +155,20 @@ TokenLogprobs OutputStage::Logprobs(const RequestState& st, const sampling::Samp
   TokenLogprobs lp{entry(0, s.logprob), {}};
   for (size_t i = 0; i < s.top.size(); ++i) lp.top.push_back(entry(i + 1, s.top[i].logprob));
   return lp;
+}
+
+std::vector<TokenLogprobs> OutputStage::PromptLogprobs(
+    const std::vector<sampling::SampledToken>& prompt) const {
+  // A detokenizer over the prompt alone: each token's bytes in the context of those before it,
+  // as the output's tokens get theirs. Special tokens keep their text.
+  frontend::IncrementalDetokenizer detok(tokenizer_, {}, /*skip_special_tokens=*/false);
+  std::vector<TokenLogprobs> out;
+  out.reserve(prompt.size());
+  for (const sampling::SampledToken& s : prompt) {
+    out.push_back(Logprobs(detok, s));
+    detok.Add(s.token_id);
+  }
+  return out;
 }
 
 FinishReason OutputStage::AddToken(RequestState& st, const engine::TokenEvent& e,
@@ -164,7 +179,7 @@ FinishReason OutputStage::AddToken(RequestState& st, const engine::TokenEvent& e
   st.accepted_tokens += e.accepted_tokens;
   const int32_t token = e.sampled.token_id;
   u.token_ids.push_back(token);
-  if (st.ctx.want_logprobs) u.logprobs.push_back(Logprobs(st, e.sampled));
+  if (st.ctx.want_logprobs) u.logprobs.push_back(Logprobs(st.detok, e.sampled));
   if (e.finish == FinishReason::kStopToken) {
     // A stop token (EOS included) ends generation and is not part of the text.
     u.stop_token_id = token;
@@ -188,6 +203,10 @@ void OutputStage::HandleTokens(Shard& shard, const std::vector<engine::TokenEven
   RequestState& st = *it->second;
   StreamUpdate u;
   if (!st.sent_first && st.ctx.include_prompt_ids) u.prompt_ids = st.ctx.prompt_ids;
+  // Once: a request readmitted after a preemption computes them again.
+  if (!st.sent_first && st.ctx.prompt_logprobs) {
+    u.prompt_logprobs = PromptLogprobs(run.front().prompt_logprobs);
+  }
   st.sent_first = true;
   for (const engine::TokenEvent& e : run) {
     // Tokens after the one that ends the request (a stop string inside an accepted run) are

@@ -35,6 +35,7 @@ struct OutputContext {
   bool continuous_usage = false;
   int32_t num_top_logprobs = 0;
   bool want_logprobs = false;
+  bool prompt_logprobs = false;  // the first update carries the prompt's (TokenEvent's)
   Clock::time_point arrival;
 };
 
@@ -118,9 +119,14 @@ class OutputStage : public EngineEvents {
               sampling::FinishReason reason, Clock::time_point when);
   // The usage so far (tokens, cache hits, time to first token, proposals).
   static void SetUsage(const RequestState& st, StreamUpdate& u);
-  // The sampled token's and its alternatives' entries, as the next token of `st`'s output
+  // The sampled token's and its alternatives' entries, as the next token of `detok`'s output
   // (before it is added).
-  static TokenLogprobs Logprobs(const RequestState& st, const sampling::SampledToken& sampled);
+  static TokenLogprobs Logprobs(const frontend::IncrementalDetokenizer& detok,
+                                const sampling::SampledToken& sampled);
+  // The prompt's logprobs (TokenEvent::prompt_logprobs), each token's text where it stands in
+  // the prompt (special tokens with their own text).
+  std::vector<TokenLogprobs> PromptLogprobs(
+      const std::vector<sampling::SampledToken>& prompt) const;
 
   const frontend::Tokenizer& tokenizer_;
   std::function<void(uint64_t)> abort_;

@@ -118,6 +118,10 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
   if (s.logprobs < 0 || s.logprobs > l.max_logprobs) {
     return Invalid("logprobs", absl::StrCat(s.logprobs, " is outside [0, ", l.max_logprobs, "]"));
   }
+  if (s.prompt_logprobs < -1 || s.prompt_logprobs > l.max_logprobs) {
+    return Invalid("prompt_logprobs",
+                   absl::StrCat(s.prompt_logprobs, " is outside [0, ", l.max_logprobs, "]"));
+  }
   return absl::OkStatus();
 }
 
@@ -172,6 +176,7 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
   r.oracle_ids = s.oracle_ids;
   r.constraint = s.compiled;
   r.num_top_logprobs = static_cast<int32_t>(s.logprobs);
+  r.prompt_logprobs = static_cast<int32_t>(s.prompt_logprobs);
   return r;
 }
 

@@ -57,6 +57,8 @@ struct GenerateSpec {
   constraint::ConstraintSpec constraint;
   std::shared_ptr<const constraint::CompiledConstraint> compiled;
   int64_t logprobs = 0;  // 0: none; n >= 1: the sampled token's and the top n
+  // -1: none; n >= 0: each prompt token's logprob and the top n (engine::EngineRequest).
+  int64_t prompt_logprobs = -1;
   bool skip_special_tokens = true;
   bool include_stop_str = false;
   bool include_prompt_ids = false;

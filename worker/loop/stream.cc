@@ -7,6 +7,7 @@ void StreamUpdate::Merge(StreamUpdate&& next) {
   token_ids.insert(token_ids.end(), next.token_ids.begin(), next.token_ids.end());
   for (auto& lp : next.logprobs) logprobs.push_back(std::move(lp));
   if (prompt_ids.empty()) prompt_ids = std::move(next.prompt_ids);
+  if (prompt_logprobs.empty()) prompt_logprobs = std::move(next.prompt_logprobs);
   finished = next.finished;
   reason = next.reason;
   if (!next.stop_string.empty()) stop_string = std::move(next.stop_string);

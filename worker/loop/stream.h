@@ -53,6 +53,8 @@ struct StreamUpdate {
   std::vector<int32_t> token_ids;       // new tokens since the previous update
   std::vector<TokenLogprobs> logprobs;  // one per token when asked for
   std::vector<int32_t> prompt_ids;      // first update, when asked for
+  // First update, when asked for: one per prompt token (the first with logprob 0, no top).
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   sampling::FinishReason reason = sampling::FinishReason::kNone;
   std::string stop_string;     // when a stop string ended generation

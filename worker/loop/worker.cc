@@ -146,6 +146,11 @@ absl::Status Worker::Prepare(GenerateSpec& spec, std::shared_ptr<StreamSink>& si
         absl::StrCat("sampling.logit_bias: the ", info.device,
                      " backend does not apply a logit bias yet (the cpu backend does)"));
   }
+  if (spec.prompt_logprobs >= 0 && !info.prompt_logprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt_logprobs: the ", info.device,
+                     " backend does not compute prompt logprobs yet (the cpu backend does)"));
+  }
   if (spec.chat) {
     // Before the constraint's compile: tool_choice may set the constraint.
     if (absl::Status st = PrepareToolCalls(tool_format_, tokenizer_.get(), spec, sink); !st.ok())
@@ -266,6 +271,7 @@ void Worker::Admit(uint64_t key, const GenerateSpec& spec, std::vector<int32_t> 
   ctx.continuous_usage = spec.continuous_usage;
   ctx.want_logprobs = spec.logprobs > 0;
   ctx.num_top_logprobs = static_cast<int32_t>(spec.logprobs);
+  ctx.prompt_logprobs = spec.prompt_logprobs >= 0;
   ctx.arrival = spec.arrival;
   // Register and submit under the lock, so a concurrent Cancel sees either the tokenizing entry
   // or both the output stage and the engine holding the request.

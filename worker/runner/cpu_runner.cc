@@ -46,6 +46,7 @@ CpuRunner::CpuRunner(std::unique_ptr<CpuModel> model, const CpuRunnerOptions& op
   info_.constraints = true;
   info_.speculates_constrained = true;  // SampleSlot masks each verified row
   info_.logit_bias = true;
+  info_.prompt_logprobs = true;
   info_.kv_on_demand = true;
   if (options_.async) {
     thread_ = std::thread([this] {
@@ -164,7 +165,7 @@ void CpuRunner::Resume(SlotState& slot, const std::vector<int32_t>& resumed) {
   slot.last_token = resumed.back();
 }
 
-absl::Status CpuRunner::AddPrefills(const StepPlan& plan) {
+absl::Status CpuRunner::AddPrefills(const StepPlan& plan, int32_t& rows) {
   for (const auto& p : plan.prefills) {
     SlotState& slot = slots_[p.slot];
     const std::vector<int32_t>& prefix =
@@ -177,11 +178,17 @@ absl::Status CpuRunner::AddPrefills(const StepPlan& plan) {
     }
     // The first chunk starts after the prompt's cached blocks, which hold the draft's K/V too.
     if (slot.draft_written < 0) slot.draft_written = p.start;
+    // Prompt logprobs: a row per token (once: a readmitted request's prefix is not computed
+    // for them again).
+    const bool every_row = slot.request->prompt_logprobs >= 0 && slot.prefix.empty();
+    const int32_t logit_rows = every_row ? p.num_tokens : p.samples ? 1 : 0;
     chunks_.push_back(SeqChunk{static_cast<int32_t>(tokens_.size()), p.num_tokens, p.start,
-                               slot.blocks, p.samples});
+                               slot.blocks, logit_rows > 0, std::max(1, logit_rows)});
     tokens_.insert(tokens_.end(), prefix.begin() + p.start,
                    prefix.begin() + p.start + p.num_tokens);
-    if (p.samples) sampling_.push_back(SamplingSlot{p.slot});
+    if (every_row) prompt_rows_.push_back(PromptRows{p.slot, p.start, p.num_tokens, rows});
+    if (p.samples) sampling_.push_back(SamplingSlot{p.slot, 0, rows + logit_rows - 1});
+    rows += logit_rows;
   }
   return absl::OkStatus();
 }
@@ -190,7 +197,9 @@ absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
   tokens_.clear();
   chunks_.clear();
   sampling_.clear();
-  if (absl::Status st = AddPrefills(plan); !st.ok()) return st;
+  prompt_rows_.clear();
+  int32_t row = 0;  // the next logits row
+  if (absl::Status st = AddPrefills(plan, row); !st.ok()) return st;
   const size_t first_decode = sampling_.size();
   for (const engine::DecodeChunk& d : plan.decodes) {
     if (d.slot < 0 || d.slot >= options_.sizes.max_slots || d.max_draft < 0) {
@@ -215,7 +224,6 @@ absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
     sampling_.push_back(SamplingSlot{d.slot, max_draft});
   }
   if (absl::Status st = Propose(); !st.ok()) return st;
-  int32_t row = static_cast<int32_t>(first_decode);
   for (size_t i = first_decode; i < sampling_.size(); ++i) {
     SamplingSlot& s = sampling_[i];
     const SlotState& slot = slots_[s.slot];
@@ -229,7 +237,6 @@ absl::Status CpuRunner::BuildBatch(const StepPlan& plan) {
     s.row = row;
     row += n;
   }
-  for (size_t i = 0; i < first_decode; ++i) sampling_[i].row = static_cast<int32_t>(i);
   return absl::OkStatus();
 }
 
@@ -268,6 +275,25 @@ absl::Status CpuRunner::Propose() {
     s.drafts.resize(slot.matcher->AllowedPrefix(s.drafts, slot.request->stop_token_ids));
   }
   return absl::OkStatus();
+}
+
+void CpuRunner::AddPromptLogprobs() {
+  const int32_t vocab = model_->config().vocab_size;
+  // Ids past the tokenizer's vocabulary are never a prompt token nor an alternative.
+  const auto valid = static_cast<size_t>(std::min(options_.valid_vocab_size, vocab));
+  for (const PromptRows& pr : prompt_rows_) {
+    SlotState& slot = slots_[pr.slot];
+    const engine::EngineRequest& req = *slot.request;
+    const auto prompt = static_cast<int32_t>(req.prompt_ids.size());
+    if (pr.start == 0) slot.prompt_logprobs = {sampling::SampledToken{req.prompt_ids[0], 0.0f, {}}};
+    // Row j is the distribution of the token after position start + j.
+    for (int32_t j = 0; j < pr.num_tokens && pr.start + j + 1 < prompt; ++j) {
+      const std::span<const float> row(logits_.data() + static_cast<size_t>(pr.row + j) * vocab,
+                                       valid);
+      slot.prompt_logprobs.push_back(sampling::RawLogprobs(
+          row, req.prompt_ids[static_cast<size_t>(pr.start + j + 1)], req.prompt_logprobs));
+    }
+  }
 }
 
 FinishReason CpuRunner::Append(SlotState& slot, int32_t token) {
@@ -322,6 +348,11 @@ void CpuRunner::SampleSlot(SamplingSlot& s, sampling::Sampler& sampler) {
     s.outputs.front().draft_tokens = drafts;
     s.outputs.front().accepted_tokens = s.accepted;
   }
+  // The prefix's sampled output: the prompt's logprobs, complete now.
+  if (!slot.prompt_logprobs.empty()) {
+    s.outputs.front().prompt_logprobs = std::move(slot.prompt_logprobs);
+    slot.prompt_logprobs.clear();
+  }
   // The draft saw the history and its proposals (all of them, even where the constraint cut
   // them to none); what stands is the history up to the last accepted proposal.
   if (draft_ != nullptr) CpuDraft::Rollback(history_before + s.accepted, &slot.draft_written);
@@ -339,6 +370,7 @@ absl::Status CpuRunner::Execute(const Pending& pending, StepResult& result) {
   if (!chunks_.empty()) {
     if (absl::Status st = model_->Forward({tokens_, chunks_}, kv_, logits_); !st.ok()) return st;
   }
+  AddPromptLogprobs();
   // Sampling is independent per slot (its own seed, counter and penalties), so the slots are
   // spread over the thread pool; a slot's tokens do not depend on which thread samples them.
   auto sample_slots = [&](size_t begin, size_t end) {

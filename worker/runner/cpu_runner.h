@@ -82,6 +82,18 @@ class CpuRunner : public ModelRunner {
     // After a preemption: the prompt and the tokens generated before it (the prefill's
     // tokens); empty otherwise (the prompt).
     std::vector<int32_t> prefix;
+    // EngineRequest::prompt_logprobs: the entries of the prompt chunks so far, given out with
+    // the prefix's sampled output.
+    std::vector<sampling::SampledToken> prompt_logprobs;
+  };
+
+  // A prompt chunk whose every row has logits (EngineRequest::prompt_logprobs): rows
+  // [row, row + num_tokens) for positions [start, start + num_tokens).
+  struct PromptRows {
+    int32_t slot;
+    int32_t start;
+    int32_t num_tokens;
+    int32_t row;
   };
 
   // A slot that samples in this step: its logits rows [row, row + 1 + drafts.size()).
@@ -109,7 +121,10 @@ class CpuRunner : public ModelRunner {
   // The step's batch (tokens_, chunks_) and its sampling slots (sampling_), proposals included.
   absl::Status BuildBatch(const engine::StepPlan& plan);
   // The prompt chunks of the step into the batch.
-  absl::Status AddPrefills(const engine::StepPlan& plan);
+  // The plan's prompt chunks; `rows` gets the logits rows they take.
+  absl::Status AddPrefills(const engine::StepPlan& plan, int32_t& rows);
+  // The prompt logprobs of this step's prompt_rows_, into their slots.
+  void AddPromptLogprobs();
   // The proposals of every sampling slot that allows them, into its drafts.
   absl::Status Propose();
   // Verifies and samples `s` from its rows of logits_, into its outputs and its slot's state.
@@ -127,6 +142,7 @@ class CpuRunner : public ModelRunner {
   std::vector<int32_t> tokens_;
   std::vector<SeqChunk> chunks_;
   std::vector<SamplingSlot> sampling_;
+  std::vector<PromptRows> prompt_rows_;
   std::vector<float> logits_;
   std::unique_ptr<CpuDraft> draft_;
   int in_flight_ = 0;  // engine thread only

@@ -47,6 +47,8 @@ struct RunnerInfo {
   // slots decoding in it get no proposals afterwards (SchedulerConfig::draft_lapses).
   bool draft_lapses = false;
   bool logit_bias = false;  // applies SamplingParams::logit_bias
+  // Reports EngineRequest::prompt_logprobs (SlotOutput::prompt_logprobs).
+  bool prompt_logprobs = false;
   // Takes BlockGrants and readmissions with resumed tokens (SchedulerConfig::kv_on_demand);
   // false: the scheduler reserves prompt + max_tokens at admission.
   bool kv_on_demand = false;

@@ -162,6 +162,37 @@ int32_t Argmax(std::span<const float> logits) {
   return 0;  // empty, or all NaN
 }
 
+SampledToken RawLogprobs(std::span<const float> logits, int32_t token, int num_top) {
+  const auto n = static_cast<int32_t>(logits.size());
+  const auto finite = [&](int32_t i) { return logits[i] >= -std::numeric_limits<float>::max(); };
+  float max = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n; ++i) {
+    if (finite(i)) max = std::max(max, logits[i]);
+  }
+  double sum = 0.0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (finite(i)) sum += std::exp(static_cast<double>(logits[i]) - max);
+  }
+  const double log_norm = static_cast<double>(max) + std::log(sum);
+  const auto logprob_of = [&](int32_t i) {
+    if (i < 0 || i >= n || !finite(i) || sum <= 0.0) return -std::numeric_limits<float>::infinity();
+    return static_cast<float>(static_cast<double>(logits[i]) - log_norm);
+  };
+  SampledToken result{token, logprob_of(token), {}};
+  if (num_top <= 0) return result;
+  std::vector<int32_t> order;
+  for (int32_t i = 0; i < n; ++i) {
+    if (finite(i)) order.push_back(i);
+  }
+  const auto k = std::min<size_t>(static_cast<size_t>(num_top), order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  for (size_t i = 0; i < k; ++i) result.top.push_back({order[i], logprob_of(order[i])});
+  return result;
+}
+
 double Sampler::Kept(std::span<const float> logits, const SamplingParams& p, bool filter) {
   const auto n = static_cast<int32_t>(logits.size());
   inv_t_ = InverseTemperature(p.temperature);

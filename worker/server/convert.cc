@@ -160,6 +160,7 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
       break;
   }
   s.logprobs = r.logprobs();
+  if (r.has_prompt_logprobs()) s.prompt_logprobs = r.prompt_logprobs();
   const auto& so = r.stream();
   s.include_prompt_ids = so.include_prompt_ids();
   s.skip_special_tokens = so.has_skip_special_tokens() ? so.skip_special_tokens() : true;
@@ -206,6 +207,11 @@ void ToResponse(const std::string& request_id, const loop::StreamUpdate& u,
     for (const auto& t : lp.top) ToProto(t, *l->add_top());
   }
   out.mutable_prompt_token_ids()->Add(u.prompt_ids.begin(), u.prompt_ids.end());
+  for (const auto& lp : u.prompt_logprobs) {
+    auto* l = out.add_prompt_logprobs();
+    ToProto(lp.sampled, *l->mutable_sampled());
+    for (const auto& t : lp.top) ToProto(t, *l->add_top());
+  }
   for (const loop::ToolCall& c : u.tool_calls) {
     auto* call = out.add_tool_calls();
     call->set_index(static_cast<uint32_t>(c.index));

@@ -137,6 +137,26 @@ TEST(PrefixCacheTest, AWholeCachedPromptStillComputesItsLastBlock) {
   ExpectAccounted(s);
 }
 
+// A request that asks for its prompt's logprobs computes its whole prompt (every token's row),
+// even where the prefix cache holds it; the next plain request still shares the blocks.
+TEST(PrefixCacheTest, PromptLogprobsComputeTheWholePrompt) {
+  Scheduler s(Config(2, 32));
+  Driver d(s);
+  const auto prompt = Tokens(40, 700);
+  s.Add(Req(1, prompt, 2));
+  d.RunIdle();
+  auto echo = std::make_shared<EngineRequest>(*Req(2, prompt, 2));
+  echo->prompt_logprobs = 0;
+  s.Add(echo);
+  d.RunIdle();
+  EXPECT_EQ(d.of(2).cached, 0);
+  EXPECT_EQ(d.of(2).prefilled, 40);
+  s.Add(Req(3, prompt, 2));
+  d.RunIdle();
+  EXPECT_EQ(d.of(3).cached, 32);
+  ExpectAccounted(s);
+}
+
 TEST(PrefixCacheTest, APrefixEndingMidBlockMatchesOnlyWholeBlocks) {
   Scheduler s(Config(2, 32));
   Driver d(s);

@@ -45,6 +45,26 @@ TEST(SamplerTest, GreedyIsArgmaxWithTiesToLowestId) {
   EXPECT_EQ(s.Sample(l, p, none, 99).token_id, 1);
 }
 
+// A prompt token's logprob: log softmax of the raw logits; the alternatives most likely first,
+// ties to the lower id; -inf and NaN neither listed nor counted.
+TEST(SamplerTest, RawLogprobsAreTheLogSoftmax) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> l = LogitsOf({0.5, 0.25, 0.25});
+  SampledToken t = RawLogprobs(l, 1, 2);
+  EXPECT_EQ(t.token_id, 1);
+  EXPECT_NEAR(t.logprob, std::log(0.25), 1e-6);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(t.top[0].token_id, 0);
+  EXPECT_NEAR(t.top[0].logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(t.top[1].token_id, 1);  // tied with 2: the lower id
+  std::vector<float> masked = {2.0f, -inf, std::numeric_limits<float>::quiet_NaN(), 2.0f};
+  t = RawLogprobs(masked, 3, 5);
+  EXPECT_NEAR(t.logprob, std::log(0.5), 1e-6);
+  ASSERT_EQ(t.top.size(), 2u);
+  EXPECT_EQ(RawLogprobs(masked, 1, 0).logprob, -inf);
+  EXPECT_TRUE(RawLogprobs(masked, 1, 0).top.empty());
+}
+
 // logit_bias is added to the logits before anything else: +100 all but forces a token, -100
 // all but bans one; sampled draws follow the biased distribution; penalties come after it.
 TEST(SamplerTest, LogitBiasComesFirst) {
