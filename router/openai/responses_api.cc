@@ -67,7 +67,10 @@ constexpr const char* kRead[] = {"input",
                                  "conversation",
                                  "prompt",
                                  "max_tool_calls",
-                                 "prompt_cache_retention"};
+                                 "prompt_cache_retention",
+                                 "verbosity",
+                                 "prompt_cache_options",
+                                 "context_management"};
 
 bool Known(const std::string& key) {
   static const std::set<std::string> known = [] {
@@ -95,9 +98,17 @@ absl::Status Stateless(const json& body, ApiError* e) {
   }
   bool store = false;
   LLM_ASSIGN_OR_RETURN(got, Bool(body, "store", &store, e));
-  if (Present(body, "truncation") && !Is(body["truncation"], "disabled")) {
-    return Bad(e, "truncation",
-               "'truncation' must be \"disabled\": an input longer than the context is a 400");
+  // Hints with nothing to act on here, logged once: one verbosity (the model's), one cache
+  // policy (the prefix cache's), no server-side compaction (an input too long is a 400).
+  for (const char* key :
+       {"verbosity", "prompt_cache_options", "prompt_cache_retention", "context_management"}) {
+    if (Present(body, key)) LogIgnoredOnce(key, "no such control on this server");
+  }
+  // "auto" would drop the input's first items to fit the context; nothing here is dropped, so
+  // an input too long is a 400 either way.
+  if (Present(body, "truncation") && !Is(body["truncation"], "disabled") &&
+      !Is(body["truncation"], "auto")) {
+    return Bad(e, "truncation", "'truncation' must be \"disabled\" or \"auto\"");
   }
   if (Present(body, "max_tool_calls")) {
     return Bad(e, "max_tool_calls",
@@ -367,6 +378,7 @@ json Echo(const json& body) {
           {"tools", get("tools", json::array())},
           {"top_logprobs", get("top_logprobs", 0)},
           {"top_p", get("top_p", 1.0)},
+          {"truncation", get("truncation", "disabled")},
           {"user", get("user", nullptr)}};
 }
 
@@ -403,11 +415,14 @@ absl::StatusOr<ParsedRequest> ParseBody(std::string_view text, const ParseOption
 }  // namespace
 
 std::string ResponsesParam(const std::string& chat_param) {
-  for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{"messages", "input"},
-                                 {"max_completion_tokens", "max_output_tokens"},
-                                 {"max_tokens", "max_output_tokens"},
-                                 {"response_format", "text.format"},
-                                 {"reasoning_effort", "reasoning.effort"}}) {
+  // A chat message's index is not its input item's (instructions lead, function calls join
+  // the message before them, reasoning items are skipped): the parameter alone.
+  if (chat_param.rfind("messages", 0) == 0) return "input";
+  for (const auto& [from, to] :
+       {std::pair<std::string_view, std::string_view>{"max_completion_tokens", "max_output_tokens"},
+        {"max_tokens", "max_output_tokens"},
+        {"response_format", "text.format"},
+        {"reasoning_effort", "reasoning.effort"}}) {
     if (chat_param.rfind(from, 0) == 0) {
       return std::string(to) + chat_param.substr(from.size());
     }

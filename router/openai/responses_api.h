@@ -59,7 +59,8 @@ class ResponsesResponder final : public Responder {
   // One output item: a message (its text and logprobs) or a function call.
   struct Item {
     bool call = false;
-    bool open = true;  // not yet *.done
+    bool open = true;                    // not yet *.done
+    std::string status = "in_progress";  // once done: completed or incomplete
     std::string id;
     std::string text;  // message: output_text.text; call: arguments
     nlohmann::ordered_json logprobs = nlohmann::ordered_json::array();
@@ -75,7 +76,9 @@ class ResponsesResponder final : public Responder {
   // The stream's opening events, once.
   void Open(std::string& out);
   void Emit(const std::string& type, nlohmann::ordered_json event, std::string& out);
-  nlohmann::ordered_json ItemJson(const Item& item) const;
+  // `item` as the output holds it; `added`: as response.output_item.added shows it (in
+  // progress, no content yet).
+  nlohmann::ordered_json ItemJson(const Item& item, bool added = false) const;
   // The Response object with `status` ("in_progress", "completed", "incomplete", "failed").
   nlohmann::ordered_json ResponseJson(const std::string& status) const;
   std::string FinalStatus() const;
@@ -83,7 +86,7 @@ class ResponsesResponder final : public Responder {
   std::string model_;
   bool logprobs_;
   int top_logprobs_;
-  nlohmann::ordered_json echo_;
+  nlohmann::ordered_json params_;  // ParsedRequest::response_params
   std::string id_;
   int64_t created_;
   bool stream_ = false;  // Apply emits events

@@ -16,7 +16,7 @@ ResponsesResponder::ResponsesResponder(const ParsedRequest& request, std::string
     : model_(request.model),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
-      echo_(request.response_params),
+      params_(request.response_params),
       id_(std::move(id)),
       created_(created) {}
 
@@ -37,16 +37,16 @@ void ResponsesResponder::Open(std::string& out) {
   Emit("response.in_progress", {{"response", ResponseJson("in_progress")}}, out);
 }
 
-json ResponsesResponder::ItemJson(const Item& item) const {
-  const std::string status =
-      item.open ? "in_progress" : (finish_reason_ == "length" ? "incomplete" : "completed");
+json ResponsesResponder::ItemJson(const Item& item, bool added) const {
+  // Added: the item's start. Otherwise as it stands: done, or cut off (a failed stream's).
+  const std::string status = added ? "in_progress" : item.open ? "incomplete" : item.status;
   if (item.call) {
     return {{"id", item.id},           {"type", "function_call"},
-            {"status", status},        {"arguments", item.open ? std::string() : item.text},
+            {"status", status},        {"arguments", added ? std::string() : item.text},
             {"call_id", item.call_id}, {"name", item.name}};
   }
   json content = json::array();
-  if (!item.open) {
+  if (!added) {
     content.push_back({{"type", "output_text"},
                        {"text", item.text},
                        {"annotations", json::array()},
@@ -63,6 +63,8 @@ void ResponsesResponder::CloseLast(std::string& out) {
   if (items_.empty() || !items_.back().open) return;
   Item& item = items_.back();
   item.open = false;
+  // Cut by the length limit, or complete (an item closed before the end always is).
+  item.status = finish_reason_ == "length" ? "incomplete" : "completed";
   const json where = {{"item_id", item.id}, {"output_index", items_.size() - 1}};
   json event = where;
   if (item.call) {
@@ -89,8 +91,11 @@ void ResponsesResponder::ApplyText(const llm::v1::GenerateResponse& m, std::stri
   if (m.tool_calls_size() > 0) entries = json::array();  // the calls' tokens, not the text's
   const bool message_open = !items_.empty() && items_.back().open && !items_.back().call;
   if (m.text().empty() && !message_open) {
-    // Tokens whose text is still held back (a character split over tokens): theirs once it comes.
-    for (auto& x : entries) pending_logprobs_.push_back(std::move(x));
+    // Tokens whose text is still held back (a character split over tokens): theirs once it
+    // comes. While a call is open they are the call's (its closing markup): no text's.
+    if (items_.empty() || !items_.back().call || !items_.back().open) {
+      for (auto& x : entries) pending_logprobs_.push_back(std::move(x));
+    }
     return;
   }
   if (m.text().empty() && entries.empty()) return;
@@ -100,8 +105,8 @@ void ResponsesResponder::ApplyText(const llm::v1::GenerateResponse& m, std::stri
     item.id = absl::StrCat("msg_", id_.substr(id_.find('_') + 1), "_", items_.size());
     items_.push_back(std::move(item));
     const size_t index = items_.size() - 1;
-    Emit("response.output_item.added", {{"output_index", index}, {"item", ItemJson(items_.back())}},
-         out);
+    Emit("response.output_item.added",
+         {{"output_index", index}, {"item", ItemJson(items_.back(), /*added=*/true)}}, out);
     Emit("response.content_part.added",
          {{"item_id", items_.back().id},
           {"output_index", index},
@@ -135,7 +140,8 @@ void ResponsesResponder::ApplyCall(const llm::v1::ToolCall& c, std::string& out)
     item.name = c.name();
     items_.push_back(std::move(item));
     Emit("response.output_item.added",
-         {{"output_index", items_.size() - 1}, {"item", ItemJson(items_.back())}}, out);
+         {{"output_index", items_.size() - 1}, {"item", ItemJson(items_.back(), /*added=*/true)}},
+         out);
   } else if (items_.empty() || !items_.back().call || !items_.back().open) {
     return;  // a later piece of no call (a worker's bug)
   }
@@ -155,13 +161,15 @@ void ResponsesResponder::Apply(const llm::v1::GenerateResponse& m, std::string& 
   ApplyText(m, out);
   for (const llm::v1::ToolCall& c : m.tool_calls()) ApplyCall(c, out);
   switch (m.finish_reason()) {
-    case llm::v1::FINISH_REASON_UNSPECIFIED:
-      break;
     case llm::v1::FINISH_REASON_LENGTH:
       finish_reason_ = "length";
       break;
-    default:
+    case llm::v1::FINISH_REASON_STOP:
+    case llm::v1::FINISH_REASON_TOOL_CALLS:
       finish_reason_ = "stop";
+      break;
+    default:  // none yet; a cancel or an error is no finish (the call's status says what)
+      break;
   }
 }
 
@@ -184,14 +192,15 @@ json ResponsesResponder::ResponseJson(const std::string& status) const {
             {"store", false},
             {"truncation", "disabled"},
             {"usage", nullptr}};
-  for (const auto& [key, value] : echo_.items()) r[key] = value;
+  for (const auto& [key, value] : params_.items()) r[key] = value;
   if (status == "incomplete") r["incomplete_details"] = {{"reason", "max_output_tokens"}};
   if (status == "in_progress") return r;
   for (const Item& item : items_) r["output"].push_back(ItemJson(item));
   if (has_usage_) {
     const uint32_t in = usage_.prompt_tokens(), out = usage_.completion_tokens();
     r["usage"] = {{"input_tokens", in},
-                  {"input_tokens_details", {{"cached_tokens", usage_.cached_prompt_tokens()}}},
+                  {"input_tokens_details",
+                   {{"cached_tokens", usage_.cached_prompt_tokens()}, {"cache_write_tokens", 0}}},
                   {"output_tokens", out},
                   {"output_tokens_details", {{"reasoning_tokens", 0}}},
                   {"total_tokens", in + out}};

@@ -268,7 +268,7 @@ TEST_F(HttpFrontTest, EveryBadFieldIsA400NamingIt) {
       "messages[0].content[0].type");
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}}, "prompt");
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", {"a", 3}}}, "prompt[1]");
-  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"echo", true}},
+  ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"echo", "yes"}},
                  "echo");
   ExpectBadParam("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}, {"best_of", 3}},
                  "best_of");

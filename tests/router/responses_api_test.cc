@@ -4,6 +4,7 @@
 // order, numbered) and not, the stream's final Response the same as the whole one.
 #include "router/openai/responses_api.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,8 @@ ApiError ErrorOf(const std::string& body) {
 TEST(ResponsesParseTest, InstructionsAndTextInputAreASystemAndAUserMessage) {
   const ParsedRequest p = Parse(R"({"model": "m", "instructions": "Be brief.", "input": "Hi",
       "max_output_tokens": 40, "temperature": 0.5, "top_p": 0.9, "stream": true,
-      "reasoning": {"effort": "low"}})");
+      "reasoning": {"effort": "low"}, "truncation": "auto", "verbosity": "low",
+      "prompt_cache_options": {}, "store": false})");
   EXPECT_EQ(p.kind, ApiKind::kResponses);
   EXPECT_TRUE(p.stream);
   const llm::v1::Chat& chat = p.request.chat();
@@ -48,6 +50,7 @@ TEST(ResponsesParseTest, InstructionsAndTextInputAreASystemAndAUserMessage) {
   EXPECT_EQ(p.response_params["instructions"], "Be brief.");
   EXPECT_EQ(p.response_params["max_output_tokens"], 40);
   EXPECT_EQ(p.response_params["tool_choice"], "auto");
+  EXPECT_EQ(p.response_params["truncation"], "auto");
 }
 
 // A second turn as a client without a store sends it: the first turn's output items (a message
@@ -150,7 +153,7 @@ TEST(ResponsesParseTest, ErrorsNameTheResponsesParameter) {
       {R"({"model": "m", "input": "x", "reasoning": {"effort": 3}})", "reasoning.effort",
        "'reasoning.effort'"},
       {R"({"model": "m", "input": "x", "background": true})", "background", "not supported"},
-      {R"({"model": "m", "input": "x", "truncation": "auto"})", "truncation", "disabled"},
+      {R"({"model": "m", "input": "x", "truncation": "sideways"})", "truncation", "disabled"},
       {R"({"model": "m", "input": "x", "frobnicate": 1})", "frobnicate", "unknown"},
       {R"({"model": "m", "input": "x", "metadata": {"k": 1}})", "metadata", "'metadata.k'"},
   };
@@ -162,8 +165,60 @@ TEST(ResponsesParseTest, ErrorsNameTheResponsesParameter) {
   }
 }
 
+// Every value of a full body, at every depth, replaced by a value of each JSON type: each body
+// parses, or is a 400 with a message; none escapes as an exception or a crash.
+TEST(ResponsesParseTest, AnyValueAnywhereIsParsedOrA400) {
+  const json full = json::parse(R"({"model": "m", "instructions": "i", "input": [
+      {"role": "user", "content": [{"type": "input_text", "text": "a"}]},
+      {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+      {"type": "function_call_output", "call_id": "c", "output": "o"}],
+      "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
+      "tool_choice": {"type": "function", "name": "f"}, "text": {"format": {"type":
+      "json_schema", "name": "n", "schema": {"type": "object"}}}, "max_output_tokens": 5,
+      "temperature": 0.5, "include": ["message.output_text.logprobs"], "top_logprobs": 2,
+      "reasoning": {"effort": "low"}, "metadata": {"k": "v"}, "stream": true})");
+  const std::vector<json> values = {nullptr,
+                                    0,
+                                    -1,
+                                    1e300,
+                                    "",
+                                    "x",
+                                    true,
+                                    json::array(),
+                                    json::object(),
+                                    json::array({1}),
+                                    json::object({{"type", 1}})};
+  std::vector<json::json_pointer> paths;
+  const std::function<void(const json&, const json::json_pointer&)> walk =
+      [&](const json& j, const json::json_pointer& at) {
+        if (!at.empty()) paths.push_back(at);
+        if (j.is_object()) {
+          for (const auto& [key, value] : j.items()) walk(value, at / key);
+        } else if (j.is_array()) {
+          for (size_t i = 0; i < j.size(); ++i) walk(j[i], at / i);
+        }
+      };
+  walk(full, json::json_pointer());
+  int refused = 0;
+  for (const auto& path : paths) {
+    for (const json& v : values) {
+      json body = full;
+      body[path] = v;
+      ApiError e;
+      const auto parsed = ParseResponsesRequest(body.dump(), &e);
+      if (!parsed.ok()) {
+        ++refused;
+        EXPECT_EQ(e.http_status, 400) << path << " = " << v;
+        EXPECT_FALSE(e.message.empty()) << path << " = " << v;
+      }
+    }
+  }
+  EXPECT_GT(refused, 100);  // the walk did reach the checks
+}
+
 TEST(ResponsesParseTest, WorkerErrorsAreNamedAsTheApiNamesThem) {
   EXPECT_EQ(ResponsesParam("messages"), "input");
+  EXPECT_EQ(ResponsesParam("messages[2].content"), "input");  // not the input item's index
   EXPECT_EQ(ResponsesParam("response_format"), "text.format");
   EXPECT_EQ(ResponsesParam("max_tokens"), "max_output_tokens");
   EXPECT_EQ(ResponsesParam("tools"), "tools");
@@ -222,6 +277,7 @@ TEST(ResponsesResponderTest, TheResponseHasAMessageThenAFunctionCall) {
   EXPECT_NE(call["id"], message["id"]);
   EXPECT_EQ(body["usage"]["input_tokens"], 30);
   EXPECT_EQ(body["usage"]["input_tokens_details"]["cached_tokens"], 16);
+  EXPECT_EQ(body["usage"]["input_tokens_details"]["cache_write_tokens"], 0);
   EXPECT_EQ(body["usage"]["output_tokens"], 12);
   EXPECT_EQ(body["usage"]["total_tokens"], 42);
   EXPECT_TRUE(body["incomplete_details"].is_null());
@@ -234,6 +290,7 @@ TEST(ResponsesResponderTest, TheLengthLimitMakesItIncomplete) {
   const json body = json::parse(r.Body());
   EXPECT_EQ(body["status"], "incomplete");
   EXPECT_EQ(body["incomplete_details"]["reason"], "max_output_tokens");
+  EXPECT_EQ(body["output"][0]["status"], "completed");  // done before the limit cut the call
   EXPECT_EQ(body["output"][1]["status"], "incomplete");
 }
 
@@ -313,6 +370,10 @@ TEST(ResponsesResponderTest, AnErrorAfterTheStartIsResponseFailed) {
   EXPECT_EQ(events.back().second["response"]["status"], "failed");
   EXPECT_EQ(events.back().second["response"]["error"]["code"], "server_error");
   EXPECT_EQ(events.back().second["response"]["error"]["message"], "the worker failed");
+  // What streamed before the failure stands in the failed Response, cut off.
+  const json& item = events.back().second["response"]["output"][0];
+  EXPECT_EQ(item["status"], "incomplete");
+  EXPECT_EQ(item["content"][0]["text"], "Let me ");
   EXPECT_EQ(r.UnfinishedChoices(), 1);
 }
 
