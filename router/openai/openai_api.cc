@@ -197,14 +197,19 @@ absl::Status ParseInput(const json& body, ApiKind kind, ParsedRequest& p, ApiErr
 }
 
 // max_tokens (and chat's max_completion_tokens, which wins); 16 for a completion without one.
-absl::Status ParseMaxTokens(const json& body, ApiKind kind, llm::v1::GenerateRequest& r,
-                            ApiError* e) {
+absl::Status ParseMaxTokens(const json& body, ApiKind kind, ParsedRequest& p, ApiError* e) {
+  llm::v1::GenerateRequest& r = p.request;
   int64_t max_tokens = 0;
+  // A completion that echoes may ask for no output (the prompt's logprobs alone, as OpenAI's
+  // legacy API and HELM ask): the worker computes one token, which the answer leaves out.
+  const bool echo = kind == ApiKind::kCompletion && Present(body, "echo") &&
+                    body["echo"].is_boolean() && body["echo"].get<bool>();
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (kind == ApiKind::kCompletion && std::string_view(key) != "max_tokens") continue;
-    LLM_ASSIGN_OR_RETURN(const bool got,
-                         Int(body, key, 1, std::numeric_limits<uint32_t>::max(), &max_tokens, e));
-    if (got) r.set_max_tokens(static_cast<uint32_t>(max_tokens));
+    LLM_ASSIGN_OR_RETURN(const bool got, Int(body, key, echo ? 0 : 1,
+                                             std::numeric_limits<uint32_t>::max(), &max_tokens, e));
+    if (got) r.set_max_tokens(static_cast<uint32_t>(std::max<int64_t>(max_tokens, 1)));
+    p.echo_only = got && max_tokens == 0;
   }
   if (kind == ApiKind::kCompletion && !Present(body, "max_tokens")) {
     r.set_max_tokens(16);  // the completions API's documented default
@@ -363,7 +368,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
                             " choices; at most ", kMaxChoicesInAll, " a request"));
   }
   if (auto s = ParseReferenceFields(body, kind, r, e); !s.ok()) return s;
-  if (auto s = ParseMaxTokens(body, kind, r, e); !s.ok()) return s;
+  if (auto s = ParseMaxTokens(body, kind, p, e); !s.ok()) return s;
   if (auto s = ParseSampling(body, *r.mutable_sampling(), e); !s.ok()) return s;
   if (auto s = ParseStops(body, r, e); !s.ok()) return s;
   if (auto s = ParseSwitches(body, p, e); !s.ok()) return s;

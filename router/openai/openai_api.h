@@ -53,6 +53,9 @@ struct ParsedRequest {
   // prompt_logprobs write them. prompt_texts: each prompt's text, empty for token ids.
   bool echo = false;
   std::vector<std::string> prompt_texts;
+  // echo with max_tokens 0: the one token the worker computes is not part of the answer (no
+  // text, logprobs or ids of it; 0 completion tokens).
+  bool echo_only = false;
   int n = 1;              // choices (GenerateRequest.n) of each prompt
   int prompts = 1;        // completions: prompts (1 + GenerateRequest.more_prompts)
   bool logprobs = false;  // report logprobs
@@ -174,6 +177,7 @@ class OpenAiResponder final : public Responder {
   bool continuous_usage_;
   bool return_token_ids_;
   bool echo_;
+  bool echo_only_;
   std::vector<std::string> prompt_texts_;
   bool logprobs_;
   int top_logprobs_;

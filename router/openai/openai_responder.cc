@@ -29,6 +29,7 @@ OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, i
       continuous_usage_(request.continuous_usage),
       return_token_ids_(request.return_token_ids),
       echo_(request.echo),
+      echo_only_(request.echo_only),
       prompt_texts_(request.prompt_texts),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
@@ -155,7 +156,7 @@ json OpenAiResponder::UsageJson() const {
     cached += this_cached;
   }
   for (const Choice& c : choices_) {
-    completion += c.usage.completion_tokens();
+    completion += echo_only_ ? 0 : c.usage.completion_tokens();
     drafts += c.usage.draft_tokens();
     accepted += c.usage.accepted_draft_tokens();
   }
@@ -173,7 +174,8 @@ json OpenAiResponder::UsageJson() const {
 
 json OpenAiResponder::ChunkUsage(const Choice& c) const {
   if (!continuous_usage_) return nullptr;
-  const uint32_t prompt = c.usage.prompt_tokens(), completion = c.usage.completion_tokens();
+  const uint32_t prompt = c.usage.prompt_tokens(),
+                 completion = echo_only_ ? 0 : c.usage.completion_tokens();
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion}};
@@ -229,7 +231,23 @@ std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Ch
   return out;
 }
 
-std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& m) {
+namespace {
+
+// echo with max_tokens 0: the message without what the worker generated.
+llm::v1::GenerateResponse WithoutOutput(const llm::v1::GenerateResponse& m) {
+  llm::v1::GenerateResponse out = m;
+  out.clear_text();
+  out.clear_logprobs();
+  out.clear_token_ids();
+  out.clear_tool_calls();
+  return out;
+}
+
+}  // namespace
+
+std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& message) {
+  llm::v1::GenerateResponse stripped;
+  const llm::v1::GenerateResponse& m = echo_only_ ? (stripped = WithoutOutput(message)) : message;
   Choice* c = ChoiceOf(m);
   if (c == nullptr) return "";
   if (m.has_usage()) c->usage = m.usage();
@@ -294,7 +312,9 @@ void OpenAiResponder::AppendLogprobs(const json& lp, Choice& c) const {
   for (const auto& x : lp["text_offset"]) c.offsets.push_back(x);
 }
 
-void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& m) {
+void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& message) {
+  llm::v1::GenerateResponse stripped;
+  const llm::v1::GenerateResponse& m = echo_only_ ? (stripped = WithoutOutput(message)) : message;
   Choice* c = ChoiceOf(m);
   if (c == nullptr) return;
   if (m.has_usage()) c->usage = m.usage();

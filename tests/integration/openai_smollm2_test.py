@@ -169,6 +169,9 @@ def echo_logprobs(client):
     streamed = "".join(c.choices[0].text for c in client.completions.create(**common, stream=True)
                        if c.choices)
     check(streamed == echo.choices[0].text, f"echo streamed {streamed!r}")
+    only = client.completions.create(**{**common, "max_tokens": 0})
+    check(only.choices[0].logprobs.token_logprobs == lp.token_logprobs[:len(ids)] and
+          only.usage.completion_tokens == 0, f"echo with max_tokens 0: {only.choices[0].logprobs}")
     text = client.completions.create(model=NAME, prompt="Hello", max_tokens=2, temperature=0,
                                      echo=True)
     check(text.choices[0].text.startswith("Hello"), f"echo of a text: {text.choices[0].text!r}")

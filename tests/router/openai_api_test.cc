@@ -585,6 +585,20 @@ TEST(OpenAiResponderTest, EchoPutsThePromptsTokensFirst) {
   EXPECT_EQ(chunks[0]["choices"][0]["logprobs"]["token_logprobs"], json({nullptr, -0.5}));
   EXPECT_EQ(chunks[1]["choices"][0]["text"], "c");
   EXPECT_EQ(chunks[1]["choices"][0]["logprobs"]["text_offset"], json({2}));
+
+  // max_tokens 0 with echo: the worker computes a token; the answer is the prompt alone.
+  const ParsedRequest none = Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": [5, 6],
+      "echo": true, "logprobs": 1, "max_tokens": 0})");
+  EXPECT_EQ(none.request.max_tokens(), 1u);
+  m[0].mutable_usage()->set_prompt_tokens(2);
+  m[0].mutable_usage()->set_completion_tokens(1);
+  OpenAiResponder alone(none, "cmpl-3", 0);
+  alone.Accumulate(m[0]);
+  const json only = json::parse(alone.Body());
+  EXPECT_EQ(only["choices"][0]["text"], "AB");
+  EXPECT_EQ(only["choices"][0]["logprobs"]["token_logprobs"], json({nullptr, -0.5}));
+  EXPECT_EQ(only["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(only["usage"]["total_tokens"], 2);
 }
 
 }  // namespace
