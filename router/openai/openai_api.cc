@@ -1,5 +1,6 @@
 #include "router/openai/openai_api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -331,7 +332,13 @@ absl::Status ParseLogprobs(const json& body, ApiKind kind, ParsedRequest& p, Api
   // echo: the prompt before the output, and with logprobs its tokens' (the first's null), as
   // OpenAI answers; the worker's prompt_logprobs give the tokens and their texts.
   LLM_ASSIGN_OR_RETURN(const bool got, Bool(body, "echo", &p.echo, e));
-  if (got && p.echo) p.request.set_prompt_logprobs(static_cast<uint32_t>(p.top_logprobs));
+  // The worker's prompt entries are needed for logprobs, or for a token-id prompt's text; a
+  // text prompt alone is echoed as sent (no prompt logprobs: the prefix cache still serves it).
+  const bool token_prompt = std::any_of(p.prompt_texts.begin(), p.prompt_texts.end(),
+                                        [](const std::string& t) { return t.empty(); });
+  if (got && p.echo && (p.logprobs || token_prompt)) {
+    p.request.set_prompt_logprobs(static_cast<uint32_t>(p.top_logprobs));
+  }
   return absl::OkStatus();
 }
 

@@ -102,6 +102,9 @@ class Responder {
   virtual void Accumulate(const llm::v1::GenerateResponse& m) = 0;
   // Non-streaming: the whole response body.
   virtual std::string Body() const = 0;
+  // After a call that ended OK: what the request asked for that the worker did not send (a
+  // worker older than the router); empty: nothing.
+  virtual std::string MissingFromWorker() const { return ""; }
 };
 
 // The responder of `request`'s API. `id` e.g. "chatcmpl-...", "resp_..."; `created` in Unix
@@ -127,13 +130,15 @@ class OpenAiResponder final : public Responder {
   std::string StreamError(const ApiError& e) override;
   void Accumulate(const llm::v1::GenerateResponse& m) override;
   std::string Body() const override;
+  std::string MissingFromWorker() const override;
 
  private:
   // One choice's state.
   struct Choice {
     bool role_sent = false;
-    bool echoed = false;     // echo: the prompt came first
-    size_t text_offset = 0;  // completions' text_offset of the next logprob entry
+    bool echoed = false;        // echo: the prompt came first
+    bool echo_missing = false;  // echo: the worker sent no prompt entries it needed
+    size_t text_offset = 0;     // completions' text_offset of the next logprob entry
     std::string text;
     nlohmann::ordered_json logprob_entries = nlohmann::ordered_json::array();  // chat: content
     nlohmann::ordered_json tokens = nlohmann::ordered_json::array(),

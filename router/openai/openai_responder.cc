@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/utf8.h"
 #include "router/openai/logprob_json.h"
 #include "router/openai/openai_api.h"
 #include "router/openai/responses_api.h"
@@ -129,18 +130,35 @@ json OpenAiResponder::CompletionLogprobs(
 std::string OpenAiResponder::EchoText(const llm::v1::GenerateResponse& m) const {
   const size_t prompt = m.index() / static_cast<size_t>(n_);
   if (prompt < prompt_texts_.size() && !prompt_texts_[prompt].empty()) return prompt_texts_[prompt];
-  std::string text;  // token ids: as the worker wrote each prompt token
-  for (const auto& lp : m.prompt_logprobs()) text += lp.sampled().text();
-  return text;
+  std::string bytes;  // token ids: as the worker decoded each prompt token, joined
+  for (const auto& lp : m.prompt_logprobs()) {
+    bytes += lp.sampled().bytes().empty() ? lp.sampled().text() : lp.sampled().bytes();
+  }
+  return Utf8Lossy(bytes);
 }
 
 json OpenAiResponder::Echo(const llm::v1::GenerateResponse& m, Choice& c) {
   c.echoed = true;
+  // A worker that ignored prompt_logprobs (older than the router) sent none: no silent gap.
+  const size_t prompt = m.index() / static_cast<size_t>(n_);
+  const bool needed = logprobs_ || prompt >= prompt_texts_.size() || prompt_texts_[prompt].empty();
+  c.echo_missing = needed && m.prompt_logprobs_size() == 0;
   const std::string text = EchoText(m);
   c.text += text;
-  return json{
-      {"text", text},
-      {"logprobs", logprobs_ ? CompletionLogprobs(m.prompt_logprobs(), c, true) : json(nullptr)}};
+  json lp = logprobs_ ? CompletionLogprobs(m.prompt_logprobs(), c, true) : json(nullptr);
+  // The output's offsets count from the echoed text (a BOS the text prompt does not show, or a
+  // leading space a decoder stripped, would shift them).
+  c.text_offset = text.size();
+  return json{{"text", text}, {"logprobs", std::move(lp)}};
+}
+
+std::string OpenAiResponder::MissingFromWorker() const {
+  for (const Choice& c : choices_) {
+    if (c.echo_missing) {
+      return "the worker sent no prompt logprobs for echo (is it older than the router?)";
+    }
+  }
+  return "";
 }
 
 json OpenAiResponder::UsageJson() const {

@@ -369,6 +369,10 @@ void HttpConnection::EndCall(const Headers& trailers) {
     message = absl::StrCat("the worker ended the call with ", responder_->UnfinishedChoices(),
                            " choices unanswered (is it older than the router, without n or "
                            "a list of prompts?)");
+  } else if (code == kGrpcOk && unary_path_ == nullptr &&
+             !responder_->MissingFromWorker().empty()) {
+    code = kGrpcInternal;
+    message = responder_->MissingFromWorker();
   }
   if (code == kGrpcOk && unary_path_ != nullptr) {
     Respond(200, UnaryResponseBody(unary_path_, unary_reply_));

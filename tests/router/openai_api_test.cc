@@ -552,6 +552,12 @@ TEST(OpenAiResponderTest, EchoPutsThePromptsTokensFirst) {
   EXPECT_EQ(p.request.prompt_logprobs(), 1u);
   EXPECT_FALSE(Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x"})")
                    .request.has_prompt_logprobs());
+  // A text prompt echoed without logprobs needs nothing from the worker; token ids need their
+  // text.
+  EXPECT_FALSE(Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x", "echo": true})")
+                   .request.has_prompt_logprobs());
+  EXPECT_TRUE(Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": [5], "echo": true})")
+                  .request.has_prompt_logprobs());
   std::vector<llm::v1::GenerateResponse> m(2);
   for (uint32_t i = 0; i < 2; ++i) {
     m[i].set_index(i);
@@ -599,6 +605,14 @@ TEST(OpenAiResponderTest, EchoPutsThePromptsTokensFirst) {
   EXPECT_EQ(only["choices"][0]["logprobs"]["token_logprobs"], json({nullptr, -0.5}));
   EXPECT_EQ(only["usage"]["completion_tokens"], 0);
   EXPECT_EQ(only["usage"]["total_tokens"], 2);
+  EXPECT_TRUE(alone.MissingFromWorker().empty());
+
+  // A worker that ignored prompt_logprobs (older than the router): said, not a silent gap.
+  OpenAiResponder old(p, "cmpl-4", 0);
+  llm::v1::GenerateResponse bare = m[0];
+  bare.clear_prompt_logprobs();
+  old.Accumulate(bare);
+  EXPECT_NE(old.MissingFromWorker().find("no prompt logprobs"), std::string::npos);
 }
 
 }  // namespace

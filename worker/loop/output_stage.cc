@@ -159,14 +159,18 @@ TokenLogprobs OutputStage::Logprobs(const frontend::IncrementalDetokenizer& deto
 
 std::vector<TokenLogprobs> OutputStage::PromptLogprobs(
     const std::vector<sampling::SampledToken>& prompt) const {
-  // A detokenizer over the prompt alone: each token's bytes in the context of those before it,
-  // as the output's tokens get theirs. Special tokens keep their text.
-  frontend::IncrementalDetokenizer detok(tokenizer_, {}, /*skip_special_tokens=*/false);
+  // Each token's bytes in the context of the few before it, as the output's tokens get theirs
+  // (a fresh detokenizer per token: one carried along would widen its window without bound
+  // over tokens that never complete a character). Special tokens keep their text.
+  std::vector<int32_t> ids;
+  ids.reserve(prompt.size());
+  for (const sampling::SampledToken& s : prompt) ids.push_back(s.token_id);
   std::vector<TokenLogprobs> out;
   out.reserve(prompt.size());
-  for (const sampling::SampledToken& s : prompt) {
-    out.push_back(Logprobs(detok, s));
-    detok.Add(s.token_id);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const frontend::IncrementalDetokenizer before(
+        tokenizer_, std::span<const int32_t>(ids).first(i), /*skip_special_tokens=*/false);
+    out.push_back(Logprobs(before, prompt[i]));
   }
   return out;
 }

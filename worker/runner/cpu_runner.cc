@@ -286,12 +286,22 @@ void CpuRunner::AddPromptLogprobs() {
     const engine::EngineRequest& req = *slot.request;
     const auto prompt = static_cast<int32_t>(req.prompt_ids.size());
     if (pr.start == 0) slot.prompt_logprobs = {sampling::SampledToken{req.prompt_ids[0], 0.0f, {}}};
-    // Row j is the distribution of the token after position start + j.
-    for (int32_t j = 0; j < pr.num_tokens && pr.start + j + 1 < prompt; ++j) {
-      const std::span<const float> row(logits_.data() + static_cast<size_t>(pr.row + j) * vocab,
-                                       valid);
-      slot.prompt_logprobs.push_back(sampling::RawLogprobs(
-          row, req.prompt_ids[static_cast<size_t>(pr.start + j + 1)], req.prompt_logprobs));
+    // Row j is the distribution of the token after position start + j; rows over the pool.
+    const int32_t rows = std::max(0, std::min(pr.num_tokens, prompt - 1 - pr.start));
+    const size_t first = slot.prompt_logprobs.size();
+    slot.prompt_logprobs.resize(first + static_cast<size_t>(rows));
+    const auto score = [&](size_t begin, size_t end) {
+      for (size_t j = begin; j < end; ++j) {
+        const std::span<const float> row(logits_.data() + (static_cast<size_t>(pr.row) + j) * vocab,
+                                         valid);
+        slot.prompt_logprobs[first + j] = sampling::RawLogprobs(
+            row, req.prompt_ids[static_cast<size_t>(pr.start) + j + 1], req.prompt_logprobs);
+      }
+    };
+    if (ThreadPool* pool = model_->pool(); pool != nullptr && rows > 1) {
+      pool->ParallelFor(static_cast<size_t>(rows), 16, score);
+    } else {
+      score(0, static_cast<size_t>(rows));
     }
   }
 }
