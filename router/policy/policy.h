@@ -35,6 +35,7 @@ struct WorkerLoadReport {
   bool draining = false;
   std::string model;  // the served model's name (the HTTP front's /v1/models and `model`)
   std::vector<std::string> served_names;  // its aliases
+  uint32_t max_context_tokens = 0;        // prompt + max_tokens it accepts; 0: not reported
 
   // Whether a request naming `name` may come here.
   bool Serves(std::string_view name) const {

@@ -44,6 +44,7 @@ WorkerLoadReport FromProto(const llm::v1::LoadReport& r) {
   w.draining = r.draining();
   w.model = r.model();
   w.served_names.assign(r.served_names().begin(), r.served_names().end());
+  w.max_context_tokens = r.max_context_tokens();
   return w;
 }
 

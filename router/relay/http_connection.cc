@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <ctime>
+#include <map>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -45,6 +46,9 @@ std::string UnaryResponseBody(const char* path, const std::string& bytes) {
   (void)r.ParseFromString(bytes);
   return openai::DetokenizeResponseBody(r);
 }
+
+// The process's start, as /v1/models reports it.
+const int64_t kStartedAt = static_cast<int64_t>(std::time(nullptr));
 
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> next{1};
@@ -664,21 +668,33 @@ void HttpConnection::Handle() {
 }
 
 void HttpConnection::ListModels(std::string_view name) {
-  std::set<std::string> models;  // each name once
+  // Each name once, with the longest prompt + output every worker serving it accepts (vLLM's
+  // max_model_len: the smallest of their max_context_tokens; 0 where none reports one).
+  std::map<std::string, uint32_t> models;
+  const auto add = [&models](const std::string& m, uint32_t context) {
+    auto [it, fresh] = models.emplace(m, context);
+    if (!fresh && context > 0 && (it->second == 0 || context < it->second)) it->second = context;
+  };
   for (const WorkerView& v : ctx_->pool->Snapshot()) {
     // Ejected workers count: the pick falls back to them when no other can serve.
     if (!v.healthy || v.report.draining) continue;
-    if (!v.report.model.empty()) models.insert(v.report.model);
-    models.insert(v.report.served_names.begin(), v.report.served_names.end());
+    if (!v.report.model.empty()) add(v.report.model, v.report.max_context_tokens);
+    for (const std::string& m : v.report.served_names) add(m, v.report.max_context_tokens);
   }
-  const auto object = [](const std::string& m) {
-    return nlohmann::json{
-        {"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "llm-serving"}};
+  // `created`: when this router started (a model has no creation time a client could use; a
+  // fixed one keeps the list stable across calls).
+  const auto object = [](const std::string& m, uint32_t context) {
+    nlohmann::json j = {
+        {"id", m}, {"object", "model"}, {"created", kStartedAt}, {"owned_by", "llm-serving"}};
+    if (context > 0) j["max_model_len"] = context;
+    return j;
   };
   if (!name.empty()) {  // "/{name}"
     const std::string model = PercentDecode(name.substr(1));
-    if (models.count(model)) {
-      Respond(200, object(model).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    if (const auto it = models.find(model); it != models.end()) {
+      Respond(
+          200,
+          object(model, it->second).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       ApiError e;
       e.http_status = 404;
@@ -690,7 +706,7 @@ void HttpConnection::ListModels(std::string_view name) {
     return RequestDone();
   }
   nlohmann::json data = nlohmann::json::array();
-  for (const auto& m : models) data.push_back(object(m));
+  for (const auto& [m, context] : models) data.push_back(object(m, context));
   Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
   RequestDone();
 }

@@ -126,8 +126,13 @@ def token_ids(client, http_port, chat_text):
     prompt_ids, ids = r.model_extra.get("prompt_token_ids"), r.choices[0].model_extra.get("token_ids")
     root = f"http://127.0.0.1:{http_port}"
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    want = httpx.post(f"{root}/tokenize", headers=auth, timeout=60,
-                      json={"model": NAME, "messages": QUESTION}).json()["tokens"]
+    tokenized = httpx.post(f"{root}/tokenize", headers=auth, timeout=60,
+                           json={"model": NAME, "messages": QUESTION}).json()
+    want = tokenized["tokens"]
+    card = client.models.retrieve(NAME).model_extra
+    check(card.get("max_model_len") == tokenized["max_model_len"],
+          f"models.retrieve: max_model_len {card.get('max_model_len')}, /tokenize says "
+          f"{tokenized['max_model_len']}")
     check(prompt_ids == want, f"return_token_ids: prompt ids {prompt_ids}, /tokenize {want}")
     text = httpx.post(f"{root}/detokenize", headers=auth, timeout=60,
                       json={"model": NAME, "tokens": ids}).json()["prompt"]

@@ -171,6 +171,8 @@ TEST_F(HttpFrontTest, ModelsHealthAndPaths) {
   ASSERT_EQ(j["data"].size(), 1u);
   EXPECT_EQ(j["data"][0]["id"], "fake-model");
   EXPECT_EQ(j["data"][0]["object"], "model");
+  EXPECT_EQ(j["data"][0]["max_model_len"], 4096);                 // the worker's max_context_tokens
+  EXPECT_GT(j["data"][0]["created"].get<int64_t>(), 1700000000);  // the router's start
   // One model's object (the SDK's models.retrieve), or a 404 naming it.
   r = Request("GET /v1/models/fake-model HTTP/1.1\r\nHost: t\r\n\r\n");
   ASSERT_EQ(r.status, 200) << r.body;
