@@ -17,6 +17,10 @@ absl::Status SchedulerConfig::Validate() const {
         positive("max_prefill_tokens", max_prefill_tokens)}) {
     if (!st.ok()) return st;
   }
+  if (max_prompt_logprob_rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_prompt_logprob_rows: must be >= 1, got ", max_prompt_logprob_rows));
+  }
   if (max_prefill_tokens_alone < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_prefill_tokens_alone: must be >= 0, got ", max_prefill_tokens_alone));
@@ -242,10 +246,21 @@ std::vector<uint64_t> Scheduler::AbortAll() {
   return keys;
 }
 
+int32_t Scheduler::PromptLogprobRows(const StepPlan& plan) const {
+  int32_t rows = 0;
+  for (const PrefillChunk& p : plan.prefills) {
+    if (slots_[p.slot].request->prompt_logprobs >= 0) rows += p.num_tokens;
+  }
+  return rows;
+}
+
 int32_t Scheduler::PlanPrefill(int32_t s, int32_t budget, StepPlan& plan) {
   Slot& slot = slots_[s];
   const auto prefix = static_cast<int32_t>(Prefix(slot).size());
-  const int32_t n = std::min(budget, prefix - slot.prefilled);
+  int32_t n = std::min(budget, prefix - slot.prefilled);
+  if (slot.request->prompt_logprobs >= 0) {
+    n = std::min(n, std::max(1, config_.max_prompt_logprob_rows - PromptLogprobRows(plan)));
+  }
   if (n <= 0) return 0;
   const bool last = slot.prefilled + n == prefix;
   plan.prefills.push_back(PrefillChunk{s, slot.prefilled, n, last});

@@ -98,6 +98,10 @@ struct SchedulerConfig {
   // The runner takes penalty state from the rows it prefills (RunnerInfo::
   // penalties_from_prefill): what penalties need is computed rather than taken from the cache.
   bool penalties_from_prefill = false;
+  // Prompt tokens of a step whose every row keeps its logits (EngineRequest::prompt_logprobs):
+  // a row holds a whole vocabulary (128k ids: 512 KiB on the CPU), so such prompts go in chunks
+  // of at most this many tokens over the step (each at least one token).
+  int32_t max_prompt_logprob_rows = 256;
   uint64_t cache_salt = 0;  // mixed into every block hash (the model's identity)
   // Speculative decoding: decode chunks carry up to speculative.num_tokens proposals, as
   // SpeculationPolicy chooses per step (the runner proposes and verifies them).
@@ -238,6 +242,8 @@ class Scheduler {
 
   // Plans the next chunk of slot `s`'s prefix within `budget`; returns tokens used.
   int32_t PlanPrefill(int32_t s, int32_t budget, StepPlan& plan);
+  // The prompt tokens of `plan` whose rows keep their logits (prompt_logprobs).
+  int32_t PromptLogprobRows(const StepPlan& plan) const;
   // Admits the head of the queue into a free slot if blocks and the headroom rule allow.
   // `long_ok`: a long prompt may start (PrefillPacer); else one waits at the head.
   bool AdmitHead(StepPlan& plan, int32_t& budget, bool long_ok);

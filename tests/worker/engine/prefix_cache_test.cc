@@ -157,6 +157,29 @@ TEST(PrefixCacheTest, PromptLogprobsComputeTheWholePrompt) {
   ExpectAccounted(s);
 }
 
+// Rows that keep their logits hold a vocabulary each: such a prompt goes in chunks of at most
+// max_prompt_logprob_rows over the step, whatever the prefill budget.
+TEST(PrefixCacheTest, PromptLogprobChunksAreBounded) {
+  SchedulerConfig c = Config(2, 64);
+  c.max_prefill_tokens = 1024;
+  c.max_batch_tokens = 2048;
+  c.max_prompt_logprob_rows = 100;
+  Scheduler s(c);
+  Driver d(s);
+  auto echo = std::make_shared<EngineRequest>(*Req(1, Tokens(250, 1), 2));
+  echo->prompt_logprobs = 1;
+  s.Add(echo);
+  s.Add(Req(2, Tokens(300, 900), 2));  // a plain prompt beside it is not bounded
+  const StepPlan first = d.Step();
+  ASSERT_EQ(first.prefills.size(), 2u);
+  EXPECT_EQ(first.prefills[0].num_tokens, 100);
+  EXPECT_EQ(first.prefills[1].num_tokens, 300);
+  d.RunIdle();
+  EXPECT_EQ(d.of(1).prefilled, 250);
+  EXPECT_EQ(d.of(1).tokens, 2);
+  ExpectAccounted(s);
+}
+
 TEST(PrefixCacheTest, APrefixEndingMidBlockMatchesOnlyWholeBlocks) {
   Scheduler s(Config(2, 32));
   Driver d(s);
