@@ -61,7 +61,8 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "parallel_tool_calls",
                                              "functions",
                                              "function_call",
-                                             "return_token_ids"};
+                                             "return_token_ids",
+                                             "prompt_logprobs"};
   static const std::set<std::string> completion = {"model",
                                                    "prompt",
                                                    "max_tokens",
@@ -94,7 +95,8 @@ const std::set<std::string>& Known(ApiKind kind) {
                                                    "skip_special_tokens",
                                                    "include_stop_str_in_output",
                                                    "add_special_tokens",
-                                                   "return_token_ids"};
+                                                   "return_token_ids",
+                                                   "prompt_logprobs"};
   return kind == ApiKind::kChat ? chat : completion;
 }
 
@@ -328,6 +330,12 @@ absl::Status ParseLogprobs(const json& body, ApiKind kind, ParsedRequest& p, Api
     }
   }
   if (p.logprobs) p.request.set_logprobs(static_cast<uint32_t>(std::max(1, p.top_logprobs)));
+  // vLLM's prompt_logprobs: each prompt token's logprob and rank, with n alternatives.
+  LLM_ASSIGN_OR_RETURN(const bool prompt, Int(body, "prompt_logprobs", 0, 20, &v, e));
+  if (prompt) {
+    p.prompt_logprobs = static_cast<int>(v);
+    p.request.set_prompt_logprobs(static_cast<uint32_t>(v));
+  }
   if (kind != ApiKind::kCompletion) return absl::OkStatus();
   // echo: the prompt before the output, and with logprobs its tokens' (the first's null), as
   // OpenAI answers; the worker's prompt_logprobs give the tokens and their texts.
@@ -337,7 +345,8 @@ absl::Status ParseLogprobs(const json& body, ApiKind kind, ParsedRequest& p, Api
   const bool token_prompt = std::any_of(p.prompt_texts.begin(), p.prompt_texts.end(),
                                         [](const std::string& t) { return t.empty(); });
   if (got && p.echo && (p.logprobs || token_prompt)) {
-    p.request.set_prompt_logprobs(static_cast<uint32_t>(p.top_logprobs));
+    p.request.set_prompt_logprobs(
+        static_cast<uint32_t>(std::max(p.top_logprobs, p.prompt_logprobs)));
   }
   return absl::OkStatus();
 }

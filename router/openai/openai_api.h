@@ -56,6 +56,8 @@ struct ParsedRequest {
   // echo with max_tokens 0: the one token the worker computes is not part of the answer (no
   // text, logprobs or ids of it; 0 completion tokens).
   bool echo_only = false;
+  // vLLM's prompt_logprobs: -1 none; n: each choice's (a chat's, once) prompt_logprobs list.
+  int prompt_logprobs = -1;
   int n = 1;              // choices (GenerateRequest.n) of each prompt
   int prompts = 1;        // completions: prompts (1 + GenerateRequest.more_prompts)
   bool logprobs = false;  // report logprobs
@@ -136,9 +138,10 @@ class OpenAiResponder final : public Responder {
   // One choice's state.
   struct Choice {
     bool role_sent = false;
-    bool echoed = false;        // echo: the prompt came first
-    bool echo_missing = false;  // echo: the worker sent no prompt entries it needed
-    size_t text_offset = 0;     // completions' text_offset of the next logprob entry
+    bool echoed = false;               // echo: the prompt came first
+    bool echo_missing = false;         // echo: the worker sent no prompt entries it needed
+    nlohmann::ordered_json prompt_lp;  // vLLM's prompt_logprobs (null until they come)
+    size_t text_offset = 0;            // completions' text_offset of the next logprob entry
     std::string text;
     nlohmann::ordered_json logprob_entries = nlohmann::ordered_json::array();  // chat: content
     nlohmann::ordered_json tokens = nlohmann::ordered_json::array(),
@@ -183,6 +186,7 @@ class OpenAiResponder final : public Responder {
   bool return_token_ids_;
   bool echo_;
   bool echo_only_;
+  int prompt_logprobs_;
   std::vector<std::string> prompt_texts_;
   bool logprobs_;
   int top_logprobs_;

@@ -31,6 +31,7 @@ OpenAiResponder::OpenAiResponder(const ParsedRequest& request, std::string id, i
       return_token_ids_(request.return_token_ids),
       echo_(request.echo),
       echo_only_(request.echo_only),
+      prompt_logprobs_(request.prompt_logprobs),
       prompt_texts_(request.prompt_texts),
       logprobs_(request.logprobs),
       top_logprobs_(request.top_logprobs),
@@ -82,6 +83,30 @@ json ToolCallDeltas(const llm::v1::GenerateResponse& m) {
 
 json Ids(const google::protobuf::RepeatedField<int32_t>& ids) {
   return json(std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
+// vLLM's prompt_logprobs: null for the first token, then per token {"id": {"logprob", "rank",
+// "decoded_token"}} for the token and its `top` most likely alternatives (rank 1, 2, ...).
+json VllmPromptLogprobs(const llm::v1::GenerateResponse& m, int top) {
+  json out = json::array();
+  for (const auto& lp : m.prompt_logprobs()) {
+    if (out.empty()) {
+      out.push_back(nullptr);
+      continue;
+    }
+    json entry = json::object();
+    for (int i = 0; i < lp.top_size() && i < top; ++i) {
+      entry[std::to_string(lp.top(i).token_id())] = {{"logprob", JsonLogprob(lp.top(i).logprob())},
+                                                     {"rank", i + 1},
+                                                     {"decoded_token", lp.top(i).text()}};
+    }
+    entry[std::to_string(lp.sampled().token_id())] = {
+        {"logprob", JsonLogprob(lp.sampled().logprob())},
+        {"rank", lp.sampled().rank()},
+        {"decoded_token", lp.sampled().text()}};
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 std::string Event(const json& j) {
@@ -200,6 +225,10 @@ json OpenAiResponder::ChunkUsage(const Choice& c) const {
 }
 
 void OpenAiResponder::AddTokenIds(const llm::v1::GenerateResponse& m, json& choice) const {
+  // vLLM's prompt_logprobs ride with the ids: a chat's at the chunk's top (OnStreamChat).
+  if (prompt_logprobs_ >= 0 && kind_ == ApiKind::kCompletion && m.prompt_logprobs_size() > 0) {
+    choice["prompt_logprobs"] = VllmPromptLogprobs(m, prompt_logprobs_);
+  }
   if (!return_token_ids_) return;
   // A chat chunk has them at its top (as vLLM's); a completion's choice has its own prompt.
   if (kind_ == ApiKind::kCompletion && m.prompt_token_ids_size() > 0) {
@@ -228,9 +257,13 @@ std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Ch
     if (return_token_ids_ && m.prompt_token_ids_size() > 0) {
       chunk["prompt_token_ids"] = Ids(m.prompt_token_ids());
     }
+    if (prompt_logprobs_ >= 0 && m.prompt_logprobs_size() > 0) {
+      chunk["prompt_logprobs"] = VllmPromptLogprobs(m, prompt_logprobs_);
+    }
     chunk["choices"] = json::array({std::move(choice)});
     out += Event(chunk);
     chunk.erase("prompt_token_ids");
+    chunk.erase("prompt_logprobs");
   }
   if (m.tool_calls_size() > 0) {
     chunk["choices"] = json::array({{{"index", index},
@@ -285,7 +318,8 @@ std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& me
     out = Event(chunk);
   }
   const bool ids = return_token_ids_ && m.token_ids_size() > 0;
-  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty() && !ids) return out;
+  const bool prompt = prompt_logprobs_ >= 0 && m.prompt_logprobs_size() > 0;
+  if (m.text().empty() && m.logprobs_size() == 0 && finish.empty() && !ids && !prompt) return out;
   json chunk = Chunk();
   if (include_usage_) chunk["usage"] = ChunkUsage(*c);
   json choice = {{"index", m.index()},
@@ -343,6 +377,9 @@ void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& message) {
   if (logprobs_) AppendLogprobs(LogprobsJson(m, *c), *c);
   c->text += m.text();
   if (m.prompt_token_ids_size() > 0) c->prompt_ids = Ids(m.prompt_token_ids());
+  if (prompt_logprobs_ >= 0 && m.prompt_logprobs_size() > 0) {
+    c->prompt_lp = VllmPromptLogprobs(m, prompt_logprobs_);
+  }
   for (const int32_t id : m.token_ids()) c->token_ids.push_back(id);
   for (const llm::v1::ToolCall& call : m.tool_calls()) {
     if (!call.id().empty() || c->tool_calls.empty()) {
@@ -380,14 +417,22 @@ std::string OpenAiResponder::Body() const {
                                      : json(nullptr);
     }
     choice["finish_reason"] = c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason);
-    if (return_token_ids_ && kind_ == ApiKind::kCompletion)
+    if (prompt_logprobs_ >= 0 && kind_ == ApiKind::kCompletion) {
+      choice["prompt_logprobs"] = c.prompt_lp;
+    }
+    if (return_token_ids_ && kind_ == ApiKind::kCompletion) {
       choice["prompt_token_ids"] = c.prompt_ids;
+    }
     if (return_token_ids_) choice["token_ids"] = c.token_ids;
     choices.push_back(std::move(choice));
   }
   // A chat's prompt, once (its choices share it), as vLLM's.
-  if (return_token_ids_ && kind_ == ApiKind::kChat)
+  if (return_token_ids_ && kind_ == ApiKind::kChat) {
     body["prompt_token_ids"] = choices_[0].prompt_ids;
+  }
+  if (prompt_logprobs_ >= 0 && kind_ == ApiKind::kChat) {
+    body["prompt_logprobs"] = choices_[0].prompt_lp;
+  }
   body["choices"] = std::move(choices);
   body["usage"] = UsageJson();
   return body.dump(-1, ' ', false, json::error_handler_t::replace);

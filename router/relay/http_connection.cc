@@ -390,8 +390,13 @@ void HttpConnection::EndCall(const Headers& trailers) {
     }
   } else {
     ApiError e = openai::ErrorFromGrpc(code, message, pushback);
-    if (request_ && request_->kind == ApiKind::kResponses)
+    if (request_ && request_->kind == ApiKind::kResponses) {
       e.param = openai::ResponsesParam(e.param);
+    }
+    // The worker's prompt_logprobs is echo's, unless the client asked for them by that name.
+    if (request_ && e.param == "echo" && request_->prompt_logprobs >= 0) {
+      e.param = "prompt_logprobs";
+    }
     if (stream_started_) {
       WriteChunk(responder_->StreamError(e));
       if (chunked_) Write("0\r\n\r\n");

@@ -174,6 +174,14 @@ def echo_logprobs(client):
     streamed = "".join(c.choices[0].text for c in client.completions.create(**common, stream=True)
                        if c.choices)
     check(streamed == echo.choices[0].text, f"echo streamed {streamed!r}")
+    vllm = client.completions.create(model=NAME, prompt=ids, max_tokens=1, temperature=0,
+                                     extra_body={"prompt_logprobs": 1})
+    entries = vllm.choices[0].model_extra["prompt_logprobs"]
+    check(len(entries) == len(ids) and entries[0] is None and
+          all(entries[i][str(t)]["logprob"] == lp.token_logprobs[i] for i, t in
+              enumerate(ids) if i > 0) and
+          all(entries[i][str(ids[i])]["rank"] == 1 for i in range(len(prompt), len(ids))),
+          f"vLLM's prompt_logprobs: {entries}")
     only = client.completions.create(**{**common, "max_tokens": 0})
     check(only.choices[0].logprobs.token_logprobs == lp.token_logprobs[:len(ids)] and
           only.usage.completion_tokens == 0, f"echo with max_tokens 0: {only.choices[0].logprobs}")

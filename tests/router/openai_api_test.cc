@@ -615,5 +615,48 @@ TEST(OpenAiResponderTest, EchoPutsThePromptsTokensFirst) {
   EXPECT_NE(old.MissingFromWorker().find("no prompt logprobs"), std::string::npos);
 }
 
+// vLLM's prompt_logprobs: [null, {"id": {"logprob", "rank", "decoded_token"}}, ...], the
+// prompt token's rank the worker's and the alternatives' their place; a chat's at the top, a
+// completion's in each choice, streamed in the first chunk.
+TEST(OpenAiResponderTest, PromptLogprobsInVllmsShape) {
+  const ParsedRequest chat = Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role":
+      "user", "content": "x"}], "prompt_logprobs": 1})");
+  EXPECT_EQ(chat.request.prompt_logprobs(), 1u);
+  llm::v1::GenerateResponse m;
+  m.add_prompt_logprobs()->mutable_sampled()->set_text("A");
+  auto* b = m.add_prompt_logprobs();
+  b->mutable_sampled()->set_token_id(7);
+  b->mutable_sampled()->set_text("B");
+  b->mutable_sampled()->set_logprob(-2.0f);
+  b->mutable_sampled()->set_rank(3);
+  b->add_top()->set_token_id(9);
+  b->mutable_top(0)->set_text("C");
+  b->mutable_top(0)->set_logprob(-0.1f);
+  m.set_text("z");
+  m.set_finish_reason(llm::v1::FINISH_REASON_STOP);
+  const json want =
+      json::array({nullptr,
+                   {{"9", {{"logprob", -0.1f}, {"rank", 1}, {"decoded_token", "C"}}},
+                    {"7", {{"logprob", -2.0f}, {"rank", 3}, {"decoded_token", "B"}}}}});
+  OpenAiResponder whole(chat, "chatcmpl-1", 0);
+  whole.Accumulate(m);
+  EXPECT_EQ(json::parse(whole.Body())["prompt_logprobs"], want);
+  OpenAiResponder stream(chat, "chatcmpl-2", 0);
+  bool done = false;
+  const std::vector<json> chunks = Events(stream.OnStreamMessage(m), &done);
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks[0]["prompt_logprobs"], want);
+  const ParsedRequest completion = Parse(ApiKind::kCompletion, R"({"model": "m", "prompt": "x",
+      "prompt_logprobs": 1})");
+  OpenAiResponder c(completion, "cmpl-1", 0);
+  c.Accumulate(m);
+  EXPECT_EQ(json::parse(c.Body())["choices"][0]["prompt_logprobs"], want);
+  ApiError e;
+  EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kCompletion,
+                                  R"({"model": "m", "prompt": "x", "prompt_logprobs": 21})", &e)
+                   .ok());
+  EXPECT_EQ(e.param, "prompt_logprobs");
+}
+
 }  // namespace
 }  // namespace llm::router::openai

@@ -153,6 +153,7 @@ TokenLogprobs OutputStage::Logprobs(const frontend::IncrementalDetokenizer& deto
     return LogprobEntry{ids[i], logprob, std::move(text), std::move(bytes[i])};
   };
   TokenLogprobs lp{entry(0, s.logprob), {}};
+  lp.sampled.rank = s.rank;
   for (size_t i = 0; i < s.top.size(); ++i) lp.top.push_back(entry(i + 1, s.top[i].logprob));
   return lp;
 }

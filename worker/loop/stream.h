@@ -19,6 +19,7 @@ struct LogprobEntry {
   float logprob;
   std::string text;
   std::string bytes;
+  int32_t rank = 0;  // a prompt token's (sampling::SampledToken::rank); 0: not computed
 };
 
 struct TokenLogprobs {

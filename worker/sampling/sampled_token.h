@@ -18,6 +18,9 @@ struct SampledToken {
   int32_t token_id = -1;
   float logprob = 0.0f;           // of token_id, when logprobs were asked for
   std::vector<TokenLogprob> top;  // the most likely tokens, most likely first
+  // A prompt token's (RawLogprobs): 1 + how many ids are more likely, ties to the lower id;
+  // 0: not computed.
+  int32_t rank = 0;
 };
 
 }  // namespace llm::sampling

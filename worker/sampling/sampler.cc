@@ -179,6 +179,13 @@ SampledToken RawLogprobs(std::span<const float> logits, int32_t token, int num_t
     return static_cast<float>(static_cast<double>(logits[i]) - log_norm);
   };
   SampledToken result{token, logprob_of(token), {}};
+  if (token >= 0 && token < n && finite(token)) {
+    result.rank = 1;
+    for (int32_t i = 0; i < n; ++i) {
+      const bool before = logits[i] > logits[token] || (logits[i] == logits[token] && i < token);
+      if (finite(i) && before) ++result.rank;
+    }
+  }
   if (num_top <= 0) return result;
   std::vector<int32_t> order;
   for (int32_t i = 0; i < n; ++i) {

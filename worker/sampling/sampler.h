@@ -111,7 +111,8 @@ int32_t Argmax(std::span<const float> logits);
 // `token`'s log-probability under the raw distribution softmax(logits) (no temperature,
 // penalty or bias: a prompt token's, EngineRequest::prompt_logprobs), and the `num_top` most
 // likely ids, most likely first (ties to the lowest id; NaN and -inf never listed, nor counted
-// in the normalisation). A row with nothing finite gives every logprob -inf.
+// in the normalisation), and `token`'s rank in that order (0 for a token not listable). A row
+// with nothing finite gives every logprob -inf.
 SampledToken RawLogprobs(std::span<const float> logits, int32_t token, int num_top);
 
 }  // namespace llm::sampling

@@ -191,6 +191,7 @@ void ToProto(const loop::LogprobEntry& e, llm::v1::TokenLogprob& out) {
   out.set_logprob(e.logprob);
   out.set_text(e.text);
   out.set_bytes(e.bytes);
+  if (e.rank > 0) out.set_rank(static_cast<uint32_t>(e.rank));
 }
 
 }  // namespace

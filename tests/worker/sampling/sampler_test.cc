@@ -57,11 +57,16 @@ TEST(SamplerTest, RawLogprobsAreTheLogSoftmax) {
   EXPECT_EQ(t.top[0].token_id, 0);
   EXPECT_NEAR(t.top[0].logprob, std::log(0.5), 1e-6);
   EXPECT_EQ(t.top[1].token_id, 1);  // tied with 2: the lower id
+  EXPECT_EQ(t.rank, 2);
+  EXPECT_EQ(RawLogprobs(l, 2, 0).rank, 3);  // after its tie, the lower id
+  EXPECT_EQ(RawLogprobs(l, 0, 0).rank, 1);
   std::vector<float> masked = {2.0f, -inf, std::numeric_limits<float>::quiet_NaN(), 2.0f};
   t = RawLogprobs(masked, 3, 5);
   EXPECT_NEAR(t.logprob, std::log(0.5), 1e-6);
+  EXPECT_EQ(t.rank, 2);
   ASSERT_EQ(t.top.size(), 2u);
   EXPECT_EQ(RawLogprobs(masked, 1, 0).logprob, -inf);
+  EXPECT_EQ(RawLogprobs(masked, 1, 0).rank, 0);
   EXPECT_TRUE(RawLogprobs(masked, 1, 0).top.empty());
 }
 
