@@ -167,6 +167,8 @@ class OpenAiResponder final : public Responder {
       bool first_has_none) const;
   // Appends a logprobs object (LogprobsJson's) to c's.
   void AppendLogprobs(const nlohmann::ordered_json& lp, Choice& c) const;
+  // The text `m`'s choice's prompt was sent as; null for token ids.
+  const std::string* PromptText(const llm::v1::GenerateResponse& m) const;
   // echo: the prompt of `m`'s choice (as sent, or as the worker's prompt entries write it).
   std::string EchoText(const llm::v1::GenerateResponse& m) const;
   // echo, on the choice's first message: {"text", "logprobs"} of the prompt, into c.

@@ -1,5 +1,6 @@
 // OpenAiResponder (openai_api.h): GenerateResponse messages -> OpenAI SSE chunks or one body.
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -152,9 +153,14 @@ json OpenAiResponder::CompletionLogprobs(
       {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
-std::string OpenAiResponder::EchoText(const llm::v1::GenerateResponse& m) const {
+const std::string* OpenAiResponder::PromptText(const llm::v1::GenerateResponse& m) const {
   const size_t prompt = m.index() / static_cast<size_t>(n_);
-  if (prompt < prompt_texts_.size() && !prompt_texts_[prompt].empty()) return prompt_texts_[prompt];
+  return prompt < prompt_texts_.size() && !prompt_texts_[prompt].empty() ? &prompt_texts_[prompt]
+                                                                         : nullptr;
+}
+
+std::string OpenAiResponder::EchoText(const llm::v1::GenerateResponse& m) const {
+  if (const std::string* text = PromptText(m)) return *text;
   std::string bytes;  // token ids: as the worker decoded each prompt token, joined
   for (const auto& lp : m.prompt_logprobs()) {
     bytes += lp.sampled().bytes().empty() ? lp.sampled().text() : lp.sampled().bytes();
@@ -165,9 +171,7 @@ std::string OpenAiResponder::EchoText(const llm::v1::GenerateResponse& m) const 
 json OpenAiResponder::Echo(const llm::v1::GenerateResponse& m, Choice& c) {
   c.echoed = true;
   // A worker that ignored prompt_logprobs (older than the router) sent none: no silent gap.
-  const size_t prompt = m.index() / static_cast<size_t>(n_);
-  const bool needed = logprobs_ || prompt >= prompt_texts_.size() || prompt_texts_[prompt].empty();
-  c.echo_missing = needed && m.prompt_logprobs_size() == 0;
+  c.echo_missing = (logprobs_ || PromptText(m) == nullptr) && m.prompt_logprobs_size() == 0;
   const std::string text = EchoText(m);
   c.text += text;
   json lp = logprobs_ ? CompletionLogprobs(m.prompt_logprobs(), c, true) : json(nullptr);
@@ -297,8 +301,9 @@ llm::v1::GenerateResponse WithoutOutput(const llm::v1::GenerateResponse& m) {
 }  // namespace
 
 std::string OpenAiResponder::OnStreamMessage(const llm::v1::GenerateResponse& message) {
-  llm::v1::GenerateResponse stripped;
-  const llm::v1::GenerateResponse& m = echo_only_ ? (stripped = WithoutOutput(message)) : message;
+  std::optional<llm::v1::GenerateResponse> stripped;  // only for echo_only_
+  const llm::v1::GenerateResponse& m =
+      echo_only_ ? stripped.emplace(WithoutOutput(message)) : message;
   Choice* c = ChoiceOf(m);
   if (c == nullptr) return "";
   if (m.has_usage()) c->usage = m.usage();
@@ -365,8 +370,9 @@ void OpenAiResponder::AppendLogprobs(const json& lp, Choice& c) const {
 }
 
 void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& message) {
-  llm::v1::GenerateResponse stripped;
-  const llm::v1::GenerateResponse& m = echo_only_ ? (stripped = WithoutOutput(message)) : message;
+  std::optional<llm::v1::GenerateResponse> stripped;  // only for echo_only_
+  const llm::v1::GenerateResponse& m =
+      echo_only_ ? stripped.emplace(WithoutOutput(message)) : message;
   Choice* c = ChoiceOf(m);
   if (c == nullptr) return;
   if (m.has_usage()) c->usage = m.usage();

@@ -39,7 +39,11 @@ void ResponsesResponder::Open(std::string& out) {
 
 json ResponsesResponder::ItemJson(const Item& item, bool added) const {
   // Added: the item's start. Otherwise as it stands: done, or cut off (a failed stream's).
-  const std::string status = added ? "in_progress" : item.open ? "incomplete" : item.status;
+  // An open item of a finished call closes as CloseLast would close it.
+  const std::string status = added                    ? "in_progress"
+                             : !item.open             ? item.status
+                             : finish_reason_.empty() ? "incomplete"
+                                                      : FinalStatus();
   if (item.call) {
     return {{"id", item.id},           {"type", "function_call"},
             {"status", status},        {"arguments", added ? std::string() : item.text},
@@ -64,7 +68,7 @@ void ResponsesResponder::CloseLast(std::string& out) {
   Item& item = items_.back();
   item.open = false;
   // Cut by the length limit, or complete (an item closed before the end always is).
-  item.status = finish_reason_ == "length" ? "incomplete" : "completed";
+  item.status = FinalStatus();
   const json where = {{"item_id", item.id}, {"output_index", items_.size() - 1}};
   json event = where;
   if (item.call) {
@@ -243,12 +247,7 @@ void ResponsesResponder::Accumulate(const llm::v1::GenerateResponse& m) {
 }
 
 std::string ResponsesResponder::Body() const {
-  // The items close as the call ends (the stream's CloseLast, without events).
-  ResponsesResponder done = *this;
-  done.stream_ = false;
-  std::string none;
-  done.CloseLast(none);
-  return done.ResponseJson(done.FinalStatus()).dump(-1, ' ', false, json::error_handler_t::replace);
+  return ResponseJson(FinalStatus()).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace llm::router::openai

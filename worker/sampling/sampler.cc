@@ -18,6 +18,24 @@
 namespace llm::sampling {
 namespace {
 
+// A logit that can be listed or normalised: neither NaN nor -inf.
+bool Listable(float logit) { return logit >= -std::numeric_limits<float>::max(); }
+
+// The `k` best listable ids of `logits` in (value, lowest id) order, as the GPU sampler lists
+// them, into `order` (scratch; fewer where fewer are listable).
+void BestIds(std::span<const float> logits, int k, std::vector<int32_t>& order) {
+  order.clear();
+  for (int32_t i = 0; i < static_cast<int32_t>(logits.size()); ++i) {
+    if (Listable(logits[i])) order.push_back(i);
+  }
+  const auto best = std::min<size_t>(static_cast<size_t>(std::max(k, 0)), order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(best), order.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+                    });
+  order.resize(best);
+}
+
 // Partial sums of the probabilities cover kChunk consecutive ids each; the draw finds its chunk
 // from these and scans only inside it.
 constexpr int32_t kChunk = 64;
@@ -164,39 +182,32 @@ int32_t Argmax(std::span<const float> logits) {
 
 SampledToken RawLogprobs(std::span<const float> logits, int32_t token, int num_top) {
   const auto n = static_cast<int32_t>(logits.size());
-  const auto finite = [&](int32_t i) { return logits[i] >= -std::numeric_limits<float>::max(); };
+  const bool known = token >= 0 && token < n && Listable(logits[token]);
   float max = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < n; ++i) {
-    if (finite(i)) max = std::max(max, logits[i]);
+  for (const float l : logits) {
+    if (Listable(l)) max = std::max(max, l);
   }
+  // One pass for the normaliser and the token's rank (ids before it: higher, or tied and lower).
   double sum = 0.0;
+  int32_t rank = known ? 1 : 0;
   for (int32_t i = 0; i < n; ++i) {
-    if (finite(i)) sum += std::exp(static_cast<double>(logits[i]) - max);
+    if (!Listable(logits[i])) continue;
+    sum += std::exp(static_cast<double>(logits[i]) - max);
+    if (known && (logits[i] > logits[token] || (logits[i] == logits[token] && i < token))) ++rank;
   }
   const double log_norm = static_cast<double>(max) + std::log(sum);
   const auto logprob_of = [&](int32_t i) {
-    if (i < 0 || i >= n || !finite(i) || sum <= 0.0) return -std::numeric_limits<float>::infinity();
+    if (i < 0 || i >= n || !Listable(logits[i]) || sum <= 0.0) {
+      return -std::numeric_limits<float>::infinity();
+    }
     return static_cast<float>(static_cast<double>(logits[i]) - log_norm);
   };
   SampledToken result{token, logprob_of(token), {}};
-  if (token >= 0 && token < n && finite(token)) {
-    result.rank = 1;
-    for (int32_t i = 0; i < n; ++i) {
-      const bool before = logits[i] > logits[token] || (logits[i] == logits[token] && i < token);
-      if (finite(i) && before) ++result.rank;
-    }
-  }
+  result.rank = rank;
   if (num_top <= 0) return result;
   std::vector<int32_t> order;
-  for (int32_t i = 0; i < n; ++i) {
-    if (finite(i)) order.push_back(i);
-  }
-  const auto k = std::min<size_t>(static_cast<size_t>(num_top), order.size());
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                    });
-  for (size_t i = 0; i < k; ++i) result.top.push_back({order[i], logprob_of(order[i])});
+  BestIds(logits, num_top, order);
+  for (const int32_t id : order) result.top.push_back({id, logprob_of(id)});
   return result;
 }
 
@@ -295,25 +306,15 @@ int32_t Sampler::Draw(double u) const {
 
 void Sampler::FillLogprobs(std::span<const float> logits, int num_top_logprobs,
                            SampledToken& result) {
-  const auto n = static_cast<int32_t>(logits.size());
   auto logprob_of = [&](int32_t id) {
     return static_cast<float>((logits[id] - max_logit_) * inv_t_ - log_sum_);
   };
   result.logprob = logprob_of(result.token_id);
   if (num_top_logprobs <= 0) return;
-  // The best logits in (value, lowest id) order, as the GPU sampler lists them. NaN and -inf
-  // are never listed: their logprob means nothing, and JSON cannot carry -inf. So a row with
-  // fewer listable logits than asked lists fewer (and the order stays strict).
-  order_.clear();
-  for (int32_t i = 0; i < n; ++i) {
-    if (logits[i] >= -std::numeric_limits<float>::max()) order_.push_back(i);
-  }
-  const auto k = std::min<size_t>(static_cast<size_t>(num_top_logprobs), order_.size());
-  std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(),
-                    [&](int32_t a, int32_t b) {
-                      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                    });
-  for (size_t i = 0; i < k; ++i) result.top.push_back({order_[i], logprob_of(order_[i])});
+  // NaN and -inf are never listed: their logprob means nothing, and JSON cannot carry -inf. So
+  // a row with fewer listable logits than asked lists fewer (and the order stays strict).
+  BestIds(logits, num_top_logprobs, order_);
+  for (const int32_t id : order_) result.top.push_back({id, logprob_of(id)});
 }
 
 SampledToken Sampler::Sample(std::span<float> logits, const SamplingParams& p,
