@@ -18,6 +18,10 @@ absl::Status Bad(ApiError* e, std::string param, std::string message) {
   return absl::InvalidArgumentError(e->message);
 }
 
+bool Is(const json& j, std::string_view text) {
+  return j.is_string() && j.get_ref<const std::string&>() == text;
+}
+
 bool Present(const json& body, const char* key) {
   const auto it = body.find(key);
   return it != body.end() && !it->is_null();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,6 +19,8 @@ namespace llm::router::openai {
 absl::Status Bad(ApiError* e, std::string param, std::string message);
 // The field is there and not null.
 bool Present(const nlohmann::ordered_json& body, const char* key);
+// `j` is the string `text` (comparing json with a literal trips GCC 12's array-bounds warning).
+bool Is(const nlohmann::ordered_json& j, std::string_view text);
 // An integer field in [lo, hi]: false when absent or null.
 absl::StatusOr<bool> Int(const nlohmann::ordered_json& body, const char* key, int64_t lo,
                          int64_t hi, int64_t* out, ApiError* e);

@@ -101,6 +101,21 @@ absl::Status ParseChat(const json& body, llm::v1::Chat& chat, ApiError* e) {
   bool add = true;
   LLM_ASSIGN_OR_RETURN(const bool got, Bool(body, "add_generation_prompt", &add, e));
   if (got) chat.set_add_generation_prompt(add);
+  bool continue_final = false;
+  LLM_ASSIGN_OR_RETURN(const bool got_continue,
+                       Bool(body, "continue_final_message", &continue_final, e));
+  if (got_continue && continue_final) {
+    if (got && add) {
+      return Bad(e, "continue_final_message",
+                 "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+    }
+    if (chat.messages(chat.messages_size() - 1).role() != "assistant") {
+      return Bad(e, "continue_final_message",
+                 "'continue_final_message' needs the last message to be the assistant's");
+    }
+    chat.set_continue_final_message(true);
+    chat.set_add_generation_prompt(false);
+  }
   if (Present(body, "chat_template_kwargs")) {
     if (!body["chat_template_kwargs"].is_object()) {
       return Bad(e, "chat_template_kwargs", "'chat_template_kwargs' must be an object");

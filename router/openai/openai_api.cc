@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "router/openai/body_fields.h"
 #include "router/openai/chat_params.h"
+#include "router/openai/messages_api.h"
 #include "router/openai/reference_fields.h"
 #include "router/openai/responses_api.h"
 #include "router/openai/structured_params.h"
@@ -56,6 +57,7 @@ const std::set<std::string>& Known(ApiKind kind) {
                                              "store",
                                              "chat_template_kwargs",
                                              "add_generation_prompt",
+                                             "continue_final_message",
                                              "skip_special_tokens",
                                              "include_stop_str_in_output",
                                              "parallel_tool_calls",
@@ -400,6 +402,7 @@ absl::StatusOr<ParsedRequest> ParseBody(ApiKind kind, std::string_view text,
 absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view text, ApiError* e,
                                                  const ParseOptions& options) {
   if (kind == ApiKind::kResponses) return ParseResponsesRequest(text, e, options);
+  if (kind == ApiKind::kMessages) return ParseMessagesRequest(text, e, options);
   // Every field is checked before it is read; this catch is the backstop that keeps a check
   // missed in future from taking the router down with an uncaught exception.
   try {

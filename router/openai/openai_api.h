@@ -3,11 +3,12 @@
 //
 //   ParseOpenAiRequest   a /v1/chat/completions or /v1/completions JSON body -> GenerateRequest,
 //                        or a 400 naming the parameter. Parameters we cannot honour (best_of,
-//                        echo, functions, ...) are refused, never ignored. Structured
+//                        functions, ...) are refused, never ignored. Structured
 //                        output's parameters: structured_params.h; tools: tool_params.h.
 //   Responder            GenerateResponse messages -> the API's answer: SSE events (stream) or
 //                        one JSON object. OpenAiResponder answers chat and completions
-//                        (openai_responder.cc); the Responses API's: responses_api.h.
+//                        (openai_responder.cc); the Responses API's: responses_api.h;
+//                        Anthropic's Messages API's: messages_api.h.
 //   OpenAiError          an error body {"error": {"message", "type", "param", "code"}}.
 #ifndef LLM_ROUTER_OPENAI_OPENAI_API_H_
 #define LLM_ROUTER_OPENAI_OPENAI_API_H_
@@ -24,8 +25,9 @@
 
 namespace llm::router::openai {
 
-// kResponses: POST /v1/responses (responses_api.h), sent to the worker in the chat form.
-enum class ApiKind { kChat, kCompletion, kResponses };
+// kResponses: POST /v1/responses (responses_api.h); kMessages: Anthropic's POST /v1/messages
+// (messages_api.h). Both are sent to the worker in the chat form.
+enum class ApiKind { kChat, kCompletion, kResponses, kMessages };
 
 // An HTTP error: status, and the OpenAI error object's fields.
 struct ApiError {
@@ -53,8 +55,9 @@ struct ParsedRequest {
   // prompt_logprobs write them. prompt_texts: each prompt's text, empty for token ids.
   bool echo = false;
   std::vector<std::string> prompt_texts;
-  // echo with max_tokens 0: the one token the worker computes is not part of the answer (no
-  // text, logprobs or ids of it; 0 completion tokens).
+  // echo with max_tokens 0 (and the Messages API's max_tokens 0, a prompt-cache warm-up): the
+  // one token the worker computes is not part of the answer (no text, logprobs or ids of it;
+  // 0 completion tokens).
   bool echo_only = false;
   // vLLM's prompt_logprobs: -1 none; n: each choice's (a chat's, once) prompt_logprobs list.
   int prompt_logprobs = -1;
@@ -74,7 +77,8 @@ struct ParseOptions {
   bool ignore_unknown_fields = false;
 };
 
-// Parses a request body of `kind` (kResponses: ParseResponsesRequest). Errors are 400 with
+// Parses a request body of `kind` (kResponses: ParseResponsesRequest; kMessages:
+// ParseMessagesRequest). Errors are 400 with
 // `param` naming the field. The fields of the OpenAI references it implements or ignores, and
 // why: reference_fields.h.
 absl::StatusOr<ParsedRequest> ParseOpenAiRequest(ApiKind kind, std::string_view body,

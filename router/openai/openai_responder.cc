@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/utf8.h"
 #include "router/openai/logprob_json.h"
+#include "router/openai/messages_api.h"
 #include "router/openai/openai_api.h"
 #include "router/openai/responses_api.h"
 
@@ -20,6 +21,9 @@ std::unique_ptr<Responder> MakeResponder(const ParsedRequest& request, std::stri
                                          int64_t created) {
   if (request.kind == ApiKind::kResponses) {
     return std::make_unique<ResponsesResponder>(request, std::move(id), created);
+  }
+  if (request.kind == ApiKind::kMessages) {
+    return std::make_unique<MessagesResponder>(request, std::move(id));
   }
   return std::make_unique<OpenAiResponder>(request, std::move(id), created);
 }

@@ -18,10 +18,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-bool Is(const json& j, std::string_view text) {
-  return j.is_string() && j.get_ref<const std::string&>() == text;
-}
-
 // Fields passed to the chat parser as they are: the API's own, and the extensions a chat
 // request takes (vLLM's Responses API takes them too).
 constexpr const char* kPassed[] = {"model",

@@ -50,10 +50,11 @@ absl::StatusOr<std::string> Model(const json& body, ApiError* e) {
 
 absl::StatusOr<llm::v1::TokenizeRequest> ParseTokenizeBody(std::string_view text, ApiError* e,
                                                            const ParseOptions& options) {
-  auto body = ParseObject(text,
-                          {"model", "prompt", "add_special_tokens", "messages",
-                           "add_generation_prompt", "chat_template_kwargs", "tools"},
-                          options, e);
+  auto body =
+      ParseObject(text,
+                  {"model", "prompt", "add_special_tokens", "messages", "add_generation_prompt",
+                   "continue_final_message", "chat_template_kwargs", "tools"},
+                  options, e);
   if (!body.ok()) return body.status();
   llm::v1::TokenizeRequest r;
   auto model = Model(*body, e);

@@ -11,12 +11,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Whether `j` is the string `text` (comparing json with a literal trips GCC 12's array-bounds
-// warning).
-bool Is(const json& j, std::string_view text) {
-  return j.is_string() && j.get_ref<const std::string&>() == text;
-}
-
 // Each tool's shape and its function's name (the worker checks the rest: the name's
 // characters, the parameters' schema where a call is enforced).
 absl::Status ParseTools(const json& body, std::set<std::string>& names, ApiError* e) {

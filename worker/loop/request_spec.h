@@ -28,6 +28,8 @@ struct ChatPrompt {
   nlohmann::ordered_json tools;  // null or an array
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
   bool add_generation_prompt = true;
+  // The answer continues the last message (ChatTemplate::ApplyContinuing).
+  bool continue_final_message = false;
   // What the model may do with `tools` (tool_calls.h), and whether it may call several.
   tools::ToolChoice tool_choice;
   bool parallel_tool_calls = true;

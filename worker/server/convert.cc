@@ -69,6 +69,18 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
   if (!kwargs.ok()) return kwargs.status();
   chat.kwargs = *std::move(kwargs);
   chat.add_generation_prompt = c.has_add_generation_prompt() ? c.add_generation_prompt() : true;
+  if (c.continue_final_message()) {
+    if (c.has_add_generation_prompt() && c.add_generation_prompt()) {
+      return absl::InvalidArgumentError(
+          "chat.continue_final_message: not with add_generation_prompt true");
+    }
+    if (c.messages_size() == 0 || c.messages(c.messages_size() - 1).role() != "assistant") {
+      return absl::InvalidArgumentError(
+          "chat.continue_final_message: the last message must be the assistant's");
+    }
+    chat.continue_final_message = true;
+    chat.add_generation_prompt = false;
+  }
   switch (c.tool_choice().mode()) {
     case llm::v1::ToolChoice::TOOL_CHOICE_NONE:
       chat.tool_choice.mode = tools::ToolChoice::Mode::kNone;

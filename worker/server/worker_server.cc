@@ -250,6 +250,7 @@ absl::Status WorkerServer::SetUpChat() {
                    : "");
   auto shared = std::make_shared<const frontend::ChatTemplate>(*std::move(chat));
   worker_->SetChatRenderer([shared](const loop::ChatPrompt& c) {
+    if (c.continue_final_message) return shared->ApplyContinuing(c.messages, c.tools, c.kwargs);
     return shared->Apply(c.messages, c.tools, c.add_generation_prompt, c.kwargs);
   });
   return absl::OkStatus();

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
@@ -230,6 +232,43 @@ TEST(ChatTemplateTest, DeepNestingIsRefusedNotACrash) {
   for (int i = 0; i < 100; ++i) tools = Json::array({std::move(tools)});
   r = c->Apply(Json::array(), tools, true, Json::object());
   EXPECT_THAT(r.status().message(), HasSubstr("tools: nested more than 64 deep"));
+}
+
+// A prefill (llm.v1.Chat.continue_final_message): the conversation rendered up to the
+// assistant's header, then the assistant's text, and nothing after it (no end-of-turn), on
+// real templates: ChatML (Qwen 2.5), Llama 3.1 and Mistral (whose assistant turn has no header).
+TEST(ChatTemplateTest, ContinuingEndsOnTheLastMessagesText) {
+  const Json question = Json::array({{{"role", "user"}, {"content", "Capital of France?"}}});
+  Json prefilled = question;
+  prefilled.push_back({{"role", "assistant"}, {"content", "The capital is"}});
+  for (const char* name : {"qwen25", "llama31", "mistral_v03"}) {
+    const std::string file = absl::StrCat("chat-templates/templates/", name, ".jinja");
+    LLM_REQUIRE_SHARED(file);
+    auto c = ChatTemplate::Load("", llm::testing::SharedPath(file));
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status();
+    c->DefaultSpecialTokens("<s>", "</s>");
+    auto asked = c->Apply(question, nullptr, /*add_generation_prompt=*/true, Json::object());
+    auto continued = c->ApplyContinuing(prefilled, nullptr, Json::object());
+    ASSERT_TRUE(asked.ok() && continued.ok()) << name << ": " << continued.status();
+    EXPECT_TRUE(continued->ends_with("The capital is")) << name << ": " << *continued;
+    // Everything before the text is the question's prompt (Mistral: its turn, then the text).
+    EXPECT_TRUE(continued->starts_with(std::string(absl::StripSuffix(*asked, "</s>")))) << name;
+  }
+}
+
+TEST(ChatTemplateTest, ContinuingNeedsTextTheTemplateWrites) {
+  auto c = ChatTemplate::FromSource(
+      "{% for m in messages %}[{{ m.role }}]{{ m.content | upper }}{% endfor %}", std::nullopt,
+      std::nullopt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Json written = Json::array({{{"role", "assistant"}, {"content", "ok"}}});
+  auto r = c->ApplyContinuing(written, nullptr, Json::object());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("chat.continue_final_message"));
+  EXPECT_THAT(r.status().message(), HasSubstr("does not write the last message's text"));
+  const Json empty = Json::array({{{"role", "assistant"}, {"content", "  "}}});
+  EXPECT_THAT(c->ApplyContinuing(empty, nullptr, Json::object()).status().message(),
+              HasSubstr("no text to continue"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // ToSpec's chat JSON fields: a value nested deeper than kMaxJsonNesting is INVALID_ARGUMENT
 // naming the field, before the chat template's values are made from it (a recursion per level,
-// which a 40 KB body once overflowed, killing the worker).
+// which a 40 KB body once overflowed, killing the worker); continue_final_message's checks.
 #include "worker/server/convert.h"
 
 #include <string>
@@ -59,6 +59,27 @@ TEST(ConvertTest, JsonDepthCountsWithoutRecursing) {
   EXPECT_TRUE(JsonNestsDeeperThan(parse(R"({"a": [1, {"b": []}]})"), 3));
   EXPECT_TRUE(JsonNestsDeeperThan(parse(R"([1, [2, [3, [4]]], []])"), 3));
   EXPECT_TRUE(JsonNestsDeeperThan(parse(Nested(200000)), kMaxJsonNesting));
+}
+
+// continue_final_message: the chat is rendered to be continued, without the generation
+// prompt; a gRPC client that asks it of a user's last message, or with the generation prompt,
+// is told so by the field's name.
+TEST(ConvertTest, ContinueFinalMessageNeedsTheAssistantsMessageLast) {
+  llm::v1::GenerateRequest r = Chat();
+  r.mutable_chat()->set_continue_final_message(true);
+  EXPECT_THAT(ToSpec(r).status().message(),
+              HasSubstr("chat.continue_final_message: the last message must be the assistant's"));
+  auto* m = r.mutable_chat()->add_messages();
+  m->set_role("assistant");
+  m->set_content("Hello,");
+  auto spec = ToSpec(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->chat.has_value());
+  EXPECT_TRUE(spec->chat->continue_final_message);
+  EXPECT_FALSE(spec->chat->add_generation_prompt);
+  r.mutable_chat()->set_add_generation_prompt(true);
+  EXPECT_THAT(ToSpec(r).status().message(),
+              HasSubstr("chat.continue_final_message: not with add_generation_prompt true"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/json_depth.h"
 #include "worker/frontend/gguf_tokenizer.h"
@@ -166,6 +167,38 @@ absl::StatusOr<std::string> ChatTemplate::Apply(const nlohmann::ordered_json& me
   if (!context.contains("documents")) context["documents"] = nullptr;
   context["add_generation_prompt"] = add_generation_prompt;
   return which->second.Render(context, options);
+}
+
+absl::StatusOr<std::string> ChatTemplate::ApplyContinuing(
+    const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+    const nlohmann::ordered_json& kwargs) const {
+  constexpr const char* kField = "chat.continue_final_message: ";
+  const nlohmann::ordered_json* last = messages.empty() ? nullptr : &messages.back();
+  const std::string text =
+      last != nullptr && last->contains("content") && (*last)["content"].is_string()
+          ? (*last)["content"].get<std::string>()
+          : std::string();
+  const std::string trimmed(absl::StripAsciiWhitespace(text));
+  if (trimmed.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kField, "the last message has no text to continue"));
+  }
+  auto rendered = Apply(messages, tools, /*add_generation_prompt=*/false, kwargs);
+  if (!rendered.ok()) return rendered.status();
+  size_t at = rendered->rfind(text);
+  size_t size = text.size();
+  if (at == std::string::npos) {
+    at = rendered->rfind(trimmed);
+    size = trimmed.size();
+  }
+  if (at == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kField,
+                     "the chat template does not write the last message's text as sent, "
+                     "so it cannot be continued"));
+  }
+  rendered->resize(at + size);
+  return rendered;
 }
 
 }  // namespace llm::frontend

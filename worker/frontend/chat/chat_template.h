@@ -38,6 +38,14 @@ class ChatTemplate {
                                     const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                     const nlohmann::ordered_json& kwargs,
                                     const jinja::RenderOptions& options = {}) const;
+  // Renders a conversation whose last message the answer continues (a prefill;
+  // llm.v1.Chat.continue_final_message): as Apply without the generation prompt, cut right
+  // after the last place the last message's text (or, for a template that trims it, its
+  // trimmed text) stands, so the template's end-of-turn does not close it. INVALID_ARGUMENT
+  // when that message has no text, or the template does not write it.
+  absl::StatusOr<std::string> ApplyContinuing(const nlohmann::ordered_json& messages,
+                                              const nlohmann::ordered_json& tools,
+                                              const nlohmann::ordered_json& kwargs) const;
 
   // bos_token / eos_token for a template whose tokenizer_config.json does not name them (a
   // synthetic model's tokenizer): these, where they are unset.
