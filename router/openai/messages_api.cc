@@ -102,6 +102,10 @@ absl::StatusOr<json> TextOnly(const json& content, const std::string& at, ApiErr
 struct Turns {
   json messages = json::array();
   std::string last_role;  // of the last turn added
+  // The next text block joins the last text part: an assistant turn's blocks are one text, as
+  // the model wrote them (a prefill is continued after exactly that text). The chat parser
+  // puts a newline between parts: between a user's blocks, and between merged turns.
+  bool join = false;
 };
 
 // The last chat message if it has `role` and came from a turn of that role (consecutive
@@ -112,6 +116,16 @@ json& Open(Turns& t, const std::string& role) {
   }
   t.last_role = role;
   return t.messages.back();
+}
+
+void AddText(Turns& t, const std::string& role, const json& text) {
+  json& content = Open(t, role)["content"];
+  if (t.join && !content.empty()) {
+    content.back()["text"] = content.back()["text"].get<std::string>() + text.get<std::string>();
+  } else {
+    content.push_back({{"type", "text"}, {"text", text}});
+  }
+  t.join = role == "assistant";
 }
 
 // A tool_result block: a tool message (is_error: its text says so).
@@ -165,10 +179,12 @@ absl::Status AddBlock(const json& block, const std::string& at, const std::strin
   LLM_ASSIGN_OR_RETURN(const std::string type, BlockType(block, at, e));
   if (type == "text") {
     LLM_RETURN_IF_ERROR(Required(block, at, "text", e));
-    Open(t, role)["content"].push_back({{"type", "text"}, {"text", block["text"]}});
+    AddText(t, role, block["text"]);
   } else if (type == "tool_use" && role == "assistant") {
+    t.join = false;
     LLM_RETURN_IF_ERROR(ToolUse(block, at, t, e));
   } else if (type == "tool_result" && role == "user") {
+    t.join = false;
     LLM_RETURN_IF_ERROR(ToolResult(block, at, t, e));
   } else if (type == "tool_use" || type == "tool_result") {
     return Bad(e, at + ".type",
@@ -197,12 +213,13 @@ absl::Status AddTurn(const json& turn, const std::string& at, Turns& t, ApiError
     return Bad(e, at + ".content", absl::StrCat("'", at, ".content' is required"));
   }
   const json& content = turn["content"];
+  t.join = false;  // a new turn's text is a new part
   if (role == "system") {
     LLM_ASSIGN_OR_RETURN(json text, TextOnly(content, at + ".content", e));
     t.messages.push_back({{"role", "system"}, {"content", std::move(text)}});
     t.last_role = "system";
   } else if (content.is_string()) {
-    Open(t, role)["content"].push_back({{"type", "text"}, {"text", content}});
+    AddText(t, role, content);
   } else if (content.is_array()) {
     if (content.empty()) Open(t, role);  // an empty turn is still a turn
     for (size_t j = 0; j < content.size(); ++j) {
@@ -216,12 +233,14 @@ absl::Status AddTurn(const json& turn, const std::string& at, Turns& t, ApiError
 }
 
 // A final assistant turn is a prefill: the answer continues it. As the API requires, it has
-// text only (a call cannot be continued) and no trailing whitespace.
-// A final turn of thinking blocks only adds no message: it has nothing to continue.
+// text only (a call cannot be continued), no trailing whitespace, and no output format or
+// forced tool call (whose grammar would start over after it). One without text is no prefill
+// (an empty one is dropped; one of thinking blocks only added no message).
 absl::Status Prefill(const json& body, json& chat, ApiError* e) {
   const json& turns = body["messages"];
   const json& last = turns.back();
-  const json& m = chat["messages"].back();
+  json& messages = chat["messages"];
+  const json& m = messages.back();
   if (!Is(last["role"], "assistant") || !Is(m["role"], "assistant")) return absl::OkStatus();
   const std::string at = absl::StrCat("messages[", turns.size() - 1, "]");
   if (m.contains("tool_calls")) {
@@ -231,8 +250,23 @@ absl::Status Prefill(const json& body, json& chat, ApiError* e) {
   }
   std::string text;
   for (const json& p : m["content"]) text += p["text"].get<std::string>();
-  if (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
+  if (text.empty()) {
+    if (messages.size() > 1) messages.erase(messages.size() - 1);
+    return absl::OkStatus();
+  }
+  if (std::isspace(static_cast<unsigned char>(text.back()))) {
     return Bad(e, at + ".content", "final assistant content cannot end with trailing whitespace");
+  }
+  const json* choice = Present(body, "tool_choice") ? &body["tool_choice"] : nullptr;
+  const bool forced = choice != nullptr && choice->is_object() &&
+                      (Is((*choice)["type"], "any") || Is((*choice)["type"], "tool"));
+  const bool format = Present(body, "output_format") ||
+                      (Present(body, "output_config") && body["output_config"].is_object() &&
+                       Present(body["output_config"], "format"));
+  if (forced || format) {
+    return Bad(e, at,
+               absl::StrCat("'", at, "' is a prefill, which cannot be combined with ",
+                            forced ? "tool_choice any or tool" : "an output format"));
   }
   chat["continue_final_message"] = true;
   chat["add_generation_prompt"] = false;
@@ -433,6 +467,9 @@ absl::StatusOr<ParsedRequest> ParseBody(std::string_view text, const ParseOption
   }
   parsed->kind = ApiKind::kMessages;
   parsed->echo_only = warm;
+  // As the API: max_tokens beyond what the context leaves ends the answer when the context is
+  // full (stop_reason model_context_window_exceeded), rather than refusing the request.
+  if (!count_tokens && !warm) parsed->request.set_max_tokens_fit(true);
   // message_start carries the prompt's usage: the first message must have it.
   if (parsed->stream) parsed->request.mutable_stream()->set_continuous_usage(true);
   return parsed;

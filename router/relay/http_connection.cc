@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "router/openai/messages_api.h"
+#include "router/openai/models_api.h"
 #include "router/openai/responses_api.h"
 #include "router/openai/tokenize_api.h"
 #include "router/relay/grpc_wire.h"
@@ -50,16 +51,6 @@ std::string UnaryResponseBody(const char* path, const std::string& bytes, bool c
 
 // The process's start, as /v1/models reports it.
 const int64_t kStartedAt = static_cast<int64_t>(std::time(nullptr));
-
-// kStartedAt as RFC 3339 (Anthropic's model objects' created_at).
-std::string StartedAtRfc3339() {
-  const std::time_t t = static_cast<std::time_t>(kStartedAt);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char out[32];
-  std::strftime(out, sizeof(out), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return out;
-}
 
 std::string NewId(const char* prefix) {
   static std::atomic<uint64_t> next{1};
@@ -522,6 +513,10 @@ const http_parser_settings& HttpConnection::Settings() {
     s.on_headers_complete = [](http_parser* p) {
       auto* c = static_cast<HttpConnection*>(p->data);
       if (!c->field_.empty()) c->HeaderDone();
+      // Errors from here on (a 413 too) are in the shape of the API the path is.
+      const std::string_view path = std::string_view(c->url_).substr(0, c->url_.find('?'));
+      c->anthropic_ = path.starts_with("/v1/messages") ||
+                      (path.starts_with("/v1/models") && !c->anthropic_version_.empty());
       const auto max = static_cast<uint64_t>(c->ctx_->options->proxy.max_message_bytes);
       if (p->content_length != ULLONG_MAX && p->content_length > max) c->too_large_ = true;
       // RFC 9110 10.1.1: the client waits for this before sending the body. A body too large
@@ -615,6 +610,19 @@ void HttpConnection::HeaderDone() {
   value_.clear();
 }
 
+void HttpConnection::TakeApiKey() {
+  if (api_key_.empty()) return;
+  // Anthropic's SDKs send the key as x-api-key: the bearer token where Authorization is absent,
+  // or where it is wrong and the key is right (a gateway's Authorization in front of ours).
+  std::string bearer = absl::StrCat("Bearer ", api_key_);
+  const RelaySecurity* security = ctx_->options->security;
+  if (authorization_.empty() ||
+      (security != nullptr && security->token_required() &&
+       !security->TokenMatches(authorization_) && security->TokenMatches(bearer))) {
+    authorization_ = std::move(bearer);
+  }
+}
+
 bool HttpConnection::AcceptRequestId() {
   constexpr size_t kMaxRequestId = 128;  // GenerateRequest.request_id's bound
   const bool printable = std::all_of(request_id_.begin(), request_id_.end(),
@@ -644,10 +652,7 @@ void HttpConnection::Handle() {
   const bool responses = path == "/v1/responses";
   const bool messages = path == "/v1/messages";
   const bool count_tokens = path == "/v1/messages/count_tokens";
-  anthropic_ = messages || count_tokens || !anthropic_version_.empty();
-  if (authorization_.empty() && !api_key_.empty()) {
-    authorization_ = absl::StrCat("Bearer ", api_key_);  // Anthropic's SDKs send x-api-key
-  }
+  TakeApiKey();
   constexpr std::string_view kModelsPath = "/v1/models";
   const bool models_path = path == kModelsPath || path.starts_with("/v1/models/");
   const bool tokenize = path == "/tokenize", detokenize = path == "/detokenize";
@@ -705,7 +710,7 @@ void HttpConnection::Handle() {
 void HttpConnection::ListModels(std::string_view name) {
   // Each name once, with the longest prompt + output every worker serving it accepts (vLLM's
   // max_model_len: the smallest of their max_context_tokens; 0 where none reports one).
-  std::map<std::string, uint32_t> models;
+  openai::ServedModels models;
   const auto add = [&models](const std::string& m, uint32_t context) {
     auto [it, fresh] = models.emplace(m, context);
     if (!fresh && context > 0 && (it->second == 0 || context < it->second)) it->second = context;
@@ -716,25 +721,11 @@ void HttpConnection::ListModels(std::string_view name) {
     if (!v.report.model.empty()) add(v.report.model, v.report.max_context_tokens);
     for (const std::string& m : v.report.served_names) add(m, v.report.max_context_tokens);
   }
-  // `created`: when this router started (a model has no creation time a client could use; a
-  // fixed one keeps the list stable across calls).
-  // Anthropic's SDKs (anthropic-version) read {type, id, display_name, created_at}.
-  const auto object = [this](const std::string& m, uint32_t context) {
-    if (anthropic_) {
-      return nlohmann::json{
-          {"type", "model"}, {"id", m}, {"display_name", m}, {"created_at", StartedAtRfc3339()}};
-    }
-    nlohmann::json j = {
-        {"id", m}, {"object", "model"}, {"created", kStartedAt}, {"owned_by", "llm-serving"}};
-    if (context > 0) j["max_model_len"] = context;
-    return j;
-  };
+  const openai::ModelsShape shape{.anthropic = anthropic_, .created = kStartedAt};
   if (!name.empty()) {  // "/{name}"
     const std::string model = PercentDecode(name.substr(1));
     if (const auto it = models.find(model); it != models.end()) {
-      Respond(
-          200,
-          object(model, it->second).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      Respond(200, openai::ModelBody(model, it->second, shape));
     } else {
       ApiError e;
       e.http_status = 404;
@@ -745,19 +736,7 @@ void HttpConnection::ListModels(std::string_view name) {
     }
     return RequestDone();
   }
-  nlohmann::json data = nlohmann::json::array();
-  for (const auto& [m, context] : models) data.push_back(object(m, context));
-  if (anthropic_) {
-    const auto id = [&data](bool first) {
-      return data.empty() ? nlohmann::json(nullptr) : (first ? data.front() : data.back())["id"];
-    };
-    Respond(200,
-            nlohmann::json{
-                {"data", data}, {"has_more", false}, {"first_id", id(true)}, {"last_id", id(false)}}
-                .dump());
-  } else {
-    Respond(200, nlohmann::json{{"object", "list"}, {"data", data}}.dump());
-  }
+  Respond(200, openai::ModelsListBody(models, shape));
   RequestDone();
 }
 

@@ -71,6 +71,8 @@ class HttpConnection final : public FdHandler, public CallClient {
   // A unary call (Tokenize, Detokenize) of `path` with `message`, answered as JSON at its end.
   void StartUnary(const char* path, const std::string& message);
   void SendToWorkers(const char* path, const std::string& message);
+  // x-api-key as the bearer token where Authorization is absent or does not match.
+  void TakeApiKey();
   // Takes the client's X-Request-Id for the answer; false: it is malformed and was answered
   // with a 400 naming it.
   bool AcceptRequestId();

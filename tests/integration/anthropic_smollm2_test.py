@@ -6,7 +6,8 @@ Greedy, asked the capital of France, `messages.create` answers with the chat API
 streamed (the SDK's event accumulator) and not, with usage that adds up to the chat API's
 prompt tokens (input_tokens + cache_read_input_tokens). A `system` prompt is the chat's system
 message. A stop sequence ends it with stop_reason "stop_sequence"; max_tokens with
-"max_tokens"; max_tokens 0 answers nothing (a cache warm-up). A prefill (a final assistant
+"max_tokens"; a max_tokens beyond the context (Claude Code's 32000) is lowered to it;
+max_tokens 0 answers nothing (a cache warm-up). A prefill (a final assistant
 message) is continued: the prefix plus the continuation is the unprefilled answer. A named
 tool is called for "Paris" (the SDK parses `input`), streamed and not, and its tool_result sent
 back is answered. `messages.parse` fills a Pydantic model under output_config.format.
@@ -76,6 +77,9 @@ def stops_and_limits(client, openai_client, text):
           text_of(r) == text[:text.index("Paris")], f"a stop sequence: {r}")
     r = client.messages.create(model=NAME, max_tokens=2, messages=QUESTION, **GREEDY)
     check(r.stop_reason == "max_tokens" and r.usage.output_tokens == 2, f"max_tokens 2: {r}")
+    # Claude Code's max_tokens is beyond this model's context: lowered to it, as the API does.
+    r = client.messages.create(model=NAME, max_tokens=32000, messages=QUESTION, **GREEDY)
+    check(text_of(r) == text and r.stop_reason == "end_turn", f"max_tokens 32000: {r}")
     r = client.messages.create(model=NAME, max_tokens=0, messages=QUESTION, **GREEDY)
     check(r.content == [] and r.usage.output_tokens == 0, f"max_tokens 0: {r}")
     prefix = text[:text.index(" Paris")]

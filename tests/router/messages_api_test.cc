@@ -78,6 +78,19 @@ TEST(MessagesParseTest, SystemBlocksAndConsecutiveUserTurnsAreOneMessageEach) {
   EXPECT_EQ(chat.messages(1).content(), "Hello.\nWeather?\nIn Oslo.");
 }
 
+// An assistant turn's text blocks are the one text the model wrote: joined as they are (a
+// prefill is continued after exactly that text).
+TEST(MessagesParseTest, AnAssistantTurnsBlocksAreOneText) {
+  const llm::v1::Chat chat = Parse(R"({"model": "m", "max_tokens": 5, "messages": [
+      {"role": "user", "content": "Go on."},
+      {"role": "assistant", "content": [{"type": "text", "text": "The answer"},
+                                        {"type": "text", "text": " is"}]}]})")
+                                 .request.chat();
+  ASSERT_EQ(chat.messages_size(), 2);
+  EXPECT_EQ(chat.messages(1).content(), "The answer is");
+  EXPECT_TRUE(chat.continue_final_message());
+}
+
 // A second turn of a tool conversation: the assistant's thinking, text and two calls, then the
 // user's results (one an error) and more text.
 constexpr const char* kToolTurns = R"({"model": "m", "max_tokens": 100, "messages": [
@@ -226,6 +239,38 @@ TEST(MessagesParseTest, AFinalAssistantMessageIsContinued) {
   EXPECT_TRUE(chat.continue_final_message());
   ASSERT_TRUE(chat.has_add_generation_prompt());
   EXPECT_FALSE(chat.add_generation_prompt());
+}
+
+// An empty final assistant message is no prefill: it is dropped and the user answered. A
+// prefill with an output format or a forced call is refused (their grammar starts over).
+TEST(MessagesParseTest, PrefillsThatCannotBeContinued) {
+  const llm::v1::Chat chat = Parse(R"({"model": "m", "max_tokens": 5, "messages": [
+      {"role": "user", "content": "Hi."}, {"role": "assistant", "content": ""}]})")
+                                 .request.chat();
+  ASSERT_EQ(chat.messages_size(), 1);
+  EXPECT_EQ(chat.messages(0).role(), "user");
+  EXPECT_FALSE(chat.continue_final_message());
+  const std::string turns = R"("messages": [{"role": "user", "content": "Hi."},
+      {"role": "assistant", "content": "{"}])";
+  for (const std::string& extra :
+       {std::string(R"("output_config": {"format": {"type": "json_schema", "schema": {}}})"),
+        std::string(R"("tools": [{"name": "f", "input_schema": {"type": "object"}}],
+                      "tool_choice": {"type": "any"})")}) {
+    const ApiError e = ErrorOf(R"({"model": "m", "max_tokens": 5, )" + turns + ", " + extra + "}");
+    EXPECT_EQ(e.param, "messages[1]") << extra;
+    EXPECT_NE(e.message.find("is a prefill, which cannot be combined"), std::string::npos)
+        << e.message;
+  }
+}
+
+// As the API: max_tokens is what the answer may take, lowered to what the context leaves.
+TEST(MessagesParseTest, MaxTokensFitsTheContext) {
+  EXPECT_TRUE(Parse(R"({"model": "m", "max_tokens": 32000,
+      "messages": [{"role": "user", "content": "x"}]})")
+                  .request.max_tokens_fit());
+  const ParsedRequest warm = Parse(R"({"model": "m", "max_tokens": 0,
+      "messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_FALSE(warm.request.max_tokens_fit());  // one token, exactly
 }
 
 // message_start carries the prompt's usage: a stream asks the worker for usage on every message.

@@ -51,10 +51,9 @@ TEST(OpenAiParseTest, ContinueFinalMessageIsAPrefill) {
   EXPECT_TRUE(p.request.chat().continue_final_message());
   EXPECT_TRUE(p.request.chat().has_add_generation_prompt());
   EXPECT_FALSE(p.request.chat().add_generation_prompt());
-  for (const char* body :
-       {R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+  for (const char* body : {R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
             "continue_final_message": true})",
-        R"({"model": "m", "messages": [{"role": "assistant", "content": "Hi"}],
+                           R"({"model": "m", "messages": [{"role": "assistant", "content": "Hi"}],
             "continue_final_message": true, "add_generation_prompt": true})"}) {
     ApiError e;
     EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kChat, body, &e).ok()) << body;

@@ -104,11 +104,11 @@ absl::Status ValidateSpec(const GenerateSpec& s, const RequestLimits& l) {
   }
   if (absl::Status st = CheckPrompt(s, l); !st.ok()) return st;
   if (s.max_tokens < 0) return Invalid("max_tokens", "must be >= 0");
-  if (l.max_tokens_cap > 0 && s.max_tokens > l.max_tokens_cap) {
+  if (l.max_tokens_cap > 0 && s.max_tokens > l.max_tokens_cap && !s.max_tokens_fit) {
     return Invalid("max_tokens",
                    absl::StrCat(s.max_tokens, " is more than the limit of ", l.max_tokens_cap));
   }
-  if (s.max_tokens >= l.max_context) {
+  if (s.max_tokens >= l.max_context && !s.max_tokens_fit) {
     return Invalid("max_tokens", absl::StrCat(s.max_tokens, " leaves no room for a prompt in the ",
                                               l.max_context, "-token context"));
   }
@@ -142,9 +142,12 @@ absl::StatusOr<engine::EngineRequest> BuildEngineRequest(const GenerateSpec& s,
     return Invalid(prompt_field, absl::StrCat("the prompt is ", prompt, " tokens; the limit is ",
                                               l.max_prompt_tokens));
   }
-  // Validated above: max_tokens < max_context fits an int32.
-  int32_t max_tokens = static_cast<int32_t>(s.max_tokens);
-  if (max_tokens == 0) {  // the rest of what the request may hold
+  // Validated above: max_tokens < max_context fits an int32 (or is lowered to it).
+  int32_t max_tokens = static_cast<int32_t>(std::min<int64_t>(s.max_tokens, l.max_context));
+  if (s.max_tokens_fit && max_tokens > 0) {  // what the context, the cache and the limit allow
+    max_tokens = std::min(max_tokens, context - prompt);
+    if (l.max_tokens_cap > 0) max_tokens = std::min(max_tokens, l.max_tokens_cap);
+  } else if (max_tokens == 0) {  // the rest of what the request may hold
     max_tokens = context - prompt;
     if (l.default_max_tokens > 0) max_tokens = std::min(max_tokens, l.default_max_tokens);
     if (l.max_tokens_cap > 0) max_tokens = std::min(max_tokens, l.max_tokens_cap);

@@ -47,6 +47,9 @@ struct GenerateSpec {
   bool add_special_tokens = true;
   // Numbers as the client sent them (uint32 on the wire), so errors quote them as sent.
   int64_t max_tokens = 0;  // 0: the default
+  // max_tokens is lowered to what the context and the limits leave, not refused
+  // (llm.v1.GenerateRequest.max_tokens_fit).
+  bool max_tokens_fit = false;
   sampling::SamplingParams sampling;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;

@@ -126,6 +126,7 @@ absl::StatusOr<loop::GenerateSpec> ToSpec(const llm::v1::GenerateRequest& r) {
   }
   s.add_special_tokens = r.has_add_special_tokens() ? r.add_special_tokens() : true;
   s.max_tokens = r.max_tokens();
+  s.max_tokens_fit = r.max_tokens_fit();
   s.model = r.model();
   const auto& sp = r.sampling();
   s.sampling.temperature = sp.has_temperature() ? sp.temperature() : 1.0f;

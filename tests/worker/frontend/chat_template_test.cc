@@ -256,6 +256,22 @@ TEST(ChatTemplateTest, ContinuingEndsOnTheLastMessagesText) {
   }
 }
 
+// The cut is where the template writes the last message, whatever the text: Llama 3.1 trims
+// it, and the same words stand in an earlier turn.
+TEST(ChatTemplateTest, ContinuingCutsAtTheLastMessageNotAnEarlierCopy) {
+  const std::string file = "chat-templates/templates/llama31.jinja";
+  LLM_REQUIRE_SHARED(file);
+  auto c = ChatTemplate::Load("", llm::testing::SharedPath(file));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Json question = Json::array({{{"role", "user"}, {"content", "Is it Paris?"}}});
+  Json prefilled = question;
+  prefilled.push_back({{"role", "assistant"}, {"content", " Paris"}});
+  auto asked = c->Apply(question, nullptr, /*add_generation_prompt=*/true, Json::object());
+  auto continued = c->ApplyContinuing(prefilled, nullptr, Json::object());
+  ASSERT_TRUE(asked.ok() && continued.ok()) << continued.status();
+  EXPECT_EQ(*continued, *asked + " Paris");
+}
+
 TEST(ChatTemplateTest, ContinuingNeedsTextTheTemplateWrites) {
   auto c = ChatTemplate::FromSource(
       "{% for m in messages %}[{{ m.role }}]{{ m.content | upper }}{% endfor %}", std::nullopt,

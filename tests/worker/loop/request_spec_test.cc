@@ -145,5 +145,34 @@ TEST(RequestSpecTest, BuildChecksTheContextAndAddsEos) {
               HasSubstr("text: the prompt is 32 tokens; the KV cache holds 32"));
 }
 
+// max_tokens_fit (Anthropic's max_tokens): an upper bound lowered to what the context, the KV
+// pool and the limit leave, never a refusal; a prompt that fills the context still is one.
+TEST(RequestSpecTest, AFittingMaxTokensIsLoweredNotRefused) {
+  GenerateSpec s = Text("x");
+  s.max_tokens = 32000;  // Claude Code's
+  s.max_tokens_fit = true;
+  EXPECT_TRUE(ValidateSpec(s, Limits()).ok()) << Error(s);
+  auto r = BuildEngineRequest(s, std::vector<int32_t>(60, 1), Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_tokens, 4);
+  s.max_tokens = 3;  // under what the context leaves: as asked
+  r = BuildEngineRequest(s, std::vector<int32_t>(60, 1), Limits());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_tokens, 3);
+  RequestLimits limited = Limits();
+  limited.kv_capacity_tokens = 32;
+  limited.max_tokens_cap = 8;
+  s.max_tokens = 32000;
+  EXPECT_TRUE(ValidateSpec(s, limited).ok());
+  r = BuildEngineRequest(s, std::vector<int32_t>(6, 1), limited);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_tokens, 8);
+  r = BuildEngineRequest(s, std::vector<int32_t>(28, 1), limited);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->max_tokens, 4);
+  r = BuildEngineRequest(s, std::vector<int32_t>(64, 1), Limits());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("text: the prompt is 64 tokens"));
+}
+
 }  // namespace
 }  // namespace llm::loop

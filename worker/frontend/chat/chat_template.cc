@@ -173,31 +173,32 @@ absl::StatusOr<std::string> ChatTemplate::ApplyContinuing(
     const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
     const nlohmann::ordered_json& kwargs) const {
   constexpr const char* kField = "chat.continue_final_message: ";
+  // The last message's text is rendered as a marker no conversation holds: the prompt is what
+  // the template writes before it, then the text as sent (a template that trims or rewrites
+  // the text, or writes it elsewhere too, cannot misplace the cut).
+  constexpr std::string_view kMarker = "llmcontinuefinalmessage7d1f3a";
   const nlohmann::ordered_json* last = messages.empty() ? nullptr : &messages.back();
   const std::string text =
       last != nullptr && last->contains("content") && (*last)["content"].is_string()
           ? (*last)["content"].get<std::string>()
           : std::string();
-  const std::string trimmed(absl::StripAsciiWhitespace(text));
-  if (trimmed.empty()) {
+  if (absl::StripAsciiWhitespace(text).empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(kField, "the last message has no text to continue"));
   }
-  auto rendered = Apply(messages, tools, /*add_generation_prompt=*/false, kwargs);
+  nlohmann::ordered_json marked = messages;
+  marked.back()["content"] = kMarker;
+  auto rendered = Apply(marked, tools, /*add_generation_prompt=*/false, kwargs);
   if (!rendered.ok()) return rendered.status();
-  size_t at = rendered->rfind(text);
-  size_t size = text.size();
-  if (at == std::string::npos) {
-    at = rendered->rfind(trimmed);
-    size = trimmed.size();
-  }
+  const size_t at = rendered->rfind(kMarker);
   if (at == std::string::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat(kField,
                      "the chat template does not write the last message's text as sent, "
                      "so it cannot be continued"));
   }
-  rendered->resize(at + size);
+  rendered->resize(at);
+  rendered->append(text);
   return rendered;
 }
 

@@ -39,10 +39,10 @@ class ChatTemplate {
                                     const nlohmann::ordered_json& kwargs,
                                     const jinja::RenderOptions& options = {}) const;
   // Renders a conversation whose last message the answer continues (a prefill;
-  // llm.v1.Chat.continue_final_message): as Apply without the generation prompt, cut right
-  // after the last place the last message's text (or, for a template that trims it, its
-  // trimmed text) stands, so the template's end-of-turn does not close it. INVALID_ARGUMENT
-  // when that message has no text, or the template does not write it.
+  // llm.v1.Chat.continue_final_message): what Apply without the generation prompt writes
+  // before that message's text, then the text as sent, so the template's end-of-turn does not
+  // close it. INVALID_ARGUMENT when that message has no text, or the template does not write
+  // its text unchanged.
   absl::StatusOr<std::string> ApplyContinuing(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
                                               const nlohmann::ordered_json& kwargs) const;
