@@ -55,11 +55,11 @@ std::string MessagesErrorBody(const ApiError& e);
 std::string CountTokensBody(const llm::v1::TokenizeResponse& response);
 
 // Builds the Message of one call (one choice: the API has no n). Content blocks in the order
-// the model wrote them: "text" for text, "tool_use" for each tool call (its arguments parsed
-// into `input`). stop_reason: end_turn, stop_sequence (with the string), tool_use, max_tokens,
-// or model_context_window_exceeded (the context ended it before max_tokens). Usage as the API
-// counts it: input_tokens are the prompt's tokens not read from the prefix cache,
-// cache_read_input_tokens the rest.
+// the model wrote them: "thinking" for its reasoning (signature empty: nothing signs it),
+// "text" for text, "tool_use" for each tool call (its arguments parsed into `input`). stop_reason:
+// end_turn, stop_sequence (with the string), tool_use, max_tokens, or model_context_window_exceeded
+// (the context ended it before max_tokens). Usage as the API counts it: input_tokens are the
+// prompt's tokens not read from the prefix cache, cache_read_input_tokens the rest.
 class MessagesResponder final : public Responder {
  public:
   // `id` "msg_...".
@@ -77,9 +77,10 @@ class MessagesResponder final : public Responder {
   std::string Body() const override;
 
  private:
-  // One content block: text, or a tool call (its arguments' text so far).
+  // One content block: text, thinking, or a tool call (its arguments' text so far).
   struct Block {
     bool tool = false;
+    bool thinking = false;  // the model's reasoning (GenerateResponse.reasoning_text)
     bool open = true;
     std::string text;  // text; tool: the arguments' JSON text
     std::string id, name;
@@ -88,6 +89,9 @@ class MessagesResponder final : public Responder {
   // Applies `m`; with stream_ set, appends its events to `out`.
   void Apply(const llm::v1::GenerateResponse& m, std::string& out);
   void ApplyCall(const llm::v1::ToolCall& c, std::string& out);
+  // Appends text (or thinking) to the last block if it is an open one of that kind, else to a
+  // new one.
+  void ApplyText(const std::string& text, bool thinking, std::string& out);
   void CloseLast(std::string& out);
   void Emit(const std::string& type, nlohmann::ordered_json event, std::string& out);
   void Start(std::string& out);  // message_start, once

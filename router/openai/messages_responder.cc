@@ -33,6 +33,7 @@ void MessagesResponder::Start(std::string& out) {
 }
 
 json MessagesResponder::BlockJson(const Block& b) const {
+  if (b.thinking) return {{"type", "thinking"}, {"thinking", b.text}, {"signature", ""}};
   if (!b.tool) return {{"type", "text"}, {"text", b.text}};
   // The worker reads a call's arguments as a JSON object; anything else (a call cut off by
   // the length limit) is an empty input, as a stream's client would be left with nothing.
@@ -114,6 +115,22 @@ void MessagesResponder::ApplyCall(const llm::v1::ToolCall& c, std::string& out) 
        out);
 }
 
+void MessagesResponder::ApplyText(const std::string& text, bool thinking, std::string& out) {
+  if (blocks_.empty() || blocks_.back().tool || blocks_.back().thinking != thinking ||
+      !blocks_.back().open) {
+    CloseLast(out);
+    blocks_.emplace_back();
+    blocks_.back().thinking = thinking;
+    const json start = thinking ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
+                                : json{{"type", "text"}, {"text", ""}};
+    Emit("content_block_start", {{"index", blocks_.size() - 1}, {"content_block", start}}, out);
+  }
+  blocks_.back().text += text;
+  const json delta = thinking ? json{{"type", "thinking_delta"}, {"thinking", text}}
+                              : json{{"type", "text_delta"}, {"text", text}};
+  Emit("content_block_delta", {{"index", blocks_.size() - 1}, {"delta", delta}}, out);
+}
+
 void MessagesResponder::Apply(const llm::v1::GenerateResponse& m, std::string& out) {
   if (m.index() != 0) return;  // the API has one choice
   if (m.has_usage()) usage_ = m.usage();
@@ -121,19 +138,8 @@ void MessagesResponder::Apply(const llm::v1::GenerateResponse& m, std::string& o
   if (m.stop_string().size() > 0) stop_sequence_ = m.stop_string();
   if (m.finish_reason() != llm::v1::FINISH_REASON_UNSPECIFIED) finish_ = m.finish_reason();
   if (warm_only_) return;
-  if (!m.text().empty()) {
-    if (blocks_.empty() || blocks_.back().tool || !blocks_.back().open) {
-      CloseLast(out);
-      blocks_.emplace_back();
-      Emit("content_block_start",
-           {{"index", blocks_.size() - 1}, {"content_block", {{"type", "text"}, {"text", ""}}}},
-           out);
-    }
-    blocks_.back().text += m.text();
-    Emit("content_block_delta",
-         {{"index", blocks_.size() - 1}, {"delta", {{"type", "text_delta"}, {"text", m.text()}}}},
-         out);
-  }
+  if (!m.reasoning_text().empty()) ApplyText(m.reasoning_text(), /*thinking=*/true, out);
+  if (!m.text().empty()) ApplyText(m.text(), /*thinking=*/false, out);
   for (const llm::v1::ToolCall& c : m.tool_calls()) ApplyCall(c, out);
 }
 

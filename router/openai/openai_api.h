@@ -147,6 +147,7 @@ class OpenAiResponder final : public Responder {
     nlohmann::ordered_json prompt_lp;  // vLLM's prompt_logprobs (null until they come)
     size_t text_offset = 0;            // completions' text_offset of the next logprob entry
     std::string text;
+    std::string reasoning;  // chat: the model's thinking (GenerateResponse.reasoning_text)
     nlohmann::ordered_json logprob_entries = nlohmann::ordered_json::array();  // chat: content
     nlohmann::ordered_json tokens = nlohmann::ordered_json::array(),
                            token_logprobs = nlohmann::ordered_json::array(),

@@ -252,10 +252,13 @@ std::string OpenAiResponder::OnStreamChat(const llm::v1::GenerateResponse& m, Ch
   if (include_usage_) chunk["usage"] = ChunkUsage(c);
   const json index = m.index();
   const bool ids = return_token_ids_ && m.token_ids_size() > 0;
-  if (!c.role_sent || !m.text().empty() || m.logprobs_size() > 0 || ids) {
+  const std::string& reasoning = m.reasoning_text();
+  if (!c.role_sent || !m.text().empty() || !reasoning.empty() || m.logprobs_size() > 0 || ids) {
     json delta = json::object();
     if (!c.role_sent) delta["role"] = "assistant";
-    delta["content"] = m.text();
+    // The model's thinking as DeepSeek's API and vLLM name it; content only once it comes.
+    if (!m.text().empty() || reasoning.empty()) delta["content"] = m.text();
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     c.role_sent = true;
     json choice = {{"index", index},
                    {"delta", delta},
@@ -386,6 +389,7 @@ void OpenAiResponder::Accumulate(const llm::v1::GenerateResponse& message) {
   }
   if (logprobs_) AppendLogprobs(LogprobsJson(m, *c), *c);
   c->text += m.text();
+  c->reasoning += m.reasoning_text();
   if (m.prompt_token_ids_size() > 0) c->prompt_ids = Ids(m.prompt_token_ids());
   if (prompt_logprobs_ >= 0 && m.prompt_logprobs_size() > 0) {
     c->prompt_lp = VllmPromptLogprobs(m, prompt_logprobs_);
@@ -417,6 +421,7 @@ std::string OpenAiResponder::Body() const {
       choice["message"] = {{"role", "assistant"},
                            {"content", calls && c.text.empty() ? json(nullptr) : json(c.text)}};
       if (calls) choice["message"]["tool_calls"] = c.tool_calls;
+      if (!c.reasoning.empty()) choice["message"]["reasoning_content"] = c.reasoning;
       choice["logprobs"] = logprobs_ ? json{{"content", c.logprob_entries}} : json(nullptr);
     } else {
       choice["text"] = c.text;

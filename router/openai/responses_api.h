@@ -36,8 +36,9 @@ absl::StatusOr<ParsedRequest> ParseResponsesRequest(std::string_view body, ApiEr
 std::string ResponsesParam(const std::string& chat_param);
 
 // Builds the Response of one call (one choice: the API has no n) from its messages. Output
-// items in the order the model wrote them: a "message" item (one output_text part) for text,
-// a "function_call" item for each tool call. Status "completed", or "incomplete" with
+// items in the order the model wrote them: a "reasoning" item (one reasoning_text part) for
+// its thinking, a "message" item (one output_text part) for text, a "function_call" item for
+// each tool call. Status "completed", or "incomplete" with
 // incomplete_details.reason "max_output_tokens" when the length limit ended it.
 class ResponsesResponder final : public Responder {
  public:
@@ -56,9 +57,11 @@ class ResponsesResponder final : public Responder {
   std::string Body() const override;
 
  private:
-  // One output item: a message (its text and logprobs) or a function call.
+  // One output item: a message (its text and logprobs), a function call, or the model's
+  // reasoning (its text).
   struct Item {
     bool call = false;
+    bool reasoning = false;
     bool open = true;                    // not yet *.done
     std::string status = "in_progress";  // once done: completed or incomplete
     std::string id;
@@ -71,6 +74,7 @@ class ResponsesResponder final : public Responder {
   void Apply(const llm::v1::GenerateResponse& m, std::string& out);
   void ApplyText(const llm::v1::GenerateResponse& m, std::string& out);
   void ApplyCall(const llm::v1::ToolCall& c, std::string& out);
+  void ApplyReasoning(const std::string& text, std::string& out);
   // Marks the last item done (its *.done events to `out`).
   void CloseLast(std::string& out);
   // The stream's opening events, once.

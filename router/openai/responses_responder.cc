@@ -44,6 +44,15 @@ json ResponsesResponder::ItemJson(const Item& item, bool added) const {
                              : !item.open             ? item.status
                              : finish_reason_.empty() ? "incomplete"
                                                       : FinalStatus();
+  if (item.reasoning) {
+    json content = json::array();
+    if (!added) content.push_back({{"type", "reasoning_text"}, {"text", item.text}});
+    return {{"id", item.id},
+            {"type", "reasoning"},
+            {"status", status},
+            {"summary", json::array()},
+            {"content", std::move(content)}};
+  }
   if (item.call) {
     return {{"id", item.id},           {"type", "function_call"},
             {"status", status},        {"arguments", added ? std::string() : item.text},
@@ -71,7 +80,11 @@ void ResponsesResponder::CloseLast(std::string& out) {
   item.status = FinalStatus();
   const json where = {{"item_id", item.id}, {"output_index", items_.size() - 1}};
   json event = where;
-  if (item.call) {
+  if (item.reasoning) {
+    event["content_index"] = 0;
+    event["text"] = item.text;
+    Emit("response.reasoning_text.done", std::move(event), out);
+  } else if (item.call) {
     event["name"] = item.name;
     event["arguments"] = item.text;
     Emit("response.function_call_arguments.done", std::move(event), out);
@@ -93,7 +106,8 @@ void ResponsesResponder::CloseLast(std::string& out) {
 void ResponsesResponder::ApplyText(const llm::v1::GenerateResponse& m, std::string& out) {
   json entries = logprobs_ ? LogprobEntries(m, top_logprobs_) : json::array();
   if (m.tool_calls_size() > 0) entries = json::array();  // the calls' tokens, not the text's
-  const bool message_open = !items_.empty() && items_.back().open && !items_.back().call;
+  const bool message_open =
+      !items_.empty() && items_.back().open && !items_.back().call && !items_.back().reasoning;
   if (m.text().empty() && !message_open) {
     // Tokens whose text is still held back (a character split over tokens): theirs once it
     // comes. While a call is open they are the call's (its closing markup): no text's.
@@ -133,6 +147,27 @@ void ResponsesResponder::ApplyText(const llm::v1::GenerateResponse& m, std::stri
        out);
 }
 
+void ResponsesResponder::ApplyReasoning(const std::string& text, std::string& out) {
+  if (items_.empty() || !items_.back().reasoning || !items_.back().open) {
+    CloseLast(out);
+    Item item;
+    item.reasoning = true;
+    item.id = absl::StrCat("rs_", id_.substr(id_.find('_') + 1), "_", items_.size());
+    items_.push_back(std::move(item));
+    Emit("response.output_item.added",
+         {{"output_index", items_.size() - 1}, {"item", ItemJson(items_.back(), /*added=*/true)}},
+         out);
+  }
+  Item& item = items_.back();
+  item.text += text;
+  Emit("response.reasoning_text.delta",
+       {{"item_id", item.id},
+        {"output_index", items_.size() - 1},
+        {"content_index", 0},
+        {"delta", text}},
+       out);
+}
+
 void ResponsesResponder::ApplyCall(const llm::v1::ToolCall& c, std::string& out) {
   if (!c.id().empty()) {  // a new call
     CloseLast(out);
@@ -162,6 +197,7 @@ void ResponsesResponder::Apply(const llm::v1::GenerateResponse& m, std::string& 
     usage_ = m.usage();
     has_usage_ = true;
   }
+  if (!m.reasoning_text().empty()) ApplyReasoning(m.reasoning_text(), out);
   ApplyText(m, out);
   for (const llm::v1::ToolCall& c : m.tool_calls()) ApplyCall(c, out);
   switch (m.finish_reason()) {

@@ -544,6 +544,46 @@ TEST(MessagesResponderTest, TheMessageHasATextThenAToolUseBlock) {
   EXPECT_EQ(body["usage"]["output_tokens"], 12);
 }
 
+// The model's thinking (reasoning_text) is a thinking block before the text, streamed as
+// thinking_delta events; its signature is empty (nothing signs it).
+TEST(MessagesResponderTest, ReasoningIsAThinkingBlock) {
+  std::vector<llm::v1::GenerateResponse> ms(3);
+  ms[0].set_reasoning_text("Cold ");
+  ms[1].set_reasoning_text("north.");
+  ms[1].set_text("It is ");
+  ms[2].set_text("cold.");
+  ms[2].set_finish_reason(llm::v1::FINISH_REASON_STOP);
+  for (auto& m : ms) m.mutable_usage()->set_prompt_tokens(9);
+  MessagesResponder whole(Request(), "msg_1");
+  MessagesResponder stream(Request(), "msg_1");
+  std::string sse;
+  for (const auto& m : ms) {
+    whole.Accumulate(m);
+    sse += stream.OnStreamMessage(m);
+  }
+  sse += stream.StreamEnd();
+  const json body = json::parse(whole.Body());
+  ASSERT_EQ(body["content"].size(), 2u);
+  EXPECT_EQ(body["content"][0],
+            json({{"type", "thinking"}, {"thinking", "Cold north."}, {"signature", ""}}));
+  EXPECT_EQ(body["content"][1], json({{"type", "text"}, {"text", "It is cold."}}));
+  std::vector<std::string> types;
+  std::string thinking;
+  for (const auto& [type, data] : Events(sse)) {
+    types.push_back(type);
+    if (type == "content_block_delta" && data["delta"]["type"] == "thinking_delta") {
+      EXPECT_EQ(data["index"], 0);
+      thinking += data["delta"]["thinking"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(thinking, "Cold north.");
+  const std::vector<std::string> want = {
+      "message_start",      "content_block_start", "content_block_delta", "content_block_delta",
+      "content_block_stop", "content_block_start", "content_block_delta", "content_block_delta",
+      "content_block_stop", "message_delta",       "message_stop"};
+  EXPECT_EQ(types, want);
+}
+
 TEST(MessagesResponderTest, AMatchedStopStringIsAStopSequence) {
   MessagesResponder r(Request(), "msg_1");
   llm::v1::GenerateResponse m;

@@ -289,6 +289,41 @@ TEST(OpenAiResponderTest, ToolCallsInOpenAisShape) {
   EXPECT_EQ(chunks[2]["choices"][0]["finish_reason"], "tool_calls");
 }
 
+// The model's thinking (the worker's reasoning_text) as DeepSeek's API and vLLM carry it:
+// message.reasoning_content, and streamed delta.reasoning_content with content only once the
+// answer comes; no field at all without reasoning.
+TEST(OpenAiResponderTest, ReasoningIsReasoningContent) {
+  const ParsedRequest req =
+      Parse(ApiKind::kChat, R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})");
+  std::vector<llm::v1::GenerateResponse> ms(3);
+  ms[0].set_reasoning_text("Two and ");
+  ms[1].set_reasoning_text("two.");
+  ms[1].set_text("Four");
+  ms[2].set_text(".");
+  ms[2].set_finish_reason(llm::v1::FINISH_REASON_STOP);
+  OpenAiResponder whole(req, "chatcmpl-1", 0);
+  OpenAiResponder stream(req, "chatcmpl-2", 0);
+  std::vector<json> deltas;
+  for (const auto& m : ms) {
+    whole.Accumulate(m);
+    const std::string events = stream.OnStreamMessage(m);
+    for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
+      deltas.push_back(json::parse(
+          events.substr(at + 6, events.find("\n\n", at) - at - 6))["choices"][0]["delta"]);
+    }
+  }
+  const json message = json::parse(whole.Body())["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "Four.");
+  EXPECT_EQ(message["reasoning_content"], "Two and two.");
+  ASSERT_EQ(deltas.size(), 4u);  // three messages, then the finish
+  EXPECT_EQ(deltas[0], json::parse(R"({"role": "assistant", "reasoning_content": "Two and "})"));
+  EXPECT_EQ(deltas[1], json::parse(R"({"content": "Four", "reasoning_content": "two."})"));
+  EXPECT_EQ(deltas[2], json::parse(R"({"content": "."})"));
+  OpenAiResponder plain(req, "chatcmpl-3", 0);
+  plain.Accumulate(ms[2]);
+  EXPECT_FALSE(json::parse(plain.Body())["choices"][0]["message"].contains("reasoning_content"));
+}
+
 // A call streamed in pieces: the first delta has the id, type and name, later ones only the
 // index and the next part of the arguments (OpenAI's shape); the whole answer joins them.
 TEST(OpenAiResponderTest, ToolCallPiecesStreamAsArgumentDeltas) {

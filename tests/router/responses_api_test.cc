@@ -256,6 +256,48 @@ TEST(ResponsesResponderTest, TheResponseHasAMessageThenAFunctionCall) {
   EXPECT_TRUE(body["incomplete_details"].is_null());
 }
 
+// The model's thinking (reasoning_text) is a reasoning item before the message, with one
+// reasoning_text part; streamed as response.reasoning_text.delta, then .done.
+TEST(ResponsesResponderTest, ReasoningIsAReasoningItem) {
+  std::vector<llm::v1::GenerateResponse> ms(2);
+  ms[0].set_reasoning_text("Think.");
+  ms[1].set_text("Done.");
+  ms[1].set_finish_reason(llm::v1::FINISH_REASON_STOP);
+  ResponsesResponder whole(Request(), "resp_abc", 0);
+  ResponsesResponder stream(Request(), "resp_abc", 0);
+  std::string sse;
+  for (const auto& m : ms) {
+    whole.Accumulate(m);
+    sse += stream.OnStreamMessage(m);
+  }
+  sse += stream.StreamEnd();
+  const json body = json::parse(whole.Body());
+  ASSERT_EQ(body["output"].size(), 2u);
+  const json& item = body["output"][0];
+  EXPECT_EQ(item["type"], "reasoning");
+  EXPECT_EQ(item["status"], "completed");
+  EXPECT_EQ(item["summary"], json::array());
+  EXPECT_EQ(item["content"], json::parse(R"([{"type": "reasoning_text", "text": "Think."}])"));
+  EXPECT_EQ(body["output"][1]["content"][0]["text"], "Done.");
+  std::vector<std::string> types;
+  for (const auto& [type, data] : Events(sse)) types.push_back(type);
+  const std::vector<std::string> want = {"response.created",
+                                         "response.in_progress",
+                                         "response.output_item.added",
+                                         "response.reasoning_text.delta",
+                                         "response.reasoning_text.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.output_text.delta",
+                                         "response.output_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.completed"};
+  EXPECT_EQ(types, want);
+  EXPECT_EQ(Events(sse).back().second["response"], body);
+}
+
 TEST(ResponsesResponderTest, TheLengthLimitMakesItIncomplete) {
   ResponsesResponder r(Request(), "resp_abc", 0);
   auto messages = TextThenCall(llm::v1::FINISH_REASON_LENGTH);

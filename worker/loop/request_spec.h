@@ -14,6 +14,7 @@
 #include "worker/constraint/constraint.h"
 #include "worker/engine/request.h"
 #include "worker/loop/engine_loop.h"
+#include "worker/loop/reasoning_sink.h"
 #include "worker/sampling/sampling_params.h"
 #include "worker/tools/tool_format.h"
 
@@ -69,6 +70,9 @@ struct GenerateSpec {
   bool include_prompt_ids = false;
   bool continuous_usage = false;
   Clock::time_point arrival = Clock::now();
+  // A chat on a worker with a reasoning format: where the rendered prompt leaves the output
+  // (set once rendered; reasoning_sink.h).
+  std::shared_ptr<ReasoningStart> reasoning_start;
 };
 
 // Per-request limits (configuration) and the model's facts.

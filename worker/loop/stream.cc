@@ -4,6 +4,7 @@ namespace llm::loop {
 
 void StreamUpdate::Merge(StreamUpdate&& next) {
   text += next.text;
+  reasoning += next.reasoning;
   token_ids.insert(token_ids.end(), next.token_ids.begin(), next.token_ids.end());
   for (auto& lp : next.logprobs) logprobs.push_back(std::move(lp));
   if (prompt_ids.empty()) prompt_ids = std::move(next.prompt_ids);

@@ -50,7 +50,10 @@ struct ToolCall {
 };
 
 struct StreamUpdate {
-  std::string text;                     // new text since the previous update (outside calls)
+  std::string text;  // new text since the previous update (outside calls)
+  // New reasoning since the previous update: the model's thinking, kept out of `text`
+  // (reasoning_sink.h; chat requests on a worker with a reasoning format).
+  std::string reasoning;
   std::vector<int32_t> token_ids;       // new tokens since the previous update
   std::vector<TokenLogprobs> logprobs;  // one per token when asked for
   std::vector<int32_t> prompt_ids;      // first update, when asked for

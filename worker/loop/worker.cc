@@ -155,6 +155,10 @@ absl::Status Worker::Prepare(GenerateSpec& spec, std::shared_ptr<StreamSink>& si
     // Before the constraint's compile: tool_choice may set the constraint.
     if (absl::Status st = PrepareToolCalls(tool_format_, tokenizer_.get(), spec, sink); !st.ok())
       return st;
+    if (reasoning_format_ != tools::ReasoningFormat::kNone) {  // before the calls are read
+      spec.reasoning_start = std::make_shared<ReasoningStart>();
+      sink = std::make_shared<ReasoningSink>(spec.reasoning_start, std::move(sink));
+    }
   }
   if (spec.constraint.enabled()) {
     if (!info.constraints) {
@@ -229,6 +233,9 @@ void Worker::EncodeAndAdmit(uint64_t key, const GenerateSpec& spec,
     // The template writes the special tokens: none are added again.
     field = "chat";
     auto text = chat_renderer_(*spec.chat);
+    if (text.ok() && spec.reasoning_start) {
+      spec.reasoning_start->in_reasoning = tools::PromptOpensReasoning(*text);
+    }
     ids = text.ok() ? tokenizer_->Encode(*text, /*add_special_tokens=*/false)
                     : absl::StatusOr<std::vector<int32_t>>(text.status());
   } else {

@@ -74,6 +74,9 @@ class Worker {
   // The format chat requests' tool calls are written and read in (tool_calls.h); kNone (the
   // default) refuses tool_choice other than "none". Call before the first Submit.
   void SetToolFormat(tools::ToolFormat format) { tool_format_ = format; }
+  // The format a reasoning model's thinking is read out of chat answers in (reasoning_sink.h);
+  // kNone (the default) leaves it in the text. Call before the first Submit.
+  void SetReasoningFormat(tools::ReasoningFormat format) { reasoning_format_ = format; }
 
   // Starts a request. INVALID_ARGUMENT naming the field for what can be checked before
   // tokenization; RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE while draining.
@@ -140,6 +143,7 @@ class Worker {
   ChatRenderer chat_renderer_;
   std::string no_chat_reason_ = "the model has no chat template";
   tools::ToolFormat tool_format_ = tools::ToolFormat::kNone;
+  tools::ReasoningFormat reasoning_format_ = tools::ReasoningFormat::kNone;
   std::unique_ptr<frontend::Tokenizer> tokenizer_;
   std::unique_ptr<ConstraintCompiler> constraints_;
   RequestObserver* request_observer_;

@@ -214,6 +214,7 @@ void ToResponse(const std::string& request_id, const loop::StreamUpdate& u,
   out.Clear();
   out.set_request_id(request_id);
   out.set_text(u.text);
+  out.set_reasoning_text(u.reasoning);
   out.mutable_token_ids()->Add(u.token_ids.begin(), u.token_ids.end());
   for (const auto& lp : u.logprobs) {
     auto* l = out.add_logprobs();

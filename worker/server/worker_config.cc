@@ -10,6 +10,7 @@
 #include "common/tls/tls_files.h"
 #include "worker/model/kv_cache_spec.h"
 #include "worker/model/synthetic.h"
+#include "worker/tools/reasoning_parser.h"
 #include "worker/tools/tool_format.h"
 
 namespace llm::server {
@@ -70,7 +71,11 @@ void AddModelKeys(config::ConfigSchema& s) {
           "model.tool_call_parser", "auto",
           "format of tool calls in chat answers: auto (from the chat template's markers), "
           "llama3_json, hermes, mistral, json (a JSON array of calls) or none (tool_choice auto "
-          "refused; required and named calls are written as json)");
+          "refused; required and named calls are written as json)")
+      .String("model.reasoning_parser", "auto",
+              "where chat answers carry the model's thinking apart from its text "
+              "(reasoning_content): auto (think where the chat template writes <think> and "
+              "</think>), think, or none (left in the text)");
 }
 
 // server.*: the addresses and the gRPC server's bounds.
@@ -218,6 +223,8 @@ absl::Status LoadModelKeys(const config::ConfigValues& v, WorkerConfig& c) {
   c.chat_template = v.String("model.chat_template");
   c.tool_call_parser = v.String("model.tool_call_parser");
   if (auto f = tools::ResolveToolFormat(c.tool_call_parser, ""); !f.ok()) return f.status();
+  c.reasoning_parser = v.String("model.reasoning_parser");
+  if (auto f = tools::ResolveReasoningFormat(c.reasoning_parser, ""); !f.ok()) return f.status();
   auto source = model::ParseModelSource(b.model);
   if (!source.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("model.path: ", source.status().message()));

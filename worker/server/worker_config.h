@@ -22,6 +22,9 @@ struct WorkerConfig {
   // The tool-call format of chat requests with tools: auto (from the template), llama3_json,
   // hermes, mistral, json or none (worker/tools/tool_format.h).
   std::string tool_call_parser = "auto";
+  // Where chat answers' reasoning is read from: auto (from the template), think or none
+  // (worker/tools/reasoning_parser.h).
+  std::string reasoning_parser = "auto";
   std::string listen;            // gRPC, host:port
   std::string metrics_listen;    // HTTP /metrics, host:port; empty disables
   std::string health_listen;     // plaintext grpc.health.v1 only, host:port; empty disables

@@ -13,6 +13,7 @@
 #include "common/tls/grpc_tls.h"
 #include "worker/frontend/chat/chat_template.h"
 #include "worker/model/gguf_model.h"
+#include "worker/tools/reasoning_parser.h"
 #include "worker/tools/tool_format.h"
 
 namespace llm::server {
@@ -243,6 +244,12 @@ absl::Status WorkerServer::SetUpChat() {
   LLM_ASSIGN_OR_RETURN(const tools::ToolFormat format,
                        tools::ResolveToolFormat(config_.tool_call_parser, chat->text()));
   worker_->SetToolFormat(format);
+  LLM_ASSIGN_OR_RETURN(const tools::ReasoningFormat reasoning,
+                       tools::ResolveReasoningFormat(config_.reasoning_parser, chat->text()));
+  worker_->SetReasoningFormat(reasoning);
+  std::fprintf(stderr, "llm-worker: reasoning: %s%s\n",
+               tools::ReasoningFormatName(reasoning).data(),
+               config_.reasoning_parser == "auto" ? " (from the chat template)" : "");
   std::fprintf(stderr, "llm-worker: tool calls: %s%s%s\n", tools::ToolFormatName(format).data(),
                config_.tool_call_parser == "auto" ? " (from the chat template)" : "",
                format == tools::ToolFormat::kNone

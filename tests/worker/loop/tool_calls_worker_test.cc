@@ -16,6 +16,7 @@
 #include "worker/frontend/bpe_trainer.h"
 #include "worker/frontend/chat/chat_template.h"
 #include "worker/frontend/sample_text.h"
+#include "worker/loop/reasoning_sink.h"
 #include "worker/loop/tool_calls.h"
 #include "worker/loop/worker.h"
 
@@ -395,6 +396,25 @@ TEST(ToolCallSinkTest, StreamsArgumentsInPieces) {
   ASSERT_EQ(all.tool_calls.size(), 1u);
   EXPECT_THAT(all.tool_calls[0].id, ::testing::StartsWith("call_"));
   EXPECT_EQ(all.tool_calls[0].arguments, "{\"city\":\"Paris\",\"unit\":\"c\"}");
+  EXPECT_TRUE(all.called_tools);
+}
+
+// The reasoning sink reads first: a call written while thinking is reasoning, not a call; the
+// one after </think> is read.
+TEST(ReasoningSinkTest, ACallWhileThinkingIsNoCall) {
+  auto inner = std::make_shared<RecordingSink>();
+  auto calls = std::make_shared<ToolCallSink>(tools::ToolFormat::kHermes, true,
+                                              std::vector<std::string>{"f"}, inner);
+  auto start = std::make_shared<ReasoningStart>();
+  ReasoningSink sink(start, calls);
+  const std::string call = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+  FeedInPieces(sink, "<think>\nMaybe " + call + "?\n</think>\n\n" + call, 4);
+  StreamUpdate all;
+  for (StreamUpdate& u : inner->updates) all.Merge(std::move(u));
+  EXPECT_EQ(all.reasoning, "Maybe " + call + "?\n");
+  EXPECT_EQ(all.text, "");
+  ASSERT_EQ(all.tool_calls.size(), 1u);
+  EXPECT_EQ(all.tool_calls[0].name, "f");
   EXPECT_TRUE(all.called_tools);
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "common/retry_after.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
@@ -468,6 +469,37 @@ TEST_F(WorkerTest, ChatPromptsAreRenderedThenTokenizedWithoutSpecialTokens) {
   auto refused = w->Submit(empty, std::make_shared<CollectingSink>());
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("chat.messages"));
+}
+
+// With a reasoning format, a chat's output is split where its prompt leaves it: after a prompt
+// that opens a think block, the story model's greedy output (which never writes </think>) is
+// all reasoning, the same text a worker without the format answers; after one that does not,
+// it stays text (it does not start with <think>).
+TEST_F(WorkerTest, AReasoningFormatSplitsAChatsOutput) {
+  const auto run = [this](bool reasoning, const std::string& prompt) {
+    auto w = MakeWorker(2);
+    if (reasoning) w->SetReasoningFormat(tools::ReasoningFormat::kThink);
+    w->SetChatRenderer([](const ChatPrompt& c) -> absl::StatusOr<std::string> {
+      return c.messages[0]["content"].get<std::string>();
+    });
+    GenerateSpec chat = Spec("", 8);
+    chat.chat = ChatPrompt{};
+    chat.chat->messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", prompt}}});
+    auto sink = std::make_shared<CollectingSink>();
+    EXPECT_TRUE(w->Submit(chat, sink).ok());
+    EXPECT_TRUE(sink->Wait());
+    return sink->result();
+  };
+  const std::string opened = "Once upon a time <think>\n";
+  const StreamUpdate plain = run(false, opened);
+  ASSERT_FALSE(plain.text.empty());
+  const StreamUpdate split = run(true, opened);
+  EXPECT_EQ(split.text, "");
+  EXPECT_EQ(split.reasoning, std::string(absl::StripLeadingAsciiWhitespace(plain.text)));
+  EXPECT_EQ(split.token_ids, plain.token_ids);
+  const StreamUpdate closed = run(true, "Once upon a time <think></think>");
+  EXPECT_EQ(closed.reasoning, "");
+  EXPECT_EQ(closed.text, run(false, "Once upon a time <think></think>").text);
 }
 
 // The golden prompt after a long shared prefix: the same greedy ids with the cache cold (first

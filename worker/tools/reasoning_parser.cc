@@ -1,0 +1,106 @@
+#include "worker/tools/reasoning_parser.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace llm::tools {
+namespace {
+
+constexpr std::string_view kOpen = "<think>";
+constexpr std::string_view kClose = "</think>";
+
+// The longest end of `text` that is a proper start of `marker`.
+size_t PartialMarkerAtEnd(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::StatusOr<ReasoningFormat> ResolveReasoningFormat(std::string_view name,
+                                                       std::string_view template_source) {
+  if (name == "none") return ReasoningFormat::kNone;
+  if (name == "think") return ReasoningFormat::kThink;
+  if (name == "auto") {
+    const bool both = template_source.find(kOpen) != std::string_view::npos &&
+                      template_source.find(kClose) != std::string_view::npos;
+    return both ? ReasoningFormat::kThink : ReasoningFormat::kNone;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.reasoning_parser: '", std::string(name), "' is not auto, think or none"));
+}
+
+std::string_view ReasoningFormatName(ReasoningFormat format) {
+  return format == ReasoningFormat::kThink ? "think" : "none";
+}
+
+bool PromptOpensReasoning(std::string_view prompt) {
+  const size_t open = prompt.rfind(kOpen);
+  if (open == std::string_view::npos) return false;
+  const size_t close = prompt.rfind(kClose);
+  return close == std::string_view::npos || close < open;
+}
+
+ReasoningParser::ReasoningParser(bool in_reasoning)
+    : state_(in_reasoning ? State::kReasoning : State::kStart), trim_(in_reasoning) {}
+
+void ReasoningParser::Emit(std::string_view text, ReasoningOutput& out) {
+  if (trim_) {
+    const size_t keep = text.find_first_not_of(" \t\r\n");
+    if (keep == std::string_view::npos) return;
+    text.remove_prefix(keep);
+    trim_ = false;
+  }
+  (state_ == State::kReasoning ? out.reasoning : out.content).append(text);
+}
+
+ReasoningOutput ReasoningParser::Feed(std::string_view text) {
+  ReasoningOutput out;
+  held_.append(text);
+  if (state_ == State::kStart) {
+    std::string_view rest = held_;
+    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of(" \t\r\n")));
+    if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return out;
+    if (!rest.starts_with(kOpen)) {  // no reasoning: all of it is content
+      state_ = State::kContent;
+      Emit(held_, out);
+      held_.clear();
+      return out;
+    }
+    held_ = std::string(rest.substr(kOpen.size()));
+    state_ = State::kReasoning;
+    trim_ = true;
+  }
+  if (state_ == State::kContent) {
+    Emit(held_, out);
+    held_.clear();
+    return out;
+  }
+  const size_t close = held_.find(kClose);
+  if (close == std::string::npos) {
+    const size_t partial = PartialMarkerAtEnd(held_, kClose);
+    Emit(std::string_view(held_).substr(0, held_.size() - partial), out);
+    held_.erase(0, held_.size() - partial);
+    return out;
+  }
+  Emit(std::string_view(held_).substr(0, close), out);
+  const std::string after = held_.substr(close + kClose.size());
+  held_.clear();
+  state_ = State::kContent;
+  trim_ = true;
+  Emit(after, out);
+  return out;
+}
+
+ReasoningOutput ReasoningParser::Finish() {
+  ReasoningOutput out;
+  if (state_ == State::kStart) state_ = State::kContent;  // "<thi" and no more: content
+  Emit(held_, out);
+  held_.clear();
+  return out;
+}
+
+}  // namespace llm::tools
