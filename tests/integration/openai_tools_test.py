@@ -10,8 +10,10 @@ streamed as OpenAI streams them (id and name first, then the arguments over seve
 (Python's `jsonschema`); the SDK's `chat.completions.parse` reads them into Pydantic models.
 A second turn sends the calls and their results back (role "tool") with tool_choice "none".
 With the Qwen3 template also: `chat.completions.parse` with Pydantic response_formats (with
-HttpUrl and AnyUrl fields, a dict, a set, a pattern with lengths), and bad tool requests
-(400 naming the parameter).
+HttpUrl and AnyUrl fields, a dict, a set, a pattern with lengths), bad tool requests
+(400 naming the parameter), and its thinking kept apart (the template writes <think>, so the
+worker reads reasoning out: a grammar-made "<think>...</think>answer" is reasoning_content
+and content, streamed and not).
 
 Run with the virtual environment's Python (.venv/bin/python holds the pinned packages):
 
@@ -226,6 +228,28 @@ def qwen_extras(client, model):
             check(e.status_code == 400 and got == param, f"{kwargs} -> 400 param={got}")
 
 
+def reasoning_is_apart(client, model):
+    # The Qwen3 template writes <think>: its worker keeps the thinking out of the text. A
+    # grammar makes the random model think, then answer.
+    grammar = 'root ::= "<think>\\n" [a-z]{3,10} "\\n</think>\\n\\n" [a-z]{2,8}'
+    common = dict(model=model, messages=MESSAGES, max_tokens=60, seed=1,
+                  extra_body={"structured_outputs": {"grammar": grammar}})
+    r = client.chat.completions.create(**common)
+    message = r.choices[0].message
+    thought = (message.model_extra or {}).get("reasoning_content")
+    print(f"qwen3: reasoning {thought!r}, content {message.content!r}")
+    check(isinstance(thought, str) and thought.isalpha() and 3 <= len(thought) <= 10 and
+          message.content.isalpha(), f"the thinking apart from the answer: {message}")
+    streamed_thought, streamed = "", ""
+    for chunk in client.chat.completions.create(**common, stream=True):
+        delta = chunk.choices[0].delta if chunk.choices else None
+        if delta is not None:
+            streamed_thought += (delta.model_extra or {}).get("reasoning_content") or ""
+            streamed += delta.content or ""
+    check(streamed_thought == thought and streamed == message.content,
+          f"streamed reasoning {streamed_thought!r} and content {streamed!r}")
+
+
 def auto_is_refused(client):
     model = client.models.list().data[0].id
     try:
@@ -262,8 +286,11 @@ def main():
             model = calls_in_every_mode(client, fmt)
             check(MOST_DELTAS[0] > 1,
                   f"{fmt}: calls' arguments stream (at most {MOST_DELTAS[0]} deltas a call)")
+            check(f"reasoning: {'think' if fmt == 'hermes' else 'none'} (from the chat "
+                  "template)" in log, f"{template}: the worker's reasoning format")
             if fmt == "hermes":
                 qwen_extras(client, model)
+                reasoning_is_apart(client, model)
             for p in procs:
                 p.stop()
             procs.clear()

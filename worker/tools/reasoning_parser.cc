@@ -9,6 +9,7 @@ namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kSpace = " \t\r\n";
 
 // The longest end of `text` that is a proper start of `marker`.
 size_t PartialMarkerAtEnd(std::string_view text, std::string_view marker) {
@@ -49,7 +50,7 @@ ReasoningParser::ReasoningParser(bool in_reasoning)
 
 void ReasoningParser::Emit(std::string_view text, ReasoningOutput& out) {
   if (trim_) {
-    const size_t keep = text.find_first_not_of(" \t\r\n");
+    const size_t keep = text.find_first_not_of(kSpace);
     if (keep == std::string_view::npos) return;
     text.remove_prefix(keep);
     trim_ = false;
@@ -62,7 +63,7 @@ ReasoningOutput ReasoningParser::Feed(std::string_view text) {
   held_.append(text);
   if (state_ == State::kStart) {
     std::string_view rest = held_;
-    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of(" \t\r\n")));
+    rest.remove_prefix(std::min(rest.size(), rest.find_first_not_of(kSpace)));
     if (rest.size() < kOpen.size() && kOpen.substr(0, rest.size()) == rest) return out;
     if (!rest.starts_with(kOpen)) {  // no reasoning: all of it is content
       state_ = State::kContent;
@@ -79,14 +80,19 @@ ReasoningOutput ReasoningParser::Feed(std::string_view text) {
     held_.clear();
     return out;
   }
+  // The whitespace before </think> is dropped too: held until what follows settles it.
+  const auto before_space = [this](size_t end) {
+    while (end > 0 && kSpace.find(held_[end - 1]) != std::string_view::npos) --end;
+    return end;
+  };
   const size_t close = held_.find(kClose);
   if (close == std::string::npos) {
-    const size_t partial = PartialMarkerAtEnd(held_, kClose);
-    Emit(std::string_view(held_).substr(0, held_.size() - partial), out);
-    held_.erase(0, held_.size() - partial);
+    const size_t keep = before_space(held_.size() - PartialMarkerAtEnd(held_, kClose));
+    Emit(std::string_view(held_).substr(0, keep), out);
+    held_.erase(0, keep);
     return out;
   }
-  Emit(std::string_view(held_).substr(0, close), out);
+  Emit(std::string_view(held_).substr(0, before_space(close)), out);
   const std::string after = held_.substr(close + kClose.size());
   held_.clear();
   state_ = State::kContent;

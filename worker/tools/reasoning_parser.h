@@ -11,8 +11,8 @@
 //
 // The output is reasoning when the prompt opened a think block, or when it starts (after
 // whitespace) with <think>; the reasoning runs to </think>, and everything after it is content.
-// The markers are dropped, and so is the whitespace that follows each (the newline after
-// <think>, the blank line after </think>). An output that does not start with <think> is all
+// The markers are dropped, and so is the whitespace around the reasoning (the newlines after
+// <think> and before </think>) and before the answer (the blank line after </think>). An output that does not start with <think> is all
 // content, as is a later <think>. A reasoning never closed (the length limit) is all
 // reasoning. Text that may be the start of a marker is held back until the next piece
 // settles it, or Finish.

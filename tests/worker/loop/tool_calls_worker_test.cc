@@ -411,7 +411,7 @@ TEST(ReasoningSinkTest, ACallWhileThinkingIsNoCall) {
   FeedInPieces(sink, "<think>\nMaybe " + call + "?\n</think>\n\n" + call, 4);
   StreamUpdate all;
   for (StreamUpdate& u : inner->updates) all.Merge(std::move(u));
-  EXPECT_EQ(all.reasoning, "Maybe " + call + "?\n");
+  EXPECT_EQ(all.reasoning, "Maybe " + call + "?");
   EXPECT_EQ(all.text, "");
   ASSERT_EQ(all.tool_calls.size(), 1u);
   EXPECT_EQ(all.tool_calls[0].name, "f");

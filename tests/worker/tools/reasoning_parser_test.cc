@@ -37,7 +37,8 @@ struct Case {
 TEST(ReasoningParserTest, SplitsTheSameWhateverThePieces) {
   const Case cases[] = {
       // Qwen3: the model opens the block.
-      {"<think>\nThe user asks.\n</think>\n\nParis.", false, "The user asks.\n", "Paris."},
+      {"<think>\nThe user asks.\n</think>\n\nParis.", false, "The user asks.", "Paris."},
+      {"<think>\nOne.\n\nTwo.  \n</think>Three", false, "One.\n\nTwo.", "Three"},
       // DeepSeek R1: the prompt opened it.
       {"Okay.</think>\n\nParis.", true, "Okay.", "Paris."},
       {"\n<think>x</think>y", false, "x", "y"},
@@ -63,13 +64,15 @@ TEST(ReasoningParserTest, SplitsTheSameWhateverThePieces) {
   }
 }
 
-// Reasoning streams as it comes: only a possible marker's start is held back.
+// Reasoning streams as it comes: only a possible marker's start (and whitespace before it) is
+// held back.
 TEST(ReasoningParserTest, HoldsBackOnlyAPossibleMarker) {
   ReasoningParser p(/*in_reasoning=*/false);
   EXPECT_EQ(p.Feed("<thi").reasoning, "");
   EXPECT_EQ(p.Feed("nk>Let me see").reasoning, "Let me see");
   EXPECT_EQ(p.Feed(" more</").reasoning, " more");
-  const ReasoningOutput out = p.Feed("think>Done");
+  EXPECT_EQ(p.Feed("x\n").reasoning, "</x");  // not </think> after all; the newline waits
+  const ReasoningOutput out = p.Feed("</think>Done");
   EXPECT_EQ(out.reasoning, "");
   EXPECT_EQ(out.content, "Done");
   ReasoningParser plain(/*in_reasoning=*/false);
