@@ -71,7 +71,7 @@ absl::Status ParseMessages(const json& body, llm::v1::Chat* chat, ApiError* e) {
     } else if (role != "assistant") {
       return Bad(e, p + ".content", absl::StrCat("'", p, ".content' is required"));
     }
-    for (const char* key : {"name", "tool_call_id"}) {
+    for (const char* key : {"name", "tool_call_id", "reasoning_content"}) {
       if (!Present(m, key)) continue;
       if (!m[key].is_string()) {
         return Bad(e, absl::StrCat(p, ".", key),
@@ -79,6 +79,8 @@ absl::Status ParseMessages(const json& body, llm::v1::Chat* chat, ApiError* e) {
       }
       if (std::string_view(key) == "name") {
         out->set_name(m[key].get<std::string>());
+      } else if (std::string_view(key) == "reasoning_content") {
+        out->set_reasoning_content(m[key].get<std::string>());
       } else {
         out->set_tool_call_id(m[key].get<std::string>());
       }

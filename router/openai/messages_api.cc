@@ -190,8 +190,15 @@ absl::Status AddBlock(const json& block, const std::string& at, const std::strin
     return Bad(e, at + ".type",
                absl::StrCat("a '", type, "' block belongs in ",
                             type == "tool_use" ? "an assistant" : "a user", " message"));
+  } else if (type == "thinking" && role == "assistant" && block.contains("thinking") &&
+             block["thinking"].is_string()) {
+    // The model's own thinking, back: its message's reasoning_content (a template may render it).
+    json& m = Open(t, role);
+    const std::string before =
+        m.contains("reasoning_content") ? m["reasoning_content"].get<std::string>() : "";
+    m["reasoning_content"] = before + block["thinking"].get<std::string>();
   } else if (type != "thinking" && type != "redacted_thinking") {
-    // A thinking block is the model's own: nothing to render.
+    // A redacted thinking block is nothing to render.
     return Bad(e, at + ".type",
                absl::StrCat("content block type '", type,
                             "' is not supported (text, tool_use, tool_result, thinking)"));
@@ -379,9 +386,19 @@ absl::Status Output(const json& body, json& chat, ApiError* e) {
   return absl::OkStatus();
 }
 
-// thinking -> the template's enable_thinking (unless chat_template_kwargs sets it).
-absl::Status Thinking(const json& body, json& chat, ApiError* e) {
-  if (!Present(body, "thinking")) return absl::OkStatus();
+// thinking -> the template's enable_thinking (unless chat_template_kwargs sets it), and
+// whether the answer shows thinking blocks (*on). Absent, as the API: no thinking.
+absl::Status Thinking(const json& body, json& chat, bool* on_out, ApiError* e) {
+  const auto set = [&chat, on_out](bool on) {
+    json& kwargs = chat["chat_template_kwargs"];
+    if (kwargs.is_null()) kwargs = json::object();
+    if (kwargs.is_object() && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = on;
+    *on_out = on;
+  };
+  if (!Present(body, "thinking")) {
+    set(false);
+    return absl::OkStatus();
+  }
   const json& t = body["thinking"];
   if (!t.is_object() || !t.contains("type")) {
     return Bad(e, "thinking", "'thinking' must be an object with a 'type'");
@@ -399,9 +416,7 @@ absl::Status Thinking(const json& body, json& chat, ApiError* e) {
   if (Is(t["type"], "enabled") && !*got) {
     return Bad(e, "thinking.budget_tokens", "'thinking.budget_tokens' is required when enabled");
   }
-  json& kwargs = chat["chat_template_kwargs"];
-  if (kwargs.is_null()) kwargs = json::object();
-  if (kwargs.is_object() && !kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = on;
+  set(on);
   return absl::OkStatus();
 }
 
@@ -459,7 +474,8 @@ absl::StatusOr<ParsedRequest> ParseBody(std::string_view text, const ParseOption
   LLM_RETURN_IF_ERROR(Messages(body, chat, e));
   LLM_RETURN_IF_ERROR(Tools(body, chat, e));
   LLM_RETURN_IF_ERROR(Output(body, chat, e));
-  LLM_RETURN_IF_ERROR(Thinking(body, chat, e));
+  bool thinking = false;
+  LLM_RETURN_IF_ERROR(Thinking(body, chat, &thinking, e));
   auto parsed = ParseOpenAiRequest(ApiKind::kChat, chat.dump(), e);
   if (!parsed.ok()) {  // a shared field's error: named as this API names it
     e->message = MessagesErrorText(e->message);
@@ -467,6 +483,7 @@ absl::StatusOr<ParsedRequest> ParseBody(std::string_view text, const ParseOption
   }
   parsed->kind = ApiKind::kMessages;
   parsed->echo_only = warm;
+  parsed->show_reasoning = thinking;
   // As the API: max_tokens beyond what the context leaves ends the answer when the context is
   // full (stop_reason model_context_window_exceeded), rather than refusing the request.
   if (!count_tokens && !warm) parsed->request.set_max_tokens_fit(true);

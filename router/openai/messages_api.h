@@ -104,6 +104,7 @@ class MessagesResponder final : public Responder {
   std::string id_;
   uint32_t max_tokens_;  // the request's (0: the server's default)
   bool warm_only_;       // max_tokens 0: the one token computed is no part of the answer
+  bool thinking_;        // thinking blocks asked for (ParsedRequest::show_reasoning)
   bool stream_ = false;
   bool started_ = false;
   std::vector<Block> blocks_;

@@ -15,7 +15,8 @@ MessagesResponder::MessagesResponder(const ParsedRequest& request, std::string i
     : model_(request.model),
       id_(std::move(id)),
       max_tokens_(request.request.max_tokens()),
-      warm_only_(request.echo_only) {}
+      warm_only_(request.echo_only),
+      thinking_(request.show_reasoning) {}
 
 void MessagesResponder::Emit(const std::string& type, json event, std::string& out) {
   if (!stream_) return;
@@ -138,7 +139,9 @@ void MessagesResponder::Apply(const llm::v1::GenerateResponse& m, std::string& o
   if (m.stop_string().size() > 0) stop_sequence_ = m.stop_string();
   if (m.finish_reason() != llm::v1::FINISH_REASON_UNSPECIFIED) finish_ = m.finish_reason();
   if (warm_only_) return;
-  if (!m.reasoning_text().empty()) ApplyText(m.reasoning_text(), /*thinking=*/true, out);
+  if (thinking_ && !m.reasoning_text().empty()) {
+    ApplyText(m.reasoning_text(), /*thinking=*/true, out);
+  }
   if (!m.text().empty()) ApplyText(m.text(), /*thinking=*/false, out);
   for (const llm::v1::ToolCall& c : m.tool_calls()) ApplyCall(c, out);
 }

@@ -66,6 +66,9 @@ struct ParsedRequest {
   bool logprobs = false;  // report logprobs
   int top_logprobs = 0;   // alternatives to report per token
   llm::v1::GenerateRequest request;
+  // The model's reasoning (GenerateResponse.reasoning_text) is part of the answer; kMessages:
+  // only with `thinking` enabled, as the API answers thinking blocks.
+  bool show_reasoning = true;
   // kResponses: the request's parameters its Response object repeats (instructions, tools,
   // tool_choice, text, temperature, ...), in the API's own shape.
   nlohmann::ordered_json response_params;

@@ -84,6 +84,10 @@ void ResponsesResponder::CloseLast(std::string& out) {
     event["content_index"] = 0;
     event["text"] = item.text;
     Emit("response.reasoning_text.done", std::move(event), out);
+    event = where;
+    event["content_index"] = 0;
+    event["part"] = {{"type", "reasoning_text"}, {"text", item.text}};
+    Emit("response.content_part.done", std::move(event), out);
   } else if (item.call) {
     event["name"] = item.name;
     event["arguments"] = item.text;
@@ -105,7 +109,10 @@ void ResponsesResponder::CloseLast(std::string& out) {
 
 void ResponsesResponder::ApplyText(const llm::v1::GenerateResponse& m, std::string& out) {
   json entries = logprobs_ ? LogprobEntries(m, top_logprobs_) : json::array();
-  if (m.tool_calls_size() > 0) entries = json::array();  // the calls' tokens, not the text's
+  // The calls' tokens, or the reasoning's, are not the text's.
+  if (m.tool_calls_size() > 0 || (m.text().empty() && !m.reasoning_text().empty())) {
+    entries = json::array();
+  }
   const bool message_open =
       !items_.empty() && items_.back().open && !items_.back().call && !items_.back().reasoning;
   if (m.text().empty() && !message_open) {
@@ -156,6 +163,12 @@ void ResponsesResponder::ApplyReasoning(const std::string& text, std::string& ou
     items_.push_back(std::move(item));
     Emit("response.output_item.added",
          {{"output_index", items_.size() - 1}, {"item", ItemJson(items_.back(), /*added=*/true)}},
+         out);
+    Emit("response.content_part.added",
+         {{"item_id", items_.back().id},
+          {"output_index", items_.size() - 1},
+          {"content_index", 0},
+          {"part", {{"type", "reasoning_text"}, {"text", ""}}}},
          out);
   }
   Item& item = items_.back();

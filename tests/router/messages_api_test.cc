@@ -114,7 +114,8 @@ TEST(MessagesParseTest, ToolUseAndToolResultBlocksAreCallsAndToolMessages) {
   ASSERT_EQ(chat.messages_size(), 5);
   EXPECT_EQ(chat.messages(0).role(), "user");
   EXPECT_EQ(chat.messages(1).role(), "assistant");
-  EXPECT_EQ(chat.messages(1).content(), "Checking.");  // no thinking in it
+  EXPECT_EQ(chat.messages(1).content(), "Checking.");  // no thinking in it: that is apart
+  EXPECT_EQ(chat.messages(1).reasoning_content(), "Two cities.");
   const json calls = json::parse(chat.messages(1).tool_calls_json());
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0]["id"], "toolu_1");
@@ -224,7 +225,8 @@ TEST(MessagesParseTest, ThinkingIsTheTemplatesEnableThinking) {
       "x": 1}})");
   EXPECT_EQ(both["enable_thinking"], true);
   EXPECT_EQ(both["x"], 1);
-  EXPECT_TRUE(Parse(head + R"("max_tokens": 5})").request.chat().template_kwargs_json().empty());
+  // None asked for: none, as the API (a thinking template is told so).
+  EXPECT_EQ(kwargs(R"("max_tokens": 5})"), json::parse(R"({"enable_thinking": false})"));
 }
 
 // A final assistant message is a prefill: the answer continues it.
@@ -544,9 +546,8 @@ TEST(MessagesResponderTest, TheMessageHasATextThenAToolUseBlock) {
   EXPECT_EQ(body["usage"]["output_tokens"], 12);
 }
 
-// The model's thinking (reasoning_text) is a thinking block before the text, streamed as
-// thinking_delta events; its signature is empty (nothing signs it).
-TEST(MessagesResponderTest, ReasoningIsAThinkingBlock) {
+// Worker messages: thinking, then text.
+std::vector<llm::v1::GenerateResponse> ThinkThenText() {
   std::vector<llm::v1::GenerateResponse> ms(3);
   ms[0].set_reasoning_text("Cold ");
   ms[1].set_reasoning_text("north.");
@@ -554,8 +555,20 @@ TEST(MessagesResponderTest, ReasoningIsAThinkingBlock) {
   ms[2].set_text("cold.");
   ms[2].set_finish_reason(llm::v1::FINISH_REASON_STOP);
   for (auto& m : ms) m.mutable_usage()->set_prompt_tokens(9);
-  MessagesResponder whole(Request(), "msg_1");
-  MessagesResponder stream(Request(), "msg_1");
+  return ms;
+}
+
+// Asked for (`thinking` enabled), the model's thinking (reasoning_text) is a thinking block
+// before the text, streamed as thinking_delta events; its signature is empty (nothing signs
+// it).
+TEST(MessagesResponderTest, ReasoningIsAThinkingBlock) {
+  const ParsedRequest asked = Parse(R"({"model": "m", "max_tokens": 4096,
+      "messages": [{"role": "user", "content": "Cold?"}],
+      "thinking": {"type": "enabled", "budget_tokens": 2048}})");
+  EXPECT_EQ(json::parse(asked.request.chat().template_kwargs_json())["enable_thinking"], true);
+  const auto ms = ThinkThenText();
+  MessagesResponder whole(asked, "msg_1");
+  MessagesResponder stream(asked, "msg_1");
   std::string sse;
   for (const auto& m : ms) {
     whole.Accumulate(m);
@@ -582,6 +595,24 @@ TEST(MessagesResponderTest, ReasoningIsAThinkingBlock) {
       "content_block_stop", "content_block_start", "content_block_delta", "content_block_delta",
       "content_block_stop", "message_delta",       "message_stop"};
   EXPECT_EQ(types, want);
+}
+
+// Not asked for (no `thinking`), as the API: the template is told not to think, and a model
+// that thinks all the same (R1's template always opens a block) shows only its answer.
+TEST(MessagesResponderTest, UnaskedThinkingIsNotShown) {
+  const ParsedRequest plain = Request();
+  EXPECT_EQ(json::parse(plain.request.chat().template_kwargs_json())["enable_thinking"], false);
+  MessagesResponder whole(plain, "msg_1");
+  MessagesResponder stream(plain, "msg_1");
+  std::string sse;
+  for (const auto& m : ThinkThenText()) {
+    whole.Accumulate(m);
+    sse += stream.OnStreamMessage(m);
+  }
+  sse += stream.StreamEnd();
+  EXPECT_EQ(json::parse(whole.Body())["content"],
+            json::parse(R"([{"type": "text", "text": "It is cold."}])"));
+  EXPECT_EQ(sse.find("thinking"), std::string::npos) << sse;
 }
 
 TEST(MessagesResponderTest, AMatchedStopStringIsAStopSequence) {

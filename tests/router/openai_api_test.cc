@@ -44,6 +44,20 @@ TEST(OpenAiParseTest, ErrorsSayWhatIsWrong) {
 
 // vLLM's continue_final_message: the worker continues the last message (a prefill); it needs
 // that message to be the assistant's and no generation prompt.
+TEST(OpenAiParseTest, ReasoningSentBackReachesTheTemplate) {
+  const ParsedRequest p = Parse(ApiKind::kChat, R"({"model": "m", "messages": [
+      {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."},
+      {"role": "user", "content": "Bye"}]})");
+  EXPECT_EQ(p.request.chat().messages(1).reasoning_content(), "Greet back.");
+  ApiError e;
+  EXPECT_FALSE(ParseOpenAiRequest(ApiKind::kChat, R"({"model": "m", "messages": [
+      {"role": "assistant", "content": "x", "reasoning_content": 1}]})",
+                                  &e)
+                   .ok());
+  EXPECT_EQ(e.param, "messages[0].reasoning_content");
+}
+
 TEST(OpenAiParseTest, ContinueFinalMessageIsAPrefill) {
   const ParsedRequest p = Parse(ApiKind::kChat, R"({"model": "m", "messages": [
       {"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello,"}],

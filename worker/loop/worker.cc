@@ -155,7 +155,9 @@ absl::Status Worker::Prepare(GenerateSpec& spec, std::shared_ptr<StreamSink>& si
     // Before the constraint's compile: tool_choice may set the constraint.
     if (absl::Status st = PrepareToolCalls(tool_format_, tokenizer_.get(), spec, sink); !st.ok())
       return st;
-    if (reasoning_format_ != tools::ReasoningFormat::kNone) {  // before the calls are read
+    // Before the calls are read. A constrained output (a schema, a forced call) is the grammar's
+    // from its first token: no reasoning, whatever the prompt opened.
+    if (reasoning_format_ != tools::ReasoningFormat::kNone && !spec.constraint.enabled()) {
       spec.reasoning_start = std::make_shared<ReasoningStart>();
       sink = std::make_shared<ReasoningSink>(spec.reasoning_start, std::move(sink));
     }

@@ -52,6 +52,7 @@ absl::StatusOr<loop::ChatPrompt> ToChat(const llm::v1::Chat& c) {
     nlohmann::ordered_json j = {{"role", m.role()}, {"content", m.content()}};
     if (!m.name().empty()) j["name"] = m.name();
     if (!m.tool_call_id().empty()) j["tool_call_id"] = m.tool_call_id();
+    if (!m.reasoning_content().empty()) j["reasoning_content"] = m.reasoning_content();
     if (!m.tool_calls_json().empty()) {
       auto calls = ChatJson(m.tool_calls_json(),
                             absl::StrCat("chat.messages[", i, "].tool_calls_json"), true, nullptr);

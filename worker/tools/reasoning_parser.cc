@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "worker/tools/partial_marker.h"
 
 namespace llm::tools {
 namespace {
@@ -10,14 +11,6 @@ namespace {
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 constexpr std::string_view kSpace = " \t\r\n";
-
-// The longest end of `text` that is a proper start of `marker`.
-size_t PartialMarkerAtEnd(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -39,10 +32,11 @@ std::string_view ReasoningFormatName(ReasoningFormat format) {
 }
 
 bool PromptOpensReasoning(std::string_view prompt) {
-  const size_t open = prompt.rfind(kOpen);
-  if (open == std::string_view::npos) return false;
-  const size_t close = prompt.rfind(kClose);
-  return close == std::string_view::npos || close < open;
+  // Its end only: a <think> a user wrote earlier opens nothing.
+  while (!prompt.empty() && kSpace.find(prompt.back()) != std::string_view::npos) {
+    prompt.remove_suffix(1);
+  }
+  return prompt.ends_with(kOpen);
 }
 
 ReasoningParser::ReasoningParser(bool in_reasoning)
@@ -104,6 +98,9 @@ ReasoningOutput ReasoningParser::Feed(std::string_view text) {
 ReasoningOutput ReasoningParser::Finish() {
   ReasoningOutput out;
   if (state_ == State::kStart) state_ = State::kContent;  // "<thi" and no more: content
+  if (state_ == State::kReasoning) {                      // cut off: trimmed as a closed one is
+    while (!held_.empty() && kSpace.find(held_.back()) != std::string_view::npos) held_.pop_back();
+  }
   Emit(held_, out);
   held_.clear();
   return out;

@@ -4,18 +4,20 @@
 //
 //   ResolveReasoningFormat  model.reasoning_parser: "think", "none", or "auto": think where the
 //                           chat template writes both markers, else none.
-//   PromptOpensReasoning    the rendered prompt ends inside a think block (its last <think>
-//                           after its last </think>: DeepSeek R1's generation prompt opens
-//                           one), so the output starts in the reasoning.
+//   PromptOpensReasoning    the rendered prompt ends (whitespace aside) with <think>: DeepSeek
+//                           R1's and QwQ's generation prompts open one, so the output starts
+//                           in the reasoning.
 //   ReasoningParser         the output's text, piece by piece -> {reasoning, content}.
 //
 // The output is reasoning when the prompt opened a think block, or when it starts (after
 // whitespace) with <think>; the reasoning runs to </think>, and everything after it is content.
 // The markers are dropped, and so is the whitespace around the reasoning (the newlines after
-// <think> and before </think>) and before the answer (the blank line after </think>). An output that does not start with <think> is all
-// content, as is a later <think>. A reasoning never closed (the length limit) is all
-// reasoning. Text that may be the start of a marker is held back until the next piece
-// settles it, or Finish.
+// <think> and before </think>) and before the answer (the blank line after </think>). An output
+// that does not start with <think> is all content, as is a later <think>. A reasoning never
+// closed (the length limit) is all reasoning. Text that may be the start of a marker is held
+// back until the next piece settles it, or Finish. Not read: Granite 3.3's <response> tags
+// (they stay in the content), and an R1 answer after tool outputs, where its template opens no
+// block (all content, </think> included).
 #ifndef LLM_WORKER_TOOLS_REASONING_PARSER_H_
 #define LLM_WORKER_TOOLS_REASONING_PARSER_H_
 

@@ -6,6 +6,7 @@
 
 #include "common/json_depth.h"
 #include "nlohmann/json.hpp"
+#include "worker/tools/partial_marker.h"
 
 namespace llm::tools {
 namespace {
@@ -15,14 +16,6 @@ constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralOpen = "[TOOL_CALLS]";
 constexpr std::string_view kSpace = " \t\r\n";
-
-// How many bytes at the end of `s` could be the start of `marker`.
-size_t HeldBack(std::string_view s, std::string_view marker) {
-  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 size_t SkipSpace(std::string_view s) { return std::min(s.find_first_not_of(kSpace), s.size()); }
 
@@ -257,7 +250,7 @@ bool ToolCallParser::StepText(ParseOutput& out) {
     state_ = format_ == ToolFormat::kMistral ? State::kBeforeList : State::kBeforeObject;
     return true;
   }
-  const size_t ready = pending_.size() - HeldBack(pending_, marker);
+  const size_t ready = pending_.size() - PartialMarkerAtEnd(pending_, marker);
   Content(out, std::string_view(pending_).substr(0, ready));
   pending_.erase(0, ready);
   return false;

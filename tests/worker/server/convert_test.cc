@@ -64,6 +64,19 @@ TEST(ConvertTest, JsonDepthCountsWithoutRecursing) {
 // continue_final_message: the chat is rendered to be continued, without the generation
 // prompt; a gRPC client that asks it of a user's last message, or with the generation prompt,
 // is told so by the field's name.
+// An assistant message's reasoning_content reaches the template as the message's own field.
+TEST(ConvertTest, ReasoningContentIsTheMessagesField) {
+  llm::v1::GenerateRequest r = Chat();
+  auto* m = r.mutable_chat()->add_messages();
+  m->set_role("assistant");
+  m->set_content("Hello.");
+  m->set_reasoning_content("Greet back.");
+  auto spec = ToSpec(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->chat->messages[1]["reasoning_content"], "Greet back.");
+  EXPECT_FALSE(spec->chat->messages[0].contains("reasoning_content"));
+}
+
 TEST(ConvertTest, ContinueFinalMessageNeedsTheAssistantsMessageLast) {
   llm::v1::GenerateRequest r = Chat();
   r.mutable_chat()->set_continue_final_message(true);

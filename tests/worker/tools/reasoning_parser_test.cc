@@ -51,6 +51,7 @@ TEST(ReasoningParserTest, SplitsTheSameWhateverThePieces) {
       {"Paris.", false, "", "Paris."},
       // Cut off while thinking: all reasoning, a marker's start too.
       {"<think>Still going </th", false, "Still going </th", ""},
+      {"<think>Still going\n\n", false, "Still going", ""},
       // A later block is content.
       {"<think>a</think>b<think>c</think>", false, "a", "b<think>c</think>"},
       {"<think></think>\n\nOnly this.", false, "", "Only this."},
@@ -92,6 +93,10 @@ TEST(ReasoningParserTest, TheFormatAndWhereThePromptLeavesTheOutput) {
   EXPECT_FALSE(PromptOpensReasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   EXPECT_FALSE(PromptOpensReasoning("<|im_start|>assistant\n"));
   EXPECT_TRUE(PromptOpensReasoning("<think>a</think> ... <think>"));
+  // A user's <think> earlier in the prompt opens nothing: only the prompt's end counts.
+  EXPECT_FALSE(
+      PromptOpensReasoning("<|im_start|>user\nWhat is <think>?<|im_end|>\n"
+                           "<|im_start|>assistant\n"));
 }
 
 }  // namespace
