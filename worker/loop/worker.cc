@@ -155,9 +155,7 @@ absl::Status Worker::Prepare(GenerateSpec& spec, std::shared_ptr<StreamSink>& si
     // Before the constraint's compile: tool_choice may set the constraint.
     if (absl::Status st = PrepareToolCalls(tool_format_, tokenizer_.get(), spec, sink); !st.ok())
       return st;
-    // Before the calls are read. A constrained output (a schema, a forced call) is the grammar's
-    // from its first token: no reasoning, whatever the prompt opened.
-    if (reasoning_format_ != tools::ReasoningFormat::kNone && !spec.constraint.enabled()) {
+    if (reasoning_format_ != tools::ReasoningFormat::kNone) {  // before the calls are read
       spec.reasoning_start = std::make_shared<ReasoningStart>();
       sink = std::make_shared<ReasoningSink>(spec.reasoning_start, std::move(sink));
     }
@@ -236,7 +234,10 @@ void Worker::EncodeAndAdmit(uint64_t key, const GenerateSpec& spec,
     field = "chat";
     auto text = chat_renderer_(*spec.chat);
     if (text.ok() && spec.reasoning_start) {
-      spec.reasoning_start->in_reasoning = tools::PromptOpensReasoning(*text);
+      // A constrained output (a schema, a forced call) is the grammar's from its first token:
+      // reasoning only if the grammar writes <think> itself, whatever the prompt opened.
+      spec.reasoning_start->in_reasoning =
+          !spec.constraint.enabled() && tools::PromptOpensReasoning(*text);
     }
     ids = text.ok() ? tokenizer_->Encode(*text, /*add_special_tokens=*/false)
                     : absl::StatusOr<std::vector<int32_t>>(text.status());
