@@ -18,6 +18,16 @@ namespace {
 
 using nlohmann::json;
 
+// The JSON chunks of a stream's "data: {...}\n\n" events ([DONE] aside).
+std::vector<json> Chunks(const std::string& events) {
+  std::vector<json> out;
+  for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
+    const std::string data = events.substr(at + 6, events.find("\n\n", at) - at - 6);
+    if (data != "[DONE]") out.push_back(json::parse(data));
+  }
+  return out;
+}
+
 ParsedRequest Parse(ApiKind kind, const std::string& body) {
   ApiError error;
   auto parsed = ParseOpenAiRequest(kind, body, &error);
@@ -292,11 +302,7 @@ TEST(OpenAiResponderTest, ToolCallsInOpenAisShape) {
                              "function": {"name": "f", "arguments": "{\"a\":1}"}}])"));
 
   OpenAiResponder stream(req, "chatcmpl-2", 0);
-  const std::string events = stream.OnStreamMessage(m);
-  std::vector<json> chunks;
-  for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
-    chunks.push_back(json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6)));
-  }
+  const std::vector<json> chunks = Chunks(stream.OnStreamMessage(m));
   ASSERT_EQ(chunks.size(), 3u);  // the role, the call, the finish
   EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
   EXPECT_EQ(chunks[1]["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "f");
@@ -320,10 +326,8 @@ TEST(OpenAiResponderTest, ReasoningIsReasoningContent) {
   std::vector<json> deltas;
   for (const auto& m : ms) {
     whole.Accumulate(m);
-    const std::string events = stream.OnStreamMessage(m);
-    for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
-      deltas.push_back(json::parse(
-          events.substr(at + 6, events.find("\n\n", at) - at - 6))["choices"][0]["delta"]);
+    for (const json& chunk : Chunks(stream.OnStreamMessage(m))) {
+      deltas.push_back(chunk["choices"][0]["delta"]);
     }
   }
   const json message = json::parse(whole.Body())["choices"][0]["message"];
@@ -361,9 +365,7 @@ TEST(OpenAiResponderTest, ToolCallPiecesStreamAsArgumentDeltas) {
   std::vector<json> deltas;
   for (const auto& m : messages) {
     whole.Accumulate(m);
-    const std::string events = stream.OnStreamMessage(m);
-    for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
-      const json chunk = json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6));
+    for (const json& chunk : Chunks(stream.OnStreamMessage(m))) {
       const json& delta = chunk["choices"][0]["delta"];
       if (delta.contains("tool_calls")) {
         for (const json& d : delta["tool_calls"]) deltas.push_back(d);
@@ -421,10 +423,8 @@ TEST(OpenAiResponderTest, ChoicesKeepTheirIndexAndUsageCountsThePromptOnce) {
   std::map<int, std::string> text;
   std::map<int, int> roles, finishes;
   for (const auto& m : messages) {
-    const std::string events = stream.OnStreamMessage(m);
-    for (size_t at = 0; (at = events.find("data: ", at)) != std::string::npos; at += 6) {
-      const json c =
-          json::parse(events.substr(at + 6, events.find("\n\n", at) - at - 6))["choices"][0];
+    for (const json& chunk : Chunks(stream.OnStreamMessage(m))) {
+      const json& c = chunk["choices"][0];
       const int i = c["index"];
       if (c["delta"].contains("role")) ++roles[i];
       if (c["delta"].contains("content")) text[i] += c["delta"]["content"].get<std::string>();
