@@ -4,6 +4,7 @@
 #define LLM_WORKER_LOOP_REQUEST_SPEC_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,11 +15,12 @@
 #include "worker/constraint/constraint.h"
 #include "worker/engine/request.h"
 #include "worker/loop/engine_loop.h"
-#include "worker/loop/reasoning_sink.h"
 #include "worker/sampling/sampling_params.h"
 #include "worker/tools/tool_format.h"
 
 namespace llm::loop {
+
+struct ReasoningStart;  // reasoning_sink.h
 
 // A conversation to render with the model's chat template (llm.v1.Chat), as the template sees
 // it: messages [{role, content, name?, tool_call_id?, tool_calls?}], tools (null: none), extra

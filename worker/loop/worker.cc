@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/retry_after.h"
+#include "worker/loop/reasoning_sink.h"
 #include "worker/loop/tool_calls.h"
 #include "worker/tools/tool_grammar.h"
 

@@ -29,6 +29,7 @@
 #include "worker/loop/stream.h"
 #include "worker/loop/task_pool.h"
 #include "worker/runner/model_runner.h"
+#include "worker/tools/reasoning_parser.h"
 #include "worker/tools/tool_format.h"
 
 namespace llm::loop {

@@ -12,6 +12,12 @@ constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 constexpr std::string_view kSpace = " \t\r\n";
 
+// The length of `s` without its trailing whitespace.
+size_t EndWithoutSpace(std::string_view s) {
+  const size_t last = s.find_last_not_of(kSpace);
+  return last == std::string_view::npos ? 0 : last + 1;
+}
+
 }  // namespace
 
 absl::StatusOr<ReasoningFormat> ResolveReasoningFormat(std::string_view name,
@@ -33,10 +39,7 @@ std::string_view ReasoningFormatName(ReasoningFormat format) {
 
 bool PromptOpensReasoning(std::string_view prompt) {
   // Its end only: a <think> a user wrote earlier opens nothing.
-  while (!prompt.empty() && kSpace.find(prompt.back()) != std::string_view::npos) {
-    prompt.remove_suffix(1);
-  }
-  return prompt.ends_with(kOpen);
+  return prompt.substr(0, EndWithoutSpace(prompt)).ends_with(kOpen);
 }
 
 ReasoningParser::ReasoningParser(bool in_reasoning)
@@ -76,8 +79,7 @@ ReasoningOutput ReasoningParser::Feed(std::string_view text) {
   }
   // The whitespace before </think> is dropped too: held until what follows settles it.
   const auto before_space = [this](size_t end) {
-    while (end > 0 && kSpace.find(held_[end - 1]) != std::string_view::npos) --end;
-    return end;
+    return EndWithoutSpace(std::string_view(held_).substr(0, end));
   };
   const size_t close = held_.find(kClose);
   if (close == std::string::npos) {
@@ -99,7 +101,7 @@ ReasoningOutput ReasoningParser::Finish() {
   ReasoningOutput out;
   if (state_ == State::kStart) state_ = State::kContent;  // "<thi" and no more: content
   if (state_ == State::kReasoning) {                      // cut off: trimmed as a closed one is
-    while (!held_.empty() && kSpace.find(held_.back()) != std::string_view::npos) held_.pop_back();
+    held_.resize(EndWithoutSpace(held_));
   }
   Emit(held_, out);
   held_.clear();
