@@ -24,6 +24,7 @@
 #include "tools/bench/bench_util.h"
 #include "tools/bench/commands.h"
 #include "worker/frontend/tokenizer.h"
+#include "worker/model/checkpoint_layout.h"
 #include "worker/model/quant_scheme.h"
 #include "worker/model/synthetic.h"
 #include "worker/runner/cpu_model.h"
@@ -58,7 +59,8 @@ absl::StatusOr<Model> LoadModel(const std::string& spec, const std::string& quan
         m.store, model::MakeSyntheticStore(m.config, m.source.seed, model::DType::kBF16, &pool));
   } else {
     LLM_ASSIGN_OR_RETURN(checkpoint, model::LoadQuantScheme(m.source.dir));
-    LLM_ASSIGN_OR_RETURN(m.store, model::TensorStore::Open(m.source.dir));
+    LLM_ASSIGN_OR_RETURN(auto opened, model::TensorStore::Open(m.source.dir));
+    LLM_ASSIGN_OR_RETURN(m.store, model::ToLlamaLayout(m.config, std::move(opened)));
   }
   LLM_ASSIGN_OR_RETURN(m.scheme, model::ApplyQuantizationOption(quantization, checkpoint));
   LLM_ASSIGN_OR_RETURN(m.kv, model::ResolveKvCache(kv_cache_dtype, checkpoint, m.config,

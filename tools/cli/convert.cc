@@ -65,7 +65,7 @@ absl::Status Convert(const std::string& gguf, const std::string& out, model::DTy
 int RunConvert(const std::vector<std::string>& args) {
   const std::string cmd = "llm-cli convert";
   FlagSet flags;
-  flags.Value("gguf", "a GGUF file (llama, qwen2 or qwen3)")
+  flags.Value("gguf", "a GGUF file (llama, qwen2, qwen3, phi3 or granite)")
       .Value("out", "output directory (a Hugging Face checkpoint)")
       .Value("dtype", "the weights' dtype: bf16 or f32", "bf16")
       .Value("threads", "CPU threads (0 = all cores)", "0");

@@ -45,6 +45,11 @@ absl::Status Quantize(const std::string& source_spec, const std::string& out,
                       model::WeightScaling scaling, ThreadPool& pool) {
   LLM_ASSIGN_OR_RETURN(const model::ModelSource source, model::ParseModelSource(source_spec));
   LLM_ASSIGN_OR_RETURN(const model::ModelConfig config, model::LoadSourceConfig(source));
+  if (config.model_type == "phi3" || config.model_type == "granite") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_spec, ": ", config.model_type,
+        " checkpoints are not written in FP8; serve it with engine.quantization: fp8 instead"));
+  }
   std::unique_ptr<model::TensorStore> store;
   if (source.synthetic()) {
     LLM_ASSIGN_OR_RETURN(

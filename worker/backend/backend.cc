@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/frontend/synthetic_tokenizer.h"
+#include "worker/model/checkpoint_layout.h"
 #include "worker/model/dtype.h"
 #include "worker/model/gguf_model.h"
 #include "worker/runner/cpu_model.h"
@@ -17,9 +18,9 @@ namespace llm::backend {
 
 namespace {
 
-// The weights of `source`: a checkpoint directory's files mapped, a GGUF file's tensors
-// dequantised to `gguf_dtype` (on `pool`, with progress lines), or a synthetic model generated in
-// bf16.
+// The weights of `source` in the Llama layout (checkpoint_layout.h): a checkpoint directory's
+// files mapped, a GGUF file's tensors dequantised to `gguf_dtype` (on `pool`, with progress lines),
+// or a synthetic model generated in bf16.
 absl::StatusOr<std::unique_ptr<model::TensorStore>> OpenWeights(const model::ModelSource& source,
                                                                 const model::ModelConfig& config,
                                                                 model::DType gguf_dtype,
@@ -27,11 +28,14 @@ absl::StatusOr<std::unique_ptr<model::TensorStore>> OpenWeights(const model::Mod
   if (source.synthetic()) {
     return model::MakeSyntheticStore(config, source.seed, model::DType::kBF16, pool);
   }
+  std::unique_ptr<model::TensorStore> store;
   if (source.gguf()) {
     LLM_ASSIGN_OR_RETURN(auto file, model::GgufFile::Open(source.dir));
-    return model::LoadGgufTensors(*file, config, {gguf_dtype, pool, /*progress=*/true});
+    LLM_ASSIGN_OR_RETURN(store, model::LoadGgufTensors(*file, config, {gguf_dtype, pool, true}));
+  } else {
+    LLM_ASSIGN_OR_RETURN(store, model::TensorStore::Open(source.dir));
   }
-  return model::TensorStore::Open(source.dir);
+  return model::ToLlamaLayout(config, std::move(store));
 }
 
 absl::StatusOr<std::unique_ptr<frontend::Tokenizer>> LoadTokenizer(

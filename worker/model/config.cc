@@ -1,11 +1,14 @@
 #include "worker/model/config.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <numbers>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
 
@@ -133,6 +136,20 @@ absl::Status ParseShape(const json& j, const std::string& source, ModelConfig& c
   return absl::OkStatus();
 }
 
+// Granite's multipliers, and the RMSNorm epsilon they fold into (GraniteMultipliers).
+absl::Status ParseGranite(const json& j, const std::string& source, ModelConfig& c) {
+  GraniteMultipliers& g = c.granite;
+  LLM_ASSIGN_OR_RETURN(g.embedding, GetDouble(j, source, "embedding_multiplier", 1.0));
+  LLM_ASSIGN_OR_RETURN(g.residual, GetDouble(j, source, "residual_multiplier", 1.0));
+  LLM_ASSIGN_OR_RETURN(g.attention, GetDouble(j, source, "attention_multiplier", 1.0));
+  LLM_ASSIGN_OR_RETURN(g.logits, GetDouble(j, source, "logits_scaling", 1.0));
+  c.rms_norm_eps /= g.embedding * g.embedding;
+  if (!(c.rms_norm_eps > 0)) {
+    return FieldError(source, "embedding_multiplier", "too large for rms_norm_eps");
+  }
+  return absl::OkStatus();
+}
+
 // What the model type decides: biases, q/k norms, the sliding window.
 absl::Status ParseFamily(const json& j, const std::string& source, ModelConfig& c) {
   if (c.model_type == "qwen2" || c.model_type == "qwen3") {
@@ -153,10 +170,16 @@ absl::Status ParseFamily(const json& j, const std::string& source, ModelConfig& 
     c.qkv_bias = c.o_bias = attention_bias;
     LLM_ASSIGN_OR_RETURN(c.mlp_bias, GetBool(j, source, "mlp_bias", false));
   }
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mistral" || c.model_type == "phi3") {
     LLM_ASSIGN_OR_RETURN(c.sliding_window, GetInt(j, source, "sliding_window", false, 0, 0));
     if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;
   }
+  if (c.model_type == "phi3") {
+    // Phi-4-mini rotates 3/4 of each head; only whole-head RoPE is served.
+    LLM_ASSIGN_OR_RETURN(double rotary, GetDouble(j, source, "partial_rotary_factor", 1.0));
+    if (rotary != 1.0) return FieldError(source, "partial_rotary_factor", "only 1 is supported");
+  }
+  if (c.model_type == "granite") LLM_RETURN_IF_ERROR(ParseGranite(j, source, c));
   return absl::OkStatus();
 }
 
@@ -183,11 +206,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
   const auto mt = j.find("model_type");
   if (mt == j.end() || !mt->is_string()) return FieldError(source, "model_type", "missing");
   c.model_type = mt->get<std::string>();
-  if (c.model_type != "llama" && c.model_type != "mistral" && c.model_type != "qwen2" &&
-      c.model_type != "qwen3") {
+  static constexpr std::array<const char*, 6> kTypes = {"llama", "mistral", "qwen2",
+                                                        "qwen3", "phi3",    "granite"};
+  if (std::find(kTypes.begin(), kTypes.end(), c.model_type) == kTypes.end()) {
     return FieldError(
         source, "model_type",
-        absl::StrCat("'", c.model_type, "' is not supported (llama, mistral, qwen2, qwen3)"));
+        absl::StrCat("'", c.model_type, "' is not supported (", absl::StrJoin(kTypes, ", "), ")"));
   }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu") {
     return FieldError(source, "hidden_act",
@@ -241,6 +265,8 @@ json ModelConfigToJson(const ModelConfig& c) {
   j["architectures"] = {c.model_type == "qwen2"     ? "Qwen2ForCausalLM"
                         : c.model_type == "qwen3"   ? "Qwen3ForCausalLM"
                         : c.model_type == "mistral" ? "MistralForCausalLM"
+                        : c.model_type == "phi3"    ? "Phi3ForCausalLM"
+                        : c.model_type == "granite" ? "GraniteForCausalLM"
                                                     : "LlamaForCausalLM"};
   j["model_type"] = c.model_type;
   j["vocab_size"] = c.vocab_size;
@@ -252,7 +278,7 @@ json ModelConfigToJson(const ModelConfig& c) {
   j["head_dim"] = c.head_dim;
   j["hidden_act"] = "silu";
   j["max_position_embeddings"] = c.max_position_embeddings;
-  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rms_norm_eps"] = c.rms_norm_eps * c.granite.embedding * c.granite.embedding;
   j["rope_theta"] = c.rope_theta;
   if (c.rope_scaling.kind == RopeScaling::Kind::kLlama3) {
     j["rope_scaling"] = {
@@ -265,12 +291,18 @@ json ModelConfigToJson(const ModelConfig& c) {
     j["rope_scaling"] = nullptr;
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
-  if (c.model_type == "llama" || c.model_type == "qwen3") {
+  if (c.model_type != "qwen2" && c.model_type != "mistral") {
     j["attention_bias"] = c.qkv_bias;
     j["mlp_bias"] = c.mlp_bias;
   }
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mistral" || c.model_type == "phi3") {
     j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
+  if (c.model_type == "granite") {
+    j["embedding_multiplier"] = c.granite.embedding;
+    j["residual_multiplier"] = c.granite.residual;
+    j["attention_multiplier"] = c.granite.attention;
+    j["logits_scaling"] = c.granite.logits;
   }
   if (c.bos_token_id >= 0) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_ids.size() == 1) {

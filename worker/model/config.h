@@ -23,8 +23,20 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;
 };
 
+// Granite's scalars, as config.json gives them (1 for every other family). No runner reads
+// them: the loader folds them into the weights (checkpoint_layout.h), and ModelConfig's
+// rms_norm_eps is already the folded one.
+struct GraniteMultipliers {
+  double embedding = 1.0;  // embedding_multiplier: the token embedding is scaled by it
+  double residual = 1.0;   // residual_multiplier: each block's output, before the residual add
+  double attention = 1.0;  // attention_multiplier: the attention's score scale (not 1/sqrt(d))
+  double logits = 1.0;     // logits_scaling: the logits are divided by it
+};
+
 struct ModelConfig {
-  std::string model_type;  // "llama", "mistral", "qwen2" or "qwen3"
+  // "llama", "mistral", "qwen2", "qwen3", "phi3" (the Llama layout with q/k/v and gate/up each
+  // fused in one matrix) or "granite" (Llama with GraniteMultipliers).
+  std::string model_type;
   int32_t vocab_size = 0;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -33,6 +45,9 @@ struct ModelConfig {
   int32_t num_kv_heads = 0;  // key/value heads (GQA when < num_heads)
   int32_t head_dim = 0;
   int32_t max_position_embeddings = 0;
+  // The RMSNorm epsilon the runners use. For granite it is config.json's divided by
+  // embedding_multiplier squared: the loader keeps the residual stream divided by that multiplier,
+  // and RMSNorm(x / m) with eps / m^2 equals RMSNorm(x) with eps.
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
@@ -47,6 +62,7 @@ struct ModelConfig {
   int32_t bos_token_id = -1;   // -1 when the model has none
   std::vector<int32_t> eos_token_ids;
   std::string torch_dtype;  // informational ("bfloat16", ...)
+  GraniteMultipliers granite;
 
   int32_t q_dim() const { return num_heads * head_dim; }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }

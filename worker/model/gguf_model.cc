@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
+#include "worker/model/checkpoint_layout.h"
 #include "worker/model/gguf_quant.h"
 #include "worker/model/llama_tensors.h"
 #include "worker/model/load_progress.h"
@@ -85,6 +86,22 @@ absl::Status RopeFreqsAsLlama3(const GgufFile& f, const std::string& arch, Model
   return absl::OkStatus();
 }
 
+// Granite's multipliers (llama.cpp's names for them), and the epsilon as ModelConfig holds it:
+// divided by the embedding multiplier squared.
+absl::Status GraniteScales(const GgufFile& f, ModelConfig& c) {
+  GraniteMultipliers& g = c.granite;
+  const std::pair<const char*, double*> keys[] = {{"granite.embedding_scale", &g.embedding},
+                                                  {"granite.residual_scale", &g.residual},
+                                                  {"granite.attention.scale", &g.attention},
+                                                  {"granite.logit_scale", &g.logits}};
+  for (const auto& [key, value] : keys) {
+    LLM_ASSIGN_OR_RETURN(*value, FloatOr(f, key, 1.0));
+    if (!std::isfinite(*value) || *value <= 0) return KeyError(f, key, "must be > 0");
+  }
+  c.rms_norm_eps /= g.embedding * g.embedding;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelConfig> ArchitectureConfig(const GgufFile& f, const std::string& arch) {
   const auto key = [&](absl::string_view k) { return absl::StrCat(arch, ".", k); };
   ModelConfig c;
@@ -118,6 +135,10 @@ absl::StatusOr<ModelConfig> ArchitectureConfig(const GgufFile& f, const std::str
   c.tie_word_embeddings = f.FindTensor("output.weight") == nullptr;
   c.qkv_bias = f.FindTensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = arch == "qwen3";
+  if (arch == "phi3") {
+    LLM_ASSIGN_OR_RETURN(c.sliding_window, PositiveInt(f, key("attention.sliding_window"), 0));
+  }
+  if (arch == "granite") LLM_RETURN_IF_ERROR(GraniteScales(f, c));
   if (f.Find("tokenizer.ggml.bos_token_id") != nullptr) {
     LLM_ASSIGN_OR_RETURN(const int64_t bos, f.GetInt("tokenizer.ggml.bos_token_id"));
     c.bos_token_id = static_cast<int32_t>(bos);
@@ -134,9 +155,14 @@ bool IsGgufPath(std::string_view path) {
 
 absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   LLM_ASSIGN_OR_RETURN(const std::string arch, f.GetString("general.architecture"));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    return KeyError(f, "general.architecture",
-                    absl::StrCat("'", arch, "' is not supported (llama, qwen2, qwen3)"));
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "phi3" &&
+      arch != "granite") {
+    return KeyError(
+        f, "general.architecture",
+        absl::StrCat("'", arch, "' is not supported (llama, qwen2, qwen3, phi3, granite)"));
+  }
+  if (f.FindTensor("rope_factors_long.weight") != nullptr) {
+    return KeyError(f, "rope_factors_long.weight", "LongRoPE scaling is not supported");
   }
   const std::string experts = arch + ".expert_count";
   if (f.Find(experts) != nullptr && f.GetInt(experts).value_or(0) > 0) {
@@ -166,6 +192,7 @@ std::optional<std::string> HfTensorName(std::string_view g) {
       {"attn_q.weight", "self_attn.q_proj.weight"},
       {"attn_k.weight", "self_attn.k_proj.weight"},
       {"attn_v.weight", "self_attn.v_proj.weight"},
+      {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
       {"attn_q.bias", "self_attn.q_proj.bias"},
       {"attn_k.bias", "self_attn.k_proj.bias"},
       {"attn_v.bias", "self_attn.v_proj.bias"},
@@ -223,7 +250,10 @@ absl::StatusOr<std::vector<Job>> PlanJobs(const GgufFile& f, const ModelConfig& 
   std::map<std::string, const GgufTensor*> by_hf_name;
   for (const GgufTensor& t : f.tensors()) {
     if (t.name == kRopeFreqs) continue;  // taken into the config (GgufModelConfig)
-    const std::optional<std::string> hf = HfTensorName(t.name);
+    std::optional<std::string> hf = HfTensorName(t.name);
+    if (hf && c.model_type == "phi3" && absl::EndsWith(*hf, "mlp.up_proj.weight")) {
+      hf = absl::StrCat(hf->substr(0, hf->size() - 18), "mlp.gate_up_proj.weight");
+    }
     if (!hf || !wanted.contains(*hf)) {
       return absl::InvalidArgumentError(absl::StrCat(f.path(), ": tensor '", t.name, "' (",
                                                      GgufTypeName(t.type), ") has no place in a ",
@@ -231,7 +261,8 @@ absl::StatusOr<std::vector<Job>> PlanJobs(const GgufFile& f, const ModelConfig& 
     }
     by_hf_name[*hf] = &t;
   }
-  const bool permuted = c.model_type == "llama";
+  // llama.cpp's converter permutes the q and k of llama and its subclasses (granite).
+  const bool permuted = c.model_type == "llama" || c.model_type == "granite";
   std::vector<Job> jobs;
   for (const TensorSpec& spec : specs) {
     const auto it = by_hf_name.find(spec.name);
@@ -266,7 +297,7 @@ absl::StatusOr<std::unique_ptr<TensorStore>> LoadGgufTensors(const GgufFile& f,
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16) {
     return absl::InvalidArgumentError("LoadGgufTensors: dtype must be F32 or BF16");
   }
-  const std::vector<TensorSpec> specs = LlamaTensorSpecs(c);
+  const std::vector<TensorSpec> specs = CheckpointTensorSpecs(c);
   LLM_ASSIGN_OR_RETURN(const std::vector<Job> jobs, PlanJobs(f, c, specs));
   uint64_t total = 0;
   for (const Job& j : jobs) total += j.tensor->num_bytes;

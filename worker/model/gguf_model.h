@@ -46,7 +46,8 @@ struct GgufLoadOptions {
   bool progress = true;        // a line on stderr once a second (bytes, tensors) after the first
 };
 
-// Every tensor of LlamaTensorSpecs(config) from `file`, dequantised to options.dtype, in a
+// Every tensor of CheckpointTensorSpecs(config) (the family's own layout, which ToLlamaLayout
+// maps onto Llama's) from `file`, dequantised to options.dtype, in a
 // TensorStore labelled with the file's path. NOT_FOUND naming a missing tensor;
 // INVALID_ARGUMENT naming a tensor of another shape than the config implies, of an unsupported
 // type, or with no place in the model.

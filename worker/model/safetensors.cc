@@ -218,6 +218,29 @@ absl::StatusOr<std::unique_ptr<TensorStore>> TensorStore::FromTensors(
   return store;
 }
 
+absl::StatusOr<std::unique_ptr<TensorStore>> TensorStore::Derive(
+    std::unique_ptr<TensorStore> base, const std::vector<std::string>& removed,
+    std::vector<TensorView> views, std::vector<TensorData> owned) {
+  LLM_ASSIGN_OR_RETURN(auto store, FromTensors(base->dir_, std::move(owned)));
+  std::map<std::string, TensorView, std::less<>> tensors = base->tensors_;
+  for (const std::string& name : removed) {
+    if (tensors.erase(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(base->dir_, ": no tensor '", name, "' to replace"));
+    }
+  }
+  for (auto& [name, v] : tensors) views.push_back(std::move(v));
+  for (TensorView& v : views) {
+    const std::string name = v.name;
+    if (!store->tensors_.emplace(name, std::move(v)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(base->dir_, ": tensor '", name, "' appears twice"));
+    }
+  }
+  store->base_ = std::move(base);
+  return store;
+}
+
 const TensorView* TensorStore::Find(std::string_view name) const {
   const auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : &it->second;

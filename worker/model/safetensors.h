@@ -48,6 +48,13 @@ class TensorStore {
   static absl::StatusOr<std::unique_ptr<TensorStore>> FromTensors(std::string label,
                                                                   std::vector<TensorData> tensors);
 
+  // A store holding `base`'s tensors (and keeping `base` alive), less those named in `removed`,
+  // plus `views` (into `base`'s bytes; their `file` may point into `base`) and `owned` tensors.
+  // INVALID_ARGUMENT when an added name is already there or a removed one is not.
+  static absl::StatusOr<std::unique_ptr<TensorStore>> Derive(
+      std::unique_ptr<TensorStore> base, const std::vector<std::string>& removed,
+      std::vector<TensorView> views, std::vector<TensorData> owned);
+
   // nullptr when absent.
   const TensorView* Find(std::string_view name) const;
   // Error naming the checkpoint when absent.
@@ -61,6 +68,7 @@ class TensorStore {
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::string> owned_;  // FromTensors: the tensors' bytes
   std::map<std::string, TensorView, std::less<>> tensors_;
+  std::unique_ptr<TensorStore> base_;  // Derive: the store whose bytes the views read
 };
 
 // One tensor to write: raw little-endian bytes of `dtype`.

@@ -8,6 +8,7 @@
 #include "common/fp8.h"
 #include "common/status_macros.h"
 #include "common/thread_pool.h"
+#include "worker/model/checkpoint_layout.h"
 #include "worker/model/safetensors.h"
 #include "worker/runner/cpu_ops.h"
 
@@ -24,7 +25,8 @@ CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* po
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir, ThreadPool* pool) {
   LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
   LLM_ASSIGN_OR_RETURN(const model::QuantScheme scheme, model::LoadQuantScheme(dir));
-  LLM_ASSIGN_OR_RETURN(auto store, model::TensorStore::Open(dir));
+  LLM_ASSIGN_OR_RETURN(auto opened, model::TensorStore::Open(dir));
+  LLM_ASSIGN_OR_RETURN(auto store, model::ToLlamaLayout(config, std::move(opened)));
   LLM_ASSIGN_OR_RETURN(model::KvCacheSpec kv,
                        model::ResolveKvCache("auto", scheme, config, store.get()));
   return FromStore(std::move(config), *store, pool, scheme, std::move(kv));

@@ -1,11 +1,18 @@
 """An independent float64 numpy forward of the Llama family, the reference of the golden tests.
 
-Written from the Hugging Face modeling code's definitions (llama, mistral without a window, qwen2,
-qwen3), not from ours: weights by their Hugging Face names and layouts, one token at a time with
+Written from the Hugging Face modeling code's definitions (llama, mistral, qwen2, qwen3, phi3,
+granite), not from ours: weights by their Hugging Face names and layouts, one token at a time with
 a plain list as the KV cache, RoPE in the rotate-half layout with the default frequencies.
-Qwen3's q_norm and k_norm are an RMSNorm over each head before RoPE.
+- Qwen3's q_norm and k_norm are an RMSNorm over each head before RoPE.
+- Phi3 keeps q, k and v in one matrix (self_attn.qkv_proj, rows q then k then v) and gate and up
+  in another (mlp.gate_up_proj, gate's rows first).
+- Granite multiplies the embedding by embedding_multiplier and each block's output by
+  residual_multiplier, scales the attention's scores by attention_multiplier (in place of
+  1/sqrt(head_dim)) and divides the logits by logits_scaling.
+- sliding_window (mistral, phi3): a query sees the last `sliding_window` positions, itself
+  included.
 
-Used by qwen3_golden.py and smollm2_golden.py (the first python3 on PATH's .venv: numpy).
+Used by qwen3_golden.py, family_golden.py and smollm2_golden.py (the .venv's python: numpy).
 """
 
 import numpy as np
@@ -21,6 +28,14 @@ class LlamaFamily:
         self.head_dim = config.get("head_dim") or hidden // self.heads
         self.eps = float(config.get("rms_norm_eps", 1e-6))
         self.qk_norm = config["model_type"] == "qwen3"
+        self.fused = config["model_type"] == "phi3"
+        granite = config["model_type"] == "granite"
+        self.embedding_multiplier = config.get("embedding_multiplier", 1.0) if granite else 1.0
+        self.residual_multiplier = config.get("residual_multiplier", 1.0) if granite else 1.0
+        self.logits_scaling = config.get("logits_scaling", 1.0) if granite else 1.0
+        self.score_scale = (config.get("attention_multiplier", 1.0) if granite
+                            else 1.0 / np.sqrt(self.head_dim))
+        self.window = config.get("sliding_window") or 0
         if config.get("rope_scaling"):
             raise ValueError("numpy_reference: rope_scaling is not implemented here")
         theta = float(config.get("rope_theta", 10000.0))
@@ -47,39 +62,51 @@ class LlamaFamily:
 
     def attention(self, layer, x, position, cache):
         p = f"model.layers.{layer}.self_attn."
-        q = self.linear(p + "q_proj", x).reshape(self.heads, self.head_dim)
-        k = self.linear(p + "k_proj", x).reshape(self.kv_heads, self.head_dim)
-        v = self.linear(p + "v_proj", x).reshape(self.kv_heads, self.head_dim)
+        if self.fused:
+            qkv = self.linear(p + "qkv_proj", x)
+            q_dim, kv_dim = self.heads * self.head_dim, self.kv_heads * self.head_dim
+            q, k, v = qkv[:q_dim], qkv[q_dim:q_dim + kv_dim], qkv[q_dim + kv_dim:]
+        else:
+            q, k, v = (self.linear(p + "q_proj", x), self.linear(p + "k_proj", x),
+                       self.linear(p + "v_proj", x))
+        q = q.reshape(self.heads, self.head_dim)
+        k = k.reshape(self.kv_heads, self.head_dim)
+        v = v.reshape(self.kv_heads, self.head_dim)
         if self.qk_norm:
             q = self.norm(q, self.w[p + "q_norm.weight"])
             k = self.norm(k, self.w[p + "k_norm.weight"])
         q, k = self.rope(q, position), self.rope(k, position)
         cache.append((k, v))
-        keys = np.stack([kv[0] for kv in cache])    # [t, kv_heads, head_dim]
-        values = np.stack([kv[1] for kv in cache])
+        seen = cache[-self.window:] if self.window else cache
+        keys = np.stack([kv[0] for kv in seen])    # [t, kv_heads, head_dim]
+        values = np.stack([kv[1] for kv in seen])
         group = self.heads // self.kv_heads
         out = np.empty((self.heads, self.head_dim))
         for h in range(self.heads):
-            scores = keys[:, h // group] @ q[h] / np.sqrt(self.head_dim)
+            scores = keys[:, h // group] @ q[h] * self.score_scale
             probs = np.exp(scores - scores.max())
             out[h] = (probs / probs.sum()) @ values[:, h // group]
         return self.linear(p + "o_proj", out.reshape(-1))
 
     def mlp(self, layer, x):
         p = f"model.layers.{layer}.mlp."
-        gate = self.linear(p + "gate_proj", x)
-        return self.linear(p + "down_proj", gate / (1.0 + np.exp(-gate)) *
-                           self.linear(p + "up_proj", x))
+        if self.fused:
+            gate, up = np.split(self.linear(p + "gate_up_proj", x), 2)
+        else:
+            gate, up = self.linear(p + "gate_proj", x), self.linear(p + "up_proj", x)
+        return self.linear(p + "down_proj", gate / (1.0 + np.exp(-gate)) * up)
 
     def step(self, token, position, caches):
         """Logits after `token` at `position`; caches: one list per layer, appended to."""
-        x = self.embed[token].copy()
+        x = self.embed[token] * self.embedding_multiplier
+        r = self.residual_multiplier
         for layer in range(self.c["num_hidden_layers"]):
             p = f"model.layers.{layer}."
-            x = x + self.attention(layer, self.norm(x, self.w[p + "input_layernorm.weight"]),
-                                   position, caches[layer])
-            x = x + self.mlp(layer, self.norm(x, self.w[p + "post_attention_layernorm.weight"]))
-        return self.head @ self.norm(x, self.w["model.norm.weight"])
+            x = x + r * self.attention(layer, self.norm(x, self.w[p + "input_layernorm.weight"]),
+                                       position, caches[layer])
+            x = x + r * self.mlp(layer,
+                                 self.norm(x, self.w[p + "post_attention_layernorm.weight"]))
+        return self.head @ self.norm(x, self.w["model.norm.weight"]) / self.logits_scaling
 
     def greedy(self, prompt_ids, new_tokens):
         """(generated ids, each step's margin between its best and second-best logit)."""
