@@ -1,6 +1,7 @@
 """Tool calling and structured output through the official `openai` SDK: a router and a CPU
 llm-worker on a model with random weights and a byte-level vocabulary (so any text can be
-spelled), once per call format we parse (the Qwen3, Llama 3.1 and Mistral v0.3 chat templates),
+spelled), once per call format we parse (the Qwen3, Llama 3.1, Mistral v0.3 and Granite 3.3 chat
+templates),
 and once for a template with none (Phi-4's: forced calls are then a JSON array of calls, and
 tool_choice auto is a 400).
 
@@ -271,7 +272,8 @@ def main():
     procs = []
     try:
         for template, fmt in (("qwen3.jinja", "hermes"), ("llama31.jinja", "llama3_json"),
-                              ("mistral_v03.jinja", "mistral"), ("phi4.jinja", "json")):
+                              ("mistral_v03.jinja", "mistral"), ("granite33.jinja", "granite"),
+                              ("phi4.jinja", "json")):
             client = serve(args, template, tmp, procs)
             log = open(procs[-2].log_path).read()
             if fmt == "json":  # a template with no call format: forced calls as a JSON array
@@ -286,8 +288,10 @@ def main():
             model = calls_in_every_mode(client, fmt)
             check(MOST_DELTAS[0] > 1,
                   f"{fmt}: calls' arguments stream (at most {MOST_DELTAS[0]} deltas a call)")
-            check(f"reasoning: {'think' if fmt == 'hermes' else 'none'} (from the chat "
-                  "template)" in log, f"{template}: the worker's reasoning format")
+            # Granite 3.3's asks for <think></think> when thinking is on.
+            thinks = fmt in ("hermes", "granite")
+            check(f"reasoning: {'think' if thinks else 'none'} (from the chat template)" in log,
+                  f"{template}: the worker's reasoning format")
             if fmt == "hermes":
                 qwen_extras(client, model)
                 reasoning_is_apart(client, model)

@@ -67,11 +67,11 @@ void AddModelKeys(config::ConfigSchema& s) {
       .String("model.chat_template", "",
               "Jinja chat template file for chat requests (default: the tokenizer's: "
               "chat_template.jinja or tokenizer_config.json chat_template)")
-      .String(
-          "model.tool_call_parser", "auto",
-          "format of tool calls in chat answers: auto (from the chat template's markers), "
-          "llama3_json, hermes, mistral, json (a JSON array of calls) or none (tool_choice auto "
-          "refused; required and named calls are written as json)")
+      .String("model.tool_call_parser", "auto",
+              "format of tool calls in chat answers: auto (from the chat template's markers), "
+              "llama3_json, hermes, mistral, granite, json (a JSON array of calls) or none "
+              "(tool_choice auto "
+              "refused; required and named calls are written as json)")
       .String("model.reasoning_parser", "auto",
               "where chat answers carry the model's thinking apart from its text "
               "(reasoning_content): auto (think where the chat template writes <think> and "

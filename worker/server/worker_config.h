@@ -20,7 +20,7 @@ struct WorkerConfig {
   // A chat template file overriding the model's (tokenizer_config.json / chat_template.jinja).
   std::string chat_template;
   // The tool-call format of chat requests with tools: auto (from the template), llama3_json,
-  // hermes, mistral, json or none (worker/tools/tool_format.h).
+  // hermes, mistral, granite, json or none (worker/tools/tool_format.h).
   std::string tool_call_parser = "auto";
   // Where chat answers' reasoning is read from: auto (from the template), think or none
   // (worker/tools/reasoning_parser.h).

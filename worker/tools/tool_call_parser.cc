@@ -15,6 +15,7 @@ constexpr std::string_view kPythonTag = "<|python_tag|>";
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralOpen = "[TOOL_CALLS]";
+constexpr std::string_view kGraniteOpen = "<|tool_call|>";
 constexpr std::string_view kSpace = " \t\r\n";
 
 size_t SkipSpace(std::string_view s) { return std::min(s.find_first_not_of(kSpace), s.size()); }
@@ -171,9 +172,9 @@ void ToolCallParser::GiveBack(ParseOutput& out) {
 }
 
 ToolCallParser::State ToolCallParser::TextAfterCalls() const {
-  // Only mistral and hermes write calls after text; the others' calls are the whole answer.
-  return format_ == ToolFormat::kMistral || format_ == ToolFormat::kHermes ? State::kText
-                                                                           : State::kTail;
+  // Only mistral, granite and hermes write calls after text; the others' calls are the whole
+  // answer.
+  return ListAfterMarker() || format_ == ToolFormat::kHermes ? State::kText : State::kTail;
 }
 
 bool ToolCallParser::Step(ParseOutput& out) {
@@ -240,14 +241,16 @@ bool ToolCallParser::StepStart() {
 }
 
 bool ToolCallParser::StepText(ParseOutput& out) {
-  const std::string_view marker = format_ == ToolFormat::kHermes ? kHermesOpen : kMistralOpen;
+  const std::string_view marker = format_ == ToolFormat::kHermes    ? kHermesOpen
+                                  : format_ == ToolFormat::kGranite ? kGraniteOpen
+                                                                    : kMistralOpen;
   const size_t at = pending_.find(marker);
   if (at != std::string::npos) {
     Content(out, std::string_view(pending_).substr(0, at));
     pending_.erase(0, at);
     raw_.clear();
     Consume(marker.size());
-    state_ = format_ == ToolFormat::kMistral ? State::kBeforeList : State::kBeforeObject;
+    state_ = ListAfterMarker() ? State::kBeforeList : State::kBeforeObject;
     return true;
   }
   const size_t ready = pending_.size() - PartialMarkerAtEnd(pending_, marker);
@@ -392,7 +395,7 @@ bool ToolCallParser::StepAfterObject() {
     } else if (kHermesClose.starts_with(rest)) {
       return false;
     }
-  } else if ((format_ == ToolFormat::kMistral || format_ == ToolFormat::kJson) &&
+  } else if ((ListAfterMarker() || format_ == ToolFormat::kJson) &&
              (rest[0] == ',' || rest[0] == ']')) {
     used += 1;
     if (rest[0] == ',') next = State::kBeforeObject;

@@ -58,6 +58,10 @@ class ToolCallParser {
   int calls() const { return calls_; }
 
  private:
+  // mistral and granite: the calls are a JSON list after the marker.
+  bool ListAfterMarker() const {
+    return format_ == ToolFormat::kMistral || format_ == ToolFormat::kGranite;
+  }
   enum class State {
     kStart,         // llama3_json: before the first non-space byte
     kText,          // content; watching for the marker

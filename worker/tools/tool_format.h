@@ -6,6 +6,8 @@
 //   hermes       Hermes, Qwen 2.5/3: text, then <tool_call>\n{"name": ..., "arguments": {...}}
 //                \n</tool_call> per call.
 //   mistral      Mistral v0.3: text, then [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...].
+//   granite      Granite 3.x: text, then <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
+//                (mistral's list behind another marker).
 //   json         no template's own: the whole answer is a JSON array of calls,
 //                [{"name": ..., "arguments": {...}}, ...]. What a required or named tool_choice
 //                writes on a worker whose format is none; a worker set to it reads it under auto.
@@ -20,9 +22,9 @@
 
 namespace llm::tools {
 
-enum class ToolFormat { kNone, kLlama3Json, kHermes, kMistral, kJson };
+enum class ToolFormat { kNone, kLlama3Json, kHermes, kMistral, kGranite, kJson };
 
-// "llama3_json", "hermes", "mistral", "json" or "none".
+// "llama3_json", "hermes", "mistral", "granite", "json" or "none".
 std::string_view ToolFormatName(ToolFormat format);
 
 // `name` as model.tool_call_parser writes it; "auto" picks the format of `template_source` (a

@@ -120,6 +120,10 @@ absl::StatusOr<std::string> CallsPattern(ToolFormat format, const std::string& c
       const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
       return absl::StrCat(mark("[TOOL_CALLS]"), " \\[", call, more, "\\]");
     }
+    case ToolFormat::kGranite: {  // as the model card's examples write them
+      const std::string more = parallel ? absl::StrCat("(, ", call, ")*") : "";
+      return absl::StrCat(mark("<|tool_call|>"), "\\[", call, more, "\\]");
+    }
     case ToolFormat::kJson:  // compact, as the arguments are
       return absl::StrCat("\\[", call, parallel ? absl::StrCat("(,", call, ")*") : "", "\\]");
     case ToolFormat::kLlama3Json:

@@ -206,6 +206,25 @@ TEST(ToolCallParserTest, Mistral) {
   }
 }
 
+// Granite 3.x: mistral's list behind <|tool_call|>, its keys in either order (the model card's
+// examples put "arguments" first).
+TEST(ToolCallParserTest, Granite) {
+  const ToolFormat f = ToolFormat::kGranite;
+  ExpectParses({f,
+                "<|tool_call|>[{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"arguments\": "
+                "{\"city\": \"Boston, MA\"}, \"name\": \"g\"}]",
+                "",
+                {"f {\"a\":[1,2]}", "g {\"city\":\"Boston, MA\"}"}});
+  ExpectParses({f,
+                "Let me check.<|tool_call|> [{\"name\":\"f\",\"arguments\":{}}]",
+                "Let me check.",
+                {"f {}"}});
+  for (const std::string text : {"<|tool", "<|tool_call|> oops", "[TOOL_CALLS] [{\"name\": \"f\"}]",
+                                 "[{\"name\":\"f\",\"arguments\":{}}]"}) {
+    ExpectParses({f, text, text, {}});
+  }
+}
+
 // Our own form, for templates with none: the whole answer is a JSON array of calls.
 TEST(ToolCallParserTest, Json) {
   const ToolFormat f = ToolFormat::kJson;

@@ -83,6 +83,21 @@ TEST(ToolGrammarTest, Llama3AndMistral) {
   EXPECT_TRUE(Accepts(Calls(ToolFormat::kMistral, required, false), "[TOOL_CALLS] [" + kNow + "]"));
 }
 
+TEST(ToolGrammarTest, Granite) {
+  const ToolChoice required{ToolChoice::Mode::kRequired, ""};
+  const std::string two = "<|tool_call|>[" + kWeather + ", " + kNow + "]";
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kGranite, required, true), two));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kGranite, required, false), two));
+  EXPECT_TRUE(Accepts(Calls(ToolFormat::kGranite, required, false), "<|tool_call|>[" + kNow + "]"));
+  EXPECT_FALSE(Accepts(Calls(ToolFormat::kGranite, required, true), "[" + kNow + "]"));
+  // What the grammar admits, the parser reads back.
+  ToolCallParser parser(ToolFormat::kGranite, true);
+  ParseOutput out = parser.Feed(two);
+  ParseOutput end = parser.Finish();
+  EXPECT_EQ(out.content + end.content, "");
+  ASSERT_EQ(out.calls.size() + end.calls.size(), 2u);
+}
+
 // Our own form, where the template has none: a compact JSON array of calls, which the parser
 // reads back.
 TEST(ToolGrammarTest, JsonArrayOfCalls) {
@@ -256,6 +271,8 @@ TEST(ToolGrammarTest, BadToolsNameTheField) {
 TEST(ToolFormatTest, DetectedFromTheShippedTemplates) {
   EXPECT_EQ(DetectToolFormat("{{ '<tool_call>' }}"), ToolFormat::kHermes);
   EXPECT_EQ(DetectToolFormat("{{ '[TOOL_CALLS] [' }}"), ToolFormat::kMistral);
+  EXPECT_EQ(DetectToolFormat("respond only with <|tool_call|> followed by"), ToolFormat::kGranite);
+  EXPECT_EQ(ResolveToolFormat("granite", "").value(), ToolFormat::kGranite);
   EXPECT_EQ(DetectToolFormat("<|python_tag|>"), ToolFormat::kLlama3Json);
   EXPECT_EQ(DetectToolFormat("plain"), ToolFormat::kNone);
   EXPECT_EQ(ResolveToolFormat("hermes", "").value(), ToolFormat::kHermes);
@@ -270,7 +287,8 @@ TEST(ToolFormatTest, EachShippedTemplateHasItsFormat) {
                                                       {"qwen3", ToolFormat::kHermes},
                                                       {"llama31", ToolFormat::kLlama3Json},
                                                       {"llama32", ToolFormat::kLlama3Json},
-                                                      {"mistral_v03", ToolFormat::kMistral}};
+                                                      {"mistral_v03", ToolFormat::kMistral},
+                                                      {"granite33", ToolFormat::kGranite}};
   int seen = 0;
   for (const auto& entry :
        std::filesystem::directory_iterator(testing::SharedPath("chat-templates/templates"))) {
