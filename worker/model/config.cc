@@ -77,6 +77,45 @@ absl::StatusOr<std::vector<int32_t>> GetIdList(const json& j, const std::string&
   return ids;
 }
 
+// YaRN's default attention factor: 0.1 * m * ln(scale) + 1 past a scale of 1.
+double YarnMscale(double scale, double m) {
+  return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1;
+}
+
+// "linear" and "yarn": `factor` and the context they were trained at
+// (original_max_position_embeddings, else config.json's max_position_embeddings); yarn's ramp and
+// attention factor (attention_factor, else from mscale and mscale_all_dim as DeepSeek's configs
+// give them, else 0.1 ln(factor) + 1).
+absl::StatusOr<RopeScaling> ParseStretchedRope(const json& r, const std::string& type,
+                                               const std::string& source, const json& config) {
+  const std::string where = source + " rope_scaling";
+  RopeScaling rs;
+  rs.kind = type == "linear" ? RopeScaling::Kind::kLinear : RopeScaling::Kind::kYarn;
+  if (!r.contains("factor")) return FieldError(where, "factor", "missing");
+  LLM_ASSIGN_OR_RETURN(rs.factor, GetDouble(r, where, "factor", 1.0));
+  LLM_ASSIGN_OR_RETURN(const int64_t max_pos,
+                       GetInt(config, source, "max_position_embeddings", true, 0, 1));
+  LLM_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
+                       GetInt(r, where, "original_max_position_embeddings", false, max_pos, 1));
+  if (rs.kind == RopeScaling::Kind::kLinear) return rs;
+  LLM_ASSIGN_OR_RETURN(rs.beta_fast, GetDouble(r, where, "beta_fast", 32.0));
+  LLM_ASSIGN_OR_RETURN(rs.beta_slow, GetDouble(r, where, "beta_slow", 1.0));
+  LLM_ASSIGN_OR_RETURN(rs.truncate, GetBool(r, where, "truncate", true));
+  // Hugging Face's rule: mscale and mscale_all_dim count only when both are set and non-zero.
+  const auto set = [&](const char* key) {
+    return r.contains(key) && r[key].is_number() && r[key].get<double>() != 0;
+  };
+  rs.attention_factor = YarnMscale(rs.factor, 1.0);
+  if (set("mscale") && set("mscale_all_dim")) {
+    LLM_ASSIGN_OR_RETURN(const double m, GetDouble(r, where, "mscale", 1.0));
+    LLM_ASSIGN_OR_RETURN(const double all, GetDouble(r, where, "mscale_all_dim", 1.0));
+    rs.attention_factor = YarnMscale(rs.factor, m) / YarnMscale(rs.factor, all);
+  }
+  LLM_ASSIGN_OR_RETURN(rs.attention_factor,
+                       GetDouble(r, where, "attention_factor", rs.attention_factor));
+  return rs;
+}
+
 absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& source) {
   RopeScaling rs;
   const auto it = j.find("rope_scaling");
@@ -91,9 +130,10 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& s
     }
   }
   if (type == "default") return rs;
+  if (type == "linear" || type == "yarn") return ParseStretchedRope(r, type, source, j);
   if (type != "llama3") {
     return FieldError(source, "rope_scaling",
-                      absl::StrCat("type '", type, "' is not supported (only llama3)"));
+                      absl::StrCat("type '", type, "' is not supported (llama3, linear, yarn)"));
   }
   rs.kind = RopeScaling::Kind::kLlama3;
   LLM_ASSIGN_OR_RETURN(rs.factor, GetDouble(r, source + " rope_scaling", "factor", 8.0));
@@ -223,6 +263,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
   LLM_ASSIGN_OR_RETURN(c.rms_norm_eps, GetDouble(j, source, "rms_norm_eps", 1e-6));
   LLM_ASSIGN_OR_RETURN(c.rope_theta, GetDouble(j, source, "rope_theta", 10000.0));
   LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source));
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLinear ||
+      c.rope_scaling.kind == RopeScaling::Kind::kYarn) {
+    const double stretched = static_cast<double>(c.rope_scaling.original_max_position_embeddings) *
+                             c.rope_scaling.factor;
+    c.max_position_embeddings = static_cast<int32_t>(std::clamp<double>(
+        std::floor(stretched), c.max_position_embeddings, (int64_t{1} << 31) - 1));
+  }
   LLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, source, "tie_word_embeddings", false));
   LLM_RETURN_IF_ERROR(ParseFamily(j, source, c));
   if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
@@ -287,6 +334,20 @@ json ModelConfigToJson(const ModelConfig& c) {
         {"low_freq_factor", c.rope_scaling.low_freq_factor},
         {"high_freq_factor", c.rope_scaling.high_freq_factor},
         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
+    j["rope_scaling"] = {
+        {"rope_type", "linear"},
+        {"factor", c.rope_scaling.factor},
+        {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else if (c.rope_scaling.kind == RopeScaling::Kind::kYarn) {
+    const RopeScaling& rs = c.rope_scaling;
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", rs.factor},
+                         {"original_max_position_embeddings", rs.original_max_position_embeddings},
+                         {"beta_fast", rs.beta_fast},
+                         {"beta_slow", rs.beta_slow},
+                         {"truncate", rs.truncate},
+                         {"attention_factor", rs.attention_factor}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -325,12 +386,48 @@ json GenerationConfigToJson(const ModelConfig& c) {
   return j;
 }
 
+namespace {
+
+// YaRN: the pairs that turn more than beta_fast times over the original context keep their
+// frequency, those that turn fewer than beta_slow times are divided by the factor, and a linear
+// ramp over the pairs' index mixes the two between.
+void YarnFrequencies(const ModelConfig& c, std::vector<double>& inv) {
+  const RopeScaling& rs = c.rope_scaling;
+  const double dim = c.head_dim, base = c.rope_theta;
+  const double length = static_cast<double>(rs.original_max_position_embeddings);
+  const auto pair_of = [&](double rotations) {
+    return dim * std::log(length / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
+  };
+  double low = pair_of(rs.beta_fast), high = pair_of(rs.beta_slow);
+  if (rs.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+    inv[i] = inv[i] / rs.factor * ramp + inv[i] * (1 - ramp);
+  }
+}
+
+}  // namespace
+
+double RopeAttentionFactor(const ModelConfig& c) {
+  return c.rope_scaling.kind == RopeScaling::Kind::kYarn ? c.rope_scaling.attention_factor : 1.0;
+}
+
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
   const int half = c.head_dim / 2;
   std::vector<double> inv(half);
   for (int i = 0; i < half; ++i) {
     inv[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
   }
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
+    for (double& f : inv) f /= c.rope_scaling.factor;
+  }
+  if (c.rope_scaling.kind == RopeScaling::Kind::kYarn) YarnFrequencies(c, inv);
   if (c.rope_scaling.kind == RopeScaling::Kind::kLlama3) {
     // Llama 3.1 scaling: long wavelengths are divided by `factor`, short ones kept, and the
     // band between interpolated smoothly.

@@ -12,15 +12,23 @@
 
 namespace llm::model {
 
-// rope_scaling: absent/null, or "llama3" (Llama 3.1/3.2 frequency-dependent scaling). Anything
-// else is rejected by name when the config is loaded.
+// rope_scaling: absent/null, "llama3" (Llama 3.1/3.2 frequency-dependent scaling), "linear"
+// (every frequency divided by `factor`) or "yarn" (YaRN, as Qwen 2.5/3 ask for past 32k: the
+// frequencies ramped between interpolation and extrapolation, and the attention scaled by
+// `attention_factor`). Anything else is rejected by name when the config is loaded. With linear
+// and yarn the context is original_max_position_embeddings x factor (at least
+// max_position_embeddings), as vLLM serves it.
 struct RopeScaling {
-  enum class Kind { kNone, kLlama3 };
+  enum class Kind { kNone, kLlama3, kLinear, kYarn };
   Kind kind = Kind::kNone;
   double factor = 1.0;
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
   int64_t original_max_position_embeddings = 8192;
+  double beta_fast = 32.0;        // yarn: rotations past which a pair extrapolates
+  double beta_slow = 1.0;         // yarn: rotations below which it interpolates
+  bool truncate = true;           // yarn: the ramp's ends rounded to whole pairs
+  double attention_factor = 1.0;  // yarn: q and k each scaled by it (cos and sin are)
 };
 
 // Granite's scalars, as config.json gives them (1 for every other family). No runner reads
@@ -81,6 +89,9 @@ nlohmann::json GenerationConfigToJson(const ModelConfig& config);
 
 // RoPE inverse frequencies, one per rotated pair: [head_dim / 2]. Applies rope_scaling.
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
+
+// What RoPE's cos and sin are multiplied by: yarn's attention_factor, else 1.
+double RopeAttentionFactor(const ModelConfig& config);
 
 }  // namespace llm::model
 

@@ -102,6 +102,30 @@ absl::Status GraniteScales(const GgufFile& f, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// {arch}.rope.scaling.type linear or yarn (factor, original_context_length) as rope_scaling;
+// none or absent: none.
+absl::Status StretchedRope(const GgufFile& f, const std::string& arch, ModelConfig& c) {
+  const std::string key = arch + ".rope.scaling.type";
+  if (f.Find(key) == nullptr) return absl::OkStatus();
+  const absl::StatusOr<std::string> type = f.GetString(key);
+  if (!type.ok()) return type.status();
+  if (*type == "none") return absl::OkStatus();
+  if (*type != "linear" && *type != "yarn") {
+    return KeyError(f, key, absl::StrCat("'", *type, "' is not supported (linear, yarn)"));
+  }
+  RopeScaling& rs = c.rope_scaling;
+  rs.kind = *type == "linear" ? RopeScaling::Kind::kLinear : RopeScaling::Kind::kYarn;
+  const std::string factor = arch + ".rope.scaling.factor";
+  if (f.Find(factor) == nullptr) return KeyError(f, factor, "missing");
+  LLM_ASSIGN_OR_RETURN(rs.factor, f.GetFloat(factor));
+  if (!std::isfinite(rs.factor) || rs.factor <= 0) return KeyError(f, factor, "must be > 0");
+  LLM_ASSIGN_OR_RETURN(
+      rs.original_max_position_embeddings,
+      PositiveInt(f, arch + ".rope.scaling.original_context_length", c.max_position_embeddings));
+  rs.attention_factor = rs.factor > 1 ? 0.1 * std::log(rs.factor) + 1 : 1.0;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelConfig> ArchitectureConfig(const GgufFile& f, const std::string& arch) {
   const auto key = [&](absl::string_view k) { return absl::StrCat(arch, ".", k); };
   ModelConfig c;
@@ -168,12 +192,8 @@ absl::StatusOr<ModelConfig> GgufModelConfig(const GgufFile& f) {
   if (f.Find(experts) != nullptr && f.GetInt(experts).value_or(0) > 0) {
     return KeyError(f, experts, "mixture-of-experts models are not supported");
   }
-  const std::string scaling = arch + ".rope.scaling.type";
-  if (f.Find(scaling) != nullptr && f.GetString(scaling).value_or("") != "none") {
-    return KeyError(f, scaling,
-                    absl::StrCat("'", f.GetString(scaling).value_or("?"), "' is not supported"));
-  }
   LLM_ASSIGN_OR_RETURN(ModelConfig c, ArchitectureConfig(f, arch));
+  LLM_RETURN_IF_ERROR(StretchedRope(f, arch, c));
   LLM_RETURN_IF_ERROR(RopeFreqsAsLlama3(f, arch, c));
   // config.json's own checks (head counts, ids inside the vocabulary, ...), on what it implies.
   const std::string source = absl::StrCat(f.path(), " (its metadata as config.json)");

@@ -20,7 +20,8 @@ CpuModel::CpuModel(model::ModelConfig config, CpuWeights weights, ThreadPool* po
       weights_(std::move(weights)),
       pool_(pool),
       kv_(std::move(kv)),
-      inv_freq_(model::RopeInverseFrequencies(config_)) {}
+      inv_freq_(model::RopeInverseFrequencies(config_)),
+      rope_scale_(model::RopeAttentionFactor(config_)) {}
 
 absl::StatusOr<std::unique_ptr<CpuModel>> CpuModel::Load(const std::string& dir, ThreadPool* pool) {
   LLM_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
@@ -132,7 +133,7 @@ void CpuModel::RopeAndWriteKv(const ForwardBatch& batch, int l, CpuKvCache& kv) 
     for (int32_t i = 0; i < s.num_tokens; ++i) {
       const size_t t = s.token_begin + i;
       const int32_t pos = positions_[t];
-      RopeCosSin(inv_freq_.data(), half, pos, cos.data(), sin.data());
+      RopeCosSin(inv_freq_.data(), half, pos, cos.data(), sin.data(), rope_scale_);
       float* row = &qkv_[t * qkv_dim];
       if (c.qk_norm) {  // each head's q and k normalised before RoPE (in place: RmsNorm allows it)
         RmsNorm(row, w.q_norm.data(), row, c.num_heads, c.head_dim, eps);

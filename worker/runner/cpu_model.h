@@ -71,6 +71,7 @@ class CpuModel {
   ThreadPool* pool_;
   model::KvCacheSpec kv_;
   std::vector<double> inv_freq_;  // [head_dim / 2]
+  double rope_scale_;             // RoPE's cos and sin are multiplied by it (YaRN)
 
   // Scratch, sized per call.
   std::vector<float> x_, xn_, qkv_, attn_, gate_up_, act_, tmp_;

@@ -251,11 +251,12 @@ void RmsNorm(const float* x, const float* weight, float* y, size_t num_rows, siz
   }
 }
 
-void RopeCosSin(const double* inv_freq, size_t half, int64_t position, float* cos, float* sin) {
+void RopeCosSin(const double* inv_freq, size_t half, int64_t position, float* cos, float* sin,
+                double scale) {
   for (size_t i = 0; i < half; ++i) {
     const double angle = static_cast<double>(position) * inv_freq[i];
-    cos[i] = static_cast<float>(std::cos(angle));
-    sin[i] = static_cast<float>(std::sin(angle));
+    cos[i] = static_cast<float>(std::cos(angle) * scale);
+    sin[i] = static_cast<float>(std::sin(angle) * scale);
   }
 }
 

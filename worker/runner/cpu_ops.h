@@ -77,8 +77,10 @@ void RmsNorm(const float* x, const float* weight, float* y, size_t num_rows, siz
 // with element i + head_dim/2. cos/sin: [head_dim / 2] for the token's position.
 void ApplyRope(float* head, const float* cos, const float* sin, size_t head_dim);
 
-// cos/sin of position * inv_freq[i], computed in double: [head_dim / 2] each.
-void RopeCosSin(const double* inv_freq, size_t half_dim, int64_t position, float* cos, float* sin);
+// cos/sin of position * inv_freq[i], computed in double, times `scale` (YaRN's attention
+// factor; model::RopeAttentionFactor): [head_dim / 2] each.
+void RopeCosSin(const double* inv_freq, size_t half_dim, int64_t position, float* cos, float* sin,
+                double scale = 1.0);
 
 // out[t, i] = silu(gate_up[t, i]) * gate_up[t, inter + i]; gate_up: [num_rows, 2 * inter].
 // silu(g) = g / (1 + FastExp(-g)).

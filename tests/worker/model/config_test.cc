@@ -97,14 +97,64 @@ TEST(ConfigTest, Qwen3HasQkNormsNoBiasAndItsOwnHeadDim) {
 
 TEST(ConfigTest, RejectsUnsupportedRopeScalingByName) {
   json j = BaseConfig();
-  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
   auto c = ParseModelConfig(j, "dir/config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("dir/config.json"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("rope_scaling"));
-  EXPECT_THAT(std::string(c.status().message()), HasSubstr("'linear'"));
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()), HasSubstr("'yarn'"));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("'dynamic' is not supported (llama3, linear, yarn)"));
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
+  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()), HasSubstr("'longrope'"));
+  j["rope_scaling"] = {{"rope_type", "yarn"}};
+  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()),
+              HasSubstr("c rope_scaling: factor: missing"));
+}
+
+// Qwen3's documented YaRN setting; the values are numpy_reference.py's (transformers' rule).
+TEST(ConfigTest, YarnRopeScaling) {
+  json j = BaseConfig();
+  j["model_type"] = "qwen3";
+  j["head_dim"] = 128;
+  j["rope_theta"] = 1000000.0;
+  j["max_position_embeddings"] = 40960;
+  j["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_position_embeddings, 131072);  // 32768 x 4, as vLLM serves it
+  EXPECT_NEAR(RopeAttentionFactor(*c), 1.138629436111989, 1e-15);
+  const std::vector<double> inv = RopeInverseFrequencies(*c);
+  ASSERT_EQ(inv.size(), 64u);
+  const std::vector<std::pair<int, double>> want = {{0, 1.0},
+                                                    {10, 0.11547819846894583},
+                                                    {20, 0.01333521432163324},
+                                                    {30, 0.0010643609812470017},
+                                                    {40, 4.445698525097307e-05},
+                                                    {63, 3.102344401879299e-07}};
+  for (const auto& [i, v] : want) EXPECT_NEAR(inv[i], v, v * 1e-12) << i;
+  // It round-trips, and an explicit attention_factor or DeepSeek's mscale pair wins.
+  const auto again = ParseModelConfig(ModelConfigToJson(*c), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(RopeInverseFrequencies(*again), inv);
+  EXPECT_EQ(again->max_position_embeddings, 131072);
+  j["rope_scaling"]["mscale"] = 0.707;
+  j["rope_scaling"]["mscale_all_dim"] = 0.707;
+  EXPECT_DOUBLE_EQ(RopeAttentionFactor(*ParseModelConfig(j, "c")), 1.0);
+  j["rope_scaling"]["attention_factor"] = 1.5;
+  EXPECT_DOUBLE_EQ(RopeAttentionFactor(*ParseModelConfig(j, "c")), 1.5);
+}
+
+TEST(ConfigTest, LinearRopeScaling) {
+  json j = BaseConfig();
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_position_embeddings, 512);
+  EXPECT_DOUBLE_EQ(RopeAttentionFactor(*c), 1.0);
+  const std::vector<double> inv = RopeInverseFrequencies(*c);
+  EXPECT_DOUBLE_EQ(inv[0], 0.5);
+  EXPECT_DOUBLE_EQ(inv[1], 1.0 / std::pow(10000.0, 2.0 / 8) / 2);
 }
 
 TEST(ConfigTest, Llama3RopeScaling) {

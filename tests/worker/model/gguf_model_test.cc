@@ -224,10 +224,14 @@ TEST(GgufModelTest, RefusalsNameTheKeyOrTensor) {
   EXPECT_THAT(
       config_error(WriteModel("llama", {}, {{"llama.expert_count", GgufValue::Uint32(8)}}).path),
       HasSubstr("llama.expert_count: mixture-of-experts"));
+  EXPECT_THAT(config_error(WriteModel("llama", {},
+                                      {{"llama.rope.scaling.type", GgufValue::String("longrope")}})
+                               .path),
+              HasSubstr("llama.rope.scaling.type: 'longrope' is not supported (linear, yarn)"));
   EXPECT_THAT(
       config_error(
           WriteModel("llama", {}, {{"llama.rope.scaling.type", GgufValue::String("yarn")}}).path),
-      HasSubstr("llama.rope.scaling.type: 'yarn' is not supported"));
+      HasSubstr("llama.rope.scaling.factor: missing"));
   EXPECT_THAT(
       config_error(
           WriteModel("llama", {}, {{"llama.rope.dimension_count", GgufValue::Uint32(4)}}).path),

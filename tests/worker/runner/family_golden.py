@@ -1,5 +1,5 @@
-"""The golden test of the families served through checkpoint_layout.h: a small random checkpoint
-of each, written here in Hugging Face's own layout (numpy + safetensors, not our writer), run
+"""The golden test of the families served through checkpoint_layout.h, and of YaRN: a small random
+checkpoint of each, written here in Hugging Face's own layout (numpy + safetensors, not our writer), run
 greedily by `llm-cli generate` on the CPU backend, must give the token ids of numpy_reference.py's
 float64 forward over the same weights.
 
@@ -11,6 +11,8 @@ float64 forward over the same weights.
   the embedding's, the attention's) changed 64 to 72 of the 72 generated tokens. Its
   logits_scaling is below 1 (the logits are divided by it) to keep the greedy margins well above
   fp32's rounding.
+- yarn: Llama with rope_scaling yarn (factor 4 over an original context of 64), so that the
+  frequencies' ramp and the attention factor count.
 
 Each runs from its safetensors directory and from a GGUF file written as llama.cpp's converter
 writes one (its names, metadata and q/k row order), with the real Llama 3 tokenizer.
@@ -41,12 +43,18 @@ CONFIGS = {
     "phi3": dict(COMMON, architectures=["Phi3ForCausalLM"], model_type="phi3",
                  rms_norm_eps=1e-5, sliding_window=12, tie_word_embeddings=False,
                  original_max_position_embeddings=512, rope_scaling=None),
+    # Llama's computation with YaRN (as Qwen 2.5/3 are configured past 32k): an original context
+    # of 64 puts the ramp over the first pairs of a head of 16.
+    "yarn": dict(COMMON, architectures=["LlamaForCausalLM"], model_type="llama",
+                 rms_norm_eps=1e-5, tie_word_embeddings=False,
+                 rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                               "original_max_position_embeddings": 64}),
     "granite": dict(COMMON, architectures=["GraniteForCausalLM"], model_type="granite",
                     rms_norm_eps=0.02, tie_word_embeddings=True, attention_bias=False,
                     mlp_bias=False, embedding_multiplier=12.0, residual_multiplier=1.5,
                     attention_multiplier=1.0, logits_scaling=0.25),
 }
-EMBED_SCALE = {"phi3": 1.0, "granite": 0.05}
+EMBED_SCALE = {"phi3": 1.0, "granite": 0.05, "yarn": 1.0}
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n    return",
            "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich."]
 NEW_TOKENS = 24
@@ -119,6 +127,10 @@ def write_gguf(path, c, weights):
     w.add_eos_token_id(c["eos_token_id"])
     if arch == "phi3":
         w.add_uint32("phi3.attention.sliding_window", c["sliding_window"])
+    if c.get("rope_scaling"):
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(c["rope_scaling"]["factor"])
+        w.add_rope_scaling_orig_ctx_len(c["rope_scaling"]["original_max_position_embeddings"])
     if arch == "granite":
         w.add_float32("granite.embedding_scale", c["embedding_multiplier"])
         w.add_float32("granite.residual_scale", c["residual_multiplier"])
@@ -128,9 +140,9 @@ def write_gguf(path, c, weights):
         if name.startswith("model.layers."):
             layer, rest = name[len("model.layers."):].split(".", 1)
             gname = f"blk.{layer}.{GGUF_NAMES[rest]}"
-            if arch == "granite" and rest == "self_attn.q_proj.weight":
+            if arch in ("llama", "granite") and rest == "self_attn.q_proj.weight":
                 t = interleave(t, c["num_attention_heads"])
-            if arch == "granite" and rest == "self_attn.k_proj.weight":
+            if arch in ("llama", "granite") and rest == "self_attn.k_proj.weight":
                 t = interleave(t, c["num_key_value_heads"])
         else:
             gname = GGUF_NAMES[name]

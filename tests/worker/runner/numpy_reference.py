@@ -11,6 +11,9 @@ a plain list as the KV cache, RoPE in the rotate-half layout with the default fr
   1/sqrt(head_dim)) and divides the logits by logits_scaling.
 - sliding_window (mistral, phi3): a query sees the last `sliding_window` positions, itself
   included.
+- rope_scaling yarn (transformers' _compute_yarn_parameters): the pairs' frequencies ramped
+  between extrapolation and interpolation by `factor`, and cos and sin multiplied by the
+  attention factor (0.1 ln(factor) + 1 unless given).
 
 Used by qwen3_golden.py, family_golden.py and smollm2_golden.py (the .venv's python: numpy).
 """
@@ -36,21 +39,43 @@ class LlamaFamily:
         self.score_scale = (config.get("attention_multiplier", 1.0) if granite
                             else 1.0 / np.sqrt(self.head_dim))
         self.window = config.get("sliding_window") or 0
-        if config.get("rope_scaling"):
-            raise ValueError("numpy_reference: rope_scaling is not implemented here")
         theta = float(config.get("rope_theta", 10000.0))
         self.inv_freq = 1.0 / theta ** (np.arange(0, self.head_dim, 2, dtype=np.float64)
                                         / self.head_dim)
+        self.rope_scale = 1.0
+        scaling = config.get("rope_scaling")
+        if scaling and scaling.get("rope_type", scaling.get("type")) == "yarn":
+            self.yarn(scaling, theta, config["max_position_embeddings"])
+        elif scaling:
+            raise ValueError("numpy_reference: only yarn rope_scaling is implemented here")
         self.w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
         self.embed = self.w["model.embed_tokens.weight"]
         self.head = self.w.get("lm_head.weight", self.embed)
+
+    def yarn(self, s, base, max_positions):
+        factor, dim = s["factor"], self.head_dim
+        original = s.get("original_max_position_embeddings") or max_positions
+        self.rope_scale = s.get("attention_factor") or (0.1 * np.log(factor) + 1.0
+                                                        if factor > 1 else 1.0)
+
+        def correction_dim(rotations):
+            return dim * np.log(original / (rotations * 2 * np.pi)) / (2 * np.log(base))
+
+        low = max(np.floor(correction_dim(s.get("beta_fast") or 32)), 0)
+        high = min(np.ceil(correction_dim(s.get("beta_slow") or 1)), dim - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0, 1)
+        extrapolation = 1 - ramp
+        self.inv_freq = (self.inv_freq / factor * (1 - extrapolation)
+                         + self.inv_freq * extrapolation)
 
     def norm(self, x, weight):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * weight
 
     def rope(self, x, position):  # x: [heads, head_dim]
         angle = position * self.inv_freq
-        cos, sin = np.cos(angle), np.sin(angle)
+        cos, sin = np.cos(angle) * self.rope_scale, np.sin(angle) * self.rope_scale
         half = self.head_dim // 2
         x1, x2 = x[:, :half], x[:, half:]
         return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=1)

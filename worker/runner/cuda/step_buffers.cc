@@ -196,10 +196,11 @@ absl::StatusOr<StepBuffers> AllocateStepBuffers(const model::ModelConfig& c, con
   // RoPE tables: the CPU reference's values.
   const size_t half = static_cast<size_t>(c.head_dim) / 2;
   const std::vector<double> inv_freq = model::RopeInverseFrequencies(c);
+  const double rope_scale = model::RopeAttentionFactor(c);
   std::vector<float> cos_t(static_cast<size_t>(z.max_context) * half);
   std::vector<float> sin_t(cos_t.size());
   for (int32_t p = 0; p < z.max_context; ++p) {
-    RopeCosSin(inv_freq.data(), half, p, &cos_t[p * half], &sin_t[p * half]);
+    RopeCosSin(inv_freq.data(), half, p, &cos_t[p * half], &sin_t[p * half], rope_scale);
   }
   LLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<float*>(b.rope_cos), cos_t.data(),
                                            cos_t.size() * 4, cudaMemcpyHostToDevice, stream),
