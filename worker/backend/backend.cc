@@ -223,6 +223,8 @@ absl::StatusOr<Backend> CreateBackend(const BackendOptions& options) {
                      b.config.max_position_embeddings, " positions (max_position_embeddings of ",
                      options.model, "); set it to at most that, or 0 for the model's own"));
   }
+  model::SetServedContext(
+      b.config, options.max_context > 0 ? options.max_context : b.config.max_position_embeddings);
   if (absl::Status st = options.speculative.Validate(); !st.ok()) return st;
   std::string kind = options.backend;
   if (kind == "auto") {

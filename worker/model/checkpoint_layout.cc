@@ -76,6 +76,75 @@ absl::StatusOr<std::unique_ptr<TensorStore>> SplitPhi3(const ModelConfig& c,
   return TensorStore::Derive(std::move(store), removed, std::move(views), {});
 }
 
+// Writes `x` as `dtype` (F32, F16 or BF16) at `at`.
+void Put(DType dtype, float x, char* at) {
+  if (dtype == DType::kF32) {
+    std::memcpy(at, &x, 4);
+    return;
+  }
+  const uint16_t bits = dtype == DType::kBF16 ? F32ToBf16(x) : F32ToF16(x);
+  std::memcpy(at, &bits, 2);
+}
+
+// `v`'s rows in another order, row i of the copy being row from[i] times scale[i], in v's dtype.
+absl::StatusOr<TensorData> Reordered(const TensorView& v, const std::vector<int64_t>& from,
+                                     const std::vector<double>& scale) {
+  if (!IsWeightDType(v.dtype)) {
+    return TensorError(v, absl::StrCat("is ", std::string(DTypeName(v.dtype)),
+                                       "; only 16/32-bit weights are reordered"));
+  }
+  const size_t cols = static_cast<size_t>(v.shape[1]), item = DTypeSize(v.dtype);
+  std::vector<float> row(cols);
+  TensorData out{v.name, v.dtype, v.shape, std::string(v.num_bytes, '\0')};
+  for (size_t i = 0; i < from.size(); ++i) {
+    ConvertToF32(v.dtype, v.data + from[i] * cols * item, cols, row.data());
+    for (size_t k = 0; k < cols; ++k) {
+      Put(v.dtype, static_cast<float>(row[k] * scale[i]), out.bytes.data() + (i * cols + k) * item);
+    }
+  }
+  return out;
+}
+
+// Partial RoPE: Hugging Face turns pairs (i, i + r/2) of a head's first r = rotary_dim
+// dimensions and leaves the rest; the runners turn pairs (j, j + h/2) of whole heads, with
+// frequency 0 (no turn) past the first r/2 pairs. Each q and k head's rows are reordered so
+// that the turned dimensions land on the turning pairs and the rest on the others (q.k is the
+// same under one reordering of both), and the unturned rows divided by the attention factor,
+// which the runners' tables multiply every pair by.
+absl::StatusOr<std::unique_ptr<TensorStore>> ReorderPartialRotary(
+    const ModelConfig& c, std::unique_ptr<TensorStore> store) {
+  const int64_t h = c.head_dim, r = c.rotary(), pass = (h - r) / 2;
+  const double unturned = 1.0 / RopeAttentionFactor(c);
+  std::vector<int64_t> head_from(h);
+  std::vector<double> head_scale(h, 1.0);
+  for (int64_t p = 0; p < h / 2; ++p) {
+    const bool turns = p < r / 2;
+    head_from[p] = turns ? p : r + (p - r / 2);
+    head_from[h / 2 + p] = turns ? r / 2 + p : r + pass + (p - r / 2);
+    if (!turns) head_scale[p] = head_scale[h / 2 + p] = unturned;
+  }
+  std::vector<std::string> removed;
+  std::vector<TensorData> owned;
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerTensorNames n = LlamaLayerTensorNames(l);
+    for (const auto& [name, heads] : {std::pair{n.q, c.num_heads}, {n.k, c.num_kv_heads}}) {
+      std::vector<int64_t> from;
+      std::vector<double> scale;
+      for (int32_t head = 0; head < heads; ++head) {
+        for (int64_t p = 0; p < h; ++p) {
+          from.push_back(head * h + head_from[p]);
+          scale.push_back(head_scale[p]);
+        }
+      }
+      LLM_ASSIGN_OR_RETURN(const TensorView* v, store->Get(name));
+      LLM_ASSIGN_OR_RETURN(TensorData t, Reordered(*v, from, scale));
+      owned.push_back(std::move(t));
+      removed.push_back(name);
+    }
+  }
+  return TensorStore::Derive(std::move(store), removed, {}, std::move(owned));
+}
+
 // A copy of `v` with every element multiplied by `factor`, in v's dtype.
 absl::StatusOr<TensorData> Scaled(const TensorView& v, double factor) {
   if (!IsWeightDType(v.dtype)) {
@@ -86,14 +155,9 @@ absl::StatusOr<TensorData> Scaled(const TensorView& v, double factor) {
   std::vector<float> f(n);
   ConvertToF32(v.dtype, v.data, n, f.data());
   TensorData out{v.name, v.dtype, v.shape, std::string(v.num_bytes, '\0')};
+  const size_t item = DTypeSize(v.dtype);
   for (size_t i = 0; i < n; ++i) {
-    const float x = static_cast<float>(f[i] * factor);
-    if (v.dtype == DType::kF32) {
-      std::memcpy(out.bytes.data() + 4 * i, &x, 4);
-      continue;
-    }
-    const uint16_t bits = v.dtype == DType::kBF16 ? F32ToBf16(x) : F32ToF16(x);
-    std::memcpy(out.bytes.data() + 2 * i, &bits, 2);
+    Put(v.dtype, static_cast<float>(f[i] * factor), out.bytes.data() + i * item);
   }
   return out;
 }
@@ -155,7 +219,11 @@ std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c) {
 
 absl::StatusOr<std::unique_ptr<TensorStore>> ToLlamaLayout(const ModelConfig& config,
                                                            std::unique_ptr<TensorStore> store) {
-  if (config.model_type == "phi3") return SplitPhi3(config, std::move(store));
+  if (config.model_type == "phi3") {
+    LLM_ASSIGN_OR_RETURN(store, SplitPhi3(config, std::move(store)));
+    if (config.rotary() == config.head_dim) return store;
+    return ReorderPartialRotary(config, std::move(store));
+  }
   if (config.model_type == "granite") return FoldGranite(config, std::move(store));
   return store;
 }

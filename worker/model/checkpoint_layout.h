@@ -16,7 +16,10 @@ namespace llm::model {
 
 // The store of a `config` checkpoint in the Llama layout:
 //  - phi3: each layer's self_attn.qkv_proj ([q; k; v] rows) and mlp.gate_up_proj ([gate; up]
-//    rows) become q/k/v_proj and gate/up_proj: views of the fused matrices' rows, no copy.
+//    rows) become q/k/v_proj and gate/up_proj: views of the fused matrices' rows, no copy. With a
+//    partial rotary_dim (Phi-4-mini), q and k are copies with each head's rows reordered: the
+//    dimensions RoPE turns onto the pairs the runners' tables turn, the others onto pairs of
+//    frequency 0, divided by the attention factor the tables multiply every pair by.
 //  - granite: GraniteMultipliers folded into the weights, so that the Llama forward over them
 //    computes Granite's. With m the embedding multiplier, the residual stream is kept divided by
 //    m (config.rms_norm_eps is already divided by m^2): o_proj and down_proj (and their biases)

@@ -116,7 +116,56 @@ absl::StatusOr<RopeScaling> ParseStretchedRope(const json& r, const std::string&
   return rs;
 }
 
-absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& source) {
+// One divisor a rotated pair, each finite and > 0.
+absl::StatusOr<std::vector<double>> GetFactors(const json& r, const std::string& where,
+                                               const char* key, int32_t pairs) {
+  const auto it = r.find(key);
+  if (it == r.end() || !it->is_array() || static_cast<int32_t>(it->size()) != pairs) {
+    return FieldError(
+        where, key, absl::StrCat("must be a list of ", pairs, " numbers (one a ", "rotated pair)"));
+  }
+  std::vector<double> out;
+  for (const json& v : *it) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0) {
+      return FieldError(where, key, "must hold numbers > 0");
+    }
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+// "longrope" (or its first name, "su"): Phi-3.5's and Phi-4-mini's. The scale is
+// max_position_embeddings over config.json's original_max_position_embeddings where it has one
+// (transformers' rule), else `factor`; the attention factor sqrt(1 + ln(scale) / ln(original)).
+absl::StatusOr<RopeScaling> ParseLongRope(const json& r, const std::string& source, const json& j,
+                                          const ModelConfig& c) {
+  const std::string where = source + " rope_scaling";
+  RopeScaling rs;
+  rs.kind = RopeScaling::Kind::kLongRope;
+  LLM_ASSIGN_OR_RETURN(rs.long_factor, GetFactors(r, where, "long_factor", c.rotary() / 2));
+  LLM_ASSIGN_OR_RETURN(rs.short_factor, GetFactors(r, where, "short_factor", c.rotary() / 2));
+  LLM_ASSIGN_OR_RETURN(const int64_t max_pos,
+                       GetInt(j, source, "max_position_embeddings", true, 0, 1));
+  if (j.contains("original_max_position_embeddings")) {
+    LLM_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
+                         GetInt(j, source, "original_max_position_embeddings", true, 0, 1));
+    rs.factor = static_cast<double>(max_pos) / rs.original_max_position_embeddings;
+  } else {
+    LLM_ASSIGN_OR_RETURN(rs.factor, GetDouble(r, where, "factor", 1.0));
+    rs.original_max_position_embeddings = max_pos;
+  }
+  rs.attention_factor =
+      rs.factor <= 1 || rs.original_max_position_embeddings < 2
+          ? 1.0
+          : std::sqrt(1 + std::log(rs.factor) / std::log(rs.original_max_position_embeddings));
+  LLM_ASSIGN_OR_RETURN(rs.attention_factor,
+                       GetDouble(r, where, "attention_factor", rs.attention_factor));
+  rs.long_context = max_pos > rs.original_max_position_embeddings;
+  return rs;
+}
+
+absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& source,
+                                             const ModelConfig& c) {
   RopeScaling rs;
   const auto it = j.find("rope_scaling");
   if (it == j.end() || it->is_null()) return rs;
@@ -131,9 +180,11 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& s
   }
   if (type == "default") return rs;
   if (type == "linear" || type == "yarn") return ParseStretchedRope(r, type, source, j);
+  if (type == "longrope" || type == "su") return ParseLongRope(r, source, j, c);
   if (type != "llama3") {
-    return FieldError(source, "rope_scaling",
-                      absl::StrCat("type '", type, "' is not supported (llama3, linear, yarn)"));
+    return FieldError(
+        source, "rope_scaling",
+        absl::StrCat("type '", type, "' is not supported (llama3, linear, yarn, longrope)"));
   }
   rs.kind = RopeScaling::Kind::kLlama3;
   LLM_ASSIGN_OR_RETURN(rs.factor, GetDouble(r, source + " rope_scaling", "factor", 8.0));
@@ -173,6 +224,16 @@ absl::Status ParseShape(const json& j, const std::string& source, ModelConfig& c
     c.head_dim = c.hidden_size / c.num_heads;
   }
   if (c.head_dim % 2 != 0) return FieldError(source, "head_dim", "must be even for RoPE");
+  c.rotary_dim = c.head_dim;
+  if (c.model_type == "phi3") {  // Phi-4-mini turns 3/4 of each head
+    LLM_ASSIGN_OR_RETURN(const double part, GetDouble(j, source, "partial_rotary_factor", 1.0));
+    c.rotary_dim = static_cast<int32_t>(c.head_dim * part + 1e-9);  // int(), as transformers
+    if (part > 1 || c.rotary_dim < 2 || c.rotary_dim % 2 != 0) {
+      return FieldError(source, "partial_rotary_factor",
+                        absl::StrCat(part, " x head_dim ", c.head_dim,
+                                     " is not an even number of dimensions up to head_dim"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -213,11 +274,6 @@ absl::Status ParseFamily(const json& j, const std::string& source, ModelConfig& 
   if (c.model_type == "mistral" || c.model_type == "phi3") {
     LLM_ASSIGN_OR_RETURN(c.sliding_window, GetInt(j, source, "sliding_window", false, 0, 0));
     if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;
-  }
-  if (c.model_type == "phi3") {
-    // Phi-4-mini rotates 3/4 of each head; only whole-head RoPE is served.
-    LLM_ASSIGN_OR_RETURN(double rotary, GetDouble(j, source, "partial_rotary_factor", 1.0));
-    if (rotary != 1.0) return FieldError(source, "partial_rotary_factor", "only 1 is supported");
   }
   if (c.model_type == "granite") LLM_RETURN_IF_ERROR(ParseGranite(j, source, c));
   return absl::OkStatus();
@@ -262,7 +318,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const json& j, const std::string& s
                        GetInt(j, source, "max_position_embeddings", true, 0, 1));
   LLM_ASSIGN_OR_RETURN(c.rms_norm_eps, GetDouble(j, source, "rms_norm_eps", 1e-6));
   LLM_ASSIGN_OR_RETURN(c.rope_theta, GetDouble(j, source, "rope_theta", 10000.0));
-  LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source));
+  LLM_ASSIGN_OR_RETURN(c.rope_scaling, ParseRopeScaling(j, source, c));
   if (c.rope_scaling.kind == RopeScaling::Kind::kLinear ||
       c.rope_scaling.kind == RopeScaling::Kind::kYarn) {
     const double stretched = static_cast<double>(c.rope_scaling.original_max_position_embeddings) *
@@ -334,6 +390,13 @@ json ModelConfigToJson(const ModelConfig& c) {
         {"low_freq_factor", c.rope_scaling.low_freq_factor},
         {"high_freq_factor", c.rope_scaling.high_freq_factor},
         {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
+  } else if (c.rope_scaling.kind == RopeScaling::Kind::kLongRope) {
+    const RopeScaling& rs = c.rope_scaling;
+    j["original_max_position_embeddings"] = rs.original_max_position_embeddings;
+    j["rope_scaling"] = {{"rope_type", "longrope"},
+                         {"long_factor", rs.long_factor},
+                         {"short_factor", rs.short_factor},
+                         {"attention_factor", rs.attention_factor}};
   } else if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
     j["rope_scaling"] = {
         {"rope_type", "linear"},
@@ -358,6 +421,9 @@ json ModelConfigToJson(const ModelConfig& c) {
   }
   if (c.model_type == "mistral" || c.model_type == "phi3") {
     j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  }
+  if (c.rotary() != c.head_dim) {
+    j["partial_rotary_factor"] = static_cast<double>(c.rotary()) / c.head_dim;
   }
   if (c.model_type == "granite") {
     j["embedding_multiplier"] = c.granite.embedding;
@@ -393,7 +459,7 @@ namespace {
 // ramp over the pairs' index mixes the two between.
 void YarnFrequencies(const ModelConfig& c, std::vector<double>& inv) {
   const RopeScaling& rs = c.rope_scaling;
-  const double dim = c.head_dim, base = c.rope_theta;
+  const double dim = c.rotary(), base = c.rope_theta;
   const double length = static_cast<double>(rs.original_max_position_embeddings);
   const auto pair_of = [&](double rotations) {
     return dim * std::log(length / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
@@ -415,14 +481,25 @@ void YarnFrequencies(const ModelConfig& c, std::vector<double>& inv) {
 }  // namespace
 
 double RopeAttentionFactor(const ModelConfig& c) {
-  return c.rope_scaling.kind == RopeScaling::Kind::kYarn ? c.rope_scaling.attention_factor : 1.0;
+  const RopeScaling::Kind kind = c.rope_scaling.kind;
+  return kind == RopeScaling::Kind::kYarn || kind == RopeScaling::Kind::kLongRope
+             ? c.rope_scaling.attention_factor
+             : 1.0;
+}
+
+void SetServedContext(ModelConfig& c, int64_t context) {
+  c.rope_scaling.long_context = context > c.rope_scaling.original_max_position_embeddings;
 }
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
-  const int half = c.head_dim / 2;
-  std::vector<double> inv(half);
-  for (int i = 0; i < half; ++i) {
-    inv[i] = 1.0 / std::pow(c.rope_theta, (2.0 * i) / c.head_dim);
+  std::vector<double> inv(c.rotary() / 2);
+  for (size_t i = 0; i < inv.size(); ++i) {
+    inv[i] = 1.0 / std::pow(c.rope_theta, (2.0 * static_cast<double>(i)) / c.rotary());
+  }
+  if (c.rope_scaling.kind == RopeScaling::Kind::kLongRope) {
+    const RopeScaling& rs = c.rope_scaling;
+    const std::vector<double>& by = rs.long_context ? rs.long_factor : rs.short_factor;
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= by[i];
   }
   if (c.rope_scaling.kind == RopeScaling::Kind::kLinear) {
     for (double& f : inv) f /= c.rope_scaling.factor;
@@ -447,6 +524,7 @@ std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
       f = (1.0 - smooth) * f / rs.factor + smooth * f;
     }
   }
+  inv.resize(c.head_dim / 2, 0.0);  // the pairs a partial rotary_dim leaves unturned
   return inv;
 }
 

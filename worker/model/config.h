@@ -13,13 +13,14 @@
 namespace llm::model {
 
 // rope_scaling: absent/null, "llama3" (Llama 3.1/3.2 frequency-dependent scaling), "linear"
-// (every frequency divided by `factor`) or "yarn" (YaRN, as Qwen 2.5/3 ask for past 32k: the
+// (every frequency divided by `factor`), "yarn" (YaRN, as Qwen 2.5/3 ask for past 32k: the
 // frequencies ramped between interpolation and extrapolation, and the attention scaled by
-// `attention_factor`). Anything else is rejected by name when the config is loaded. With linear
-// and yarn the context is original_max_position_embeddings x factor (at least
-// max_position_embeddings), as vLLM serves it.
+// `attention_factor`) or "longrope" (Phi-3.5, Phi-4-mini: each frequency divided by its own
+// factor, from long_factor or short_factor, and the attention scaled). Anything else is rejected
+// by name when the config is loaded. With linear and yarn the context is
+// original_max_position_embeddings x factor (at least max_position_embeddings), as vLLM serves it.
 struct RopeScaling {
-  enum class Kind { kNone, kLlama3, kLinear, kYarn };
+  enum class Kind { kNone, kLlama3, kLinear, kYarn, kLongRope };
   Kind kind = Kind::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0;   // llama3
@@ -28,7 +29,13 @@ struct RopeScaling {
   double beta_fast = 32.0;        // yarn: rotations past which a pair extrapolates
   double beta_slow = 1.0;         // yarn: rotations below which it interpolates
   bool truncate = true;           // yarn: the ramp's ends rounded to whole pairs
-  double attention_factor = 1.0;  // yarn: q and k each scaled by it (cos and sin are)
+  double attention_factor = 1.0;  // yarn, longrope: q and k each scaled by it (cos and sin are)
+  // longrope: one divisor per rotated pair. Hugging Face switches to the long ones while a
+  // sequence is past original_max_position_embeddings, which makes a cached key's rotation depend
+  // on when it was cached; we take one set for the whole deployment, as llama.cpp does: the long
+  // one when the served context is past the original (SetServedContext), the short one otherwise.
+  std::vector<double> long_factor, short_factor;
+  bool long_context = true;
 };
 
 // Granite's scalars, as config.json gives them (1 for every other family). No runner reads
@@ -52,6 +59,11 @@ struct ModelConfig {
   int32_t num_heads = 0;     // query heads
   int32_t num_kv_heads = 0;  // key/value heads (GQA when < num_heads)
   int32_t head_dim = 0;
+  // The dimensions of each q/k head that RoPE turns: head_dim, or head_dim x partial_rotary_factor
+  // (phi3: Phi-4-mini turns 3/4). The runners always turn whole heads: the loader moves a partial
+  // head's turned dimensions to the pairs that turn (checkpoint_layout.h), and the other pairs'
+  // frequency is 0. 0 stands for head_dim: read it through rotary().
+  int32_t rotary_dim = 0;
   int32_t max_position_embeddings = 0;
   // The RMSNorm epsilon the runners use. For granite it is config.json's divided by
   // embedding_multiplier squared: the loader keeps the residual stream divided by that multiplier,
@@ -72,6 +84,7 @@ struct ModelConfig {
   std::string torch_dtype;  // informational ("bfloat16", ...)
   GraniteMultipliers granite;
 
+  int32_t rotary() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   int32_t q_dim() const { return num_heads * head_dim; }
   int32_t kv_dim() const { return num_kv_heads * head_dim; }
 };
@@ -87,11 +100,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const nlohmann::json& j, const std:
 nlohmann::json ModelConfigToJson(const ModelConfig& config);
 nlohmann::json GenerationConfigToJson(const ModelConfig& config);
 
-// RoPE inverse frequencies, one per rotated pair: [head_dim / 2]. Applies rope_scaling.
+// RoPE inverse frequencies, one per pair of a head: [head_dim / 2]; with a partial rotary_dim,
+// the first rotary_dim / 2 pairs turn and the others have 0. Applies rope_scaling.
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
 
-// What RoPE's cos and sin are multiplied by: yarn's attention_factor, else 1.
+// What RoPE's cos and sin are multiplied by: yarn's and longrope's attention_factor, else 1.
 double RopeAttentionFactor(const ModelConfig& config);
+
+// Picks longrope's factors for a deployment serving `context` positions (RopeScaling).
+void SetServedContext(ModelConfig& config, int64_t context);
 
 }  // namespace llm::model
 

@@ -144,7 +144,8 @@ absl::StatusOr<ModelConfig> ArchitectureConfig(const GgufFile& f, const std::str
   }
   LLM_ASSIGN_OR_RETURN(const int32_t rotary,
                        PositiveInt(f, key("rope.dimension_count"), c.head_dim));
-  if (rotary != c.head_dim) {
+  c.rotary_dim = rotary;
+  if (rotary != c.head_dim && arch != "phi3") {
     return KeyError(
         f, key("rope.dimension_count"),
         absl::StrCat(rotary, " (partial RoPE) is not supported; head_dim is ", c.head_dim));

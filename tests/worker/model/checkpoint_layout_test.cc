@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -99,6 +100,56 @@ TEST(CheckpointLayoutTest, Phi3FusedMatricesBecomeRowViews) {
   }
 }
 
+// Half of each head of 4 turns (pair (0, 1) in Hugging Face's order); the runners turn pairs
+// (0, 2) and (1, 3), the second with frequency 0: rows 0, 2, 1, 3 of each head, the unturned
+// two divided by LongRoPE's attention factor (original 16 of 64: sqrt(1 + ln 4 / ln 16)).
+TEST(CheckpointLayoutTest, Phi3PartialRotaryReordersEachHead) {
+  json j = FamilyConfig("phi3");
+  j["partial_rotary_factor"] = 0.5;
+  j["original_max_position_embeddings"] = 16;
+  j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {2.0}}, {"short_factor", {1.5}}};
+  const ModelConfig c = Parse(j);
+  ASSERT_EQ(c.rotary(), 2);
+  const double factor = std::sqrt(1.5);
+  EXPECT_NEAR(RopeAttentionFactor(c), factor, 1e-15);
+  EXPECT_EQ(RopeInverseFrequencies(c), (std::vector<double>{0.5, 0.0}));
+  std::vector<TensorData> tensors;
+  for (TensorData& t : LlamaTensors(c)) {
+    if (t.name.find("self_attn.") == std::string::npos &&
+        t.name.find("mlp.") == std::string::npos) {
+      tensors.push_back(std::move(t));
+    }
+  }
+  tensors.push_back(Counting("model.layers.0.self_attn.qkv_proj.weight", {16, 8}, 0));
+  tensors.push_back(Counting("model.layers.0.self_attn.o_proj.weight", {8, 8}, 0));
+  tensors.push_back(Counting("model.layers.0.mlp.gate_up_proj.weight", {12, 8}, 0));
+  tensors.push_back(Counting("model.layers.0.mlp.down_proj.weight", {8, 6}, 0));
+  auto store = ToLlamaLayout(c, Store(std::move(tensors)));
+  ASSERT_TRUE(store.ok()) << store.status();
+  const LayerTensorNames n = LlamaLayerTensorNames(0);
+  // q rows 0-7 (heads 0-3, 4-7), k rows 8-11: element [r, col] is 8r + col.
+  for (const auto& [name, first_row, heads] : {std::tuple{n.q, 0, 2}, {n.k, 8, 1}}) {
+    const std::vector<float> got = Values(*(*store)->Find(name));
+    ASSERT_EQ(got.size(), static_cast<size_t>(heads * 4 * 8));
+    for (int head = 0; head < heads; ++head) {
+      const int order[4] = {0, 2, 1, 3};
+      for (int p = 0; p < 4; ++p) {
+        const int row = first_row + 4 * head + order[p];
+        const double scale = p % 2 == 1 ? 1 / factor : 1.0;
+        for (int col = 0; col < 8; ++col) {
+          ASSERT_FLOAT_EQ(got[(4 * head + p) * 8 + col],
+                          static_cast<float>((8 * row + col) * scale))
+              << name << " head " << head << " row " << p;
+        }
+      }
+    }
+  }
+  // The short factors where the served context is within the original one.
+  ModelConfig short_context = c;
+  SetServedContext(short_context, 16);
+  EXPECT_EQ(RopeInverseFrequencies(short_context), (std::vector<double>{1 / 1.5, 0.0}));
+}
+
 TEST(CheckpointLayoutTest, Phi3RefusesAMisshapenOrQuantisedFusedMatrix) {
   const ModelConfig c = Parse(FamilyConfig("phi3"));
   auto store =
@@ -171,16 +222,21 @@ TEST(CheckpointLayoutTest, GraniteRoundTripsItsConfigAndRefusesQuantisedWeights)
 
 TEST(CheckpointLayoutTest, ConfigsNameWhatTheyRefuse) {
   json j = FamilyConfig("phi3");
-  j["partial_rotary_factor"] = 0.75;
+  j["partial_rotary_factor"] = 0.3;  // 1.2 of a head of 4
   auto c = ParseModelConfig(j, "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(),
-              HasSubstr("config.json: partial_rotary_factor: only 1 is supported"));
+              HasSubstr("config.json: partial_rotary_factor: 0.3 x head_dim 4 is not an even"));
   j = FamilyConfig("phi3");
-  j["rope_scaling"] = {{"type", "longrope"}};
+  j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1, 2}}};
   c = ParseModelConfig(j, "config.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_THAT(c.status().message(), HasSubstr("type 'longrope' is not supported"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("config.json rope_scaling: short_factor: must be a list of 2 numbers"));
+  j["rope_scaling"]["short_factor"] = {1, -1};
+  c = ParseModelConfig(j, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("short_factor: must hold numbers > 0"));
   c = ParseModelConfig(FamilyConfig("gemma3"), "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(),

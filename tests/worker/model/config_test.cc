@@ -103,9 +103,9 @@ TEST(ConfigTest, RejectsUnsupportedRopeScalingByName) {
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("dir/config.json"));
   EXPECT_THAT(std::string(c.status().message()), HasSubstr("rope_scaling"));
   EXPECT_THAT(std::string(c.status().message()),
-              HasSubstr("'dynamic' is not supported (llama3, linear, yarn)"));
-  j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
-  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()), HasSubstr("'longrope'"));
+              HasSubstr("'dynamic' is not supported (llama3, linear, yarn, longrope)"));
+  j["rope_scaling"] = {{"rope_type", "mrope"}, {"factor", 4.0}};
+  EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()), HasSubstr("'mrope'"));
   j["rope_scaling"] = {{"rope_type", "yarn"}};
   EXPECT_THAT(std::string(ParseModelConfig(j, "c").status().message()),
               HasSubstr("c rope_scaling: factor: missing"));
@@ -143,6 +143,42 @@ TEST(ConfigTest, YarnRopeScaling) {
   EXPECT_DOUBLE_EQ(RopeAttentionFactor(*ParseModelConfig(j, "c")), 1.0);
   j["rope_scaling"]["attention_factor"] = 1.5;
   EXPECT_DOUBLE_EQ(RopeAttentionFactor(*ParseModelConfig(j, "c")), 1.5);
+}
+
+// Phi-4-mini's shape: 3/4 of a head of 128 turns, LongRoPE from 4,096 to 131,072 positions.
+TEST(ConfigTest, LongRopeScaling) {
+  json j = BaseConfig();
+  j["model_type"] = "phi3";
+  j["head_dim"] = 128;
+  j["partial_rotary_factor"] = 0.75;
+  j["max_position_embeddings"] = 131072;
+  j["original_max_position_embeddings"] = 4096;
+  std::vector<double> long_factor, short_factor;
+  for (int i = 0; i < 48; ++i) {
+    long_factor.push_back(1 + i);
+    short_factor.push_back(1 + 0.01 * i);
+  }
+  j["rope_scaling"] = {
+      {"type", "longrope"}, {"long_factor", long_factor}, {"short_factor", short_factor}};
+  auto c = ParseModelConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rotary(), 96);
+  EXPECT_EQ(c->max_position_embeddings, 131072);
+  EXPECT_NEAR(RopeAttentionFactor(*c), std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-15);
+  std::vector<double> inv = RopeInverseFrequencies(*c);
+  ASSERT_EQ(inv.size(), 64u);
+  for (int i = 0; i < 64; ++i) {
+    const double want = i < 48 ? 1 / (long_factor[i] * std::pow(10000.0, 2.0 * i / 96)) : 0.0;
+    EXPECT_NEAR(inv[i], want, want * 1e-14) << i;
+  }
+  SetServedContext(*c, 4096);
+  inv = RopeInverseFrequencies(*c);
+  EXPECT_NEAR(inv[47], 1 / (short_factor[47] * std::pow(10000.0, 94.0 / 96)), 1e-18);
+  const auto again = ParseModelConfig(ModelConfigToJson(*c), "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->rotary(), 96);
+  EXPECT_DOUBLE_EQ(RopeAttentionFactor(*again), RopeAttentionFactor(*c));
+  EXPECT_EQ(again->rope_scaling.long_factor, long_factor);
 }
 
 TEST(ConfigTest, LinearRopeScaling) {

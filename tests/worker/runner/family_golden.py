@@ -13,6 +13,11 @@ float64 forward over the same weights.
   fp32's rounding.
 - yarn: Llama with rope_scaling yarn (factor 4 over an original context of 64), so that the
   frequencies' ramp and the attention factor count.
+- longrope: phi3 with partial RoPE (half of each head) and LongRoPE, served with the long
+  factors (a context past the original 64) and with the short ones (--max-context 64), each
+  against the reference with that set. No GGUF: LongRoPE files are refused. The reference with
+  the other factor set, without the attention factor, with it on the unturned dimensions too, or
+  with whole-head RoPE differs in 62, 69, 67 and 72 of the 72 tokens.
 
 Each runs from its safetensors directory and from a GGUF file written as llama.cpp's converter
 writes one (its names, metadata and q/k row order), with the real Llama 3 tokenizer.
@@ -49,12 +54,19 @@ CONFIGS = {
                  rms_norm_eps=1e-5, tie_word_embeddings=False,
                  rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                "original_max_position_embeddings": 64}),
+    # Phi-4-mini's RoPE: half of each head turns (its 3/4 scaled down to a head of 16), with
+    # LongRoPE's per-pair factors over an original context of 64.
+    "longrope": dict(COMMON, architectures=["Phi3ForCausalLM"], model_type="phi3",
+                     rms_norm_eps=1e-5, tie_word_embeddings=False, partial_rotary_factor=0.5,
+                     original_max_position_embeddings=64,
+                     rope_scaling={"type": "longrope", "long_factor": [1.0, 1.5, 4.0, 9.0],
+                                   "short_factor": [1.0, 1.1, 1.3, 2.0]}),
     "granite": dict(COMMON, architectures=["GraniteForCausalLM"], model_type="granite",
                     rms_norm_eps=0.02, tie_word_embeddings=True, attention_bias=False,
                     mlp_bias=False, embedding_multiplier=12.0, residual_multiplier=1.5,
                     attention_multiplier=1.0, logits_scaling=0.25),
 }
-EMBED_SCALE = {"phi3": 1.0, "granite": 0.05, "yarn": 1.0}
+EMBED_SCALE = {"phi3": 1.0, "granite": 0.05, "yarn": 1.0, "longrope": 1.0}
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n    return",
            "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich."]
 NEW_TOKENS = 24
@@ -169,13 +181,18 @@ def main():
             with open(os.path.join(model, "config.json"), "w", encoding="utf-8") as f:
                 json.dump(config, f)
             save_file(weights, os.path.join(model, "model.safetensors"))
-            gguf_path = os.path.join(model, f"{family}.gguf")
-            write_gguf(gguf_path, config, weights)
-            reference = LlamaFamily(config, weights)
-            for path in (model, gguf_path):
-                print(f"{family} from {os.path.basename(path)}:")
+            runs = [(model, [], LlamaFamily(config, weights))]
+            if family == "longrope":
+                runs.append((model, ["--max-context", "64"],
+                             LlamaFamily(config, weights, long_context=False)))
+            else:
+                gguf_path = os.path.join(model, f"{family}.gguf")
+                write_gguf(gguf_path, config, weights)
+                runs.append((gguf_path, [], runs[0][2]))
+            for path, extra, reference in runs:
+                print(f"{family} from {os.path.basename(path)} {' '.join(extra)}:")
                 compare(args.cli, path, reference, PROMPTS, NEW_TOKENS, "--tokenizer",
-                        args.tokenizer, "--threads", "2")
+                        args.tokenizer, "--threads", "2", *extra)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,12 @@ a plain list as the KV cache, RoPE in the rotate-half layout with the default fr
 - rope_scaling yarn (transformers' _compute_yarn_parameters): the pairs' frequencies ramped
   between extrapolation and interpolation by `factor`, and cos and sin multiplied by the
   attention factor (0.1 ln(factor) + 1 unless given).
+- rope_scaling longrope (Phi-3.5, Phi-4-mini): each pair's frequency divided by its long_factor
+  or short_factor (transformers switches while a sequence is past the original context; here
+  the caller picks one set, `long_context`), cos and sin times sqrt(1 + ln(s) / ln(original)),
+  s = max_position_embeddings / original_max_position_embeddings.
+- partial_rotary_factor (phi3): RoPE turns a head's first head_dim x factor dimensions, in
+  pairs (i, i + rotary / 2), and passes the others.
 
 Used by qwen3_golden.py, family_golden.py and smollm2_golden.py (the .venv's python: numpy).
 """
@@ -22,8 +28,9 @@ import numpy as np
 
 
 class LlamaFamily:
-    def __init__(self, config, weights):
-        """config: a config.json dict; weights: {name: array} in Hugging Face names/shapes."""
+    def __init__(self, config, weights, long_context=True):
+        """config: a config.json dict; weights: {name: array} in Hugging Face names/shapes;
+        long_context: longrope's factor set."""
         self.c = config
         hidden = config["hidden_size"]
         self.heads = config["num_attention_heads"]
@@ -39,21 +46,29 @@ class LlamaFamily:
         self.score_scale = (config.get("attention_multiplier", 1.0) if granite
                             else 1.0 / np.sqrt(self.head_dim))
         self.window = config.get("sliding_window") or 0
+        self.rotary = int(self.head_dim * config.get("partial_rotary_factor", 1.0))
         theta = float(config.get("rope_theta", 10000.0))
-        self.inv_freq = 1.0 / theta ** (np.arange(0, self.head_dim, 2, dtype=np.float64)
-                                        / self.head_dim)
+        self.inv_freq = 1.0 / theta ** (np.arange(0, self.rotary, 2, dtype=np.float64)
+                                        / self.rotary)
         self.rope_scale = 1.0
         scaling = config.get("rope_scaling")
-        if scaling and scaling.get("rope_type", scaling.get("type")) == "yarn":
+        kind = scaling and scaling.get("rope_type", scaling.get("type"))
+        if kind == "yarn":
             self.yarn(scaling, theta, config["max_position_embeddings"])
+        elif kind == "longrope":
+            original = config["original_max_position_embeddings"]
+            s = config["max_position_embeddings"] / original
+            self.rope_scale = np.sqrt(1 + np.log(s) / np.log(original)) if s > 1 else 1.0
+            factors = scaling["long_factor" if long_context else "short_factor"]
+            self.inv_freq = self.inv_freq / np.asarray(factors, dtype=np.float64)
         elif scaling:
-            raise ValueError("numpy_reference: only yarn rope_scaling is implemented here")
+            raise ValueError(f"numpy_reference: rope_scaling {kind} is not implemented here")
         self.w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
         self.embed = self.w["model.embed_tokens.weight"]
         self.head = self.w.get("lm_head.weight", self.embed)
 
     def yarn(self, s, base, max_positions):
-        factor, dim = s["factor"], self.head_dim
+        factor, dim = s["factor"], self.rotary
         original = s.get("original_max_position_embeddings") or max_positions
         self.rope_scale = s.get("attention_factor") or (0.1 * np.log(factor) + 1.0
                                                         if factor > 1 else 1.0)
@@ -76,9 +91,9 @@ class LlamaFamily:
     def rope(self, x, position):  # x: [heads, head_dim]
         angle = position * self.inv_freq
         cos, sin = np.cos(angle) * self.rope_scale, np.sin(angle) * self.rope_scale
-        half = self.head_dim // 2
-        x1, x2 = x[:, :half], x[:, half:]
-        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=1)
+        half = self.rotary // 2
+        x1, x2, rest = x[:, :half], x[:, half:self.rotary], x[:, self.rotary:]
+        return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=1)
 
     def linear(self, name, x):
         y = self.w[name + ".weight"] @ x
