@@ -97,6 +97,7 @@ absl::StatusOr<DraftWeights> LoadDraftWeights(const BackendOptions& options,
         " positions, fewer than the served context of ", context,
         "; set engine.max_context to at most that"));
   }
+  model::SetServedContext(d.config, context);
   if (!d.source.synthetic() && !d.source.gguf()) {
     auto scheme = model::LoadQuantScheme(d.source.dir);
     if (!scheme.ok()) return fail(scheme.status());

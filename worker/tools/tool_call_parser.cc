@@ -241,19 +241,29 @@ bool ToolCallParser::StepStart() {
 }
 
 bool ToolCallParser::StepText(ParseOutput& out) {
-  const std::string_view marker = format_ == ToolFormat::kHermes    ? kHermesOpen
-                                  : format_ == ToolFormat::kGranite ? kGraniteOpen
-                                                                    : kMistralOpen;
-  const size_t at = pending_.find(marker);
+  // Granite 3.1 wrote <tool_call> where 3.3's template asks for <|tool_call|>: both open a list.
+  std::vector<std::string_view> markers = {format_ == ToolFormat::kHermes    ? kHermesOpen
+                                           : format_ == ToolFormat::kGranite ? kGraniteOpen
+                                                                             : kMistralOpen};
+  if (format_ == ToolFormat::kGranite) markers.push_back(kHermesOpen);
+  size_t at = std::string::npos, length = 0, partial = 0;
+  for (std::string_view marker : markers) {
+    const size_t found = pending_.find(marker);
+    if (found < at) {
+      at = found;
+      length = marker.size();
+    }
+    partial = std::max(partial, PartialMarkerAtEnd(pending_, marker));
+  }
   if (at != std::string::npos) {
     Content(out, std::string_view(pending_).substr(0, at));
     pending_.erase(0, at);
     raw_.clear();
-    Consume(marker.size());
+    Consume(length);
     state_ = ListAfterMarker() ? State::kBeforeList : State::kBeforeObject;
     return true;
   }
-  const size_t ready = pending_.size() - PartialMarkerAtEnd(pending_, marker);
+  const size_t ready = pending_.size() - partial;
   Content(out, std::string_view(pending_).substr(0, ready));
   pending_.erase(0, ready);
   return false;

@@ -58,7 +58,8 @@ class ToolCallParser {
   int calls() const { return calls_; }
 
  private:
-  // mistral and granite: the calls are a JSON list after the marker.
+  // mistral and granite: the calls are a JSON list after the marker (granite: <|tool_call|>, or
+  // <tool_call> as Granite 3.1 wrote it).
   bool ListAfterMarker() const {
     return format_ == ToolFormat::kMistral || format_ == ToolFormat::kGranite;
   }

@@ -7,7 +7,7 @@
 //                \n</tool_call> per call.
 //   mistral      Mistral v0.3: text, then [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...].
 //   granite      Granite 3.x: text, then <|tool_call|>[{"name": ..., "arguments": {...}}, ...]
-//                (mistral's list behind another marker).
+//                (mistral's list behind another marker; <tool_call> as 3.1 wrote it is read too).
 //   json         no template's own: the whole answer is a JSON array of calls,
 //                [{"name": ..., "arguments": {...}}, ...]. What a required or named tool_choice
 //                writes on a worker whose format is none; a worker set to it reads it under auto.

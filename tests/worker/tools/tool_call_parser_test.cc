@@ -219,6 +219,9 @@ TEST(ToolCallParserTest, Granite) {
                 "Let me check.<|tool_call|> [{\"name\":\"f\",\"arguments\":{}}]",
                 "Let me check.",
                 {"f {}"}});
+  // Granite 3.1's marker.
+  ExpectParses({f, "<tool_call>[{\"name\":\"f\",\"arguments\":{}}]", "", {"f {}"}});
+  ExpectParses({f, "a <tool_call", "a <tool_call", {}});
   for (const std::string text : {"<|tool", "<|tool_call|> oops", "[TOOL_CALLS] [{\"name\": \"f\"}]",
                                  "[{\"name\":\"f\",\"arguments\":{}}]"}) {
     ExpectParses({f, text, text, {}});
