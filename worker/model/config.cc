@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/mapped_file.h"
 #include "common/status_macros.h"
@@ -489,6 +490,36 @@ double RopeAttentionFactor(const ModelConfig& c) {
 
 void SetServedContext(ModelConfig& c, int64_t context) {
   c.rope_scaling.long_context = context > c.rope_scaling.original_max_position_embeddings;
+}
+
+std::string DescribeRope(const ModelConfig& c) {
+  const RopeScaling& rs = c.rope_scaling;
+  std::vector<std::string> parts;
+  switch (rs.kind) {
+    case RopeScaling::Kind::kNone:
+      break;
+    case RopeScaling::Kind::kLlama3:
+    case RopeScaling::Kind::kLinear:
+    case RopeScaling::Kind::kYarn:
+      parts.push_back(absl::StrCat(rs.kind == RopeScaling::Kind::kLlama3   ? "llama3"
+                                   : rs.kind == RopeScaling::Kind::kLinear ? "linear"
+                                                                           : "yarn",
+                                   ", factor ", rs.factor, " over ",
+                                   rs.original_max_position_embeddings, " positions"));
+      break;
+    case RopeScaling::Kind::kLongRope:
+      parts.push_back(absl::StrCat("longrope, the ", rs.long_context ? "long" : "short",
+                                   " factors (context ", rs.long_context ? "past " : "within ",
+                                   rs.original_max_position_embeddings, ")"));
+      break;
+  }
+  if (c.rotary() != c.head_dim) {
+    parts.push_back(absl::StrCat(c.rotary(), " of ", c.head_dim, " dimensions turned"));
+  }
+  if (RopeAttentionFactor(c) != 1.0) {
+    parts.push_back(absl::StrCat("attention x", absl::StrFormat("%.4f", RopeAttentionFactor(c))));
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {

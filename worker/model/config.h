@@ -110,6 +110,11 @@ double RopeAttentionFactor(const ModelConfig& config);
 // Picks longrope's factors for a deployment serving `context` positions (RopeScaling).
 void SetServedContext(ModelConfig& config, int64_t context);
 
+// What the start log says of the model's RoPE where it is not plain whole-head RoPE, for example
+// "yarn, factor 4 over 32768 positions, attention x1.1386" or "longrope, the long factors
+// (context past 4096), 96 of 128 dimensions turned, attention x1.1902"; empty where it is plain.
+std::string DescribeRope(const ModelConfig& config);
+
 }  // namespace llm::model
 
 #endif  // LLM_WORKER_MODEL_CONFIG_H_

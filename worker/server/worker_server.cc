@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "common/tls/grpc_tls.h"
 #include "worker/frontend/chat/chat_template.h"
+#include "worker/model/config.h"
 #include "worker/model/gguf_model.h"
 #include "worker/tools/reasoning_parser.h"
 #include "worker/tools/tool_format.h"
@@ -26,13 +27,17 @@ std::string HostName() {
   return buf;
 }
 
-// The start lines of the model: slots and KV blocks, the linear layers' format when quantised,
+// The start lines of the model: slots and KV blocks, its RoPE when not plain (scaled, partial),
+// the linear layers' format when quantised,
 // the KV cache's when FP8 or when the checkpoint declares one we do not follow.
 void LogBackend(const std::string& model, const backend::Backend& b,
                 const runner::RunnerInfo& info) {
   std::fprintf(stderr, "llm-worker: %s on %s (%s backend): %d slots, %d KV blocks (%.1f MiB)\n",
                model.c_str(), info.device.c_str(), b.backend.c_str(), info.sizes.max_slots,
                info.sizes.kv_blocks, static_cast<double>(info.kv_cache_bytes) / (1 << 20));
+  if (const std::string rope = model::DescribeRope(b.config); !rope.empty()) {
+    std::fprintf(stderr, "llm-worker: RoPE: %s\n", rope.c_str());
+  }
   if (b.quant.quantized()) {
     std::fprintf(stderr, "llm-worker: linear layers: %s\n", b.quant.Describe().c_str());
   }

@@ -181,6 +181,27 @@ TEST(ConfigTest, LongRopeScaling) {
   EXPECT_EQ(again->rope_scaling.long_factor, long_factor);
 }
 
+TEST(ConfigTest, DescribesItsRope) {
+  json j = BaseConfig();
+  EXPECT_EQ(DescribeRope(*ParseModelConfig(j, "c")), "");
+  j["rope_scaling"] = {
+      {"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
+  EXPECT_EQ(DescribeRope(*ParseModelConfig(j, "c")),
+            "yarn, factor 4 over 64 positions, attention x1.1386");
+  j = BaseConfig();
+  j["model_type"] = "phi3";
+  j["partial_rotary_factor"] = 0.5;
+  j["original_max_position_embeddings"] = 64;
+  j["rope_scaling"] = {
+      {"type", "longrope"}, {"long_factor", {1.0, 2.0}}, {"short_factor", {1.0, 1.5}}};
+  ModelConfig c = *ParseModelConfig(j, "c");
+  EXPECT_EQ(DescribeRope(c),
+            "longrope, the long factors (context past 64), 4 of 8 dimensions turned, "
+            "attention x1.1547");
+  SetServedContext(c, 64);
+  EXPECT_THAT(DescribeRope(c), HasSubstr("the short factors (context within 64)"));
+}
+
 TEST(ConfigTest, LinearRopeScaling) {
   json j = BaseConfig();
   j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
