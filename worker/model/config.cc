@@ -78,26 +78,20 @@ absl::StatusOr<std::vector<int32_t>> GetIdList(const json& j, const std::string&
   return ids;
 }
 
-// YaRN's default attention factor: 0.1 * m * ln(scale) + 1 past a scale of 1.
-double YarnMscale(double scale, double m) {
-  return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1;
-}
-
 // "linear" and "yarn": `factor` and the context they were trained at
 // (original_max_position_embeddings, else config.json's max_position_embeddings); yarn's ramp and
 // attention factor (attention_factor, else from mscale and mscale_all_dim as DeepSeek's configs
 // give them, else 0.1 ln(factor) + 1).
 absl::StatusOr<RopeScaling> ParseStretchedRope(const json& r, const std::string& type,
-                                               const std::string& source, const json& config) {
+                                               const std::string& source, const ModelConfig& c) {
   const std::string where = source + " rope_scaling";
   RopeScaling rs;
   rs.kind = type == "linear" ? RopeScaling::Kind::kLinear : RopeScaling::Kind::kYarn;
   if (!r.contains("factor")) return FieldError(where, "factor", "missing");
   LLM_ASSIGN_OR_RETURN(rs.factor, GetDouble(r, where, "factor", 1.0));
-  LLM_ASSIGN_OR_RETURN(const int64_t max_pos,
-                       GetInt(config, source, "max_position_embeddings", true, 0, 1));
-  LLM_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
-                       GetInt(r, where, "original_max_position_embeddings", false, max_pos, 1));
+  LLM_ASSIGN_OR_RETURN(
+      rs.original_max_position_embeddings,
+      GetInt(r, where, "original_max_position_embeddings", false, c.max_position_embeddings, 1));
   if (rs.kind == RopeScaling::Kind::kLinear) return rs;
   LLM_ASSIGN_OR_RETURN(rs.beta_fast, GetDouble(r, where, "beta_fast", 32.0));
   LLM_ASSIGN_OR_RETURN(rs.beta_slow, GetDouble(r, where, "beta_slow", 1.0));
@@ -145,8 +139,7 @@ absl::StatusOr<RopeScaling> ParseLongRope(const json& r, const std::string& sour
   rs.kind = RopeScaling::Kind::kLongRope;
   LLM_ASSIGN_OR_RETURN(rs.long_factor, GetFactors(r, where, "long_factor", c.rotary() / 2));
   LLM_ASSIGN_OR_RETURN(rs.short_factor, GetFactors(r, where, "short_factor", c.rotary() / 2));
-  LLM_ASSIGN_OR_RETURN(const int64_t max_pos,
-                       GetInt(j, source, "max_position_embeddings", true, 0, 1));
+  const int64_t max_pos = c.max_position_embeddings;
   if (j.contains("original_max_position_embeddings")) {
     LLM_ASSIGN_OR_RETURN(rs.original_max_position_embeddings,
                          GetInt(j, source, "original_max_position_embeddings", true, 0, 1));
@@ -180,7 +173,7 @@ absl::StatusOr<RopeScaling> ParseRopeScaling(const json& j, const std::string& s
     }
   }
   if (type == "default") return rs;
-  if (type == "linear" || type == "yarn") return ParseStretchedRope(r, type, source, j);
+  if (type == "linear" || type == "yarn") return ParseStretchedRope(r, type, source, c);
   if (type == "longrope" || type == "su") return ParseLongRope(r, source, j, c);
   if (type != "llama3") {
     return FieldError(
@@ -480,6 +473,10 @@ void YarnFrequencies(const ModelConfig& c, std::vector<double>& inv) {
 }
 
 }  // namespace
+
+double YarnMscale(double scale, double m) {
+  return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1;
+}
 
 double RopeAttentionFactor(const ModelConfig& c) {
   const RopeScaling::Kind kind = c.rope_scaling.kind;

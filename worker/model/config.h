@@ -104,6 +104,10 @@ nlohmann::json GenerationConfigToJson(const ModelConfig& config);
 // the first rotary_dim / 2 pairs turn and the others have 0. Applies rope_scaling.
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
 
+// YaRN's attention factor (its mscale) for `scale` and a weight `m`: 0.1 * m * ln(scale) + 1 past a
+// scale of 1, else 1. The default factor is YarnMscale(factor, 1).
+double YarnMscale(double scale, double m);
+
 // What RoPE's cos and sin are multiplied by: yarn's and longrope's attention_factor, else 1.
 double RopeAttentionFactor(const ModelConfig& config);
 

@@ -122,7 +122,7 @@ absl::Status StretchedRope(const GgufFile& f, const std::string& arch, ModelConf
   LLM_ASSIGN_OR_RETURN(
       rs.original_max_position_embeddings,
       PositiveInt(f, arch + ".rope.scaling.original_context_length", c.max_position_embeddings));
-  rs.attention_factor = rs.factor > 1 ? 0.1 * std::log(rs.factor) + 1 : 1.0;
+  rs.attention_factor = YarnMscale(rs.factor, 1.0);
   return absl::OkStatus();
 }
 
